@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian packages meridian builds against (see README "Dependencies").
+# Idempotent: when everything is present it only runs one dpkg-query and returns.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libboost-dev libasio-dev
+  libzmq3-dev cppzmq-dev
+  libucx-dev ucx-utils
+  capnproto libcapnp-dev
+  doctest-dev
+  libgloo-dev
+  libtomlplusplus-dev
+  libopenblas-openmp-dev
+  libxxhash-dev
+  libcli11-dev
+  nlohmann-json3-dev
+  etcd-server etcd-client
+)
+
+missing=()
+while read -r name status; do
+  [ "$status" = "installed" ] || missing+=("$name")
+done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+# dpkg-query prints nothing for packages it has never heard of; catch those too.
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || {
+    [[ " ${missing[*]-} " == *" $p "* ]] || missing+=("$p")
+  }
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup.sh: done"
