@@ -37,11 +37,28 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
   }
 }
 
+template <class T>
+void matmul_nt_forward(T* out, const T* inp, const T* w, int N, int IN, int OUT) {
+  gemm<T>(false, true, N, OUT, IN, T(1), inp, IN, w, IN, T(0), out, OUT);
+}
+
+template <class T>
+void matmul_nt_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, int N, int IN, int OUT) {
+  gemm<T>(false, false, N, IN, OUT, T(1), dout, OUT, w, IN, T(0), dinp, IN);
+  gemm<T>(true, false, OUT, IN, N, T(1), dout, OUT, inp, IN, T(1), dw, IN);
+}
+
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int,
                                      int);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*, int,
                                       int, int);
+
+template void matmul_nt_forward<float>(float*, const float*, const float*, int, int, int);
+template void matmul_nt_forward<double>(double*, const double*, const double*, int, int, int);
+template void matmul_nt_backward<float>(float*, float*, const float*, const float*, const float*, int, int, int);
+template void matmul_nt_backward<double>(double*, double*, const double*, const double*, const double*, int, int,
+                                         int);
 
 }  // namespace meridian::kernels

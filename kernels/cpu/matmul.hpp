@@ -11,3 +11,16 @@ template <class T>
 void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IN, int OUT);
 
 }  // namespace meridian::kernels
+
+namespace meridian::kernels {
+
+// The same product with the weight stored (OUT,IN), as PyTorch's Linear does; the tied output head
+// uses it, since it reads the (vocab, C) token embedding.   out = inp @ w^T, no bias.
+template <class T>
+void matmul_nt_forward(T* out, const T* inp, const T* w, int N, int IN, int OUT);
+
+// dinp = dout @ w (overwritten), dw += dout^T @ inp.
+template <class T>
+void matmul_nt_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, int N, int IN, int OUT);
+
+}  // namespace meridian::kernels

@@ -1,0 +1,202 @@
+#include "core/model/gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/util/error.hpp"
+#include "core/util/rng.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/encoder.hpp"
+#include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace meridian {
+
+namespace k = kernels;
+
+template <class T>
+Gpt<T>::Gpt(const GptConfig& config) : config_(config), layout_(ParamLayout::gpt(config)) {
+  const auto problems = validate_gpt_config(config);
+  MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
+  static constexpr const char* kLayerTensors[12] = {
+      "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+      "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+  for (int l = 0; l < config.n_layer; ++l) {
+    LayerOffsets o;
+    for (int i = 0; i < 12; ++i) o[i] = layout_.at("h." + std::to_string(l) + "." + kLayerTensors[i]).offset;
+    layer_offsets_.push_back(o);
+  }
+  wte_ = layout_.at("wte.weight").offset;
+  wpe_ = layout_.at("wpe.weight").offset;
+  lnfw_ = layout_.at("ln_f.weight").offset;
+  lnfb_ = layout_.at("ln_f.bias").offset;
+  params_.assign(layout_.total(), T(0));
+  grads_.assign(layout_.total(), T(0));
+}
+
+template <class T>
+void Gpt<T>::init_weights(std::uint64_t seed) {
+  Rng rng(seed);
+  const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layer);
+  for (const auto& v : layout_.views()) {
+    T* p = params_.data() + v.offset;
+    const bool is_weight = v.name.ends_with(".weight");
+    if (v.shape.size() == 1) {  // LayerNorm gains are 1, every bias and LayerNorm shift 0
+      std::fill(p, p + v.numel, is_weight && v.name.find("ln_") != std::string::npos ? T(1) : T(0));
+      continue;
+    }
+    const bool residual = v.name.ends_with("c_proj.weight");
+    const double stddev = residual ? residual_std : 0.02;
+    for (std::size_t i = 0; i < v.numel; ++i) p[i] = static_cast<T>(rng.normal() * stddev);
+  }
+}
+
+template <class T>
+void Gpt<T>::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+template <class T>
+void Gpt<T>::ensure_batch(int B) {
+  if (B <= capacity_) return;
+  const std::size_t L = config_.n_layer, C = config_.d_model, V = config_.vocab, NH = config_.n_head;
+  const std::size_t BT = static_cast<std::size_t>(B) * config_.seq_len;
+  auto& a = acts_;
+  a.encoded.resize(BT * C);
+  a.ln1.resize(L * BT * C);
+  a.ln1_mean.resize(L * BT);
+  a.ln1_rstd.resize(L * BT);
+  a.qkv.resize(L * BT * 3 * C);
+  a.atty.resize(L * BT * C);
+  a.att.resize(L * B * NH * config_.seq_len * config_.seq_len);
+  a.attproj.resize(L * BT * C);
+  a.res2.resize(L * BT * C);
+  a.ln2.resize(L * BT * C);
+  a.ln2_mean.resize(L * BT);
+  a.ln2_rstd.resize(L * BT);
+  a.fch.resize(L * BT * 4 * C);
+  a.fch_gelu.resize(L * BT * 4 * C);
+  a.fcproj.resize(L * BT * C);
+  a.res3.resize(L * BT * C);
+  a.lnf.resize(BT * C);
+  a.lnf_mean.resize(BT);
+  a.lnf_rstd.resize(BT);
+  a.logits.resize(BT * V);
+  a.losses.resize(BT);
+  a.dres.resize(BT * C);
+  a.dln.resize(BT * C);
+  a.dqkv.resize(BT * 3 * C);
+  a.datty.resize(BT * C);
+  a.dfch.resize(BT * 4 * C);
+  a.dfch_gelu.resize(BT * 4 * C);
+  a.dlogits.resize(BT * V);
+  capacity_ = B;
+}
+
+template <class T>
+template <class P, class Ptr>
+P Gpt<T>::layer_ptrs(Ptr base, int l) const {
+  const auto& o = layer_offsets_[l];
+  return P{base + o[0], base + o[1], base + o[2], base + o[3], base + o[4],  base + o[5],
+           base + o[6], base + o[7], base + o[8], base + o[9], base + o[10], base + o[11]};
+}
+
+template <class T>
+T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B) {
+  MERIDIAN_CHECK(B >= 1, "B=", B);
+  ensure_batch(B);
+  B_ = B;
+  const int Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  inputs_.assign(inputs, inputs + BT);
+  if (targets) targets_.assign(targets, targets + BT);
+  else targets_.clear();
+  auto& a = acts_;
+  const T* wte = params_.data() + wte_;
+  const T* wpe = params_.data() + wpe_;
+
+  k::encoder_forward(a.encoded.data(), inputs, wte, wpe, B, Tn, C);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const auto p = layer_ptrs<LayerParams>(params_.data(), l);
+    const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+    T* ln1 = a.ln1.data() + l * BT * C;
+    T* qkv = a.qkv.data() + l * BT * 3 * C;
+    T* atty = a.atty.data() + l * BT * C;
+    T* res2 = a.res2.data() + l * BT * C;
+    T* ln2 = a.ln2.data() + l * BT * C;
+    T* fch = a.fch.data() + l * BT * 4 * C;
+    T* fch_gelu = a.fch_gelu.data() + l * BT * 4 * C;
+    T* res3 = a.res3.data() + l * BT * C;
+    k::layernorm_forward(ln1, a.ln1_mean.data() + l * BT, a.ln1_rstd.data() + l * BT, res_in, p.ln1w, p.ln1b,
+                         static_cast<int>(BT), C);
+    k::matmul_forward(qkv, ln1, p.qkvw, p.qkvb, static_cast<int>(BT), C, 3 * C);
+    k::attention_forward(atty, a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn, C, NH);
+    k::matmul_forward(a.attproj.data() + l * BT * C, atty, p.projw, p.projb, static_cast<int>(BT), C, C);
+    k::add(res2, res_in, a.attproj.data() + l * BT * C, BT * C);
+    k::layernorm_forward(ln2, a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, res2, p.ln2w, p.ln2b,
+                         static_cast<int>(BT), C);
+    k::matmul_forward(fch, ln2, p.fcw, p.fcb, static_cast<int>(BT), C, 4 * C);
+    k::gelu_forward(fch_gelu, fch, BT * 4 * C);
+    k::matmul_forward(a.fcproj.data() + l * BT * C, fch_gelu, p.fcprojw, p.fcprojb, static_cast<int>(BT), 4 * C, C);
+    k::add(res3, res2, a.fcproj.data() + l * BT * C, BT * C);
+  }
+  const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
+  k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last,
+                       params_.data() + lnfw_,
+                       params_.data() + lnfb_, static_cast<int>(BT), C);
+  k::matmul_nt_forward(a.logits.data(), a.lnf.data(), wte, static_cast<int>(BT), C, V);
+  if (!targets) return T(0);
+  k::cross_entropy_forward(a.losses.data(), a.logits.data(), targets, static_cast<int>(BT), V);
+  double sum = 0;  // serial, in order: the reported loss is bit-reproducible
+  for (std::size_t i = 0; i < BT; ++i) sum += a.losses[i];
+  return static_cast<T>(sum / static_cast<double>(BT));
+}
+
+template <class T>
+void Gpt<T>::backward(T loss_scale) {
+  MERIDIAN_CHECK(B_ >= 1 && !targets_.empty(), "backward() needs a forward() with targets first");
+  const int B = B_, Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  const int N = static_cast<int>(BT);
+  auto& a = acts_;
+  const T* wte = params_.data() + wte_;
+  T* dwte = grads_.data() + wte_;
+
+  k::cross_entropy_forward_backward(a.dlogits.data(), a.losses.data(), a.logits.data(), targets_.data(), N, V,
+                                    loss_scale / static_cast<T>(BT));
+  k::matmul_nt_backward(a.dln.data(), dwte, a.dlogits.data(), a.lnf.data(), wte, N, C, V);
+  std::fill(a.dres.begin(), a.dres.begin() + BT * C, T(0));
+  const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
+  k::layernorm_backward(a.dres.data(), grads_.data() + lnfw_,
+                        grads_.data() + lnfb_, a.dln.data(), last,
+                        params_.data() + lnfw_, a.lnf_mean.data(), a.lnf_rstd.data(), N,
+                        C);
+  // a.dres is the gradient of the residual stream; each block adds its branches' gradients into it.
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const auto p = layer_ptrs<LayerParams>(params_.data(), l);
+    const auto g = layer_ptrs<LayerGrads>(grads_.data(), l);
+    const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+    k::matmul_backward(a.dfch_gelu.data(), g.fcprojw, g.fcprojb, a.dres.data(), a.fch_gelu.data() + l * BT * 4 * C,
+                       p.fcprojw, N, 4 * C, C);
+    k::gelu_backward(a.dfch.data(), a.fch.data() + l * BT * 4 * C, a.dfch_gelu.data(), BT * 4 * C);
+    k::matmul_backward(a.dln.data(), g.fcw, g.fcb, a.dfch.data(), a.ln2.data() + l * BT * C, p.fcw, N, C, 4 * C);
+    k::layernorm_backward(a.dres.data(), g.ln2w, g.ln2b, a.dln.data(), a.res2.data() + l * BT * C, p.ln2w,
+                          a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, N, C);
+    k::matmul_backward(a.datty.data(), g.projw, g.projb, a.dres.data(), a.atty.data() + l * BT * C, p.projw, N, C, C);
+    k::attention_backward(a.dqkv.data(), a.datty.data(), a.qkv.data() + l * BT * 3 * C,
+                          a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, C, NH);
+    k::matmul_backward(a.dln.data(), g.qkvw, g.qkvb, a.dqkv.data(), a.ln1.data() + l * BT * C, p.qkvw, N, C, 3 * C);
+    k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + l * BT,
+                          a.ln1_rstd.data() + l * BT, N, C);
+  }
+  k::encoder_backward(dwte, grads_.data() + wpe_, a.dres.data(), inputs_.data(), B, Tn,
+                      C);
+}
+
+template class Gpt<float>;
+template class Gpt<double>;
+
+}  // namespace meridian

@@ -1,0 +1,44 @@
+#pragma once
+// The table of named views into the ONE flat parameter buffer. Gradients and each optimizer moment
+// use the same layout in buffers of their own, so later layers can all-reduce, hash, diff and send
+// a whole model as one contiguous vector and still find any tensor by name.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/gpt_config.hpp"
+
+namespace meridian {
+
+struct ParamView {
+  std::string name;                 // Hugging Face GPT-2 name without the "transformer." prefix
+  std::vector<std::int64_t> shape;  // row-major; matrices in GPT-2's Conv1D (in, out) layout
+  std::size_t offset = 0;           // in elements, into the flat buffer
+  std::size_t numel = 0;
+  bool decay = false;  // AdamW weight decay applies to matrices and embeddings, not biases or LayerNorm
+};
+
+class ParamLayout {
+ public:
+  // Per layer, in GPT-2 order, so one layer's tensors are contiguous (backward finishes layer by layer).
+  static ParamLayout gpt(const GptConfig& c);
+
+  const std::vector<ParamView>& views() const { return views_; }
+  std::size_t total() const { return total_; }
+  const ParamView& at(std::string_view name) const;  // InvariantError when absent: names are ours
+
+  template <class T>
+  std::span<T> slice(std::span<T> flat, const ParamView& v) const {
+    return flat.subspan(v.offset, v.numel);
+  }
+
+ private:
+  void add(std::string name, std::vector<std::int64_t> shape, bool decay);
+  std::vector<ParamView> views_;
+  std::size_t total_ = 0;
+};
+
+}  // namespace meridian
