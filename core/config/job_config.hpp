@@ -1,0 +1,101 @@
+#pragma once
+// The one typed configuration of a job, read from a TOML file (with optional `include` chains)
+// plus --set overrides. Everything downstream reads this struct, never TOML.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/model/gpt_config.hpp"
+
+namespace meridian {
+
+struct JobConfig {
+  struct Job {
+    std::string name = "meridian";
+    std::filesystem::path run_dir;  // absolute; defaults to <cwd>/runs/<name>
+    std::uint64_t seed = 1337;
+    bool operator==(const Job&) const = default;
+  } job;
+
+  GptConfig model;                    // the preset's shape with any explicit [model] values on top
+  std::string model_preset = "small";
+
+  struct Data {
+    enum class Format { Text, LlmcBin };
+    std::filesystem::path path;  // absolute
+    Format format = Format::Text;
+    double val_fraction = 0.1;                        // ignored when val_path is given
+    std::optional<std::filesystem::path> val_path;  // absolute
+    bool operator==(const Data&) const = default;
+  } data;
+
+  struct Inner {
+    enum class Optimizer { AdamW };
+    enum class Schedule { Cosine, Linear, Constant };
+    Optimizer optimizer = Optimizer::AdamW;
+    double lr = 1e-3;
+    double min_lr_ratio = 0.1;
+    int warmup_steps = 0;
+    Schedule schedule = Schedule::Cosine;
+    int batch_per_replica = 8;  // sequences per micro-batch
+    int grad_accum = 1;
+    int steps = 1000;
+    double clip = 1.0;  // 0 = no clipping
+    double weight_decay = 0.1;
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double eps = 1e-8;
+    bool operator==(const Inner&) const = default;
+  } inner;
+
+  struct Log {
+    int every = 10;         // steps between metrics lines
+    int eval_every = 100;   // 0 = evaluate only at the end
+    int eval_windows = 64;  // most validation windows per evaluation
+    bool operator==(const Log&) const = default;
+  } log;
+
+  struct Checkpoint {
+    int every = 0;  // 0 = only at the end
+    int keep = 3;
+    bool operator==(const Checkpoint&) const = default;
+  } checkpoint;
+
+  // The file the job was loaded from (absolute). Compared like the rest, so a config re-read from
+  // to_toml() output written elsewhere equals the original once source is aligned.
+  std::filesystem::path source;
+
+  bool operator==(const JobConfig&) const = default;
+};
+
+std::string_view to_string(JobConfig::Data::Format f);
+std::string_view to_string(JobConfig::Inner::Optimizer o);
+std::string_view to_string(JobConfig::Inner::Schedule s);
+
+// One thing wrong with a job: where (file and line, or "--set key=value" with line 0), which
+// dotted key (empty for whole-file problems), and what was expected and found.
+struct ConfigProblem {
+  std::string file;
+  int line = 0;
+  std::string key;
+  std::string message;
+  // "configs/demo.toml:12: inner.lr: expected a number > 0, found -0.5"
+  std::string to_string() const;
+};
+
+// Loads `file`, applies overrides ("inner.lr=3e-3"; the value is read as a TOML value, or else
+// taken as a bare string: "data.path=foo.txt"), and validates. Returns every problem found.
+std::variant<JobConfig, std::vector<ConfigProblem>> try_load_job_config(
+    const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+// Same, but throws Error(ErrorKind::Config) whose what() lists every problem, one per line.
+JobConfig load_job_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+// The resolved config as TOML text (absolute paths, explicit shape); loading it gives an equal JobConfig.
+std::string to_toml(const JobConfig& c);
+
+}  // namespace meridian

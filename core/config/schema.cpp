@@ -1,0 +1,277 @@
+// The schema: which keys exist, their types and ranges, and the typed JobConfig they make.
+// Keys are known by being read here, so the list of valid keys cannot drift from the reader.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/config/layers.hpp"
+
+namespace fs = std::filesystem;
+
+namespace meridian::config_detail {
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string did_you_mean(std::string_view name, const std::set<std::string>& known) {
+  std::string best;
+  // Within distance 2, but not more than half the name: "foo" is no typo of "job".
+  size_t best_distance = std::min<size_t>(2, name.size() / 2) + 1;
+  for (const auto& k : known)
+    if (const size_t d = edit_distance(name, k); d < best_distance) best = k, best_distance = d;
+  return best.empty() ? "" : " (did you mean " + best + "?)";
+}
+
+// An interval of acceptable numbers; an absent bound is open-ended.
+struct Range {
+  std::optional<double> lo, hi;
+  bool lo_open = false, hi_open = false;
+
+  bool contains(double v) const {
+    return std::isfinite(v) && (!lo || (lo_open ? v > *lo : v >= *lo)) && (!hi || (hi_open ? v < *hi : v <= *hi));
+  }
+  std::string text() const {
+    if (!hi) return (lo_open ? "> " : ">= ") + format_number(*lo);
+    return std::string("in ") + (lo_open ? "(" : "[") + format_number(*lo) + ", " + format_number(*hi) +
+           (hi_open ? ")" : "]");
+  }
+};
+Range above(double lo) { return {lo, std::nullopt, true, false}; }
+Range at_least(double lo) { return {lo, std::nullopt, false, false}; }
+Range within(double lo, double hi, bool lo_open, bool hi_open) { return {lo, hi, lo_open, hi_open}; }
+
+class Resolver {
+ public:
+  explicit Resolver(const Layers& layers) : layers_(layers) {}
+
+  // Registers table.key as a known key; the value set for it, if any.
+  const Setting* lookup(const std::string& table, const std::string& key) {
+    known_[table].insert(key);
+    const auto it = layers_.leaves.find(table + "." + key);
+    return it == layers_.leaves.end() ? nullptr : &it->second;
+  }
+
+  void add(const Origin& at, std::string key, std::string message) {
+    problems_.push_back({at.order, problem_at(at, std::move(key), std::move(message))});
+  }
+
+  void mismatch(const Setting& s, const std::string& key, const std::string& expected, const std::string& found) {
+    add(s.origin, key, "expected " + expected + ", found " + found);
+  }
+
+  // Integers of type T within [lo, max of T]; no lo: any integer.
+  template <class T>
+  void read(T& out, const std::string& table, const std::string& key, std::optional<std::int64_t> lo) {
+    const Setting* s = lookup(table, key);
+    if (!s) return;
+    const std::int64_t hi = std::cmp_greater(std::numeric_limits<T>::max(), INT64_MAX)
+                                ? INT64_MAX
+                                : static_cast<std::int64_t>(std::numeric_limits<T>::max());
+    const std::int64_t low = lo.value_or(std::numeric_limits<T>::min());
+    const std::string expected = lo ? "an integer >= " + std::to_string(*lo) : "an integer";
+    const auto* v = s->value->as_integer();
+    if (!v) return mismatch(*s, table + "." + key, expected, describe(*s->value));
+    if (v->get() < low) return mismatch(*s, table + "." + key, expected, std::to_string(v->get()));
+    if (v->get() > hi)
+      return mismatch(*s, table + "." + key, "an integer <= " + std::to_string(hi), std::to_string(v->get()));
+    out = static_cast<T>(v->get());
+  }
+
+  // Floats; integers are accepted too (lr = 1 means 1.0), never the reverse.
+  void read(double& out, const std::string& table, const std::string& key, const Range& range) {
+    const Setting* s = lookup(table, key);
+    if (!s) return;
+    const std::string expected = "a number " + range.text();
+    std::optional<double> v;
+    if (const auto* f = s->value->as_floating_point()) v = f->get();
+    if (const auto* i = s->value->as_integer()) v = static_cast<double>(i->get());
+    if (!v) return mismatch(*s, table + "." + key, expected, describe(*s->value));
+    if (!range.contains(*v)) return mismatch(*s, table + "." + key, expected, format_number(*v));
+    out = *v;
+  }
+
+  // Non-empty strings.
+  void read(std::string& out, const std::string& table, const std::string& key) {
+    if (const auto* s = non_empty_string(table, key, "a non-empty string")) out = *s;
+  }
+
+  // A file path, made absolute against the directory of the file (or cwd for --set) that set it.
+  void read_path(std::optional<fs::path>& out, const std::string& table, const std::string& key) {
+    if (const auto* s = non_empty_string(table, key, "a non-empty string (a file path)"))
+      out = (layers_.leaves.at(table + "." + key).origin.dir / *s).lexically_normal();
+  }
+
+  // One of `names`; the index of the match.
+  std::optional<size_t> read_one_of(const std::string& table, const std::string& key,
+                                    const std::vector<std::string>& names) {
+    const Setting* s = lookup(table, key);
+    if (!s) return std::nullopt;
+    std::string expected = "one of";
+    for (size_t i = 0; i < names.size(); ++i) expected += (i ? ", " : " ") + quote(names[i]);
+    const auto* v = s->value->as_string();
+    if (!v) return mismatch(*s, table + "." + key, expected, describe(*s->value)), std::nullopt;
+    const auto it = std::find(names.begin(), names.end(), v->get());
+    if (it == names.end()) return mismatch(*s, table + "." + key, expected, quote(v->get())), std::nullopt;
+    return static_cast<size_t>(it - names.begin());
+  }
+
+  template <class E>
+  void read(E& out, const std::string& table, const std::string& key, std::initializer_list<E> all) {
+    std::vector<std::string> names;
+    for (E e : all) names.emplace_back(to_string(e));
+    if (const auto i = read_one_of(table, key, names)) out = all.begin()[*i];
+  }
+
+  void require(const std::string& table, const std::string& key, const std::string& expected) {
+    if (lookup(table, key)) return;
+    add(table_origin(table), table + "." + key, "missing required key (expected " + expected + ")");
+  }
+
+  // Where a problem of a whole table is reported: where it was opened, else the top of the job file.
+  Origin table_origin(const std::string& table) const {
+    const auto it = layers_.tables.find(table);
+    return it != layers_.tables.end() && it->second.line > 0 ? it->second : layers_.top;
+  }
+
+  const Setting* find(const std::string& dotted) const {
+    const auto it = layers_.leaves.find(dotted);
+    return it == layers_.leaves.end() ? nullptr : &it->second;
+  }
+
+  // Everything set that no read above asked for.
+  void report_unknown() {
+    std::set<std::string> tables, reported;
+    for (const auto& [t, keys] : known_) tables.insert(t);
+    std::set<std::string> top_level = tables;
+    top_level.insert("include");
+    for (const auto& [name, s] : layers_.leaves) {
+      const auto dot = name.find('.');
+      const std::string table = name.substr(0, dot);
+      const auto known = known_.find(table);
+      if (dot == std::string::npos) {
+        if (known != known_.end()) mismatch(s, table, "a table", describe(*s.value));
+        else add(s.origin, table, "unknown key" + did_you_mean(table, top_level));
+      } else if (known == known_.end()) {
+        if (reported.insert(table).second) add(table_origin(table), table, "unknown table" + did_you_mean(table, tables));
+      } else if (const std::string key = name.substr(dot + 1); !known->second.contains(key)) {
+        add(s.origin, name, "unknown key" + did_you_mean(key, known->second));
+      }
+    }
+    for (const auto& [table, at] : layers_.tables)
+      if (!known_.contains(table) && reported.insert(table).second)
+        add(at, table, "unknown table" + did_you_mean(table, tables));
+  }
+
+  // In file order (bases first, --set last), then by line.
+  void flush(std::vector<ConfigProblem>& out) {
+    std::stable_sort(problems_.begin(), problems_.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second.line < b.second.line;
+    });
+    for (auto& [order, p] : problems_) out.push_back(std::move(p));
+  }
+
+ private:
+  const std::string* non_empty_string(const std::string& table, const std::string& key, const std::string& expected) {
+    const Setting* s = lookup(table, key);
+    if (!s) return nullptr;
+    const auto* v = s->value->as_string();
+    if (!v) return mismatch(*s, table + "." + key, expected, describe(*s->value)), nullptr;
+    if (v->get().empty()) return mismatch(*s, table + "." + key, expected, "an empty string"), nullptr;
+    return &v->get();
+  }
+
+  const Layers& layers_;
+  std::map<std::string, std::set<std::string>> known_;
+  std::vector<std::pair<int, ConfigProblem>> problems_;
+};
+
+const char* const kShapeKeys[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab"};
+
+void resolve_model(Resolver& r, JobConfig& c) {
+  std::vector<std::string> presets;
+  for (const auto& p : gpt_presets()) presets.emplace_back(p.name);
+  if (const auto i = r.read_one_of("model", "preset", presets)) c.model_preset = presets[*i];
+  c.model = find_gpt_preset(c.model_preset).value();
+  int* const fields[] = {&c.model.n_layer, &c.model.n_head, &c.model.d_model, &c.model.seq_len, &c.model.vocab};
+  for (size_t i = 0; i < std::size(kShapeKeys); ++i) r.read(*fields[i], "model", kShapeKeys[i], std::nullopt);
+
+  // validate_gpt_config's sentences start with the field they are about: report them at that key.
+  for (const auto& sentence : validate_gpt_config(c.model)) {
+    const std::string field = sentence.substr(0, sentence.find_first_of(" ("));
+    const bool is_shape_key = std::find(std::begin(kShapeKeys), std::end(kShapeKeys), field) != std::end(kShapeKeys);
+    const std::string key = is_shape_key ? "model." + field : "model";
+    const Setting* s = r.find(key);
+    r.add(s ? s->origin : r.table_origin("model"), key, sentence);
+  }
+}
+
+}  // namespace
+
+JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
+  using Data = JobConfig::Data;
+  using Inner = JobConfig::Inner;
+  Resolver r(layers);
+  JobConfig c;
+  c.source = fs::absolute(layers.top.file).lexically_normal();
+
+  r.read(c.job.name, "job", "name");
+  std::optional<fs::path> run_dir;
+  r.read_path(run_dir, "job", "run_dir");
+  c.job.run_dir = run_dir.value_or((fs::current_path() / "runs" / c.job.name).lexically_normal());
+  r.read(c.job.seed, "job", "seed", 0);
+
+  resolve_model(r, c);
+
+  r.require("data", "path", "a string: the training data file");
+  std::optional<fs::path> data_path;
+  r.read_path(data_path, "data", "path");
+  c.data.path = data_path.value_or(fs::path());
+  r.read(c.data.format, "data", "format", {Data::Format::Text, Data::Format::LlmcBin});
+  r.read(c.data.val_fraction, "data", "val_fraction", within(0, 1, true, true));
+  r.read_path(c.data.val_path, "data", "val_path");
+
+  r.read(c.inner.optimizer, "inner", "optimizer", {Inner::Optimizer::AdamW});
+  r.read(c.inner.lr, "inner", "lr", above(0));
+  r.read(c.inner.min_lr_ratio, "inner", "min_lr_ratio", within(0, 1, false, false));
+  r.read(c.inner.warmup_steps, "inner", "warmup_steps", 0);
+  r.read(c.inner.schedule, "inner", "schedule", {Inner::Schedule::Cosine, Inner::Schedule::Linear, Inner::Schedule::Constant});
+  r.read(c.inner.batch_per_replica, "inner", "batch_per_replica", 1);
+  r.read(c.inner.grad_accum, "inner", "grad_accum", 1);
+  r.read(c.inner.steps, "inner", "steps", 1);
+  r.read(c.inner.clip, "inner", "clip", at_least(0));
+  r.read(c.inner.weight_decay, "inner", "weight_decay", at_least(0));
+  r.read(c.inner.beta1, "inner", "beta1", within(0, 1, false, true));
+  r.read(c.inner.beta2, "inner", "beta2", within(0, 1, false, true));
+  r.read(c.inner.eps, "inner", "eps", above(0));
+
+  r.read(c.log.every, "log", "every", 1);
+  r.read(c.log.eval_every, "log", "eval_every", 0);
+  r.read(c.log.eval_windows, "log", "eval_windows", 1);
+
+  r.read(c.checkpoint.every, "checkpoint", "every", 0);
+  r.read(c.checkpoint.keep, "checkpoint", "keep", 1);
+
+  r.report_unknown();
+  r.flush(problems);
+  return c;
+}
+
+}  // namespace meridian::config_detail

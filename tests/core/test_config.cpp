@@ -1,0 +1,320 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+
+#include "core/config/job_config.hpp"
+#include "core/util/error.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace meridian;
+using meridian::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path write(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+  return file;
+}
+
+JobConfig load_ok(const fs::path& file, const std::vector<std::string>& overrides = {}) {
+  auto result = try_load_job_config(file, overrides);
+  if (auto* problems = std::get_if<std::vector<ConfigProblem>>(&result)) {
+    for (const auto& p : *problems) MESSAGE(p.to_string());
+    FAIL("expected the config to load");
+  }
+  return std::get<JobConfig>(result);
+}
+
+std::vector<std::string> problems_of(const fs::path& file, const std::vector<std::string>& overrides = {}) {
+  auto result = try_load_job_config(file, overrides);
+  REQUIRE_MESSAGE(std::holds_alternative<std::vector<ConfigProblem>>(result), "expected problems");
+  std::vector<std::string> lines;
+  for (const auto& p : std::get<std::vector<ConfigProblem>>(result)) lines.push_back(p.to_string());
+  return lines;
+}
+
+// The single problem of a job with the given extra body, as text.
+std::string only_problem(const TempDir& dir, const std::string& body, const std::vector<std::string>& overrides = {}) {
+  const auto lines = problems_of(write(dir / "job.toml", body), overrides);
+  REQUIRE_MESSAGE(lines.size() == 1, [&] {
+    std::string all;
+    for (const auto& l : lines) all += l + "\n";
+    return all;
+  }());
+  return lines[0];
+}
+
+const std::string kData = "[data]\npath = \"corpus.txt\"\n";
+
+}  // namespace
+
+TEST_CASE("defaults and the default preset") {
+  TempDir dir("config");
+  const auto file = write(dir / "job.toml", kData);
+  const JobConfig c = load_ok(file);
+  CHECK(c.job.name == "meridian");
+  CHECK(c.job.run_dir == (fs::current_path() / "runs" / "meridian").lexically_normal());
+  CHECK(c.job.seed == 1337);
+  CHECK(c.model_preset == "small");
+  CHECK(c.model == *find_gpt_preset("small"));
+  CHECK(c.data.path == (dir.path() / "corpus.txt").lexically_normal());
+  CHECK(c.data.format == JobConfig::Data::Format::Text);
+  CHECK(c.data.val_fraction == 0.1);
+  CHECK(!c.data.val_path);
+  CHECK(c.inner.optimizer == JobConfig::Inner::Optimizer::AdamW);
+  CHECK(c.inner.lr == 1e-3);
+  CHECK(c.inner.min_lr_ratio == 0.1);
+  CHECK(c.inner.warmup_steps == 0);
+  CHECK(c.inner.schedule == JobConfig::Inner::Schedule::Cosine);
+  CHECK(c.inner.batch_per_replica == 8);
+  CHECK(c.inner.grad_accum == 1);
+  CHECK(c.inner.steps == 1000);
+  CHECK(c.inner.clip == 1.0);
+  CHECK(c.inner.weight_decay == 0.1);
+  CHECK(c.inner.beta1 == 0.9);
+  CHECK(c.inner.beta2 == 0.95);
+  CHECK(c.inner.eps == 1e-8);
+  CHECK(c.log.every == 10);
+  CHECK(c.log.eval_every == 100);
+  CHECK(c.log.eval_windows == 64);
+  CHECK(c.checkpoint.every == 0);
+  CHECK(c.checkpoint.keep == 3);
+  CHECK(c.source == fs::absolute(file).lexically_normal());
+}
+
+TEST_CASE("a preset gives the shape and explicit keys override it") {
+  TempDir dir("config");
+  const JobConfig tiny = load_ok(write(dir / "a.toml", kData + "[model]\npreset = \"tiny\"\n"));
+  CHECK(tiny.model_preset == "tiny");
+  CHECK(tiny.model == *find_gpt_preset("tiny"));
+
+  const JobConfig custom =
+      load_ok(write(dir / "b.toml", kData + "[model]\npreset = \"tiny\"\nn_layer = 3\nd_model = 48\nvocab = 512\n"));
+  GptConfig expected = *find_gpt_preset("tiny");
+  expected.n_layer = 3;
+  expected.d_model = 48;
+  expected.vocab = 512;
+  CHECK(custom.model == expected);
+}
+
+TEST_CASE("include chains deep-merge and resolve paths against their own file") {
+  TempDir dir("config");
+  write(dir / "shared/base.toml",
+        "[job]\nname = \"base\"\nseed = 7\n"
+        "[data]\npath = \"../data/train.txt\"\nformat = \"llmc-bin\"\n"
+        "[inner]\nlr = 0.002\nsteps = 50\n");
+  write(dir / "shared/mid.toml",
+        "include = \"base.toml\"\n"
+        "[inner]\nsteps = 60\nschedule = \"linear\"\n");
+  const auto top = write(dir / "jobs/top.toml",
+                         "include = \"../shared/mid.toml\"\n"
+                         "[job]\nname = \"top\"\nrun_dir = \"out\"\n"
+                         "[data]\nval_path = \"val.txt\"\n");
+  const JobConfig c = load_ok(top);
+  CHECK(c.job.name == "top");
+  CHECK(c.job.seed == 7);
+  CHECK(c.job.run_dir == dir.path() / "jobs" / "out");
+  CHECK(c.data.path == dir.path() / "data" / "train.txt");
+  CHECK(c.data.val_path == dir.path() / "jobs" / "val.txt");
+  CHECK(c.data.format == JobConfig::Data::Format::LlmcBin);
+  CHECK(c.inner.lr == 0.002);
+  CHECK(c.inner.steps == 60);
+  CHECK(c.inner.schedule == JobConfig::Inner::Schedule::Linear);
+}
+
+TEST_CASE("an include cycle is a problem, not a hang") {
+  TempDir dir("config");
+  write(dir / "a.toml", "include = \"b.toml\"\n" + kData);
+  write(dir / "b.toml", "\n\ninclude = \"a.toml\"\n");
+  const auto lines = problems_of(dir / "a.toml");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("b.toml:3: include: include cycle:") != std::string::npos);
+  CHECK(lines[0].find("a.toml -> ") != std::string::npos);
+
+  write(dir / "self.toml", "include = \"self.toml\"\n");
+  CHECK(problems_of(dir / "self.toml").at(0).find("include cycle") != std::string::npos);
+}
+
+TEST_CASE("a missing include names the include line") {
+  TempDir dir("config");
+  const auto file = write(dir / "job.toml", "include = \"nope.toml\"\n" + kData);
+  const auto lines = problems_of(file);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("job.toml:1: include: cannot read") != std::string::npos);
+  CHECK(lines[0].find("nope.toml") != std::string::npos);
+}
+
+TEST_CASE("--set overrides numbers, strings and paths, and rejects unknown keys") {
+  TempDir dir("config");
+  const auto file = write(dir / "job.toml", kData + "[inner]\nlr = 0.5\n");
+  const JobConfig c = load_ok(file, {"inner.lr=3e-3", "inner.steps = 20", "job.name=\"run 1\"", "data.path=foo.txt",
+                                     "inner.schedule=constant", "model.preset=tiny"});
+  CHECK(c.inner.lr == 3e-3);
+  CHECK(c.inner.steps == 20);
+  CHECK(c.job.name == "run 1");
+  CHECK(c.data.path == (fs::current_path() / "foo.txt").lexically_normal());
+  CHECK(c.inner.schedule == JobConfig::Inner::Schedule::Constant);
+  CHECK(c.model == *find_gpt_preset("tiny"));
+
+  CHECK(only_problem(dir, kData, {"inner.steps=abc"}) ==
+        "--set inner.steps=abc: inner.steps: expected an integer >= 1, found string \"abc\"");
+  CHECK(only_problem(dir, kData, {"inner.lrr=1"}) == "--set inner.lrr=1: inner.lrr: unknown key (did you mean lr?)");
+  CHECK(only_problem(dir, kData, {"inner.lr"}).find("expected key=value") != std::string::npos);
+  const auto both = problems_of(write(dir / "both.toml", kData + "[log]\nevery = 0\n"), {"bad", "log.keep=1"});
+  REQUIRE(both.size() == 3);  // file problems first, then the values set by --set, then malformed --set
+  CHECK(both[0].find("both.toml:4: log.every") != std::string::npos);
+  CHECK(both[1] == "--set log.keep=1: log.keep: unknown key");
+  CHECK(both[2].starts_with("--set bad: expected key=value"));
+  CHECK(only_problem(dir, kData, {"include=x.toml"}).find("only be given in a job file") != std::string::npos);
+}
+
+TEST_CASE("unknown tables and keys, with suggestions") {
+  TempDir dir("config");
+  CHECK(only_problem(dir, kData + "[model]\nn_layr = 2\n") == (dir / "job.toml").string() +
+                                                                  ":4: model.n_layr: unknown key (did you mean n_layer?)");
+  CHECK(only_problem(dir, kData + "\n[inne]\nlr = 1.0\n").find("job.toml:4: inne: unknown table (did you mean inner?)") !=
+        std::string::npos);
+  CHECK(only_problem(dir, kData + "[inner]\nzzz = 1\n") == (dir / "job.toml").string() + ":4: inner.zzz: unknown key");
+  CHECK(only_problem(dir, kData + "[foo]\n").ends_with("foo: unknown table"));  // "job" is too far to suggest
+  CHECK(only_problem(dir, kData + "[inner]\nstpes = 1\n").ends_with("inner.stpes: unknown key (did you mean steps?)"));
+  CHECK(only_problem(dir, "steps = 3\n" + kData).find("job.toml:1: steps: unknown key") != std::string::npos);
+  CHECK(only_problem(dir, "inner = 3\n" + kData).find("job.toml:1: inner: expected a table, found integer 3") !=
+        std::string::npos);
+  CHECK(only_problem(dir, kData + "[inner.lr]\nx = 1\n").find("job.toml:3: inner.lr: expected a number > 0, found a table") !=
+        std::string::npos);
+}
+
+TEST_CASE("every rule names file:line, the key, what was expected and what was found") {
+  TempDir dir("config");
+  struct Case {
+    std::string body, expected;
+  };
+  const std::vector<Case> cases = {
+      {"[job]\nname = \"\"\n", ":2: job.name: expected a non-empty string, found an empty string"},
+      {"[job]\nname = 3\n", ":2: job.name: expected a non-empty string, found integer 3"},
+      {"[job]\nrun_dir = true\n", ":2: job.run_dir: expected a non-empty string (a file path), found boolean true"},
+      {"[job]\nseed = -1\n", ":2: job.seed: expected an integer >= 0, found -1"},
+      {"[model]\npreset = \"huge\"\n", ":2: model.preset: expected one of \"tiny\", \"small\", \"medium\", \"gpt2\", "
+                                       "\"gpt2-medium\", found \"huge\""},
+      {"[model]\nn_layer = 2.5\n", ":2: model.n_layer: expected an integer, found float 2.5"},
+      {"[model]\nn_layer = 0\n", ":2: model.n_layer: n_layer must be at least 1, found 0"},
+      {"[model]\nvocab = 70000\n", ":2: model.vocab: vocab must be at most 65536"},
+      {"[data]\nformat = \"csv\"\npath = \"c.txt\"\n", ":2: data.format: expected one of \"text\", \"llmc-bin\", found \"csv\""},
+      {"[data]\nval_fraction = 1\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 1"},
+      {"[data]\nval_fraction = 0.0\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 0"},
+      {"[data]\nval_path = 5\npath = \"c.txt\"\n", ":2: data.val_path: expected a non-empty string (a file path), found integer 5"},
+      {"[inner]\noptimizer = \"sgd\"\n", ":2: inner.optimizer: expected one of \"adamw\", found \"sgd\""},
+      {"[inner]\nlr = -0.5\n", ":2: inner.lr: expected a number > 0, found -0.5"},
+      {"[inner]\nlr = nan\n", ":2: inner.lr: expected a number > 0, found nan"},
+      {"[inner]\nlr = \"fast\"\n", ":2: inner.lr: expected a number > 0, found string \"fast\""},
+      {"[inner]\nmin_lr_ratio = 1.5\n", ":2: inner.min_lr_ratio: expected a number in [0, 1], found 1.5"},
+      {"[inner]\nwarmup_steps = -1\n", ":2: inner.warmup_steps: expected an integer >= 0, found -1"},
+      {"[inner]\nschedule = \"step\"\n", ":2: inner.schedule: expected one of \"cosine\", \"linear\", \"constant\", found \"step\""},
+      {"[inner]\nbatch_per_replica = 0\n", ":2: inner.batch_per_replica: expected an integer >= 1, found 0"},
+      {"[inner]\ngrad_accum = 0\n", ":2: inner.grad_accum: expected an integer >= 1, found 0"},
+      {"[inner]\nsteps = 0\n", ":2: inner.steps: expected an integer >= 1, found 0"},
+      {"[inner]\nsteps = 1e3\n", ":2: inner.steps: expected an integer >= 1, found float 1000"},
+      {"[inner]\nsteps = 9999999999\n", ":2: inner.steps: expected an integer <= 2147483647, found 9999999999"},
+      {"[inner]\nclip = -1\n", ":2: inner.clip: expected a number >= 0, found -1"},
+      {"[inner]\nweight_decay = -0.1\n", ":2: inner.weight_decay: expected a number >= 0, found -0.1"},
+      {"[inner]\nbeta1 = 1.0\n", ":2: inner.beta1: expected a number in [0, 1), found 1"},
+      {"[inner]\nbeta2 = -0.1\n", ":2: inner.beta2: expected a number in [0, 1), found -0.1"},
+      {"[inner]\neps = 0\n", ":2: inner.eps: expected a number > 0, found 0"},
+      {"[log]\nevery = 0\n", ":2: log.every: expected an integer >= 1, found 0"},
+      {"[log]\neval_every = -1\n", ":2: log.eval_every: expected an integer >= 0, found -1"},
+      {"[log]\neval_windows = 0\n", ":2: log.eval_windows: expected an integer >= 1, found 0"},
+      {"[checkpoint]\nevery = -5\n", ":2: checkpoint.every: expected an integer >= 0, found -5"},
+      {"[checkpoint]\nkeep = 0\n", ":2: checkpoint.keep: expected an integer >= 1, found 0"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.body);
+    const bool has_data = c.body.starts_with("[data]");
+    const std::string problem = only_problem(dir, has_data ? c.body : c.body + kData);
+    CHECK(problem.starts_with((dir / "job.toml").string() + c.expected));
+  }
+}
+
+TEST_CASE("edge values on the right side of each bound load") {
+  TempDir dir("config");
+  const JobConfig c = load_ok(write(dir / "job.toml", kData +
+                                                          "val_fraction = 0.999\n"
+                                                          "[job]\nseed = 0\n"
+                                                          "[inner]\nlr = 1\nmin_lr_ratio = 0\nclip = 0\nbeta1 = 0\n"
+                                                          "[log]\neval_every = 0\n"));
+  CHECK(c.inner.lr == 1.0);  // an integer where a float is expected
+  CHECK(c.inner.clip == 0.0);
+  CHECK(c.job.seed == 0);
+  CHECK(c.data.val_fraction == 0.999);
+}
+
+TEST_CASE("a missing data.path is reported at its table, or at line 1") {
+  TempDir dir("config");
+  CHECK(only_problem(dir, "[job]\nname = \"x\"\n\n[data]\nformat = \"text\"\n") ==
+        (dir / "job.toml").string() + ":4: data.path: missing required key (expected a string: the training data file)");
+  CHECK(only_problem(dir, "[job]\nname = \"x\"\n").starts_with((dir / "job.toml").string() + ":1: data.path: missing"));
+}
+
+TEST_CASE("d_model not divisible by n_head") {
+  TempDir dir("config");
+  CHECK(only_problem(dir, kData + "[model]\nn_head = 3\nd_model = 100\n") ==
+        (dir / "job.toml").string() + ":5: model.d_model: d_model (100) must be divisible by n_head (3)");
+}
+
+TEST_CASE("every problem is listed, in file order, and load_job_config throws them all") {
+  TempDir dir("config");
+  const auto file = write(dir / "job.toml", "[inner]\nlr = 0\nsteps = 0\n[log]\nevery = 0\n");
+  const auto lines = problems_of(file);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0].find(":1: data.path: missing") != std::string::npos);
+  CHECK(lines[1].find(":2: inner.lr") != std::string::npos);
+  CHECK(lines[2].find(":3: inner.steps") != std::string::npos);
+  CHECK(lines[3].find(":5: log.every") != std::string::npos);
+  try {
+    load_job_config(file);
+    FAIL("load_job_config did not throw");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    CHECK(std::string(e.what()) == lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[3]);
+  }
+}
+
+TEST_CASE("missing, unreadable and malformed files are problems") {
+  TempDir dir("config");
+  const auto missing = problems_of(dir / "nope.toml");
+  REQUIRE(missing.size() == 1);
+  CHECK(missing[0] == (dir / "nope.toml").string() + ": cannot read the job file: no such file");
+
+  fs::create_directories(dir / "folder.toml");
+  CHECK(problems_of(dir / "folder.toml").at(0).find("is a directory") != std::string::npos);
+
+  const auto bad = problems_of(write(dir / "bad.toml", kData + "[inner]\nlr = = 3\n"));
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].starts_with((dir / "bad.toml").string() + ":4: TOML syntax error:"));
+  CHECK_THROWS_AS(load_job_config(dir / "bad.toml"), Error);
+}
+
+TEST_CASE("to_toml round-trips to an equal config") {
+  TempDir dir("config");
+  const auto file = write(dir / "job.toml", kData +
+                                                "val_path = \"v \\\"q\\\".txt\"\n"
+                                                "[job]\nname = \"round\\ttrip\\\\\"\nseed = 99\n"
+                                                "[model]\npreset = \"tiny\"\nn_layer = 3\n"
+                                                "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
+                                                "clip = 1\nsteps = 12345\n"
+                                                "[checkpoint]\nevery = 100\n");
+  const JobConfig original = load_ok(file);
+  CHECK(original.job.name == "round\ttrip\\");
+  const auto copy = write(dir / "elsewhere/resolved.toml", to_toml(original));
+  JobConfig again = load_ok(copy);
+  CHECK(again.source == fs::absolute(copy).lexically_normal());
+  again.source = original.source;
+  CHECK(again == original);
+  CHECK(again.data.val_path == dir.path() / "v \"q\".txt");
+
+  JobConfig changed = original;
+  changed.inner.eps = 2e-10;
+  CHECK_FALSE(changed == original);
+}
