@@ -1,0 +1,31 @@
+#include "core/optim/adamw.hpp"
+
+#include "core/util/error.hpp"
+#include "kernels/cpu/adamw.hpp"
+
+namespace meridian {
+
+AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
+    : options_(options), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
+  for (const auto& view : layout.views()) {
+    if (!ranges_.empty() && ranges_.back().decay == view.decay &&
+        ranges_.back().offset + ranges_.back().count == view.offset)
+      ranges_.back().count += view.numel;
+    else
+      ranges_.push_back({view.offset, view.numel, view.decay});
+  }
+}
+
+void AdamW::step(std::span<float> params, std::span<const float> grads, float lr) {
+  MERIDIAN_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "params=", params.size(),
+                 " grads=", grads.size(), " state=", m_.size());
+  ++t_;
+  for (const auto& r : ranges_) {
+    const kernels::AdamWStep s{lr, options_.beta1, options_.beta2, options_.eps,
+                               r.decay ? options_.weight_decay : 0.0f, static_cast<int>(t_)};
+    kernels::adamw_update(params.data() + r.offset, grads.data() + r.offset, m_.data() + r.offset,
+                          v_.data() + r.offset, r.count, s);
+  }
+}
+
+}  // namespace meridian

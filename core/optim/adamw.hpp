@@ -1,0 +1,44 @@
+#pragma once
+// AdamW with decoupled weight decay over the flat parameter buffer. The two moments are flat
+// buffers with the parameters' layout, so they checkpoint, hash and transfer like the weights.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/model/param_layout.hpp"
+#include "core/util/aligned_vector.hpp"
+
+namespace meridian {
+
+struct AdamWOptions {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;  // applied only to views with decay = true
+};
+
+class AdamW {
+ public:
+  AdamW(const ParamLayout& layout, AdamWOptions options);
+
+  void step(std::span<float> params, std::span<const float> grads, float lr);
+
+  std::span<float> m() { return m_; }
+  std::span<float> v() { return v_; }
+  std::span<const float> m() const { return m_; }
+  std::span<const float> v() const { return v_; }
+  std::int64_t steps_taken() const { return t_; }
+  void set_steps_taken(std::int64_t t) { t_ = t; }
+
+ private:
+  struct Range {
+    std::size_t offset, count;
+    bool decay;
+  };
+  AdamWOptions options_;
+  std::vector<Range> ranges_;  // adjacent views with the same decay flag merged: fewer kernel launches
+  AlignedVector<float> m_, v_;
+  std::int64_t t_ = 0;
+};
+
+}  // namespace meridian

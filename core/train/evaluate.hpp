@@ -1,0 +1,21 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/model/gpt.hpp"
+
+namespace meridian {
+
+struct EvalResult {
+  double loss = 0;          // mean next-token cross-entropy, nats/token
+  std::size_t tokens = 0;   // predictions averaged over
+  std::size_t windows = 0;
+};
+
+// Mean next-token loss over consecutive, non-overlapping windows of seq_len+1 tokens from the
+// start of `tokens` (a shorter tail is dropped), at most max_windows of them (0 = all), run B at
+// a time. The definition is deliberately simple so that another framework can reproduce it.
+EvalResult evaluate(Gpt<float>& model, std::span<const std::uint16_t> tokens, int B, std::size_t max_windows = 0);
+
+}  // namespace meridian

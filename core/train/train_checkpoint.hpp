@@ -1,0 +1,50 @@
+#pragma once
+// How a training state maps onto checkpoint records (the record framing itself is core/checkpoint).
+// Records: "model.shape" (int32 x5: n_layer, n_head, d_model, seq_len, vocab), "params" (fp32, flat
+// layout), "adamw.m", "adamw.v" (fp32), "adamw.t" (int64), "train.step", "train.tokens" (int64),
+// "data.position" (uint64 x2: epoch, index), "job.toml" (the resolved config, for people).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/data/sampler.hpp"
+#include "core/model/gpt_config.hpp"
+#include "core/optim/adamw.hpp"
+
+namespace meridian {
+
+class Env;
+
+struct ResumeState {
+  std::int64_t step = 0;    // optimizer steps completed
+  std::int64_t tokens = 0;  // training tokens consumed
+  SamplerPosition data;
+};
+
+Checkpoint encode_train_state(const GptConfig& shape, std::span<const float> params, const AdamW& opt,
+                              const ResumeState& state, const std::string& config_toml);
+
+// Restores params and optimizer; Error(Checkpoint) naming `source` when the checkpoint is for
+// another model shape or a record is missing or has the wrong size.
+ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const GptConfig& expected,
+                               std::span<float> params, AdamW& opt);
+
+GptConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source);
+
+struct ModelSnapshot {
+  GptConfig shape;
+  std::vector<float> params;
+  std::int64_t step = 0;
+  std::filesystem::path source;
+};
+
+// `path` is a checkpoint file, a checkpoints/ directory or a run directory; for a directory the
+// newest checkpoint that verifies is used and every skipped one is reported through `warn`.
+ModelSnapshot load_model_snapshot(Env& env, const std::filesystem::path& path,
+                                  const std::function<void(const std::string&)>& warn);
+
+}  // namespace meridian

@@ -1,0 +1,197 @@
+#include "core/train/trainer.hpp"
+
+#include <cmath>
+
+#include "core/checkpoint/store.hpp"
+#include "core/data/tokens.hpp"
+#include "core/io/env.hpp"
+#include "core/optim/grad_clip.hpp"
+#include "core/runlog/progress.hpp"
+#include "core/runlog/run_log.hpp"
+#include "core/train/evaluate.hpp"
+#include "core/util/error.hpp"
+
+namespace meridian {
+namespace {
+
+DataFormat data_format(JobConfig::Data::Format f) {
+  return f == JobConfig::Data::Format::Text ? DataFormat::Text : DataFormat::LlmcBin;
+}
+
+ScheduleKind schedule_kind(JobConfig::Inner::Schedule s) {
+  switch (s) {
+    case JobConfig::Inner::Schedule::Cosine: return ScheduleKind::Cosine;
+    case JobConfig::Inner::Schedule::Linear: return ScheduleKind::Linear;
+    case JobConfig::Inner::Schedule::Constant: return ScheduleKind::Constant;
+  }
+  return ScheduleKind::Cosine;
+}
+
+// Loads the training and validation tokens named by the config and checks them against the vocab.
+std::pair<std::vector<std::uint16_t>, std::vector<std::uint16_t>> load_data(const JobConfig& c) {
+  auto tokens = load_tokens(c.data.path, data_format(c.data.format));
+  check_vocab(tokens, c.model.vocab, c.data.path);
+  if (c.data.val_path) {
+    auto val = load_tokens(*c.data.val_path, data_format(c.data.format));
+    check_vocab(val, c.model.vocab, *c.data.val_path);
+    return {std::move(tokens), std::move(val)};
+  }
+  auto split = split_train_val(std::move(tokens), c.data.val_fraction);
+  return {std::move(split.train), std::move(split.val)};
+}
+
+}  // namespace
+
+Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
+                 std::function<double()> now)
+    : config_(config),
+      env_(env),
+      log_(log),
+      progress_(progress),
+      now_(std::move(now)),
+      train_tokens_(),
+      model_(config.model),
+      opt_(model_.layout(), AdamWOptions{static_cast<float>(config.inner.beta1), static_cast<float>(config.inner.beta2),
+                                         static_cast<float>(config.inner.eps),
+                                         static_cast<float>(config.inner.weight_decay)}),
+      schedule_{schedule_kind(config.inner.schedule), config.inner.lr, config.inner.min_lr_ratio,
+                config.inner.warmup_steps, config.inner.steps},
+      sampler_((std::tie(train_tokens_, val_tokens_) = load_data(config), train_tokens_), config.model.seq_len,
+               config.job.seed) {
+  if (eval_window_count(val_tokens_.size(), config.model.seq_len) == 0)
+    throw make_error(ErrorKind::Data, "validation data (", config.data.val_path ? config.data.val_path->string()
+                                                                                : config.data.path.string(),
+                     ") has ", val_tokens_.size(), " tokens, fewer than one window of seq_len+1 = ",
+                     config.model.seq_len + 1);
+  model_.init_weights(config.job.seed);
+  const std::size_t micro = static_cast<std::size_t>(config.inner.batch_per_replica) * config.model.seq_len;
+  inputs_.resize(micro);
+  targets_.resize(micro);
+}
+
+std::int64_t Trainer::tokens_per_step() const {
+  return static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.inner.grad_accum *
+         config_.model.seq_len;
+}
+
+StepResult Trainer::step() {
+  StepResult r;
+  r.step = state_.step;
+  r.lr = lr_at(schedule_, state_.step);
+  const int accum = config_.inner.grad_accum;
+  model_.zero_grads();
+  double loss_sum = 0;
+  for (int micro = 0; micro < accum; ++micro) {
+    sampler_.next_batch(config_.inner.batch_per_replica, inputs_.data(), targets_.data());
+    loss_sum += model_.forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
+    model_.backward(1.0f / static_cast<float>(accum));
+  }
+  r.loss = loss_sum / accum;
+  r.grad_norm = clip_grad_norm(model_.grads(), config_.inner.clip);
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // the caller decides; weights untouched
+  opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
+  ++state_.step;
+  state_.tokens += tokens_per_step();
+  state_.data = sampler_.position();
+  return r;
+}
+
+double Trainer::validation_loss() {
+  return evaluate(model_, val_tokens_, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
+}
+
+bool Trainer::try_resume() {
+  CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
+  auto loaded = store.load_latest([&](const std::string& why) {
+    log_.event("checkpoint_rejected", {{"reason", why}});
+    if (progress_) progress_->line("warning: " + why);
+  });
+  if (!loaded) return false;
+  state_ = decode_train_state(loaded->checkpoint, loaded->path.string(), config_.model, model_.params(), opt_);
+  sampler_.seek(state_.data);
+  log_.event("resume", {{"step", state_.step}, {"checkpoint", loaded->path.string()}});
+  if (progress_) progress_->line("resumed from " + loaded->path.string() + " at step " + std::to_string(state_.step));
+  return true;
+}
+
+void Trainer::save_checkpoint() {
+  CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
+  const auto path =
+      store.save(state_.step, encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_)));
+  log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}});
+}
+
+TrainSummary Trainer::run(std::int64_t stop_after) {
+  TrainSummary summary;
+  if (try_resume()) summary.resumed_from_step = state_.step;
+  const std::int64_t total = config_.inner.steps;
+  const std::int64_t end = stop_after > 0 ? std::min(total, state_.step + stop_after) : total;
+  log_.event("start", {{"step", state_.step},
+                       {"steps", total},
+                       {"model", describe(config_.model)},
+                       {"params", model_.layout().total()},
+                       {"train_tokens", train_tokens_.size()},
+                       {"val_tokens", val_tokens_.size()}});
+  const double t0 = now_();
+  const std::int64_t first_step = state_.step;
+  double window_t = t0;
+  std::int64_t window_tokens = 0;
+  StepResult last;
+  while (state_.step < end) {
+    last = step();
+    if (!std::isfinite(last.loss) || !std::isfinite(last.grad_norm)) {
+      log_.event("nonfinite", {{"step", last.step}, {"loss", std::to_string(last.loss)}});
+      throw make_error(ErrorKind::Data, "training diverged at step ", last.step, ": loss ", last.loss,
+                       ", gradient norm ", last.grad_norm,
+                       "; the last checkpoint is kept (lower inner.lr or raise inner.warmup_steps)");
+    }
+    window_tokens += tokens_per_step();
+    const std::int64_t done = state_.step;
+    if (done % config_.log.every == 0 || done == end) {
+      const double now = now_();
+      const double tok_s = window_tokens / std::max(1e-9, now - window_t);
+      const double eta = (end - done) * (now - t0) / std::max<std::int64_t>(1, done - first_step);
+      log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", done}, {"version", 0},
+                   {"loss", last.loss}, {"lr", last.lr}, {"grad_norm", last.grad_norm}, {"tokens", state_.tokens},
+                   {"tok_s", tok_s}});
+      if (progress_) progress_->update({done, total, last.loss, tok_s, eta});
+      window_t = now;
+      window_tokens = 0;
+    }
+    if (config_.log.eval_every > 0 && done % config_.log.eval_every == 0 && done != end) {
+      const double val = validation_loss();
+      log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", done}, {"version", 0},
+                   {"val_loss", val}, {"tokens", state_.tokens}});
+      if (progress_) progress_->line("step " + std::to_string(done) + ": val loss " + std::to_string(val));
+    }
+    if (config_.checkpoint.every > 0 && done % config_.checkpoint.every == 0 && done != end) save_checkpoint();
+  }
+  const double wall = now_() - t0;
+  summary.final_val_loss = validation_loss();
+  summary.final_train_loss = last.loss;
+  summary.steps = state_.step;
+  summary.tokens = state_.tokens;
+  summary.wall_s = wall;
+  summary.tokens_per_s = (state_.step - first_step) * tokens_per_step() / std::max(1e-9, wall);
+  if (state_.step > first_step) save_checkpoint();
+  log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", state_.step}, {"version", 0},
+               {"val_loss", summary.final_val_loss}, {"tokens", state_.tokens}});
+  log_.event("end", {{"step", state_.step}, {"val_loss", summary.final_val_loss}});
+  log_.summary({{"final_val_loss", summary.final_val_loss},
+                {"final_train_loss", summary.final_train_loss},
+                {"steps", summary.steps},
+                {"tokens", summary.tokens},
+                {"wall_s", summary.wall_s},
+                {"tokens_per_s", summary.tokens_per_s},
+                {"params", model_.layout().total()},
+                {"model", describe(config_.model)},
+                {"resumed_from_step", summary.resumed_from_step}});
+  if (progress_) {
+    progress_->finish();
+    progress_->line("final val loss " + std::to_string(summary.final_val_loss) + " after " +
+                    std::to_string(summary.tokens) + " tokens");
+  }
+  return summary;
+}
+
+}  // namespace meridian

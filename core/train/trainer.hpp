@@ -1,0 +1,75 @@
+#pragma once
+// The single-replica training loop: data -> forward/backward (with grad accumulation) -> clip ->
+// AdamW, with evaluation, checkpoints, metrics and exact resume. Later layers (sync/, sites/) run
+// many of these and move the flat buffers it owns.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/config/job_config.hpp"
+#include "core/data/sampler.hpp"
+#include "core/model/gpt.hpp"
+#include "core/optim/adamw.hpp"
+#include "core/optim/schedule.hpp"
+#include "core/train/train_checkpoint.hpp"
+
+namespace meridian {
+
+class Env;
+class RunLog;
+class ProgressPrinter;
+
+struct StepResult {
+  std::int64_t step = 0;  // 0-based index of the step just taken
+  double loss = 0;        // mean over the micro-batches
+  double grad_norm = 0;   // before clipping
+  double lr = 0;
+};
+
+struct TrainSummary {
+  double final_val_loss = 0;
+  double final_train_loss = 0;
+  std::int64_t steps = 0, tokens = 0;
+  double wall_s = 0, tokens_per_s = 0;
+  std::int64_t resumed_from_step = -1;  // -1: started fresh
+};
+
+class Trainer {
+ public:
+  // `now` returns seconds on a monotonic clock; injected so tests control time.
+  Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
+          std::function<double()> now);
+
+  // Resumes from the newest valid checkpoint in <run_dir>/checkpoints when there is one, trains
+  // to inner.steps (or stop_after more steps, when > 0) and returns the final figures.
+  TrainSummary run(std::int64_t stop_after = 0);
+
+  // One optimizer step; exposed for tests and for the replica loop of later layers.
+  StepResult step();
+  double validation_loss();
+
+  Gpt<float>& model() { return model_; }
+  const ResumeState& state() const { return state_; }
+
+ private:
+  bool try_resume();
+  void save_checkpoint();
+  std::int64_t tokens_per_step() const;
+
+  JobConfig config_;
+  Env& env_;
+  RunLog& log_;
+  ProgressPrinter* progress_;
+  std::function<double()> now_;
+  std::vector<std::uint16_t> train_tokens_, val_tokens_;
+  Gpt<float> model_;
+  AdamW opt_;
+  LrSchedule schedule_;
+  WindowSampler sampler_;
+  ResumeState state_;
+  std::vector<std::uint16_t> inputs_, targets_;
+};
+
+}  // namespace meridian

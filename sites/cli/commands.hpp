@@ -1,0 +1,16 @@
+#pragma once
+// The subcommands of the `meridian` program. Each registers its options on the CLI11 app and
+// returns the action to run once parsing succeeded.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace meridian::cli {
+
+using Action = std::function<int()>;
+
+Action add_train_command(CLI::App& app);
+Action add_eval_command(CLI::App& app);
+Action add_export_command(CLI::App& app);
+
+}  // namespace meridian::cli

@@ -1,0 +1,41 @@
+// meridian: the per-site program. Exit codes: 0 success, 1 a problem with the input or the
+// environment (config, data, checkpoint, disk; the message says what and where), 2 bad usage,
+// 70 an internal error (a bug in meridian: please report the message).
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "core/util/error.hpp"
+#include "sites/cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"meridian: multi-datacenter LLM training"};
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App*, meridian::cli::Action>> commands;
+  auto* train = app.add_subcommand("train", "train one replica from a job file");
+  commands.emplace_back(train, meridian::cli::add_train_command(*train));
+  auto* eval = app.add_subcommand("eval", "mean next-token loss of a checkpoint on a data file, as JSON");
+  commands.emplace_back(eval, meridian::cli::add_eval_command(*eval));
+  auto* exp = app.add_subcommand("export", "write a checkpoint as Hugging Face GPT-2 files");
+  commands.emplace_back(exp, meridian::cli::add_export_command(*exp));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& [sub, action] : commands)
+      if (sub->parsed()) return action();
+  } catch (const meridian::Error& e) {
+    std::fprintf(stderr, "meridian: %s error: %s\n", std::string(meridian::to_string(e.kind())).c_str(), e.what());
+    return 1;
+  } catch (const meridian::InvariantError& e) {
+    std::fprintf(stderr, "meridian: internal error (a bug): %s\n", e.what());
+    return 70;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meridian: internal error (a bug): %s\n", e.what());
+    return 70;
+  }
+  return 2;
+}
