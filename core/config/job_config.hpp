@@ -9,7 +9,9 @@
 #include <variant>
 #include <vector>
 
+#include "core/data/tokens.hpp"
 #include "core/model/gpt_config.hpp"
+#include "core/optim/schedule.hpp"
 
 namespace meridian {
 
@@ -25,7 +27,7 @@ struct JobConfig {
   std::string model_preset = "small";
 
   struct Data {
-    enum class Format { Text, LlmcBin };
+    using Format = DataFormat;
     std::filesystem::path path;  // absolute
     Format format = Format::Text;
     double val_fraction = 0.1;                        // ignored when val_path is given
@@ -35,7 +37,7 @@ struct JobConfig {
 
   struct Inner {
     enum class Optimizer { AdamW };
-    enum class Schedule { Cosine, Linear, Constant };
+    using Schedule = ScheduleKind;
     Optimizer optimizer = Optimizer::AdamW;
     double lr = 1e-3;
     double min_lr_ratio = 0.1;

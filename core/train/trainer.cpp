@@ -14,30 +14,16 @@
 namespace meridian {
 namespace {
 
-DataFormat data_format(JobConfig::Data::Format f) {
-  return f == JobConfig::Data::Format::Text ? DataFormat::Text : DataFormat::LlmcBin;
-}
-
-ScheduleKind schedule_kind(JobConfig::Inner::Schedule s) {
-  switch (s) {
-    case JobConfig::Inner::Schedule::Cosine: return ScheduleKind::Cosine;
-    case JobConfig::Inner::Schedule::Linear: return ScheduleKind::Linear;
-    case JobConfig::Inner::Schedule::Constant: return ScheduleKind::Constant;
-  }
-  return ScheduleKind::Cosine;
-}
-
 // Loads the training and validation tokens named by the config and checks them against the vocab.
-std::pair<std::vector<std::uint16_t>, std::vector<std::uint16_t>> load_data(const JobConfig& c) {
-  auto tokens = load_tokens(c.data.path, data_format(c.data.format));
+TrainVal load_data(const JobConfig& c) {
+  auto tokens = load_tokens(c.data.path, c.data.format);
   check_vocab(tokens, c.model.vocab, c.data.path);
   if (c.data.val_path) {
-    auto val = load_tokens(*c.data.val_path, data_format(c.data.format));
+    auto val = load_tokens(*c.data.val_path, c.data.format);
     check_vocab(val, c.model.vocab, *c.data.val_path);
     return {std::move(tokens), std::move(val)};
   }
-  auto split = split_train_val(std::move(tokens), c.data.val_fraction);
-  return {std::move(split.train), std::move(split.val)};
+  return split_train_val(std::move(tokens), c.data.val_fraction);
 }
 
 }  // namespace
@@ -49,19 +35,18 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       log_(log),
       progress_(progress),
       now_(std::move(now)),
-      train_tokens_(),
+      data_(load_data(config)),
       model_(config.model),
       opt_(model_.layout(), AdamWOptions{static_cast<float>(config.inner.beta1), static_cast<float>(config.inner.beta2),
                                          static_cast<float>(config.inner.eps),
                                          static_cast<float>(config.inner.weight_decay)}),
-      schedule_{schedule_kind(config.inner.schedule), config.inner.lr, config.inner.min_lr_ratio,
+      schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
-      sampler_((std::tie(train_tokens_, val_tokens_) = load_data(config), train_tokens_), config.model.seq_len,
-               config.job.seed) {
-  if (eval_window_count(val_tokens_.size(), config.model.seq_len) == 0)
+      sampler_(data_.train, config.model.seq_len, config.job.seed) {
+  if (eval_window_count(data_.val.size(), config.model.seq_len) == 0)
     throw make_error(ErrorKind::Data, "validation data (", config.data.val_path ? config.data.val_path->string()
                                                                                 : config.data.path.string(),
-                     ") has ", val_tokens_.size(), " tokens, fewer than one window of seq_len+1 = ",
+                     ") has ", data_.val.size(), " tokens, fewer than one window of seq_len+1 = ",
                      config.model.seq_len + 1);
   model_.init_weights(config.job.seed);
   const std::size_t micro = static_cast<std::size_t>(config.inner.batch_per_replica) * config.model.seq_len;
@@ -97,7 +82,7 @@ StepResult Trainer::step() {
 }
 
 double Trainer::validation_loss() {
-  return evaluate(model_, val_tokens_, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
+  return evaluate(model_, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
 }
 
 bool Trainer::try_resume() {
@@ -130,8 +115,8 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
                        {"steps", total},
                        {"model", describe(config_.model)},
                        {"params", model_.layout().total()},
-                       {"train_tokens", train_tokens_.size()},
-                       {"val_tokens", val_tokens_.size()}});
+                       {"train_tokens", data_.train.size()},
+                       {"val_tokens", data_.val.size()}});
   const double t0 = now_();
   const std::int64_t first_step = state_.step;
   double window_t = t0;

@@ -10,6 +10,7 @@
 
 #include "core/config/job_config.hpp"
 #include "core/data/sampler.hpp"
+#include "core/data/tokens.hpp"
 #include "core/model/gpt.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/schedule.hpp"
@@ -63,7 +64,7 @@ class Trainer {
   RunLog& log_;
   ProgressPrinter* progress_;
   std::function<double()> now_;
-  std::vector<std::uint16_t> train_tokens_, val_tokens_;
+  TrainVal data_;  // declared before sampler_, which views data_.train
   Gpt<float> model_;
   AdamW opt_;
   LrSchedule schedule_;
