@@ -1,0 +1,193 @@
+// core/optim: learning-rate schedules, global gradient-norm clipping and AdamW, against values
+// computed by hand.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/model/param_layout.hpp"
+#include "core/optim/adamw.hpp"
+#include "core/optim/grad_clip.hpp"
+#include "core/optim/schedule.hpp"
+#include "core/util/error.hpp"
+
+using namespace meridian;
+
+namespace {
+
+double l2(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+const GptConfig kTiny{2, 2, 8, 4, 16};
+
+}  // namespace
+
+TEST_CASE("lr_at: linear warmup to the peak, then decay to the floor at the last step") {
+  for (const auto kind : {ScheduleKind::Cosine, ScheduleKind::Linear}) {
+    CAPTURE(static_cast<int>(kind));
+    const LrSchedule s{kind, 1.0, 0.1, 4, 20};
+    // Warmup: lr * (step + 1) / warmup, reaching the peak on the last warmup step.
+    CHECK(lr_at(s, 0) == doctest::Approx(0.25));
+    CHECK(lr_at(s, 1) == doctest::Approx(0.5));
+    CHECK(lr_at(s, 2) == doctest::Approx(0.75));
+    CHECK(lr_at(s, 3) == doctest::Approx(1.0));
+    CHECK(lr_at(s, 4) == doctest::Approx(1.0));  // decay starts from the peak
+    CHECK(lr_at(s, 19) == doctest::Approx(0.1));  // the floor, exactly at the last step
+    CHECK(lr_at(s, 25) == doctest::Approx(0.1));  // and after it
+    for (int i = 4; i < 19; ++i) {
+      CAPTURE(i);
+      CHECK(lr_at(s, i + 1) < lr_at(s, i));  // strictly decreasing
+      CHECK(lr_at(s, i) > 0.1);
+    }
+  }
+  // Decay over 15 steps (4..19); a third of the way, at step 9:
+  CHECK(lr_at({ScheduleKind::Cosine, 1.0, 0.1, 4, 20}, 9) == doctest::Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI / 3))));
+  CHECK(lr_at({ScheduleKind::Linear, 1.0, 0.1, 4, 20}, 9) == doctest::Approx(0.1 + 0.9 * 2.0 / 3.0));
+  // Cosine is symmetric about the midpoint: half way from peak to floor.
+  CHECK(lr_at({ScheduleKind::Cosine, 2.0, 0.0, 0, 11}, 5) == doctest::Approx(1.0));
+}
+
+TEST_CASE("lr_at: constant after warmup, no warmup starts at the peak, scale with lr") {
+  const LrSchedule c{ScheduleKind::Constant, 3e-3, 0.1, 2, 10};
+  CHECK(lr_at(c, 0) == doctest::Approx(1.5e-3));
+  for (int i = 1; i < 12; ++i) CHECK(lr_at(c, i) == doctest::Approx(3e-3));
+  const LrSchedule cos{ScheduleKind::Cosine, 3e-3, 0.25, 0, 10};
+  CHECK(lr_at(cos, 0) == doctest::Approx(3e-3));
+  CHECK(lr_at(cos, 9) == doctest::Approx(3e-3 * 0.25));
+  // A one-step run never divides by zero.
+  CHECK(std::isfinite(lr_at({ScheduleKind::Cosine, 1.0, 0.1, 0, 1}, 0)));
+  CHECK(lr_at({ScheduleKind::Linear, 1.0, 0.1, 0, 1}, 0) == doctest::Approx(1.0));
+}
+
+TEST_CASE("parse_schedule") {
+  CHECK(parse_schedule("cosine") == ScheduleKind::Cosine);
+  CHECK(parse_schedule("linear") == ScheduleKind::Linear);
+  CHECK(parse_schedule("constant") == ScheduleKind::Constant);
+  CHECK(!parse_schedule("Cosine"));
+  CHECK(!parse_schedule(""));
+}
+
+TEST_CASE("clip_grad_norm: scales down to the max norm and returns the norm before clipping") {
+  std::vector<float> g{3, 4};
+  CHECK(clip_grad_norm(g, 1.0) == doctest::Approx(5.0));
+  CHECK(l2(g) == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(g[0] == doctest::Approx(0.6).epsilon(1e-5));  // direction kept
+  CHECK(g[1] == doctest::Approx(0.8).epsilon(1e-5));
+
+  // Many elements (the kernels' vector paths and tails): the norm is global, not per element.
+  std::vector<float> big(10001);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>((i % 7) - 3) * 0.5f;
+  const double before = l2(big);
+  const auto copy = big;
+  CHECK(clip_grad_norm(big, 2.0) == doctest::Approx(before).epsilon(1e-6));
+  CHECK(l2(big) == doctest::Approx(2.0).epsilon(1e-5));
+  for (std::size_t i = 0; i < big.size(); i += 997) CHECK(big[i] == doctest::Approx(copy[i] * 2.0 / before).epsilon(1e-5));
+}
+
+TEST_CASE("clip_grad_norm: small gradients, max_norm 0 and non-finite gradients are left alone") {
+  std::vector<float> small{0.3f, 0.4f};
+  CHECK(clip_grad_norm(small, 1.0) == doctest::Approx(0.5));
+  CHECK(small == std::vector<float>{0.3f, 0.4f});
+
+  std::vector<float> off{30, 40};
+  CHECK(clip_grad_norm(off, 0.0) == doctest::Approx(50.0));
+  CHECK(off == std::vector<float>{30, 40});
+
+  std::vector<float> bad{std::numeric_limits<float>::infinity(), 1};
+  CHECK(!std::isfinite(clip_grad_norm(bad, 1.0)));
+  CHECK(bad[1] == 1.0f);
+
+  std::vector<float> zero(5, 0.0f);
+  CHECK(clip_grad_norm(zero, 1.0) == 0.0);
+  CHECK(zero == std::vector<float>(5, 0.0f));
+}
+
+TEST_CASE("AdamW: the first step on a known gradient matches the hand-computed update") {
+  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const float lr = 0.01f, wd = 0.1f;
+  AdamW opt(layout, AdamWOptions{0.9f, 0.95f, 1e-8f, wd});
+  std::vector<float> p(layout.total(), 0.5f), g(layout.total(), 0.2f);
+  for (std::size_t i = 0; i < g.size(); i += 3) g[i] = -0.4f;
+  CHECK(opt.steps_taken() == 0);
+  opt.step(p, g, lr);
+  CHECK(opt.steps_taken() == 1);
+  // Step 1: m = 0.1 g, v = 0.05 g^2; bias-corrected m^ = g, v^ = g^2, so the update is lr * (g / (|g| + eps)
+  // + wd * p) on decayed views and lr * g / (|g| + eps) on the others.
+  for (const auto& v : layout.views()) {
+    for (std::size_t i = v.offset; i < v.offset + v.numel; ++i) {
+      const double gi = g[i];
+      const double expected = 0.5 - lr * (gi / (std::abs(gi) + 1e-8) + (v.decay ? wd * 0.5 : 0.0));
+      if (std::abs(p[i] - expected) > 1e-6 || std::abs(opt.m()[i] - 0.1 * gi) > 1e-7 ||
+          std::abs(opt.v()[i] - 0.05 * gi * gi) > 1e-8) {
+        FAIL_CHECK(v.name, "[", i - v.offset, "]: param ", p[i], " (expected ", expected, "), m ", opt.m()[i],
+                   ", v ", opt.v()[i]);
+        break;
+      }
+    }
+  }
+  CHECK(p[0] == doctest::Approx(0.5 + 0.01 * (1 - 0.05)));  // wte, g = -0.4: moves up, decay pulls back
+}
+
+TEST_CASE("AdamW: the second step uses bias correction with t = 2") {
+  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const float b1 = 0.9f, b2 = 0.95f, lr = 0.05f;
+  AdamW opt(layout, AdamWOptions{b1, b2, 1e-8f, 0.0f});
+  std::vector<float> p(layout.total(), 0.0f);
+  const std::vector<float> g1(layout.total(), 1.0f), g2(layout.total(), -0.5f);
+  opt.step(p, g1, lr);
+  opt.step(p, g2, lr);
+  CHECK(opt.steps_taken() == 2);
+  const double m = b1 * (1 - b1) * 1.0 + (1 - b1) * -0.5;
+  const double v = b2 * (1 - b2) * 1.0 + (1 - b2) * 0.25;
+  const double m_hat = m / (1 - double(b1) * b1), v_hat = v / (1 - double(b2) * b2);
+  const double expected = -lr * 1.0 - lr * m_hat / (std::sqrt(v_hat) + 1e-8);
+  CHECK(opt.m()[7] == doctest::Approx(m).epsilon(1e-5));
+  CHECK(opt.v()[7] == doctest::Approx(v).epsilon(1e-5));
+  for (std::size_t i = 0; i < p.size(); i += 101) CHECK(p[i] == doctest::Approx(expected).epsilon(1e-5));
+}
+
+TEST_CASE("AdamW: weight decay only on decay views, biases and LayerNorm are untouched by a zero gradient") {
+  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  AdamW opt(layout, AdamWOptions{0.9f, 0.95f, 1e-8f, 0.1f});
+  std::vector<float> p(layout.total(), 1.0f), g(layout.total(), 0.0f);
+  opt.step(p, g, 0.01f);
+  int decayed = 0, kept = 0;
+  for (const auto& v : layout.views()) {
+    const bool is_matrix_or_embedding = v.shape.size() == 2;
+    CHECK_MESSAGE(v.decay == is_matrix_or_embedding, v.name);
+    const float expected = v.decay ? 1.0f - 0.01f * 0.1f : 1.0f;
+    for (std::size_t i = v.offset; i < v.offset + v.numel; ++i)
+      if (p[i] != doctest::Approx(expected).epsilon(1e-7)) {
+        FAIL_CHECK(v.name, "[", i - v.offset, "] = ", p[i], ", expected ", expected);
+        break;
+      }
+    (v.decay ? decayed : kept) += 1;
+  }
+  CHECK(decayed > 0);
+  CHECK(kept > 0);
+  // Spot checks by name.
+  CHECK(p[layout.at("h.0.ln_1.weight").offset] == 1.0f);
+  CHECK(p[layout.at("h.1.attn.c_attn.bias").offset] == 1.0f);
+  CHECK(p[layout.at("ln_f.bias").offset + 7] == 1.0f);
+  CHECK(p[layout.at("wte.weight").offset] == doctest::Approx(0.999f));
+  CHECK(p[layout.at("h.1.mlp.c_proj.weight").offset + 5] == doctest::Approx(0.999f));
+}
+
+TEST_CASE("AdamW: steps_taken drives bias correction and can be restored (resume)") {
+  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  AdamW opt(layout, AdamWOptions{0.9f, 0.95f, 1e-8f, 0.0f});
+  opt.set_steps_taken(1000);
+  std::vector<float> p(layout.total(), 0.0f), g(layout.total(), 0.3f);
+  opt.step(p, g, 1.0f);
+  CHECK(opt.steps_taken() == 1001);
+  // At t = 1001 the bias corrections are ~1: update = 0.1 g / sqrt(0.05 g^2) = 0.1 / sqrt(0.05) (not 1, as at t = 1).
+  CHECK(p[3] == doctest::Approx(-0.1 / std::sqrt(0.05)).epsilon(1e-4));
+
+  std::vector<float> wrong(layout.total() - 1);
+  CHECK_THROWS_AS(opt.step(wrong, g, 1.0f), InvariantError);
+  CHECK(opt.steps_taken() == 1001);
+}
