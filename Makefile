@@ -26,7 +26,7 @@ demo: build
 	$(MERIDIAN) train --config configs/demo.toml
 
 bench: build
-	$(BUILD)/bench/bench_trainer
+	bash bench/run.sh $(BUILD)
 
 test-asan:
 	$(MAKE) test PRESET=asan

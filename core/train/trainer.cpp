@@ -26,6 +26,15 @@ TrainVal load_data(const JobConfig& c) {
   return split_train_val(std::move(tokens), c.data.val_fraction);
 }
 
+// The sampler checks that the tokens fill its windows but does not know where they came from.
+WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c) {
+  try {
+    return WindowSampler(tokens, c.model.seq_len, c.job.seed);
+  } catch (const Error& e) {
+    throw make_error(e.kind(), c.data.path.string(), ": ", e.what());
+  }
+}
+
 }  // namespace
 
 Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
@@ -42,7 +51,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                                          static_cast<float>(config.inner.weight_decay)}),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
-      sampler_(data_.train, config.model.seq_len, config.job.seed) {
+      sampler_(make_sampler(data_.train, config)) {
   if (eval_window_count(data_.val.size(), config.model.seq_len) == 0)
     throw make_error(ErrorKind::Data, "validation data (", config.data.val_path ? config.data.val_path->string()
                                                                                 : config.data.path.string(),

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return action();
   } catch (const meridian::Error& e) {
     std::fprintf(stderr, "meridian: %s error: %s\n", std::string(meridian::to_string(e.kind())).c_str(), e.what());
-    return 1;
+    return e.kind() == meridian::ErrorKind::Usage ? 2 : 1;
   } catch (const meridian::InvariantError& e) {
     std::fprintf(stderr, "meridian: internal error (a bug): %s\n", e.what());
     return 70;

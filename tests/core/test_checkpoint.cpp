@@ -76,7 +76,7 @@ TEST_CASE("records round trip in order, including empty and one-byte payloads") 
   CHECK(decode_checkpoint(encode_checkpoint(Checkpoint{}), "mem").size() == 0);
 }
 
-TEST_CASE("put replaces in place; misuse and missing records are clear errors") {
+TEST_CASE("put replaces in place, misuse and missing records are clear errors") {
   Checkpoint c = sample(1);
   c.put_value<std::int32_t>("empty", 7);
   CHECK(c.names() == std::vector<std::string>{"step", "empty", "one", "weights"});

@@ -91,7 +91,7 @@ TEST_CASE("float model matches the double model: loss, logits and gradients") {
   CHECK(testing::rel_diff(model.grads(), ref_grads) < 1e-3);
 }
 
-TEST_CASE("initialisation is a pure function of the seed; untrained loss is ~log(vocab)") {
+TEST_CASE("initialisation is a pure function of the seed, untrained loss is ~log(vocab)") {
   const auto shape = *find_gpt_preset("tiny");
   Gpt<float> a(shape), b(shape);
   a.init_weights(11);

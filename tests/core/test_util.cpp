@@ -22,7 +22,7 @@ TEST_CASE("MERIDIAN_CHECK reports the expression and the operands") {
   CHECK_NOTHROW(MERIDIAN_CHECK(a < b));
 }
 
-TEST_CASE("streaming hash equals one-shot hash; any flipped bit changes it") {
+TEST_CASE("streaming hash equals one-shot hash, any flipped bit changes it") {
   std::string data(1000, 'x');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31);
   Hasher64 h;
@@ -45,7 +45,7 @@ TEST_CASE("Rng is reproducible from its state and derived streams differ") {
   CHECK(Rng(0).next_u64() == 0xE220A8397B1DCDAFULL);
 }
 
-TEST_CASE("Rng normal has mean ~0 and variance ~1; below() stays in range") {
+TEST_CASE("Rng normal has mean ~0 and variance ~1, below() stays in range") {
   Rng r(7);
   double sum = 0, sq = 0;
   const int n = 200000;

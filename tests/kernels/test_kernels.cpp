@@ -27,7 +27,7 @@ constexpr double kGradTol = 1e-7;   // double-precision finite differences
 constexpr double kFloatTol = 1e-4;  // float kernel vs double kernel
 }  // namespace
 
-TEST_CASE("layernorm backward matches finite differences; float matches double") {
+TEST_CASE("layernorm backward matches finite differences, float matches double") {
   const int N = 5, C = 12;
   auto inp = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), r = random_vector(N * C, 4);
   std::vector<double> out(N * C), mean(N), rstd(N);
@@ -53,7 +53,7 @@ TEST_CASE("layernorm backward matches finite differences; float matches double")
   CHECK(rel_diff(fdw, dw) < kFloatTol);
 }
 
-TEST_CASE("matmul (Conv1D layout) backward matches finite differences; float matches double") {
+TEST_CASE("matmul (Conv1D layout) backward matches finite differences, float matches double") {
   const int N = 6, IN = 7, OUT = 9;
   auto inp = random_vector(N * IN, 5), w = random_vector(IN * OUT, 6), bias = random_vector(OUT, 7),
        r = random_vector(N * OUT, 8);
@@ -94,7 +94,7 @@ TEST_CASE("matmul with (out,in) weights (the tied head) matches finite differenc
   CHECK(gradcheck(w, dw, loss) < kGradTol);
 }
 
-TEST_CASE("causal attention backward matches finite differences; float matches double") {
+TEST_CASE("causal attention backward matches finite differences, float matches double") {
   const int B = 2, Tn = 5, C = 8, NH = 2;
   auto qkv = random_vector(B * Tn * 3 * C, 12), r = random_vector(B * Tn * C, 13);
   std::vector<double> out(B * Tn * C), att(B * NH * Tn * Tn);
@@ -118,7 +118,7 @@ TEST_CASE("causal attention backward matches finite differences; float matches d
   CHECK(rel_diff(fdqkv, dqkv) < kFloatTol);
 }
 
-TEST_CASE("gelu backward matches finite differences; float matches double over a wide range") {
+TEST_CASE("gelu backward matches finite differences, float matches double over a wide range") {
   const int n = 200;
   auto inp = random_vector(n, 14, 3.0), r = random_vector(n, 15);
   std::vector<double> out(n);
@@ -144,7 +144,7 @@ TEST_CASE("gelu backward matches finite differences; float matches double over a
   CHECK(g[1] == doctest::Approx(40.0f));
 }
 
-TEST_CASE("fused softmax cross-entropy: gradient matches finite differences; float matches double") {
+TEST_CASE("fused softmax cross-entropy: gradient matches finite differences, float matches double") {
   const int N = 4, V = 13;
   auto logits = random_vector(N * V, 16, 2.0);
   const std::vector<std::uint16_t> targets = {0, 12, 5, 5};

@@ -437,8 +437,7 @@ TEST_CASE("train: bad data files exit 1 with a message naming the file") {
   for (const auto& e : expected) CHECK_MESSAGE(contains(r.err, e), e);
 }
 
-// may_fail: the sampler's "too short" error (core/data/sampler.cpp:25) does not name the data file.
-TEST_CASE("train: a data file shorter than one window exits 1 naming the file" * doctest::may_fail()) {
+TEST_CASE("train: a data file shorter than one window exits 1 naming the file") {
   TempDir dir("cli-short");
   Job job(dir, 6);
   write_bytes(dir / "short.txt", corpus_prefix(20));
@@ -632,10 +631,7 @@ TEST_CASE("usage errors exit 2 with a hint on stderr") {
   for (const char* sub : {"train", "eval", "export"}) CHECK(contains(help.out, sub));
 }
 
-// may_fail: ErrorKind::Usage thrown by a subcommand's action (eval's --format check,
-// sites/cli/eval_command.cpp:29) is caught as meridian::Error in sites/cli/main.cpp:31 and exits 1,
-// although main.cpp's own contract says bad usage exits 2.
-TEST_CASE("usage errors found after parsing exit 2 too" * doctest::may_fail()) {
+TEST_CASE("usage errors found after parsing exit 2 too") {
   TempDir dir("cli-usage2");
   write_bytes(dir / "data.txt", corpus_prefix(100));
   const auto r = meridian_run(
