@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `make bench`: training throughput of meridian's CPU trainer (bench/bench_trainer.cpp) and of the same
+# model in PyTorch (bench/pytorch_reference.py) on the reference shape, measured in the same run,
+# and their ratio. See bench/README.md for the method.
+#
+#   BUILD_DIR=build/release  where bench/bench_trainer was built
+#   ROUNDS=3                 alternating meridian / PyTorch invocations; each figure is the median over rounds
+#   RUNS=5 STEPS=30          timed runs per invocation and steps per run (each prints its median run)
+#
+# Holds /tmp/meridian-bench.lock for all timings, so benchmarks on this machine do not overlap. If
+# you already hold it, set MERIDIAN_BENCH_LOCKED=1 (flock on the same file again would wait forever).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} RUNS=${RUNS:-5} STEPS=${STEPS:-30}
+LOCK=/tmp/meridian-bench.lock
+
+if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
+  scripts/setup-bench.sh  # PyTorch for /usr/bin/python3; a no-op once installed
+  [ -x "$BUILD_DIR/bench/bench_trainer" ] || { echo "run.sh: no $BUILD_DIR/bench/bench_trainer; build first" >&2; exit 1; }
+  echo "run.sh: waiting for $LOCK" >&2
+  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
+fi
+
+# Prints the "median N tokens/s" figure of a "<prefix>: median N tokens/s ..." line of stdin.
+median_of() { sed -n "s/^$1: median \([0-9.]*\) tokens\/s.*/\1/p"; }
+# Median of the numbers on stdin, one a line.
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+m_all=() p_all=()
+for round in $(seq "$ROUNDS"); do
+  echo "--- round $round/$ROUNDS"
+  out=$("$BUILD_DIR/bench/bench_trainer" "$RUNS" "$STEPS")
+  echo "$out"
+  m_all+=("$(median_of training <<<"$out")")
+  out=$(/usr/bin/python3 bench/pytorch_reference.py "$RUNS" "$STEPS")
+  echo "$out"
+  p_all+=("$(median_of pytorch <<<"$out")")
+done
+
+m=$(printf '%s\n' "${m_all[@]}" | median)
+p=$(printf '%s\n' "${p_all[@]}" | median)
+echo "---"
+echo "meridian: ${m_all[*]} tokens/s (per round); median $m"
+echo "pytorch:  ${p_all[*]} tokens/s (per round); median $p"
+awk -v m="$m" -v p="$p" 'BEGIN { printf "meridian / pytorch: %.2fx\n", m / p }'
