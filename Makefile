@@ -26,7 +26,7 @@ demo: build
 	$(MERIDIAN) train --config configs/demo.toml
 
 bench: build
-	bash bench/run.sh $(BUILD)
+	BUILD_DIR=$(BUILD) bash bench/run.sh
 
 test-asan:
 	$(MAKE) test PRESET=asan
