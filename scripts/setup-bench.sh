@@ -10,15 +10,7 @@ if "$PY" -c "import torch" 2>/dev/null; then
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "setup-bench.sh: need root or sudo to install python3-torch" >&2; exit 1; }
-  SUDO="sudo"
-fi
-
-echo "setup-bench.sh: installing python3-torch (PyTorch for $PY; a large install)"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
+. "$(dirname "$0")/apt-install.sh"
+apt_install python3-torch
 "$PY" -c "import torch" || { echo "setup-bench.sh: python3-torch installed but 'import torch' still fails" >&2; exit 1; }
 echo "setup-bench.sh: done"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
 
@@ -59,22 +60,9 @@ fs::path CheckpointStore::save(std::int64_t step, const Checkpoint& checkpoint) 
   fs::path tmp_path = final_path;
   tmp_path += kTmpSuffix;
   env_.create_dirs(dir_);
-  // Until the rename, readers cannot see the new file; after sync_dir, the rename is durable.
-  try {
-    auto file = env_.create(tmp_path);
-    write_checkpoint(checkpoint, *file);
-    file->sync();
-    file->close();
-  } catch (const Error&) {
-    // A full disk should not stay full because of our half-written file. The next save's
-    // prune retries this removal if it fails here too.
-    try {
-      if (env_.exists(tmp_path)) env_.remove(tmp_path);
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  env_.rename(tmp_path, final_path);
+  // Until the rename, readers cannot see the new file; after sync_dir, the rename is durable. If
+  // removing a failed temp file fails too, the next save's prune retries it.
+  write_atomically(env_, final_path, tmp_path, [&](WritableFile& file) { write_checkpoint(checkpoint, file); });
   env_.sync_dir(dir_);
   prune(step);
   return final_path;

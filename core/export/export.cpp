@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/util/error.hpp"
@@ -13,25 +14,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A reader (or a crash) never sees a half-written file under the final name: the bytes go to a
-// temp file that is synced before it replaces the final name.
-void write_atomically(Env& env, const fs::path& path, std::span<const std::span<const std::byte>> chunks) {
+// Exports are written whole or not at all under their final names.
+void write_chunks_atomically(Env& env, const fs::path& path, std::span<const std::span<const std::byte>> chunks) {
   fs::path tmp = path;
   tmp += ".tmp";
-  try {
-    auto file = env.create(tmp);
-    for (auto chunk : chunks) file->append(chunk);
-    file->sync();
-    file->close();
-  } catch (const Error&) {
-    // Exports are big; a full disk should not stay full because of our partial file.
-    try {
-      if (env.exists(tmp)) env.remove(tmp);
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  env.rename(tmp, path);
+  write_atomically(env, path, tmp, [&](WritableFile& file) {
+    for (auto chunk : chunks) file.append(chunk);
+  });
 }
 
 std::string gpt2_config_json(const GptConfig& c) {
@@ -83,8 +72,8 @@ void export_hf_gpt2(const GptConfig& shape, std::span<const float> params, const
 
   Env& env = posix_env();
   env.create_dirs(out_dir);
-  write_atomically(env, out_dir / "model.safetensors", chunks);
-  write_atomically(env, out_dir / "config.json", config_chunks);
+  write_chunks_atomically(env, out_dir / "model.safetensors", chunks);
+  write_chunks_atomically(env, out_dir / "config.json", config_chunks);
   env.sync_dir(out_dir);
 }
 

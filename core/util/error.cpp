@@ -9,6 +9,8 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::Checkpoint: return "checkpoint";
     case ErrorKind::Io: return "io";
     case ErrorKind::Usage: return "usage";
+    case ErrorKind::Peer: return "peer";
+    case ErrorKind::Timeout: return "timeout";
   }
   return "unknown";
 }

@@ -16,6 +16,8 @@ enum class ErrorKind {
   Checkpoint,  // a checkpoint is truncated, corrupt or from another model
   Io,          // the file system refused an operation
   Usage,       // a command line is wrong
+  Peer,        // a peer process disconnected, crashed or sent something invalid (KJ's DISCONNECTED)
+  Timeout,     // a peer or a service did not answer in time
 };
 
 std::string_view to_string(ErrorKind kind);
