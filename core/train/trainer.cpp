@@ -27,9 +27,9 @@ TrainVal load_data(const JobConfig& c) {
 }
 
 // The sampler checks that the tokens fill its windows but does not know where they came from.
-WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c) {
+WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c, const ReplicaSlot& slot) {
   try {
-    return WindowSampler(tokens, c.model.seq_len, c.job.seed);
+    return WindowSampler(tokens, c.model.seq_len, c.job.seed, slot.rank, slot.world);
   } catch (const Error& e) {
     throw make_error(e.kind(), c.data.path.string(), ": ", e.what());
   }
@@ -38,12 +38,13 @@ WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfi
 }  // namespace
 
 Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
-                 std::function<double()> now)
+                 std::function<double()> now, ReplicaSlot slot)
     : config_(config),
       env_(env),
       log_(log),
       progress_(progress),
       now_(std::move(now)),
+      slot_(std::move(slot)),
       data_(load_data(config)),
       model_(config.model),
       opt_(model_.layout(), AdamWOptions{static_cast<float>(config.inner.beta1), static_cast<float>(config.inner.beta2),
@@ -51,7 +52,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                                          static_cast<float>(config.inner.weight_decay)}),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
-      sampler_(make_sampler(data_.train, config)) {
+      sampler_(make_sampler(data_.train, config, slot_)) {
   if (eval_window_count(data_.val.size(), config.model.seq_len) == 0)
     throw make_error(ErrorKind::Data, "validation data (", config.data.val_path ? config.data.val_path->string()
                                                                                 : config.data.path.string(),
@@ -63,9 +64,11 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
   targets_.resize(micro);
 }
 
+// Tokens the whole group consumes per step: the token count is a property of the model's training,
+// not of one replica.
 std::int64_t Trainer::tokens_per_step() const {
   return static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.inner.grad_accum *
-         config_.model.seq_len;
+         config_.model.seq_len * slot_.world;
 }
 
 StepResult Trainer::step() {
@@ -81,6 +84,7 @@ StepResult Trainer::step() {
     model_.backward(1.0f / static_cast<float>(accum));
   }
   r.loss = loss_sum / accum;
+  if (slot_.reduce) slot_.reduce(model_.grads(), r.loss);
   r.grad_norm = clip_grad_norm(model_.grads(), config_.inner.clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // the caller decides; weights untouched
   opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));

@@ -22,6 +22,15 @@ class Env;
 class RunLog;
 class ProgressPrinter;
 
+// Where this trainer sits in a site's data-parallel group. core/ knows nothing about
+// communication: the layer above passes `reduce`, which averages the gradients (and the loss) of
+// one step over the group and must leave them bit-identical on every replica.
+struct ReplicaSlot {
+  int rank = 0;   // this replica's data stream
+  int world = 1;  // replicas in the group; the data is cut into this many disjoint streams
+  std::function<void(std::span<float> grads, double& loss)> reduce;
+};
+
 struct StepResult {
   std::int64_t step = 0;  // 0-based index of the step just taken
   double loss = 0;        // mean over the micro-batches
@@ -41,7 +50,7 @@ class Trainer {
  public:
   // `now` returns seconds on a monotonic clock; injected so tests control time.
   Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
-          std::function<double()> now);
+          std::function<double()> now, ReplicaSlot slot = {});
 
   // Resumes from the newest valid checkpoint in <run_dir>/checkpoints when there is one, trains
   // to inner.steps (or stop_after more steps, when > 0) and returns the final figures.
@@ -64,6 +73,7 @@ class Trainer {
   RunLog& log_;
   ProgressPrinter* progress_;
   std::function<double()> now_;
+  ReplicaSlot slot_;
   TrainVal data_;  // declared before sampler_, which views data_.train
   Gpt<float> model_;
   AdamW opt_;

@@ -1,0 +1,14 @@
+#pragma once
+// Synchronous data parallelism inside a site: every replica trains on its own stream of the data,
+// and after the micro-batches of a step the gradients are averaged over the group, so every
+// replica takes the same AdamW step and the copies stay bit-identical.
+#include "core/train/trainer.hpp"
+#include "sync/comm/communicator.hpp"
+
+namespace meridian {
+
+// The trainer's slot for this communicator's rank: data stream rank of size, gradients and loss
+// averaged with comm.allreduce. The communicator must outlive the trainer.
+ReplicaSlot data_parallel_slot(Communicator& comm);
+
+}  // namespace meridian
