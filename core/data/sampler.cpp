@@ -43,22 +43,29 @@ void WindowSampler::load_epoch(std::uint64_t epoch) {
   loaded_epoch_ = epoch;
 }
 
-void WindowSampler::next_batch(int B, std::uint16_t* inputs, std::uint16_t* targets) {
-  MERIDIAN_CHECK(B >= 0, "B=", B);
+SamplerPosition WindowSampler::advanced(SamplerPosition p, std::uint64_t by) const {
+  const std::uint64_t index = p.index + by;
+  return {p.epoch + index / share_, index % share_};
+}
+
+void WindowSampler::next_group_batch(int B, int member, int members, std::uint16_t* inputs, std::uint16_t* targets) {
+  MERIDIAN_CHECK(B >= 0 && members >= 1 && member >= 0 && member < members, "B=", B, " member=", member,
+                 " members=", members);
   for (int b = 0; b < B; ++b) {
-    if (pos_.epoch != loaded_epoch_) load_epoch(pos_.epoch);
-    const std::uint16_t* window = tokens_.data() + starts_[pos_.index];
+    const SamplerPosition at =
+        advanced(pos_, static_cast<std::uint64_t>(member) + static_cast<std::uint64_t>(b) * members);
+    if (at.epoch != loaded_epoch_) load_epoch(at.epoch);
+    const std::uint16_t* window = tokens_.data() + starts_[at.index];
     std::copy_n(window, seq_len_, inputs + b * seq_len_);
     std::copy_n(window + 1, seq_len_, targets + b * seq_len_);
-    if (++pos_.index == share_) pos_ = {pos_.epoch + 1, 0};
   }
+  pos_ = advanced(pos_, static_cast<std::uint64_t>(B) * members);
 }
 
 void WindowSampler::seek(const SamplerPosition& pos) {
   if (pos.index >= share_)
     throw make_error(ErrorKind::Data, "sampler position index ", pos.index, " (epoch ", pos.epoch,
-                     ") is beyond this stream's ", share_,
-                     " windows per epoch; the data or the stream layout changed");
+                     ") is beyond this stream's ", share_, " windows per epoch; the data or the stream layout changed");
   pos_ = pos;
 }
 

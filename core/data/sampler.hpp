@@ -33,7 +33,13 @@ class WindowSampler {
                 int n_streams = 1);
 
   // Fills inputs[B*seq_len] and targets[B*seq_len] with the next B windows, rolling over epochs.
-  void next_batch(int B, std::uint16_t* inputs, std::uint16_t* targets);
+  void next_batch(int B, std::uint16_t* inputs, std::uint16_t* targets) { next_group_batch(B, 0, 1, inputs, targets); }
+
+  // For a group of `members` replicas that share this stream in lockstep: the group's step takes
+  // the next B*members windows, and member m gets those at positions m, m+members, m+2*members...
+  // Every member advances the position by B*members, so the position stays the group's, and a
+  // group that changes size (a replica lost or added) continues from the same window.
+  void next_group_batch(int B, int member, int members, std::uint16_t* inputs, std::uint16_t* targets);
 
   SamplerPosition position() const { return pos_; }
   // Restores any position (any epoch); the batches that follow are those that followed it before.
@@ -45,6 +51,7 @@ class WindowSampler {
 
  private:
   void load_epoch(std::uint64_t epoch);
+  SamplerPosition advanced(SamplerPosition p, std::uint64_t by) const;
 
   std::span<const std::uint16_t> tokens_;
   std::size_t seq_len_;

@@ -27,9 +27,9 @@ TrainVal load_data(const JobConfig& c) {
 }
 
 // The sampler checks that the tokens fill its windows but does not know where they came from.
-WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c, const ReplicaSlot& slot) {
+WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c) {
   try {
-    return WindowSampler(tokens, c.model.seq_len, c.job.seed, slot.rank, slot.world);
+    return WindowSampler(tokens, c.model.seq_len, c.job.seed);
   } catch (const Error& e) {
     throw make_error(e.kind(), c.data.path.string(), ": ", e.what());
   }
@@ -52,7 +52,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                                          static_cast<float>(config.inner.weight_decay)}),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
-      sampler_(make_sampler(data_.train, config, slot_)) {
+      sampler_(make_sampler(data_.train, config)) {
   if (eval_window_count(data_.val.size(), config.model.seq_len) == 0)
     throw make_error(ErrorKind::Data, "validation data (", config.data.val_path ? config.data.val_path->string()
                                                                                 : config.data.path.string(),
@@ -79,7 +79,8 @@ StepResult Trainer::step() {
   model_.zero_grads();
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
-    sampler_.next_batch(config_.inner.batch_per_replica, inputs_.data(), targets_.data());
+    sampler_.next_group_batch(config_.inner.batch_per_replica, slot_.rank, slot_.world, inputs_.data(),
+                              targets_.data());
     loss_sum += model_.forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
     model_.backward(1.0f / static_cast<float>(accum));
   }

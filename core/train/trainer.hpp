@@ -26,8 +26,8 @@ class ProgressPrinter;
 // communication: the layer above passes `reduce`, which averages the gradients (and the loss) of
 // one step over the group and must leave them bit-identical on every replica.
 struct ReplicaSlot {
-  int rank = 0;   // this replica's data stream
-  int world = 1;  // replicas in the group; the data is cut into this many disjoint streams
+  int rank = 0;   // this replica's place in the group: which windows of each group batch it takes
+  int world = 1;  // replicas in the group, all stepping through one data position together
   std::function<void(std::span<float> grads, double& loss)> reduce;
 };
 

@@ -263,3 +263,24 @@ TEST_CASE("eval windows do not overlap and drop the short tail") {
   CHECK(eval_window_count(9, 4) == 1);
   CHECK(eval_window_count(4, 4) == 0);
 }
+
+TEST_CASE("group batches: members split the group's windows and the position is the group's") {
+  std::vector<std::uint16_t> tokens(5000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>(i % 251);
+  const int T = 8, B = 3;
+  WindowSampler whole(tokens, T, 5), m0(tokens, T, 5), m1(tokens, T, 5);
+  // Enough steps to cross an epoch boundary (5000/8 - 1 = 624 windows an epoch).
+  for (int step = 0; step < 120; ++step) {
+    std::vector<std::uint16_t> in(2 * B * T), tg(2 * B * T), in0(B * T), tg0(B * T), in1(B * T), tg1(B * T);
+    whole.next_batch(2 * B, in.data(), tg.data());
+    m0.next_group_batch(B, 0, 2, in0.data(), tg0.data());
+    m1.next_group_batch(B, 1, 2, in1.data(), tg1.data());
+    for (int j = 0; j < B; ++j) {  // member m took windows m, m+2, m+4 of the group's 2B
+      CHECK(std::equal(in0.begin() + j * T, in0.begin() + (j + 1) * T, in.begin() + (2 * j) * T));
+      CHECK(std::equal(in1.begin() + j * T, in1.begin() + (j + 1) * T, in.begin() + (2 * j + 1) * T));
+    }
+    REQUIRE(m0.position() == whole.position());
+    REQUIRE(m1.position() == whole.position());
+  }
+  CHECK(whole.position().epoch >= 1);
+}
