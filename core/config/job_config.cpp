@@ -31,6 +31,14 @@ std::string_view to_string(JobConfig::Inner::Schedule s) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Replicas::OnFailure f) {
+  switch (f) {
+    case JobConfig::Replicas::OnFailure::KeepBatch: return "keep_batch";
+    case JobConfig::Replicas::OnFailure::Scale: return "scale";
+  }
+  return "?";
+}
+
 std::string ConfigProblem::to_string() const {
   std::string out = file;
   if (line > 0) out.append(":").append(std::to_string(line));
@@ -115,7 +123,16 @@ std::string to_toml(const JobConfig& c) {
       << "eval_windows = " << c.log.eval_windows << "\n"
       << "\n[checkpoint]\n"
       << "every = " << c.checkpoint.every << "\n"
-      << "keep = " << c.checkpoint.keep << "\n";
+      << "keep = " << c.checkpoint.keep << "\n"
+      << "\n[replicas]\n"
+      << "count = " << c.replicas.count << "\n"
+      << "restart = " << (c.replicas.restart ? "true" : "false") << "\n"
+      << "max_restarts = " << c.replicas.max_restarts << "\n"
+      << "heartbeat_timeout_ms = " << c.replicas.heartbeat_timeout_ms << "\n"
+      << "collective_timeout_ms = " << c.replicas.collective_timeout_ms << "\n"
+      << "on_failure = \"" << to_string(c.replicas.on_failure) << "\"\n"
+      << "sdc_every = " << c.replicas.sdc_every << "\n"
+      << "store_port = " << c.replicas.store_port << "\n";
   return out.str();
 }
 

@@ -67,6 +67,20 @@ struct JobConfig {
     bool operator==(const Checkpoint&) const = default;
   } checkpoint;
 
+  // The replicas of a site: how many, and what happens when one dies, hangs or corrupts its weights.
+  struct Replicas {
+    enum class OnFailure { KeepBatch, Scale };
+    int count = 1;
+    bool restart = true;     // restart a dead replica, which then heals from a live peer
+    int max_restarts = 3;    // per replica slot, over the run
+    int heartbeat_timeout_ms = 10000;   // a replica silent this long is evicted
+    int collective_timeout_ms = 10000;  // a collective stuck this long fails
+    OnFailure on_failure = OnFailure::KeepBatch;  // keep the global batch (more micro-batches) or scale it
+    int sdc_every = 50;  // steps between parameter-hash comparisons (0 = off)
+    std::uint16_t store_port = 0;  // the site's rendezvous store; 0 = any free port
+    bool operator==(const Replicas&) const = default;
+  } replicas;
+
   // The file the job was loaded from (absolute). Compared like the rest, so a config re-read from
   // to_toml() output written elsewhere equals the original once source is aligned.
   std::filesystem::path source;
@@ -77,6 +91,7 @@ struct JobConfig {
 std::string_view to_string(JobConfig::Data::Format f);
 std::string_view to_string(JobConfig::Inner::Optimizer o);
 std::string_view to_string(JobConfig::Inner::Schedule s);
+std::string_view to_string(JobConfig::Replicas::OnFailure f);
 
 // One thing wrong with a job: where (file and line, or "--set key=value" with line 0), which
 // dotted key (empty for whole-file problems), and what was expected and found.

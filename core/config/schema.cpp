@@ -108,6 +108,14 @@ class Resolver {
     out = *v;
   }
 
+  void read(bool& out, const std::string& table, const std::string& key) {
+    const Setting* s = lookup(table, key);
+    if (!s) return;
+    const auto* v = s->value->as_boolean();
+    if (!v) return mismatch(*s, table + "." + key, "true or false", describe(*s->value));
+    out = v->get();
+  }
+
   // Non-empty strings.
   void read(std::string& out, const std::string& table, const std::string& key) {
     if (const auto* s = non_empty_string(table, key, "a non-empty string")) out = *s;
@@ -268,6 +276,16 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
 
   r.read(c.checkpoint.every, "checkpoint", "every", 0);
   r.read(c.checkpoint.keep, "checkpoint", "keep", 1);
+
+  using Replicas = JobConfig::Replicas;
+  r.read(c.replicas.count, "replicas", "count", 1);
+  r.read(c.replicas.restart, "replicas", "restart");
+  r.read(c.replicas.max_restarts, "replicas", "max_restarts", 0);
+  r.read(c.replicas.heartbeat_timeout_ms, "replicas", "heartbeat_timeout_ms", 1);
+  r.read(c.replicas.collective_timeout_ms, "replicas", "collective_timeout_ms", 1);
+  r.read(c.replicas.on_failure, "replicas", "on_failure", {Replicas::OnFailure::KeepBatch, Replicas::OnFailure::Scale});
+  r.read(c.replicas.sdc_every, "replicas", "sdc_every", 0);
+  r.read(c.replicas.store_port, "replicas", "store_port", 0);
 
   r.report_unknown();
   r.flush(problems);

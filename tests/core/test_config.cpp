@@ -318,3 +318,28 @@ TEST_CASE("to_toml round-trips to an equal config") {
   changed.inner.eps = 2e-10;
   CHECK_FALSE(changed == original);
 }
+
+TEST_CASE("[replicas]: defaults, values, and errors with file:line") {
+  meridian::testing::TempDir dir("cfg-replicas");
+  std::ofstream(dir / "d.txt") << "data";
+  std::ofstream(dir / "ok.toml") << "[data]\npath = \"d.txt\"\n[replicas]\ncount = 3\nrestart = false\n"
+                                    "on_failure = \"scale\"\nsdc_every = 10\nstore_port = 29500\n";
+  const auto c = load_job_config(dir / "ok.toml");
+  CHECK(c.replicas.count == 3);
+  CHECK_FALSE(c.replicas.restart);
+  CHECK(c.replicas.on_failure == JobConfig::Replicas::OnFailure::Scale);
+  CHECK(c.replicas.sdc_every == 10);
+  CHECK(c.replicas.store_port == 29500);
+  CHECK(load_job_config(dir / "ok.toml", {"replicas.count=1"}).replicas.count == 1);
+
+  std::ofstream(dir / "bad.toml") << "[data]\npath = \"d.txt\"\n[replicas]\ncount = 0\nrestart = 1\n"
+                                     "on_failure = \"retry\"\nstore_port = 70000\n";
+  const auto r = try_load_job_config(dir / "bad.toml");
+  REQUIRE(std::holds_alternative<std::vector<ConfigProblem>>(r));
+  std::string all;
+  for (const auto& p : std::get<std::vector<ConfigProblem>>(r)) all += p.to_string() + "\n";
+  CHECK(all.find("bad.toml:4: replicas.count: expected an integer >= 1, found 0") != std::string::npos);
+  CHECK(all.find("bad.toml:5: replicas.restart: expected true or false, found") != std::string::npos);
+  CHECK(all.find("bad.toml:6: replicas.on_failure: expected one of \"keep_batch\", \"scale\"") != std::string::npos);
+  CHECK(all.find("bad.toml:7: replicas.store_port: expected an integer <= 65535, found 70000") != std::string::npos);
+}
