@@ -45,6 +45,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       progress_(progress),
       now_(std::move(now)),
       slot_(std::move(slot)),
+      grad_accum_(config.inner.grad_accum),
       data_(load_data(config)),
       model_(config.model),
       opt_(model_.layout(), AdamWOptions{static_cast<float>(config.inner.beta1), static_cast<float>(config.inner.beta2),
@@ -67,15 +68,15 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
 // Tokens the whole group consumes per step: the token count is a property of the model's training,
 // not of one replica.
 std::int64_t Trainer::tokens_per_step() const {
-  return static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.inner.grad_accum *
-         config_.model.seq_len * slot_.world;
+  return static_cast<std::int64_t>(config_.inner.batch_per_replica) * grad_accum_ * config_.model.seq_len *
+         slot_.world;
 }
 
 StepResult Trainer::step() {
   StepResult r;
   r.step = state_.step;
   r.lr = lr_at(schedule_, state_.step);
-  const int accum = config_.inner.grad_accum;
+  const int accum = grad_accum_;
   model_.zero_grads();
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
@@ -99,6 +100,22 @@ double Trainer::validation_loss() {
   return evaluate(model_, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
 }
 
+Checkpoint Trainer::snapshot() const {
+  return encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_));
+}
+
+void Trainer::restore(const Checkpoint& state, const std::string& source) {
+  state_ = decode_train_state(state, source, config_.model, model_.params(), opt_);
+  sampler_.seek(state_.data);
+}
+
+void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
+  MERIDIAN_CHECK(slot.world >= 1 && slot.rank >= 0 && slot.rank < slot.world && grad_accum >= 1, "rank=", slot.rank,
+                 " world=", slot.world, " grad_accum=", grad_accum);
+  slot_ = std::move(slot);
+  grad_accum_ = grad_accum;
+}
+
 bool Trainer::try_resume() {
   CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
   auto loaded = store.load_latest([&](const std::string& why) {
@@ -106,8 +123,7 @@ bool Trainer::try_resume() {
     if (progress_) progress_->line("warning: " + why);
   });
   if (!loaded) return false;
-  state_ = decode_train_state(loaded->checkpoint, loaded->path.string(), config_.model, model_.params(), opt_);
-  sampler_.seek(state_.data);
+  restore(loaded->checkpoint, loaded->path.string());
   log_.event("resume", {{"step", state_.step}, {"checkpoint", loaded->path.string()}});
   if (progress_) progress_->line("resumed from " + loaded->path.string() + " at step " + std::to_string(state_.step));
   return true;
@@ -115,8 +131,7 @@ bool Trainer::try_resume() {
 
 void Trainer::save_checkpoint() {
   CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
-  const auto path =
-      store.save(state_.step, encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_)));
+  const auto path = store.save(state_.step, snapshot());
   log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}});
 }
 

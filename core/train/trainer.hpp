@@ -60,6 +60,15 @@ class Trainer {
   StepResult step();
   double validation_loss();
 
+  // The whole training state (weights, moments, step, tokens, data position) as checkpoint
+  // records, and back: what a replica that lost its state heals from.
+  Checkpoint snapshot() const;
+  void restore(const Checkpoint& state, const std::string& source);
+
+  // A new place in a (re-formed) group, and the micro-batches per step that go with it.
+  void set_slot(ReplicaSlot slot, int grad_accum);
+  int grad_accum() const { return grad_accum_; }
+
   Gpt<float>& model() { return model_; }
   const ResumeState& state() const { return state_; }
 
@@ -74,6 +83,7 @@ class Trainer {
   ProgressPrinter* progress_;
   std::function<double()> now_;
   ReplicaSlot slot_;
+  int grad_accum_;
   TrainVal data_;  // declared before sampler_, which views data_.train
   Gpt<float> model_;
   AdamW opt_;
