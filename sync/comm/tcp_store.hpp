@@ -1,0 +1,68 @@
+#pragma once
+// The site's rendezvous store over the network: the site agent runs a TcpStoreServer, replicas
+// (other processes, possibly other hosts of the site) talk to it through TcpStoreClient. Requests
+// and responses are Cap'n Proto (transport/schemas/store.capnp) in single ZeroMQ frames.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sync/comm/store.hpp"
+
+namespace meridian {
+
+// Rendezvous data is addresses, ids and counters; anything near these limits is a mistake, and the
+// limits keep one hostile or buggy peer from making the server hold arbitrary amounts of memory.
+inline constexpr std::size_t kMaxStoreKeyBytes = 4096;
+inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{1} << 20;
+
+// Serves a map of keys to bytes on tcp://address:port (port 0: a free one) from its own thread;
+// stops and joins on destruction. A GET for a missing key is parked and answered when the key is
+// set (or with a timeout error after the client's stated timeout), without blocking other clients.
+// Malformed, oversized or wrong-version requests get an error reply; the server keeps serving.
+class TcpStoreServer {
+ public:
+  // Error(Io) when the address cannot be bound.
+  TcpStoreServer(const std::string& address, int port);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  int port() const { return port_; }
+  std::string endpoint() const { return endpoint_; }  // "tcp://address:port", for TcpStoreClient
+
+ private:
+  struct Impl;  // keeps ZeroMQ and the generated schema code out of this header
+  std::unique_ptr<Impl> impl_;
+  std::string endpoint_;
+  int port_ = 0;
+};
+
+// One per thread: ZeroMQ sockets are not thread-safe. Every call is bounded in time: Error(Timeout)
+// when the server does not answer within io_timeout (get: its own timeout plus io_timeout),
+// Error(Peer) when the connection drops while a call waits, the reply is malformed or the server
+// refuses the request. Keys longer than kMaxStoreKeyBytes and values longer than
+// kMaxStoreValueBytes are refused with Error(Data) before anything is sent; an endpoint that is
+// not "tcp://host:port" with Error(Config).
+class TcpStoreClient final : public Store {
+ public:
+  explicit TcpStoreClient(const std::string& endpoint,
+                          std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
+  ~TcpStoreClient() override;
+  TcpStoreClient(const TcpStoreClient&) = delete;
+  TcpStoreClient& operator=(const TcpStoreClient&) = delete;
+
+  void set(const std::string& key, std::span<const std::byte> value) override;
+  std::vector<std::byte> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  bool check(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace meridian
