@@ -72,9 +72,11 @@ class Trainer {
   Gpt<float>& model() { return model_; }
   const ResumeState& state() const { return state_; }
 
- private:
+ // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.
   bool try_resume();
   void save_checkpoint();
+
+ private:
   std::int64_t tokens_per_step() const;
 
   JobConfig config_;

@@ -1,0 +1,179 @@
+#include "sites/replica/replica_loop.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "core/runlog/run_log.hpp"
+#include "core/train/trainer.hpp"
+#include "core/util/error.hpp"
+#include "core/util/hash.hpp"
+#include "sync/comm/tcp_store.hpp"
+#include "sync/group/protocol.hpp"
+#include "sync/group/replica_group.hpp"
+#include "sync/group/sdc_guard.hpp"
+#include "sync/group/state_sync.hpp"
+
+namespace meridian {
+namespace {
+
+// Bumps hb/<id> from its own thread and store connection, so a replica blocked in a collective
+// still shows as alive, and a stopped (SIGSTOP) or dead one stops showing.
+class Heartbeat {
+ public:
+  Heartbeat(const std::string& endpoint, int id, std::chrono::milliseconds every)
+      : thread_([this, endpoint, id, every] {
+          TcpStoreClient store(endpoint);
+          while (!stop_) {
+            try {
+              store.add(site_keys::heartbeat(id), 1);
+            } catch (const Error&) {
+              // The agent may be restarting its store; the next beat retries.
+            }
+            std::unique_lock lock(mu_);
+            cv_.wait_for(lock, every, [this] { return stop_.load(); });
+          }
+        }) {}
+  ~Heartbeat() {
+    stop_ = true;
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+// Micro-batches per step for a group of `world`: keep_batch keeps the global batch of the full
+// site (count x grad_accum micro-batches) when it divides evenly, otherwise rounds up and says so.
+int micro_batches_for(const JobConfig& c, int world) {
+  if (c.replicas.on_failure == JobConfig::Replicas::OnFailure::Scale) return c.inner.grad_accum;
+  const int total = c.replicas.count * c.inner.grad_accum;
+  return std::max(1, (total + world - 1) / world);
+}
+
+bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout; }
+
+}  // namespace
+
+int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
+  const JobConfig& c = run.config;
+  RunLog log(c.job.run_dir);
+  TcpStoreClient store(run.store_endpoint);
+  Heartbeat heartbeat(run.store_endpoint, run.id,
+                      std::chrono::milliseconds(std::max(1, c.replicas.heartbeat_timeout_ms / 5)));
+  Trainer trainer(c, env, log, nullptr, now);
+  trainer.try_resume();
+  GlooOptions gloo;
+  gloo.timeout = std::chrono::milliseconds(c.replicas.collective_timeout_ms);
+  ReplicaGroup group(store, run.id, gloo);
+  const auto join_timeout = std::chrono::milliseconds(20 * std::max(c.replicas.heartbeat_timeout_ms,
+                                                                     c.replicas.collective_timeout_ms));
+  std::int64_t next_generation = 0;
+  bool switch_pending = false;
+  SdcGuard sdc;
+  while (true) {
+    const double t_join = now();
+    group.join(next_generation, join_timeout);
+    const int accum = micro_batches_for(c, group.size());
+    ReplicaSlot slot;
+    slot.rank = group.rank();
+    slot.world = group.size();
+    // One collective for the gradients, one tiny one for the loss and the "a newer generation is
+    // published" flag, so every member decides to switch after the same step.
+    slot.reduce = [&](std::span<float> grads, double& loss) {
+      group.comm().allreduce(grads, ReduceOp::Mean);
+      float control[2] = {static_cast<float>(loss), group.newer_generation_published() ? 1.0f : 0.0f};
+      group.comm().allreduce(std::span<float>(control, 2), ReduceOp::Sum);
+      loss = control[0] / static_cast<float>(group.size());
+      switch_pending = control[1] > 0;
+    };
+    trainer.set_slot(std::move(slot), accum);
+    switch_pending = false;
+    try {
+      const auto heal = sync_state(group.comm(), trainer);
+      log.event("joined", {{"site", run.site},
+                           {"replica", run.id},
+                           {"generation", group.generation().number},
+                           {"rank", group.rank()},
+                           {"size", group.size()},
+                           {"grad_accum", accum},
+                           {"global_batch", accum * group.size() * c.inner.batch_per_replica},
+                           {"step", heal.step},
+                           {"heal_source_rank", heal.source_rank},
+                           {"heal_bytes", heal.bytes},
+                           {"healed", heal.changed},
+                           {"ms", 1000 * (now() - t_join)}});
+      while (trainer.state().step < c.inner.steps && !switch_pending) {
+        const double t_step = now();
+        StepResult r;
+        try {
+          r = trainer.step();
+        } catch (const Error& e) {
+          if (!is_peer_failure(e)) throw;
+          log.event("collective_failed", {{"site", run.site},
+                                          {"replica", run.id},
+                                          {"generation", group.generation().number},
+                                          {"step", trainer.state().step},
+                                          {"error", e.what()},
+                                          {"ms", 1000 * (now() - t_step)}});
+          throw;
+        }
+        if (!std::isfinite(r.loss))
+          throw make_error(ErrorKind::Data, "replica ", run.id, ": non-finite loss at step ", r.step);
+        const auto done = trainer.state().step;
+        if (group.rank() == 0 && (done % c.log.every == 0 || done == c.inner.steps))
+          log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
+                      {"version", 0}, {"generation", group.generation().number}, {"loss", r.loss}, {"lr", r.lr},
+                      {"tokens", trainer.state().tokens}});
+        if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0) {
+          const double t_check = now();
+          const auto found = sdc.check(group.comm(), trainer);
+          if (!found.verdict.agree) {
+            std::vector<std::string> hashes;
+            for (auto h : found.hashes) hashes.push_back(std::to_string(h));
+            std::vector<int> odd;
+            for (int r : found.verdict.odd_ranks) odd.push_back(group.generation().members[r]);
+            log.event("sdc_detected", {{"site", run.site}, {"replica", run.id}, {"step", done},
+                                       {"hashes", hashes}, {"odd_replicas", odd}});
+            log.event("sdc_repaired", {{"site", run.site},
+                                       {"replica", run.id},
+                                       {"how", found.verdict.rollback ? "rollback" : "healed from majority"},
+                                       {"step", found.step},
+                                       {"ms", 1000 * (now() - t_check)}});
+          }
+        }
+        if (group.rank() == 0 && c.checkpoint.every > 0 && done % c.checkpoint.every == 0) trainer.save_checkpoint();
+      }
+    } catch (const Error& e) {
+      if (!is_peer_failure(e)) throw;
+      group.report_failure();
+      next_generation = group.generation().number + 1;
+      continue;
+    }
+    if (switch_pending) {
+      next_generation = group.generation().number + 1;
+      continue;
+    }
+    break;
+  }
+  const auto params_hash = hash64(std::span<const float>(trainer.model().params()));
+  if (group.rank() == 0) {
+    trainer.save_checkpoint();
+    const double val = trainer.validation_loss();
+    log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", trainer.state().step},
+                {"version", 0}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
+  }
+  log.event("replica_done", {{"site", run.site},
+                             {"replica", run.id},
+                             {"step", trainer.state().step},
+                             {"generation", group.generation().number},
+                             {"params_hash", std::to_string(params_hash)}});
+  return 0;
+}
+
+}  // namespace meridian

@@ -1,0 +1,44 @@
+#pragma once
+// A replica's side of site membership: wait for the agent to publish a generation that lists it,
+// connect to that generation's members, and report a failed collective so the agent can regroup.
+#include <chrono>
+#include <memory>
+
+#include "sync/comm/communicator.hpp"
+#include "sync/comm/gloo_communicator.hpp"
+#include "sync/comm/store.hpp"
+#include "sync/group/membership.hpp"
+
+namespace meridian {
+
+class ReplicaGroup {
+ public:
+  ReplicaGroup(Store& store, int id, GlooOptions options);
+
+  // Announces that this replica is ready, then waits for generations from `from` on until one lists
+  // it, and connects to its members. Error(Timeout) when none does within `timeout`.
+  void join(std::int64_t from, std::chrono::milliseconds timeout);
+
+  Communicator& comm() { return *comm_; }
+  const Generation& generation() const { return generation_; }
+  int id() const { return id_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(generation_.members.size()); }
+
+  // Tells the agent that a collective of the current generation failed here; the communicator is
+  // dropped (it cannot be used after a failure).
+  void report_failure();
+  // Whether the agent has published a generation after the current one (a replica joining or a
+  // member lost): the group then switches at the next step boundary.
+  bool newer_generation_published();
+
+ private:
+  Store& store_;
+  int id_;
+  GlooOptions options_;
+  Generation generation_;
+  int rank_ = -1;
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace meridian
