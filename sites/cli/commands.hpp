@@ -12,5 +12,6 @@ using Action = std::function<int()>;
 Action add_train_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
+Action add_site_command(CLI::App& app);
 
 }  // namespace meridian::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(eval, meridian::cli::add_eval_command(*eval));
   auto* exp = app.add_subcommand("export", "write a checkpoint as Hugging Face GPT-2 files");
   commands.emplace_back(exp, meridian::cli::add_export_command(*exp));
+  auto* site = app.add_subcommand("site", "the site agent: runs and watches a site's replicas");
+  commands.emplace_back(site, meridian::cli::add_site_command(*site));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

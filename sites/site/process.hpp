@@ -1,0 +1,54 @@
+#pragma once
+// The site agent's replica processes, behind a small interface so the agent's logic runs in tests
+// against fake processes and a fake clock. The real launcher forks and execs a program per slot.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace meridian {
+
+struct ExitStatus {
+  int code = 0;    // exit status when it exited, else 0
+  int signal = 0;  // the signal that ended it, else 0
+  bool success() const { return signal == 0 && code == 0; }
+};
+
+std::string describe(const ExitStatus& s);  // "exit code 3" / "signal 9 (Killed)"
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts slot `id`'s process; any slot has at most one at a time. Error(Io) when it cannot start.
+  virtual void start(int id, int incarnation) = 0;
+  virtual void signal(int id, int sig) = 0;  // no-op when the slot has no live process
+  // Reaps the slot's process without waiting: its status once it ended (reported once), else nothing.
+  virtual std::optional<ExitStatus> poll(int id) = 0;
+};
+
+// fork/exec of argv_for(id); stdout and stderr appended to <log_dir>/replica-<id>.log. Children get
+// SIGKILL when the agent dies, so a crashed agent leaves no replica training alone. The destructor
+// kills and reaps whatever still runs.
+class ProcessLauncher final : public Launcher {
+ public:
+  ProcessLauncher(std::function<std::vector<std::string>(int id)> argv_for, std::filesystem::path log_dir);
+  ~ProcessLauncher() override;
+  ProcessLauncher(const ProcessLauncher&) = delete;
+  ProcessLauncher& operator=(const ProcessLauncher&) = delete;
+
+  void start(int id, int incarnation) override;
+  void signal(int id, int sig) override;
+  std::optional<ExitStatus> poll(int id) override;
+  bool any_running() const { return !pids_.empty(); }
+
+ private:
+  std::function<std::vector<std::string>(int)> argv_for_;
+  std::filesystem::path log_dir_;
+  std::map<int, pid_t> pids_;  // live (unreaped) children by slot
+};
+
+}  // namespace meridian
