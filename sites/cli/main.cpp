@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(exp, meridian::cli::add_export_command(*exp));
   auto* site = app.add_subcommand("site", "the site agent: runs and watches a site's replicas");
   commands.emplace_back(site, meridian::cli::add_site_command(*site));
+  auto* replica = app.add_subcommand("replica", "one replica of a site (started by `meridian site`)");
+  commands.emplace_back(replica, meridian::cli::add_replica_command(*replica));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

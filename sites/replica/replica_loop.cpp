@@ -1,6 +1,9 @@
 #include "sites/replica/replica_loop.hpp"
 
+#include <omp.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -62,6 +65,11 @@ bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.k
 
 int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   const JobConfig& c = run.config;
+  // The replicas of a CPU site share this machine's cores: OpenMP teams larger than a replica's
+  // share spin against each other at every barrier (3 replicas x 2 threads on 2 cores ran ~10x
+  // slower). An explicit OMP_NUM_THREADS from the launcher wins.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr)
+    omp_set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / c.replicas.count));
   RunLog log(c.job.run_dir);
   TcpStoreClient store(run.store_endpoint);
   Heartbeat heartbeat(run.store_endpoint, run.id,
@@ -73,7 +81,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   ReplicaGroup group(store, run.id, gloo);
   const auto join_timeout = std::chrono::milliseconds(20 * std::max(c.replicas.heartbeat_timeout_ms,
                                                                      c.replicas.collective_timeout_ms));
-  std::int64_t next_generation = 0;
+  std::optional<std::int64_t> next_generation;  // none: this process has not joined yet
   bool switch_pending = false;
   SdcGuard sdc;
   while (true) {

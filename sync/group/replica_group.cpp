@@ -10,8 +10,16 @@ namespace meridian {
 ReplicaGroup::ReplicaGroup(Store& store, int id, GlooOptions options)
     : store_(store), id_(id), options_(std::move(options)) {}
 
-void ReplicaGroup::join(std::int64_t from, std::chrono::milliseconds timeout) {
+void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::milliseconds timeout) {
   comm_.reset();
+  std::int64_t from = 0;
+  if (first) {
+    from = *first;
+  } else {
+    // Scanned before announcing readiness: a generation that lists this process can only be
+    // published after the announcement, so it is numbered past everything seen here.
+    while (store_.check(site_keys::generation(from))) ++from;
+  }
   store_.add(site_keys::ready(id_), 1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (std::int64_t n = from;; ++n) {

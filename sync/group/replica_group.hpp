@@ -3,6 +3,7 @@
 // connect to that generation's members, and report a failed collective so the agent can regroup.
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "sync/comm/communicator.hpp"
 #include "sync/comm/gloo_communicator.hpp"
@@ -16,8 +17,10 @@ class ReplicaGroup {
   ReplicaGroup(Store& store, int id, GlooOptions options);
 
   // Announces that this replica is ready, then waits for generations from `from` on until one lists
-  // it, and connects to its members. Error(Timeout) when none does within `timeout`.
-  void join(std::int64_t from, std::chrono::milliseconds timeout);
+  // it, and connects to its members. Without `from` (a process joining for the first time, maybe a
+  // restart), generations already published are stale and only later ones count. Error(Timeout)
+  // when none lists it within `timeout`.
+  void join(std::optional<std::int64_t> from, std::chrono::milliseconds timeout);
 
   Communicator& comm() { return *comm_; }
   const Generation& generation() const { return generation_; }

@@ -1,0 +1,136 @@
+// A site end to end: `meridian site` runs 3 replica processes on loopback. One is killed (-9) or
+// stopped (SIGSTOP) mid-run; the others keep training without a restart of the site, the dead
+// one is restarted and heals from a peer over the network, and all replicas end bit-identical.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace meridian::testing;
+using nlohmann::json;
+
+namespace {
+
+std::filesystem::path write_job(const TempDir& dir, const std::string& extra) {
+  const auto file = dir / "job.toml";
+  std::ofstream(file) << "[job]\nname = \"site\"\nseed = 3\nrun_dir = \"" << (dir / "run").string() << "\"\n"
+                      << "[model]\npreset = \"tiny\"\n[data]\npath = \""
+                      << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
+                      << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 400\n"
+                      << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n"
+                      << "[replicas]\ncount = 3\nheartbeat_timeout_ms = 1500\ncollective_timeout_ms = 1500\n"
+                      << "sdc_every = 25\n"
+                      << extra;
+  return file;
+}
+
+std::vector<json> read_jsonl(const std::filesystem::path& p) {
+  std::vector<json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::exception&) {
+      // a line being written right now
+    }
+  }
+  return out;
+}
+
+// Waits (bounded) until some metric line reports at least `step`.
+bool wait_for_step(const std::filesystem::path& run, int step) {
+  for (int i = 0; i < 3000; ++i) {
+    for (const auto& m : read_jsonl(run / "metrics.jsonl"))
+      if (m.contains("step") && m["step"].get<int>() >= step && m.contains("loss")) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<json> events_of(const std::vector<json>& events, const std::string& kind) {
+  std::vector<json> out;
+  for (const auto& e : events)
+    if (e.value("event", "") == kind) out.push_back(e);
+  return out;
+}
+
+// The params hash of each replica's last replica_done event.
+std::map<int, std::string> final_hashes(const std::vector<json>& events) {
+  std::map<int, std::string> out;
+  for (const auto& e : events_of(events, "replica_done")) out[e["replica"].get<int>()] = e["params_hash"];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 of a replica: the site goes on, restarts it, it heals from a peer, all end identical") {
+  TempDir dir("site-kill");
+  const auto job = write_job(dir, "restart = true\n");
+  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "t"}, dir / "site.log");
+  REQUIRE(wait_for_step(dir / "run", 40));
+  const auto victims = find_processes({"replica", job.string(), "--id 1"});
+  REQUIRE(victims.size() == 1);
+  ::kill(victims[0], SIGKILL);
+  const auto code = site.wait_for(std::chrono::seconds(240));
+  REQUIRE_MESSAGE(code.has_value(), "site did not finish");
+  CHECK(*code == 0);
+
+  const auto events = read_jsonl(dir / "run" / "events.jsonl");
+  CHECK(events_of(events, "site_start").size() == 1);  // the site itself was never restarted
+  const auto exited = events_of(events, "replica_exited");
+  REQUIRE_FALSE(exited.empty());
+  CHECK(exited[0]["id"] == 1);
+  CHECK_FALSE(events_of(events, "replica_restarted").empty());
+  // generations: [0,1,2] -> without 1 -> with 1 again
+  std::vector<std::vector<int>> gens;
+  for (const auto& g : events_of(events, "generation")) gens.push_back(g["members"].get<std::vector<int>>());
+  REQUIRE(gens.size() >= 3);
+  CHECK(gens[0] == std::vector<int>{0, 1, 2});
+  CHECK(gens[1] == std::vector<int>{0, 2});
+  CHECK(gens.back() == std::vector<int>{0, 1, 2});
+  // the restarted replica received its state over the network
+  bool healed = false;
+  for (const auto& j : events_of(events, "joined"))
+    if (j["replica"] == 1 && j["generation"].get<int>() >= 2 && j["healed"].get<bool>() && j["heal_bytes"] > 0)
+      healed = true;
+  CHECK(healed);
+  const auto hashes = final_hashes(events);
+  REQUIRE(hashes.size() == 3);
+  CHECK(hashes.at(0) == hashes.at(1));
+  CHECK(hashes.at(0) == hashes.at(2));
+}
+
+TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the site continues") {
+  TempDir dir("site-stop");
+  const auto job = write_job(dir, "restart = false\n");
+  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "t"}, dir / "site.log");
+  REQUIRE(wait_for_step(dir / "run", 40));
+  const auto victims = find_processes({"replica", job.string(), "--id 2"});
+  REQUIRE(victims.size() == 1);
+  ::kill(victims[0], SIGSTOP);
+  const auto code = site.wait_for(std::chrono::seconds(240));
+  REQUIRE_MESSAGE(code.has_value(), "site did not finish");
+  CHECK(*code == 0);
+  const auto events = read_jsonl(dir / "run" / "events.jsonl");
+  const auto evicted = events_of(events, "replica_evicted");
+  REQUIRE_FALSE(evicted.empty());
+  CHECK(evicted[0]["id"] == 2);
+  std::vector<std::vector<int>> gens;
+  for (const auto& g : events_of(events, "generation")) gens.push_back(g["members"].get<std::vector<int>>());
+  CHECK(gens.back() == std::vector<int>{0, 1});
+  const auto hashes = final_hashes(events);
+  REQUIRE(hashes.count(0) == 1);
+  REQUIRE(hashes.count(1) == 1);
+  CHECK(hashes.at(0) == hashes.at(1));
+  CHECK(hashes.count(2) == 0);
+}
