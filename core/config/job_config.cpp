@@ -132,6 +132,7 @@ std::string to_toml(const JobConfig& c) {
       << "collective_timeout_ms = " << c.replicas.collective_timeout_ms << "\n"
       << "on_failure = \"" << to_string(c.replicas.on_failure) << "\"\n"
       << "sdc_every = " << c.replicas.sdc_every << "\n"
+      << "overlap_allreduce = " << (c.replicas.overlap_allreduce ? "true" : "false") << "\n"
       << "store_port = " << c.replicas.store_port << "\n";
   return out.str();
 }

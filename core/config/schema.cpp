@@ -285,6 +285,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.replicas.collective_timeout_ms, "replicas", "collective_timeout_ms", 1);
   r.read(c.replicas.on_failure, "replicas", "on_failure", {Replicas::OnFailure::KeepBatch, Replicas::OnFailure::Scale});
   r.read(c.replicas.sdc_every, "replicas", "sdc_every", 0);
+  r.read(c.replicas.overlap_allreduce, "replicas", "overlap_allreduce");
   r.read(c.replicas.store_port, "replicas", "store_port", 0);
 
   r.report_unknown();

@@ -156,7 +156,7 @@ T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int
 }
 
 template <class T>
-void Gpt<T>::backward(T loss_scale) {
+void Gpt<T>::backward(T loss_scale, const GradsReady& ready) {
   MERIDIAN_CHECK(B_ >= 1 && !targets_.empty(), "backward() needs a forward() with targets first");
   const int B = B_, Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
@@ -174,6 +174,7 @@ void Gpt<T>::backward(T loss_scale) {
                         grads_.data() + lnfb_, a.dln.data(), last,
                         params_.data() + lnfw_, a.lnf_mean.data(), a.lnf_rstd.data(), N,
                         C);
+  if (ready) ready(lnfw_, layout_.total() - lnfw_);  // ln_f: weight and bias, the last tensors
   // a.dres is the gradient of the residual stream; each block adds its branches' gradients into it.
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     const auto p = layer_ptrs<LayerParams>(params_.data(), l);
@@ -191,9 +192,14 @@ void Gpt<T>::backward(T loss_scale) {
     k::matmul_backward(a.dln.data(), g.qkvw, g.qkvb, a.dqkv.data(), a.ln1.data() + l * BT * C, p.qkvw, N, C, 3 * C);
     k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + l * BT,
                           a.ln1_rstd.data() + l * BT, N, C);
+    if (ready) {  // a layer's tensors are contiguous, from its ln_1.weight to the next layer's
+      const std::size_t begin = layer_offsets_[l][0];
+      const std::size_t end = l + 1 < config_.n_layer ? layer_offsets_[l + 1][0] : lnfw_;
+      ready(begin, end - begin);
+    }
   }
-  k::encoder_backward(dwte, grads_.data() + wpe_, a.dres.data(), inputs_.data(), B, Tn,
-                      C);
+  k::encoder_backward(dwte, grads_.data() + wpe_, a.dres.data(), inputs_.data(), B, Tn, C);
+  if (ready) ready(wte_, layer_offsets_.empty() ? lnfw_ : layer_offsets_[0][0]);  // wte and wpe come first
 }
 
 template class Gpt<float>;

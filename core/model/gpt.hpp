@@ -4,6 +4,7 @@
 // embedding. Templated on the scalar: Gpt<float> trains, Gpt<double> is the gradient-check reference.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -33,9 +34,14 @@ class Gpt {
   // (nats/token) and keeps what backward needs; without, returns 0 and only fills logits().
   T forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B);
 
+  // Called during backward with each range of grads() that is final, in the order backward
+  // finishes them: ln_f, the layers from last to first, then the embeddings. Data-parallel layers
+  // start all-reducing a range while backward still works on the ones before it.
+  using GradsReady = std::function<void(std::size_t offset, std::size_t count)>;
+
   // Adds loss_scale * d(mean loss)/d(params) of the last forward (which had targets) to grads():
   // with grad accumulation over k micro-batches, pass 1/k.
-  void backward(T loss_scale = 1);
+  void backward(T loss_scale = 1, const GradsReady& ready = {});
 
   void zero_grads();
 

@@ -83,7 +83,10 @@ StepResult Trainer::step() {
     sampler_.next_group_batch(config_.inner.batch_per_replica, slot_.rank, slot_.world, inputs_.data(),
                               targets_.data());
     loss_sum += model_.forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
-    model_.backward(1.0f / static_cast<float>(accum));
+    Gpt<float>::GradsReady ready;
+    if (slot_.bucket_ready && micro == accum - 1)
+      ready = [&](std::size_t offset, std::size_t count) { slot_.bucket_ready(model_.grads().subspan(offset, count)); };
+    model_.backward(1.0f / static_cast<float>(accum), ready);
   }
   r.loss = loss_sum / accum;
   if (slot_.reduce) slot_.reduce(model_.grads(), r.loss);

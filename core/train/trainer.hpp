@@ -29,6 +29,9 @@ struct ReplicaSlot {
   int rank = 0;   // this replica's place in the group: which windows of each group batch it takes
   int world = 1;  // replicas in the group, all stepping through one data position together
   std::function<void(std::span<float> grads, double& loss)> reduce;
+  // Optional: receives each slice of the gradients as backward finishes it (last micro-batch of a
+  // step only), so the reduction can start early; `reduce` then completes it.
+  std::function<void(std::span<float> bucket)> bucket_ready;
 };
 
 struct StepResult {

@@ -17,6 +17,7 @@
 #include "sync/group/replica_group.hpp"
 #include "sync/group/sdc_guard.hpp"
 #include "sync/group/state_sync.hpp"
+#include "sync/parallel/bucket_reducer.hpp"
 
 namespace meridian {
 namespace {
@@ -93,8 +94,14 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     slot.world = group.size();
     // One collective for the gradients, one tiny one for the loss and the "a newer generation is
     // published" flag, so every member decides to switch after the same step.
+    std::unique_ptr<BucketReducer> overlap;
+    if (c.replicas.overlap_allreduce && group.size() > 1) {
+      overlap = std::make_unique<BucketReducer>(group.comm());
+      slot.bucket_ready = [&overlap](std::span<float> bucket) { overlap->enqueue(bucket); };
+    }
     slot.reduce = [&](std::span<float> grads, double& loss) {
-      group.comm().allreduce(grads, ReduceOp::Mean);
+      if (overlap) overlap->wait();
+      else group.comm().allreduce(grads, ReduceOp::Mean);
       float control[2] = {static_cast<float>(loss), group.newer_generation_published() ? 1.0f : 0.0f};
       group.comm().allreduce(std::span<float>(control, 2), ReduceOp::Sum);
       loss = control[0] / static_cast<float>(group.size());

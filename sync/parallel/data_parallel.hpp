@@ -4,11 +4,13 @@
 // replica takes the same AdamW step and the copies stay bit-identical.
 #include "core/train/trainer.hpp"
 #include "sync/comm/communicator.hpp"
+#include "sync/parallel/bucket_reducer.hpp"
 
 namespace meridian {
 
 // The trainer's slot for this communicator's rank: data stream rank of size, gradients and loss
-// averaged with comm.allreduce. The communicator must outlive the trainer.
-ReplicaSlot data_parallel_slot(Communicator& comm);
+// averaged with comm.allreduce. The communicator (and the reducer) must outlive the trainer. With
+// a BucketReducer on the same communicator, gradients are reduced bucket by bucket during backward.
+ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap = nullptr);
 
 }  // namespace meridian

@@ -120,3 +120,29 @@ TEST_CASE("gradient accumulation: two half-scaled backwards equal one backward o
   }
   CHECK(testing::rel_diff(model.grads(), once) < 1e-12);
 }
+
+TEST_CASE("backward reports every gradient range once, each final when reported, ln_f first and embeddings last") {
+  const auto shape = tiny_shape();
+  Gpt<double> model(shape);
+  model.init_weights(31);
+  const auto in = random_tokens(2 * shape.seq_len, shape.vocab, 32), tg = random_tokens(2 * shape.seq_len, shape.vocab, 33);
+  model.zero_grads();
+  model.forward(in.data(), tg.data(), 2);
+  model.backward(1.0);
+  const std::vector<double> final_grads(model.grads().begin(), model.grads().end());
+  model.zero_grads();
+  model.forward(in.data(), tg.data(), 2);
+  std::vector<int> seen(model.layout().total(), 0);
+  std::vector<std::size_t> starts;
+  model.backward(1.0, [&](std::size_t offset, std::size_t count) {
+    starts.push_back(offset);
+    for (std::size_t i = offset; i < offset + count; ++i) {
+      ++seen[i];
+      CHECK(model.grads()[i] == final_grads[i]);  // nothing later in backward changes it
+    }
+  });
+  for (int n : seen) CHECK(n == 1);
+  REQUIRE(starts.size() == static_cast<std::size_t>(shape.n_layer) + 2);
+  CHECK(starts.front() == model.layout().at("ln_f.weight").offset);
+  CHECK(starts.back() == 0);
+}
