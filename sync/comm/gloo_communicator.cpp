@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -42,25 +43,22 @@ class RendezvousStore final : public gloo::rendezvous::Store {
   }
 
   std::vector<char> get(const std::string& key) override {
-    const auto bytes = store_.get(prefix_ + key, remaining());
+    const auto bytes = store_.get(prefix_ + key, time_left(deadline_));
     std::vector<char> out(bytes.size());
     std::memcpy(out.data(), bytes.data(), bytes.size());
     return out;
   }
 
-  void wait(const std::vector<std::string>& keys) override { wait(keys, remaining()); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, gloo::kNoTimeout); }
 
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
-    const auto deadline = std::min(deadline_, Clock::now() + timeout);
-    for (const auto& key : keys) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      store_.get(prefix_ + key, std::max(left, std::chrono::milliseconds(0)));
-    }
+    const auto deadline = timeout == gloo::kNoTimeout ? deadline_ : std::min(deadline_, Clock::now() + timeout);
+    for (const auto& key : keys) store_.get(prefix_ + key, time_left(deadline));
   }
 
  private:
-  std::chrono::milliseconds remaining() const {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+  static std::chrono::milliseconds time_left(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     return std::max(left, std::chrono::milliseconds(0));
   }
 
