@@ -5,10 +5,13 @@
 # replica-0 metric lines (tokens and wall time between the first and the last logged step), so
 # start-up, rendezvous and the final evaluation are excluded.
 #   BUILD_DIR=build/release  ROUNDS=3  STEPS=120
+#   SETTINGS="replicas.overlap_allreduce=false"   extra config overrides for both runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-120}
 meridian="$BUILD_DIR/sites/meridian"
+EXTRA=()
+for kv in ${SETTINGS:-}; do EXTRA+=(--set "$kv"); done
 [ -x "$meridian" ] || { echo "site_scaling.sh: build $meridian first" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -25,7 +28,7 @@ run() {  # replicas round -> tokens/s
   local dir="$work/r$1-$2"
   "$meridian" site --config configs/demo.toml --site bench --set job.run_dir="$dir" --set inner.steps="$STEPS" \
     --set replicas.count="$1" --set log.every=10 --set log.eval_every=0 --set log.eval_windows=8 \
-    --set checkpoint.every=0 --set replicas.sdc_every=0 >/dev/null
+    --set checkpoint.every=0 --set replicas.sdc_every=0 "${EXTRA[@]}" >/dev/null
   tokens_per_s "$dir"
 }
 

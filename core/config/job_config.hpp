@@ -77,7 +77,9 @@ struct JobConfig {
     int collective_timeout_ms = 10000;  // a collective stuck this long fails
     OnFailure on_failure = OnFailure::KeepBatch;  // keep the global batch (more micro-batches) or scale it
     int sdc_every = 50;  // steps between parameter-hash comparisons (0 = off)
-    bool overlap_allreduce = true;  // all-reduce each layer's gradients while backward runs on
+    // All-reduce each layer's gradients while backward runs on. Off by default: with CPU replicas
+    // sharing cores the communication thread competes with compute (bench/site_scaling.sh: -13%).
+    bool overlap_allreduce = false;
     std::uint16_t store_port = 0;  // the site's rendezvous store; 0 = any free port
     bool operator==(const Replicas&) const = default;
   } replicas;
