@@ -188,6 +188,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                              {"step", trainer.state().step},
                              {"generation", group.generation().number},
                              {"params_hash", std::to_string(params_hash)}});
+  store.add(site_keys::done(run.id), 1);  // how an agent that did not start this process learns it ended
   return 0;
 }
 

@@ -301,7 +301,7 @@ int run_site(const JobConfig& config, const SiteRun& run) {
   } restore{old_mask};
 
   RunLog log(config.job.run_dir);
-  TcpStoreServer server("127.0.0.1", config.replicas.store_port);
+  TcpStoreServer server(run.store_address, config.replicas.store_port);
   TcpStoreClient store(server.endpoint());
   const std::string endpoint = server.endpoint();
   ProcessLauncher launcher(
@@ -313,11 +313,16 @@ int run_site(const JobConfig& config, const SiteRun& run) {
         return argv;
       },
       config.job.run_dir);
+  AttachedLauncher attached(store);
+  Launcher& replicas = run.attach ? static_cast<Launcher&>(attached) : launcher;
   const auto clock = [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
-  SiteAgent agent(site_agent_options(config, run.site), store, launcher, log, clock, stdout);
-  log.event("site_start", {{"site", run.site}, {"replicas", config.replicas.count}, {"store", endpoint}});
+  auto options = site_agent_options(config, run.site);
+  if (run.attach) options.restart = false;  // restarting is the cluster launcher's business
+  SiteAgent agent(options, store, replicas, log, clock, stdout);
+  log.event("site_start",
+            {{"site", run.site}, {"replicas", config.replicas.count}, {"store", endpoint}, {"attach", run.attach}});
   std::printf("meridian site %s: %d replica(s), store %s, run dir %s\n", run.site.c_str(), config.replicas.count,
               endpoint.c_str(), config.job.run_dir.c_str());
   std::fflush(stdout);
@@ -333,7 +338,7 @@ int run_site(const JobConfig& config, const SiteRun& run) {
       log.event("site_stopped", {{"site", run.site}, {"signal", sig}});
       std::printf("meridian site %s: %s, stopping the replicas\n", run.site.c_str(), ::strsignal(sig));
       std::fflush(stdout);
-      terminate_all(launcher, config.replicas.count);
+      if (!run.attach) terminate_all(launcher, config.replicas.count);
       return 128 + sig;
     }
   }

@@ -112,6 +112,8 @@ struct SiteRun {
   std::filesystem::path config_path;  // absolute
   std::vector<std::string> overrides;
   std::filesystem::path program;
+  bool attach = false;  // replicas are started by a cluster launcher, not by the agent
+  std::string store_address = "127.0.0.1";  // the interface the store listens on
 };
 
 // 0 when every replica finished; 128 + signal after SIGINT/SIGTERM (replicas terminated and reaped);

@@ -1,5 +1,8 @@
 #include "sites/site/process.hpp"
 
+#include "sync/comm/store.hpp"
+#include "sync/group/protocol.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -93,6 +96,23 @@ std::optional<ExitStatus> ProcessLauncher::poll(int id) {
   if (r > 0 && WIFSIGNALED(status)) s.signal = WTERMSIG(status);
   if (r < 0) s.code = 127;  // not our child any more (ECHILD): count it as dead rather than wait forever
   return s;
+}
+
+void AttachedLauncher::start(int id, int) { live_[id] = true; }
+
+void AttachedLauncher::signal(int id, int sig) {
+  if (sig == SIGKILL && live_[id]) gone_[id] = true;
+}
+
+std::optional<ExitStatus> AttachedLauncher::poll(int id) {
+  if (!live_[id]) return std::nullopt;
+  if (gone_[id]) {
+    live_[id] = gone_[id] = false;
+    return ExitStatus{0, SIGKILL};
+  }
+  if (!store_.check(site_keys::done(id))) return std::nullopt;
+  live_[id] = false;
+  return ExitStatus{0, 0};
 }
 
 }  // namespace meridian

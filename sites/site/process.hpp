@@ -51,4 +51,23 @@ class ProcessLauncher final : public Launcher {
   std::map<int, pid_t> pids_;  // live (unreaped) children by slot
 };
 
+class Store;
+
+// Replicas started by a cluster launcher (torchrun-style RANK/WORLD_SIZE, or SLURM): nothing to
+// start or kill. A replica counts as ended when it marks done/<id> in the store (exit 0) or when
+// the agent gives up on it (evicted: reported as SIGKILL; the replica itself finds it is no longer
+// listed and exits).
+class AttachedLauncher final : public Launcher {
+ public:
+  explicit AttachedLauncher(Store& store) : store_(store) {}
+  void start(int id, int incarnation) override;
+  void signal(int id, int sig) override;
+  std::optional<ExitStatus> poll(int id) override;
+
+ private:
+  Store& store_;
+  std::map<int, bool> gone_;  // by slot: evicted, exit not yet reported
+  std::map<int, bool> live_;  // by slot: started and not yet reported ended
+};
+
 }  // namespace meridian

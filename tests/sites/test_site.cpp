@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <memory>
 #include <map>
 #include <string>
 #include <thread>
@@ -133,4 +134,31 @@ TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the s
   REQUIRE(hashes.count(1) == 1);
   CHECK(hashes.at(0) == hashes.at(1));
   CHECK(hashes.count(2) == 0);
+}
+
+TEST_CASE("attached replicas (started by a cluster launcher, RANK / MASTER_PORT) train with the agent") {
+  TempDir dir("site-attach");
+  const auto job = write_job(dir, "restart = false\n");
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", port.c_str(), 1);
+  ChildProcess site({MERIDIAN_BIN, "site", "--attach", "--config", job.string(), "--site", "t"}, dir / "site.log");
+  std::vector<std::unique_ptr<ChildProcess>> replicas;
+  for (int rank = 0; rank < 2; ++rank) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    replicas.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{MERIDIAN_BIN, "replica", "--config", job.string(), "--site", "t"},
+        dir / ("replica" + std::to_string(rank) + ".log")));
+  }
+  for (const char* v : {"WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK"}) ::unsetenv(v);
+  for (auto& r : replicas) CHECK(r->wait_for(std::chrono::seconds(120)) == std::optional<int>(0));
+  const auto code = site.wait_for(std::chrono::seconds(30));
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  const auto events = read_jsonl(dir / "run" / "events.jsonl");
+  const auto hashes = final_hashes(events);
+  REQUIRE(hashes.size() == 2);
+  CHECK(hashes.at(0) == hashes.at(1));
+  CHECK(events_of(events, "replica_started").size() == 2);  // slots the agent waited for, not processes it made
 }
