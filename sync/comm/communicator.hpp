@@ -23,4 +23,11 @@ class Communicator {
   virtual void barrier() = 0;
 };
 
+// Sum -> mean after an all-reduce. Every rank scales the same sums by the same factor, so the
+// means stay bit-identical across ranks; implementations sum and then call this.
+inline void scale_to_mean(std::span<float> sums, int size) {
+  const float scale = 1.0f / static_cast<float>(size);
+  for (float& x : sums) x *= scale;
+}
+
 }  // namespace meridian

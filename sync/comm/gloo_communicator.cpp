@@ -126,11 +126,7 @@ class GlooCommunicator final : public Communicator {
       opts.setReduceFunction(kSum);
       gloo::allreduce(opts);
     });
-    if (op == ReduceOp::Mean) {
-      // Every rank scales the same sums by the same factor, so the means stay bit-identical.
-      const float scale = 1.0f / static_cast<float>(size_);
-      for (float& x : data) x *= scale;
-    }
+    if (op == ReduceOp::Mean) scale_to_mean(data, size_);
   }
 
   void broadcast(std::span<std::byte> data, int root) override {

@@ -110,11 +110,7 @@ class NcclCommunicator final : public Communicator {
     // bound; so the collective is waited for first, with one.
     complete("allreduce", Clock::now() + timeout_, true);
     copy_to_host(data.data(), data.size_bytes());
-    if (op == ReduceOp::Mean) {
-      // Every rank scales the same sums by the same factor, so the means stay bit-identical.
-      const float scale = 1.0f / static_cast<float>(size_);
-      for (float& x : data) x *= scale;
-    }
+    if (op == ReduceOp::Mean) scale_to_mean(data, size_);
   }
 
   void broadcast(std::span<std::byte> data, int root) override {

@@ -22,6 +22,7 @@
 #include "core/util/error.hpp"
 #include "sync/comm/gloo_communicator.hpp"
 #include "sync/comm/store.hpp"
+#include "tests/support/ranks.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
@@ -42,36 +43,8 @@ std::string own_loopback_address() {
 const std::string kAddress = own_loopback_address();
 const GlooOptions kOptions{kAddress, 10000ms};
 
-// Runs body(rank) on one thread per rank and returns what each rank threw (null: nothing).
-template <class F>
-std::vector<std::exception_ptr> run_ranks(int size, F body) {
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-void require_no_errors(const std::vector<std::exception_ptr>& errors) {
-  bool any = false;
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r]) continue;
-    any = true;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      FAIL_CHECK("rank ", r, " threw: ", std::string(e.what()));
-    }
-  }
-  REQUIRE_FALSE(any);
-}
+using meridian::testing::require_no_errors;
+using meridian::testing::run_ranks;
 
 // Values whose float sum depends on the order of the additions, so that ranks summing in
 // different orders would show up as differing bits.

@@ -13,6 +13,7 @@
 #include "core/util/error.hpp"
 #include "sync/comm/nccl_communicator.hpp"
 #include "sync/comm/store.hpp"
+#include "tests/support/ranks.hpp"
 
 using namespace meridian;
 using namespace std::chrono_literals;
@@ -39,36 +40,8 @@ NcclOptions options_for(int device, std::chrono::milliseconds timeout = 20000ms)
   return options;
 }
 
-// Runs body(rank) on one thread per rank and returns what each rank threw (null: nothing).
-template <class F>
-std::vector<std::exception_ptr> run_ranks(int size, F body) {
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-void require_no_errors(const std::vector<std::exception_ptr>& errors) {
-  bool any = false;
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    if (!errors[r]) continue;
-    any = true;
-    try {
-      std::rethrow_exception(errors[r]);
-    } catch (const std::exception& e) {
-      FAIL_CHECK("rank ", r, " threw: ", std::string(e.what()));
-    }
-  }
-  REQUIRE_FALSE(any);
-}
+using meridian::testing::require_no_errors;
+using meridian::testing::run_ranks;
 
 float input_value(int rank, std::size_t i) {
   return static_cast<float>(std::sin(0.001 * static_cast<double>(i) + rank) * std::pow(10.0, static_cast<int>(i % 7) - 3));
