@@ -1,0 +1,72 @@
+// Delta codec throughput at n = 16M floats (a 64 MB delta): encode, decode and encode+decode in
+// GB/s of fp32 input, against a memcpy of the same buffer measured in the same run, interleaved
+// with the codec runs so both medians see the same machine. Usage: bench_codec [repeats]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/util/rng.hpp"
+#include "sync/codec/codec.hpp"
+
+using namespace meridian;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double seconds(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::atoi(argv[1]) : 7;
+  const std::size_t n = std::size_t{1} << 24;
+  const double gb = 4.0 * n / 1e9;
+  // Deltas look like small Gaussian noise; a few outliers exercise the per-block scales.
+  Rng rng(42);
+  std::vector<float> x(n), y(n), copy(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(1e-3 * rng.normal());
+  for (std::size_t i = 0; i < n; i += 4099) x[i] *= 100.0f;
+
+  std::printf("n = %zu floats (%.0f MB), %d OpenMP threads, median of %d repeats, block 256\n", n, gb * 1e3,
+              omp_get_max_threads(), repeats);
+  std::printf("%-5s %10s %10s %12s %12s %10s %8s\n", "codec", "bytes/val", "enc GB/s", "dec GB/s", "enc+dec GB/s",
+              "memcpy", "ratio");
+  for (CodecKind kind : {CodecKind::Fp32, CodecKind::Bf16, CodecKind::Int8, CodecKind::Int4}) {
+    const CodecOptions options{kind, 256};
+    std::vector<std::byte> bytes(encoded_size(n, options));
+    encode(x, options, bytes);  // warm: page faults and the thread pool
+    decode(bytes, y);
+    std::memcpy(copy.data(), x.data(), 4 * n);
+    std::vector<double> enc, dec, both, mem;
+    for (int r = 0; r < repeats; ++r) {
+      mem.push_back(seconds([&] { std::memcpy(copy.data(), x.data(), 4 * n); }));
+      const double e = seconds([&] { encode(x, options, bytes); });
+      const double d = seconds([&] { decode(bytes, y); });
+      enc.push_back(e), dec.push_back(d), both.push_back(e + d);
+    }
+    double worst = 0;
+    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, static_cast<double>(std::fabs(x[i] - y[i])));
+    const double both_gbs = gb / median(both), mem_gbs = gb / median(mem);
+    std::printf("%-5s %10.3f %10.2f %12.2f %12.2f %10.2f %7.0f%%   (max |err| %.2e)\n",
+                std::string(to_string(kind)).c_str(), static_cast<double>(bytes.size()) / n, gb / median(enc),
+                gb / median(dec), both_gbs, mem_gbs, 100.0 * both_gbs / mem_gbs, worst);
+  }
+  return 0;
+}

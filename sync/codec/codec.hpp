@@ -1,0 +1,57 @@
+#pragma once
+// Codecs for the pseudo-gradient deltas that sites exchange (DESIGN.md, "Data flow of one round",
+// step 2). A delta is a flat fp32 vector; what travels is a self-describing byte string.
+//
+// Wire format, all little-endian (the host must be little-endian; checked at compile time):
+//   header, 16 bytes: u8 kind | u8 format version (1) | u16 zero | u32 block | u64 n
+//     block is 0 for fp32 and bf16 (no scales), the elements per scale for int8 and int4.
+//   fp32: n x f32.
+//   bf16: n x u16, the top half of the fp32 bits rounded to nearest, ties to even; values above
+//         the largest finite bf16 saturate to it instead of becoming Inf.
+//   int8: ceil(n/block) x f32 scales, then n x i8. scale = max|x| of the block / 127, q = x/scale
+//         rounded to nearest, ties to even, so |x - q*scale| <= scale/2 up to float rounding.
+//   int4: ceil(n/block) x f32 scales, then ceil(n/2) bytes; element i is the nibble (two's
+//         complement, low nibble first) of byte i/2; scale = max|x| / 7, q in [-7, 7]. block
+//         must be even so that every block owns whole bytes (blocks are coded in parallel).
+// A block whose scale would be subnormal is coded by division instead of by the reciprocal
+// (which would overflow), so its error bound carries an absolute slack of ~64 x denorm_min.
+//
+// Encoding refuses non-finite input with Error(Data) naming the first bad index: a non-finite
+// delta is a local bug or a diverged run and must not leave the site. Decoding treats the bytes as
+// untrusted: any malformation (size, kind, version, block, n, a negative or non-finite scale, a
+// scale that would overflow, a non-finite fp32/bf16 value) is Error(Peer), so a decoded delta is
+// always finite. Both are deterministic: the bytes depend on the input only, not on thread count.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace meridian {
+
+enum class CodecKind : std::uint8_t { Fp32 = 0, Bf16 = 1, Int8 = 2, Int4 = 3 };
+
+// "fp32" | "bf16" | "int8" | "int4"; nullopt for anything else.
+std::optional<CodecKind> parse_codec(std::string_view name);
+std::string_view to_string(CodecKind kind);
+
+struct CodecOptions {
+  CodecKind kind = CodecKind::Int8;
+  int block = 256;  // elements per scale (int8, int4); ignored by fp32 and bf16
+};
+
+inline constexpr std::size_t kCodecHeaderBytes = 16;
+inline constexpr int kCodecMaxBlock = 1 << 20;
+
+// Encoded size in bytes for n values, header and scales included. Error(Config) when the options
+// are invalid for their kind (block outside [1, kCodecMaxBlock], or odd for int4).
+std::size_t encoded_size(std::size_t n, const CodecOptions& options);
+
+// Encodes x into out; out.size() must equal encoded_size(x.size(), options) (a caller bug
+// otherwise). Error(Data) on non-finite input, after which out holds unspecified bytes.
+void encode(std::span<const float> x, const CodecOptions& options, std::span<std::byte> out);
+
+// Decodes into y, whose size must equal the encoded n; Error(Peer) on anything malformed.
+void decode(std::span<const std::byte> in, std::span<float> y);
+
+}  // namespace meridian

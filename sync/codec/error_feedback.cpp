@@ -1,0 +1,25 @@
+#include "sync/codec/error_feedback.hpp"
+
+#include <algorithm>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+
+ErrorFeedback::ErrorFeedback(std::size_t n) : residual_(n, 0.0f), sent_(n) {}
+
+std::vector<std::byte> ErrorFeedback::encode(std::span<const float> x, const CodecOptions& options) {
+  MERIDIAN_CHECK(x.size() == residual_.size(), "error feedback over ", residual_.size(), " values got ", x.size());
+  const std::size_t n = x.size();
+  for (std::size_t i = 0; i < n; ++i) sent_[i] = x[i] + residual_[i];
+  std::vector<std::byte> bytes(encoded_size(n, options));
+  meridian::encode(sent_, options, bytes);
+  // The old residual is folded into sent_, so its storage receives the decoded value.
+  decode(bytes, residual_);
+  for (std::size_t i = 0; i < n; ++i) residual_[i] = sent_[i] - residual_[i];
+  return bytes;
+}
+
+void ErrorFeedback::reset() { std::fill(residual_.begin(), residual_.end(), 0.0f); }
+
+}  // namespace meridian
