@@ -28,11 +28,14 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "bench/stats.hpp"
 #include "core/util/error.hpp"
 #include "sync/comm/gloo_communicator.hpp"
 
 using namespace meridian;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 namespace {
 
@@ -71,10 +74,6 @@ class FileStoreAdapter final : public Store {
   } files_;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void bare_allreduce(const std::shared_ptr<gloo::Context>& context, std::vector<float>& data) {
   gloo::AllreduceOptions opts(context);

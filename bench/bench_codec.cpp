@@ -12,18 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "bench/stats.hpp"
 #include "core/util/rng.hpp"
 #include "sync/codec/codec.hpp"
 
 using namespace meridian;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <class F>
 double seconds(F&& f) {

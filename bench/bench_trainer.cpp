@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include "bench/flops.hpp"
+#include "bench/stats.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/tokens.hpp"
 #include "core/model/gpt.hpp"
@@ -18,16 +19,13 @@
 #include "core/util/aligned_vector.hpp"
 
 using namespace meridian;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Peak: the sustained rate of a large square SGEMM (n = 1024), median over repeats.
 double sgemm_peak_gflops(int repeats) {
