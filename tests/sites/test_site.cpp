@@ -22,14 +22,17 @@ using nlohmann::json;
 
 namespace {
 
-std::filesystem::path write_job(const TempDir& dir, const std::string& extra) {
+// `timeout_ms` bounds heartbeats and collectives: short where the test waits for it (a hang),
+// generous elsewhere so a replica starved by a loaded CI machine is not evicted by mistake.
+std::filesystem::path write_job(const TempDir& dir, const std::string& extra, int timeout_ms = 5000) {
   const auto file = dir / "job.toml";
   std::ofstream(file) << "[job]\nname = \"site\"\nseed = 3\nrun_dir = \"" << (dir / "run").string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n[data]\npath = \""
                       << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
                       << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 400\n"
                       << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n"
-                      << "[replicas]\ncount = 3\nheartbeat_timeout_ms = 1500\ncollective_timeout_ms = 1500\n"
+                      << "[replicas]\ncount = 3\nheartbeat_timeout_ms = " << timeout_ms
+                      << "\ncollective_timeout_ms = " << timeout_ms << "\n"
                       << "sdc_every = 25\n"
                       << extra;
   return file;
@@ -113,7 +116,7 @@ TEST_CASE("kill -9 of a replica: the site goes on, restarts it, it heals from a 
 
 TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the site continues") {
   TempDir dir("site-stop");
-  const auto job = write_job(dir, "restart = false\n");
+  const auto job = write_job(dir, "restart = false\n", 2000);
   ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "t"}, dir / "site.log");
   REQUIRE(wait_for_step(dir / "run", 40));
   const auto victims = find_processes({"replica", job.string(), "--id 2"});
