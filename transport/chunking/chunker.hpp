@@ -1,0 +1,49 @@
+#pragma once
+// The sending half of the framing of large payloads between sites (see assembler.hpp for the
+// receiving half): a payload becomes ordered chunks, each an encoded wire::ChunkHeader plus a view
+// of its bytes. Links (ZeroMQ, UCX) move the two parts; this layer does not care how.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace meridian {
+
+// Links may hold a chunk in one buffer; a Cap'n Proto Data field must stay below 2^29 bytes.
+inline constexpr std::size_t kMaxChunkBytes = std::size_t{256} << 20;
+inline constexpr std::size_t kDefaultChunkBytes = std::size_t{4} << 20;
+// Bounds what a receiver may be made to hold for one transfer, and what missing() may list.
+inline constexpr std::uint64_t kMaxTransferBytes = std::uint64_t{64} << 30;
+inline constexpr std::uint32_t kMaxChunks = std::uint32_t{1} << 20;
+
+// The fields of a wire::ChunkHeader (transport/schemas/chunk.capnp), less its header hash, which
+// encoding computes and decoding checks.
+struct ChunkHeader {
+  std::uint64_t transfer_id = 0;
+  std::uint16_t tag = 0;
+  std::uint32_t index = 0;
+  std::uint32_t count = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+  std::uint64_t payload_hash = 0;
+  std::uint64_t total_hash = 0;
+};
+
+std::vector<std::byte> encode_chunk_header(const ChunkHeader& h);
+// Error(Peer) when bytes are not a header of this schema version or fail the header hash; says
+// nothing about whether the fields make sense together (the Assembler's job).
+ChunkHeader decode_chunk_header(std::span<const std::byte> bytes);
+
+struct Frame {
+  std::vector<std::byte> header;       // an encoded wire::ChunkHeader
+  std::span<const std::byte> payload;  // a view into the payload given to make_frames
+};
+
+// Splits payload into chunks of at most chunk_bytes (0 < chunk_bytes <= kMaxChunkBytes), in order;
+// an empty payload still yields one (empty) chunk, so the receiver learns it is complete. The
+// frames view payload, which must outlive them.
+std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                               std::size_t chunk_bytes = kDefaultChunkBytes);
+
+}  // namespace meridian

@@ -1,0 +1,28 @@
+@0xd5699e0849513283;
+# One chunk of a large payload (an encoded delta, a state transfer) between sites
+# (transport/chunking): the encoded ChunkHeader travels next to the chunk's bytes, whatever link
+# (ZeroMQ, UCX) carries them. Payloads are cut into chunks because a Data field stays below 2^29
+# bytes and because a corrupted chunk is cheaper to ask again for than a whole payload.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("meridian::wire");
+
+# Bumped on any change a peer of the previous version would misread; a receiver rejects headers of
+# another version instead of guessing.
+const chunkSchemaVersion :UInt16 = 1;
+
+struct ChunkHeader {
+  version @0 :UInt16;
+  transferId @1 :UInt64;    # chosen by the sender; every chunk of one payload carries it
+  tag @2 :UInt16;           # what the payload is (delta, state, ...), for the receiver to dispatch
+  index @3 :UInt32;         # 0 .. count-1, in the order of the chunks' offsets
+  count @4 :UInt32;
+  totalBytes @5 :UInt64;    # size of the whole payload
+  offset @6 :UInt64;        # where this chunk's bytes start in the whole payload
+  length @7 :UInt32;        # this chunk's bytes
+  payloadHash @8 :UInt64;   # XXH3-64 of this chunk's bytes
+  totalHash @9 :UInt64;     # XXH3-64 of the whole payload, checked once it is reassembled
+  # XXH3-64 of fields 0..9, each as 8 little-endian bytes: without it a flipped bit in an id, an
+  # index or an offset would pass unnoticed and misplace correct bytes.
+  headerHash @10 :UInt64;
+}
