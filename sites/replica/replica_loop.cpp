@@ -92,13 +92,14 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     ReplicaSlot slot;
     slot.rank = group.rank();
     slot.world = group.size();
-    // One collective for the gradients, one tiny one for the loss and the "a newer generation is
-    // published" flag, so every member decides to switch after the same step.
     std::unique_ptr<BucketReducer> overlap;
     if (c.replicas.overlap_allreduce && group.size() > 1) {
       overlap = std::make_unique<BucketReducer>(group.comm());
       slot.bucket_ready = [&overlap](std::span<float> bucket) { overlap->enqueue(bucket); };
     }
+    // One collective for the gradients (or the buckets already in flight), one tiny one for the
+    // loss and the "a newer generation is published" flag, so every member decides to switch
+    // after the same step.
     slot.reduce = [&](std::span<float> grads, double& loss) {
       if (overlap) overlap->wait();
       else group.comm().allreduce(grads, ReduceOp::Mean);
