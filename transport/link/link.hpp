@@ -1,0 +1,60 @@
+#pragma once
+// The narrow interface through which a site moves payloads to other sites (see DESIGN.md,
+// "Cross-site exchange"). A transfer is cut into the chunk frames of transport/chunking; a Link
+// carries them, re-requests chunks that arrive damaged and hands out only whole, verified transfers.
+// Implementations (ZeroMQ now, UCX later) share tests/transport/test_link.cpp.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace meridian {
+
+struct Received {
+  std::string peer;  // the sender's address(), which is also where to send an answer
+  std::uint64_t transfer_id;
+  std::uint16_t tag;
+  std::vector<std::byte> bytes;
+};
+
+// Damage a link does to its own outgoing frames, for tests only: each frame sent (re-sends
+// included) draws from a generator seeded with `seed`, so a run is reproducible. Corruption and
+// truncation hit the payload, which the receiver can attribute to a chunk and re-request.
+struct LinkFaults {
+  double corrupt_probability = 0;
+  double duplicate_probability = 0;
+  double truncate_probability = 0;
+  std::uint64_t seed = 0;
+};
+
+// One direction-agnostic endpoint of a site: listens on its own address, connects to peers by
+// address. Used by one thread at a time.
+class Link {
+ public:
+  struct Counters {
+    std::uint64_t frames_sent = 0;      // chunk frames put on the wire, re-sends and duplicates included
+    std::uint64_t frames_received = 0;  // every message that arrived, well-formed or not
+    std::uint64_t rejected = 0;         // frames refused (malformed, failed checksum, inconsistent)
+    std::uint64_t duplicates = 0;       // chunks that had already been accepted or delivered
+    std::uint64_t rerequests = 0;       // chunks this link asked a sender for again
+    std::uint64_t bytes_sent = 0;       // payload bytes of the frames sent
+  };
+
+  virtual ~Link() = default;
+  // Where peers reach this link, e.g. tcp://127.0.0.1:PORT.
+  virtual std::string address() const = 0;
+  // Sends one transfer (all its frames) to peer; returns once handed to the transport, not when
+  // acknowledged. The link keeps the frames of its recent transfers to answer re-requests.
+  virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                    std::span<const std::byte> payload) = 0;
+  // Waits up to `timeout` for the next complete, verified transfer from any peer; nullopt on
+  // timeout. Bad frames are refused and counted, a chunk that fails its checksum is re-requested
+  // from its sender, and a transfer is delivered once. Re-requests from peers are answered here too.
+  virtual std::optional<Received> receive(std::chrono::milliseconds timeout) = 0;
+  virtual Counters counters() const = 0;
+};
+
+}  // namespace meridian

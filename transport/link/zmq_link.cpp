@@ -1,0 +1,299 @@
+#include "transport/link/zmq_link.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <zmq.hpp>
+
+#include "core/util/error.hpp"
+#include "core/util/rng.hpp"
+#include "transport/chunking/assembler.hpp"
+
+// Wire format. The ROUTER prefixes every message with the sending DEALER's routing id, which is
+// the sender's address; after it comes one kind byte and the body:
+//   'D' [encoded ChunkHeader] [payload]            a chunk frame
+//   'R' [transfer id u64 LE, chunk index u32 LE]   "send me this chunk of your transfer again"
+// Chunk headers are self-describing and checksummed, so no envelope of ours is needed beyond that.
+// Answers to a re-request go back on this link's DEALER to the requester, like any chunk.
+
+namespace meridian {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kData = 'D';
+constexpr char kRerequest = 'R';
+constexpr std::size_t kRerequestBytes = 12;
+// Sent transfers are kept to answer re-requests; a receiver asks within moments of the frame
+// arriving, so the last few transfers (bounded in bytes too) are enough.
+constexpr std::size_t kKeptTransfers = 64;
+constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
+// Delivered transfers remembered so that late duplicates of their chunks are not taken for a new
+// transfer; partial transfers held at once, so that a peer cannot make us hold unbounded state.
+constexpr std::size_t kRememberedTransfers = 4096;
+constexpr std::size_t kMaxOpenTransfers = 256;
+// ZeroMQ cuts off a peer that sends more than this in one part, before buffering it.
+constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes) + 4096;
+// A send blocks only while the peer's queue is full; a peer that takes nothing for this long is gone.
+constexpr int kSendTimeoutMs = 30'000;
+// Lets frames already handed over leave the host when the link is destroyed right after a send.
+constexpr int kLingerMs = 1000;
+
+using TransferKey = std::pair<std::string, std::uint64_t>;  // (peer, transfer id)
+
+std::span<const std::byte> bytes_of(const zmq::message_t& m) {
+  return {static_cast<const std::byte*>(m.data()), m.size()};
+}
+
+class ZmqLink final : public Link {
+ public:
+  ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults)
+      : chunk_bytes_(chunk_bytes), faults_(faults), rng_(faults.seed), router_(context_, zmq::socket_type::router) {
+    MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
+    router_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::maxmsgsize, kMaxPartBytes);
+    try {
+      router_.bind("tcp://" + bind_address + ":*");
+    } catch (const zmq::error_t& e) {
+      throw make_error(ErrorKind::Io, "cannot bind a link to ", bind_address, ": ", e.what());
+    }
+    address_ = router_.get(zmq::sockopt::last_endpoint);
+  }
+
+  std::string address() const override { return address_; }
+  Counters counters() const override { return counters_; }
+
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::span<const std::byte> payload) override {
+    const Sent& sent = keep(peer, transfer_id, tag, payload);
+    zmq::socket_t& socket = dealer(peer);
+    for (const Frame& frame : sent.frames) send_frame(socket, frame);
+  }
+
+  std::optional<Received> receive(milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    std::optional<Received> delivered;
+    for (;;) {
+      // Drains what is already queued before looking at the clock, so that a zero timeout still
+      // makes progress.
+      while (handle_next(delivered))
+        if (delivered) return delivered;
+      const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+      if (left <= milliseconds(0)) return std::nullopt;
+      zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 1, left);
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw make_error(ErrorKind::Io, "link poll failed: ", e.what());
+      }
+    }
+  }
+
+ private:
+  struct Sent {
+    std::string peer;
+    std::uint64_t transfer_id;
+    std::vector<std::byte> payload;  // owned: the caller's buffer may be gone by the time of a re-request
+    std::vector<Frame> frames;       // views into payload
+  };
+
+  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                   std::span<const std::byte> payload) {
+    // A re-sent id replaces the old frames: a re-request can only mean the newest.
+    std::erase_if(sent_, [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
+    Sent& s = sent_.emplace_back(Sent{peer, transfer_id, {payload.begin(), payload.end()}, {}});
+    s.frames = make_frames(transfer_id, tag, s.payload, chunk_bytes_);
+    kept_bytes_ += s.payload.size();
+    while (sent_.size() > kKeptTransfers || (sent_.size() > 1 && kept_bytes_ > kKeptBytes)) {
+      kept_bytes_ -= sent_.front().payload.size();
+      sent_.pop_front();
+    }
+    return sent_.back();
+  }
+
+  zmq::socket_t& dealer(const std::string& peer) {
+    if (const auto it = dealers_.find(peer); it != dealers_.end()) return it->second;
+    zmq::socket_t socket(context_, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::routing_id, address_);
+    socket.set(zmq::sockopt::linger, kLingerMs);
+    socket.set(zmq::sockopt::sndtimeo, kSendTimeoutMs);
+    try {
+      socket.connect(peer);
+    } catch (const zmq::error_t& e) {
+      throw make_error(ErrorKind::Peer, "cannot connect a link to \"", peer, "\": ", e.what());
+    }
+    return dealers_.emplace(peer, std::move(socket)).first->second;
+  }
+
+  void put(zmq::socket_t& socket, char kind, std::span<const std::byte> a, std::span<const std::byte> b) {
+    const bool sent = socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore) &&
+                      socket.send(zmq::buffer(a.data(), a.size()), zmq::send_flags::sndmore) &&
+                      socket.send(zmq::buffer(b.data(), b.size()), zmq::send_flags::none);
+    if (!sent) throw make_error(ErrorKind::Timeout, "a peer took no frames for ", kSendTimeoutMs, " ms");
+  }
+
+  void send_frame(zmq::socket_t& socket, const Frame& frame) {
+    // Drawn in a fixed order for every frame, so a seed gives the same faults whatever the sizes.
+    const bool corrupt = rng_.uniform() < faults_.corrupt_probability;
+    const bool duplicate = rng_.uniform() < faults_.duplicate_probability;
+    const bool truncate = rng_.uniform() < faults_.truncate_probability;
+    std::span<const std::byte> payload = frame.payload;
+    std::vector<std::byte> damaged;
+    if (corrupt && !payload.empty()) {
+      damaged.assign(payload.begin(), payload.end());
+      damaged[rng_.below(damaged.size())] ^= std::byte{0xFF};
+      payload = damaged;
+    }
+    if (truncate && !payload.empty()) payload = payload.first(payload.size() / 2);
+    for (int copies = duplicate ? 2 : 1; copies > 0; --copies) {
+      put(socket, kData, frame.header, payload);
+      ++counters_.frames_sent;
+      counters_.bytes_sent += payload.size();
+    }
+  }
+
+  // Handles one waiting message; false when none was waiting. Sets `delivered` when the message
+  // completed a transfer.
+  bool handle_next(std::optional<Received>& delivered) {
+    zmq::message_t identity;
+    try {
+      if (!router_.recv(identity, zmq::recv_flags::dontwait)) return false;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) return false;
+      throw make_error(ErrorKind::Io, "link receive failed: ", e.what());
+    }
+    // Keeps the first three parts; a peer's extra parts are read and dropped so the next message
+    // starts clean.
+    std::vector<zmq::message_t> parts;
+    std::size_t count = 0;
+    for (bool more = identity.more(); more; ++count) {
+      zmq::message_t part;
+      if (!router_.recv(part, zmq::recv_flags::dontwait)) break;  // ZeroMQ delivers parts atomically
+      more = part.more();
+      if (parts.size() < 3) parts.push_back(std::move(part));
+    }
+    ++counters_.frames_received;
+    const std::string peer = identity.to_string();
+    const char kind = parts.empty() || parts[0].size() != 1 ? '\0' : *parts[0].data<char>();
+    if (kind == kData && count == 3) {
+      on_chunk(peer, parts[1], parts[2], delivered);
+    } else if (kind == kRerequest && count == 2 && parts[1].size() == kRerequestBytes) {
+      on_rerequest(peer, bytes_of(parts[1]));
+    } else {
+      ++counters_.rejected;
+    }
+    return true;
+  }
+
+  void on_chunk(const std::string& peer, const zmq::message_t& header, const zmq::message_t& payload,
+                std::optional<Received>& delivered) {
+    ChunkHeader h;
+    try {
+      h = decode_chunk_header(bytes_of(header));
+    } catch (const Error&) {
+      ++counters_.rejected;  // nothing in it can be trusted, not even which chunk to ask for again
+      return;
+    }
+    TransferKey key{peer, h.transfer_id};
+    if (delivered_.count(key) > 0) {
+      ++counters_.duplicates;
+      return;
+    }
+    auto it = open_.find(key);
+    if (it == open_.end()) {
+      if (open_.size() >= kMaxOpenTransfers) {
+        open_.erase(open_order_.front());
+        open_order_.pop_front();
+      }
+      it = open_.emplace(key, Assembler{}).first;
+      open_order_.push_back(key);
+    }
+    Assembler& assembler = it->second;
+    const Assembler::Result result = assembler.add(bytes_of(header), bytes_of(payload));
+    if (result.verdict == Assembler::Verdict::Duplicate) ++counters_.duplicates;
+    if (result.verdict == Assembler::Verdict::Rejected) {
+      ++counters_.rejected;
+      if (result.rerequest) rerequest(peer, h.transfer_id, *result.rerequest);
+    }
+    if (result.verdict != Assembler::Verdict::Accepted || !assembler.complete()) return;
+    std::optional<std::vector<std::byte>> bytes;
+    try {
+      bytes = assembler.take();
+    } catch (const Error&) {
+      ++counters_.rejected;  // every chunk checked out but the whole did not: the sender is broken
+    }
+    open_.erase(it);
+    std::erase(open_order_, key);
+    remember(key);
+    if (bytes) delivered = Received{peer, h.transfer_id, h.tag, std::move(*bytes)};
+  }
+
+  void remember(const TransferKey& key) {
+    delivered_.insert(key);
+    delivered_order_.push_back(key);
+    if (delivered_order_.size() > kRememberedTransfers) {
+      delivered_.erase(delivered_order_.front());
+      delivered_order_.pop_front();
+    }
+  }
+
+  void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
+    std::byte body[kRerequestBytes];
+    for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
+    for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
+    try {
+      zmq::socket_t& socket = dealer(peer);
+      const char kind = kRerequest;
+      if (socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore) &&
+          socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::none))
+        ++counters_.rerequests;
+    } catch (const Error&) {
+      // The routing id is what the peer claims as its address; one we cannot reach gets no answer.
+    }
+  }
+
+  void on_rerequest(const std::string& peer, std::span<const std::byte> body) {
+    std::uint64_t transfer_id = 0;
+    std::uint32_t index = 0;
+    for (int i = 0; i < 8; ++i) transfer_id |= std::uint64_t(body[i]) << (8 * i);
+    for (int i = 0; i < 4; ++i) index |= std::uint32_t(body[8 + i]) << (8 * i);
+    // Only transfers sent to that very peer are answered: nobody else may pull them.
+    const auto it = std::find_if(sent_.begin(), sent_.end(),
+                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
+    if (it == sent_.end() || index >= it->frames.size()) {
+      ++counters_.rejected;
+      return;
+    }
+    send_frame(dealer(peer), it->frames[index]);
+  }
+
+  std::size_t chunk_bytes_;
+  LinkFaults faults_;
+  Rng rng_;
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::string address_;
+  std::map<std::string, zmq::socket_t> dealers_;
+  std::deque<Sent> sent_;
+  std::size_t kept_bytes_ = 0;
+  std::map<TransferKey, Assembler> open_;
+  std::deque<TransferKey> open_order_;
+  std::set<TransferKey> delivered_;
+  std::deque<TransferKey> delivered_order_;
+  Counters counters_;
+};
+
+}  // namespace
+
+std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes,
+                                    const LinkFaults& faults) {
+  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults);
+}
+
+}  // namespace meridian

@@ -1,0 +1,22 @@
+#pragma once
+// The ZeroMQ Link: a ROUTER bound to an ephemeral port receives from every peer, and one DEALER
+// per peer sends to it with this link's address as its routing id, so the receiving ROUTER learns
+// whom to re-request from without any envelope of ours. See zmq_link.cpp for the wire format.
+//
+// Single-threaded: no I/O thread of its own. Re-requests from a receiver are answered while the
+// sender is inside receive(); sites exchange in both directions, so each is there regularly.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "transport/chunking/chunker.hpp"
+#include "transport/link/link.hpp"
+
+namespace meridian {
+
+// bind_address is an interface address ("127.0.0.1"); the port is chosen by the system.
+// 0 < chunk_bytes <= kMaxChunkBytes. Error(Io) when the address cannot be bound.
+std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes = kDefaultChunkBytes,
+                                    const LinkFaults& faults = {});
+
+}  // namespace meridian
