@@ -39,6 +39,41 @@ std::string_view to_string(JobConfig::Replicas::OnFailure f) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Outer::Algorithm a) {
+  switch (a) {
+    case JobConfig::Outer::Algorithm::Sync: return "sync";
+    case JobConfig::Outer::Algorithm::Diloco: return "diloco";
+    case JobConfig::Outer::Algorithm::Streaming: return "streaming";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobConfig::Outer::Codec c) {
+  switch (c) {
+    case JobConfig::Outer::Codec::Fp32: return "fp32";
+    case JobConfig::Outer::Codec::Bf16: return "bf16";
+    case JobConfig::Outer::Codec::Int8: return "int8";
+    case JobConfig::Outer::Codec::Int4: return "int4";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobConfig::Transport::Kind k) {
+  switch (k) {
+    case JobConfig::Transport::Kind::Zmq: return "zmq";
+    case JobConfig::Transport::Kind::Ucx: return "ucx";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobConfig::Site::Device d) {
+  switch (d) {
+    case JobConfig::Site::Device::Cpu: return "cpu";
+    case JobConfig::Site::Device::Cuda: return "cuda";
+  }
+  return "?";
+}
+
 std::string ConfigProblem::to_string() const {
   std::string out = file;
   if (line > 0) out.append(":").append(std::to_string(line));
@@ -80,6 +115,46 @@ std::string floating(double v) {
   std::string text = config_detail::format_number(v);
   if (text.find_first_of(".e") == std::string::npos) text += ".0";
   return text;
+}
+
+const char* boolean(bool b) { return b ? "true" : "false"; }
+
+void multisite_toml(std::ostream& out, const JobConfig& c) {
+  using config_detail::quote;
+  out << "\n[outer]\n"
+      << "algorithm = " << quote(to_string(c.outer.algorithm)) << "\n"
+      << "inner_steps = " << c.outer.inner_steps << "\n"
+      << "lr = " << floating(c.outer.lr) << "\n"
+      << "momentum = " << floating(c.outer.momentum) << "\n"
+      << "nesterov = " << boolean(c.outer.nesterov) << "\n"
+      << "codec = " << quote(to_string(c.outer.codec)) << "\n"
+      << "block = " << c.outer.block << "\n"
+      << "error_feedback = " << boolean(c.outer.error_feedback) << "\n"
+      << "max_staleness = " << c.outer.max_staleness << "\n"
+      << "quorum = " << c.outer.quorum << "\n"
+      << "deadline_ms = " << c.outer.deadline_ms << "\n"
+      << "\n[transport]\n"
+      << "kind = " << quote(to_string(c.transport.kind)) << "\n"
+      << "chunk_bytes = " << c.transport.chunk_bytes << "\n"
+      << "\n[control]\n"
+      << "endpoints = [";
+  for (size_t i = 0; i < c.control.endpoints.size(); ++i) out << (i ? ", " : "") << quote(c.control.endpoints[i]);
+  out << "]\n"
+      << "lease_ttl_s = " << c.control.lease_ttl_s << "\n"
+      << "keepalive_ms = " << c.control.keepalive_ms << "\n";
+  for (const auto& site : c.sites)
+    out << "\n[[site]]\n"
+        << "name = " << quote(site.name) << "\n"
+        << "host = " << quote(site.host) << "\n"
+        << "port = " << site.port << "\n"
+        << "replicas = " << site.replicas << "\n"
+        << "device = " << quote(to_string(site.device)) << "\n"
+        << "speed = " << floating(site.speed) << "\n";
+  out << "\n[wan]\n"
+      << "latency_ms = " << floating(c.wan.latency_ms) << "\n"
+      << "jitter_ms = " << floating(c.wan.jitter_ms) << "\n"
+      << "bandwidth_mbps = " << floating(c.wan.bandwidth_mbps) << "\n"
+      << "loss = " << floating(c.wan.loss) << "\n";
 }
 
 }  // namespace
@@ -134,6 +209,7 @@ std::string to_toml(const JobConfig& c) {
       << "sdc_every = " << c.replicas.sdc_every << "\n"
       << "overlap_allreduce = " << (c.replicas.overlap_allreduce ? "true" : "false") << "\n"
       << "store_port = " << c.replicas.store_port << "\n";
+  multisite_toml(out, c);
   return out.str();
 }
 

@@ -85,6 +85,60 @@ struct JobConfig {
     bool operator==(const Replicas&) const = default;
   } replicas;
 
+  // The outer loop across sites: how often they synchronise and how the pseudo-gradient travels.
+  struct Outer {
+    enum class Algorithm { Sync, Diloco, Streaming };
+    enum class Codec { Fp32, Bf16, Int8, Int4 };
+    Algorithm algorithm = Algorithm::Diloco;
+    int inner_steps = 50;  // H: inner steps between outer steps
+    double lr = 0.7;
+    double momentum = 0.9;
+    bool nesterov = true;
+    Codec codec = Codec::Int8;
+    int block = 256;  // elements per quantisation block (one scale each)
+    bool error_feedback = true;
+    int max_staleness = 4;  // outer steps a late site's contribution may lag
+    int quorum = 0;         // sites an outer step waits for; 0 = all live sites
+    int deadline_ms = 0;    // how long an outer step waits for the quorum; 0 = adaptive
+    bool operator==(const Outer&) const = default;
+  } outer;
+
+  struct Transport {
+    enum class Kind { Zmq, Ucx };
+    Kind kind = Kind::Zmq;
+    std::int64_t chunk_bytes = 4194304;
+    bool operator==(const Transport&) const = default;
+  } transport;
+
+  struct Control {
+    std::vector<std::string> endpoints;  // "http://host:port"; empty = start a local etcd member
+    int lease_ttl_s = 10;
+    int keepalive_ms = 2000;  // below lease_ttl_s, or a healthy site's lease would lapse
+    bool operator==(const Control&) const = default;
+  } control;
+
+  struct Site {
+    enum class Device { Cpu, Cuda };
+    std::string name;
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;  // 0 = any free port
+    int replicas = 1;
+    Device device = Device::Cpu;
+    double speed = 1.0;  // relative speed hint, for balancing work across sites
+    bool operator==(const Site&) const = default;
+  };
+  // Never empty: a job without [[site]] entries has one site "local" with [replicas].count replicas.
+  std::vector<Site> sites;
+
+  // The default emulated WAN link between sites.
+  struct Wan {
+    double latency_ms = 0;
+    double jitter_ms = 0;
+    double bandwidth_mbps = 0;  // 0 = unlimited
+    double loss = 0;            // probability a message is dropped
+    bool operator==(const Wan&) const = default;
+  } wan;
+
   // The file the job was loaded from (absolute). Compared like the rest, so a config re-read from
   // to_toml() output written elsewhere equals the original once source is aligned.
   std::filesystem::path source;
@@ -96,6 +150,10 @@ std::string_view to_string(JobConfig::Data::Format f);
 std::string_view to_string(JobConfig::Inner::Optimizer o);
 std::string_view to_string(JobConfig::Inner::Schedule s);
 std::string_view to_string(JobConfig::Replicas::OnFailure f);
+std::string_view to_string(JobConfig::Outer::Algorithm a);
+std::string_view to_string(JobConfig::Outer::Codec c);
+std::string_view to_string(JobConfig::Transport::Kind k);
+std::string_view to_string(JobConfig::Site::Device d);
 
 // One thing wrong with a job: where (file and line, or "--set key=value" with line 0), which
 // dotted key (empty for whole-file problems), and what was expected and found.

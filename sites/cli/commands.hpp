@@ -14,5 +14,6 @@ Action add_eval_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_site_command(CLI::App& app);
 Action add_replica_command(CLI::App& app);
+Action add_validate_command(CLI::App& app);
 
 }  // namespace meridian::cli

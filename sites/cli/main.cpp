@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(site, meridian::cli::add_site_command(*site));
   auto* replica = app.add_subcommand("replica", "one replica of a site (started by `meridian site`)");
   commands.emplace_back(replica, meridian::cli::add_replica_command(*replica));
+  auto* validate = app.add_subcommand("validate", "check a job file and print it resolved, or list every problem");
+  commands.emplace_back(validate, meridian::cli::add_validate_command(*validate));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

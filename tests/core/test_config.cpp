@@ -304,8 +304,13 @@ TEST_CASE("to_toml round-trips to an equal config") {
                                                 "[model]\npreset = \"tiny\"\nn_layer = 3\n"
                                                 "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
                                                 "clip = 1\nsteps = 12345\n"
-                                                "[checkpoint]\nevery = 100\n");
+                                                "[checkpoint]\nevery = 100\n"
+                                                "[outer]\nalgorithm = \"streaming\"\nlr = 1\n[control]\n"
+                                                "endpoints = [\"http://a:2379\", \"https://b:2379\"]\n"
+                                                "[[site]]\nname = \"a\"\nport = 7000\n[[site]]\nname = \"b\"\n"
+                                                "device = \"cuda\"\nspeed = 2.5\n[wan]\nloss = 0.01\n");
   const JobConfig original = load_ok(file);
+  CHECK(original.sites.size() == 2);
   CHECK(original.job.name == "round\ttrip\\");
   const auto copy = write(dir / "elsewhere/resolved.toml", to_toml(original));
   JobConfig again = load_ok(copy);
@@ -342,4 +347,52 @@ TEST_CASE("[replicas]: defaults, values, and errors with file:line") {
   CHECK(all.find("bad.toml:5: replicas.restart: expected true or false, found") != std::string::npos);
   CHECK(all.find("bad.toml:6: replicas.on_failure: expected one of \"keep_batch\", \"scale\"") != std::string::npos);
   CHECK(all.find("bad.toml:7: replicas.store_port: expected an integer <= 65535, found 70000") != std::string::npos);
+}
+
+TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
+  TempDir dir("config");
+  const JobConfig d = load_ok(write(dir / "job.toml", kData + "[replicas]\ncount = 2\n"));
+  CHECK(d.outer == JobConfig::Outer{});
+  CHECK((d.outer.algorithm == JobConfig::Outer::Algorithm::Diloco && d.outer.inner_steps == 50 && d.outer.lr == 0.7));
+  CHECK((d.outer.codec == JobConfig::Outer::Codec::Int8 && d.outer.block == 256 && d.outer.max_staleness == 4));
+  CHECK((d.transport.kind == JobConfig::Transport::Kind::Zmq && d.transport.chunk_bytes == 4194304));
+  CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 10 && d.control.keepalive_ms == 2000));
+  CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
+  CHECK(d.wan == JobConfig::Wan{});
+  const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"sync\"\ninner_steps = 1\n"
+      "codec = \"int4\"\nmomentum = 0\nquorum = 2\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
+      "[control]\nendpoints = [\"http://10.0.0.1:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
+      "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
+      "[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
+  CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Sync && c.outer.inner_steps == 1 && c.outer.quorum == 2));
+  CHECK((c.transport.kind == JobConfig::Transport::Kind::Ucx && c.transport.chunk_bytes == 1024));
+  CHECK((c.control.endpoints == std::vector<std::string>{"http://10.0.0.1:2379"} && c.control.keepalive_ms == 999));
+  REQUIRE(c.sites.size() == 2);
+  CHECK(c.sites[0] == JobConfig::Site{"eu", "h1", 7000, 4, JobConfig::Site::Device::Cuda, 0.5});
+  CHECK(c.sites[1] == JobConfig::Site{.name = "us", .host = "h2", .port = 7000});  // other hosts: no clash
+  CHECK((c.wan.latency_ms == 50 && c.wan.loss == 0.01));
+}
+
+TEST_CASE("multi-site rules name file:line and the key") {
+  TempDir dir("config");
+  const std::pair<std::string, std::string> cases[] = {
+      {"[outer]\ninner_steps = 0\n", ":2: outer.inner_steps: expected an integer >= 1, found 0"},
+      {"[outer]\ncodec = \"int3\"\n", ":2: outer.codec: expected one of \"fp32\", \"bf16\", \"int8\", \"int4\", found \"int3\""},
+      {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n", ":4: site[1].name: duplicate site name \"a\" (lines 2 and 4)"},
+      {"[[site]]\nname = \"a\"\nport = 7\n[[site]]\nname = \"b\"\nport = 7\n",
+       ":6: site[1].port: port clash: 127.0.0.1:7 is also used by site \"a\" (line 3)"},
+      {"[[site]]\nname = \"a\"\nreplicas = 0\n", ":3: site[0].replicas: expected an integer >= 1, found 0"},
+      {"[[site]]\nhost = \"h\"\n", ":1: site[0].name: missing required key (expected a string: the site's name)"},
+      {"[[site]]\nname = \"a\"\nspeeed = 2\n", ":3: site[0].speeed: unknown key (did you mean speed?)"},
+      {"[site]\nname = \"a\"\n", ":1: site: expected an array of tables ([[site]]), found a table"},
+      {"[control]\nlease_ttl_s = 2\nkeepalive_ms = 2000\n",
+       ":3: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 2000"},
+      {"[control]\nendpoints = [\"10.0.0.1:2379\"]\n", ":2: control.endpoints: expected an array of strings"},
+      {"[wan]\nloss = 1.0\n", ":2: wan.loss: expected a number in [0, 1), found 1"},
+      {"[[wan.link]]\nlatency_ms = 5\n", ":1: wan.link: [[wan.link]] is not supported yet"},
+  };
+  for (const auto& [body, expected] : cases) {
+    CAPTURE(body);
+    CHECK(only_problem(dir, body + kData).starts_with((dir / "job.toml").string() + expected));
+  }
 }

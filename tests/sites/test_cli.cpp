@@ -352,6 +352,32 @@ TEST_CASE("train: config errors exit 1 naming file:line and the key, and write n
   CHECK(r.out.empty());
 }
 
+TEST_CASE("validate: a good job prints it resolved; a bad one lists every problem and exits 1") {
+  TempDir dir("cli-validate");
+  Job job(dir, 6);
+  job.write();
+  const auto ok = meridian_run({"validate", job.file.string(), "--set", "outer.inner_steps=10"}, job.cwd);
+  INFO(ok.describe());
+  CHECK(ok.exit_code == 0);
+  CHECK(contains(ok.out, "[outer]"));
+  CHECK(contains(ok.out, "inner_steps = 10"));
+  CHECK(contains(ok.out, "name = \"local\""));
+  CHECK(!fs::exists(job.run_dir));
+
+  job.lines.insert(job.lines.end(), {"[outer]", "inner_steps = 0", "codec = \"int3\""});
+  job.write();
+  const auto bad = meridian_run({"validate", job.file.string(), "--set", "wan.loss=1.0"}, job.cwd);
+  INFO(bad.describe());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.empty());
+  const auto lines = lines_of(bad.err);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == job.file.string() + ":" + std::to_string(job.line_of("inner_steps")) +
+                        ": outer.inner_steps: expected an integer >= 1, found 0");
+  CHECK(contains(lines[1], job.file.string() + ":" + std::to_string(job.line_of("codec")) + ": outer.codec: "));
+  CHECK(contains(lines[2], "wan.loss: expected a number in [0, 1), found 1"));
+}
+
 TEST_CASE("train: a bad --set exits 1 naming the override and the key") {
   TempDir dir("cli-set");
   const Job job(dir, 6);

@@ -1,0 +1,160 @@
+// The schema of the multi-site tables: the outer loop, transport, control plane, sites and WAN.
+#include <charconv>
+
+#include "core/config/resolver.hpp"
+
+namespace meridian::config_detail {
+
+namespace {
+
+using Outer = JobConfig::Outer;
+using Site = JobConfig::Site;
+
+int line_of(const toml::node& n) {
+  if (n.source().begin.line > 0) return static_cast<int>(n.source().begin.line);
+  // A table may carry no position of its own: use its first key's.
+  int line = 0;
+  if (const auto* t = n.as_table())
+    for (auto&& [k, child] : *t)
+      if (const int l = line_of(child); l > 0 && (line == 0 || l < line)) line = l;
+  return line;
+}
+
+// "http://host:port" or "https://host:port" with a port in 1..65535: what an etcd client dials.
+bool is_endpoint(std::string_view url) {
+  for (std::string_view scheme : {"http://", "https://"})
+    if (url.starts_with(scheme)) {
+      url.remove_prefix(scheme.size());
+      const auto colon = url.rfind(':');
+      if (colon == std::string_view::npos || colon == 0) return false;
+      const std::string_view port = url.substr(colon + 1);
+      int value = 0;
+      const auto res = std::from_chars(port.data(), port.data() + port.size(), value);
+      return res.ec == std::errc() && res.ptr == port.data() + port.size() && value >= 1 && value <= 65535;
+    }
+  return false;
+}
+
+void resolve_control(Resolver& r, JobConfig& c) {
+  const std::string expected = "an array of strings \"http://host:port\"";
+  if (const Setting* s = r.lookup("control", "endpoints")) {
+    const auto* array = s->value->as_array();
+    if (!array) {
+      r.mismatch(*s, "control.endpoints", expected, describe(*s->value));
+    } else {
+      for (const auto& element : *array) {
+        Origin at = s->origin;
+        if (const int line = line_of(element); line > 0) at.line = line;
+        const auto* url = element.as_string();
+        if (url && is_endpoint(url->get())) c.control.endpoints.push_back(url->get());
+        else r.add(at, "control.endpoints", "expected " + expected + ", found " + describe(element));
+      }
+    }
+  }
+  r.read(c.control.lease_ttl_s, "control", "lease_ttl_s", 1);
+  r.read(c.control.keepalive_ms, "control", "keepalive_ms", 100);
+  // Checked on the resolved values, so a default on one side still counts.
+  if (static_cast<std::int64_t>(c.control.keepalive_ms) >= std::int64_t{c.control.lease_ttl_s} * 1000) {
+    const Setting* s = r.find("control.keepalive_ms");
+    if (!s) s = r.find("control.lease_ttl_s");
+    r.add(s ? s->origin : r.table_origin("control"), "control.keepalive_ms",
+          "expected less than control.lease_ttl_s * 1000 = " + std::to_string(c.control.lease_ttl_s * 1000) +
+              " (a lease must be renewed before it expires), found " + std::to_string(c.control.keepalive_ms));
+  }
+}
+
+// One [[site]] entry, read by its own resolver over a view whose table is "site[i]", so its
+// problems name the entry and its unknown keys are found like any table's.
+Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const toml::node& entry, size_t i,
+                  Layers& view) {
+  const std::string table = "site[" + std::to_string(i) + "]";
+  view.top = layers.top;
+  Origin at = array.origin;
+  if (const int line = line_of(entry); line > 0) at.line = line;
+  view.tables[table] = at;
+  if (const auto* t = entry.as_table())
+    for (auto&& [k, child] : *t) {
+      Origin child_at = array.origin;
+      if (const int line = line_of(child); line > 0) child_at.line = line;
+      view.leaves[table + "." + std::string(k.str())] = {&child, child_at};
+    }
+  Resolver sr(view);
+  Site site;
+  sr.require(table, "name", "a string: the site's name");
+  sr.read(site.name, table, "name");
+  sr.read(site.host, table, "host");
+  sr.read(site.port, table, "port", 0);
+  sr.read(site.replicas, table, "replicas", 1);
+  sr.read(site.device, table, "device", {Site::Device::Cpu, Site::Device::Cuda});
+  sr.read(site.speed, table, "speed", above(0));
+  sr.report_unknown();
+  r.absorb(sr);
+  return site;
+}
+
+void resolve_sites(Resolver& r, const Layers& layers, JobConfig& c) {
+  const std::string expected = "an array of tables ([[site]])";
+  const Setting* s = r.lookup_top("site", expected);
+  const auto* array = s ? s->value->as_array() : nullptr;
+  if (s && (!array || !array->is_array_of_tables())) r.mismatch(*s, "site", expected, describe(*s->value));
+  if (!array || !array->is_array_of_tables()) {
+    c.sites = {Site{.name = "local", .replicas = c.replicas.count}};
+    return;
+  }
+  std::map<std::string, int> name_lines;                                // name -> line of its first use
+  std::map<std::pair<std::string, int>, std::pair<std::string, int>> ports;  // host:port -> site, line
+  for (size_t i = 0; i < array->size(); ++i) {
+    Layers view;
+    const Site site = resolve_site(r, layers, *s, *array->get(i), i, view);
+    c.sites.push_back(site);
+    const std::string table = "site[" + std::to_string(i) + "]";
+    if (const auto it = view.leaves.find(table + ".name"); it != view.leaves.end() && !site.name.empty()) {
+      const auto [first, fresh] = name_lines.emplace(site.name, it->second.origin.line);
+      if (!fresh)
+        r.add(it->second.origin, table + ".name",
+              "duplicate site name " + quote(site.name) + " (lines " + std::to_string(first->second) + " and " +
+                  std::to_string(it->second.origin.line) + ")");
+    }
+    // Port 0 asks the OS for a free port, which can never clash.
+    if (const auto it = view.leaves.find(table + ".port"); it != view.leaves.end() && site.port != 0) {
+      const auto [first, fresh] = ports.emplace(std::pair{site.host, int{site.port}},
+                                                std::pair{site.name, it->second.origin.line});
+      if (!fresh)
+        r.add(it->second.origin, table + ".port",
+              "port clash: " + site.host + ":" + std::to_string(site.port) + " is also used by site " +
+                  quote(first->second.first) + " (line " + std::to_string(first->second.second) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
+  r.read(c.outer.algorithm, "outer", "algorithm", {Outer::Algorithm::Sync, Outer::Algorithm::Diloco, Outer::Algorithm::Streaming});
+  r.read(c.outer.inner_steps, "outer", "inner_steps", 1);
+  r.read(c.outer.lr, "outer", "lr", above(0));
+  r.read(c.outer.momentum, "outer", "momentum", within(0, 1, false, true));
+  r.read(c.outer.nesterov, "outer", "nesterov");
+  r.read(c.outer.codec, "outer", "codec", {Outer::Codec::Fp32, Outer::Codec::Bf16, Outer::Codec::Int8, Outer::Codec::Int4});
+  r.read(c.outer.block, "outer", "block", 2);
+  r.read(c.outer.error_feedback, "outer", "error_feedback");
+  r.read(c.outer.max_staleness, "outer", "max_staleness", 0);
+  r.read(c.outer.quorum, "outer", "quorum", 0);
+  r.read(c.outer.deadline_ms, "outer", "deadline_ms", 0);
+
+  r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
+  r.read(c.transport.chunk_bytes, "transport", "chunk_bytes", 1024);
+
+  resolve_control(r, c);
+  resolve_sites(r, layers, c);
+
+  r.read(c.wan.latency_ms, "wan", "latency_ms", at_least(0));
+  r.read(c.wan.jitter_ms, "wan", "jitter_ms", at_least(0));
+  r.read(c.wan.bandwidth_mbps, "wan", "bandwidth_mbps", at_least(0));
+  r.read(c.wan.loss, "wan", "loss", within(0, 1, false, true));
+  // Read (so known) but refused: silently using the default link instead would mislead an experiment.
+  if (const Setting* s = r.lookup("wan", "link"))
+    r.add(s->origin, "wan.link", "[[wan.link]] is not supported yet: every pair of sites uses the default [wan] link");
+}
+
+}  // namespace meridian::config_detail

@@ -1,0 +1,32 @@
+// `meridian validate FILE [--set k=v]...`: checks a job file without running anything, so a
+// multi-site job can be vetted on one machine before it is launched on many.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/config/job_config.hpp"
+#include "sites/cli/commands.hpp"
+
+namespace meridian::cli {
+
+Action add_validate_command(CLI::App& app) {
+  struct Options {
+    std::string config;
+    std::vector<std::string> overrides;
+  };
+  auto opts = std::make_shared<Options>();
+  app.add_option("file", opts->config, "job file (TOML)")->required();
+  app.add_option("--set", opts->overrides, "override a config key: --set inner.lr=3e-3 (repeatable)");
+  return [opts] {
+    auto result = try_load_job_config(opts->config, opts->overrides);
+    if (const auto* config = std::get_if<JobConfig>(&result)) {
+      std::fputs(to_toml(*config).c_str(), stdout);
+      return 0;
+    }
+    // Every problem, not just the first: fixing a file one error per run is slow.
+    for (const auto& p : std::get<std::vector<ConfigProblem>>(result)) std::fprintf(stderr, "%s\n", p.to_string().c_str());
+    return 1;
+  };
+}
+
+}  // namespace meridian::cli
