@@ -12,18 +12,24 @@ int main(int argc, char** argv) {
   CLI::App app{"meridian: multi-datacenter LLM training"};
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, meridian::cli::Action>> commands;
-  auto* train = app.add_subcommand("train", "train one replica from a job file");
-  commands.emplace_back(train, meridian::cli::add_train_command(*train));
-  auto* eval = app.add_subcommand("eval", "mean next-token loss of a checkpoint on a data file, as JSON");
-  commands.emplace_back(eval, meridian::cli::add_eval_command(*eval));
-  auto* exp = app.add_subcommand("export", "write a checkpoint as Hugging Face GPT-2 files");
-  commands.emplace_back(exp, meridian::cli::add_export_command(*exp));
-  auto* site = app.add_subcommand("site", "the site agent: runs and watches a site's replicas");
-  commands.emplace_back(site, meridian::cli::add_site_command(*site));
-  auto* replica = app.add_subcommand("replica", "one replica of a site (started by `meridian site`)");
-  commands.emplace_back(replica, meridian::cli::add_replica_command(*replica));
-  auto* validate = app.add_subcommand("validate", "check a job file and print it resolved, or list every problem");
-  commands.emplace_back(validate, meridian::cli::add_validate_command(*validate));
+  struct Command {
+    const char* name;
+    const char* help;
+    meridian::cli::Action (*add)(CLI::App&);
+  };
+  static constexpr Command kCommands[] = {
+      {"train", "train one replica from a job file", meridian::cli::add_train_command},
+      {"eval", "mean next-token loss of a checkpoint on a data file, as JSON", meridian::cli::add_eval_command},
+      {"export", "write a checkpoint as Hugging Face GPT-2 files", meridian::cli::add_export_command},
+      {"site", "the site agent: runs and watches a site's replicas", meridian::cli::add_site_command},
+      {"replica", "one replica of a site (started by `meridian site`)", meridian::cli::add_replica_command},
+      {"validate", "check a job file and print it resolved, or list every problem",
+       meridian::cli::add_validate_command},
+  };
+  for (const auto& c : kCommands) {
+    auto* sub = app.add_subcommand(c.name, c.help);
+    commands.emplace_back(sub, c.add(*sub));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

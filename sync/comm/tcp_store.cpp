@@ -18,6 +18,7 @@
 
 #include "core/util/error.hpp"
 #include "transport/schemas/store.capnp.h"
+#include "transport/schemas/wire_bytes.hpp"
 
 namespace meridian {
 namespace {
@@ -40,11 +41,7 @@ constexpr capnp::ReaderOptions kReaderOptions{kMaxFrameBytes / sizeof(capnp::wor
 
 // Cap'n Proto reads words in place, and a ZeroMQ frame's bytes carry no alignment guarantee.
 kj::Array<capnp::word> aligned_words(const zmq::message_t& frame) {
-  if (frame.size() % sizeof(capnp::word) != 0)
-    throw make_error(ErrorKind::Peer, "a frame of ", frame.size(), " bytes is not a whole number of 8-byte words");
-  auto words = kj::heapArray<capnp::word>(frame.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), frame.data(), frame.size());
-  return words;
+  return meridian::aligned_words({static_cast<const std::byte*>(frame.data()), frame.size()}, "a frame");
 }
 
 zmq::message_t encode(capnp::MessageBuilder& message) {

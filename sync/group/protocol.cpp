@@ -8,6 +8,7 @@
 
 #include "core/util/error.hpp"
 #include "transport/schemas/site.capnp.h"
+#include "transport/schemas/wire_bytes.hpp"
 
 namespace meridian {
 
@@ -18,19 +19,11 @@ std::vector<std::byte> encode_generation(const Generation& g) {
   rec.setNumber(g.number);
   auto members = rec.initMembers(static_cast<unsigned>(g.members.size()));
   for (unsigned i = 0; i < g.members.size(); ++i) members.set(i, g.members[i]);
-  const auto words = capnp::messageToFlatArray(message);
-  const auto bytes = words.asBytes();
-  std::vector<std::byte> out(bytes.size());
-  std::memcpy(out.data(), bytes.begin(), bytes.size());
-  return out;
+  return message_bytes(message);
 }
 
 Generation decode_generation(std::span<const std::byte> bytes) {
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
-    throw make_error(ErrorKind::Peer, "generation record of ", bytes.size(), " bytes is not a Cap'n Proto message");
-  // Copied into words: Cap'n Proto reads in place and needs 8-byte alignment.
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  const auto words = aligned_words(bytes, "a generation record");
   try {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = 1 << 16;

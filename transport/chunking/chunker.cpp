@@ -11,6 +11,7 @@
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "transport/schemas/chunk.capnp.h"
+#include "transport/schemas/wire_bytes.hpp"
 
 namespace meridian {
 namespace {
@@ -46,19 +47,13 @@ std::vector<std::byte> encode_chunk_header(const ChunkHeader& h) {
   w.setPayloadHash(h.payload_hash);
   w.setTotalHash(h.total_hash);
   w.setHeaderHash(header_hash(wire::CHUNK_SCHEMA_VERSION, h));
-  const auto words = capnp::messageToFlatArray(message);
-  const auto bytes = words.asBytes();
-  std::vector<std::byte> out(bytes.size());
-  std::memcpy(out.data(), bytes.begin(), bytes.size());
-  return out;
+  return message_bytes(message);
 }
 
 ChunkHeader decode_chunk_header(std::span<const std::byte> bytes) {
-  if (bytes.empty() || bytes.size() > kMaxHeaderBytes || bytes.size() % sizeof(capnp::word) != 0)
-    throw make_error(ErrorKind::Peer, "a chunk header of ", bytes.size(), " bytes is not a Cap'n Proto message");
-  // Copied into words: Cap'n Proto reads in place and needs 8-byte alignment.
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  if (bytes.size() > kMaxHeaderBytes)
+    throw make_error(ErrorKind::Peer, "a chunk header of ", bytes.size(), " bytes is longer than any valid one");
+  const auto words = aligned_words(bytes, "a chunk header");
   try {
     capnp::FlatArrayMessageReader reader(words, kReaderOptions);
     const auto r = reader.getRoot<wire::ChunkHeader>();
