@@ -61,59 +61,56 @@ std::uint16_t to_bf16(float v) {
   return static_cast<std::uint16_t>((rounded & 0x7F80u) == 0x7F80u ? rounded - 1 : rounded);
 }
 
-void encode_fp32(std::span<const float> x, std::byte* out) {
-  const std::size_t n = x.size();
+// Runs chunk(begin, end) over [0, n) in kChunk pieces (in parallel for large n); each returns the
+// largest |bits| it saw, and the result says whether any was Inf or NaN. Chunks are independent,
+// so the output does not depend on the thread count.
+template <class Chunk>
+bool any_non_finite(std::size_t n, Chunk chunk) {
   bool bad = false;
 #pragma omp parallel for schedule(static) reduction(|| : bad) if (n > kParallelMin)
-  for (std::size_t c = 0; c < n; c += kChunk) {
-    const std::size_t end = std::min(n, c + kChunk);
+  for (std::size_t c = 0; c < n; c += kChunk) bad = bad || chunk(c, std::min(n, c + kChunk)) >= kExpMask;
+  return bad;
+}
+
+std::uint32_t abs_bits(float v) { return std::bit_cast<std::uint32_t>(v) & kAbsMask; }
+
+void encode_fp32(std::span<const float> x, std::byte* out) {
+  const bool bad = any_non_finite(x.size(), [&](std::size_t c, std::size_t end) {
     std::uint32_t worst = 0;
-    for (std::size_t i = c; i < end; ++i) worst = std::max(worst, std::bit_cast<std::uint32_t>(x[i]) & kAbsMask);
+    for (std::size_t i = c; i < end; ++i) worst = std::max(worst, abs_bits(x[i]));
     std::memcpy(out + 4 * c, x.data() + c, 4 * (end - c));
-    bad = bad || worst >= kExpMask;
-  }
+    return worst;
+  });
   if (bad) throw make_error(ErrorKind::Data, "codec: non-finite value at index ", first_non_finite(x));
 }
 
 void encode_bf16(std::span<const float> x, std::byte* out) {
-  const std::size_t n = x.size();
-  bool bad = false;
-#pragma omp parallel for schedule(static) reduction(|| : bad) if (n > kParallelMin)
-  for (std::size_t c = 0; c < n; c += kChunk) {
-    const std::size_t end = std::min(n, c + kChunk);
+  const bool bad = any_non_finite(x.size(), [&](std::size_t c, std::size_t end) {
     std::uint32_t worst = 0;
     std::uint16_t packed[kChunk];
     for (std::size_t i = c; i < end; ++i) {
-      worst = std::max(worst, std::bit_cast<std::uint32_t>(x[i]) & kAbsMask);
+      worst = std::max(worst, abs_bits(x[i]));
       packed[i - c] = to_bf16(x[i]);
     }
     std::memcpy(out + 2 * c, packed, 2 * (end - c));
-    bad = bad || worst >= kExpMask;
-  }
+    return worst;
+  });
   if (bad) throw make_error(ErrorKind::Data, "codec: non-finite value at index ", first_non_finite(x));
 }
 
 // Decoded values are checked after the copy: a peer must never hand us Inf or NaN to apply.
 void decode_fp32(const std::byte* in, std::span<float> y) {
-  const std::size_t n = y.size();
-  bool bad = false;
-#pragma omp parallel for schedule(static) reduction(|| : bad) if (n > kParallelMin)
-  for (std::size_t c = 0; c < n; c += kChunk) {
-    const std::size_t end = std::min(n, c + kChunk);
+  const bool bad = any_non_finite(y.size(), [&](std::size_t c, std::size_t end) {
     std::memcpy(y.data() + c, in + 4 * c, 4 * (end - c));
     std::uint32_t worst = 0;
-    for (std::size_t i = c; i < end; ++i) worst = std::max(worst, std::bit_cast<std::uint32_t>(y[i]) & kAbsMask);
-    bad = bad || worst >= kExpMask;
-  }
+    for (std::size_t i = c; i < end; ++i) worst = std::max(worst, abs_bits(y[i]));
+    return worst;
+  });
   if (bad) throw make_error(ErrorKind::Peer, "codec: fp32 payload has a non-finite value at index ", first_non_finite(y));
 }
 
 void decode_bf16(const std::byte* in, std::span<float> y) {
-  const std::size_t n = y.size();
-  bool bad = false;
-#pragma omp parallel for schedule(static) reduction(|| : bad) if (n > kParallelMin)
-  for (std::size_t c = 0; c < n; c += kChunk) {
-    const std::size_t end = std::min(n, c + kChunk);
+  const bool bad = any_non_finite(y.size(), [&](std::size_t c, std::size_t end) {
     std::uint16_t packed[kChunk];
     std::memcpy(packed, in + 2 * c, 2 * (end - c));
     std::uint32_t worst = 0;
@@ -122,8 +119,8 @@ void decode_bf16(const std::byte* in, std::span<float> y) {
       worst = std::max(worst, bits & kAbsMask);
       y[i] = std::bit_cast<float>(bits);
     }
-    bad = bad || worst >= kExpMask;
-  }
+    return worst;
+  });
   if (bad) throw make_error(ErrorKind::Peer, "codec: bf16 payload has a non-finite value at index ", first_non_finite(y));
 }
 
