@@ -1,5 +1,6 @@
 #include "core/config/job_config.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/config/layers.hpp"
@@ -18,6 +19,7 @@ std::string_view to_string(JobConfig::Data::Format f) {
 std::string_view to_string(JobConfig::Inner::Optimizer o) {
   switch (o) {
     case JobConfig::Inner::Optimizer::AdamW: return "adamw";
+    case JobConfig::Inner::Optimizer::Sgd: return "sgd";
   }
   return "?";
 }
@@ -158,6 +160,20 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
 }
 
 }  // namespace
+
+std::filesystem::path site_run_dir(const JobConfig& config, std::string_view site) {
+  const bool known = std::any_of(config.sites.begin(), config.sites.end(), [&](const auto& s) { return s.name == site; });
+  if (!known) throw make_error(ErrorKind::Config, "site '", site, "' is not a [[site]] of job '", config.job.name, "'");
+  if (config.sites.size() == 1) return config.job.run_dir;
+  return config.job.run_dir / std::string(site);
+}
+
+JobConfig config_for_site(JobConfig config, std::string_view site) {
+  config.job.run_dir = site_run_dir(config, site);
+  for (const auto& s : config.sites)
+    if (s.name == site) config.replicas.count = s.replicas;
+  return config;
+}
 
 std::string to_toml(const JobConfig& c) {
   std::ostringstream out;

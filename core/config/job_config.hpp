@@ -36,7 +36,7 @@ struct JobConfig {
   } data;
 
   struct Inner {
-    enum class Optimizer { AdamW };
+    enum class Optimizer { AdamW, Sgd };
     using Schedule = ScheduleKind;
     Optimizer optimizer = Optimizer::AdamW;
     double lr = 1e-3;
@@ -173,6 +173,13 @@ std::variant<JobConfig, std::vector<ConfigProblem>> try_load_job_config(
 
 // Same, but throws Error(ErrorKind::Config) whose what() lists every problem, one per line.
 JobConfig load_job_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+
+// Where one site of the job keeps its files (metrics, events, summary, checkpoints): the job's
+// run_dir for a one-site job, <run_dir>/<site> when several sites share the job (and, on one
+// machine, its disk). Error(Config) when `site` is not one of config.sites.
+std::filesystem::path site_run_dir(const JobConfig& config, std::string_view site);
+// The config one site runs with: job.run_dir replaced by site_run_dir, replicas.count by the site's.
+JobConfig config_for_site(JobConfig config, std::string_view site);
 
 // The resolved config as TOML text (absolute paths, explicit shape); loading it gives an equal JobConfig.
 std::string to_toml(const JobConfig& c);

@@ -6,6 +6,7 @@
 #include "core/data/tokens.hpp"
 #include "core/io/env.hpp"
 #include "core/optim/grad_clip.hpp"
+#include "core/optim/sgd.hpp"
 #include "core/runlog/progress.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/train/evaluate.hpp"
@@ -92,7 +93,11 @@ StepResult Trainer::step() {
   if (slot_.reduce) slot_.reduce(model_.grads(), r.loss);
   r.grad_norm = clip_grad_norm(model_.grads(), config_.inner.clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // the caller decides; weights untouched
-  opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
+  if (config_.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
+    sgd_step(model_.layout(), model_.params(), model_.grads(), static_cast<float>(r.lr),
+             static_cast<float>(config_.inner.weight_decay));
+  else
+    opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
   ++state_.step;
   state_.tokens += tokens_per_step();
   state_.data = sampler_.position();
@@ -104,12 +109,15 @@ double Trainer::validation_loss() {
 }
 
 Checkpoint Trainer::snapshot() const {
-  return encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_));
+  Checkpoint out = encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_));
+  if (extras_.save) extras_.save(out);
+  return out;
 }
 
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
   state_ = decode_train_state(state, source, config_.model, model_.params(), opt_);
   sampler_.seek(state_.data);
+  if (extras_.restore) extras_.restore(state);
 }
 
 void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {

@@ -68,6 +68,14 @@ class Trainer {
   Checkpoint snapshot() const;
   void restore(const Checkpoint& state, const std::string& source);
 
+  // State the layers above keep beside the trainer's (the outer optimizer of sync/): saved into
+  // every snapshot and checkpoint, restored with them, so it heals and resumes with the weights.
+  struct Extras {
+    std::function<void(Checkpoint&)> save;
+    std::function<void(const Checkpoint&)> restore;
+  };
+  void set_extras(Extras extras) { extras_ = std::move(extras); }
+
   // A new place in a (re-formed) group, and the micro-batches per step that go with it.
   void set_slot(ReplicaSlot slot, int grad_accum);
   int grad_accum() const { return grad_accum_; }
@@ -95,6 +103,7 @@ class Trainer {
   LrSchedule schedule_;
   WindowSampler sampler_;
   ResumeState state_;
+  Extras extras_;
   std::vector<std::uint16_t> inputs_, targets_;
 };
 

@@ -36,7 +36,7 @@ Action add_replica_command(CLI::App& app) {
         throw make_error(ErrorKind::Usage, "--store is required (or MASTER_ADDR and MASTER_PORT)");
       opts->store = "tcp://" + launch.master_addr.value_or("127.0.0.1") + ":" + std::to_string(*launch.master_port);
     }
-    ReplicaRun run{load_job_config(opts->config, opts->overrides), opts->site, opts->id, opts->store};
+    ReplicaRun run{config_for_site(load_job_config(opts->config, opts->overrides), opts->site), opts->site, opts->id, opts->store};
     auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
     return run_replica(run, posix_env(), now);
   };

@@ -17,6 +17,7 @@
 #include "sync/group/replica_group.hpp"
 #include "sync/group/sdc_guard.hpp"
 #include "sync/group/state_sync.hpp"
+#include "sites/replica/site_exchange.hpp"
 #include "sync/parallel/bucket_reducer.hpp"
 
 namespace meridian {
@@ -76,6 +77,11 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   Heartbeat heartbeat(run.store_endpoint, run.id,
                       std::chrono::milliseconds(std::max(1, c.replicas.heartbeat_timeout_ms / 5)));
   Trainer trainer(c, env, log, nullptr, now);
+  SiteExchange exchange(c, run.site, trainer.model().params(), log, now);
+  if (exchange.active())
+    trainer.set_extras({[&](Checkpoint& out) { exchange.state().save(out); },
+                        [&](const Checkpoint& in) { exchange.state().restore(in); }});
+  const double t_start = now();
   trainer.try_resume();
   GlooOptions gloo;
   gloo.timeout = std::chrono::milliseconds(c.replicas.collective_timeout_ms);
@@ -92,6 +98,11 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     ReplicaSlot slot;
     slot.rank = group.rank();
     slot.world = group.size();
+    if (exchange.active()) {  // every replica of every site reads its own windows
+      slot.rank = exchange.data_offset() + std::min(group.rank(), c.replicas.count - 1);
+      slot.world = exchange.data_replicas();
+    }
+    const bool leader = group.rank() == 0;
     std::unique_ptr<BucketReducer> overlap;
     if (c.replicas.overlap_allreduce && group.size() > 1) {
       overlap = std::make_unique<BucketReducer>(group.comm());
@@ -107,6 +118,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
       group.comm().allreduce(std::span<float>(control, 2), ReduceOp::Sum);
       loss = control[0] / static_cast<float>(group.size());
       switch_pending = control[1] > 0;
+      if (exchange.active() && exchange.synchronous())
+        exchange.reduce_across_sites(group.comm(), leader, trainer.state().step, grads, loss);
     };
     trainer.set_slot(std::move(slot), accum);
     switch_pending = false;
@@ -124,6 +137,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                            {"heal_bytes", heal.bytes},
                            {"healed", heal.changed},
                            {"ms", 1000 * (now() - t_join)}});
+      exchange.join(group.comm(), leader);
       while (trainer.state().step < c.inner.steps && !switch_pending) {
         const double t_step = now();
         StepResult r;
@@ -142,9 +156,16 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
         if (!std::isfinite(r.loss))
           throw make_error(ErrorKind::Data, "replica ", run.id, ": non-finite loss at step ", r.step);
         const auto done = trainer.state().step;
-        if (group.rank() == 0 && (done % c.log.every == 0 || done == c.inner.steps))
+        if (leader && (done % c.log.every == 0 || done == c.inner.steps))
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
-                      {"version", 0}, {"generation", group.generation().number}, {"loss", r.loss}, {"lr", r.lr},
+                      {"version", exchange.state().version()}, {"generation", group.generation().number},
+                      {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens}});
+        if (exchange.round_ends(done))
+          exchange.end_round(group.comm(), leader, trainer, (done - 1) % c.outer.inner_steps + 1);
+        // Mid-run validation of what the job holds (the global weights, right after a round) for the loss curves.
+        if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps)
+          log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
+                      {"version", exchange.state().version()}, {"val_loss", trainer.validation_loss()},
                       {"tokens", trainer.state().tokens}});
         if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0) {
           const double t_check = now();
@@ -182,7 +203,14 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     trainer.save_checkpoint();
     const double val = trainer.validation_loss();
     log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", trainer.state().step},
-                {"version", 0}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
+                {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
+    auto summary = exchange.summary(trainer.model().params().size());
+    summary["final_val_loss"] = val;
+    summary["steps"] = trainer.state().step;
+    summary["tokens"] = trainer.state().tokens;
+    summary["wall_s"] = now() - t_start;
+    summary["params_hash"] = std::to_string(hash64(std::span<const float>(trainer.model().params())));
+    log.summary(summary);
   }
   log.event("replica_done", {{"site", run.site},
                              {"replica", run.id},

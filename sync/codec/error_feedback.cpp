@@ -22,4 +22,11 @@ std::vector<std::byte> ErrorFeedback::encode(std::span<const float> x, const Cod
 
 void ErrorFeedback::reset() { std::fill(residual_.begin(), residual_.end(), 0.0f); }
 
+void ErrorFeedback::restore(std::span<const float> residual) {
+  if (residual.empty()) return reset();
+  MERIDIAN_CHECK(residual.size() == residual_.size(), "residual of ", residual.size(), " values for ",
+                 residual_.size());
+  std::copy(residual.begin(), residual.end(), residual_.begin());
+}
+
 }  // namespace meridian

@@ -20,6 +20,8 @@ class ErrorFeedback {
 
   std::span<const float> residual() const { return residual_; }
   void reset();
+  // The residual a checkpoint kept (size n), or none (empty): start from zero.
+  void restore(std::span<const float> residual);
 
  private:
   std::vector<float> residual_;

@@ -195,14 +195,25 @@ std::optional<std::string> EtcdClient::get(const std::string& key) {
 }
 
 std::vector<std::pair<std::string, std::string>> EtcdClient::get_prefix(const std::string& prefix) {
-  auto kvs = kvs_of(impl_->call("/v3/kv/range", {{"key", base64_encode(prefix.empty() ? std::string(1, '\0') : prefix)},
-                                                 {"range_end", base64_encode(prefix_end(prefix))},
-                                                 {"sort_order", "ASCEND"},
-                                                 {"sort_target", "KEY"}}));
-  for (std::size_t i = 0; i < kvs.size(); ++i)
-    if (kvs[i].first.rfind(prefix, 0) != 0 || (i > 0 && !(kvs[i - 1].first < kvs[i].first)))
+  return get_prefix_since(prefix, 0).kvs;
+}
+
+EtcdClient::PrefixRead EtcdClient::get_prefix_since(const std::string& prefix, std::int64_t since) {
+  Json request = {{"key", base64_encode(prefix.empty() ? std::string(1, '\0') : prefix)},
+                  {"range_end", base64_encode(prefix_end(prefix))},
+                  {"sort_order", "ASCEND"},
+                  {"sort_target", "KEY"}};
+  if (since > 0) request["min_mod_revision"] = std::to_string(since);
+  const Json reply = impl_->call("/v3/kv/range", request);
+  PrefixRead out;
+  out.kvs = kvs_of(reply);
+  const auto header = reply.find("header");
+  if (header == reply.end() || !header->is_object()) throw bad_reply("range answer without a header");
+  out.revision = int_field(*header, "revision");
+  for (std::size_t i = 0; i < out.kvs.size(); ++i)
+    if (out.kvs[i].first.rfind(prefix, 0) != 0 || (i > 0 && !(out.kvs[i - 1].first < out.kvs[i].first)))
       throw bad_reply("prefix range answered keys out of range or order");
-  return kvs;
+  return out;
 }
 
 bool EtcdClient::create_if_absent(const std::string& key, const std::string& value) {

@@ -33,6 +33,14 @@ class EtcdClient {
   std::optional<std::string> get(const std::string& key);
   // Every key starting with `prefix` (all keys for an empty prefix), sorted by key.
   std::vector<std::pair<std::string, std::string>> get_prefix(const std::string& prefix);
+  // Keys under `prefix` last modified at or after revision `since` (0: all of them), sorted by key,
+  // and the store's revision when it answered: pass revision + 1 next time to read only what
+  // changed in between. How the commit protocol follows announcements without re-reading them.
+  struct PrefixRead {
+    std::vector<std::pair<std::string, std::string>> kvs;
+    std::int64_t revision = 0;
+  };
+  PrefixRead get_prefix_since(const std::string& prefix, std::int64_t since);
   // Creates key with value only if it does not exist. True if this call won.
   bool create_if_absent(const std::string& key, const std::string& value);
   // Replaces key's value only if it currently equals `expected` (a missing key never does).

@@ -9,6 +9,7 @@
 #include "core/model/param_layout.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/grad_clip.hpp"
+#include "core/optim/sgd.hpp"
 #include "core/optim/schedule.hpp"
 #include "core/util/error.hpp"
 
@@ -190,4 +191,21 @@ TEST_CASE("AdamW: steps_taken drives bias correction and can be restored (resume
   std::vector<float> wrong(layout.total() - 1);
   CHECK_THROWS_AS(opt.step(wrong, g, 1.0f), InvariantError);
   CHECK(opt.steps_taken() == 1001);
+}
+
+TEST_CASE("sgd_step: p -= lr * (g + wd * p), decay only on the views marked for it") {
+  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  std::vector<float> params(layout.total()), grads(layout.total());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i] = 0.5f + 0.001f * static_cast<float>(i % 97);
+    grads[i] = -0.25f + 0.002f * static_cast<float>(i % 31);
+  }
+  auto after = params;
+  sgd_step(layout, after, grads, 0.1f, 0.01f);
+  for (const auto& view : layout.views()) {
+    const std::size_t i = view.offset + view.numel / 2;
+    CAPTURE(view.name);
+    const float decay = view.decay ? 0.01f : 0.0f;
+    CHECK(after[i] == params[i] - 0.1f * (grads[i] + decay * params[i]));
+  }
 }

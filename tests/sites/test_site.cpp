@@ -80,7 +80,7 @@ std::map<int, std::string> final_hashes(const std::vector<json>& events) {
 TEST_CASE("kill -9 of a replica: the site goes on, restarts it, it heals from a peer, all end identical") {
   TempDir dir("site-kill");
   const auto job = write_job(dir, "restart = true\n");
-  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "t"}, dir / "site.log");
+  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local"}, dir / "site.log");
   REQUIRE(wait_for_step(dir / "run", 40));
   const auto victims = find_processes({"replica", job.string(), "--id 1"});
   REQUIRE(victims.size() == 1);
@@ -117,7 +117,7 @@ TEST_CASE("kill -9 of a replica: the site goes on, restarts it, it heals from a 
 TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the site continues") {
   TempDir dir("site-stop");
   const auto job = write_job(dir, "restart = false\n", 2000);
-  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "t"}, dir / "site.log");
+  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local"}, dir / "site.log");
   REQUIRE(wait_for_step(dir / "run", 40));
   const auto victims = find_processes({"replica", job.string(), "--id 2"});
   REQUIRE(victims.size() == 1);
@@ -146,12 +146,12 @@ TEST_CASE("attached replicas (started by a cluster launcher, RANK / MASTER_PORT)
   ::setenv("WORLD_SIZE", "2", 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", port.c_str(), 1);
-  ChildProcess site({MERIDIAN_BIN, "site", "--attach", "--config", job.string(), "--site", "t"}, dir / "site.log");
+  ChildProcess site({MERIDIAN_BIN, "site", "--attach", "--config", job.string(), "--site", "local"}, dir / "site.log");
   std::vector<std::unique_ptr<ChildProcess>> replicas;
   for (int rank = 0; rank < 2; ++rank) {
     ::setenv("RANK", std::to_string(rank).c_str(), 1);
     replicas.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{MERIDIAN_BIN, "replica", "--config", job.string(), "--site", "t"},
+        std::vector<std::string>{MERIDIAN_BIN, "replica", "--config", job.string(), "--site", "local"},
         dir / ("replica" + std::to_string(rank) + ".log")));
   }
   for (const char* v : {"WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK"}) ::unsetenv(v);

@@ -1,0 +1,313 @@
+#include "sync/round/cross_site.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/util/error.hpp"
+#include "core/util/hash.hpp"
+#include "sync/codec/codec.hpp"
+#include "sync/outer/delta_mean.hpp"
+
+namespace meridian {
+namespace {
+
+std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
+
+}  // namespace
+
+CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std::function<double()> clock)
+    : options_(std::move(options)), keys_(options_.job), etcd_(etcd), link_(link), clock_(std::move(clock)) {
+  std::sort(options_.sites.begin(), options_.sites.end());
+}
+
+CrossSite::~CrossSite() {
+  if (lease_ == 0) return;
+  try {
+    etcd_.revoke_lease(lease_);
+  } catch (const Error&) {
+    // The lease then lapses after its TTL: peers learn the same, only later.
+  }
+}
+
+bool CrossSite::poll_join(std::chrono::milliseconds budget) {
+  const double deadline = clock_() + ms(budget);
+  if (lease_ == 0) {
+    lease_ = etcd_.grant_lease(options_.lease_ttl_s);
+    next_keepalive_ = clock_() + ms(options_.keepalive);
+    etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), 0}), lease_);
+  }
+  while (true) {
+    refresh_members();
+    std::vector<std::string> missing;
+    for (const auto& s : options_.sites)
+      if (!members_.contains(s)) missing.push_back(s);
+    if (missing.empty()) return true;
+    waiting_ = "sites to join:";
+    for (const auto& s : missing) waiting_ += " " + s;
+    if (clock_() >= deadline) return false;
+    pump(std::min(deadline, clock_() + ms(options_.control_poll)));
+  }
+}
+
+void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded) {
+  MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size() && a.checksum == hash64(std::span<const std::byte>(encoded)),
+                 "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
+  etcd_.put(keys_.delta(a.site, a.round), encode(a));
+  announced_[{a.site, a.round}] = a;
+  for (const auto& [site, member] : members_) {
+    if (site == options_.site) continue;
+    link_.send(member.address, static_cast<std::uint64_t>(a.round), static_cast<std::uint16_t>(LinkTag::Delta),
+               encoded);
+    ++traffic_.deltas_sent;
+  }
+  arrived_[{a.site, a.round}] = encoded;  // a commit lists this site's own delta too
+  own_[a.round] = std::move(encoded);
+  while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
+}
+
+std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
+  const double deadline = clock_() + ms(budget);
+  while (true) {
+    if (clock_() >= next_control_) {
+      next_control_ = clock_() + ms(options_.control_poll);
+      if (auto commit = check_control(state)) return commit;
+    }
+    if (clock_() >= deadline) return std::nullopt;
+    pump(std::min(deadline, next_control_));
+  }
+}
+
+std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state) {
+  const std::int64_t next = state.version() + 1;
+  if (auto bytes = etcd_.get(keys_.commit(next))) {
+    CommitRecord record = decode_commit(*bytes);
+    if (record.number != next || record.entries.empty())
+      throw make_error(ErrorKind::Peer, "commit record ", keys_.commit(next), " is for version ", record.number,
+                       " with ", record.entries.size(), " entries");
+    for (const auto& e : record.entries)
+      if (held(e) == nullptr) {
+        waiting_ = "the deltas of commit " + std::to_string(next);
+        return std::nullopt;
+      }
+    Commit commit{record, mean_of(record.entries, state.size())};
+    for (const auto& e : record.entries) {
+      applied_[e.site] = std::max(applied_[e.site], e.round);
+      std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == e.site && kv.first.second <= e.round; });
+      std::erase_if(arrived_, [&](const auto& kv) { return kv.first.first == e.site && kv.first.second <= e.round; });
+    }
+    return commit;
+  }
+  refresh_members();
+  read_announcements();
+  CommitView view;
+  view.version = state.version();
+  for (const auto& [site, member] : members_) view.live_sites.push_back(site);
+  view.applied = applied_;
+  for (const auto& [key, a] : announced_) view.announced.push_back(a);
+  const auto entries = decide_commit(view, options_.rule);
+  if (!entries) {
+    waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(announced_.size()) + " announced)";
+    return std::nullopt;
+  }
+  for (const auto& e : *entries)
+    if (held(e) == nullptr) {
+      waiting_ = "the delta of " + e.site + " round " + std::to_string(e.round);
+      return std::nullopt;
+    }
+  CommitRecord proposal{next, *entries, state.preview(mean_of(*entries, state.size())).hash, options_.site};
+  ++traffic_.commits_proposed;
+  if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) ++traffic_.commits_won;
+  next_control_ = clock_();  // read back whichever proposal won, now
+  return std::nullopt;
+}
+
+const std::vector<std::byte>* CrossSite::held(const CommitEntry& e) {
+  const DeltaKey key{e.site, e.round};
+  if (const auto it = arrived_.find(key); it != arrived_.end()) {
+    if (hash64(std::span<const std::byte>(it->second)) == e.checksum) return &it->second;
+    ++traffic_.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
+    arrived_.erase(it);
+  }
+  request(e.site, e.round);
+  return nullptr;
+}
+
+void CrossSite::request(const std::string& site, std::int64_t round) {
+  const auto member = members_.find(site);
+  if (member == members_.end() || site == options_.site) return;
+  const double now = clock_();
+  auto [it, fresh] = requested_at_.try_emplace({site, round}, now);
+  // The delta is usually on its way: ask only once it is overdue, and then not too often.
+  if (fresh || now - it->second < ms(options_.rerequest_after)) return;
+  it->second = now;
+  const std::string req = encode(DeltaRequest{site, round});
+  link_.send(member->second.address, static_cast<std::uint64_t>(round),
+             static_cast<std::uint16_t>(LinkTag::DeltaRequest), as_bytes(req));
+  ++traffic_.requests_sent;
+}
+
+std::vector<float> CrossSite::mean_of(const std::vector<CommitEntry>& entries, std::size_t n) {
+  std::vector<std::vector<float>> decoded;
+  std::vector<std::span<const float>> views;
+  std::vector<double> weights;
+  for (const auto& e : entries) {
+    decoded.emplace_back(n);
+    decode(*held(e), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
+    views.emplace_back(decoded.back());
+    weights.push_back(e.weight);
+  }
+  std::vector<float> mean(n);
+  weighted_mean(views, weights, mean);
+  return mean;
+}
+
+void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {
+  const auto bytes = std::as_bytes(values);
+  for (const auto& [site, member] : members_) {
+    if (site == options_.site) continue;
+    link_.send(member.address, static_cast<std::uint64_t>(step), static_cast<std::uint16_t>(LinkTag::Gradients),
+               bytes);
+  }
+}
+
+bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::chrono::milliseconds budget) {
+  const double deadline = clock_() + ms(budget);
+  while (true) {
+    std::vector<std::vector<float>> theirs;
+    bool complete = true;
+    for (const auto& site : options_.sites) {
+      if (site == options_.site) continue;
+      const auto it = gradients_.find({site, step});
+      if (it == gradients_.end()) {
+        complete = false;
+        waiting_ = "gradients of step " + std::to_string(step) + " from " + site;
+        break;
+      }
+    }
+    if (complete) {
+      std::vector<float> own(values.begin(), values.end());
+      std::vector<std::vector<float>> copies;
+      std::vector<std::span<const float>> views;
+      for (const auto& site : options_.sites) {
+        if (site == options_.site) {
+          views.emplace_back(own);
+          continue;
+        }
+        const auto& bytes = gradients_.at({site, step});
+        if (bytes.size() != values.size_bytes())
+          throw make_error(ErrorKind::Peer, "site ", site, " sent ", bytes.size(), " bytes of gradients for step ",
+                           step, ", expected ", values.size_bytes());
+        copies.emplace_back(values.size());
+        std::memcpy(copies.back().data(), bytes.data(), bytes.size());
+        views.emplace_back(copies.back());
+      }
+      const std::vector<double> weights(views.size(), 1.0);
+      weighted_mean(views, weights, values);
+      std::erase_if(gradients_, [&](const auto& kv) { return kv.first.second <= step; });
+      return true;
+    }
+    if (clock_() >= deadline) return false;
+    pump(deadline);
+  }
+}
+
+void CrossSite::pump(double until) {
+  do {
+    keep_alive(clock_());
+    const double left = until - clock_();
+    const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
+    if (auto r = link_.receive(wait)) handle(std::move(*r));
+  } while (clock_() < until);
+}
+
+void CrossSite::handle(Received r) {
+  const std::string* site = site_of(r.peer);
+  if (site == nullptr) {
+    ++traffic_.deltas_refused;  // not a member of this job (or not any more)
+    return;
+  }
+  traffic_.bytes_received += r.bytes.size();
+  const auto id = static_cast<std::int64_t>(r.transfer_id);
+  switch (static_cast<LinkTag>(r.tag)) {
+    case LinkTag::Delta: {
+      const auto applied = applied_.find(*site);
+      if (applied != applied_.end() && id <= applied->second) return;  // merged already: a late copy
+      arrived_[{*site, id}] = std::move(r.bytes);
+      return;
+    }
+    case LinkTag::DeltaRequest: {
+      try {
+        const auto req = decode_delta_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
+        const auto own = own_.find(req.round);
+        if (req.site != options_.site || own == own_.end()) return;
+        link_.send(r.peer, static_cast<std::uint64_t>(req.round), static_cast<std::uint16_t>(LinkTag::Delta),
+                   own->second);
+      } catch (const Error&) {
+        ++traffic_.deltas_refused;
+      }
+      return;
+    }
+    case LinkTag::Gradients:
+      gradients_[{*site, id}] = std::move(r.bytes);
+      return;
+  }
+  ++traffic_.deltas_refused;  // a tag of no protocol version we speak
+}
+
+void CrossSite::keep_alive(double now) {
+  if (lease_ == 0 || now < next_keepalive_) return;
+  next_keepalive_ = now + ms(options_.keepalive);
+  etcd_.keep_alive(lease_);
+}
+
+void CrossSite::refresh_members() {
+  std::map<std::string, MemberRecord> members;
+  for (const auto& [key, value] : etcd_.get_prefix(keys_.members())) {
+    try {
+      auto m = decode_member(value);
+      // Only configured sites take part; a key under another name is a stranger's.
+      if (std::binary_search(options_.sites.begin(), options_.sites.end(), m.site)) members[m.site] = std::move(m);
+    } catch (const Error&) {
+      // A record we cannot read is no member; its site looks absent until it writes a good one.
+    }
+  }
+  members_ = std::move(members);
+  site_by_addr_.clear();
+  for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
+}
+
+const std::string* CrossSite::site_of(const std::string& address) {
+  if (!site_by_addr_.contains(address)) refresh_members();
+  const auto it = site_by_addr_.find(address);
+  return it == site_by_addr_.end() ? nullptr : &it->second;
+}
+
+void CrossSite::read_announcements() {
+  const auto read = etcd_.get_prefix_since(keys_.deltas(), announced_revision_ + 1);
+  announced_revision_ = read.revision;
+  for (const auto& [key, value] : read.kvs) {
+    try {
+      auto a = decode_announcement(value);
+      if (key != keys_.delta(a.site, a.round)) continue;  // filed under another name: not trusted
+      const auto applied = applied_.find(a.site);
+      if (applied != applied_.end() && a.round <= applied->second) continue;
+      announced_[{a.site, a.round}] = std::move(a);
+    } catch (const Error&) {
+      ++traffic_.deltas_refused;
+    }
+  }
+}
+
+CrossSiteTraffic CrossSite::traffic() const {
+  CrossSiteTraffic t = traffic_;
+  const auto c = link_.counters();
+  t.bytes_sent = c.bytes_sent;
+  t.frames_refused = c.rejected;
+  return t;
+}
+
+std::string CrossSite::describe_wait() const { return waiting_; }
+
+}  // namespace meridian

@@ -1,0 +1,135 @@
+#include "sync/round/records.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/util/error.hpp"
+#include "transport/schemas/round.capnp.h"
+#include "transport/schemas/wire_bytes.hpp"
+
+namespace meridian {
+namespace {
+
+std::string to_string(capnp::MallocMessageBuilder& message) {
+  const auto bytes = message_bytes(message);
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+// Reads a record of type R and hands its root to `read`, turning every malformation into Error(Peer).
+template <class R, class F>
+auto read_record(std::string_view bytes, const char* what, F&& read) {
+  const auto words = aligned_words(std::as_bytes(std::span(bytes.data(), bytes.size())), what);
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 1 << 20;  // records are small; a commit lists one entry per site
+    capnp::FlatArrayMessageReader reader(words, options);
+    const auto rec = reader.getRoot<R>();
+    if (rec.getVersion() != wire::ROUND_SCHEMA_VERSION)
+      throw make_error(ErrorKind::Peer, what, " has schema version ", rec.getVersion(), ", expected ",
+                       wire::ROUND_SCHEMA_VERSION);
+    return read(rec);
+  } catch (const kj::Exception& e) {
+    throw make_error(ErrorKind::Peer, "malformed ", what, ": ", e.getDescription().cStr());
+  }
+}
+
+std::string padded(std::int64_t n) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%012lld", static_cast<long long>(n));
+  return buf;
+}
+
+}  // namespace
+
+std::string encode(const MemberRecord& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::MemberRecord>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setSite(r.site);
+  w.setAddress(r.address);
+  w.setIncarnation(r.incarnation);
+  return to_string(message);
+}
+
+std::string encode(const DeltaAnnouncement& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::DeltaAnnouncement>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setSite(r.site);
+  w.setRound(r.round);
+  w.setBaseVersion(r.base_version);
+  w.setTokens(r.tokens);
+  w.setBytes(r.bytes);
+  w.setChecksum(r.checksum);
+  return to_string(message);
+}
+
+std::string encode(const CommitRecord& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::CommitRecord>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setNumber(r.number);
+  auto entries = w.initEntries(static_cast<unsigned>(r.entries.size()));
+  for (unsigned i = 0; i < r.entries.size(); ++i) {
+    const auto& e = r.entries[i];
+    entries[i].setSite(e.site);
+    entries[i].setRound(e.round);
+    entries[i].setBaseVersion(e.base_version);
+    entries[i].setWeight(e.weight);
+    entries[i].setChecksum(e.checksum);
+  }
+  w.setParamsHash(r.params_hash);
+  w.setProposer(r.proposer);
+  return to_string(message);
+}
+
+std::string encode(const DeltaRequest& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::DeltaRequest>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setSite(r.site);
+  w.setRound(r.round);
+  return to_string(message);
+}
+
+MemberRecord decode_member(std::string_view bytes) {
+  return read_record<wire::MemberRecord>(bytes, "member record", [](auto rec) {
+    return MemberRecord{rec.getSite(), rec.getAddress(), rec.getIncarnation()};
+  });
+}
+
+DeltaAnnouncement decode_announcement(std::string_view bytes) {
+  return read_record<wire::DeltaAnnouncement>(bytes, "delta announcement", [](auto rec) {
+    return DeltaAnnouncement{rec.getSite(),   rec.getRound(), rec.getBaseVersion(),
+                             rec.getTokens(), rec.getBytes(), rec.getChecksum()};
+  });
+}
+
+CommitRecord decode_commit(std::string_view bytes) {
+  return read_record<wire::CommitRecord>(bytes, "commit record", [](auto rec) {
+    CommitRecord r;
+    r.number = rec.getNumber();
+    for (auto e : rec.getEntries())
+      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum()});
+    r.params_hash = rec.getParamsHash();
+    r.proposer = rec.getProposer();
+    return r;
+  });
+}
+
+DeltaRequest decode_delta_request(std::string_view bytes) {
+  return read_record<wire::DeltaRequest>(bytes, "delta request",
+                                         [](auto rec) { return DeltaRequest{rec.getSite(), rec.getRound()}; });
+}
+
+std::string RoundKeys::delta(const std::string& site, std::int64_t round) const {
+  return deltas() + site + "/" + padded(round);
+}
+
+std::string RoundKeys::commit(std::int64_t version) const { return commits() + padded(version); }
+
+}  // namespace meridian

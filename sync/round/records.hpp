@@ -1,0 +1,86 @@
+#pragma once
+// The records of the cross-site protocol and where they live in etcd (transport/schemas/round.capnp
+// is the wire format). Every decode treats its bytes as untrusted: anything malformed is
+// Error(Peer), so a site never acts on a record it could not read.
+//
+// Keys, under "/meridian/<job>/":
+//   members/<site>          MemberRecord, on the site's lease
+//   deltas/<site>/<round>   DeltaAnnouncement (round zero-padded, so keys sort by round)
+//   commits/<version>       CommitRecord (zero-padded), created once: the commit log
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace meridian {
+
+struct MemberRecord {
+  std::string site;
+  std::string address;
+  std::uint64_t incarnation = 0;
+  bool operator==(const MemberRecord&) const = default;
+};
+
+struct DeltaAnnouncement {
+  std::string site;
+  std::int64_t round = 0;
+  std::int64_t base_version = 0;
+  std::int64_t tokens = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t checksum = 0;
+  bool operator==(const DeltaAnnouncement&) const = default;
+};
+
+struct CommitEntry {
+  std::string site;
+  std::int64_t round = 0;
+  std::int64_t base_version = 0;
+  double weight = 0;
+  std::uint64_t checksum = 0;
+  bool operator==(const CommitEntry&) const = default;
+};
+
+struct CommitRecord {
+  std::int64_t number = 0;  // the version this commit creates
+  std::vector<CommitEntry> entries;
+  std::uint64_t params_hash = 0;
+  std::string proposer;
+  bool operator==(const CommitRecord&) const = default;
+};
+
+struct DeltaRequest {
+  std::string site;
+  std::int64_t round = 0;
+  bool operator==(const DeltaRequest&) const = default;
+};
+
+// etcd keeps bytes; the client's values are std::string.
+std::string encode(const MemberRecord& r);
+std::string encode(const DeltaAnnouncement& r);
+std::string encode(const CommitRecord& r);
+std::string encode(const DeltaRequest& r);
+MemberRecord decode_member(std::string_view bytes);
+DeltaAnnouncement decode_announcement(std::string_view bytes);
+CommitRecord decode_commit(std::string_view bytes);
+DeltaRequest decode_delta_request(std::string_view bytes);
+
+class RoundKeys {
+ public:
+  explicit RoundKeys(const std::string& job) : prefix_("/meridian/" + job + "/") {}
+  std::string members() const { return prefix_ + "members/"; }
+  std::string member(const std::string& site) const { return members() + site; }
+  std::string deltas() const { return prefix_ + "deltas/"; }
+  std::string delta(const std::string& site, std::int64_t round) const;
+  std::string commits() const { return prefix_ + "commits/"; }
+  std::string commit(std::int64_t version) const;
+
+ private:
+  std::string prefix_;
+};
+
+// Link tags: what a transfer carries. The transfer id is the round (Delta) or the step (Gradients).
+enum class LinkTag : std::uint16_t { Delta = 1, DeltaRequest = 2, Gradients = 3 };
+
+}  // namespace meridian

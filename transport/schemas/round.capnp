@@ -1,0 +1,55 @@
+@0xb8e4c1f2a7d35e91;
+# The records of the cross-site round/commit protocol (DESIGN.md, "Data flow of one round"), kept
+# in etcd under the job's prefix (sync/round/records.hpp names the keys), and the small requests
+# sites send each other over their links. The bulk bytes of a delta never go through etcd: they
+# travel as chunk frames (chunk.capnp) tagged with the round they belong to.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("meridian::wire");
+
+# Bumped on any change a peer of the previous version would misread; readers refuse other versions.
+const roundSchemaVersion :UInt16 = 1;
+
+# "members/<site>", on the site's lease: the site is alive and reachable at `address`.
+struct MemberRecord {
+  version @0 :UInt16;
+  site @1 :Text;
+  address @2 :Text;        # its link's address, e.g. tcp://127.0.0.1:PORT
+  incarnation @3 :UInt64;  # changes when the site's leader (and with it the link) changes
+}
+
+# "deltas/<site>/<round>": a site finished a round and is sending its encoded delta.
+struct DeltaAnnouncement {
+  version @0 :UInt16;
+  site @1 :Text;
+  round @2 :Int64;
+  baseVersion @3 :Int64;   # the global version the round started from
+  tokens @4 :Int64;        # tokens the site trained on in this round: its weight in the mean
+  bytes @5 :UInt64;        # size of the encoded delta
+  checksum @6 :UInt64;     # XXH3-64 of the encoded delta
+}
+
+struct CommitEntry {
+  site @0 :Text;
+  round @1 :Int64;
+  baseVersion @2 :Int64;
+  weight @3 :Float64;
+  checksum @4 :UInt64;
+}
+
+# "commits/<version>", written once by compare-and-swap: version = outer_step(version - 1, the
+# weighted mean of these deltas, in this order). paramsHash is XXH3-64 of the resulting weights.
+struct CommitRecord {
+  version @0 :UInt16;
+  number @1 :Int64;
+  entries @2 :List(CommitEntry);
+  paramsHash @3 :UInt64;
+  proposer @4 :Text;
+}
+
+# Sent over a link: "send me this delta again" (it was lost or arrived damaged).
+struct DeltaRequest {
+  version @0 :UInt16;
+  site @1 :Text;
+  round @2 :Int64;
+}
