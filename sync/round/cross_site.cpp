@@ -15,6 +15,14 @@ std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes
 
 double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 
+// A link delivers each (sender, transfer id) once, whatever the tag, so every transfer needs its
+// own id, a delta sent again (asked for after it was lost or refused) included: the round (or
+// step) in the high bits, then 4 bits of tag, then 16 of attempt.
+std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attempt) {
+  return (static_cast<std::uint64_t>(number) << 20) | (static_cast<std::uint64_t>(tag) << 16) | attempt;
+}
+std::int64_t number_of(std::uint64_t transfer_id) { return static_cast<std::int64_t>(transfer_id >> 20); }
+
 }  // namespace
 
 CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std::function<double()> clock)
@@ -46,8 +54,8 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     if (missing.empty()) return true;
     waiting_ = "sites to join:";
     for (const auto& s : missing) waiting_ += " " + s;
-    if (clock_() >= deadline) return false;
     pump(std::min(deadline, clock_() + ms(options_.control_poll)));
+    if (clock_() >= deadline) return false;
   }
 }
 
@@ -58,8 +66,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   announced_[{a.site, a.round}] = a;
   for (const auto& [site, member] : members_) {
     if (site == options_.site) continue;
-    link_.send(member.address, static_cast<std::uint64_t>(a.round), static_cast<std::uint16_t>(LinkTag::Delta),
-               encoded);
+    send(member.address, LinkTag::Delta, a.round, encoded);
     ++traffic_.deltas_sent;
   }
   arrived_[{a.site, a.round}] = encoded;  // a commit lists this site's own delta too
@@ -74,8 +81,8 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       next_control_ = clock_() + ms(options_.control_poll);
       if (auto commit = check_control(state)) return commit;
     }
+    pump(std::min(deadline, next_control_));  // at least once: peers' requests are answered here
     if (clock_() >= deadline) return std::nullopt;
-    pump(std::min(deadline, next_control_));
   }
 }
 
@@ -143,8 +150,7 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   if (fresh || now - it->second < ms(options_.rerequest_after)) return;
   it->second = now;
   const std::string req = encode(DeltaRequest{site, round});
-  link_.send(member->second.address, static_cast<std::uint64_t>(round),
-             static_cast<std::uint16_t>(LinkTag::DeltaRequest), as_bytes(req));
+  send(member->second.address, LinkTag::DeltaRequest, round, as_bytes(req));
   ++traffic_.requests_sent;
 }
 
@@ -167,8 +173,7 @@ void CrossSite::send_gradients(std::int64_t step, std::span<const float> values)
   const auto bytes = std::as_bytes(values);
   for (const auto& [site, member] : members_) {
     if (site == options_.site) continue;
-    link_.send(member.address, static_cast<std::uint64_t>(step), static_cast<std::uint16_t>(LinkTag::Gradients),
-               bytes);
+    send(member.address, LinkTag::Gradients, step, bytes);
   }
 }
 
@@ -208,9 +213,15 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
       std::erase_if(gradients_, [&](const auto& kv) { return kv.first.second <= step; });
       return true;
     }
-    if (clock_() >= deadline) return false;
     pump(deadline);
+    if (clock_() >= deadline) return false;
   }
+}
+
+void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes) {
+  // Gradients are never sent twice, and a step's entry would only pile up.
+  const std::uint16_t attempt = tag == LinkTag::Gradients ? 0 : attempts_[{address, tag, number}]++;
+  link_.send(address, transfer_id(number, tag, attempt), static_cast<std::uint16_t>(tag), bytes);
 }
 
 void CrossSite::pump(double until) {
@@ -229,7 +240,7 @@ void CrossSite::handle(Received r) {
     return;
   }
   traffic_.bytes_received += r.bytes.size();
-  const auto id = static_cast<std::int64_t>(r.transfer_id);
+  const std::int64_t id = number_of(r.transfer_id);
   switch (static_cast<LinkTag>(r.tag)) {
     case LinkTag::Delta: {
       const auto applied = applied_.find(*site);
@@ -242,8 +253,7 @@ void CrossSite::handle(Received r) {
         const auto req = decode_delta_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
         const auto own = own_.find(req.round);
         if (req.site != options_.site || own == own_.end()) return;
-        link_.send(r.peer, static_cast<std::uint64_t>(req.round), static_cast<std::uint16_t>(LinkTag::Delta),
-                   own->second);
+        send(r.peer, LinkTag::Delta, req.round, own->second);
       } catch (const Error&) {
         ++traffic_.deltas_refused;
       }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,7 @@ class CrossSite {
   const std::vector<std::byte>* held(const CommitEntry& e);
   std::vector<float> mean_of(const std::vector<CommitEntry>& entries, std::size_t n);
   void request(const std::string& site, std::int64_t round);
+  void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
 
   CrossSiteOptions options_;
   RoundKeys keys_;
@@ -112,6 +114,7 @@ class CrossSite {
   std::map<std::int64_t, std::vector<std::byte>> own_;  // by round
   std::map<DeltaKey, double> requested_at_;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)
+  std::map<std::tuple<std::string, LinkTag, std::int64_t>, std::uint16_t> attempts_;  // sends so far
   CrossSiteTraffic traffic_;
   std::string waiting_;
 };
