@@ -26,7 +26,7 @@ PY
 
 run() {  # replicas round -> tokens/s
   local dir="$work/r$1-$2"
-  "$meridian" site --config configs/demo.toml --site bench --set job.run_dir="$dir" --set inner.steps="$STEPS" \
+  "$meridian" site --config configs/single-site.toml --site local --set job.run_dir="$dir" --set inner.steps="$STEPS" \
     --set replicas.count="$1" --set log.every=10 --set log.eval_every=0 --set log.eval_windows=8 \
     --set checkpoint.every=0 --set replicas.sdc_every=0 "${EXTRA[@]}" >/dev/null
   tokens_per_s "$dir"

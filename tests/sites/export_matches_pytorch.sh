@@ -9,7 +9,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "PyTorch not installed: skipped"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$meridian" train --config "$src/configs/demo.toml" --set job.run_dir="$work/run" --set inner.steps=30 \
+"$meridian" train --config "$src/configs/single-site.toml" --set job.run_dir="$work/run" --set inner.steps=30 \
   --set log.eval_every=0 --set checkpoint.every=0 >/dev/null
 head -c 200000 "$src/data/tinyshakespeare/input.txt" >"$work/sample.txt"
 OMP_NUM_THREADS=1 /usr/bin/python3 "$src/bench/check_export.py" --compare-with-meridian "$meridian" \
