@@ -84,6 +84,7 @@ class CrossSite {
  private:
   using DeltaKey = std::pair<std::string, std::int64_t>;  // (site, round)
 
+  // Receives and handles transfers until one was handled or `until`; at least one look at the link.
   void pump(double until);
   void handle(Received r);
   void keep_alive(double now);
