@@ -23,7 +23,7 @@ test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
 demo: build
-	$(MERIDIAN) train --config configs/demo.toml
+	$(MERIDIAN) launch configs/demo.toml
 
 bench: build
 	BUILD_DIR=$(BUILD) bash bench/run.sh

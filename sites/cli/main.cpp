@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       {"export", "write a checkpoint as Hugging Face GPT-2 files", meridian::cli::add_export_command},
       {"site", "the site agent: runs and watches a site's replicas", meridian::cli::add_site_command},
       {"replica", "one replica of a site (started by `meridian site`)", meridian::cli::add_replica_command},
+      {"launch", "run every site of a job on this machine (and a local etcd)", meridian::cli::add_launch_command},
       {"validate", "check a job file and print it resolved, or list every problem",
        meridian::cli::add_validate_command},
   };

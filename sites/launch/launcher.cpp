@@ -1,0 +1,374 @@
+#include "sites/launch/launcher.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <span>
+#include <thread>
+
+#include "core/io/atomic_write.hpp"
+#include "core/io/env.hpp"
+#include "core/util/error.hpp"
+#include "sites/launch/etcd_member.hpp"
+
+namespace meridian {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// What the progress line shows of one site, read by tailing its metrics.jsonl.
+struct SiteView {
+  fs::path metrics;
+  std::uintmax_t offset = 0;  // bytes already read; a partial last line waits for its newline
+  std::int64_t step = 0;
+  std::int64_t version = 0;
+  std::optional<double> loss, val_loss;
+  std::deque<std::pair<double, double>> tokens;  // (time, tokens) of recent lines, for tokens/s
+};
+
+void read_new_lines(SiteView& v) {
+  std::ifstream in(v.metrics, std::ios::binary);
+  if (!in) return;
+  in.seekg(static_cast<std::streamoff>(v.offset));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto end = text.rfind('\n');
+  if (end == std::string::npos) return;
+  v.offset += end + 1;
+  std::size_t begin = 0;
+  while (begin <= end) {
+    const auto nl = text.find('\n', begin);
+    const json m = json::parse(text.begin() + static_cast<std::ptrdiff_t>(begin),
+                               text.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
+    begin = nl + 1;
+    if (!m.is_object()) continue;
+    if (m.contains("step") && m["step"].is_number()) v.step = std::max(v.step, m["step"].get<std::int64_t>());
+    if (m.contains("version") && m["version"].is_number()) v.version = m["version"].get<std::int64_t>();
+    if (m.contains("loss") && m["loss"].is_number()) v.loss = m["loss"].get<double>();
+    if (m.contains("val_loss") && m["val_loss"].is_number()) v.val_loss = m["val_loss"].get<double>();
+    if (m.contains("time") && m["time"].is_number() && m.contains("tokens") && m["tokens"].is_number())
+      v.tokens.emplace_back(m["time"].get<double>(), m["tokens"].get<double>());
+  }
+  // Tokens/s over roughly the last 20 s: recent enough to follow the run, long enough to be steady.
+  while (v.tokens.size() > 2 && v.tokens.back().first - v.tokens[1].first > 20) v.tokens.pop_front();
+}
+
+double tokens_per_s(const SiteView& v) {
+  if (v.tokens.size() < 2) return 0;
+  const double dt = v.tokens.back().first - v.tokens.front().first;
+  return dt > 0 ? (v.tokens.back().second - v.tokens.front().second) / dt : 0;
+}
+
+std::string format(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+std::string stamp(Clock::time_point t0) { return format("[%3.0fs]", seconds_since(t0)); }
+
+std::string human_rate(double r) {
+  if (r >= 1e6) return format("%.2fM", r / 1e6);
+  if (r >= 1e3) return format("%.1fk", r / 1e3);
+  return format("%.0f", r);
+}
+
+struct SiteProcess {
+  std::string name;
+  fs::path dir;
+  std::unique_ptr<LoggedChild> child;
+  SiteView view;
+  std::optional<ExitStatus> exit;
+};
+
+void say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+std::string progress_line(Clock::time_point t0, std::vector<SiteProcess>& sites, int total_steps) {
+  std::string line = stamp(t0);
+  double rate = 0;
+  for (std::size_t i = 0; i < sites.size(); ++i) {
+    auto& s = sites[i];
+    read_new_lines(s.view);
+    line += (i == 0 ? " " : " | ") + s.name + ": ";
+    if (s.view.step == 0 && !s.view.loss) {
+      line += "starting";
+      continue;
+    }
+    line += format("step %lld/%d", static_cast<long long>(s.view.step), total_steps);
+    if (s.view.loss) line += format(" loss %.3f", *s.view.loss);
+    if (s.view.val_loss) line += format(" val %.3f", *s.view.val_loss);
+    line += format(" v%lld", static_cast<long long>(s.view.version));
+    if (s.exit) line += " (done)";
+    else rate += tokens_per_s(s.view);
+  }
+  return line + " | " + human_rate(rate) + " tok/s";
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  write_atomically(posix_env(), path, path.string() + ".tmp",
+                   [&](WritableFile& f) { f.append(std::as_bytes(std::span(text.data(), text.size()))); });
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw make_error(ErrorKind::Io, "cannot read ", path.string());
+  const json j = json::parse(in, nullptr, false);
+  if (!j.is_object()) throw make_error(ErrorKind::Io, path.string(), " is not a JSON object");
+  return j;
+}
+
+void print_table(const json& summary, const std::vector<json>& sites) {
+  say(format("  %-12s %9s %12s %7s %12s %14s", "site", "val loss", "tokens", "rounds", "WAN MB sent", "B/param/round"));
+  for (const auto& s : sites)
+    say(format("  %-12s %9.4f %12lld %7lld %12.3f %14s", s.value("site", "?").c_str(), s.value("final_val_loss", 0.0),
+               static_cast<long long>(s.value("tokens", std::int64_t{0})),
+               static_cast<long long>(s.value("rounds", std::int64_t{0})), s.value("wan_bytes_sent", 0.0) / 1e6,
+               s.contains("bytes_per_param_round") ? format("%.3f", s["bytes_per_param_round"].get<double>()).c_str()
+                                                   : "-"));
+  if (sites.size() < 2) return;
+  say(format("  val loss spread %.4f; same final weights: %s", summary["max_val_loss_spread"].get<double>(),
+             summary["same_final_weights"].get<bool>() ? "yes" : "NO"));
+  const double sync_mb = summary["sync_bytes_equivalent"].get<double>() / 1e6;
+  const double sent_mb = summary["wan_bytes_sent"].get<double>() / 1e6;
+  if (summary["reduction_vs_sync"].is_number())
+    say(format("  WAN traffic %.2f MB vs %.2f MB for synchronous fp32 gradients: %.1fx less", sent_mb, sync_mb,
+               summary["reduction_vs_sync"].get<double>()));
+}
+
+// Blocks SIGINT/SIGTERM for this thread (and threads it starts) so the loop takes them with
+// sigtimedwait; the old mask comes back on return.
+struct StopSignals {
+  sigset_t set, old;
+  StopSignals() {
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old);
+  }
+  ~StopSignals() { ::pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+  int wait(long ns) const {
+    const timespec t{0, ns};
+    const int sig = ::sigtimedwait(&set, nullptr, &t);
+    return sig > 0 ? sig : 0;
+  }
+};
+
+}  // namespace
+
+std::string merge_jsonl_by_time(const std::vector<std::pair<std::string, fs::path>>& files) {
+  std::vector<std::pair<double, std::string>> lines;
+  for (const auto& [site, file] : files) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      json j = json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.contains("time") || !j["time"].is_number()) continue;
+      const double time = j["time"].get<double>();
+      if (j.contains("site")) {
+        lines.emplace_back(time, std::move(line));  // as written: no re-serialisation of its numbers
+      } else {
+        j["site"] = site;
+        lines.emplace_back(time, j.dump());
+      }
+    }
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out;
+  for (const auto& [t, line] : lines) out += line + "\n";
+  return out;
+}
+
+json job_summary(const JobConfig& config, const std::vector<json>& sites, double wall_s) {
+  const auto n = static_cast<std::int64_t>(sites.size());
+  double loss_sum = 0, loss_min = 0, loss_max = 0, bpr_sum = 0;
+  int bpr_count = 0;
+  std::int64_t sent = 0, params = 0, steps = 0;
+  bool same = true;
+  for (std::size_t i = 0; i < sites.size(); ++i) {
+    const auto& s = sites[i];
+    const double loss = s.value("final_val_loss", 0.0);
+    loss_sum += loss;
+    loss_min = i == 0 ? loss : std::min(loss_min, loss);
+    loss_max = i == 0 ? loss : std::max(loss_max, loss);
+    if (s.contains("bytes_per_param_round")) {
+      bpr_sum += s["bytes_per_param_round"].get<double>();
+      ++bpr_count;
+    }
+    sent += s.value("wan_bytes_sent", std::int64_t{0});
+    params = std::max(params, s.value("params", std::int64_t{0}));
+    steps = std::max(steps, s.value("steps", std::int64_t{0}));
+    same = same && s.value("params_hash", std::string()) == sites[0].value("params_hash", std::string()) &&
+           s.contains("params_hash");
+  }
+  const std::int64_t sync_bytes = 4 * params * steps * n * (n - 1);
+  return {{"job", config.job.name},
+          {"algorithm", to_string(config.outer.algorithm)},
+          {"sites", sites},
+          {"wall_s", wall_s},
+          {"final_val_loss", n > 0 ? loss_sum / static_cast<double>(n) : 0.0},
+          {"max_val_loss_spread", loss_max - loss_min},
+          {"same_final_weights", same},
+          {"wan_bytes_sent", sent},
+          {"bytes_per_param_round", bpr_count > 0 ? json(bpr_sum / bpr_count) : json(nullptr)},
+          {"sync_bytes_equivalent", sync_bytes},
+          {"reduction_vs_sync", sent > 0 ? json(static_cast<double>(sync_bytes) / static_cast<double>(sent))
+                                         : json(nullptr)}};
+}
+
+int run_launch(const JobConfig& config, const LaunchRun& run) {
+  const StopSignals stops;  // before any child exists, so no Ctrl-C is lost to the default action
+  const auto t0 = Clock::now();
+  const fs::path run_dir = config.job.run_dir;
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw make_error(ErrorKind::Io, "cannot create run directory ", run_dir.string(), ": ", ec.message());
+
+  std::vector<std::string> overrides = run.overrides;
+  std::unique_ptr<EtcdMember> etcd;
+  if (config.sites.size() > 1 && config.control.endpoints.empty()) {
+    etcd = std::make_unique<EtcdMember>(run_dir);
+    overrides.push_back("control.endpoints=[\"" + etcd->endpoint() + "\"]");
+    say(stamp(t0) + " etcd " + etcd->endpoint() + " (log " + etcd->log_path().string() + ")");
+  }
+
+  // The sites share this machine's cores: OpenMP teams larger than a replica's share spin against
+  // each other at every barrier, and busy-waiting workers steal cores from the other sites.
+  int replicas = 0;
+  for (const auto& s : config.sites) replicas += s.replicas;
+  std::vector<std::string> env_set;
+  if (!std::getenv("OMP_NUM_THREADS"))
+    env_set.push_back("OMP_NUM_THREADS=" +
+                      std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                     std::max(1, replicas))));
+  if (!std::getenv("OMP_WAIT_POLICY")) env_set.push_back("OMP_WAIT_POLICY=passive");
+  const auto env = child_environment(env_set);
+
+  std::vector<SiteProcess> sites;
+  json pids = json::object();
+  for (const auto& s : config.sites) {
+    SiteProcess p;
+    p.name = s.name;
+    p.dir = site_run_dir(config, s.name);
+    fs::create_directories(p.dir, ec);
+    if (ec) throw make_error(ErrorKind::Io, "cannot create ", p.dir.string(), ": ", ec.message());
+    p.view.metrics = p.dir / "metrics.jsonl";
+    // A resumed job appends to the same files: the progress view starts at this launch's lines.
+    p.view.offset = fs::exists(p.view.metrics, ec) ? fs::file_size(p.view.metrics, ec) : 0;
+    std::vector<std::string> argv = {run.program.string(), "site", "--config", run.config_path.string(),
+                                     "--site", s.name};
+    for (const auto& o : overrides) argv.insert(argv.end(), {"--set", o});
+    p.child = std::make_unique<LoggedChild>(argv, env, p.dir / "site.log", "--- meridian launch: site " + s.name + " ---");
+    pids[s.name] = p.child->pid();
+    sites.push_back(std::move(p));
+  }
+  write_file(run_dir / "launch.json",
+             json{{"launcher", ::getpid()},
+                  {"etcd", etcd ? json(etcd->pid()) : json(nullptr)},
+                  {"endpoints", etcd ? json::array({etcd->endpoint()}) : json(config.control.endpoints)},
+                  {"sites", pids}}
+                     .dump(2) +
+                 "\n");
+  std::string logs;
+  for (const auto& s : sites) logs += (logs.empty() ? "" : ", ") + (s.dir / "site.log").string();
+  say(stamp(t0) + " started " + std::to_string(sites.size()) + " site(s), " + std::to_string(replicas) +
+      " replica(s); logs: " + logs);
+
+  std::vector<LoggedChild*> children;
+  for (auto& s : sites) children.push_back(s.child.get());
+  // Sites first, etcd last: a site shutting down may still talk to the control plane.
+  const auto stop_everything = [&] {
+    stop_children(children, std::chrono::seconds(10), &stops.set);
+    if (etcd) etcd->stop();
+  };
+
+  auto next_progress = t0 + std::chrono::seconds(2);
+  for (;;) {
+    if (const int sig = stops.wait(100'000'000)) {
+      say(stamp(t0) + " " + ::strsignal(sig) + ": stopping every site");
+      stop_everything();
+      return 128 + sig;
+    }
+    bool all_done = true;
+    for (auto& s : sites) {
+      if (s.exit) continue;
+      s.exit = s.child->poll();
+      if (!s.exit) {
+        all_done = false;
+        continue;
+      }
+      if (s.exit->success()) {
+        read_new_lines(s.view);
+        say(stamp(t0) + " site " + s.name + " finished" +
+            (s.view.val_loss ? format(": val loss %.4f", *s.view.val_loss) : std::string()));
+        continue;
+      }
+      say(stamp(t0) + " site " + s.name + " failed (" + describe(*s.exit) + "); stopping the others");
+      stop_everything();
+      const auto log = s.dir / "site.log";
+      say("meridian launch: site " + s.name + " failed; the end of " + log.string() +
+          " (its replicas log to replica-<id>.log beside it):");
+      std::printf("%s", tail_lines(log, 20).c_str());
+      std::fflush(stdout);
+      return 1;
+    }
+    if (etcd && etcd->child()->poll()) {
+      say(stamp(t0) + " the local etcd member exited; stopping every site");
+      stop_everything();
+      say("meridian launch: etcd stopped unexpectedly; the end of " + etcd->log_path().string() + ":");
+      std::printf("%s", tail_lines(etcd->log_path(), 20).c_str());
+      std::fflush(stdout);
+      return 1;
+    }
+    if (all_done) break;
+    if (Clock::now() >= next_progress) {
+      say(progress_line(t0, sites, config.inner.steps));
+      next_progress += std::chrono::seconds(2);
+    }
+  }
+  if (etcd) etcd->stop();
+  const double wall = seconds_since(t0);
+
+  std::vector<json> summaries;
+  for (const auto& s : sites) {
+    const auto path = s.dir / "summary.json";
+    if (!fs::exists(path)) throw make_error(ErrorKind::Io, "site ", s.name, " finished but left no ", path.string());
+    summaries.push_back(read_json(path));
+  }
+  // A one-site job ran in run_dir itself: its files already are the job's.
+  json summary = summaries.front();
+  if (sites.size() > 1) {
+    std::vector<std::pair<std::string, fs::path>> metrics, events;
+    for (const auto& s : sites) {
+      metrics.emplace_back(s.name, s.dir / "metrics.jsonl");
+      events.emplace_back(s.name, s.dir / "events.jsonl");
+    }
+    write_file(run_dir / "metrics.jsonl", merge_jsonl_by_time(metrics));
+    write_file(run_dir / "events.jsonl", merge_jsonl_by_time(events));
+    summary = job_summary(config, summaries, wall);
+    write_file(run_dir / "summary.json", summary.dump(2) + "\n");
+  }
+  say(format("meridian launch: job %s done in %.1f s (%s), summary in %s", config.job.name.c_str(), wall,
+             sites.size() > 1 ? std::string(to_string(config.outer.algorithm)).c_str() : "one site",
+             (run_dir / "summary.json").c_str()));
+  print_table(summary, summaries);
+  return 0;
+}
+
+}  // namespace meridian

@@ -1,0 +1,225 @@
+// `meridian launch` end to end: a 2-site job on this machine with a local etcd member, run to the
+// end (DiLoCo and synchronous), and stopped with Ctrl-C mid-run leaving no process behind.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/util/error.hpp"
+#include "sites/launch/etcd_member.hpp"
+#include "sites/launch/launcher.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace meridian::testing;
+using meridian::EtcdMember;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kEtcd = "/usr/bin/etcd";
+
+#define SKIP_WITHOUT_ETCD()                                      \
+  if (::access(kEtcd, X_OK) != 0) {                              \
+    MESSAGE("skipped: no runnable etcd at ", kEtcd);             \
+    return;                                                      \
+  }
+
+std::filesystem::path write_job(const TempDir& dir, int steps) {
+  const auto file = dir / "job.toml";
+  std::ofstream(file) << "[job]\nname = \"launch\"\nseed = 3\nrun_dir = \"" << (dir / "run").string() << "\"\n"
+                      << "[model]\npreset = \"tiny\"\n[data]\npath = \""
+                      << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
+                      << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = " << steps << "\n"
+                      << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n"
+                      << "[checkpoint]\nevery = 0\n"
+                      << "[outer]\ninner_steps = 5\ncodec = \"int8\"\n"
+                      << "[[site]]\nname = \"a\"\nreplicas = 1\n"
+                      << "[[site]]\nname = \"b\"\nreplicas = 1\n";
+  return file;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<json> read_jsonl(const std::filesystem::path& p) {
+  std::vector<json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(j);
+  }
+  return out;
+}
+
+// Everything a failing case needs to be diagnosed: the launcher's output and each site's log.
+std::string logs(const TempDir& dir) {
+  std::string out = "--- launch output:\n" + slurp(dir / "launch.log");
+  for (const char* site : {"a", "b"})
+    out += std::string("--- site ") + site + ":\n" + slurp(dir / "run" / site / "site.log");
+  return out;
+}
+
+// Runs `meridian launch` to the end and returns the job's summary.json (null if it failed).
+json launch_to_end(const TempDir& dir, const std::vector<std::string>& extra) {
+  const auto job = write_job(dir, 20);
+  std::vector<std::string> argv = {MERIDIAN_BIN, "launch", job.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ChildProcess launch(argv, dir / "launch.log");
+  const auto code = launch.wait_for(std::chrono::seconds(120));
+  INFO(logs(dir));
+  REQUIRE_MESSAGE(code.has_value(), "launch did not finish within 120 s");
+  REQUIRE(*code == 0);
+  const auto summary = json::parse(slurp(dir / "run" / "summary.json"), nullptr, false);
+  REQUIRE(summary.is_object());
+  return summary;
+}
+
+std::set<std::string> sites_in(const std::vector<json>& lines) {
+  std::set<std::string> out;
+  for (const auto& l : lines) out.insert(l.value("site", ""));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the sites leave") {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir("launch-diloco");
+  const json summary = launch_to_end(dir, {});
+  INFO(summary.dump(2));
+  CHECK(summary["job"] == "launch");
+  CHECK(summary["algorithm"] == "diloco");
+  REQUIRE(summary["sites"].size() == 2);
+  CHECK(summary["sites"][0]["site"] == "a");
+  CHECK(summary["sites"][1]["site"] == "b");
+  for (const auto& s : summary["sites"]) {
+    CHECK(s["rounds"] == 4);  // 20 steps / H = 5
+    CHECK(s["version"] == 4);
+  }
+  CHECK(summary["same_final_weights"] == true);
+  CHECK(summary["wan_bytes_sent"].get<double>() > 0);
+  CHECK(summary["reduction_vs_sync"].get<double>() > 1);
+  const auto metrics = read_jsonl(dir / "run" / "metrics.jsonl");
+  CHECK(sites_in(metrics) == std::set<std::string>{"a", "b"});
+  for (std::size_t i = 1; i < metrics.size(); ++i) CHECK(metrics[i - 1]["time"] <= metrics[i]["time"]);
+  CHECK(sites_in(read_jsonl(dir / "run" / "events.jsonl")) == std::set<std::string>{"a", "b"});
+}
+
+TEST_CASE("launch with outer.algorithm = sync: a round per step, fp32 gradients on the wire") {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir("launch-sync");
+  const json summary = launch_to_end(dir, {"--set", "outer.algorithm=\"sync\""});
+  INFO(summary.dump(2));
+  CHECK(summary["algorithm"] == "sync");
+  REQUIRE(summary["sites"].size() == 2);
+  for (const auto& s : summary["sites"]) {
+    CHECK(s["rounds"] == 20);
+    const double bpr = s["bytes_per_param_round"].get<double>();
+    CHECK(bpr > 3.9);
+    CHECK(bpr < 4.5);
+  }
+  CHECK(summary["same_final_weights"] == true);
+}
+
+TEST_CASE("Ctrl-C to launch stops every site and etcd: exit 130, nothing left running") {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir("launch-sigint");
+  const auto job = write_job(dir, 100000);
+  ChildProcess launch({MERIDIAN_BIN, "launch", job.string()}, dir / "launch.log");
+  bool training = false;
+  for (int i = 0; i < 3000 && !training; ++i) {
+    for (const char* site : {"a", "b"})
+      training = training || !read_jsonl(dir / "run" / site / "metrics.jsonl").empty();
+    if (!training) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  INFO(logs(dir));
+  REQUIRE_MESSAGE(training, "no metrics line within 60 s");
+  const auto pids = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);
+  REQUIRE(pids.is_object());
+  ::kill(launch.pid(), SIGINT);
+  const auto code = launch.wait_for(std::chrono::seconds(15));
+  REQUIRE_MESSAGE(code.has_value(), "launch did not stop within 15 s of SIGINT");
+  CHECK(*code == 130);
+  std::vector<int> children = {pids["etcd"].get<int>()};
+  for (const auto& [name, pid] : pids["sites"].items()) children.push_back(pid.get<int>());
+  CHECK(children.size() == 3);
+  for (int pid : children) {
+    INFO("pid ", pid);
+    CHECK(::kill(pid, 0) == -1);
+    CHECK(errno == ESRCH);
+  }
+  // The replicas, started by the sites: none may train on alone.
+  CHECK(find_processes({job.string()}).empty());
+}
+
+TEST_CASE("the local etcd member: fresh data dir, healthy, and gone once stopped") {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir("launch-etcd");
+  std::filesystem::create_directories(dir / "etcd");
+  std::ofstream(dir / "etcd" / "stale") << "from an earlier launch";
+  pid_t pid = 0;
+  {
+    EtcdMember etcd(dir.path());
+    pid = etcd.pid();
+    const int port = std::stoi(etcd.endpoint().substr(etcd.endpoint().rfind(':') + 1));
+    CHECK(meridian::loopback_http_get(port, "/health", std::chrono::seconds(1)).find("\"health\":\"true\"") !=
+          std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir / "etcd" / "stale"));
+    CHECK(std::filesystem::exists(dir / "etcd.log"));
+  }
+  CHECK(::kill(pid, 0) == -1);
+}
+
+TEST_CASE("an etcd that does not start is an Io error naming its log") {
+  TempDir dir("launch-etcd-bad");
+  try {
+    EtcdMember etcd(dir.path(), "/bin/false");
+    FAIL("started");
+  } catch (const meridian::Error& e) {
+    CHECK(e.kind() == meridian::ErrorKind::Io);
+    CHECK(std::string(e.what()).find((dir / "etcd.log").string()) != std::string::npos);
+  }
+}
+
+TEST_CASE("merged files are ordered by time and name their site, and the job summary figures") {
+  TempDir dir("launch-merge");
+  std::ofstream(dir / "a.jsonl") << "{\"site\":\"a\",\"time\":1.0}\n{\"event\":\"checkpoint\",\"time\":3.0}\n{\"time\":";
+  std::ofstream(dir / "b.jsonl") << "{\"site\":\"b\",\"time\":2.0}\n";
+  const auto merged = meridian::merge_jsonl_by_time({{"a", dir / "a.jsonl"}, {"b", dir / "b.jsonl"}});
+  CHECK(merged == "{\"site\":\"a\",\"time\":1.0}\n{\"site\":\"b\",\"time\":2.0}\n"
+                  "{\"event\":\"checkpoint\",\"site\":\"a\",\"time\":3.0}\n");
+
+  meridian::JobConfig config;
+  config.job.name = "j";
+  const std::vector<json> sites = {
+      {{"site", "a"}, {"final_val_loss", 2.0}, {"params", 100}, {"steps", 10}, {"wan_bytes_sent", 400},
+       {"bytes_per_param_round", 1.0}, {"params_hash", "7"}},
+      {{"site", "b"}, {"final_val_loss", 2.5}, {"params", 100}, {"steps", 10}, {"wan_bytes_sent", 600},
+       {"bytes_per_param_round", 2.0}, {"params_hash", "7"}}};
+  const json s = meridian::job_summary(config, sites, 1.5);
+  CHECK(s["final_val_loss"].get<double>() == doctest::Approx(2.25));
+  CHECK(s["max_val_loss_spread"].get<double>() == doctest::Approx(0.5));
+  CHECK(s["same_final_weights"] == true);
+  CHECK(s["wan_bytes_sent"] == 1000);
+  CHECK(s["bytes_per_param_round"].get<double>() == doctest::Approx(1.5));
+  CHECK(s["sync_bytes_equivalent"] == 4 * 100 * 10 * 2 * 1);
+  CHECK(s["reduction_vs_sync"].get<double>() == doctest::Approx(8.0));
+  auto other = sites;
+  other[1]["params_hash"] = "8";
+  CHECK(meridian::job_summary(config, other, 1.5)["same_final_weights"] == false);
+}
