@@ -90,6 +90,7 @@ void SiteExchange::ensure_leader_side() {
   link_ = make_link(config_, *me);
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
+  o.etcd = etcd;
   o.lease_ttl_s = config_.control.lease_ttl_s;
   o.keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *link_, clock_);

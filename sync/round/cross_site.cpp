@@ -31,6 +31,7 @@ CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std
 }
 
 CrossSite::~CrossSite() {
+  keeper_.reset();
   if (lease_ == 0) return;
   try {
     etcd_.revoke_lease(lease_);
@@ -41,11 +42,7 @@ CrossSite::~CrossSite() {
 
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
-  if (lease_ == 0) {
-    lease_ = etcd_.grant_lease(options_.lease_ttl_s);
-    next_keepalive_ = clock_() + ms(options_.keepalive);
-    etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), 0}), lease_);
-  }
+  if (lease_ == 0) register_member();
   while (true) {
     refresh_members();
     std::vector<std::string> missing;
@@ -225,8 +222,8 @@ void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t numbe
 }
 
 void CrossSite::pump(double until) {
+  if (keeper_ && keeper_->lost()) register_member();
   do {
-    keep_alive(clock_());
     const double left = until - clock_();
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
     if (auto r = link_.receive(wait)) {
@@ -269,10 +266,12 @@ void CrossSite::handle(Received r) {
   ++traffic_.deltas_refused;  // a tag of no protocol version we speak
 }
 
-void CrossSite::keep_alive(double now) {
-  if (lease_ == 0 || now < next_keepalive_) return;
-  next_keepalive_ = now + ms(options_.keepalive);
-  etcd_.keep_alive(lease_);
+void CrossSite::register_member() {
+  keeper_.reset();
+  lease_ = etcd_.grant_lease(options_.lease_ttl_s);
+  etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), 0}), lease_);
+  EtcdOptions etcd = options_.etcd;
+  keeper_ = std::make_unique<LeaseKeeper>(std::move(etcd), lease_, options_.keepalive);
 }
 
 void CrossSite::refresh_members() {

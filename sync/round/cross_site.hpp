@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "sync/control/etcd_client.hpp"
+#include "sync/control/lease_keeper.hpp"
 #include "sync/round/commit_rule.hpp"
 #include "sync/round/outer_state.hpp"
 #include "sync/round/records.hpp"
@@ -32,6 +34,7 @@ struct CrossSiteOptions {
   std::string site;
   std::vector<std::string> sites;  // every site of the job, as configured
   CommitRuleOptions rule;
+  EtcdOptions etcd;  // for the lease keeper's own client
   std::int64_t lease_ttl_s = 10;
   std::chrono::milliseconds keepalive{2000};
   std::chrono::milliseconds control_poll{20};       // between reads of the control plane while waiting
@@ -87,7 +90,9 @@ class CrossSite {
   // Receives and handles transfers until one was handled or `until`; at least one look at the link.
   void pump(double until);
   void handle(Received r);
-  void keep_alive(double now);
+  // Puts this site's member key on a fresh lease kept alive from another thread; again whenever
+  // that lease was lost, so a site that was cut off or stopped for a while comes back.
+  void register_member();
   void refresh_members();
   const std::string* site_of(const std::string& address);
   void read_announcements();
@@ -104,7 +109,7 @@ class CrossSite {
   Link& link_;
   std::function<double()> clock_;
   std::int64_t lease_ = 0;
-  double next_keepalive_ = 0;
+  std::unique_ptr<LeaseKeeper> keeper_;
   double next_control_ = 0;
   std::map<std::string, MemberRecord> members_;      // by site
   std::map<std::string, std::string> site_by_addr_;  // link address -> site

@@ -33,14 +33,15 @@ struct Site {
   Site(const std::string& job, const std::string& name, const std::string& endpoint, CodecOptions codec)
       : link(make_zmq_link("127.0.0.1", 16 << 10)),
         etcd(EtcdOptions{{endpoint}, 5000ms}),
-        cross(options(job, name), etcd, *link, seconds_now),
+        cross(options(job, name, endpoint), etcd, *link, seconds_now),
         state(initial_weights(), {}, codec, true),
         name(name) {}
 
-  static CrossSiteOptions options(const std::string& job, const std::string& name) {
+  static CrossSiteOptions options(const std::string& job, const std::string& name, const std::string& endpoint) {
     CrossSiteOptions o;
     o.job = job;
     o.site = name;
+    o.etcd = EtcdOptions{{endpoint}, 5000ms};
     o.sites = {"a", "b", "c"};
     o.control_poll = 5ms;
     o.rerequest_after = 50ms;

@@ -1,0 +1,38 @@
+#pragma once
+// Keeps one etcd lease alive from its own thread and client, so a site that spends longer than
+// the lease's TTL computing (H inner steps) does not vanish from the membership. If a renewal
+// finds the lease gone (expired while the process was stopped, or revoked), lost() says so and
+// the owner registers again; the keeper never throws from its thread.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "sync/control/etcd_client.hpp"
+
+namespace meridian {
+
+class LeaseKeeper {
+ public:
+  LeaseKeeper(EtcdOptions options, std::int64_t lease, std::chrono::milliseconds every);
+  ~LeaseKeeper();  // stops the thread; does not revoke the lease
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  bool lost() const { return lost_; }
+  std::int64_t renewals() const { return renewals_; }
+
+ private:
+  void run(EtcdOptions options, std::int64_t lease, std::chrono::milliseconds every);
+
+  std::atomic<bool> stop_{false}, lost_{false};
+  std::atomic<std::int64_t> renewals_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace meridian
