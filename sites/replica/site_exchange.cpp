@@ -67,6 +67,8 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
     data_replicas_ += s.replicas;
   }
   if (!found) throw make_error(ErrorKind::Config, "site '", site_, "' is not a [[site]] of the job");
+  if (active() && config_.outer.algorithm == JobConfig::Outer::Algorithm::Streaming)
+    throw make_error(ErrorKind::Config, "outer.algorithm = \"streaming\" is not available yet: use \"diloco\" or \"sync\"");
   if (active() && config_.control.endpoints.empty())
     throw make_error(ErrorKind::Config, "job '", config_.job.name, "' has ", sites_,
                      " sites but no [control] endpoints: start it with `meridian launch`, or name its etcd cluster");

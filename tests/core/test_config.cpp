@@ -396,3 +396,32 @@ TEST_CASE("multi-site rules name file:line and the key") {
     CHECK(only_problem(dir, body + kData).starts_with((dir / "job.toml").string() + expected));
   }
 }
+
+TEST_CASE("every shipped job file is valid; per-site files include their base and agree on the sites") {
+  const auto configs = meridian::testing::source_dir() / "configs";
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(configs)) {
+    if (entry.path().extension() != ".toml") continue;
+    CAPTURE(entry.path().string());
+    const auto loaded = try_load_job_config(entry.path());
+    if (const auto* problems = std::get_if<std::vector<ConfigProblem>>(&loaded))
+      for (const auto& p : *problems) FAIL_CHECK(p.to_string());
+    ++files;
+  }
+  CHECK(files >= 7);
+  const auto demo = load_job_config(configs / "demo.toml");
+  const auto twin = load_job_config(configs / "demo-sync.toml");
+  CHECK(demo.sites.size() >= 2);
+  CHECK(demo.outer.algorithm == JobConfig::Outer::Algorithm::Diloco);
+  CHECK(twin.outer.algorithm == JobConfig::Outer::Algorithm::Sync);
+  CHECK(twin.sites == demo.sites);
+  CHECK(twin.model == demo.model);
+  CHECK(twin.inner == demo.inner);
+  const auto dir = configs / "examples" / "three-continent";
+  const auto us = load_job_config(dir / "us-east.toml");
+  const auto eu = load_job_config(dir / "eu-west.toml");
+  CHECK(us.sites.size() == 3);
+  CHECK(us.sites == eu.sites);
+  CHECK(us.control.endpoints.size() == 3);
+  CHECK(us.job.run_dir != eu.job.run_dir);
+}
