@@ -103,7 +103,10 @@ void say(const std::string& line) {
 
 std::string progress_line(Clock::time_point t0, std::vector<SiteProcess>& sites, int total_steps) {
   std::string line = stamp(t0);
+  // Every site's "tokens" counts the job's tokens (all sites advance the one data position), so
+  // the job's rate is the sites' mean, not their sum.
   double rate = 0;
+  int rates = 0;
   for (std::size_t i = 0; i < sites.size(); ++i) {
     auto& s = sites[i];
     read_new_lines(s.view);
@@ -117,9 +120,12 @@ std::string progress_line(Clock::time_point t0, std::vector<SiteProcess>& sites,
     if (s.view.val_loss) line += format(" val %.3f", *s.view.val_loss);
     line += format(" v%lld", static_cast<long long>(s.view.version));
     if (s.exit) line += " (done)";
-    else rate += tokens_per_s(s.view);
+    else if (const double r = tokens_per_s(s.view); r > 0) {
+      rate += r;
+      ++rates;
+    }
   }
-  return line + " | " + human_rate(rate) + " tok/s";
+  return line + " | " + human_rate(rates > 0 ? rate / rates : 0) + " tok/s";
 }
 
 void write_file(const fs::path& path, const std::string& text) {
