@@ -81,6 +81,14 @@ void join_all(std::vector<std::unique_ptr<Site>>& sites) {
   }
 }
 
+// Sites a, b and c of one job, each registered and seeing the other two.
+std::vector<std::unique_ptr<Site>> joined_sites(const testing::EtcdServer& etcd, CodecOptions codec) {
+  std::vector<std::unique_ptr<Site>> sites;
+  for (const char* name : {"a", "b", "c"}) sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), codec));
+  join_all(sites);
+  return sites;
+}
+
 // Polls every site in turn until each has applied the next version; checks its hash on the way.
 // Sites already there keep being polled: they answer their peers' requests while they pump.
 void commit_all(std::vector<std::unique_ptr<Site>>& sites) {
@@ -118,10 +126,7 @@ void commit_all(std::vector<std::unique_ptr<Site>>& sites) {
 TEST_CASE("three sites: one commit per version, every site applies it to the same bits") {
   testing::EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"})
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}));
-  join_all(sites);
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   for (std::int64_t round = 0; round < 3; ++round) {
     for (auto& s : sites) s->submit(round);
     commit_all(sites);
@@ -151,10 +156,7 @@ TEST_CASE("three sites: one commit per version, every site applies it to the sam
 TEST_CASE("a delta that does not match its announcement is refused, fetched again and never applied") {
   testing::EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"})
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Fp32, 0}));
-  join_all(sites);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
   Site& b = *sites[1];
   a.submit(0);
@@ -176,10 +178,7 @@ TEST_CASE("a delta that does not match its announcement is refused, fetched agai
 TEST_CASE("transfers from a link that is no member of the job are refused") {
   testing::EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"})
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Fp32, 0}));
-  join_all(sites);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   auto stranger = make_zmq_link("127.0.0.1");
   const std::vector<std::byte> junk(64, std::byte{7});
   stranger->send(sites[0]->link->address(), 0, static_cast<std::uint16_t>(LinkTag::Delta), junk);
@@ -193,10 +192,7 @@ TEST_CASE("transfers from a link that is no member of the job are refused") {
 TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gradients") {
   testing::EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"})
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Fp32, 0}));
-  join_all(sites);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   for (std::int64_t step = 0; step < 3; ++step) {
     std::vector<std::vector<float>> values(3, std::vector<float>(1000));
     for (int s = 0; s < 3; ++s)
