@@ -95,7 +95,7 @@ struct JobConfig {
     double momentum = 0.9;
     bool nesterov = true;
     Codec codec = Codec::Int8;
-    int block = 256;  // elements per quantisation block (one scale each)
+    int block = 512;  // elements per quantisation block (one fp32 scale each: int4 pays 4/512 bytes per value)
     bool error_feedback = true;
     int max_staleness = 4;  // outer steps a late site's contribution may lag
     int quorum = 0;         // sites an outer step waits for; 0 = all live sites

@@ -354,7 +354,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   const JobConfig d = load_ok(write(dir / "job.toml", kData + "[replicas]\ncount = 2\n"));
   CHECK(d.outer == JobConfig::Outer{});
   CHECK((d.outer.algorithm == JobConfig::Outer::Algorithm::Diloco && d.outer.inner_steps == 50 && d.outer.lr == 0.7));
-  CHECK((d.outer.codec == JobConfig::Outer::Codec::Int8 && d.outer.block == 256 && d.outer.max_staleness == 4));
+  CHECK((d.outer.codec == JobConfig::Outer::Codec::Int8 && d.outer.block == 512 && d.outer.max_staleness == 4));
   CHECK((d.transport.kind == JobConfig::Transport::Kind::Zmq && d.transport.chunk_bytes == 4194304));
   CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 10 && d.control.keepalive_ms == 2000));
   CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
