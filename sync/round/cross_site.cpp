@@ -1,6 +1,7 @@
 #include "sync/round/cross_site.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "core/util/error.hpp"
@@ -22,6 +23,17 @@ std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attemp
   return (static_cast<std::uint64_t>(number) << 20) | (static_cast<std::uint64_t>(tag) << 16) | attempt;
 }
 std::int64_t number_of(std::uint64_t transfer_id) { return static_cast<std::int64_t>(transfer_id >> 20); }
+
+// Transfers held per peer and kind: an honest peer is at most a few rounds (steps) ahead of us;
+// more would only make us hold its bytes.
+constexpr std::size_t kMaxHeld = 16;
+
+template <class Map>
+std::size_t held_from(const Map& m, const std::string& site) {
+  std::size_t n = 0;
+  for (auto it = m.lower_bound({site, INT64_MIN}); it != m.end() && it->first.first == site; ++it) ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -244,7 +256,9 @@ void CrossSite::handle(Received r) {
   switch (static_cast<LinkTag>(r.tag)) {
     case LinkTag::Delta: {
       const auto applied = applied_.find(*site);
-      if (applied != applied_.end() && id <= applied->second) return;  // merged already: a late copy
+      const std::int64_t merged = applied == applied_.end() ? -1 : applied->second;
+      if (id <= merged) return;  // merged already: a late copy
+      if (held_from(arrived_, *site) >= kMaxHeld && !arrived_.contains({*site, id})) break;
       arrived_[{*site, id}] = std::move(r.bytes);
       return;
     }
@@ -260,10 +274,11 @@ void CrossSite::handle(Received r) {
       return;
     }
     case LinkTag::Gradients:
+      if (held_from(gradients_, *site) >= kMaxHeld) break;
       gradients_[{*site, id}] = std::move(r.bytes);
       return;
   }
-  ++traffic_.deltas_refused;  // a tag of no protocol version we speak
+  ++traffic_.deltas_refused;  // a tag of no protocol version we speak, or too far ahead
 }
 
 void CrossSite::register_member() {

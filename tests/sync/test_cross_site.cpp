@@ -210,3 +210,18 @@ TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gra
     CHECK(values[0][10] == doctest::Approx(0.2 + 10 + step));
   }
 }
+
+TEST_CASE("a member flooding transfers for future rounds is held to a few, the rest refused") {
+  testing::EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
+  const std::vector<std::byte> junk(128, std::byte{1});
+  for (std::uint64_t round = 100; round < 140; ++round)
+    sites[1]->link->send(sites[0]->link->address(), round << 20 | (1 << 16), static_cast<std::uint16_t>(LinkTag::Delta),
+                         junk);
+  const double deadline = seconds_now() + 5;
+  while (sites[0]->cross.traffic().deltas_refused < 24 && seconds_now() < deadline)
+    sites[0]->cross.poll_commit(sites[0]->state, 5ms);
+  CHECK(sites[0]->cross.traffic().deltas_refused == 24);
+  CHECK(sites[0]->state.version() == 0);
+}
