@@ -6,6 +6,8 @@
 #   BUILD_DIR=build/release  where bench/bench_trainer was built
 #   ROUNDS=3                 alternating meridian / PyTorch invocations; each figure is the median over rounds
 #   RUNS=5 STEPS=30          timed runs per invocation and steps per run (each prints its median run)
+#   TRANSFER_RUNS=5          rounds of bench_transfer (the cross-site links against bare ZeroMQ and UCX),
+#                            run last when it was built; 0 skips it
 #
 # Holds /tmp/meridian-bench.lock for all timings, so benchmarks on this machine do not overlap. If
 # you already hold it, set MERIDIAN_BENCH_LOCKED=1 (flock on the same file again would wait forever).
@@ -43,3 +45,9 @@ echo "---"
 echo "meridian: ${m_all[*]} tokens/s (per round); median $m"
 echo "pytorch:  ${p_all[*]} tokens/s (per round); median $p"
 awk -v m="$m" -v p="$p" 'BEGIN { printf "meridian / pytorch: %.2fx\n", m / p }'
+
+# The cross-site links against bare transports (bench/bench_transfer.cpp), under the same lock.
+if [ "${TRANSFER_RUNS:-5}" -gt 0 ] && [ -x "$BUILD_DIR/bench/bench_transfer" ]; then
+  echo "--- transfer"
+  "$BUILD_DIR/bench/bench_transfer" "${TRANSFER_RUNS:-5}"
+fi

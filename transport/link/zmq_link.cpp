@@ -20,6 +20,8 @@
 //   'R' [transfer id u64 LE, chunk index u32 LE]   "send me this chunk of your transfer again"
 // Chunk headers are self-describing and checksummed, so no envelope of ours is needed beyond that.
 // Answers to a re-request go back on this link's DEALER to the requester, like any chunk.
+// Payload parts are handed to ZeroMQ without a copy: each holds on to the link's kept copy of the
+// payload until the I/O thread is done with it.
 
 namespace meridian {
 namespace {
@@ -44,8 +46,11 @@ constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes)
 constexpr int kSendTimeoutMs = 30'000;
 // Lets frames already handed over leave the host when the link is destroyed right after a send.
 constexpr int kLingerMs = 1000;
+// Below this a payload part is copied: ZeroMQ copies small messages anyway.
+constexpr std::size_t kZeroCopyBytes = 64 << 10;
 
 using TransferKey = std::pair<std::string, std::uint64_t>;  // (peer, transfer id)
+using KeptPayload = std::shared_ptr<const std::vector<std::byte>>;
 
 std::span<const std::byte> bytes_of(const zmq::message_t& m) {
   return {static_cast<const std::byte*>(m.data()), m.size()};
@@ -73,7 +78,7 @@ class ZmqLink final : public Link {
             std::span<const std::byte> payload) override {
     const Sent& sent = keep(peer, transfer_id, tag, payload);
     zmq::socket_t& socket = dealer(peer);
-    for (const Frame& frame : sent.frames) send_frame(socket, frame);
+    for (const Frame& frame : sent.frames) send_frame(socket, frame, sent.payload);
   }
 
   std::optional<Received> receive(milliseconds timeout) override {
@@ -99,19 +104,21 @@ class ZmqLink final : public Link {
   struct Sent {
     std::string peer;
     std::uint64_t transfer_id;
-    std::vector<std::byte> payload;  // owned: the caller's buffer may be gone by the time of a re-request
-    std::vector<Frame> frames;       // views into payload
+    // Ours: the caller's buffer may be gone by the time of a re-request. Shared with the payload
+    // parts ZeroMQ has not sent yet.
+    KeptPayload payload;
+    std::vector<Frame> frames;  // views into *payload
   };
 
   const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                    std::span<const std::byte> payload) {
     // A re-sent id replaces the old frames: a re-request can only mean the newest.
     std::erase_if(sent_, [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
-    Sent& s = sent_.emplace_back(Sent{peer, transfer_id, {payload.begin(), payload.end()}, {}});
-    s.frames = make_frames(transfer_id, tag, s.payload, chunk_bytes_);
-    kept_bytes_ += s.payload.size();
+    auto kept = std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end());
+    sent_.push_back(Sent{peer, transfer_id, kept, make_frames(transfer_id, tag, *kept, chunk_bytes_)});
+    kept_bytes_ += payload.size();
     while (sent_.size() > kKeptTransfers || (sent_.size() > 1 && kept_bytes_ > kKeptBytes)) {
-      kept_bytes_ -= sent_.front().payload.size();
+      kept_bytes_ -= sent_.front().payload->size();
       sent_.pop_front();
     }
     return sent_.back();
@@ -131,14 +138,25 @@ class ZmqLink final : public Link {
     return dealers_.emplace(peer, std::move(socket)).first->second;
   }
 
-  void put(zmq::socket_t& socket, char kind, std::span<const std::byte> a, std::span<const std::byte> b) {
+  // owner: what b points into, when it is not to be copied.
+  void put(zmq::socket_t& socket, char kind, std::span<const std::byte> a, std::span<const std::byte> b,
+           const KeptPayload& owner) {
+    zmq::message_t last;
+    if (owner != nullptr && b.size() >= kZeroCopyBytes) {
+      auto hold = std::make_unique<KeptPayload>(owner);
+      last = zmq::message_t(const_cast<std::byte*>(b.data()), b.size(),
+                            [](void*, void* h) { delete static_cast<KeptPayload*>(h); }, hold.get());
+      hold.release();  // the message's now: freed when ZeroMQ is done with b
+    } else {
+      last = zmq::message_t(b.data(), b.size());
+    }
     const bool sent = socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore) &&
                       socket.send(zmq::buffer(a.data(), a.size()), zmq::send_flags::sndmore) &&
-                      socket.send(zmq::buffer(b.data(), b.size()), zmq::send_flags::none);
+                      socket.send(last, zmq::send_flags::none);
     if (!sent) throw make_error(ErrorKind::Timeout, "a peer took no frames for ", kSendTimeoutMs, " ms");
   }
 
-  void send_frame(zmq::socket_t& socket, const Frame& frame) {
+  void send_frame(zmq::socket_t& socket, const Frame& frame, const KeptPayload& owner) {
     // Drawn in a fixed order for every frame, so a seed gives the same faults whatever the sizes.
     const bool corrupt = rng_.uniform() < faults_.corrupt_probability;
     const bool duplicate = rng_.uniform() < faults_.duplicate_probability;
@@ -152,7 +170,7 @@ class ZmqLink final : public Link {
     }
     if (truncate && !payload.empty()) payload = payload.first(payload.size() / 2);
     for (int copies = duplicate ? 2 : 1; copies > 0; --copies) {
-      put(socket, kData, frame.header, payload);
+      put(socket, kData, frame.header, payload, damaged.empty() ? owner : nullptr);
       ++counters_.frames_sent;
       counters_.bytes_sent += payload.size();
     }
@@ -270,7 +288,7 @@ class ZmqLink final : public Link {
       ++counters_.rejected;
       return;
     }
-    send_frame(dealer(peer), it->frames[index]);
+    send_frame(dealer(peer), it->frames[index], it->payload);
   }
 
   std::size_t chunk_bytes_;

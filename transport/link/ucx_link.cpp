@@ -1,0 +1,252 @@
+#include "transport/link/ucx_link.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/util/error.hpp"
+#include "core/util/rng.hpp"
+#include "transport/chunking/assembler.hpp"
+#include "transport/link/ucx_transport.hpp"
+
+// Wire format. Every frame is one UCP active message (ucx_transport.cpp) whose header is
+//   [kind byte] [length of the sender's address, 1 byte] [the sender's address] [body]
+//   'D': body = an encoded ChunkHeader; the message's data is the chunk's payload
+//   'R': body = transfer id u64 LE, chunk index u32 LE; no data   "send me this chunk again"
+// A UCP receiver learns nothing about who sent a message, so each frame names its sender, as the
+// DEALER's routing id does in zmq_link; it is what the peer claims, and answers go to it.
+
+namespace meridian {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::byte kData{'D'};
+constexpr std::byte kRerequest{'R'};
+constexpr std::size_t kRerequestBytes = 12;
+// The same bounds as zmq_link: transfers kept to answer re-requests, delivered transfers
+// remembered against late duplicates, partial transfers held at once.
+constexpr std::size_t kKeptTransfers = 64;
+constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
+constexpr std::size_t kRememberedTransfers = 4096;
+constexpr std::size_t kMaxOpenTransfers = 256;
+
+using TransferKey = std::pair<std::string, std::uint64_t>;  // (peer, transfer id)
+using Message = UcxTransport::Message;
+
+std::size_t checked_chunk_bytes(std::size_t chunk_bytes) {
+  MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
+  return chunk_bytes;
+}
+
+class UcxLink final : public Link {
+ public:
+  UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults)
+      : chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
+        faults_(faults),
+        rng_(faults.seed),
+        transport_(bind_address, kMaxChunkBytes) {
+    // Every frame's header carries the address and at most a chunk header.
+    const std::size_t largest = 2 + address().size() + encode_chunk_header({}).size();
+    if (address().size() > 255 || largest > transport_.max_header())
+      throw make_error(ErrorKind::Io, "UCX allows active-message headers of only ", transport_.max_header(), " bytes");
+  }
+
+  std::string address() const override { return transport_.address(); }
+  Counters counters() const override { return counters_; }
+
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::span<const std::byte> payload) override {
+    if (!UcxTransport::valid_address(peer))
+      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    const Sent& sent = keep(peer, transfer_id, tag, payload);
+    std::vector<Message> messages;
+    messages.reserve(sent.frames.size());
+    for (const Frame& frame : sent.frames) send_frame(sent, frame, messages);
+    transport_.post(std::move(messages));
+  }
+
+  std::optional<Received> receive(milliseconds timeout) override {
+    // What already arrived is handled before the clock is looked at (next() takes it at once), so
+    // that a zero timeout still makes progress.
+    const auto deadline = Clock::now() + timeout;
+    std::optional<Received> delivered;
+    while (auto in = transport_.next(deadline)) {
+      handle(*in, delivered);
+      if (delivered) return delivered;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  struct Sent {
+    std::string peer;
+    std::uint64_t transfer_id;
+    // Shared with the frames in flight: a transfer may leave sent_ before UCX is done with it.
+    std::shared_ptr<const std::vector<std::byte>> payload;
+    std::vector<Frame> frames;  // views into *payload
+  };
+
+  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                   std::span<const std::byte> payload) {
+    // A re-sent id replaces the old frames: a re-request can only mean the newest.
+    std::erase_if(sent_, [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
+    auto kept = std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end());
+    sent_.push_back(Sent{peer, transfer_id, kept, make_frames(transfer_id, tag, *kept, chunk_bytes_)});
+    kept_bytes_ += payload.size();
+    while (sent_.size() > kKeptTransfers || (sent_.size() > 1 && kept_bytes_ > kKeptBytes)) {
+      kept_bytes_ -= sent_.front().payload->size();
+      sent_.pop_front();
+    }
+    return sent_.back();
+  }
+
+  Message message(const std::string& peer, std::byte kind, std::span<const std::byte> body) const {
+    Message m{peer, {}, {}, nullptr};
+    const std::string& from = transport_.address();
+    m.header.reserve(2 + from.size() + body.size());
+    m.header.push_back(kind);
+    m.header.push_back(static_cast<std::byte>(from.size()));
+    for (const char c : from) m.header.push_back(static_cast<std::byte>(c));
+    m.header.insert(m.header.end(), body.begin(), body.end());
+    return m;
+  }
+
+  void send_frame(const Sent& sent, const Frame& frame, std::vector<Message>& out) {
+    // Drawn in a fixed order for every frame, as zmq_link does, so a seed gives the same faults.
+    const bool corrupt = rng_.uniform() < faults_.corrupt_probability;
+    const bool duplicate = rng_.uniform() < faults_.duplicate_probability;
+    const bool truncate = rng_.uniform() < faults_.truncate_probability;
+    Message m = message(sent.peer, kData, frame.header);
+    m.data = frame.payload;
+    m.owner = sent.payload;
+    if (corrupt && !m.data.empty()) {
+      auto damaged = std::make_shared<std::vector<std::byte>>(m.data.begin(), m.data.end());
+      (*damaged)[rng_.below(damaged->size())] ^= std::byte{0xFF};
+      m.data = *damaged;
+      m.owner = std::move(damaged);
+    }
+    if (truncate && !m.data.empty()) m.data = m.data.first(m.data.size() / 2);
+    for (int copies = duplicate ? 2 : 1; copies > 0; --copies) {
+      ++counters_.frames_sent;
+      counters_.bytes_sent += m.data.size();
+      out.push_back(m);
+    }
+  }
+
+  void handle(const UcxTransport::Arrival& in, std::optional<Received>& delivered) {
+    ++counters_.frames_received;
+    const auto h = in.header();
+    if (!in.refused() && h.size() >= 2 && h.size() >= 2 + std::size_t(h[1])) {
+      const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
+      const auto body = h.subspan(2 + std::size_t(h[1]));
+      if (h[0] == kData) return on_chunk(peer, body, in.data(), delivered);
+      if (h[0] == kRerequest && body.size() == kRerequestBytes && in.data().empty()) return on_rerequest(peer, body);
+    }
+    ++counters_.rejected;
+  }
+
+  void on_chunk(const std::string& peer, std::span<const std::byte> header, std::span<const std::byte> payload,
+                std::optional<Received>& delivered) {
+    ChunkHeader h;
+    try {
+      h = decode_chunk_header(header);
+    } catch (const Error&) {
+      ++counters_.rejected;  // nothing in it can be trusted, not even which chunk to ask for again
+      return;
+    }
+    TransferKey key{peer, h.transfer_id};
+    if (delivered_.count(key) > 0) {
+      ++counters_.duplicates;
+      return;
+    }
+    auto it = open_.find(key);
+    if (it == open_.end()) {
+      if (open_.size() >= kMaxOpenTransfers) {
+        open_.erase(open_order_.front());
+        open_order_.pop_front();
+      }
+      it = open_.emplace(key, Assembler{}).first;
+      open_order_.push_back(key);
+    }
+    Assembler& assembler = it->second;
+    const Assembler::Result result = assembler.add(header, payload);
+    if (result.verdict == Assembler::Verdict::Duplicate) ++counters_.duplicates;
+    if (result.verdict == Assembler::Verdict::Rejected) {
+      ++counters_.rejected;
+      if (result.rerequest) rerequest(peer, h.transfer_id, *result.rerequest);
+    }
+    if (result.verdict != Assembler::Verdict::Accepted || !assembler.complete()) return;
+    std::optional<std::vector<std::byte>> bytes;
+    try {
+      bytes = assembler.take();
+    } catch (const Error&) {
+      ++counters_.rejected;  // every chunk checked out but the whole did not: the sender is broken
+    }
+    open_.erase(it);
+    std::erase(open_order_, key);
+    remember(key);
+    if (bytes) delivered = Received{peer, h.transfer_id, h.tag, std::move(*bytes)};
+  }
+
+  void remember(const TransferKey& key) {
+    delivered_.insert(key);
+    delivered_order_.push_back(key);
+    if (delivered_order_.size() > kRememberedTransfers) {
+      delivered_.erase(delivered_order_.front());
+      delivered_order_.pop_front();
+    }
+  }
+
+  void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
+    if (!UcxTransport::valid_address(peer)) return;  // what the peer claims to be; not an address: no answer
+    std::byte body[kRerequestBytes];
+    for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
+    for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
+    std::vector<Message> messages;
+    messages.push_back(message(peer, kRerequest, body));
+    transport_.post(std::move(messages));
+    ++counters_.rerequests;
+  }
+
+  void on_rerequest(const std::string& peer, std::span<const std::byte> body) {
+    std::uint64_t transfer_id = 0;
+    std::uint32_t index = 0;
+    for (int i = 0; i < 8; ++i) transfer_id |= std::uint64_t(body[i]) << (8 * i);
+    for (int i = 0; i < 4; ++i) index |= std::uint32_t(body[8 + i]) << (8 * i);
+    // Only transfers sent to that very peer are answered: nobody else may pull them.
+    const auto it = std::find_if(sent_.begin(), sent_.end(),
+                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
+    if (it == sent_.end() || index >= it->frames.size()) {
+      ++counters_.rejected;
+      return;
+    }
+    std::vector<Message> messages;
+    send_frame(*it, it->frames[index], messages);
+    transport_.post(std::move(messages));
+  }
+
+  std::size_t chunk_bytes_;
+  LinkFaults faults_;
+  Rng rng_;
+  std::deque<Sent> sent_;
+  std::size_t kept_bytes_ = 0;
+  std::map<TransferKey, Assembler> open_;
+  std::deque<TransferKey> open_order_;
+  std::set<TransferKey> delivered_;
+  std::deque<TransferKey> delivered_order_;
+  Counters counters_;
+  UcxTransport transport_;
+};
+
+}  // namespace
+
+std::unique_ptr<Link> make_ucx_link(const std::string& bind_address, std::size_t chunk_bytes,
+                                    const LinkFaults& faults) {
+  return std::make_unique<UcxLink>(bind_address, chunk_bytes, faults);
+}
+
+}  // namespace meridian

@@ -1,0 +1,132 @@
+#pragma once
+// The UCX plumbing under UcxLink (ucx_link.hpp): one UCP context, worker and listener, driven by a
+// thread of their own, that send and receive whole active messages by peer address. It knows
+// nothing of chunks; the link does the framing.
+//
+// Only the progress thread calls into UCX (the worker is THREAD_MODE_SINGLE): it posts what post()
+// queued, progresses the worker, accepts connections and queues what arrives for next(). UCP moves
+// nothing and accepts no connection unless its worker is progressed, so without that thread a
+// message would leave only while its sender happened to be inside the link, and a connection would
+// be set up only while both ends were there: a site that sent its delta and went back to training
+// would strand it. (ZeroMQ's I/O thread plays the same part for zmq_link.)
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace meridian {
+
+class UcxTransport {
+ public:
+  struct Message {
+    std::string peer;                   // a valid_address()
+    std::vector<std::byte> header;      // small; UCX limits it (max_header())
+    std::span<const std::byte> data;    // into *owner
+    std::shared_ptr<const void> owner;  // kept until UCX is done with data
+  };
+
+  // A received message. Its bytes may be UCX's own buffer, which goes back to the progress thread
+  // when the Arrival is destroyed; the UcxTransport must outlive it.
+  class Arrival {
+   public:
+    Arrival() = default;
+    Arrival(Arrival&& other) noexcept;
+    Arrival& operator=(Arrival&& other) noexcept;
+    ~Arrival();
+    std::span<const std::byte> header() const { return header_; }
+    std::span<const std::byte> data() const;
+    bool refused() const { return refused_; }  // its data was larger than the transport takes
+
+   private:
+    friend class UcxTransport;
+    UcxTransport* owner_ = nullptr;
+    std::vector<std::byte> header_;
+    void* held_ = nullptr;  // UCX's buffer
+    std::unique_ptr<std::byte[]> own_;
+    std::size_t length_ = 0;
+    bool refused_ = false;
+  };
+
+  // bind_address is an interface address; the port is chosen by the system. Messages with more
+  // than max_data bytes of data are refused. Error(Io) when UCX cannot start or the address
+  // cannot be bound.
+  UcxTransport(const std::string& bind_address, std::size_t max_data);
+  ~UcxTransport();
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  // "ucx://IP:PORT" or "ucx://[IPv6]:PORT".
+  const std::string& address() const { return address_; }
+  static bool valid_address(const std::string& address);
+  std::size_t max_header() const { return max_header_; }
+
+  // Queues messages to be sent in order; returns at once unless more than a bound is already
+  // waiting to leave, then waits for room (Error(Timeout) when none comes). Messages to a peer that
+  // cannot be reached are dropped, as frames to a dead peer are lost.
+  void post(std::vector<Message> messages);
+  // The next message that arrived, waiting until deadline; nullopt when none came.
+  std::optional<Arrival> next(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  struct Endpoint;
+  struct Outgoing;
+
+  void start(const std::string& bind_address);
+  void run();
+  void publish();
+  void shut_down();
+  bool wait_for(ucs_status_ptr_t request, std::chrono::steady_clock::time_point deadline);
+  void close(Endpoint& e, bool force);
+  Endpoint* endpoint(const std::string& peer);
+  void tend_endpoints();
+  void send(std::unique_ptr<Outgoing> out);
+  void release(void* data);
+  static void on_sent(void* request, ucs_status_t status, void* user_data);
+  static void on_fetched(void* request, ucs_status_t status, std::size_t length, void* user_data);
+  static void on_connection(ucp_conn_request_h request, void* arg);
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t on_message(void* arg, const void* header, std::size_t header_length, void* data,
+                                 std::size_t length, const ucp_am_recv_param_t* param);
+
+  // Fixed once constructed.
+  std::string address_;
+  std::size_t max_header_ = 0;
+  std::size_t max_data_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  int efd_ = -1;
+
+  // Shared by the caller's thread and the progress thread, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable changed_;  // something arrived, or messages left
+  std::deque<std::unique_ptr<Outgoing>> outbox_;
+  std::vector<void*> releases_;
+  std::deque<Arrival> incoming_;
+  std::size_t queued_bytes_ = 0;  // posted and not yet gone
+  bool stopping_ = false;
+
+  // The progress thread's.
+  std::map<std::string, std::unique_ptr<Endpoint>> peers_;  // ours, by the peer's address
+  std::vector<std::unique_ptr<Endpoint>> accepted_;         // peers' connections to us; only received on
+  std::vector<ucp_conn_request_h> conn_requests_;
+  std::vector<void*> closing_;
+  std::vector<Arrival> arrived_;
+  std::size_t in_flight_ = 0;  // sends UCX has not completed
+  std::size_t fetching_ = 0;   // rendezvous data being fetched
+  std::size_t left_bytes_ = 0;
+  std::thread progress_;
+};
+
+}  // namespace meridian
