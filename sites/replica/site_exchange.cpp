@@ -9,6 +9,7 @@
 #include "core/util/hash.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/round/cross_site.hpp"
+#include "transport/link/ucx_link.hpp"
 #include "transport/link/zmq_link.hpp"
 
 namespace meridian {
@@ -36,9 +37,9 @@ std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site)
   const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);
   switch (c.transport.kind) {
     case JobConfig::Transport::Kind::Zmq: return make_zmq_link(site.host, chunk);
-    case JobConfig::Transport::Kind::Ucx: break;
+    case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk);
   }
-  throw make_error(ErrorKind::Config, "transport.kind = \"", to_string(c.transport.kind), "\" is not available in this build");
+  throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
 }
 
 // Broadcast moves bytes: integers ride along bit for bit.

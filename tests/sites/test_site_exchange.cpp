@@ -99,3 +99,19 @@ TEST_CASE("identity: DiLoCo with H = 1, outer lr 1, no momentum, fp32 equals syn
   CHECK(diloco.at("a")["version"] == 12);
   CHECK(sync.at("a")["rounds"] == 12);
 }
+
+TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end with the same weights") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("transports");
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int4\"\n";
+  const auto zmq = run_sites(dir, write_job(dir, "zmq", outer + "[transport]\nkind = \"zmq\"\nchunk_bytes = 4096\n"), etcd);
+  const auto ucx = run_sites(dir, write_job(dir, "ucx", outer + "[transport]\nkind = \"ucx\"\nchunk_bytes = 4096\n"), etcd);
+  CHECK(zmq.at("a")["version"] == 3);
+  CHECK(ucx.at("a")["params_hash"] == zmq.at("a")["params_hash"]);
+  CHECK(ucx.at("b")["params_hash"] == zmq.at("b")["params_hash"]);
+  CHECK(ucx.at("a")["wan_bytes_sent"] == zmq.at("a")["wan_bytes_sent"]);
+}
