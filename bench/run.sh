@@ -46,6 +46,12 @@ echo "meridian: ${m_all[*]} tokens/s (per round); median $m"
 echo "pytorch:  ${p_all[*]} tokens/s (per round); median $p"
 awk -v m="$m" -v p="$p" 'BEGIN { printf "meridian / pytorch: %.2fx\n", m / p }'
 
+# Delta codecs against memcpy of the same buffer (bench/bench_codec.cpp), under the same lock.
+if [ -x "$BUILD_DIR/bench/bench_codec" ]; then
+  echo "--- codecs"
+  "$BUILD_DIR/bench/bench_codec" 7
+fi
+
 # The cross-site links against bare transports (bench/bench_transfer.cpp), under the same lock.
 if [ "${TRANSFER_RUNS:-5}" -gt 0 ] && [ -x "$BUILD_DIR/bench/bench_transfer" ]; then
   echo "--- transfer"
