@@ -1,7 +1,7 @@
 // Cross-site transfer throughput on loopback: one delta (256 MiB) sent from one "site" to another
 // through the Link (ZeroMQ and UCX, 4 MiB chunks), against a bare transfer of the same bytes over
 // the same transport in the same run, so that the ratio isolates what the link adds (framing,
-// checksums, its copy of the payload for re-requests, reassembly).
+// checksums, what it keeps of the payload for re-requests, reassembly).
 //
 //   bench_transfer [repeats=5] [MiB=256] [chunk_MiB=4]
 //
@@ -12,9 +12,11 @@
 // bare receiver's buffer), and is then checked byte for byte. Bare paths, with no framing and no
 // checksums: ZeroMQ PUSH -> PULL, chunk-sized messages sent zero-copy from the payload and received
 // into their place in the buffer; UCX active messages of chunk size carrying their offset in the
-// header, sent from the payload with the protocol UCX picks and received into the buffer. Per kind:
-// one warm-up of each path, then `repeats` rounds of {bare, link}; GB/s = bytes / time (GB = 1e9
-// bytes), medians, and link / bare.
+// header, sent from the payload with the protocol UCX picks and received into the buffer. "fresh":
+// bare into newly allocated memory. "link": the payload handed to the link as a shared_ptr (kept,
+// not copied: how CrossSite sends its own deltas); "copy": handed as a span (the link keeps a
+// copy). Per kind: one warm-up of each path, then `repeats` rounds of {bare, fresh, link, copy};
+// GB/s = bytes / time (GB = 1e9 bytes), medians, and the ratios to bare.
 #include <netinet/in.h>
 #include <ucp/api/ucp.h>
 
@@ -72,16 +74,23 @@ void check(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-double link_run(Link& tx, Link& rx, const Bytes& payload, std::uint64_t id) {
+// shared: the payload is handed to the link to keep (as CrossSite sends its own deltas); otherwise
+// the link keeps a copy of it.
+double link_run(Link& tx, Link& rx, const std::shared_ptr<const Bytes>& payload, std::uint64_t id, bool shared) {
   const std::string to = rx.address();
   std::optional<Received> got;
-  const double s = timed([&] { tx.send(to, id, 0, payload); },
+  const double s = timed([&] {
+                           if (shared)
+                             tx.send(to, id, 0, payload);
+                           else
+                             tx.send(to, id, 0, std::span<const std::byte>(*payload));
+                         },
                          [&] {
                            const auto deadline = Clock::now() + 60s;
                            while (!got && Clock::now() < deadline) got = rx.receive(100ms);
                          },
                          [&] { tx.receive(1ms); });
-  check(got && got->transfer_id == id && got->bytes == payload, "link transfer arrived wrong");
+  check(got && got->transfer_id == id && got->bytes == *payload, "link transfer arrived wrong");
   return s;
 }
 
@@ -242,13 +251,14 @@ double bare_ucx_run(BareUcx& u, const Bytes& payload, std::span<std::byte> out, 
 // -------------------------------------------------------------------------------------------------
 
 struct Result {
-  std::vector<double> bare, fresh, link;
+  std::vector<double> bare, fresh, link, copy;
 };
 
 // One kind: warm-up, then `repeats` rounds of {bare into the reused buffer, bare into a new buffer,
-// link}. bare(out) sends the payload into out; link(id) sends it as transfer id.
+// link (shared payload), link (copied payload)}. bare(out) sends the payload into out; link(id,
+// shared) sends it as transfer id.
 Result measure(int repeats, const Bytes& payload, const std::function<double(std::span<std::byte>)>& bare,
-               const std::function<double(std::uint64_t)>& link) {
+               const std::function<double(std::uint64_t, bool)>& link) {
   Result r;
   Bytes reused(payload.size());
   std::uint64_t id = 1;
@@ -259,7 +269,8 @@ Result measure(int repeats, const Bytes& payload, const std::function<double(std
     return s;
   };
   bare_into(reused);
-  link(id++);
+  link(id++, true);
+  link(id++, false);
   for (int i = 0; i < repeats; ++i) {
     r.bare.push_back(bare_into(reused));
     // A receiver that hands each delta on needs new memory for each, as the link's Received does.
@@ -267,17 +278,19 @@ Result measure(int repeats, const Bytes& payload, const std::function<double(std
     std::unique_ptr<std::byte[]> fresh(new std::byte[payload.size()]);
     r.fresh.push_back(bare({fresh.get(), payload.size()}));
     check(std::equal(payload.begin(), payload.end(), fresh.get()), "bare transfer arrived wrong");
-    r.link.push_back(link(id++));
+    r.link.push_back(link(id++, true));
+    r.copy.push_back(link(id++, false));
   }
   return r;
 }
 
 void report(const char* kind, const Result& r, double gb) {
-  const double bare = gb / median(r.bare), fresh = gb / median(r.fresh), link = gb / median(r.link);
-  std::printf("%-4s %10.3f %10.3f %10.3f %9.0f%% %9.0f%%\n", kind, bare, fresh, link, 100.0 * link / bare,
-              100.0 * link / fresh);
-  for (const auto& [name, runs] :
-       {std::pair{"bare", &r.bare}, std::pair{"fresh", &r.fresh}, std::pair{"link", &r.link}}) {
+  const double bare = gb / median(r.bare), fresh = gb / median(r.fresh), link = gb / median(r.link),
+               copy = gb / median(r.copy);
+  std::printf("%-4s %10.3f %10.3f %10.3f %9.0f%% %9.0f%% %10.3f %9.0f%%\n", kind, bare, fresh, link,
+              100.0 * link / bare, 100.0 * link / fresh, copy, 100.0 * copy / bare);
+  for (const auto& [name, runs] : {std::pair{"bare", &r.bare}, std::pair{"fresh", &r.fresh},
+                                   std::pair{"link", &r.link}, std::pair{"copy", &r.copy}}) {
     std::printf("     %-5s runs GB/s:", name);
     for (double s : *runs) std::printf(" %.3f", gb / s);
     std::printf("\n");
@@ -295,7 +308,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double gb = bytes / 1e9;
-  Bytes payload(bytes);
+  auto shared = std::make_shared<Bytes>(bytes);
+  Bytes& payload = *shared;
   Rng rng(7);
   for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
     const std::uint64_t v = rng.next_u64();
@@ -303,15 +317,15 @@ int main(int argc, char** argv) {
   }
   std::printf("%zu MiB over 127.0.0.1 in %zu MiB chunks, median of %d interleaved runs per path\n", bytes >> 20,
               chunk >> 20, repeats);
-  std::printf("%-4s %10s %10s %10s %10s %10s\n", "kind", "bare GB/s", "fresh GB/s", "link GB/s", "link/bare",
-              "link/fresh");
+  std::printf("%-4s %10s %10s %10s %10s %10s %10s %10s\n", "kind", "bare GB/s", "fresh GB/s", "link GB/s",
+              "link/bare", "link/fresh", "copy GB/s", "copy/bare");
   {
     BareZmq z;
     auto tx = make_zmq_link("127.0.0.1", chunk), rx = make_zmq_link("127.0.0.1", chunk);
     report("zmq",
            measure(
                repeats, payload, [&](std::span<std::byte> out) { return bare_zmq_run(z, payload, out, chunk); },
-               [&](std::uint64_t id) { return link_run(*tx, *rx, payload, id); }),
+               [&](std::uint64_t id, bool share) { return link_run(*tx, *rx, shared, id, share); }),
            gb);
   }
   {
@@ -320,7 +334,7 @@ int main(int argc, char** argv) {
     report("ucx",
            measure(
                repeats, payload, [&](std::span<std::byte> out) { return bare_ucx_run(u, payload, out, chunk); },
-               [&](std::uint64_t id) { return link_run(*tx, *rx, payload, id); }),
+               [&](std::uint64_t id, bool share) { return link_run(*tx, *rx, shared, id, share); }),
            gb);
   }
   return 0;

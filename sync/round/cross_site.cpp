@@ -73,13 +73,15 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
   etcd_.put(keys_.delta(a.site, a.round), encode(a));
   announced_[{a.site, a.round}] = a;
+  // Shared with the link (sent to every member without a copy, kept for their requests).
+  const auto own = std::make_shared<const std::vector<std::byte>>(std::move(encoded));
   for (const auto& [site, member] : members_) {
     if (site == options_.site) continue;
-    send(member.address, LinkTag::Delta, a.round, encoded);
+    send(member.address, LinkTag::Delta, a.round, own);
     ++traffic_.deltas_sent;
   }
-  arrived_[{a.site, a.round}] = encoded;  // a commit lists this site's own delta too
-  own_[a.round] = std::move(encoded);
+  arrived_[{a.site, a.round}] = *own;  // a commit lists this site's own delta too
+  own_[a.round] = own;
   while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
 }
 
@@ -227,10 +229,19 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
   }
 }
 
-void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes) {
+std::uint64_t CrossSite::next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number) {
   // Gradients are never sent twice, and a step's entry would only pile up.
   const std::uint16_t attempt = tag == LinkTag::Gradients ? 0 : attempts_[{address, tag, number}]++;
-  link_.send(address, transfer_id(number, tag, attempt), static_cast<std::uint16_t>(tag), bytes);
+  return transfer_id(number, tag, attempt);
+}
+
+void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes) {
+  link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), bytes);
+}
+
+void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number,
+                     std::shared_ptr<const std::vector<std::byte>> bytes) {
+  link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), std::move(bytes));
 }
 
 void CrossSite::pump(double until) {

@@ -102,6 +102,10 @@ class CrossSite {
   std::vector<float> mean_of(const std::vector<CommitEntry>& entries, std::size_t n);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
+  // The same for bytes this site keeps (its own deltas): the link shares them instead of copying.
+  void send(const std::string& address, LinkTag tag, std::int64_t number,
+            std::shared_ptr<const std::vector<std::byte>> bytes);
+  std::uint64_t next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number);
 
   CrossSiteOptions options_;
   RoundKeys keys_;
@@ -117,7 +121,7 @@ class CrossSite {
   std::int64_t announced_revision_ = 0;               // etcd revision read up to
   std::map<std::string, std::int64_t> applied_;       // per site, the newest round merged
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
-  std::map<std::int64_t, std::vector<std::byte>> own_;  // by round
+  std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
   std::map<DeltaKey, double> requested_at_;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)
   std::map<std::tuple<std::string, LinkTag, std::int64_t>, std::uint16_t> attempts_;  // sends so far

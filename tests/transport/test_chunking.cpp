@@ -113,6 +113,60 @@ TEST_CASE("every single-bit flip is rejected or caught, never yields wrong bytes
   MESSAGE(rejected, " flips rejected, ", harmless, " harmless");
 }
 
+TEST_CASE("copy_frames copies the payload and frames it as make_frames does") {
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{300'000}}) {
+    CAPTURE(n);
+    const auto payload = random_bytes(n, 11);
+    std::vector<std::byte> copy(n);
+    const auto made = make_frames(3, 1, payload, 100'000);
+    const auto copied = copy_frames(3, 1, payload, copy, 100'000);
+    CHECK(copy == payload);
+    REQUIRE(copied.size() == made.size());
+    for (std::size_t i = 0; i < made.size(); ++i) {
+      CHECK(copied[i].header == made[i].header);
+      CHECK(std::equal(copied[i].payload.begin(), copied[i].payload.end(), made[i].payload.begin(),
+                       made[i].payload.end()));
+      CHECK((copied[i].payload.empty() || copied[i].payload.data() == copy.data() + i * 100'000));
+    }
+    CHECK(assemble(copied) == payload);
+  }
+}
+
+TEST_CASE("a damaged chunk that continues the payload is cut off again; its good copy then fits") {
+  const auto payload = random_bytes(1'000'000, 12);
+  const auto frames = make_frames(1, 0, payload, 100'000);  // 10 chunks, pieces of 64 KiB within each
+  Assembler a;
+  for (const std::size_t i : {0, 1, 2}) REQUIRE(a.add(frames[i].header, frames[i].payload).verdict == Verdict::Accepted);
+  for (const std::size_t at : {std::size_t{0}, std::size_t{70'000}, std::size_t{99'999}}) {
+    std::vector<std::byte> damaged(frames[3].payload.begin(), frames[3].payload.end());
+    damaged[at] ^= std::byte{0x40};
+    const auto r = a.add(frames[3].header, damaged);
+    CHECK(r.verdict == Verdict::Rejected);
+    CHECK(r.rerequest == 3u);
+  }
+  // Chunk 5 ahead of 4 is held; 4 then continues the payload and 5 follows it in.
+  REQUIRE(a.add(frames[5].header, frames[5].payload).verdict == Verdict::Accepted);
+  CHECK(a.add(frames[5].header, frames[5].payload).verdict == Verdict::Duplicate);
+  for (const std::size_t i : {3, 4}) REQUIRE(a.add(frames[i].header, frames[i].payload).verdict == Verdict::Accepted);
+  CHECK(a.add(frames[4].header, frames[4].payload).verdict == Verdict::Duplicate);
+  CHECK(a.missing() == std::vector<std::uint32_t>{6, 7, 8, 9});
+  for (const std::size_t i : {9, 7, 8, 6}) REQUIRE(a.add(frames[i].header, frames[i].payload).verdict == Verdict::Accepted);
+  CHECK(a.reserved() == payload.size());
+  CHECK(a.take() == payload);
+  CHECK(a.counts().rejected == 3);
+  CHECK(a.counts().duplicates == 2);
+}
+
+TEST_CASE("the total hash is over the chunks' hashes, in order") {
+  const auto payload = random_bytes(1000, 13);
+  const auto frames = make_frames(1, 0, payload, 300);
+  std::vector<std::uint64_t> hashes;
+  for (const auto& f : frames) hashes.push_back(decode_chunk_header(f.header).payload_hash);
+  CHECK(decode_chunk_header(frames[0].header).total_hash == total_hash_of(hashes));
+  std::swap(hashes[0], hashes[1]);
+  CHECK(decode_chunk_header(frames[0].header).total_hash != total_hash_of(hashes));
+}
+
 TEST_CASE("truncated payload is rejected with a re-request") {
   const auto payload = random_bytes(300, 4);
   const auto frames = make_frames(1, 0, payload, 100);
@@ -202,7 +256,8 @@ TEST_CASE("wrong version and garbage headers are rejected with a reason") {
   auto header = frames[0].header;
   // The version is the first field of the root struct's data section, right after the segment table
   // and the root pointer; the header hash covers it, so the check that fires must name the version.
-  header[16] = std::byte{2};
+  // One more than ours: a peer of a later version.
+  header[16] = static_cast<std::byte>(std::to_integer<unsigned>(header[16]) + 1);
   Assembler a;
   const auto r = a.add(header, frames[0].payload);
   CHECK(r.verdict == Verdict::Rejected);

@@ -136,6 +136,27 @@ void all_faults_at_once(const LinkFactory& make) {
 
 // send_garbage writes malformed messages to an address in the implementation's own wire protocol
 // and says how many.
+// The shared form: both peers get the same buffer's frames, re-requests (corruption) are answered
+// from it, and the link holds on to it rather than to a copy.
+void shared_payloads_are_sent_and_kept(const LinkFactory& make) {
+  auto tx = make({.corrupt_probability = 0.3, .seed = 15});
+  auto rx1 = make({});
+  auto rx2 = make({});
+  const auto payload = std::make_shared<const std::vector<std::byte>>(pattern(3'000'001, 15));
+  tx->send(rx1->address(), 1, 4, payload);
+  tx->send(rx2->address(), 1, 4, payload);
+  CHECK(payload.use_count() >= 3);  // ours and the link's two kept transfers
+  for (Link* rx : {rx1.get(), rx2.get()}) {
+    const auto got = deliver(*rx, {tx.get()});
+    REQUIRE(got.has_value());
+    CHECK(got->transfer_id == 1);
+    CHECK(got->tag == 4);
+    CHECK(got->bytes == *payload);
+    CHECK(rx->counters().rerequests == rx->counters().rejected);
+  }
+  CHECK(rx1->counters().rejected + rx2->counters().rejected > 0);
+}
+
 void garbage_is_refused(const LinkFactory& make, const std::function<std::size_t(const std::string&)>& send_garbage) {
   auto rx = make({});
   const std::size_t sent = send_garbage(rx->address());
@@ -166,6 +187,7 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("duplicated chunks are counted and the transfer is delivered once") { duplicated_chunks_are_delivered_once(make); }
   SUBCASE("truncated chunks are refused and re-requested") { truncated_chunks_are_rerequested(make); }
   SUBCASE("all faults together") { all_faults_at_once(make); }
+  SUBCASE("a shared payload is sent to two peers and re-requested from") { shared_payloads_are_sent_and_kept(make); }
   SUBCASE("garbage frames are refused and the link keeps working") { garbage_is_refused(make, send_garbage); }
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <new>
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
@@ -36,6 +37,11 @@ std::string Assembler::inconsistency(const ChunkHeader& h) const {
   return {};
 }
 
+std::span<const std::byte> Assembler::bytes_of(const Chunk& c) const {
+  if (!c.held.empty() || c.length == 0) return c.held;
+  return std::span<const std::byte>(out_).subspan(c.offset, c.length);
+}
+
 Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<const std::byte> payload) {
   MERIDIAN_CHECK(!taken_, "chunk added after take()");
   ChunkHeader h;
@@ -49,14 +55,15 @@ Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<co
   if (payload.size() != h.length)
     return reject(detail::concat("chunk ", h.index, " carries ", payload.size(), " bytes, header says ", h.length),
                   h.index);
-  if (hash64(payload) != h.payload_hash)
-    return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
 
   const auto next = chunks_.lower_bound(h.index);
   if (next != chunks_.end() && next->first == h.index) {
+    if (hash64(payload) != h.payload_hash)
+      return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
     const Chunk& held = next->second;
+    const auto bytes = bytes_of(held);
     if (held.offset == h.offset && held.payload_hash == h.payload_hash &&
-        std::equal(payload.begin(), payload.end(), held.bytes.begin(), held.bytes.end())) {
+        std::equal(payload.begin(), payload.end(), bytes.begin(), bytes.end())) {
       ++counts_.duplicates;
       return {Verdict::Duplicate, "chunk already accepted", std::nullopt};
     }
@@ -68,7 +75,7 @@ Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<co
     return reject(detail::concat("chunk ", h.index, " overlaps or follows chunk ", next->first));
   if (next != chunks_.begin()) {
     const auto prev = std::prev(next);
-    if (prev->second.offset + prev->second.bytes.size() > h.offset)
+    if (prev->second.offset + prev->second.length > h.offset)
       return reject(detail::concat("chunk ", h.index, " overlaps or precedes chunk ", prev->first));
   }
   const std::uint64_t bytes_left = h.total_bytes - received_bytes_ - h.length;
@@ -77,11 +84,56 @@ Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<co
     return reject(detail::concat("chunk ", h.index, "'s length ", h.length, " does not fit the ", h.count,
                                  " chunks into total_bytes ", h.total_bytes));
 
+  Chunk chunk{h.offset, h.length, h.payload_hash, {}};
+  if (!first_) {
+    try {
+      out_.reserve(h.total_bytes);  // not value-initialised: only the chunks' copies touch it
+    } catch (const std::bad_alloc&) {
+      return reject(detail::concat("cannot reserve total_bytes ", h.total_bytes));
+    }
+  }
+  if (h.offset == out_.size()) {
+    // Continues the payload: copied to its place (within the capacity, so out_ never moves) and
+    // hashed on the way; cut off again when the hash fails.
+    const std::size_t at = out_.size();
+    std::uint64_t hash;
+    {
+      Hasher64 hasher;
+      constexpr std::size_t kPiece = std::size_t{64} << 10;
+      for (std::size_t done = 0; done < payload.size(); done += kPiece) {
+        const auto piece = payload.subspan(done, std::min(kPiece, payload.size() - done));
+        out_.insert(out_.end(), piece.begin(), piece.end());
+        hasher.update(out_.data() + at + done, piece.size());
+      }
+      hash = hasher.digest();
+    }
+    if (hash != h.payload_hash) {
+      out_.resize(at);
+      return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
+    }
+  } else {
+    if (hash64(payload) != h.payload_hash)
+      return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
+    chunk.held.assign(payload.begin(), payload.end());
+  }
+
+  const bool appended = chunk.held.empty();
   if (!first_) first_ = h;
-  chunks_.emplace(h.index, Chunk{h.offset, h.payload_hash, {payload.begin(), payload.end()}});
+  chunks_.emplace(h.index, std::move(chunk));
   received_bytes_ += h.length;
   ++counts_.accepted;
+  if (appended) append_held(h.index);
   return {Verdict::Accepted, {}, std::nullopt};
+}
+
+void Assembler::append_held(std::uint32_t after) {
+  for (auto it = chunks_.upper_bound(after); it != chunks_.end() && it->second.offset == out_.size() &&
+                                             !it->second.held.empty();
+       ++it) {
+    Chunk& c = it->second;
+    out_.insert(out_.end(), c.held.begin(), c.held.end());
+    c.held = {};
+  }
 }
 
 bool Assembler::complete() const { return first_ && chunks_.size() == first_->count; }
@@ -104,16 +156,17 @@ std::vector<std::byte> Assembler::take() {
   if (!complete())
     throw make_error(ErrorKind::Peer, "transfer incomplete: ", chunks_.size(), " of ",
                      first_ ? std::to_string(first_->count) : std::string("?"), " chunks received");
-  std::vector<std::byte> out(first_->total_bytes);
-  for (auto& [index, chunk] : chunks_) {
-    std::copy(chunk.bytes.begin(), chunk.bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(chunk.offset));
-    chunk.bytes = {};
-  }
   taken_ = true;
-  if (hash64(std::span<const std::byte>(out)) != first_->total_hash)
+  // Complete chunks tile [0, total_bytes), so every held one has been appended.
+  MERIDIAN_CHECK(out_.size() == first_->total_bytes, "assembled ", out_.size(), " of ", first_->total_bytes, " bytes");
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(chunks_.size());
+  for (const auto& [index, chunk] : chunks_) hashes.push_back(chunk.payload_hash);
+  chunks_.clear();
+  if (total_hash_of(hashes) != first_->total_hash)
     throw make_error(ErrorKind::Peer, "transfer ", first_->transfer_id,
                      ": reassembled payload fails its whole-payload checksum");
-  return out;
+  return std::move(out_);
 }
 
 }  // namespace meridian

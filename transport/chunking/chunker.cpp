@@ -78,29 +78,80 @@ ChunkHeader decode_chunk_header(std::span<const std::byte> bytes) {
   }
 }
 
-std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
-                               std::size_t chunk_bytes) {
+std::uint64_t total_hash_of(std::span<const std::uint64_t> chunk_hashes) {
+  Hasher64 total;
+  for (const std::uint64_t v : chunk_hashes) {
+    std::array<unsigned char, 8> bytes{};
+    for (std::size_t b = 0; b < 8; ++b) bytes[b] = static_cast<unsigned char>(v >> (8 * b));
+    total.update(bytes.data(), bytes.size());
+  }
+  return total.digest();
+}
+
+std::uint64_t copy_and_hash(std::span<const std::byte> from, std::byte* to) {
+  // Pieces small enough to be hashed from L1/L2 right after they are copied.
+  constexpr std::size_t kPiece = std::size_t{64} << 10;
+  if (from.size() <= kPiece) {
+    if (!from.empty()) std::memcpy(to, from.data(), from.size());
+    return hash64(to, from.size());
+  }
+  Hasher64 h;
+  for (std::size_t at = 0; at < from.size(); at += kPiece) {
+    const std::size_t n = std::min(kPiece, from.size() - at);
+    std::memcpy(to + at, from.data() + at, n);
+    h.update(to + at, n);
+  }
+  return h.digest();
+}
+
+namespace {
+
+// copy: where payload is copied to on the way, or empty (the frames then view payload).
+std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                             std::span<std::byte> copy, std::size_t chunk_bytes) {
   MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
   MERIDIAN_CHECK(payload.size() <= kMaxTransferBytes, "payload of ", payload.size(), " bytes");
   const std::size_t count = std::max<std::size_t>(1, (payload.size() + chunk_bytes - 1) / chunk_bytes);
   MERIDIAN_CHECK(count <= kMaxChunks, count, " chunks of ", chunk_bytes, " bytes: use larger chunks");
+  std::vector<std::uint64_t> hashes(count);
+  const std::span<const std::byte> viewed = copy.data() != nullptr ? std::span<const std::byte>(copy) : payload;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t at = i * chunk_bytes, n = std::min(chunk_bytes, payload.size() - at);
+    hashes[i] = copy.data() != nullptr ? copy_and_hash(payload.subspan(at, n), copy.data() + at)
+                                       : hash64(payload.subspan(at, n));
+  }
   ChunkHeader h;
   h.transfer_id = transfer_id;
   h.tag = tag;
   h.count = static_cast<std::uint32_t>(count);
   h.total_bytes = payload.size();
-  h.total_hash = hash64(payload);
+  h.total_hash = total_hash_of(hashes);
   std::vector<Frame> frames;
   frames.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const auto part = payload.subspan(i * chunk_bytes, std::min(chunk_bytes, payload.size() - i * chunk_bytes));
+    const auto part = viewed.subspan(i * chunk_bytes, std::min(chunk_bytes, payload.size() - i * chunk_bytes));
     h.index = static_cast<std::uint32_t>(i);
     h.offset = i * chunk_bytes;
     h.length = static_cast<std::uint32_t>(part.size());
-    h.payload_hash = hash64(part);
+    h.payload_hash = hashes[i];
     frames.push_back({encode_chunk_header(h), part});
   }
   return frames;
+}
+
+}  // namespace
+
+std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                               std::size_t chunk_bytes) {
+  return frames_of(transfer_id, tag, payload, {}, chunk_bytes);
+}
+
+std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                               std::span<std::byte> copy, std::size_t chunk_bytes) {
+  MERIDIAN_CHECK(copy.size() == payload.size() && (copy.data() != nullptr || payload.empty()),
+                 "a copy of ", copy.size(), " bytes for a payload of ", payload.size());
+  if (payload.empty()) return make_frames(transfer_id, tag, payload, chunk_bytes);
+  return frames_of(transfer_id, tag, payload, copy, chunk_bytes);
 }
 
 }  // namespace meridian

@@ -40,10 +40,20 @@ struct Frame {
   std::span<const std::byte> payload;  // a view into the payload given to make_frames
 };
 
+// The wire::ChunkHeader totalHash of a payload whose chunks have these payload hashes, in index order.
+std::uint64_t total_hash_of(std::span<const std::uint64_t> chunk_hashes);
+
 // Splits payload into chunks of at most chunk_bytes (0 < chunk_bytes <= kMaxChunkBytes), in order;
 // an empty payload still yields one (empty) chunk, so the receiver learns it is complete. The
-// frames view payload, which must outlive them.
+// frames view payload, which must outlive them. Reads payload once (the chunks' hashes).
 std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
                                std::size_t chunk_bytes = kDefaultChunkBytes);
+// The same frames, for a payload copied into `copy` (of payload's size) on the way: one pass that
+// copies and hashes each piece while it is in cache. The frames view copy.
+std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                               std::span<std::byte> copy, std::size_t chunk_bytes = kDefaultChunkBytes);
+
+// XXH3-64 of `from`, copied into `to` (of the same size) in the same pass.
+std::uint64_t copy_and_hash(std::span<const std::byte> from, std::byte* to);
 
 }  // namespace meridian

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -47,9 +48,15 @@ class Link {
   // Where peers reach this link, e.g. tcp://127.0.0.1:PORT.
   virtual std::string address() const = 0;
   // Sends one transfer (all its frames) to peer; returns once handed to the transport, not when
-  // acknowledged. The link keeps the frames of its recent transfers to answer re-requests.
+  // acknowledged. The link keeps the frames of its recent transfers to answer re-requests: this
+  // form keeps a copy of payload (made in the pass that hashes it).
   virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                     std::span<const std::byte> payload) = 0;
+  // The same, sharing payload instead of copying it: the link holds on to it (as long as it keeps
+  // the transfer, and until the transport is done with its frames), so it must not change any more.
+  // For a payload the caller keeps anyway, or sends to several peers.
+  virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                    std::shared_ptr<const std::vector<std::byte>> payload) = 0;
   // Waits up to `timeout` for the next complete, verified transfer from any peer; nullopt on
   // timeout. Bad frames are refused and counted, a chunk that fails its checksum is re-requested
   // from its sender, and a transfer is delivered once. Re-requests from peers are answered here too.

@@ -9,6 +9,7 @@
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
+#include "transport/link/kept_bytes.hpp"
 #include "transport/link/ucx_transport.hpp"
 
 // Wire format. Every frame is one UCP active message (ucx_transport.cpp) whose header is
@@ -28,11 +29,12 @@ constexpr std::byte kData{'D'};
 constexpr std::byte kRerequest{'R'};
 constexpr std::size_t kRerequestBytes = 12;
 // The same bounds as zmq_link: transfers kept to answer re-requests, delivered transfers
-// remembered against late duplicates, partial transfers held at once.
+// remembered against late duplicates, partial transfers held at once and the bytes they reserve.
 constexpr std::size_t kKeptTransfers = 64;
 constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 constexpr std::size_t kRememberedTransfers = 4096;
 constexpr std::size_t kMaxOpenTransfers = 256;
+constexpr std::uint64_t kMaxOpenBytes = kMaxTransferBytes;
 
 using TransferKey = std::pair<std::string, std::uint64_t>;  // (peer, transfer id)
 using Message = UcxTransport::Message;
@@ -45,9 +47,9 @@ std::size_t checked_chunk_bytes(std::size_t chunk_bytes) {
 class UcxLink final : public Link {
  public:
   UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults)
-      : chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
-        faults_(faults),
+      : faults_(faults),
         rng_(faults.seed),
+        sent_(kKeptTransfers, kKeptBytes, checked_chunk_bytes(chunk_bytes)),
         transport_(bind_address, kMaxChunkBytes) {
     // Every frame's header carries the address and at most a chunk header.
     const std::size_t largest = 2 + address().size() + encode_chunk_header({}).size();
@@ -62,11 +64,15 @@ class UcxLink final : public Link {
             std::span<const std::byte> payload) override {
     if (!UcxTransport::valid_address(peer))
       throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
-    const Sent& sent = keep(peer, transfer_id, tag, payload);
-    std::vector<Message> messages;
-    messages.reserve(sent.frames.size());
-    for (const Frame& frame : sent.frames) send_frame(sent, frame, messages);
-    transport_.post(std::move(messages));
+    post(sent_.keep(peer, transfer_id, tag, payload));
+  }
+
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload) override {
+    MERIDIAN_CHECK(payload != nullptr, "no payload");
+    if (!UcxTransport::valid_address(peer))
+      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    post(sent_.keep(peer, transfer_id, tag, std::move(payload)));
   }
 
   std::optional<Received> receive(milliseconds timeout) override {
@@ -82,28 +88,6 @@ class UcxLink final : public Link {
   }
 
  private:
-  struct Sent {
-    std::string peer;
-    std::uint64_t transfer_id;
-    // Shared with the frames in flight: a transfer may leave sent_ before UCX is done with it.
-    std::shared_ptr<const std::vector<std::byte>> payload;
-    std::vector<Frame> frames;  // views into *payload
-  };
-
-  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                   std::span<const std::byte> payload) {
-    // A re-sent id replaces the old frames: a re-request can only mean the newest.
-    std::erase_if(sent_, [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
-    auto kept = std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end());
-    sent_.push_back(Sent{peer, transfer_id, kept, make_frames(transfer_id, tag, *kept, chunk_bytes_)});
-    kept_bytes_ += payload.size();
-    while (sent_.size() > kKeptTransfers || (sent_.size() > 1 && kept_bytes_ > kKeptBytes)) {
-      kept_bytes_ -= sent_.front().payload->size();
-      sent_.pop_front();
-    }
-    return sent_.back();
-  }
-
   Message message(const std::string& peer, std::byte kind, std::span<const std::byte> body) const {
     Message m{peer, {}, {}, nullptr};
     const std::string& from = transport_.address();
@@ -115,14 +99,21 @@ class UcxLink final : public Link {
     return m;
   }
 
-  void send_frame(const Sent& sent, const Frame& frame, std::vector<Message>& out) {
+  void post(const KeptTransfers::Sent& sent) {
+    std::vector<Message> messages;
+    messages.reserve(sent.frames.size());
+    for (const Frame& frame : sent.frames) send_frame(sent, frame, messages);
+    transport_.post(std::move(messages));
+  }
+
+  void send_frame(const KeptTransfers::Sent& sent, const Frame& frame, std::vector<Message>& out) {
     // Drawn in a fixed order for every frame, as zmq_link does, so a seed gives the same faults.
     const bool corrupt = rng_.uniform() < faults_.corrupt_probability;
     const bool duplicate = rng_.uniform() < faults_.duplicate_probability;
     const bool truncate = rng_.uniform() < faults_.truncate_probability;
     Message m = message(sent.peer, kData, frame.header);
     m.data = frame.payload;
-    m.owner = sent.payload;
+    m.owner = sent.owner;
     if (corrupt && !m.data.empty()) {
       auto damaged = std::make_shared<std::vector<std::byte>>(m.data.begin(), m.data.end());
       (*damaged)[rng_.below(damaged->size())] ^= std::byte{0xFF};
@@ -165,15 +156,19 @@ class UcxLink final : public Link {
     }
     auto it = open_.find(key);
     if (it == open_.end()) {
-      if (open_.size() >= kMaxOpenTransfers) {
-        open_.erase(open_order_.front());
-        open_order_.pop_front();
-      }
+      if (open_.size() >= kMaxOpenTransfers) drop_open(open_order_.front());
       it = open_.emplace(key, Assembler{}).first;
       open_order_.push_back(key);
     }
     Assembler& assembler = it->second;
+    // Its first chunk makes the assembler reserve total_bytes (when it is accepted): the oldest
+    // partial transfers make room. More than the bound is refused by the assembler itself.
+    const std::uint64_t reserved = assembler.reserved();
+    if (reserved == 0 && h.total_bytes <= kMaxOpenBytes)
+      while (open_bytes_ + h.total_bytes > kMaxOpenBytes)  // others hold open_bytes_: this one holds none
+        drop_open(*std::find_if(open_order_.begin(), open_order_.end(), [&](const TransferKey& k) { return k != key; }));
     const Assembler::Result result = assembler.add(header, payload);
+    open_bytes_ += assembler.reserved() - reserved;
     if (result.verdict == Assembler::Verdict::Duplicate) ++counters_.duplicates;
     if (result.verdict == Assembler::Verdict::Rejected) {
       ++counters_.rejected;
@@ -186,10 +181,16 @@ class UcxLink final : public Link {
     } catch (const Error&) {
       ++counters_.rejected;  // every chunk checked out but the whole did not: the sender is broken
     }
-    open_.erase(it);
-    std::erase(open_order_, key);
+    drop_open(key);
     remember(key);
     if (bytes) delivered = Received{peer, h.transfer_id, h.tag, std::move(*bytes)};
+  }
+
+  void drop_open(TransferKey key) {  // a copy: key may be an element of open_order_
+    const auto it = open_.find(key);
+    open_bytes_ -= it->second.reserved();
+    open_.erase(it);
+    std::erase(open_order_, key);
   }
 
   void remember(const TransferKey& key) {
@@ -217,24 +218,22 @@ class UcxLink final : public Link {
     std::uint32_t index = 0;
     for (int i = 0; i < 8; ++i) transfer_id |= std::uint64_t(body[i]) << (8 * i);
     for (int i = 0; i < 4; ++i) index |= std::uint32_t(body[8 + i]) << (8 * i);
-    // Only transfers sent to that very peer are answered: nobody else may pull them.
-    const auto it = std::find_if(sent_.begin(), sent_.end(),
-                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
-    if (it == sent_.end() || index >= it->frames.size()) {
+    // Only transfers sent to that very peer are answered (find): nobody else may pull them.
+    const KeptTransfers::Sent* sent = sent_.find(peer, transfer_id);
+    if (sent == nullptr || index >= sent->frames.size()) {
       ++counters_.rejected;
       return;
     }
     std::vector<Message> messages;
-    send_frame(*it, it->frames[index], messages);
+    send_frame(*sent, sent->frames[index], messages);
     transport_.post(std::move(messages));
   }
 
-  std::size_t chunk_bytes_;
   LinkFaults faults_;
   Rng rng_;
-  std::deque<Sent> sent_;
-  std::size_t kept_bytes_ = 0;
+  KeptTransfers sent_;
   std::map<TransferKey, Assembler> open_;
+  std::uint64_t open_bytes_ = 0;  // reserved by open_
   std::deque<TransferKey> open_order_;
   std::set<TransferKey> delivered_;
   std::deque<TransferKey> delivered_order_;

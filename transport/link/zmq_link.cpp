@@ -13,6 +13,7 @@
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
+#include "transport/link/kept_bytes.hpp"
 
 // Wire format. The ROUTER prefixes every message with the sending DEALER's routing id, which is
 // the sender's address; after it comes one kind byte and the body:
@@ -20,8 +21,8 @@
 //   'R' [transfer id u64 LE, chunk index u32 LE]   "send me this chunk of your transfer again"
 // Chunk headers are self-describing and checksummed, so no envelope of ours is needed beyond that.
 // Answers to a re-request go back on this link's DEALER to the requester, like any chunk.
-// Payload parts are handed to ZeroMQ without a copy: each holds on to the link's kept copy of the
-// payload until the I/O thread is done with it.
+// Payload parts are handed to ZeroMQ without a copy: each holds on to the payload the link keeps
+// (kept_bytes.hpp) until the I/O thread is done with it.
 
 namespace meridian {
 namespace {
@@ -32,14 +33,15 @@ using std::chrono::milliseconds;
 constexpr char kData = 'D';
 constexpr char kRerequest = 'R';
 constexpr std::size_t kRerequestBytes = 12;
-// Sent transfers are kept to answer re-requests; a receiver asks within moments of the frame
-// arriving, so the last few transfers (bounded in bytes too) are enough.
+// Sent transfers kept to answer re-requests (kept_bytes.hpp).
 constexpr std::size_t kKeptTransfers = 64;
 constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 // Delivered transfers remembered so that late duplicates of their chunks are not taken for a new
-// transfer; partial transfers held at once, so that a peer cannot make us hold unbounded state.
+// transfer; partial transfers held at once, and the bytes reserved for them (each reserves its
+// declared total_bytes on its first chunk), so that a peer cannot make us hold unbounded state.
 constexpr std::size_t kRememberedTransfers = 4096;
 constexpr std::size_t kMaxOpenTransfers = 256;
+constexpr std::uint64_t kMaxOpenBytes = kMaxTransferBytes;
 // ZeroMQ cuts off a peer that sends more than this in one part, before buffering it.
 constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes) + 4096;
 // A send blocks only while the peer's queue is full; a peer that takes nothing for this long is gone.
@@ -50,7 +52,7 @@ constexpr int kLingerMs = 1000;
 constexpr std::size_t kZeroCopyBytes = 64 << 10;
 
 using TransferKey = std::pair<std::string, std::uint64_t>;  // (peer, transfer id)
-using KeptPayload = std::shared_ptr<const std::vector<std::byte>>;
+using KeptPayload = std::shared_ptr<const void>;
 
 std::span<const std::byte> bytes_of(const zmq::message_t& m) {
   return {static_cast<const std::byte*>(m.data()), m.size()};
@@ -59,7 +61,10 @@ std::span<const std::byte> bytes_of(const zmq::message_t& m) {
 class ZmqLink final : public Link {
  public:
   ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults)
-      : chunk_bytes_(chunk_bytes), faults_(faults), rng_(faults.seed), router_(context_, zmq::socket_type::router) {
+      : faults_(faults),
+        rng_(faults.seed),
+        sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
+        router_(context_, zmq::socket_type::router) {
     MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
     router_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::maxmsgsize, kMaxPartBytes);
@@ -76,9 +81,17 @@ class ZmqLink final : public Link {
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
-    const Sent& sent = keep(peer, transfer_id, tag, payload);
     zmq::socket_t& socket = dealer(peer);
-    for (const Frame& frame : sent.frames) send_frame(socket, frame, sent.payload);
+    const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
+    for (const Frame& frame : sent.frames) send_frame(socket, frame, sent.owner);
+  }
+
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload) override {
+    MERIDIAN_CHECK(payload != nullptr, "no payload");
+    zmq::socket_t& socket = dealer(peer);
+    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
+    for (const Frame& frame : sent.frames) send_frame(socket, frame, sent.owner);
   }
 
   std::optional<Received> receive(milliseconds timeout) override {
@@ -101,29 +114,6 @@ class ZmqLink final : public Link {
   }
 
  private:
-  struct Sent {
-    std::string peer;
-    std::uint64_t transfer_id;
-    // Ours: the caller's buffer may be gone by the time of a re-request. Shared with the payload
-    // parts ZeroMQ has not sent yet.
-    KeptPayload payload;
-    std::vector<Frame> frames;  // views into *payload
-  };
-
-  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                   std::span<const std::byte> payload) {
-    // A re-sent id replaces the old frames: a re-request can only mean the newest.
-    std::erase_if(sent_, [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
-    auto kept = std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end());
-    sent_.push_back(Sent{peer, transfer_id, kept, make_frames(transfer_id, tag, *kept, chunk_bytes_)});
-    kept_bytes_ += payload.size();
-    while (sent_.size() > kKeptTransfers || (sent_.size() > 1 && kept_bytes_ > kKeptBytes)) {
-      kept_bytes_ -= sent_.front().payload->size();
-      sent_.pop_front();
-    }
-    return sent_.back();
-  }
-
   zmq::socket_t& dealer(const std::string& peer) {
     if (const auto it = dealers_.find(peer); it != dealers_.end()) return it->second;
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
@@ -225,15 +215,19 @@ class ZmqLink final : public Link {
     }
     auto it = open_.find(key);
     if (it == open_.end()) {
-      if (open_.size() >= kMaxOpenTransfers) {
-        open_.erase(open_order_.front());
-        open_order_.pop_front();
-      }
+      if (open_.size() >= kMaxOpenTransfers) drop_open(open_order_.front());
       it = open_.emplace(key, Assembler{}).first;
       open_order_.push_back(key);
     }
     Assembler& assembler = it->second;
+    // Its first chunk makes the assembler reserve total_bytes (when it is accepted): the oldest
+    // partial transfers make room. More than the bound is refused by the assembler itself.
+    const std::uint64_t reserved = assembler.reserved();
+    if (reserved == 0 && h.total_bytes <= kMaxOpenBytes)
+      while (open_bytes_ + h.total_bytes > kMaxOpenBytes)  // others hold open_bytes_: this one holds none
+        drop_open(*std::find_if(open_order_.begin(), open_order_.end(), [&](const TransferKey& k) { return k != key; }));
     const Assembler::Result result = assembler.add(bytes_of(header), bytes_of(payload));
+    open_bytes_ += assembler.reserved() - reserved;
     if (result.verdict == Assembler::Verdict::Duplicate) ++counters_.duplicates;
     if (result.verdict == Assembler::Verdict::Rejected) {
       ++counters_.rejected;
@@ -246,10 +240,16 @@ class ZmqLink final : public Link {
     } catch (const Error&) {
       ++counters_.rejected;  // every chunk checked out but the whole did not: the sender is broken
     }
-    open_.erase(it);
-    std::erase(open_order_, key);
+    drop_open(key);
     remember(key);
     if (bytes) delivered = Received{peer, h.transfer_id, h.tag, std::move(*bytes)};
+  }
+
+  void drop_open(TransferKey key) {  // a copy: key may be an element of open_order_
+    const auto it = open_.find(key);
+    open_bytes_ -= it->second.reserved();
+    open_.erase(it);
+    std::erase(open_order_, key);
   }
 
   void remember(const TransferKey& key) {
@@ -281,26 +281,24 @@ class ZmqLink final : public Link {
     std::uint32_t index = 0;
     for (int i = 0; i < 8; ++i) transfer_id |= std::uint64_t(body[i]) << (8 * i);
     for (int i = 0; i < 4; ++i) index |= std::uint32_t(body[8 + i]) << (8 * i);
-    // Only transfers sent to that very peer are answered: nobody else may pull them.
-    const auto it = std::find_if(sent_.begin(), sent_.end(),
-                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
-    if (it == sent_.end() || index >= it->frames.size()) {
+    // Only transfers sent to that very peer are answered (find): nobody else may pull them.
+    const KeptTransfers::Sent* sent = sent_.find(peer, transfer_id);
+    if (sent == nullptr || index >= sent->frames.size()) {
       ++counters_.rejected;
       return;
     }
-    send_frame(dealer(peer), it->frames[index], it->payload);
+    send_frame(dealer(peer), sent->frames[index], sent->owner);
   }
 
-  std::size_t chunk_bytes_;
   LinkFaults faults_;
   Rng rng_;
+  KeptTransfers sent_;
   zmq::context_t context_{1};
   zmq::socket_t router_;
   std::string address_;
   std::map<std::string, zmq::socket_t> dealers_;
-  std::deque<Sent> sent_;
-  std::size_t kept_bytes_ = 0;
   std::map<TransferKey, Assembler> open_;
+  std::uint64_t open_bytes_ = 0;  // reserved by open_
   std::deque<TransferKey> open_order_;
   std::set<TransferKey> delivered_;
   std::deque<TransferKey> delivered_order_;

@@ -9,7 +9,8 @@ $Cxx.namespace("meridian::wire");
 
 # Bumped on any change a peer of the previous version would misread; a receiver rejects headers of
 # another version instead of guessing.
-const chunkSchemaVersion :UInt16 = 1;
+# 2: totalHash is the hash of the chunks' payload hashes (it was the hash of the whole payload).
+const chunkSchemaVersion :UInt16 = 2;
 
 struct ChunkHeader {
   version @0 :UInt16;
@@ -21,7 +22,11 @@ struct ChunkHeader {
   offset @6 :UInt64;        # where this chunk's bytes start in the whole payload
   length @7 :UInt32;        # this chunk's bytes
   payloadHash @8 :UInt64;   # XXH3-64 of this chunk's bytes
-  totalHash @9 :UInt64;     # XXH3-64 of the whole payload, checked once it is reassembled
+  # XXH3-64 of the payloadHash of every chunk, in index order, each as 8 little-endian bytes;
+  # checked once the payload is reassembled. Each chunk's bytes are verified by its payloadHash and
+  # its place by headerHash, so this ties the chunks together (a whole made of chunks of one
+  # payload) without a second pass over the bytes on either side.
+  totalHash @9 :UInt64;
   # XXH3-64 of fields 0..9, each as 8 little-endian bytes: without it a flipped bit in an id, an
   # index or an offset would pass unnoticed and misplace correct bytes.
   headerHash @10 :UInt64;

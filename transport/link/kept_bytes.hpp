@@ -1,0 +1,82 @@
+#pragma once
+// What a link keeps of the transfers it sent, to answer re-requests (shared by zmq_link and
+// ucx_link): each transfer's frames and what owns the bytes they view, either a copy of the
+// caller's bytes (made in the same pass that hashes them, into memory that is not zeroed first) or
+// the caller's own buffer, shared. The owner is also handed to the transport with each frame that
+// is sent without a copy, so a transfer may leave this list before its frames have left the host.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/chunking/chunker.hpp"
+
+namespace meridian {
+
+class KeptTransfers {
+ public:
+  struct Sent {
+    std::string peer;
+    std::uint64_t transfer_id;
+    std::shared_ptr<const void> owner;  // owns what frames view
+    std::size_t bytes;
+    std::vector<Frame> frames;
+  };
+
+  // Sent transfers are kept to answer re-requests; a receiver asks within moments of the frame
+  // arriving, so the last few transfers (bounded in bytes too) are enough.
+  KeptTransfers(std::size_t max_transfers, std::size_t max_bytes, std::size_t chunk_bytes)
+      : max_transfers_(max_transfers), max_bytes_(max_bytes), chunk_bytes_(chunk_bytes) {}
+
+  // Copies payload (the caller's buffer may be gone by the time of a re-request).
+  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                   std::span<const std::byte> payload) {
+    std::shared_ptr<std::byte[]> copy(new std::byte[std::max<std::size_t>(payload.size(), 1)]);  // not zeroed
+    auto frames = copy_frames(transfer_id, tag, payload, {copy.get(), payload.size()}, chunk_bytes_);
+    return add(Sent{peer, transfer_id, std::move(copy), payload.size(), std::move(frames)});
+  }
+
+  // Shares payload, which nobody may change any more.
+  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                   std::shared_ptr<const std::vector<std::byte>> payload) {
+    auto frames = make_frames(transfer_id, tag, *payload, chunk_bytes_);
+    const std::size_t bytes = payload->size();
+    return add(Sent{peer, transfer_id, std::move(payload), bytes, std::move(frames)});
+  }
+
+  // Only transfers sent to that very peer are found: nobody else may pull them.
+  const Sent* find(const std::string& peer, std::uint64_t transfer_id) const {
+    const auto it = std::find_if(sent_.begin(), sent_.end(),
+                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
+    return it == sent_.end() ? nullptr : &*it;
+  }
+
+ private:
+  const Sent& add(Sent sent) {
+    // A re-sent id replaces the old frames: a re-request can only mean the newest.
+    std::erase_if(sent_, [&](const Sent& s) {
+      if (s.peer != sent.peer || s.transfer_id != sent.transfer_id) return false;
+      bytes_ -= s.bytes;
+      return true;
+    });
+    bytes_ += sent.bytes;
+    sent_.push_back(std::move(sent));
+    while (sent_.size() > max_transfers_ || (sent_.size() > 1 && bytes_ > max_bytes_)) {
+      bytes_ -= sent_.front().bytes;
+      sent_.pop_front();
+    }
+    return sent_.back();
+  }
+
+  std::size_t max_transfers_;
+  std::size_t max_bytes_;
+  std::size_t chunk_bytes_;
+  std::deque<Sent> sent_;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace meridian
