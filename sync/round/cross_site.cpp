@@ -113,7 +113,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     for (const auto& e : record.entries) {
       applied_[e.site] = std::max(applied_[e.site], e.round);
       std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == e.site && kv.first.second <= e.round; });
-      std::erase_if(arrived_, [&](const auto& kv) { return kv.first.first == e.site && kv.first.second <= e.round; });
+      recycle_if(arrived_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round; });
     }
     return commit;
   }
@@ -221,7 +221,7 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
       }
       const std::vector<double> weights(views.size(), 1.0);
       weighted_mean(views, weights, values);
-      std::erase_if(gradients_, [&](const auto& kv) { return kv.first.second <= step; });
+      recycle_if(gradients_, [&](const DeltaKey& k) { return k.second <= step; });
       return true;
     }
     pump(deadline);
@@ -242,6 +242,18 @@ void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t numbe
 void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number,
                      std::shared_ptr<const std::vector<std::byte>> bytes) {
   link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), std::move(bytes));
+}
+
+template <class Map, class Pred>
+void CrossSite::recycle_if(Map& map, Pred pred) {
+  for (auto it = map.begin(); it != map.end();) {
+    if (!pred(it->first)) {
+      ++it;
+      continue;
+    }
+    link_.recycle(std::move(it->second));
+    it = map.erase(it);
+  }
 }
 
 void CrossSite::pump(double until) {

@@ -89,6 +89,9 @@ class CrossSite {
 
   // Receives and handles transfers until one was handled or `until`; at least one look at the link.
   void pump(double until);
+  // Erases the entries whose key matches, handing their bytes back to the link for reuse.
+  template <class Map, class Pred>
+  void recycle_if(Map& map, Pred pred);
   void handle(Received r);
   // Puts this site's member key on a fresh lease kept alive from another thread; again whenever
   // that lease was lost, so a site that was cut off or stopped for a while comes back.

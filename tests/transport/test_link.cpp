@@ -180,6 +180,23 @@ void receive_times_out(const LinkFactory& make) {
   CHECK_FALSE(link->receive(0ms).has_value());
 }
 
+void recycled_buffers_are_reused(const LinkFactory& make) {
+  auto a = make({});
+  auto b = make({});
+  const auto first = pattern(3 << 20, 1);
+  a->send(b->address(), 1, 0, first);
+  auto got = deliver(*b, {a.get()});
+  REQUIRE(got.has_value());
+  const std::byte* memory = got->bytes.data();
+  b->recycle(std::move(got->bytes));
+  const auto second = pattern(2 << 20, 2);  // smaller: fits the recycled buffer
+  a->send(b->address(), 2, 0, second);
+  got = deliver(*b, {a.get()});
+  REQUIRE(got.has_value());
+  CHECK(got->bytes == second);
+  CHECK(got->bytes.data() == memory);
+}
+
 void run_suite(const LinkFactory& make, const std::function<std::size_t(const std::string&)>& send_garbage) {
   SUBCASE("round trips of 0 B, 1 B and 20 MB both ways") { round_trips_sizes(make); }
   SUBCASE("several transfers in flight both ways") { several_in_flight(make); }
@@ -190,6 +207,7 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("a shared payload is sent to two peers and re-requested from") { shared_payloads_are_sent_and_kept(make); }
   SUBCASE("garbage frames are refused and the link keeps working") { garbage_is_refused(make, send_garbage); }
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
+  SUBCASE("a recycled payload buffer receives the next transfer") { recycled_buffers_are_reused(make); }
 }
 
 // Whole messages that are not a chunk or a re-request, from a DEALER that is no link.

@@ -22,6 +22,9 @@ namespace meridian {
 
 class Assembler {  // one per transfer being received
  public:
+  // `buffer`: memory to assemble into (its capacity is reused when large enough; see BufferPool).
+  explicit Assembler(std::vector<std::byte> buffer = {}) : out_(std::move(buffer)) { out_.clear(); }
+
   enum class Verdict { Accepted, Duplicate, Rejected };
   struct Result {
     Verdict verdict;

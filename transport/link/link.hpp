@@ -61,6 +61,9 @@ class Link {
   // timeout. Bad frames are refused and counted, a chunk that fails its checksum is re-requested
   // from its sender, and a transfer is delivered once. Re-requests from peers are answered here too.
   virtual std::optional<Received> receive(std::chrono::milliseconds timeout) = 0;
+  // Hands back the bytes of a Received the caller is done with: the link assembles later
+  // transfers into that memory instead of fresh pages (bounded; see buffer_pool.hpp).
+  virtual void recycle(std::vector<std::byte> bytes) = 0;
   virtual Counters counters() const = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
+#include "transport/link/buffer_pool.hpp"
 #include "transport/link/kept_bytes.hpp"
 #include "transport/link/ucx_transport.hpp"
 
@@ -59,6 +60,7 @@ class UcxLink final : public Link {
 
   std::string address() const override { return transport_.address(); }
   Counters counters() const override { return counters_; }
+  void recycle(std::vector<std::byte> bytes) override { pool_.put(std::move(bytes)); }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
@@ -157,7 +159,7 @@ class UcxLink final : public Link {
     auto it = open_.find(key);
     if (it == open_.end()) {
       if (open_.size() >= kMaxOpenTransfers) drop_open(open_order_.front());
-      it = open_.emplace(key, Assembler{}).first;
+      it = open_.emplace(key, Assembler{pool_.take()}).first;
       open_order_.push_back(key);
     }
     Assembler& assembler = it->second;
@@ -233,6 +235,7 @@ class UcxLink final : public Link {
   Rng rng_;
   KeptTransfers sent_;
   std::map<TransferKey, Assembler> open_;
+  BufferPool pool_;
   std::uint64_t open_bytes_ = 0;  // reserved by open_
   std::deque<TransferKey> open_order_;
   std::set<TransferKey> delivered_;

@@ -13,6 +13,7 @@
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
+#include "transport/link/buffer_pool.hpp"
 #include "transport/link/kept_bytes.hpp"
 
 // Wire format. The ROUTER prefixes every message with the sending DEALER's routing id, which is
@@ -78,6 +79,7 @@ class ZmqLink final : public Link {
 
   std::string address() const override { return address_; }
   Counters counters() const override { return counters_; }
+  void recycle(std::vector<std::byte> bytes) override { pool_.put(std::move(bytes)); }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
@@ -216,7 +218,7 @@ class ZmqLink final : public Link {
     auto it = open_.find(key);
     if (it == open_.end()) {
       if (open_.size() >= kMaxOpenTransfers) drop_open(open_order_.front());
-      it = open_.emplace(key, Assembler{}).first;
+      it = open_.emplace(key, Assembler{pool_.take()}).first;
       open_order_.push_back(key);
     }
     Assembler& assembler = it->second;
@@ -298,6 +300,7 @@ class ZmqLink final : public Link {
   std::string address_;
   std::map<std::string, zmq::socket_t> dealers_;
   std::map<TransferKey, Assembler> open_;
+  BufferPool pool_;
   std::uint64_t open_bytes_ = 0;  // reserved by open_
   std::deque<TransferKey> open_order_;
   std::set<TransferKey> delivered_;
