@@ -147,10 +147,12 @@ UcxTransport::Arrival::Arrival(Arrival&& other) noexcept { *this = std::move(oth
 UcxTransport::Arrival& UcxTransport::Arrival::operator=(Arrival&& other) noexcept {
   if (this != &other) {
     if (held_ != nullptr) owner_->release(held_);
+    if (own_ != nullptr) owner_->give_back(own_size_, std::move(own_));
     owner_ = other.owner_;
     header_ = std::move(other.header_);
     held_ = std::exchange(other.held_, nullptr);
     own_ = std::move(other.own_);
+    own_size_ = other.own_size_;
     length_ = other.length_;
     refused_ = other.refused_;
   }
@@ -159,6 +161,27 @@ UcxTransport::Arrival& UcxTransport::Arrival::operator=(Arrival&& other) noexcep
 
 UcxTransport::Arrival::~Arrival() {
   if (held_ != nullptr) owner_->release(held_);
+  if (own_ != nullptr && owner_ != nullptr) owner_->give_back(own_size_, std::move(own_));
+}
+
+std::unique_ptr<std::byte[]> UcxTransport::spare_buffer(std::size_t size) {
+  {
+    std::lock_guard lock(spare_mutex_);
+    for (auto it = spare_.begin(); it != spare_.end(); ++it)
+      if (it->first == size) {
+        auto buffer = std::move(it->second);
+        spare_.erase(it);
+        return buffer;
+      }
+  }
+  return std::unique_ptr<std::byte[]>(new std::byte[size]);  // not value-initialised: it is filled
+}
+
+void UcxTransport::give_back(std::size_t size, std::unique_ptr<std::byte[]> buffer) {
+  constexpr std::size_t kSpares = 8;
+  std::lock_guard lock(spare_mutex_);
+  if (spare_.size() >= kSpares) spare_.erase(spare_.begin());
+  spare_.emplace_back(size, std::move(buffer));
 }
 
 std::span<const std::byte> UcxTransport::Arrival::data() const {
@@ -458,7 +481,8 @@ ucs_status_t UcxTransport::on_message(void* arg, const void* header, std::size_t
     const bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     if (refused || (!rendezvous && !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA))) {
       if (!refused) {
-        in->own_.reset(new std::byte[length]);
+        in->own_ = self->spare_buffer(length);
+        in->own_size_ = length;
         std::memcpy(in->own_.get(), data, length);
       }
       self->arrived_.push_back(std::move(*in));
@@ -469,7 +493,8 @@ ucs_status_t UcxTransport::on_message(void* arg, const void* header, std::size_t
       self->arrived_.back().held_ = data;
       return UCS_INPROGRESS;
     }
-    in->own_.reset(new std::byte[length]);  // not value-initialised: the fetch fills it
+    in->own_ = self->spare_buffer(length);
+    in->own_size_ = length;
     ucp_request_param_t fetch{};
     fetch.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     fetch.cb.recv_am = &UcxTransport::on_fetched;

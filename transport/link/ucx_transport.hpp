@@ -54,6 +54,7 @@ class UcxTransport {
     std::vector<std::byte> header_;
     void* held_ = nullptr;  // UCX's buffer
     std::unique_ptr<std::byte[]> own_;
+    std::size_t own_size_ = 0;  // what own_ was allocated with
     std::size_t length_ = 0;
     bool refused_ = false;
   };
@@ -107,6 +108,14 @@ class UcxTransport {
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
+
+  // Buffers of consumed arrivals, by size, for the next ones of that size: their pages are mapped,
+  // where a fresh buffer for every 4 MiB frame paid a page fault per page. Taken by the progress
+  // thread, given back by the caller's; bounded.
+  std::unique_ptr<std::byte[]> spare_buffer(std::size_t size);
+  void give_back(std::size_t size, std::unique_ptr<std::byte[]> buffer);
+  std::mutex spare_mutex_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<std::byte[]>>> spare_;
 
   // Shared by the caller's thread and the progress thread, under mutex_.
   std::mutex mutex_;
