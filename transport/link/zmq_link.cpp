@@ -13,7 +13,7 @@
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
-#include "transport/link/buffer_pool.hpp"
+#include "transport/link/incoming.hpp"
 #include "transport/link/kept_bytes.hpp"
 
 // Wire format. The ROUTER prefixes every message with the sending DEALER's routing id, which is
@@ -37,12 +37,6 @@ constexpr std::size_t kRerequestBytes = 12;
 // Sent transfers kept to answer re-requests (kept_bytes.hpp).
 constexpr std::size_t kKeptTransfers = 64;
 constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
-// Delivered transfers remembered so that late duplicates of their chunks are not taken for a new
-// transfer; partial transfers held at once, and the bytes reserved for them (each reserves its
-// declared total_bytes on its first chunk), so that a peer cannot make us hold unbounded state.
-constexpr std::size_t kRememberedTransfers = 4096;
-constexpr std::size_t kMaxOpenTransfers = 256;
-constexpr std::uint64_t kMaxOpenBytes = kMaxTransferBytes;
 // ZeroMQ cuts off a peer that sends more than this in one part, before buffering it.
 constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes) + 4096;
 // A send blocks only while the peer's queue is full; a peer that takes nothing for this long is gone.
@@ -52,7 +46,6 @@ constexpr int kLingerMs = 1000;
 // Below this a payload part is copied: ZeroMQ copies small messages anyway.
 constexpr std::size_t kZeroCopyBytes = 64 << 10;
 
-using TransferKey = std::pair<std::string, std::uint64_t>;  // (peer, transfer id)
 using KeptPayload = std::shared_ptr<const void>;
 
 std::span<const std::byte> bytes_of(const zmq::message_t& m) {
@@ -79,7 +72,7 @@ class ZmqLink final : public Link {
 
   std::string address() const override { return address_; }
   Counters counters() const override { return counters_; }
-  void recycle(std::vector<std::byte> bytes) override { pool_.put(std::move(bytes)); }
+  void recycle(std::vector<std::byte> bytes) override { incoming_.recycle(std::move(bytes)); }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
@@ -203,64 +196,9 @@ class ZmqLink final : public Link {
 
   void on_chunk(const std::string& peer, const zmq::message_t& header, const zmq::message_t& payload,
                 std::optional<Received>& delivered) {
-    ChunkHeader h;
-    try {
-      h = decode_chunk_header(bytes_of(header));
-    } catch (const Error&) {
-      ++counters_.rejected;  // nothing in it can be trusted, not even which chunk to ask for again
-      return;
-    }
-    TransferKey key{peer, h.transfer_id};
-    if (delivered_.count(key) > 0) {
-      ++counters_.duplicates;
-      return;
-    }
-    auto it = open_.find(key);
-    if (it == open_.end()) {
-      if (open_.size() >= kMaxOpenTransfers) drop_open(open_order_.front());
-      it = open_.emplace(key, Assembler{pool_.take()}).first;
-      open_order_.push_back(key);
-    }
-    Assembler& assembler = it->second;
-    // Its first chunk makes the assembler reserve total_bytes (when it is accepted): the oldest
-    // partial transfers make room. More than the bound is refused by the assembler itself.
-    const std::uint64_t reserved = assembler.reserved();
-    if (reserved == 0 && h.total_bytes <= kMaxOpenBytes)
-      while (open_bytes_ + h.total_bytes > kMaxOpenBytes)  // others hold open_bytes_: this one holds none
-        drop_open(*std::find_if(open_order_.begin(), open_order_.end(), [&](const TransferKey& k) { return k != key; }));
-    const Assembler::Result result = assembler.add(bytes_of(header), bytes_of(payload));
-    open_bytes_ += assembler.reserved() - reserved;
-    if (result.verdict == Assembler::Verdict::Duplicate) ++counters_.duplicates;
-    if (result.verdict == Assembler::Verdict::Rejected) {
-      ++counters_.rejected;
-      if (result.rerequest) rerequest(peer, h.transfer_id, *result.rerequest);
-    }
-    if (result.verdict != Assembler::Verdict::Accepted || !assembler.complete()) return;
-    std::optional<std::vector<std::byte>> bytes;
-    try {
-      bytes = assembler.take();
-    } catch (const Error&) {
-      ++counters_.rejected;  // every chunk checked out but the whole did not: the sender is broken
-    }
-    drop_open(key);
-    remember(key);
-    if (bytes) delivered = Received{peer, h.transfer_id, h.tag, std::move(*bytes)};
-  }
-
-  void drop_open(TransferKey key) {  // a copy: key may be an element of open_order_
-    const auto it = open_.find(key);
-    open_bytes_ -= it->second.reserved();
-    open_.erase(it);
-    std::erase(open_order_, key);
-  }
-
-  void remember(const TransferKey& key) {
-    delivered_.insert(key);
-    delivered_order_.push_back(key);
-    if (delivered_order_.size() > kRememberedTransfers) {
-      delivered_.erase(delivered_order_.front());
-      delivered_order_.pop_front();
-    }
+    auto outcome = incoming_.add(peer, bytes_of(header), bytes_of(payload), counters_);
+    if (outcome.rerequest) rerequest(peer, decode_chunk_header(bytes_of(header)).transfer_id, *outcome.rerequest);
+    if (outcome.delivered) delivered = std::move(outcome.delivered);
   }
 
   void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
@@ -299,12 +237,7 @@ class ZmqLink final : public Link {
   zmq::socket_t router_;
   std::string address_;
   std::map<std::string, zmq::socket_t> dealers_;
-  std::map<TransferKey, Assembler> open_;
-  BufferPool pool_;
-  std::uint64_t open_bytes_ = 0;  // reserved by open_
-  std::deque<TransferKey> open_order_;
-  std::set<TransferKey> delivered_;
-  std::deque<TransferKey> delivered_order_;
+  IncomingTransfers incoming_;
   Counters counters_;
 };
 
