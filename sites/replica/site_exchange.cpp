@@ -36,8 +36,8 @@ CodecOptions codec_options(const JobConfig& c) {
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
   const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);
   switch (c.transport.kind) {
-    case JobConfig::Transport::Kind::Zmq: return make_zmq_link(site.host, chunk);
-    case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk);
+    case JobConfig::Transport::Kind::Zmq: return make_zmq_link(site.host, chunk, {}, site.port);
+    case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk, {}, site.port);
   }
   throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
 }

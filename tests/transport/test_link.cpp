@@ -14,6 +14,7 @@
 #include <ucp/api/ucp.h>
 #include <zmq.hpp>
 
+#include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/link/link.hpp"
 #include "transport/link/ucx_link.hpp"
@@ -197,6 +198,30 @@ void recycled_buffers_are_reused(const LinkFactory& make) {
   CHECK(got->bytes.data() == memory);
 }
 
+// A loopback port nobody listens on right now.
+std::uint16_t unused_port() {
+  zmq::context_t context(1);
+  zmq::socket_t probe(context, zmq::socket_type::router);
+  probe.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = probe.get(zmq::sockopt::last_endpoint);
+  return static_cast<std::uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+}
+
+using PortedFactory = std::function<std::unique_ptr<Link>(std::uint16_t)>;
+
+void binds_the_port_it_is_given(const PortedFactory& make) {
+  const std::uint16_t port = unused_port();
+  auto fixed = make(port);
+  CHECK(fixed->address().ends_with(":" + std::to_string(port)));
+  auto other = make(0);
+  const auto payload = pattern(100'000, 3);
+  other->send(fixed->address(), 1, 0, payload);
+  const auto got = deliver(*fixed, {other.get()});
+  REQUIRE(got.has_value());
+  CHECK(got->bytes == payload);
+  CHECK_THROWS_AS(make(port), Error);  // taken: refused with an Io error, not a crash
+}
+
 void run_suite(const LinkFactory& make, const std::function<std::size_t(const std::string&)>& send_garbage) {
   SUBCASE("round trips of 0 B, 1 B and 20 MB both ways") { round_trips_sizes(make); }
   SUBCASE("several transfers in flight both ways") { several_in_flight(make); }
@@ -315,10 +340,16 @@ std::size_t send_ucx_garbage(const std::string& address) {
 
 TEST_CASE("zmq link") {
   run_suite([](const LinkFaults& f) { return make_zmq_link("127.0.0.1", kChunkBytes, f); }, send_zmq_garbage);
+  SUBCASE("binds the port it is given") {
+    binds_the_port_it_is_given([](std::uint16_t port) { return make_zmq_link("127.0.0.1", kChunkBytes, {}, port); });
+  }
 }
 
 TEST_CASE("ucx link") {
   run_suite([](const LinkFaults& f) { return make_ucx_link("127.0.0.1", kChunkBytes, f); }, send_ucx_garbage);
+  SUBCASE("binds the port it is given") {
+    binds_the_port_it_is_given([](std::uint16_t port) { return make_ucx_link("127.0.0.1", kChunkBytes, {}, port); });
+  }
 }
 
 }  // namespace

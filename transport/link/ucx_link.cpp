@@ -42,11 +42,11 @@ std::size_t checked_chunk_bytes(std::size_t chunk_bytes) {
 
 class UcxLink final : public Link {
  public:
-  UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults)
+  UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
       : faults_(faults),
         rng_(faults.seed),
         sent_(kKeptTransfers, kKeptBytes, checked_chunk_bytes(chunk_bytes)),
-        transport_(bind_address, kMaxChunkBytes) {
+        transport_(bind_address, kMaxChunkBytes, port) {
     // Every frame's header carries the address and at most a chunk header.
     const std::size_t largest = 2 + address().size() + encode_chunk_header({}).size();
     if (address().size() > 255 || largest > transport_.max_header())
@@ -182,8 +182,8 @@ class UcxLink final : public Link {
 }  // namespace
 
 std::unique_ptr<Link> make_ucx_link(const std::string& bind_address, std::size_t chunk_bytes,
-                                    const LinkFaults& faults) {
-  return std::make_unique<UcxLink>(bind_address, chunk_bytes, faults);
+                                    const LinkFaults& faults, std::uint16_t port) {
+  return std::make_unique<UcxLink>(bind_address, chunk_bytes, faults, port);
 }
 
 }  // namespace meridian

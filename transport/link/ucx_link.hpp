@@ -6,6 +6,7 @@
 // re-requests answered and transfers delivered inside receive(). UCX is configured in code (TCP;
 // the loopback device when bound to a loopback address), whatever UCX_* variables say.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,10 +15,10 @@
 
 namespace meridian {
 
-// bind_address is an interface address ("127.0.0.1"); the port is chosen by the system and
+// bind_address is an interface address ("127.0.0.1"); port 0 lets the system choose one, and
 // address() is "ucx://IP:PORT" ("ucx://[IPv6]:PORT"). 0 < chunk_bytes <= kMaxChunkBytes.
 // Error(Io) when UCX cannot start or the address cannot be bound.
 std::unique_ptr<Link> make_ucx_link(const std::string& bind_address, std::size_t chunk_bytes = kDefaultChunkBytes,
-                                    const LinkFaults& faults = {});
+                                    const LinkFaults& faults = {}, std::uint16_t port = 0);
 
 }  // namespace meridian

@@ -192,9 +192,10 @@ std::span<const std::byte> UcxTransport::Arrival::data() const {
 
 // --- the caller's side ---------------------------------------------------------------------------
 
-UcxTransport::UcxTransport(const std::string& bind_address, std::size_t max_data) : max_data_(max_data) {
+UcxTransport::UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port)
+    : max_data_(max_data) {
   try {
-    start(bind_address);
+    start(bind_address, port);
     progress_ = std::thread([this] { run(); });
   } catch (...) {
     shut_down();
@@ -243,8 +244,8 @@ void UcxTransport::release(void* data) {
 
 // --- setting up and tearing down -----------------------------------------------------------------
 
-void UcxTransport::start(const std::string& bind_address) {
-  const auto bind = resolve(bind_address, "0", false);
+void UcxTransport::start(const std::string& bind_address, std::uint16_t port) {
+  const auto bind = resolve(bind_address, std::to_string(port), false);
   if (!bind) throw make_error(ErrorKind::Io, "cannot bind a link to ", bind_address, ": not an address");
   // TCP alone: shared memory cannot be reached through a listener ("sm,self" fails), and a link's
   // peers are other hosts anyway. Whatever UCX_* variables say is overridden.

@@ -59,10 +59,10 @@ class UcxTransport {
     bool refused_ = false;
   };
 
-  // bind_address is an interface address; the port is chosen by the system. Messages with more
+  // bind_address is an interface address; port 0 lets the system choose. Messages with more
   // than max_data bytes of data are refused. Error(Io) when UCX cannot start or the address
   // cannot be bound.
-  UcxTransport(const std::string& bind_address, std::size_t max_data);
+  UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port = 0);
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -83,7 +83,7 @@ class UcxTransport {
   struct Endpoint;
   struct Outgoing;
 
-  void start(const std::string& bind_address);
+  void start(const std::string& bind_address, std::uint16_t port);
   void run();
   void publish();
   void shut_down();

@@ -54,7 +54,7 @@ std::span<const std::byte> bytes_of(const zmq::message_t& m) {
 
 class ZmqLink final : public Link {
  public:
-  ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults)
+  ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
       : faults_(faults),
         rng_(faults.seed),
         sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
@@ -63,7 +63,7 @@ class ZmqLink final : public Link {
     router_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::maxmsgsize, kMaxPartBytes);
     try {
-      router_.bind("tcp://" + bind_address + ":*");
+      router_.bind("tcp://" + bind_address + ":" + (port == 0 ? std::string("*") : std::to_string(port)));
     } catch (const zmq::error_t& e) {
       throw make_error(ErrorKind::Io, "cannot bind a link to ", bind_address, ": ", e.what());
     }
@@ -244,8 +244,8 @@ class ZmqLink final : public Link {
 }  // namespace
 
 std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes,
-                                    const LinkFaults& faults) {
-  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults);
+                                    const LinkFaults& faults, std::uint16_t port) {
+  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults, port);
 }
 
 }  // namespace meridian

@@ -6,6 +6,7 @@
 // Single-threaded: no I/O thread of its own. Re-requests from a receiver are answered while the
 // sender is inside receive(); sites exchange in both directions, so each is there regularly.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,9 +15,10 @@
 
 namespace meridian {
 
-// bind_address is an interface address ("127.0.0.1"); the port is chosen by the system.
-// 0 < chunk_bytes <= kMaxChunkBytes. Error(Io) when the address cannot be bound.
+// bind_address is an interface address ("127.0.0.1"); port 0 lets the system choose one (a site
+// behind a firewall names its own in [[site]] port). 0 < chunk_bytes <= kMaxChunkBytes.
+// Error(Io) when the address cannot be bound.
 std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes = kDefaultChunkBytes,
-                                    const LinkFaults& faults = {});
+                                    const LinkFaults& faults = {}, std::uint16_t port = 0);
 
 }  // namespace meridian
