@@ -154,7 +154,9 @@ void print_table(const json& summary, const std::vector<json>& sites) {
              summary["same_final_weights"].get<bool>() ? "yes" : "NO"));
   const double sync_mb = summary["sync_bytes_equivalent"].get<double>() / 1e6;
   const double sent_mb = summary["wan_bytes_sent"].get<double>() / 1e6;
-  if (summary["reduction_vs_sync"].is_number())
+  if (summary.value("algorithm", "") == "sync")
+    say(format("  WAN traffic %.2f MB: this is the synchronous baseline (fp32 gradients every step)", sent_mb));
+  else if (summary["reduction_vs_sync"].is_number())
     say(format("  WAN traffic %.2f MB vs %.2f MB for synchronous fp32 gradients: %.1fx less", sent_mb, sync_mb,
                summary["reduction_vs_sync"].get<double>()));
 }
