@@ -397,7 +397,7 @@ TEST_CASE("multi-site rules name file:line and the key") {
   }
 }
 
-TEST_CASE("every shipped job file is valid; per-site files include their base and agree on the sites") {
+TEST_CASE("every shipped job file is valid, per-site files include their base and agree on the sites") {
   const auto configs = meridian::testing::source_dir() / "configs";
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(configs)) {

@@ -105,7 +105,7 @@ TEST_CASE("read_counter: absent, a counter, and garbage") {
   CHECK(read_counter(store, "hb/1").problem.find("3 bytes") != std::string::npos);
 }
 
-TEST_CASE("options come from [replicas]; the failure grace outlasts a collective timeout") {
+TEST_CASE("options come from [replicas], the failure grace outlasts a collective timeout") {
   JobConfig config;
   config.replicas.count = 4;
   config.replicas.heartbeat_timeout_ms = 3000;
@@ -235,7 +235,7 @@ TEST_CASE("when every member died, the restarted replicas form a new group") {
   CHECK(s.published(1)->members == std::vector<int>{0, 1});
 }
 
-TEST_CASE("restarts are bounded; when no replica can run the site fails") {
+TEST_CASE("restarts are bounded, when no replica can run the site fails") {
   auto o = opts(1);
   o.max_restarts = 1;
   Site s(o);
@@ -255,7 +255,7 @@ TEST_CASE("restarts are bounded; when no replica can run the site fails") {
   CHECK(t.procs.started.size() == 1);
 }
 
-TEST_CASE("the site is done when its replicas finish; a finished replica re-forms nothing") {
+TEST_CASE("the site is done when its replicas finish, a finished replica re-forms nothing") {
   Site s(opts(2));
   s.form_group(2);
   s.procs.exit(0, 0);

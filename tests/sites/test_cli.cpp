@@ -352,7 +352,7 @@ TEST_CASE("train: config errors exit 1 naming file:line and the key, and write n
   CHECK(r.out.empty());
 }
 
-TEST_CASE("validate: a good job prints it resolved; a bad one lists every problem and exits 1") {
+TEST_CASE("validate: a good job prints it resolved, a bad one lists every problem and exits 1") {
   TempDir dir("cli-validate");
   Job job(dir, 6);
   job.write();

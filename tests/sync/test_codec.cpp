@@ -259,7 +259,7 @@ TEST_CASE("corrupted bytes decode to finite values or a peer error") {
 }
 
 // The running sum of decoded deltas against the running sum of the true ones, 200 rounds.
-TEST_CASE("error feedback keeps the sent sum within one step; without it the gap grows") {
+TEST_CASE("error feedback keeps the sent sum within one step, without it the gap grows") {
   const std::size_t n = 4096;
   const CodecOptions o{CodecKind::Int4, 256};
   ErrorFeedback ef(n);

@@ -42,7 +42,7 @@ TEST_CASE("a quorum below the live sites commits without the rest") {
   CHECK(entries->size() == 2);
 }
 
-TEST_CASE("merged rounds are never listed again; a site contributes its oldest unmerged round") {
+TEST_CASE("merged rounds are never listed again, a site contributes its oldest unmerged round") {
   CommitView view;
   view.version = 5;
   view.live_sites = {"a"};

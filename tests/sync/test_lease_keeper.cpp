@@ -10,7 +10,7 @@ using namespace meridian;
 using namespace std::chrono_literals;
 
 // Real leases expire in etcd's own time, so these cases wait (about two seconds each).
-TEST_CASE("a kept lease outlives its TTL; a revoked one is reported lost") {
+TEST_CASE("a kept lease outlives its TTL, a revoked one is reported lost") {
   testing::EtcdServer server;
   if (!server.ok()) {
     MESSAGE("skipped: no runnable etcd");

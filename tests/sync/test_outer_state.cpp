@@ -18,7 +18,7 @@ std::vector<float> ramp(std::size_t n, float scale) {
 
 }  // namespace
 
-TEST_CASE("the delta is global - local; with fp32 it decodes exactly") {
+TEST_CASE("the delta is global - local, with fp32 it decodes exactly") {
   const auto initial = ramp(1000, 0.1f);
   OuterState state(initial, {}, {CodecKind::Fp32, 0}, false);
   auto local = initial;
@@ -29,7 +29,7 @@ TEST_CASE("the delta is global - local; with fp32 it decodes exactly") {
   for (std::size_t i = 0; i < delta.size(); ++i) CHECK(delta[i] == initial[i] - local[i]);
 }
 
-TEST_CASE("preview leaves the state alone; commit makes it the next version; lr 1 without momentum is plain averaging") {
+TEST_CASE("preview leaves the state alone, commit makes it the next version, lr 1 without momentum is plain averaging") {
   const auto initial = ramp(512, 1.0f);
   OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Fp32, 0}, false);
   const std::vector<float> mean(initial.size(), 0.5f);
@@ -67,7 +67,7 @@ TEST_CASE("error feedback carries what int8 lost into the next delta") {
   CHECK(err_with < err_without / 5);
 }
 
-TEST_CASE("the outer state round-trips through checkpoint records; bad records are refused, state unchanged") {
+TEST_CASE("the outer state round-trips through checkpoint records, bad records are refused, state unchanged") {
   const auto initial = ramp(300, 0.5f);
   OuterState state(initial, {}, {CodecKind::Int8, 64}, true);
   auto local = initial;

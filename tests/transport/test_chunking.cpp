@@ -60,7 +60,7 @@ TEST_CASE("round trips 10 MB in shuffled 64 KiB chunks and reports progress") {
   CHECK(a.counts().accepted == 153);
 }
 
-TEST_CASE("missing lists what was not received; take before complete is a peer error") {
+TEST_CASE("missing lists what was not received, take before complete is a peer error") {
   const auto payload = random_bytes(500, 2);
   const auto frames = make_frames(1, 0, payload, 100);
   Assembler a;
@@ -132,7 +132,7 @@ TEST_CASE("copy_frames copies the payload and frames it as make_frames does") {
   }
 }
 
-TEST_CASE("a damaged chunk that continues the payload is cut off again; its good copy then fits") {
+TEST_CASE("a damaged chunk that continues the payload is cut off again, its good copy then fits") {
   const auto payload = random_bytes(1'000'000, 12);
   const auto frames = make_frames(1, 0, payload, 100'000);  // 10 chunks, pieces of 64 KiB within each
   Assembler a;
