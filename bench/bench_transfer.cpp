@@ -39,6 +39,7 @@
 #include "bench/stats.hpp"
 #include "core/util/rng.hpp"
 #include "transport/link/ucx_link.hpp"
+#include "transport/link/ucx_transport.hpp"
 #include "transport/link/zmq_link.hpp"
 
 using namespace meridian;
@@ -142,18 +143,7 @@ struct BareUcx {
   std::size_t received = 0;
 
   static ucp_worker_h worker() {
-    ucp_config_t* config = nullptr;
-    ucx_check(ucp_config_read(nullptr, nullptr, &config), "config");
-    ucp_config_modify(config, "TLS", "tcp");
-    ucp_config_modify(config, "SOCKADDR_TLS_PRIORITY", "tcp");
-    ucp_config_modify(config, "NET_DEVICES", "lo");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_AM;
-    ucp_context_h context = nullptr;
-    const ucs_status_t init = ucp_init(&params, config, &context);
-    ucp_config_release(config);
-    ucx_check(init, "ucp_init");
+    ucp_context_h context = make_ucp_context(true, UCP_FEATURE_AM);
     ucp_worker_params_t worker_params{};
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;

@@ -18,6 +18,7 @@
 #include "core/util/rng.hpp"
 #include "transport/link/link.hpp"
 #include "transport/link/ucx_link.hpp"
+#include "transport/link/ucx_transport.hpp"
 #include "transport/link/zmq_link.hpp"
 
 namespace meridian {
@@ -257,18 +258,7 @@ std::size_t send_ucx_garbage(const std::string& address) {
   const auto check = [](ucs_status_t status, const char* what) {
     if (status != UCS_OK) throw std::runtime_error(std::string(what) + ": " + ucs_status_string(status));
   };
-  ucp_config_t* config = nullptr;
-  check(ucp_config_read(nullptr, nullptr, &config), "config");
-  ucp_config_modify(config, "TLS", "tcp");
-  ucp_config_modify(config, "SOCKADDR_TLS_PRIORITY", "tcp");
-  ucp_config_modify(config, "NET_DEVICES", "lo");
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM;
-  ucp_context_h context = nullptr;
-  const ucs_status_t init = ucp_init(&params, config, &context);
-  ucp_config_release(config);
-  check(init, "ucp_init");
+  ucp_context_h context = make_ucp_context(true, UCP_FEATURE_AM);
   ucp_worker_params_t worker_params{};
   ucp_worker_h worker = nullptr;
   check(ucp_worker_create(context, &worker_params, &worker), "worker");

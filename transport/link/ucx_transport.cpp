@@ -244,22 +244,26 @@ void UcxTransport::release(void* data) {
 
 // --- setting up and tearing down -----------------------------------------------------------------
 
-void UcxTransport::start(const std::string& bind_address, std::uint16_t port) {
-  const auto bind = resolve(bind_address, std::to_string(port), false);
-  if (!bind) throw make_error(ErrorKind::Io, "cannot bind a link to ", bind_address, ": not an address");
-  // TCP alone: shared memory cannot be reached through a listener ("sm,self" fails), and a link's
-  // peers are other hosts anyway. Whatever UCX_* variables say is overridden.
+ucp_context_h make_ucp_context(bool loopback, std::uint64_t features) {
   ucp_config_t* config = nullptr;
   check_io(ucp_config_read(nullptr, nullptr, &config), "cannot read the UCX configuration");
   ucs_status_t status = ucp_config_modify(config, "TLS", "tcp");
   if (status == UCS_OK) status = ucp_config_modify(config, "SOCKADDR_TLS_PRIORITY", "tcp");
-  if (status == UCS_OK && is_loopback(*bind)) status = ucp_config_modify(config, "NET_DEVICES", "lo");
+  if (status == UCS_OK && loopback) status = ucp_config_modify(config, "NET_DEVICES", "lo");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-  if (status == UCS_OK) status = ucp_init(&params, config, &context_);
+  params.features = features;
+  ucp_context_h context = nullptr;
+  if (status == UCS_OK) status = ucp_init(&params, config, &context);
   ucp_config_release(config);
   check_io(status, "cannot start UCX");
+  return context;
+}
+
+void UcxTransport::start(const std::string& bind_address, std::uint16_t port) {
+  const auto bind = resolve(bind_address, std::to_string(port), false);
+  if (!bind) throw make_error(ErrorKind::Io, "cannot bind a link to ", bind_address, ": not an address");
+  context_ = make_ucp_context(is_loopback(*bind), UCP_FEATURE_AM | UCP_FEATURE_WAKEUP);
 
   ucp_worker_params_t worker_params{};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

@@ -27,6 +27,12 @@
 
 namespace meridian {
 
+// A UCP context configured in code for links, whatever UCX_* variables say: TCP alone (shared
+// memory cannot be reached through a listener: "sm,self" fails; a link's peers are other hosts
+// anyway), and the loopback device when `loopback`. Error(Io) when UCX cannot start. Also what
+// tests and benchmarks that talk UCP directly use, so they meet links on the same terms.
+ucp_context_h make_ucp_context(bool loopback, std::uint64_t features);
+
 class UcxTransport {
  public:
   struct Message {
