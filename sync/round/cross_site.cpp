@@ -81,6 +81,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
     ++traffic_.deltas_sent;
   }
   arrived_[{a.site, a.round}] = *own;  // a commit lists this site's own delta too
+  verified_.erase({a.site, a.round});
   own_[a.round] = own;
   while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
 }
@@ -109,11 +110,16 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
         waiting_ = "the deltas of commit " + std::to_string(next);
         return std::nullopt;
       }
-    Commit commit{record, mean_of(record.entries, state.size())};
+    // The winner is usually this site's own proposal: its mean is already computed.
+    const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
+    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.entries, state.size())};
+    proposed_.reset();
     for (const auto& e : record.entries) {
       applied_[e.site] = std::max(applied_[e.site], e.round);
       std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == e.site && kv.first.second <= e.round; });
-      recycle_if(arrived_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round; });
+      const auto merged = [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round; };
+      recycle_if(arrived_, merged);
+      std::erase_if(verified_, [&](const auto& kv) { return merged(kv.first); });
     }
     return commit;
   }
@@ -134,9 +140,11 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
       waiting_ = "the delta of " + e.site + " round " + std::to_string(e.round);
       return std::nullopt;
     }
-  CommitRecord proposal{next, *entries, state.preview(mean_of(*entries, state.size())).hash, options_.site};
+  auto mean = mean_of(*entries, state.size());
+  CommitRecord proposal{next, *entries, state.preview(mean).hash, options_.site};
   ++traffic_.commits_proposed;
   if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) ++traffic_.commits_won;
+  proposed_ = Commit{std::move(proposal), std::move(mean)};
   next_control_ = clock_();  // read back whichever proposal won, now
   return std::nullopt;
 }
@@ -144,9 +152,15 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
 const std::vector<std::byte>* CrossSite::held(const CommitEntry& e) {
   const DeltaKey key{e.site, e.round};
   if (const auto it = arrived_.find(key); it != arrived_.end()) {
-    if (hash64(std::span<const std::byte>(it->second)) == e.checksum) return &it->second;
+    // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
+    if (const auto v = verified_.find(key); v != verified_.end() && v->second == e.checksum) return &it->second;
+    if (hash64(std::span<const std::byte>(it->second)) == e.checksum) {
+      verified_[key] = e.checksum;
+      return &it->second;
+    }
     ++traffic_.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
     arrived_.erase(it);
+    verified_.erase(key);
   }
   request(e.site, e.round);
   return nullptr;
@@ -283,6 +297,7 @@ void CrossSite::handle(Received r) {
       if (id <= merged) return;  // merged already: a late copy
       if (held_from(arrived_, *site) >= kMaxHeld && !arrived_.contains({*site, id})) break;
       arrived_[{*site, id}] = std::move(r.bytes);
+      verified_.erase({*site, id});
       return;
     }
     case LinkTag::DeltaRequest: {

@@ -124,6 +124,8 @@ class CrossSite {
   std::int64_t announced_revision_ = 0;               // etcd revision read up to
   std::map<std::string, std::int64_t> applied_;       // per site, the newest round merged
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
+  std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
+  std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
   std::map<DeltaKey, double> requested_at_;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)
