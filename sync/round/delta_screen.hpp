@@ -1,0 +1,68 @@
+#pragma once
+// Refusal of bad deltas (DESIGN.md invariant: a corrupted or non-finite delta is never applied).
+// A decoded delta is screened before a site lets it into a commit: the wrong number of values, a
+// non-finite value, or an L2 norm far beyond the norms of recently committed deltas (a diverged
+// site, a bug, or a malicious peer) is refused. Every site keeps the same history -- the norms of
+// the deltas each commit merged, in the commit's order -- so every site reaches the same verdict
+// on the same delta.
+#include <cstddef>
+#include <deque>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace meridian {
+
+class Checkpoint;
+
+struct DeltaScreenOptions {
+  // Refuse a delta whose norm exceeds this multiple of the median norm of recent accepted deltas.
+  // Deltas of healthy sites differ by a small factor; one that is 100x larger would wreck the model.
+  double max_norm_ratio = 100;
+  int window = 16;      // the latest accepted norms the median is taken over
+  int min_history = 3;  // no norm check until this many norms are known (early rounds vary most)
+};
+
+class DeltaScreen {
+ public:
+  // Error(Config) when max_norm_ratio is not finite and > 1, window < 1, or min_history is not
+  // in [1, window] (a larger one would never let the norm check start).
+  explicit DeltaScreen(DeltaScreenOptions options = {});
+
+  struct Verdict {
+    bool ok = false;
+    std::string reason;  // empty when ok: what is wrong, for the log and the refusal count
+    double norm = 0;     // L2 norm (0 when the size is wrong or a value is not finite)
+  };
+
+  // Checks, in this order: decoded.size() == expected_size; every value finite (the first bad
+  // one and its index are named); the L2 norm, summed in double in index order, at most
+  // max_norm_ratio x the median of the accepted norms once min_history of them are known (a zero
+  // median gives no scale and skips this check). Pure and bit-deterministic.
+  Verdict check(std::span<const float> decoded, std::size_t expected_size) const;
+
+  // Records the norm of a delta a commit merged; the oldest beyond `window` is forgotten. Call it
+  // for each merged delta in the commit's listed order, so every site holds the same history.
+  // InvariantError when the norm is negative or not finite (no such delta passes check()).
+  void accept(double norm);
+
+  // The accepted norms, oldest first; the median (mean of the two middle ones for an even
+  // count), 0 when empty.
+  std::vector<double> history() const { return {norms_.begin(), norms_.end()}; }
+  double median_norm() const;
+  const DeltaScreenOptions& options() const { return options_; }
+
+  // Record "outer.screen.norms" (the history, doubles, oldest first), and back. restore() keeps
+  // the latest `window` when the record holds more; a checkpoint without the record (older than
+  // the screen) restores an empty history. Error(Checkpoint) when a norm is negative or not
+  // finite; the history is unchanged then.
+  static constexpr const char* kRecord = "outer.screen.norms";
+  void save(Checkpoint& checkpoint) const;
+  void restore(const Checkpoint& checkpoint);
+
+ private:
+  DeltaScreenOptions options_;
+  std::deque<double> norms_;
+};
+
+}  // namespace meridian
