@@ -283,3 +283,180 @@ TEST_CASE("restore rejects mismatched records and keeps its state") {
   error_of(ErrorKind::Checkpoint, [&] { opt.restore(negative, "outer.m", "outer.steps"); });
   state_kept();
 }
+
+TEST_CASE("delay 0 and 1 are the plain Nesterov step bit for bit") {
+  std::mt19937 rng(5);
+  const std::size_t n = 500;
+  std::vector<Vec> deltas;
+  for (int k = 0; k < 7; ++k) deltas.push_back(random_vec(n, rng));
+  const Vec start = random_vec(n, rng);
+  OuterOptimizer plain(n), delay0(n, {.delay = 0}), delay1(n, {.delay = 1});
+  Vec p_plain = start, p0 = start, p1 = start;
+  for (const auto& d : deltas) {
+    plain.step(p_plain, d);
+    delay0.step(p0, d);
+    delay1.step(p1, d);
+  }
+  CHECK(bit_equal(p0, p_plain));
+  CHECK(bit_equal(p1, p_plain));
+  CHECK(delay1.delay_buffer().empty());
+  CHECK(delay1.pending() == 0);
+  // No extra records: a plain optimizer's checkpoint is what it always was.
+  Checkpoint saved;
+  delay1.save(saved, "outer.m", "outer.steps");
+  CHECK(saved.names() == std::vector<std::string>{"outer.m", "outer.steps"});
+}
+
+TEST_CASE("delayed Nesterov matches a hand computation") {
+  // lr 0.5, momentum 0.5, N = 2, one element, p0 = 1; every value is exact in float.
+  // t=1, d=1:  b = 1, p -= 0.5 * (1/2) = 0.75, m stays 0.
+  // t=2, d=3:  m = 0.5*0 + (1+3)/2 = 2;  p -= 0.5 * (3/2 + 0.5*2) = 1.25 -> -0.5;  b = 0.
+  // t=3, d=2:  b = 2, p -= 0.5 * 1 -> -1.
+  // t=4, d=-2: m = 0.5*2 + (2-2)/2 = 1;  p -= 0.5 * (-1 + 0.5) -> -0.75.
+  OuterOptimizer opt(1, {.lr = 0.5f, .momentum = 0.5f, .nesterov = true, .delay = 2});
+  Vec p{1};
+  opt.step(p, Vec{1});
+  CHECK(p[0] == 0.75f);
+  CHECK(opt.momentum_buffer()[0] == 0.0f);
+  CHECK(opt.delay_buffer()[0] == 1.0f);
+  CHECK(opt.pending() == 1);
+  opt.step(p, Vec{3});
+  CHECK(p[0] == -0.5f);
+  CHECK(opt.momentum_buffer()[0] == 2.0f);
+  CHECK(opt.delay_buffer()[0] == 0.0f);
+  CHECK(opt.pending() == 0);
+  opt.step(p, Vec{2});
+  CHECK(p[0] == -1.0f);
+  opt.step(p, Vec{-2});
+  CHECK(p[0] == -0.75f);
+  CHECK(opt.momentum_buffer()[0] == 1.0f);
+  CHECK(opt.steps_taken() == 4);
+}
+
+TEST_CASE("delayed Nesterov changes the momentum only every N-th step") {
+  std::mt19937 rng(9);
+  const std::size_t n = 64;
+  const int N = 4;
+  OuterOptimizer opt(n, {.delay = N});
+  Vec p = random_vec(n, rng);
+  Vec m_before(n, 0.0f);
+  for (int t = 1; t <= 3 * N; ++t) {
+    opt.step(p, random_vec(n, rng));
+    const Vec m_now(opt.momentum_buffer().begin(), opt.momentum_buffer().end());
+    if (t % N == 0) {
+      CHECK_FALSE(bit_equal(m_now, m_before));
+      CHECK(opt.pending() == 0);
+    } else {
+      CHECK(bit_equal(m_now, m_before));
+      CHECK(opt.pending() == t % N);
+    }
+    m_before = m_now;
+  }
+}
+
+TEST_CASE("delayed Nesterov over one cycle applies lr times the average delta plus the momentum term") {
+  // With the same delta d every step, m after the first cycle is d, and p moves by
+  // lr * (N * d/N + mu * d) = lr * (1 + mu) * d: one Nesterov step of the average.
+  OuterOptimizer opt(1, {.lr = 0.5f, .momentum = 0.5f, .nesterov = true, .delay = 4});
+  Vec p{0};
+  for (int t = 0; t < 4; ++t) opt.step(p, Vec{2});
+  CHECK(p[0] == -0.5f * 1.5f * 2.0f);
+}
+
+TEST_CASE("delay options are validated") {
+  CHECK(error_of(ErrorKind::Config, [] { OuterOptimizer(1, {.delay = -1}); }).find("delay -1") != std::string::npos);
+  CHECK(error_of(ErrorKind::Config, [] { OuterOptimizer(1, {.nesterov = false, .delay = 2}); })
+            .find("needs nesterov") != std::string::npos);
+  OuterOptimizer(1, {.nesterov = false, .delay = 1});  // delay 1 is plain: heavy ball is fine
+}
+
+TEST_CASE("delayed Nesterov resumed mid-cycle equals an uninterrupted run bit for bit") {
+  std::mt19937 rng(13);
+  const std::size_t n = 300;
+  const OuterOptions options{.delay = 3};
+  std::vector<Vec> deltas;
+  for (int k = 0; k < 8; ++k) deltas.push_back(random_vec(n, rng));
+  const Vec start = random_vec(n, rng);
+
+  OuterOptimizer straight(n, options);
+  Vec p_straight = start;
+  for (const auto& d : deltas) straight.step(p_straight, d);
+
+  OuterOptimizer first(n, options);
+  Vec p_resumed = start;
+  for (int k = 0; k < 4; ++k) first.step(p_resumed, deltas[k]);  // one into the second cycle
+  REQUIRE(first.pending() == 1);
+  Checkpoint saved;
+  first.save(saved, "outer.momentum", "outer.steps");
+  CHECK(saved.has("outer.momentum.buffer"));
+  CHECK(saved.has("outer.momentum.pending"));
+  saved.put_pod("params", std::span<const float>(p_resumed));
+  const Checkpoint loaded = decode_checkpoint(encode_checkpoint(saved), "test");
+
+  OuterOptimizer resumed(n, options);
+  resumed.restore(loaded, "outer.momentum", "outer.steps");
+  CHECK(resumed.pending() == 1);
+  p_resumed = loaded.get_pod<float>("params");
+  for (std::size_t k = 4; k < deltas.size(); ++k) resumed.step(p_resumed, deltas[k]);
+
+  CHECK(bit_equal(p_resumed, p_straight));
+  CHECK(bit_equal(Vec(resumed.momentum_buffer().begin(), resumed.momentum_buffer().end()),
+                  Vec(straight.momentum_buffer().begin(), straight.momentum_buffer().end())));
+  CHECK(bit_equal(Vec(resumed.delay_buffer().begin(), resumed.delay_buffer().end()),
+                  Vec(straight.delay_buffer().begin(), straight.delay_buffer().end())));
+  CHECK(resumed.pending() == straight.pending());
+  CHECK(resumed.steps_taken() == straight.steps_taken());
+}
+
+TEST_CASE("delayed Nesterov restores old checkpoints and refuses bad delay records") {
+  const OuterOptions options{.lr = 0.5f, .momentum = 0.5f, .nesterov = true, .delay = 2};
+  // A checkpoint of plain Nesterov has no delay records: the buffer starts empty.
+  Checkpoint old;
+  OuterOptimizer(2, {0.5f, 0.5f, true}).save(old, "outer.m", "outer.steps");
+  OuterOptimizer opt(2, options);
+  Vec p{0, 0};
+  opt.step(p, Vec{1, 1});
+  opt.restore(old, "outer.m", "outer.steps");
+  CHECK(opt.pending() == 0);
+  CHECK(opt.delay_buffer()[0] == 0.0f);
+  CHECK(opt.steps_taken() == 0);
+
+  opt.step(p, Vec{1, 2});
+  const auto state_kept = [&] {
+    CHECK(opt.pending() == 1);
+    CHECK(opt.delay_buffer()[1] == 2.0f);
+  };
+  Checkpoint wrong_size;
+  OuterOptimizer(2, options).save(wrong_size, "outer.m", "outer.steps");
+  wrong_size.put_pod("outer.m.buffer", std::span<const float>(Vec{1, 2, 3}));
+  CHECK(error_of(ErrorKind::Checkpoint, [&] { opt.restore(wrong_size, "outer.m", "outer.steps"); })
+            .find("\"outer.m.buffer\" holds 3 values") != std::string::npos);
+  state_kept();
+  Checkpoint negative;
+  OuterOptimizer(2, options).save(negative, "outer.m", "outer.steps");
+  negative.put_value("outer.m.pending", std::int64_t{-1});
+  error_of(ErrorKind::Checkpoint, [&] { opt.restore(negative, "outer.m", "outer.steps"); });
+  state_kept();
+  Checkpoint no_pending;
+  no_pending.put_pod("outer.m", std::span<const float>(Vec{0, 0}));
+  no_pending.put_value("outer.steps", std::int64_t{0});
+  no_pending.put_pod("outer.m.buffer", std::span<const float>(Vec{0, 0}));
+  error_of(ErrorKind::Checkpoint, [&] { opt.restore(no_pending, "outer.m", "outer.steps"); });
+  state_kept();
+}
+
+TEST_CASE("a smaller delay after a restore updates the momentum at once") {
+  // Saved with N = 4 after 3 contributions, resumed with N = 2: the next step is a momentum step
+  // over everything pending (divided by the new N).
+  OuterOptimizer four(1, {.lr = 0.5f, .momentum = 0.5f, .nesterov = true, .delay = 4});
+  Vec p{0};
+  for (int t = 0; t < 3; ++t) four.step(p, Vec{1});
+  Checkpoint saved;
+  four.save(saved, "outer.m", "outer.steps");
+  OuterOptimizer two(1, {.lr = 0.5f, .momentum = 0.5f, .nesterov = true, .delay = 2});
+  two.restore(saved, "outer.m", "outer.steps");
+  CHECK(two.pending() == 3);
+  two.step(p, Vec{1});
+  CHECK(two.pending() == 0);
+  CHECK(two.momentum_buffer()[0] == 2.0f);  // 0.5 * 0 + (3 + 1) / 2
+}
