@@ -60,6 +60,14 @@ std::string_view to_string(JobConfig::Outer::Codec c) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Outer::Staleness s) {
+  switch (s) {
+    case JobConfig::Outer::Staleness::Inverse: return "inverse";
+    case JobConfig::Outer::Staleness::Constant: return "constant";
+  }
+  return "?";
+}
+
 std::string_view to_string(JobConfig::Transport::Kind k) {
   switch (k) {
     case JobConfig::Transport::Kind::Zmq: return "zmq";
@@ -135,6 +143,13 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "max_staleness = " << c.outer.max_staleness << "\n"
       << "quorum = " << c.outer.quorum << "\n"
       << "deadline_ms = " << c.outer.deadline_ms << "\n"
+      << "overlap = " << boolean(c.outer.overlap) << "\n"
+      << "staleness = " << quote(to_string(c.outer.staleness)) << "\n"
+      << "delayed_nesterov = " << c.outer.delayed_nesterov << "\n"
+      << "deadline_k = " << floating(c.outer.deadline_k) << "\n"
+      << "max_norm_ratio = " << floating(c.outer.max_norm_ratio) << "\n"
+      << "dynamic_inner_steps = " << boolean(c.outer.dynamic_inner_steps) << "\n"
+      << "fragments = " << c.outer.fragments << "\n"
       << "\n[transport]\n"
       << "kind = " << quote(to_string(c.transport.kind)) << "\n"
       << "chunk_bytes = " << c.transport.chunk_bytes << "\n"

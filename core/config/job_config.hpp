@@ -89,6 +89,7 @@ struct JobConfig {
   struct Outer {
     enum class Algorithm { Sync, Diloco, Streaming };
     enum class Codec { Fp32, Bf16, Int8, Int4 };
+    enum class Staleness { Inverse, Constant };  // sync/outer's StalenessDecay
     Algorithm algorithm = Algorithm::Diloco;
     int inner_steps = 50;  // H: inner steps between outer steps
     double lr = 0.7;
@@ -100,6 +101,14 @@ struct JobConfig {
     int max_staleness = 4;  // outer steps a late site's contribution may lag
     int quorum = 0;         // sites an outer step waits for; 0 = all live sites
     int deadline_ms = 0;    // how long an outer step waits for the quorum; 0 = adaptive
+    // Asynchronous rounds and their fault tolerance.
+    bool overlap = true;  // a site starts its next round at once instead of waiting for the commit
+    Staleness staleness = Staleness::Inverse;  // a delta s versions late weighs 1/(1+s) (inverse) or 1 (constant)
+    int delayed_nesterov = 0;  // 0 or 1: Nesterov at every commit; N > 1: momentum updated every N-th commit
+    double deadline_k = 3.0;   // adaptive deadline = median + k * MAD of recent arrival lags (deadline_ms = 0)
+    double max_norm_ratio = 100.0;     // refuse a delta whose norm exceeds this x the median of recent ones
+    bool dynamic_inner_steps = false;  // a slower site runs fewer inner steps: floor(speed / fastest * H)
+    int fragments = 1;  // streaming: parameter fragments synchronised in turn
     bool operator==(const Outer&) const = default;
   } outer;
 
@@ -112,8 +121,10 @@ struct JobConfig {
 
   struct Control {
     std::vector<std::string> endpoints;  // "http://host:port"; empty = start a local etcd member
-    int lease_ttl_s = 10;
-    int keepalive_ms = 2000;  // below lease_ttl_s, or a healthy site's lease would lapse
+    // A dead site's membership key lapses ~5 s after its last keep-alive; one keep-alive a second
+    // leaves a healthy site four misses to spare.
+    int lease_ttl_s = 5;
+    int keepalive_ms = 1000;  // below lease_ttl_s, or a healthy site's lease would lapse
     bool operator==(const Control&) const = default;
   } control;
 
@@ -152,6 +163,7 @@ std::string_view to_string(JobConfig::Inner::Schedule s);
 std::string_view to_string(JobConfig::Replicas::OnFailure f);
 std::string_view to_string(JobConfig::Outer::Algorithm a);
 std::string_view to_string(JobConfig::Outer::Codec c);
+std::string_view to_string(JobConfig::Outer::Staleness s);
 std::string_view to_string(JobConfig::Transport::Kind k);
 std::string_view to_string(JobConfig::Site::Device d);
 

@@ -141,6 +141,20 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.max_staleness, "outer", "max_staleness", 0);
   r.read(c.outer.quorum, "outer", "quorum", 0);
   r.read(c.outer.deadline_ms, "outer", "deadline_ms", 0);
+  r.read(c.outer.overlap, "outer", "overlap");
+  r.read(c.outer.staleness, "outer", "staleness", {Outer::Staleness::Inverse, Outer::Staleness::Constant});
+  r.read(c.outer.delayed_nesterov, "outer", "delayed_nesterov", 0);
+  r.read(c.outer.deadline_k, "outer", "deadline_k", above(0));
+  r.read(c.outer.max_norm_ratio, "outer", "max_norm_ratio", above(1));
+  r.read(c.outer.dynamic_inner_steps, "outer", "dynamic_inner_steps");
+  r.read(c.outer.fragments, "outer", "fragments", 1);
+  // Delayed Nesterov is a Nesterov variant: with heavy ball asked for, one of the two is a mistake.
+  if (c.outer.delayed_nesterov > 1 && !c.outer.nesterov) {
+    const Setting* s = r.find("outer.delayed_nesterov");
+    r.add(s ? s->origin : r.table_origin("outer"), "outer.delayed_nesterov",
+          "expected 0 or 1 with outer.nesterov = false (delayed Nesterov needs Nesterov momentum), found " +
+              std::to_string(c.outer.delayed_nesterov));
+  }
 
   r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
   r.read(c.transport.chunk_bytes, "transport", "chunk_bytes", 1024);

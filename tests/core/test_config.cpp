@@ -171,6 +171,26 @@ TEST_CASE("--set overrides numbers, strings and paths, and rejects unknown keys"
   CHECK(only_problem(dir, kData, {"include=x.toml"}).find("only be given in a job file") != std::string::npos);
 }
 
+TEST_CASE("--set reaches the asynchronous [outer] keys") {
+  TempDir dir("config");
+  const auto file = write(dir / "job.toml", kData + "[outer]\noverlap = true\n");
+  const JobConfig c = load_ok(file, {"outer.overlap=false", "outer.staleness=constant", "outer.delayed_nesterov=5",
+                                     "outer.deadline_k=4", "outer.max_norm_ratio=1e3", "outer.dynamic_inner_steps=true",
+                                     "outer.fragments=2", "control.lease_ttl_s=10", "control.keepalive_ms=2000"});
+  CHECK_FALSE(c.outer.overlap);
+  CHECK(c.outer.staleness == JobConfig::Outer::Staleness::Constant);
+  CHECK(c.outer.delayed_nesterov == 5);
+  CHECK(c.outer.deadline_k == 4.0);
+  CHECK(c.outer.max_norm_ratio == 1000.0);
+  CHECK(c.outer.dynamic_inner_steps);
+  CHECK(c.outer.fragments == 2);
+  CHECK((c.control.lease_ttl_s == 10 && c.control.keepalive_ms == 2000));
+  CHECK(only_problem(dir, kData, {"outer.max_norm_ratio=0.5"}) ==
+        "--set outer.max_norm_ratio=0.5: outer.max_norm_ratio: expected a number > 1, found 0.5");
+  CHECK(only_problem(dir, kData, {"outer.fragmets=2"}) ==
+        "--set outer.fragmets=2: outer.fragmets: unknown key (did you mean fragments?)");
+}
+
 TEST_CASE("unknown tables and keys, with suggestions") {
   TempDir dir("config");
   CHECK(only_problem(dir, kData + "[model]\nn_layr = 2\n") == (dir / "job.toml").string() +
@@ -305,7 +325,9 @@ TEST_CASE("to_toml round-trips to an equal config") {
                                                 "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
                                                 "clip = 1\nsteps = 12345\n"
                                                 "[checkpoint]\nevery = 100\n"
-                                                "[outer]\nalgorithm = \"streaming\"\nlr = 1\n[control]\n"
+                                                "[outer]\nalgorithm = \"streaming\"\nlr = 1\noverlap = false\n"
+                                                "staleness = \"constant\"\ndelayed_nesterov = 3\ndeadline_k = 1.5\n"
+                                                "max_norm_ratio = 50.5\ndynamic_inner_steps = true\nfragments = 4\n[control]\n"
                                                 "endpoints = [\"http://a:2379\", \"https://b:2379\"]\n"
                                                 "[[site]]\nname = \"a\"\nport = 7000\n[[site]]\nname = \"b\"\n"
                                                 "device = \"cuda\"\nspeed = 2.5\n[wan]\nloss = 0.01\n");
@@ -356,15 +378,22 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((d.outer.algorithm == JobConfig::Outer::Algorithm::Diloco && d.outer.inner_steps == 50 && d.outer.lr == 0.7));
   CHECK((d.outer.codec == JobConfig::Outer::Codec::Int8 && d.outer.block == 512 && d.outer.max_staleness == 4));
   CHECK((d.transport.kind == JobConfig::Transport::Kind::Zmq && d.transport.chunk_bytes == 4194304));
-  CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 10 && d.control.keepalive_ms == 2000));
+  CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 5 && d.control.keepalive_ms == 1000));
+  CHECK((d.outer.overlap && d.outer.staleness == JobConfig::Outer::Staleness::Inverse && d.outer.delayed_nesterov == 0));
+  CHECK((d.outer.deadline_k == 3.0 && d.outer.max_norm_ratio == 100.0 && !d.outer.dynamic_inner_steps));
+  CHECK(d.outer.fragments == 1);
   CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
   CHECK(d.wan == JobConfig::Wan{});
   const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"sync\"\ninner_steps = 1\n"
-      "codec = \"int4\"\nmomentum = 0\nquorum = 2\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
+      "codec = \"int4\"\nmomentum = 0\nquorum = 2\noverlap = false\nstaleness = \"constant\"\ndelayed_nesterov = 4\n"
+      "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
       "[control]\nendpoints = [\"http://10.0.0.1:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
       "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
       "[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
   CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Sync && c.outer.inner_steps == 1 && c.outer.quorum == 2));
+  CHECK((!c.outer.overlap && c.outer.staleness == JobConfig::Outer::Staleness::Constant && c.outer.delayed_nesterov == 4));
+  CHECK((c.outer.deadline_k == 2.5 && c.outer.max_norm_ratio == 20.0 && c.outer.dynamic_inner_steps));
+  CHECK(c.outer.fragments == 8);
   CHECK((c.transport.kind == JobConfig::Transport::Kind::Ucx && c.transport.chunk_bytes == 1024));
   CHECK((c.control.endpoints == std::vector<std::string>{"http://10.0.0.1:2379"} && c.control.keepalive_ms == 999));
   REQUIRE(c.sites.size() == 2);
@@ -387,6 +416,19 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[site]\nname = \"a\"\n", ":1: site: expected an array of tables ([[site]]), found a table"},
       {"[control]\nlease_ttl_s = 2\nkeepalive_ms = 2000\n",
        ":3: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 2000"},
+      // The defaults' pairing holds against a shorter TTL set alone: 1000 ms is not below 1 s.
+      {"[control]\nlease_ttl_s = 1\n", ":2: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 1000"},
+      {"[outer]\noverlap = 1\n", ":2: outer.overlap: expected true or false, found integer 1"},
+      {"[outer]\nstaleness = \"linear\"\n", ":2: outer.staleness: expected one of \"inverse\", \"constant\", found \"linear\""},
+      {"[outer]\ndelayed_nesterov = -1\n", ":2: outer.delayed_nesterov: expected an integer >= 0, found -1"},
+      {"[outer]\nnesterov = false\ndelayed_nesterov = 2\n",
+       ":3: outer.delayed_nesterov: expected 0 or 1 with outer.nesterov = false (delayed Nesterov needs Nesterov "
+       "momentum), found 2"},
+      {"[outer]\ndeadline_k = 0\n", ":2: outer.deadline_k: expected a number > 0, found 0"},
+      {"[outer]\nmax_norm_ratio = 1\n", ":2: outer.max_norm_ratio: expected a number > 1, found 1"},
+      {"[outer]\ndynamic_inner_steps = \"yes\"\n",
+       ":2: outer.dynamic_inner_steps: expected true or false, found string \"yes\""},
+      {"[outer]\nfragments = 0\n", ":2: outer.fragments: expected an integer >= 1, found 0"},
       {"[control]\nendpoints = [\"10.0.0.1:2379\"]\n", ":2: control.endpoints: expected an array of strings"},
       {"[wan]\nloss = 1.0\n", ":2: wan.loss: expected a number in [0, 1), found 1"},
       {"[[wan.link]]\nlatency_ms = 5\n", ":1: wan.link: [[wan.link]] is not supported yet"},
