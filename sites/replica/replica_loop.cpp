@@ -1,6 +1,8 @@
 #include "sites/replica/replica_loop.hpp"
 
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -61,6 +63,43 @@ int micro_batches_for(const JobConfig& c, int world) {
   return std::max(1, (total + world - 1) / world);
 }
 
+// SIGTERM (the agent stopping the site) and SIGINT, handled on their own thread: the site gives
+// up its membership first, so peers stop waiting for it at once rather than after the lease's TTL,
+// then the process ends as the signal would have ended it.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    ::pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  ~StopSignals() {
+    if (!thread_.joinable()) return;
+    ::pthread_kill(thread_.native_handle(), SIGUSR2);  // wakes sigwait below, which then returns
+    thread_.join();
+  }
+  void on_stop(std::function<void()> leave) {
+    sigaddset(&set_, SIGUSR2);
+    ::pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this, leave = std::move(leave)] {
+      int sig = 0;
+      if (::sigwait(&set_, &sig) != 0 || sig == SIGUSR2) return;
+      leave();
+      ::signal(sig, SIG_DFL);
+      sigset_t only;
+      sigemptyset(&only);
+      sigaddset(&only, sig);
+      ::pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+      ::raise(sig);
+    });
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+};
+
 bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout; }
 
 }  // namespace
@@ -72,16 +111,19 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   // slower). An explicit OMP_NUM_THREADS from the launcher wins.
   if (std::getenv("OMP_NUM_THREADS") == nullptr)
     omp_set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / c.replicas.count));
+  StopSignals stop_signals;  // first, so every thread started below inherits the blocked mask
   RunLog log(c.job.run_dir);
   TcpStoreClient store(run.store_endpoint);
   Heartbeat heartbeat(run.store_endpoint, run.id,
                       std::chrono::milliseconds(std::max(1, c.replicas.heartbeat_timeout_ms / 5)));
   Trainer trainer(c, env, log, nullptr, now);
   SiteExchange exchange(c, run.site, trainer.model().params(), log, now);
+  stop_signals.on_stop([&] { exchange.leave(); });
   if (exchange.active())
     trainer.set_extras({[&](Checkpoint& out) { exchange.state().save(out); },
                         [&](const Checkpoint& in) { exchange.state().restore(in); }});
   const double t_start = now();
+  double computing_s = 0;
   trainer.try_resume();
   GlooOptions gloo;
   gloo.timeout = std::chrono::milliseconds(c.replicas.collective_timeout_ms);
@@ -137,12 +179,13 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                            {"heal_bytes", heal.bytes},
                            {"healed", heal.changed},
                            {"ms", 1000 * (now() - t_join)}});
-      exchange.join(group.comm(), leader);
+      exchange.join(group.comm(), leader, trainer);
       while (trainer.state().step < c.inner.steps && !switch_pending) {
         const double t_step = now();
         StepResult r;
         try {
           r = trainer.step();
+          computing_s += now() - t_step;
         } catch (const Error& e) {
           if (!is_peer_failure(e)) throw;
           log.event("collective_failed", {{"site", run.site},
@@ -161,7 +204,10 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                       {"version", exchange.state().version()}, {"generation", group.generation().number},
                       {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens}});
         if (exchange.round_ends(done))
-          exchange.end_round(group.comm(), leader, trainer, (done - 1) % c.outer.inner_steps + 1);
+          exchange.end_round(group.comm(), leader, trainer, (done - 1) % exchange.inner_steps() + 1,
+                             done == c.inner.steps);
+        else
+          exchange.poll(group.comm(), leader, trainer);
         // Mid-run validation of what the job holds (the global weights, right after a round) for the loss curves.
         if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps)
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
@@ -209,6 +255,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     summary["steps"] = trainer.state().step;
     summary["tokens"] = trainer.state().tokens;
     summary["wall_s"] = now() - t_start;
+    // Time in training steps over the whole run (joins, waits on other sites, evaluation excluded).
+    summary["compute_utilization"] = computing_s / std::max(1e-9, now() - t_start);
     summary["params_hash"] = std::to_string(hash64(std::span<const float>(trainer.model().params())));
     log.summary(summary);
   }

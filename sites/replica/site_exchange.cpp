@@ -2,13 +2,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 
 #include "core/runlog/run_log.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "sync/control/etcd_client.hpp"
-#include "sync/round/cross_site.hpp"
+#include "sync/round/local_steps.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/zmq_link.hpp"
 
@@ -16,13 +17,24 @@ namespace meridian {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 
 // How long the leader pumps before the members hear from it again: short against any collective timeout.
 constexpr auto kAttempt = 200ms;
 
 OuterOptions outer_options(const JobConfig& c) {
-  return {static_cast<float>(c.outer.lr), static_cast<float>(c.outer.momentum), c.outer.nesterov};
+  OuterOptions o{static_cast<float>(c.outer.lr), static_cast<float>(c.outer.momentum), c.outer.nesterov};
+  o.delay = c.outer.delayed_nesterov;
+  return o;
 }
+
+StalenessDecay staleness_decay(const JobConfig& c) {
+  return c.outer.staleness == JobConfig::Outer::Staleness::Constant ? StalenessDecay::Constant
+                                                                    : StalenessDecay::Inverse;
+}
+
+// What the leader tells its group after each attempt.
+enum Update : std::uint8_t { kNothing = 0, kCommit = 1, kSnapshot = 2 };
 
 CodecOptions codec_options(const JobConfig& c) {
   using C = JobConfig::Outer::Codec;
@@ -57,17 +69,23 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
       log_(log),
       clock_(std::move(clock)),
       sites_(static_cast<int>(config.sites.size())),
-      state_(initial, outer_options(config), codec_options(config), config.outer.error_feedback) {
+      state_(initial, outer_options(config), codec_options(config), config.outer.error_feedback),
+      inner_steps_(config.outer.inner_steps) {
   data_replicas_ = 0;
-  bool found = false;
+  const JobConfig::Site* me = nullptr;
+  double fastest = 0;
   for (const auto& s : config_.sites) {
     if (s.name == site_) {
       data_offset_ = data_replicas_;
-      found = true;
+      me = &s;
     }
     data_replicas_ += s.replicas;
+    fastest = std::max(fastest, s.speed);
   }
-  if (!found) throw make_error(ErrorKind::Config, "site '", site_, "' is not a [[site]] of the job");
+  if (me == nullptr) throw make_error(ErrorKind::Config, "site '", site_, "' is not a [[site]] of the job");
+  // Dynamic local updates: a slower site ends its rounds after fewer steps, so its deltas come as
+  // often as the fastest site's and nobody's round is held back by it.
+  if (config_.outer.dynamic_inner_steps) inner_steps_ = local_steps(me->speed, fastest, config_.outer.inner_steps);
   if (active() && config_.outer.algorithm == JobConfig::Outer::Algorithm::Streaming)
     throw make_error(ErrorKind::Config, "outer.algorithm = \"streaming\" is not available yet: use \"diloco\" or \"sync\"");
   if (active() && config_.control.endpoints.empty())
@@ -93,77 +111,167 @@ void SiteExchange::ensure_leader_side() {
   link_ = make_link(config_, *me);
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
+  o.rule.staleness.decay = staleness_decay(config_);
+  o.deadline.k = config_.outer.deadline_k;
+  o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
+  o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
   o.etcd = etcd;
   o.lease_ttl_s = config_.control.lease_ttl_s;
   o.keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *link_, clock_);
+  cross_->serve_state(&state_);
   log_.event("link_open", {{"site", site_}, {"address", link_->address()}, {"transport", to_string(config_.transport.kind)}});
 }
 
 void SiteExchange::wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt) {
+  const double t0 = clock_();
   while (true) {
     std::uint8_t done = leader && attempt() ? 1 : 0;
     broadcast_value(group, done);
-    if (done) return;
+    if (done) break;
   }
+  waited_s_ += clock_() - t0;
 }
 
-void SiteExchange::join(Communicator& group, bool leader) {
+void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
   if (leader) ensure_leader_side();
   const double t0 = clock_();
   wait_together(group, leader, [&] { return cross_->poll_join(kAttempt); });
   if (leader) log_.event("sites_joined", {{"site", site_}, {"sites", sites_}, {"ms", 1000 * (clock_() - t0)}});
+  if (synchronous()) return;
+  // A job under way: take the versions committed while this site was away before training on.
+  const std::int64_t from = state_.version();
+  std::optional<CrossSite::Commit> update;
+  while (true) {
+    wait_together(group, leader, [&] {
+      if (cross_->newest_commit() <= state_.version()) return true;
+      update = cross_->poll_commit(state_, kAttempt);
+      return update.has_value();
+    });
+    if (!apply_update(group, leader, trainer, std::move(update))) break;
+    update.reset();
+  }
+  if (leader && state_.version() != from)
+    log_.event("caught_up", {{"site", site_}, {"from_version", from}, {"version", state_.version()},
+                             {"ms", 1000 * (clock_() - t0)}});
+  last_version_at_ = clock_();
 }
 
 bool SiteExchange::round_ends(std::int64_t steps_done) const {
-  return active() && !synchronous() &&
-         (steps_done % config_.outer.inner_steps == 0 || steps_done == config_.inner.steps);
+  return active() && !synchronous() && (steps_done % inner_steps_ == 0 || steps_done == config_.inner.steps);
 }
 
-void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round) {
-  const double t0 = clock_();
+void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round,
+                             bool last) {
   auto params = trainer.model().params();
   // Every member encodes: the bytes are only sent by the leader, but the error-feedback residual
   // they leave behind must be the same on every member.
   auto encoded = state_.encode_delta(params);
-  const std::int64_t base = state_.version();
-  std::optional<CrossSite::Commit> commit;
   if (leader) {
     ensure_leader_side();
     const std::int64_t tokens = steps_in_round * trainer.grad_accum() * group.size() *
                                 config_.inner.batch_per_replica * config_.model.seq_len;
-    DeltaAnnouncement a{site_, rounds_, base, tokens, encoded.size(), hash64(std::span<const std::byte>(encoded))};
+    const std::int64_t round = std::max(cross_->next_round(), next_round_);
+    next_round_ = round + 1;
+    DeltaAnnouncement a{site_,          round, state_.version(), tokens, encoded.size(),
+                        hash64(std::span<const std::byte>(encoded)), last};
     cross_->submit(a, std::move(encoded));
   }
-  wait_together(group, leader, [&] {
-    commit = cross_->poll_commit(state_, kAttempt);
-    return commit.has_value();
-  });
-  std::int64_t version = leader ? commit->record.number : 0;
-  std::uint64_t expected = leader ? commit->record.params_hash : 0;
-  std::size_t merged = leader ? commit->record.entries.size() : 0;
-  scratch_.resize(state_.size());
-  if (leader) scratch_ = std::move(commit->mean_delta);
+  ++rounds_;
+  if (config_.outer.overlap && !last) return;
+  // Without overlap: the next version. In the last round: every version until all live sites'
+  // last deltas are merged, so every site ends on the same one.
+  std::optional<CrossSite::Commit> update;
+  while (true) {
+    bool finished = false;
+    wait_together(group, leader, [&] {
+      update = cross_->poll_commit(state_, kAttempt);
+      if (!update && last) finished = cross_->all_final_merged(state_);
+      return update.has_value() || finished;
+    });
+    const bool applied = apply_update(group, leader, trainer, std::move(update));
+    update.reset();
+    if (applied && !last) return;
+    std::uint8_t done = leader && finished ? 1 : 0;
+    broadcast_value(group, done);
+    if (done) return;
+  }
+}
+
+void SiteExchange::poll(Communicator& group, bool leader, Trainer& trainer) {
+  if (!active() || synchronous() || !config_.outer.overlap) return;
+  std::optional<CrossSite::Commit> update;
+  if (leader) update = cross_->poll_commit(state_, std::chrono::milliseconds(0));
+  apply_update(group, leader, trainer, std::move(update));
+}
+
+bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& trainer,
+                                std::optional<CrossSite::Commit> update) {
+  if (leader) log_cross_site_events();
+  std::uint8_t kind = !leader || !update ? kNothing : update->snapshot.empty() ? kCommit : kSnapshot;
+  broadcast_value(group, kind);
+  if (kind == kNothing) return false;
+  const std::int64_t from = state_.version();
+  std::int64_t version = leader ? update->record.number : 0;
+  std::uint64_t expected = leader ? update->record.params_hash : 0;
   broadcast_value(group, version);
   broadcast_value(group, expected);
-  broadcast_value(group, merged);
-  group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
-  auto outcome = state_.preview(scratch_);
-  if (outcome.hash != expected)
-    throw make_error(ErrorKind::Data, "site ", site_, ": version ", version, " computed here hashes to ", outcome.hash,
-                     ", the commit says ", expected, ": this site's copy of version ", base, " differs from its peers'");
-  state_.commit(version, std::move(outcome));
-  std::copy(state_.global().begin(), state_.global().end(), params.begin());
-  ++rounds_;
-  if (leader)
-    log_.event("commit_applied", {{"site", site_},
-                                  {"version", version},
-                                  {"round", rounds_ - 1},
-                                  {"deltas", merged},
-                                  {"proposer", commit->record.proposer},
-                                  {"params_hash", std::to_string(expected)},
-                                  {"wait_ms", 1000 * (clock_() - t0)}});
+  auto params = trainer.model().params();
+  if (kind == kCommit) {
+    scratch_.resize(state_.size());
+    if (leader) scratch_ = std::move(update->mean_delta);
+    group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
+    auto outcome = state_.preview(scratch_);
+    if (outcome.hash != expected)
+      throw make_error(ErrorKind::Data, "site ", site_, ": version ", version, " computed here hashes to ",
+                       outcome.hash, ", the commit says ", expected, ": this site's copy of version ", from,
+                       " differs from its peers'");
+    state_.commit(version, std::move(outcome));
+  } else {
+    std::uint64_t size = leader ? update->snapshot.size() : 0;
+    broadcast_value(group, size);
+    std::vector<std::byte> snapshot = leader ? std::move(update->snapshot) : std::vector<std::byte>(size);
+    group.broadcast(snapshot, 0);
+    // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
+    state_.adopt(snapshot, expected, params);
+  }
+  if (kind == kCommit) state_.rebase(params);
+  const double now = clock_();
+  if (last_version_at_ > 0) max_version_gap_s_ = std::max(max_version_gap_s_, now - last_version_at_);
+  last_version_at_ = now;
+  if (leader) {
+    json fields = {{"site", site_},
+                   {"version", version},
+                   {"from_version", from},
+                   {"proposer", update->record.proposer},
+                   {"params_hash", std::to_string(expected)}};
+    json entries = json::array();
+    for (const auto& e : update->record.entries)
+      entries.push_back({{"site", e.site}, {"round", e.round}, {"base", e.base_version}, {"weight", e.weight}});
+    fields["deltas"] = entries;
+    log_.event(kind == kCommit ? "commit_applied" : "state_adopted", fields);
+  }
+  return true;
+}
+
+void SiteExchange::log_cross_site_events() {
+  for (const auto& e : cross_->take_events())
+    log_.event(e.kind, {{"site", site_}, {"peer", e.site}, {"number", e.number}, {"detail", e.detail}});
+}
+
+void SiteExchange::leave() const {
+  if (!cross_) return;
+  const auto lease = cross_->lease();
+  if (lease == 0) return;
+  try {
+    EtcdOptions etcd;
+    etcd.endpoints = config_.control.endpoints;
+    etcd.timeout = std::chrono::milliseconds(1000);
+    EtcdClient(etcd).revoke_lease(lease);
+  } catch (const Error&) {
+    // Then the lease lapses after its TTL: peers learn the same, only later.
+  }
 }
 
 void SiteExchange::reduce_across_sites(Communicator& group, bool leader, std::int64_t step, std::span<float> grads,
@@ -199,6 +307,16 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["delta_requests"] = t.requests_sent;
   out["commits_proposed"] = t.commits_proposed;
   out["commits_won"] = t.commits_won;
+  out["commits_by_deadline"] = t.commits_by_deadline;
+  out["deltas_screened_out"] = t.deltas_screened_out;
+  out["states_sent"] = t.states_sent;
+  out["states_adopted"] = t.states_adopted;
+  out["states_refused"] = t.states_refused;
+  const auto link = link_->counters();
+  out["frames_duplicate"] = link.duplicates;
+  out["frames_rerequested"] = link.rerequests;
+  out["waited_s"] = waited_s_;
+  out["max_version_gap_s"] = max_version_gap_s_;
   // What one round moves per parameter and per receiving peer: ~1 for int8, ~0.5 for int4.
   if (rounds_ > 0 && sites_ > 1)
     out["bytes_per_param_round"] =

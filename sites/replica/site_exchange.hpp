@@ -4,6 +4,11 @@
 // synchronous baseline (gradients averaged across sites every step), on one path: the same
 // leader-side CrossSite, link and control plane.
 //
+// DiLoCo runs overlapped by default ([outer] overlap): a site that ends a round sends its delta and
+// trains on at once; each step the leader looks (without waiting) for the next version, and when
+// it is there every replica applies it and rebases the in-flight round onto it. Only the last
+// round waits, until every live site's last delta is merged, so all sites end on one version.
+//
 // Every member of the site's group calls these together. The group's rank 0 leads: it alone
 // talks to other sites, while the others wait in short collectives, so no collective waits long
 // enough to time out however long the other sites take. Every member keeps the OuterState and
@@ -11,19 +16,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "core/config/job_config.hpp"
 #include <nlohmann/json.hpp>
 #include "sync/comm/communicator.hpp"
+#include "sync/round/cross_site.hpp"
 #include "sync/round/outer_state.hpp"
 
 namespace meridian {
 
 class Trainer;
 class RunLog;
-class CrossSite;
 class EtcdClient;
 class Link;
 
@@ -41,23 +47,36 @@ class SiteExchange {
   int data_offset() const { return data_offset_; }
   int data_replicas() const { return data_replicas_; }
 
-  // Waits until every site of the job has joined.
-  void join(Communicator& group, bool leader);
-  // DiLoCo: true when the step just finished ends a round (every H steps, and the last step).
+  // Waits until every site of the job has joined (or, in a job under way, until this site is
+  // registered and has caught up with the newest version, from a live peer's state if need be).
+  void join(Communicator& group, bool leader, Trainer& trainer);
+  // DiLoCo: this site's round length, H or fewer on a slower site ([outer] dynamic_inner_steps).
+  int inner_steps() const { return inner_steps_; }
+  // DiLoCo: true when the step just finished ends a round (every inner_steps(), and the last step).
   bool round_ends(std::int64_t steps_done) const;
-  // DiLoCo: sends this round's delta and waits for the next version, which replaces the trainer's weights.
-  void end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round);
+  // DiLoCo: sends this round's delta. Without overlap, or in the last round, waits for the
+  // version(s) that follow; otherwise returns at once.
+  void end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round, bool last);
+  // DiLoCo with overlap, after every step: applies the next version if it is here, without waiting.
+  void poll(Communicator& group, bool leader, Trainer& trainer);
+  // From a signal-handling thread: gives up this site's membership at once (peers need not wait
+  // for the lease to lapse). Safe while the replica's own thread is anywhere.
+  void leave() const;
   // Sync: replaces the site's mean gradients and loss of this step by the mean over all sites.
   void reduce_across_sites(Communicator& group, bool leader, std::int64_t step, std::span<float> grads, double& loss);
 
   OuterState& state() { return state_; }
   std::int64_t rounds() const { return rounds_; }
+  double waited_s() const { return waited_s_; }
   // This site's share of the job summary: traffic, rounds, versions (leader only has traffic).
   nlohmann::json summary(std::size_t params) const;
 
  private:
   void ensure_leader_side();
   void wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt);
+  // Leader: what `cross_` has for the group; everyone: applies it. False when there was nothing.
+  bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
+  void log_cross_site_events();
 
   JobConfig config_;
   std::string site_;
@@ -66,7 +85,12 @@ class SiteExchange {
   int sites_ = 1;
   int data_offset_ = 0, data_replicas_ = 1;
   OuterState state_;
-  std::int64_t rounds_ = 0;
+  int inner_steps_ = 0;
+  std::int64_t rounds_ = 0;      // rounds this process ended
+  std::int64_t next_round_ = 0;  // leader: the number of its next round
+  double last_version_at_ = 0;     // when this site last took a new version
+  double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes
+  double waited_s_ = 0;            // time the replicas spent waiting on other sites
   std::unique_ptr<EtcdClient> etcd_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<CrossSite> cross_;

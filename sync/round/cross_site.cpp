@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <random>
 
+#include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "sync/codec/codec.hpp"
@@ -38,7 +40,12 @@ std::size_t held_from(const Map& m, const std::string& site) {
 }  // namespace
 
 CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std::function<double()> clock)
-    : options_(std::move(options)), keys_(options_.job), etcd_(etcd), link_(link), clock_(std::move(clock)) {
+    : options_(std::move(options)),
+      keys_(options_.job),
+      etcd_(etcd),
+      link_(link),
+      clock_(std::move(clock)),
+      screen_(options_.screen) {
   std::sort(options_.sites.begin(), options_.sites.end());
 }
 
@@ -54,13 +61,27 @@ CrossSite::~CrossSite() {
 
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
-  if (lease_ == 0) register_member();
+  if (lease_ == 0) {
+    register_member();
+    // A restarted site continues after every round it announced before.
+    for (const auto& [key, value] : etcd_.get_prefix(keys_.deltas() + options_.site + "/")) {
+      try {
+        const auto a = decode_announcement(value);
+        if (a.site == options_.site) next_round_ = std::max(next_round_, a.round + 1);
+      } catch (const Error&) {
+        // Not ours to read: a record we cannot decode names no round.
+      }
+    }
+  }
   while (true) {
     refresh_members();
     std::vector<std::string> missing;
     for (const auto& s : options_.sites)
       if (!members_.contains(s)) missing.push_back(s);
     if (missing.empty()) return true;
+    // A job under way does not wait for its absent sites: this one (re)joins the live ones.
+    read_commits();
+    if (newest_commit_ > 0) return true;
     waiting_ = "sites to join:";
     for (const auto& s : missing) waiting_ += " " + s;
     pump(std::min(deadline, clock_() + ms(options_.control_poll)));
@@ -73,6 +94,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
   etcd_.put(keys_.delta(a.site, a.round), encode(a));
   announced_[{a.site, a.round}] = a;
+  if (a.final) final_round_[a.site] = a.round;
   // Shared with the link (sent to every member without a copy, kept for their requests).
   const auto own = std::make_shared<const std::vector<std::byte>>(std::move(encoded));
   for (const auto& [site, member] : members_) {
@@ -82,6 +104,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   }
   arrived_[{a.site, a.round}] = *own;  // a commit lists this site's own delta too
   verified_.erase({a.site, a.round});
+  norms_.erase({a.site, a.round});
   own_[a.round] = own;
   while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
 }
@@ -98,72 +121,228 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
   }
 }
 
+void CrossSite::read_commits() {
+  const auto read = etcd_.get_prefix_since(keys_.commits(), commits_revision_ + 1);
+  commits_revision_ = read.revision;
+  for (const auto& [key, value] : read.kvs) {
+    try {
+      auto record = decode_commit(value);
+      if (key != keys_.commit(record.number) || record.entries.empty())
+        throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
+                         record.entries.size(), " entries");
+      newest_commit_ = std::max(newest_commit_, record.number);
+      commits_[record.number] = std::move(record);
+    } catch (const Error& e) {
+      // Written once by compare-and-swap: a record nobody can read stops the job's versions
+      // there, and every site says so rather than guessing.
+      events_.push_back({"commit_unreadable", "", 0, e.what()});
+    }
+  }
+}
+
 std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state) {
   const std::int64_t next = state.version() + 1;
-  if (auto bytes = etcd_.get(keys_.commit(next))) {
-    CommitRecord record = decode_commit(*bytes);
-    if (record.number != next || record.entries.empty())
-      throw make_error(ErrorKind::Peer, "commit record ", keys_.commit(next), " is for version ", record.number,
-                       " with ", record.entries.size(), " entries");
-    for (const auto& e : record.entries)
-      if (held(e) == nullptr) {
-        waiting_ = "the deltas of commit " + std::to_string(next);
-        return std::nullopt;
-      }
+  read_commits();
+  std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
+  if (auto adopted = catch_up(state)) return adopted;
+  if (const auto found = commits_.find(next); found != commits_.end()) {
+    const CommitRecord& record = found->second;
+    bool complete = true;
+    for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
+    if (!complete) {
+      waiting_ = "the deltas of commit " + std::to_string(next);
+      if (!stuck_since_) stuck_since_ = clock_();
+      return std::nullopt;
+    }
     // The winner is usually this site's own proposal: its mean is already computed.
     const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
-    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.entries, state.size())};
-    proposed_.reset();
-    for (const auto& e : record.entries) {
-      applied_[e.site] = std::max(applied_[e.site], e.round);
-      std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == e.site && kv.first.second <= e.round; });
-      const auto merged = [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round; };
-      recycle_if(arrived_, merged);
-      std::erase_if(verified_, [&](const auto& kv) { return merged(kv.first); });
-    }
+    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.entries, state.size()), {}};
+    applied(record);
     return commit;
   }
   refresh_members();
   read_announcements();
   CommitView view;
+  view.now = clock_();
   view.version = state.version();
   for (const auto& [site, member] : members_) view.live_sites.push_back(site);
   view.applied = applied_;
-  for (const auto& [key, a] : announced_) view.announced.push_back(a);
+  if (open_version_ != next) {
+    open_version_ = next;
+    first_held_at_.reset();
+    seen_held_.clear();
+  }
+  for (const auto& [key, a] : announced_) {
+    view.announced.push_back(a);
+    if (!members_.contains(a.site) || !usable(a, state.size())) continue;
+    view.held.insert(key);
+    if (seen_held_.insert(key).second) {
+      // How long after the version's first delta each later one arrives: what the deadline learns from.
+      if (first_held_at_) arrivals_.record(view.now - *first_held_at_);
+      else first_held_at_ = view.now;
+    }
+  }
+  view.refused = refused_;
+  view.first_held_at = first_held_at_;
+  view.deadline_s = arrivals_.deadline_s(options_.deadline);
   const auto entries = decide_commit(view, options_.rule);
   if (!entries) {
-    waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(announced_.size()) + " announced)";
+    waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(view.held.size()) + " here, " +
+               std::to_string(view.live_sites.size()) + " live sites)";
     return std::nullopt;
   }
-  for (const auto& e : *entries)
-    if (held(e) == nullptr) {
-      waiting_ = "the delta of " + e.site + " round " + std::to_string(e.round);
-      return std::nullopt;
-    }
   auto mean = mean_of(*entries, state.size());
-  CommitRecord proposal{next, *entries, state.preview(mean).hash, options_.site};
+  CommitRecord proposal{next, *entries, state.preview(mean).hash, options_.site, applied_};
+  for (const auto& e : *entries) proposal.merged[e.site] = e.round;
   ++traffic_.commits_proposed;
-  if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) ++traffic_.commits_won;
-  proposed_ = Commit{std::move(proposal), std::move(mean)};
+  if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) {
+    ++traffic_.commits_won;
+    if (entries->size() < view.live_sites.size()) ++traffic_.commits_by_deadline;
+  }
+  proposed_ = Commit{std::move(proposal), std::move(mean), {}};
   next_control_ = clock_();  // read back whichever proposal won, now
   return std::nullopt;
 }
 
-const std::vector<std::byte>* CrossSite::held(const CommitEntry& e) {
-  const DeltaKey key{e.site, e.round};
+std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
+  const std::int64_t next = state.version() + 1;
+  if (snapshot_ && snapshot_->version >= next) {
+    const auto record = commits_.find(snapshot_->version);
+    if (record == commits_.end()) return std::nullopt;  // its commit is not read yet: next time
+    Snapshot snap = std::move(*snapshot_);
+    snapshot_.reset();
+    // Checked here against the commit's hash, so the replicas adopt only what will pass.
+    try {
+      const Checkpoint c = decode_checkpoint(snap.bytes, "the state snapshot from " + snap.from);
+      const auto global = c.get_pod<float>("outer.global");
+      if (c.get_value<std::int64_t>("outer.version") != snap.version || global.size() != state.size() ||
+          OuterState::weights_hash(global) != record->second.params_hash)
+        throw make_error(ErrorKind::Peer, "its weights are not version ", snap.version, " of this model");
+    } catch (const Error& e) {
+      ++traffic_.states_refused;
+      events_.push_back({"state_refused", snap.from, snap.version, e.what()});
+      return std::nullopt;
+    }
+    ++traffic_.states_adopted;
+    Commit commit{record->second, {}, std::move(snap.bytes)};
+    applied(record->second);
+    return commit;
+  }
+  const bool far_behind = newest_commit_ >= next + 1;
+  const bool stuck = stuck_since_ && clock_() - *stuck_since_ >= ms(options_.catch_up_after);
+  if (far_behind || stuck) {
+    waiting_ = "a peer's state of version " + std::to_string(newest_commit_) + " or newer";
+    refresh_members();
+    request_state(newest_commit_);
+  }
+  return std::nullopt;
+}
+
+void CrossSite::applied(const CommitRecord& record) {
+  proposed_.reset();
+  stuck_since_.reset();
+  for (const auto& e : record.entries)
+    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end()) screen_.accept(n->second);
+  // Records from before `merged` existed list only their entries.
+  auto merged = record.merged;
+  for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
+  for (const auto& [site, round] : merged) {
+    applied_[site] = std::max(applied_[site], round);
+    const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
+    std::erase_if(announced_, [&](const auto& kv) { return done(kv.first); });
+    recycle_if(arrived_, done);
+    std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
+    std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
+    std::erase_if(requested_at_, [&](const auto& kv) { return done(kv.first); });
+  }
+}
+
+bool CrossSite::all_final_merged(const OuterState& state) {
+  refresh_members();
+  read_announcements();
+  for (const auto& [site, member] : members_) {
+    const auto final_round = final_round_.find(site);
+    const auto merged = applied_.find(site);
+    if (final_round == final_round_.end() || merged == applied_.end() || merged->second < final_round->second) {
+      waiting_ = "the final round of " + site;
+      return false;
+    }
+  }
+  read_commits();
+  if (newest_commit_ > state.version()) {
+    waiting_ = "version " + std::to_string(newest_commit_);
+    return false;
+  }
+  return true;
+}
+
+const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t checksum) {
   if (const auto it = arrived_.find(key); it != arrived_.end()) {
     // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
-    if (const auto v = verified_.find(key); v != verified_.end() && v->second == e.checksum) return &it->second;
-    if (hash64(std::span<const std::byte>(it->second)) == e.checksum) {
-      verified_[key] = e.checksum;
+    if (const auto v = verified_.find(key); v != verified_.end() && v->second == checksum) return &it->second;
+    if (hash64(std::span<const std::byte>(it->second)) == checksum) {
+      verified_[key] = checksum;
       return &it->second;
     }
     ++traffic_.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
+    link_.recycle(std::move(it->second));
     arrived_.erase(it);
     verified_.erase(key);
+    norms_.erase(key);
   }
-  request(e.site, e.round);
+  request(key.first, key.second);
   return nullptr;
+}
+
+bool CrossSite::usable(const DeltaAnnouncement& a, std::size_t n) {
+  const DeltaKey key{a.site, a.round};
+  if (refused_.contains(key)) return false;
+  const auto* bytes = held(key, a.checksum);  // hashed once; a different copy that arrived since is checked anew
+  if (bytes == nullptr) return false;
+  if (norms_.contains(key)) return true;
+  std::vector<float> decoded(n);
+  DeltaScreen::Verdict verdict;
+  try {
+    decode(*bytes, decoded);
+    verdict = screen_.check(decoded, n);
+  } catch (const Error& e) {
+    verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
+  }
+  if (verdict.ok) {
+    norms_[key] = verdict.norm;
+    return true;
+  }
+  // Intact bytes, exactly as announced, but values no commit may apply: the sender is flagged.
+  refused_.insert(key);
+  ++traffic_.deltas_screened_out;
+  events_.push_back({"delta_refused", a.site, a.round, verdict.reason});
+  return false;
+}
+
+void CrossSite::request_state(std::int64_t min_version) {
+  const double now = clock_();
+  if (now - state_requested_at_ < ms(options_.rerequest_after)) return;
+  std::vector<const MemberRecord*> peers;
+  for (const auto& [site, member] : members_)
+    if (site != options_.site) peers.push_back(&member);
+  if (peers.empty()) return;
+  state_requested_at_ = now;
+  // The next peer each time: one that died or stalled mid-transfer is not the only one asked.
+  const MemberRecord& peer = *peers[state_source_++ % peers.size()];
+  send(peer.address, LinkTag::StateRequest, min_version, as_bytes(encode(StateRequest{min_version})));
+  events_.push_back({"state_requested", peer.site, min_version, ""});
+}
+
+void CrossSite::serve_state_to(const std::string& address, std::int64_t min_version) {
+  if (serving_ == nullptr || serving_->version() < min_version || serving_->version() == 0) return;
+  // A snapshot is the whole model: one per peer per re-request period, however often it asks.
+  const double now = clock_();
+  auto [it, fresh] = served_at_.try_emplace(address, now);
+  if (!fresh && now - it->second < ms(options_.rerequest_after)) return;
+  it->second = now;
+  send(address, LinkTag::State, serving_->version(),
+       std::make_shared<const std::vector<std::byte>>(serving_->snapshot()));
+  ++traffic_.states_sent;
 }
 
 void CrossSite::request(const std::string& site, std::int64_t round) {
@@ -185,7 +364,7 @@ std::vector<float> CrossSite::mean_of(const std::vector<CommitEntry>& entries, s
   std::vector<double> weights;
   for (const auto& e : entries) {
     decoded.emplace_back(n);
-    decode(*held(e), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
+    decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
     views.emplace_back(decoded.back());
     weights.push_back(e.weight);
   }
@@ -298,6 +477,7 @@ void CrossSite::handle(Received r) {
       if (held_from(arrived_, *site) >= kMaxHeld && !arrived_.contains({*site, id})) break;
       arrived_[{*site, id}] = std::move(r.bytes);
       verified_.erase({*site, id});
+      norms_.erase({*site, id});
       return;
     }
     case LinkTag::DeltaRequest: {
@@ -315,6 +495,18 @@ void CrossSite::handle(Received r) {
       if (held_from(gradients_, *site) >= kMaxHeld) break;
       gradients_[{*site, id}] = std::move(r.bytes);
       return;
+    case LinkTag::StateRequest:
+      try {
+        const auto req = decode_state_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
+        serve_state_to(r.peer, req.min_version);
+      } catch (const Error&) {
+        ++traffic_.deltas_refused;
+      }
+      return;
+    case LinkTag::State:
+      // Kept until its commit is read and it is checked against it (catch_up); a newer one replaces it.
+      if (!snapshot_ || id > snapshot_->version) snapshot_ = Snapshot{id, *site, std::move(r.bytes)};
+      return;
   }
   ++traffic_.deltas_refused;  // a tag of no protocol version we speak, or too far ahead
 }
@@ -322,7 +514,10 @@ void CrossSite::handle(Received r) {
 void CrossSite::register_member() {
   keeper_.reset();
   lease_ = etcd_.grant_lease(options_.lease_ttl_s);
-  etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), 0}), lease_);
+  if (incarnation_id_ == 0)
+    incarnation_id_ = (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
+  etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), incarnation_id_}),
+            lease_);
   EtcdOptions etcd = options_.etcd;
   keeper_ = std::make_unique<LeaseKeeper>(std::move(etcd), lease_, options_.keepalive);
 }
@@ -337,6 +532,13 @@ void CrossSite::refresh_members() {
     } catch (const Error&) {
       // A record we cannot read is no member; its site looks absent until it writes a good one.
     }
+  }
+  for (const auto& [site, m] : members) {
+    auto [it, fresh] = incarnation_.try_emplace(site, m.incarnation);
+    if (fresh || it->second == m.incarnation) continue;
+    it->second = m.incarnation;
+    // The site restarted: what it announced before and never sent here is nowhere any more.
+    std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == site && !arrived_.contains(kv.first); });
   }
   members_ = std::move(members);
   site_by_addr_.clear();
@@ -356,6 +558,7 @@ void CrossSite::read_announcements() {
     try {
       auto a = decode_announcement(value);
       if (key != keys_.delta(a.site, a.round)) continue;  // filed under another name: not trusted
+      if (a.final) final_round_[a.site] = a.round;
       const auto applied = applied_.find(a.site);
       if (applied != applied_.end() && a.round <= applied->second) continue;
       announced_[{a.site, a.round}] = std::move(a);

@@ -1,19 +1,23 @@
 #pragma once
 // A site's side of the cross-site protocol (DESIGN.md, steps 2-5), run by the replica that leads
 // the site: its membership key on a lease, announcing and sending its deltas, receiving the
-// others', proposing commits by compare-and-swap when they are due, and handing out each commit
-// once every delta it lists is here and verified. The bulk bytes go over the Link; etcd holds
-// only the small records of records.hpp.
+// others', screening them, proposing commits by compare-and-swap when they are due (every live
+// site's delta here, or the quorum, or the adaptive deadline passed), and handing out each commit
+// once every delta it lists is here and verified. A site that fell behind (it was away, or
+// restarted without its disk) catches up by adopting a live peer's state instead. The bulk bytes
+// go over the Link; etcd holds only the small records of records.hpp.
 //
 // Nothing here sleeps or owns a thread: the caller pumps it (poll_* with a time budget), so the
 // replicas of the site can stay in step between pumps. Peers' mistakes (a damaged or unannounced
 // delta, a malformed request) are refused and counted, never applied and never fatal.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -22,7 +26,9 @@
 
 #include "sync/control/etcd_client.hpp"
 #include "sync/control/lease_keeper.hpp"
+#include "sync/round/commit_deadline.hpp"
 #include "sync/round/commit_rule.hpp"
+#include "sync/round/delta_screen.hpp"
 #include "sync/round/outer_state.hpp"
 #include "sync/round/records.hpp"
 #include "transport/link/link.hpp"
@@ -40,6 +46,19 @@ struct CrossSiteOptions {
   std::chrono::milliseconds control_poll{20};       // between reads of the control plane while waiting
   std::chrono::milliseconds rerequest_after{1000};  // before asking a peer again for a missing delta
   std::size_t keep_own_rounds = 8;                  // own deltas kept to answer requests
+  // Stuck this long on a commit whose deltas do not come (their owner died, or dropped them), a
+  // site adopts a peer's state instead; behind by two versions or more it does so at once.
+  std::chrono::milliseconds catch_up_after{3000};
+  DeadlineOptions deadline;
+  DeltaScreenOptions screen;
+};
+
+// What happened to a peer's delta or state that the site's log should say.
+struct CrossSiteEvent {
+  std::string kind;  // "delta_refused" (the sender is flagged), "state_refused", "state_requested", "commit_unreadable"
+  std::string site;  // the peer
+  std::int64_t number = 0;  // its round, or the version
+  std::string detail;
 };
 
 struct CrossSiteTraffic {
@@ -49,7 +68,10 @@ struct CrossSiteTraffic {
   std::uint64_t deltas_refused = 0;  // delivered whole but not what the announcement or commit says
   std::uint64_t frames_refused = 0;  // refused by the link (malformed, failed checksum)
   std::uint64_t requests_sent = 0;   // deltas asked for again
+  std::uint64_t deltas_screened_out = 0;  // arrived intact but refused by the screen (NaN, norm, size)
+  std::uint64_t states_sent = 0, states_adopted = 0, states_refused = 0;
   std::uint64_t commits_proposed = 0, commits_won = 0;
+  std::uint64_t commits_by_deadline = 0;  // won proposals made without every live site's delta
 };
 
 class CrossSite {
@@ -63,17 +85,34 @@ class CrossSite {
   // Registers this site (once) and pumps for up to `budget`; true once every configured site is a member.
   bool poll_join(std::chrono::milliseconds budget);
 
+  // The state this site serves to peers that catch up (its leader's OuterState), from now on.
+  void serve_state(const OuterState* state) { serving_ = state; }
+  // After poll_join: the first round number this incarnation may use. A restarted site continues
+  // after every round it ever announced, so no announcement key is reused.
+  std::int64_t next_round() const { return next_round_; }
+
   // DiLoCo: announces this site's delta for `a.round` and sends it to every other member.
   void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded);
 
   struct Commit {
     CommitRecord record;
-    std::vector<float> mean_delta;  // the weighted mean of its deltas, in its order
+    std::vector<float> mean_delta;   // the weighted mean of its deltas, in its order
+    std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
   };
   // Pumps for up to `budget`; the commit of version state.version() + 1 once it exists and every
-  // delta it lists is here and verified. Proposes that commit first when it is due and this site
-  // holds everything it needs (whoever proposes, the swap lets one proposal win).
+  // delta it lists is here and verified, or a verified peer snapshot of a newer version when this
+  // site is behind. Proposes that commit first when it is due and this site holds everything it
+  // needs (whoever proposes, the swap lets one proposal win).
   std::optional<Commit> poll_commit(const OuterState& state, std::chrono::milliseconds budget);
+  // True once every live site announced its final round and a commit merged it (and this site is
+  // at that version): the job's last version, the same on every site.
+  bool all_final_merged(const OuterState& state);
+
+  std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
+  // The newest version any site committed, as far as this site has read.
+  std::int64_t newest_commit() const { return newest_commit_; }
+  // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
+  std::int64_t lease() const { return lease_; }
 
   // The synchronous baseline: every site sends its step's values (gradients and loss) to every
   // other; once all are here, poll_gradients replaces `values` by their mean over sites, summed in
@@ -99,9 +138,17 @@ class CrossSite {
   void refresh_members();
   const std::string* site_of(const std::string& address);
   void read_announcements();
+  void read_commits();
   std::optional<Commit> check_control(const OuterState& state);
-  // The verified bytes of a listed delta, or null after asking its owner again (rate-limited).
-  const std::vector<std::byte>* held(const CommitEntry& e);
+  std::optional<Commit> catch_up(const OuterState& state);
+  // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
+  void applied(const CommitRecord& record);
+  // The bytes of a delta matching `checksum`, or null after asking its owner again (rate-limited).
+  const std::vector<std::byte>* held(const DeltaKey& key, std::uint64_t checksum);
+  // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
+  bool usable(const DeltaAnnouncement& a, std::size_t n);
+  void request_state(std::int64_t min_version);
+  void serve_state_to(const std::string& address, std::int64_t min_version);
   std::vector<float> mean_of(const std::vector<CommitEntry>& entries, std::size_t n);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
@@ -115,7 +162,8 @@ class CrossSite {
   EtcdClient& etcd_;
   Link& link_;
   std::function<double()> clock_;
-  std::int64_t lease_ = 0;
+  std::atomic<std::int64_t> lease_{0};
+  std::uint64_t incarnation_id_ = 0;
   std::unique_ptr<LeaseKeeper> keeper_;
   double next_control_ = 0;
   std::map<std::string, MemberRecord> members_;      // by site
@@ -125,6 +173,31 @@ class CrossSite {
   std::map<std::string, std::int64_t> applied_;       // per site, the newest round merged
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
   std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
+  std::map<DeltaKey, double> norms_;            // screened fine, with their norm
+  std::set<DeltaKey> refused_;                  // screened out: never proposed
+  std::map<std::int64_t, CommitRecord> commits_;  // read from etcd, newer than what this site holds
+  std::int64_t commits_revision_ = 0;
+  std::int64_t newest_commit_ = 0;
+  std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
+  std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
+  std::int64_t next_round_ = 0;
+  DeltaScreen screen_;
+  ArrivalHistory arrivals_;
+  std::int64_t open_version_ = -1;     // the version the arrival times below are for
+  std::optional<double> first_held_at_;
+  std::set<DeltaKey> seen_held_;
+  std::optional<double> stuck_since_;  // since when the next commit exists but its deltas are not all here
+  const OuterState* serving_ = nullptr;
+  struct Snapshot {
+    std::int64_t version = 0;
+    std::string from;
+    std::vector<std::byte> bytes;
+  };
+  std::optional<Snapshot> snapshot_;  // the newest peer state received
+  double state_requested_at_ = -1e300;
+  std::size_t state_source_ = 0;  // rotates: a source that died mid-transfer is not asked again next
+  std::map<std::string, double> served_at_;
+  std::vector<CrossSiteEvent> events_;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
   std::map<DeltaKey, double> requested_at_;

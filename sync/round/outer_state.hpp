@@ -1,7 +1,8 @@
 #pragma once
 // What every replica of a site holds about the global model (DESIGN.md, steps 2 and 5): version
-// v's weights, the outer optimizer's momentum and the error-feedback residual of this site's
-// deltas. Every replica of a site runs the same deterministic code on the same inputs, so they all
+// v's weights, the outer optimizer's momentum, the error-feedback residual of this site's deltas,
+// and `start`, the weights the site's in-flight round is measured from (a round's delta is start -
+// local; when a commit arrives mid-round the round is rebased onto it). Every replica of a site runs the same deterministic code on the same inputs, so they all
 // hold bit-identical copies and any of them can lead the site's cross-site exchange.
 #include <cstddef>
 #include <cstdint>
@@ -27,9 +28,16 @@ class OuterState {
   std::size_t size() const { return global_.size(); }
   const CodecOptions& codec() const { return codec_; }
 
-  // This site's pseudo-gradient against the global weights, delta = global - local, encoded; with
-  // error feedback on, what the codec loses is carried into the next round's delta.
+  std::span<const float> start() const { return start_; }
+
+  // This round's pseudo-gradient, delta = start - local, encoded; with error feedback on, what the
+  // codec loses is carried into the next round's delta. The next round starts from `local`: it
+  // goes on from there at once, and measures only its own progress.
   std::vector<std::byte> encode_delta(std::span<const float> local);
+  // After a commit: local <- global + (local - start), start <- global, so the in-flight round
+  // keeps its own progress on top of the new version (DESIGN.md, step 5). With no progress since
+  // the round began, local becomes exactly global.
+  void rebase(std::span<float> local);
 
   // The weights and momentum one commit produces from the current version, and their hash; the
   // state itself is untouched, so a proposer can hash its proposal before anyone agrees to it.
@@ -42,6 +50,14 @@ class OuterState {
   // Makes `outcome` version `version`, which must be version() + 1 (InvariantError otherwise).
   void commit(std::int64_t version, Outcome outcome);
 
+  // What a peer needs to join at this version without disk: the weights, the version and the
+  // optimizer state (not this site's residual, which is nobody else's), as checkpoint bytes.
+  std::vector<std::byte> snapshot() const;
+  // Takes a peer's snapshot as the current version when its weights hash to `expected_hash` and it
+  // is newer than this one; the residual restarts from zero and `local` is rebased onto it.
+  // Error(Peer) when the bytes are damaged, for another model, or do not match the hash: state unchanged.
+  void adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local);
+
   // Records "outer.*" of a training checkpoint, and back. Error(Checkpoint) on missing or
   // mis-sized records, state unchanged then.
   void save(Checkpoint& checkpoint) const;
@@ -51,6 +67,7 @@ class OuterState {
 
  private:
   std::vector<float> global_;
+  std::vector<float> start_;
   OuterOptimizer optimizer_;
   CodecOptions codec_;
   std::optional<ErrorFeedback> feedback_;

@@ -65,6 +65,7 @@ std::string encode(const DeltaAnnouncement& r) {
   w.setTokens(r.tokens);
   w.setBytes(r.bytes);
   w.setChecksum(r.checksum);
+  w.setFinal(r.final);
   return to_string(message);
 }
 
@@ -84,6 +85,20 @@ std::string encode(const CommitRecord& r) {
   }
   w.setParamsHash(r.params_hash);
   w.setProposer(r.proposer);
+  auto merged = w.initMerged(static_cast<unsigned>(r.merged.size()));
+  unsigned i = 0;
+  for (const auto& [site, round] : r.merged) {
+    merged[i].setSite(site);
+    merged[i++].setRound(round);
+  }
+  return to_string(message);
+}
+
+std::string encode(const StateRequest& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::StateRequest>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setMinVersion(r.min_version);
   return to_string(message);
 }
 
@@ -104,8 +119,8 @@ MemberRecord decode_member(std::string_view bytes) {
 
 DeltaAnnouncement decode_announcement(std::string_view bytes) {
   return read_record<wire::DeltaAnnouncement>(bytes, "delta announcement", [](auto rec) {
-    return DeltaAnnouncement{rec.getSite(),   rec.getRound(), rec.getBaseVersion(),
-                             rec.getTokens(), rec.getBytes(), rec.getChecksum()};
+    return DeltaAnnouncement{rec.getSite(),   rec.getRound(), rec.getBaseVersion(), rec.getTokens(),
+                             rec.getBytes(),  rec.getChecksum(), rec.getFinal()};
   });
 }
 
@@ -117,6 +132,7 @@ CommitRecord decode_commit(std::string_view bytes) {
       r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum()});
     r.params_hash = rec.getParamsHash();
     r.proposer = rec.getProposer();
+    for (auto m : rec.getMerged()) r.merged[m.getSite()] = m.getRound();
     return r;
   });
 }
@@ -124,6 +140,11 @@ CommitRecord decode_commit(std::string_view bytes) {
 DeltaRequest decode_delta_request(std::string_view bytes) {
   return read_record<wire::DeltaRequest>(bytes, "delta request",
                                          [](auto rec) { return DeltaRequest{rec.getSite(), rec.getRound()}; });
+}
+
+StateRequest decode_state_request(std::string_view bytes) {
+  return read_record<wire::StateRequest>(bytes, "state request",
+                                         [](auto rec) { return StateRequest{rec.getMinVersion()}; });
 }
 
 std::string RoundKeys::delta(const std::string& site, std::int64_t round) const {

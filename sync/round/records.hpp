@@ -9,6 +9,7 @@
 //   commits/<version>       CommitRecord (zero-padded), created once: the commit log
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +31,7 @@ struct DeltaAnnouncement {
   std::int64_t tokens = 0;
   std::uint64_t bytes = 0;
   std::uint64_t checksum = 0;
+  bool final = false;  // the site's last round
   bool operator==(const DeltaAnnouncement&) const = default;
 };
 
@@ -47,7 +49,15 @@ struct CommitRecord {
   std::vector<CommitEntry> entries;
   std::uint64_t params_hash = 0;
   std::string proposer;
+  // Per site, the newest round merged up to this version: what a site that skips versions (it
+  // adopted a peer's state) needs to know which deltas are already in.
+  std::map<std::string, std::int64_t> merged;
   bool operator==(const CommitRecord&) const = default;
+};
+
+struct StateRequest {
+  std::int64_t min_version = 0;
+  bool operator==(const StateRequest&) const = default;
 };
 
 struct DeltaRequest {
@@ -61,10 +71,12 @@ std::string encode(const MemberRecord& r);
 std::string encode(const DeltaAnnouncement& r);
 std::string encode(const CommitRecord& r);
 std::string encode(const DeltaRequest& r);
+std::string encode(const StateRequest& r);
 MemberRecord decode_member(std::string_view bytes);
 DeltaAnnouncement decode_announcement(std::string_view bytes);
 CommitRecord decode_commit(std::string_view bytes);
 DeltaRequest decode_delta_request(std::string_view bytes);
+StateRequest decode_state_request(std::string_view bytes);
 
 class RoundKeys {
  public:
@@ -80,7 +92,8 @@ class RoundKeys {
   std::string prefix_;
 };
 
-// Link tags: what a transfer carries. The transfer id is the round (Delta) or the step (Gradients).
-enum class LinkTag : std::uint16_t { Delta = 1, DeltaRequest = 2, Gradients = 3 };
+// Link tags: what a transfer carries. The transfer id holds the round (Delta), the step
+// (Gradients) or the version (State).
+enum class LinkTag : std::uint16_t { Delta = 1, DeltaRequest = 2, Gradients = 3, StateRequest = 4, State = 5 };
 
 }  // namespace meridian

@@ -27,6 +27,12 @@ struct DeltaAnnouncement {
   tokens @4 :Int64;        # tokens the site trained on in this round: its weight in the mean
   bytes @5 :UInt64;        # size of the encoded delta
   checksum @6 :UInt64;     # XXH3-64 of the encoded delta
+  final @7 :Bool;          # the site's last round: it trains no further
+}
+
+struct SiteRound {
+  site @0 :Text;
+  round @1 :Int64;
 }
 
 struct CommitEntry {
@@ -45,6 +51,14 @@ struct CommitRecord {
   entries @2 :List(CommitEntry);
   paramsHash @3 :UInt64;
   proposer @4 :Text;
+  merged @5 :List(SiteRound);  # per site, the newest round merged up to this version (this one included)
+}
+
+# Sent over a link: "send me your state (OuterState::snapshot) if you hold at least this version":
+# how a site that was away, or restarted without its disk, catches up.
+struct StateRequest {
+  version @0 :UInt16;
+  minVersion @1 :Int64;
 }
 
 # Sent over a link: "send me this delta again" (it was lost or arrived damaged).
