@@ -59,11 +59,28 @@ CrossSite::~CrossSite() {
   }
 }
 
+bool CrossSite::control(const std::function<void()>& call) {
+  if (clock_() < control_retry_at_) return false;
+  try {
+    call();
+  } catch (const Error& e) {
+    // etcd unreachable, or no majority where this site can reach it: a partition or a dying
+    // member. The site trains on and tries again; it cannot commit meanwhile, so it cannot fork.
+    control_retry_at_ = clock_() + ms(options_.control_retry);
+    waiting_ = std::string("the control plane: ") + e.what();
+    if (!control_down_) events_.push_back({"control_unreachable", "", 0, e.what()});
+    control_down_ = true;
+    return false;
+  }
+  if (control_down_) events_.push_back({"control_restored", "", 0, ""});
+  control_down_ = false;
+  return true;
+}
+
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
-  if (lease_ == 0) {
-    register_member();
-    // A restarted site continues after every round it announced before.
+  // A restarted site continues after every round it announced before.
+  const auto scan_own_rounds = [&] {
     for (const auto& [key, value] : etcd_.get_prefix(keys_.deltas() + options_.site + "/")) {
       try {
         const auto a = decode_announcement(value);
@@ -72,15 +89,23 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
         // Not ours to read: a record we cannot decode names no round.
       }
     }
+    rounds_scanned_ = true;
+  };
+  if ((!rounds_scanned_ && !control(scan_own_rounds)) || (lease_ == 0 && !control([&] { register_member(); }))) {
+    pump(deadline);
+    return false;
   }
   while (true) {
-    refresh_members();
+    if (!control([&] { refresh_members(); })) {
+      pump(deadline);
+      return false;
+    }
     std::vector<std::string> missing;
     for (const auto& s : options_.sites)
       if (!members_.contains(s)) missing.push_back(s);
     if (missing.empty()) return true;
     // A job under way does not wait for its absent sites: this one (re)joins the live ones.
-    read_commits();
+    control([&] { read_commits(); });
     if (newest_commit_ > 0) return true;
     waiting_ = "sites to join:";
     for (const auto& s : missing) waiting_ += " " + s;
@@ -92,7 +117,9 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
 void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded) {
   MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size() && a.checksum == hash64(std::span<const std::byte>(encoded)),
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
-  etcd_.put(keys_.delta(a.site, a.round), encode(a));
+  // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
+  unannounced_.push_back(a);
+  announce_pending();
   announced_[{a.site, a.round}] = a;
   if (a.final) final_round_[a.site] = a.round;
   // Shared with the link (sent to every member without a copy, kept for their requests).
@@ -114,11 +141,22 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
   while (true) {
     if (clock_() >= next_control_) {
       next_control_ = clock_() + ms(options_.control_poll);
-      if (auto commit = check_control(state)) return commit;
+      std::optional<Commit> commit;
+      if (announce_pending()) control([&] { commit = check_control(state); });
+      if (commit) return commit;
     }
     pump(std::min(deadline, next_control_));  // at least once: peers' requests are answered here
     if (clock_() >= deadline) return std::nullopt;
   }
+}
+
+bool CrossSite::announce_pending() {
+  while (!unannounced_.empty()) {
+    const auto& a = unannounced_.front();
+    if (!control([&] { etcd_.put(keys_.delta(a.site, a.round), encode(a)); })) return false;
+    unannounced_.erase(unannounced_.begin());
+  }
+  return true;
 }
 
 void CrossSite::read_commits() {
@@ -145,6 +183,8 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   read_commits();
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   if (auto adopted = catch_up(state)) return adopted;
+  // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
+  if (newest_commit_ > next) return std::nullopt;
   if (const auto found = commits_.find(next); found != commits_.end()) {
     const CommitRecord& record = found->second;
     bool complete = true;
@@ -258,8 +298,12 @@ void CrossSite::applied(const CommitRecord& record) {
 }
 
 bool CrossSite::all_final_merged(const OuterState& state) {
-  refresh_members();
-  read_announcements();
+  if (!announce_pending() || !control([&] {
+        refresh_members();
+        read_announcements();
+        read_commits();
+      }))
+    return false;
   for (const auto& [site, member] : members_) {
     const auto final_round = final_round_.find(site);
     const auto merged = applied_.find(site);
@@ -268,7 +312,6 @@ bool CrossSite::all_final_merged(const OuterState& state) {
       return false;
     }
   }
-  read_commits();
   if (newest_commit_ > state.version()) {
     waiting_ = "version " + std::to_string(newest_commit_);
     return false;
@@ -450,7 +493,7 @@ void CrossSite::recycle_if(Map& map, Pred pred) {
 }
 
 void CrossSite::pump(double until) {
-  if (keeper_ && keeper_->lost()) register_member();
+  if (lease_ != 0 && (!keeper_ || keeper_->lost())) control([&] { register_member(); });
   do {
     const double left = until - clock_();
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
@@ -513,13 +556,14 @@ void CrossSite::handle(Received r) {
 
 void CrossSite::register_member() {
   keeper_.reset();
-  lease_ = etcd_.grant_lease(options_.lease_ttl_s);
   if (incarnation_id_ == 0)
     incarnation_id_ = (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
+  const std::int64_t lease = etcd_.grant_lease(options_.lease_ttl_s);
   etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), incarnation_id_}),
-            lease_);
+            lease);
+  lease_ = lease;  // registered only once the key is on it: otherwise the next pump tries again
   EtcdOptions etcd = options_.etcd;
-  keeper_ = std::make_unique<LeaseKeeper>(std::move(etcd), lease_, options_.keepalive);
+  keeper_ = std::make_unique<LeaseKeeper>(std::move(etcd), lease, options_.keepalive);
 }
 
 void CrossSite::refresh_members() {
@@ -546,7 +590,7 @@ void CrossSite::refresh_members() {
 }
 
 const std::string* CrossSite::site_of(const std::string& address) {
-  if (!site_by_addr_.contains(address)) refresh_members();
+  if (!site_by_addr_.contains(address)) control([&] { refresh_members(); });
   const auto it = site_by_addr_.find(address);
   return it == site_by_addr_.end() ? nullptr : &it->second;
 }

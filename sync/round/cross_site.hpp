@@ -45,6 +45,7 @@ struct CrossSiteOptions {
   std::chrono::milliseconds keepalive{2000};
   std::chrono::milliseconds control_poll{20};       // between reads of the control plane while waiting
   std::chrono::milliseconds rerequest_after{1000};  // before asking a peer again for a missing delta
+  std::chrono::milliseconds control_retry{1000};    // after etcd failed, before trying it again
   std::size_t keep_own_rounds = 8;                  // own deltas kept to answer requests
   // Stuck this long on a commit whose deltas do not come (their owner died, or dropped them), a
   // site adopts a peer's state instead; behind by two versions or more it does so at once.
@@ -138,6 +139,11 @@ class CrossSite {
   void refresh_members();
   const std::string* site_of(const std::string& address);
   void read_announcements();
+  // Runs etcd calls; on failure (etcd unreachable or without a majority here) notes it and returns
+  // false, and does not try again before control_retry: the site trains on meanwhile.
+  bool control(const std::function<void()>& call);
+  // Puts this site's announcements that etcd did not take yet; true when none is left.
+  bool announce_pending();
   void read_commits();
   std::optional<Commit> check_control(const OuterState& state);
   std::optional<Commit> catch_up(const OuterState& state);
@@ -181,6 +187,7 @@ class CrossSite {
   std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
   std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;
+  bool rounds_scanned_ = false;
   DeltaScreen screen_;
   ArrivalHistory arrivals_;
   std::int64_t open_version_ = -1;     // the version the arrival times below are for
@@ -198,6 +205,9 @@ class CrossSite {
   std::size_t state_source_ = 0;  // rotates: a source that died mid-transfer is not asked again next
   std::map<std::string, double> served_at_;
   std::vector<CrossSiteEvent> events_;
+  std::vector<DeltaAnnouncement> unannounced_;
+  double control_retry_at_ = 0;
+  bool control_down_ = false;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
   std::map<DeltaKey, double> requested_at_;

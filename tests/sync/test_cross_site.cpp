@@ -1,5 +1,5 @@
-// Three sites in one thread, each with its own link (ZeroMQ on loopback) and etcd client against a
-// real etcd: the round/commit protocol end to end, driven by polling each site in turn.
+// Three sites in one thread against a real etcd (cross_site_fixture.hpp): the round/commit
+// protocol end to end.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -7,124 +7,15 @@
 #include <numeric>
 #include <vector>
 
-#include "core/util/hash.hpp"
-#include "sync/round/cross_site.hpp"
-#include "tests/support/etcd_server.hpp"
-#include "transport/link/zmq_link.hpp"
+#include "tests/sync/cross_site_fixture.hpp"
 
 using namespace meridian;
+using namespace meridian::testing;
 using namespace std::chrono_literals;
 
-namespace {
-
-constexpr std::size_t kParams = 50'000;
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::vector<float> initial_weights() {
-  std::vector<float> w(kParams);
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(static_cast<int>(i % 101) - 50);
-  return w;
-}
-
-struct Site {
-  Site(const std::string& job, const std::string& name, const std::string& endpoint, CodecOptions codec)
-      : link(make_zmq_link("127.0.0.1", 16 << 10)),
-        etcd(EtcdOptions{{endpoint}, 5000ms}),
-        cross(options(job, name, endpoint), etcd, *link, seconds_now),
-        state(initial_weights(), {}, codec, true),
-        name(name) {}
-
-  static CrossSiteOptions options(const std::string& job, const std::string& name, const std::string& endpoint) {
-    CrossSiteOptions o;
-    o.job = job;
-    o.site = name;
-    o.etcd = EtcdOptions{{endpoint}, 5000ms};
-    o.sites = {"a", "b", "c"};
-    o.control_poll = 5ms;
-    o.rerequest_after = 50ms;
-    return o;
-  }
-
-  // This site's round: its weights moved by a site-specific amount from the global ones.
-  void submit(std::int64_t round) {
-    auto local = std::vector<float>(state.global().begin(), state.global().end());
-    const float shift = 1e-3f * static_cast<float>(name[0] - 'a' + 1);
-    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= shift * static_cast<float>(i % 7);
-    auto bytes = state.encode_delta(local);
-    const DeltaAnnouncement a{name, round, state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes))};
-    cross.submit(a, std::move(bytes));
-  }
-
-  std::unique_ptr<Link> link;
-  EtcdClient etcd;
-  CrossSite cross;
-  OuterState state;
-  std::string name;
-  std::optional<CommitRecord> last;
-};
-
-#define SKIP_WITHOUT_ETCD(server)                                           \
-  if (!(server).ok()) {                                                     \
-    MESSAGE("skipped: no runnable etcd at ", testing::EtcdServer::kBinary); \
-    return;                                                                 \
-  }
-
-void join_all(std::vector<std::unique_ptr<Site>>& sites) {
-  std::vector<bool> joined(sites.size());
-  const double deadline = seconds_now() + 15;
-  while (std::find(joined.begin(), joined.end(), false) != joined.end()) {
-    REQUIRE(seconds_now() < deadline);
-    for (std::size_t i = 0; i < sites.size(); ++i) joined[i] = sites[i]->cross.poll_join(5ms) || joined[i];
-  }
-}
-
-// Sites a, b and c of one job, each registered and seeing the other two.
-std::vector<std::unique_ptr<Site>> joined_sites(const testing::EtcdServer& etcd, CodecOptions codec) {
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"}) sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), codec));
-  join_all(sites);
-  return sites;
-}
-
-// Polls every site in turn until each has applied the next version; checks its hash on the way.
-// Sites already there keep being polled: they answer their peers' requests while they pump.
-void commit_all(std::vector<std::unique_ptr<Site>>& sites) {
-  const std::int64_t next = sites[0]->state.version() + 1;
-  const double deadline = seconds_now() + 15;
-  while (true) {
-    bool all = true;
-    for (auto& s : sites) {
-      if (s->state.version() == next) {
-        CHECK_FALSE(s->cross.poll_commit(s->state, 1ms).has_value());
-        continue;
-      }
-      all = false;
-      if (auto commit = s->cross.poll_commit(s->state, 5ms)) {
-        auto outcome = s->state.preview(commit->mean_delta);
-        REQUIRE(outcome.hash == commit->record.params_hash);
-        s->state.commit(commit->record.number, std::move(outcome));
-        s->last = commit->record;
-      }
-    }
-    if (all) return;
-    if (seconds_now() >= deadline) {
-      for (auto& s : sites) {
-        const auto t = s->cross.traffic();
-        MESSAGE(s->name, " at version ", s->state.version(), " waits for ", s->cross.describe_wait(), "; refused ",
-                t.deltas_refused, ", requests ", t.requests_sent);
-      }
-      FAIL("no commit of version ", next, " on every site in time");
-    }
-  }
-}
-
-}  // namespace
 
 TEST_CASE("three sites: one commit per version, every site applies it to the same bits") {
-  testing::EtcdServer etcd;
+  EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   for (std::int64_t round = 0; round < 3; ++round) {
@@ -154,7 +45,7 @@ TEST_CASE("three sites: one commit per version, every site applies it to the sam
 }
 
 TEST_CASE("a delta that does not match its announcement is refused, fetched again and never applied") {
-  testing::EtcdServer etcd;
+  EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
@@ -176,7 +67,7 @@ TEST_CASE("a delta that does not match its announcement is refused, fetched agai
 }
 
 TEST_CASE("transfers from a link that is no member of the job are refused") {
-  testing::EtcdServer etcd;
+  EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   auto stranger = make_zmq_link("127.0.0.1");
@@ -190,7 +81,7 @@ TEST_CASE("transfers from a link that is no member of the job are refused") {
 }
 
 TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gradients") {
-  testing::EtcdServer etcd;
+  EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   for (std::int64_t step = 0; step < 3; ++step) {
@@ -212,7 +103,7 @@ TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gra
 }
 
 TEST_CASE("a member flooding transfers for future rounds is held to a few, the rest refused") {
-  testing::EtcdServer etcd;
+  EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   const std::vector<std::byte> junk(128, std::byte{1});

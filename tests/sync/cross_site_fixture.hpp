@@ -1,0 +1,155 @@
+#pragma once
+// Sites of one job in one thread, each with its own link (ZeroMQ on loopback) and etcd client
+// against a real etcd, driven by polling each in turn: shared by the cross-site protocol tests.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "core/util/hash.hpp"
+#include "sync/round/cross_site.hpp"
+#include "tests/support/etcd_server.hpp"
+#include "transport/link/zmq_link.hpp"
+
+namespace meridian::testing {
+
+using namespace std::chrono_literals;
+
+
+inline constexpr std::size_t kParams = 50'000;
+
+inline double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline std::vector<float> initial_weights() {
+  std::vector<float> w(kParams);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(static_cast<int>(i % 101) - 50);
+  return w;
+}
+
+struct Site {
+  Site(const std::string& job, const std::string& name, const std::string& endpoint, CodecOptions codec,
+       const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10, CommitRuleOptions rule = {})
+      : link(make_zmq_link("127.0.0.1", chunk_bytes, faults)),
+        etcd(EtcdOptions{{endpoint}, 5000ms}),
+        cross(options(job, name, endpoint, rule), etcd, *link, seconds_now),
+        state(initial_weights(), {}, codec, true),
+        name(name) {
+    cross.serve_state(&state);
+  }
+
+  static CrossSiteOptions options(const std::string& job, const std::string& name, const std::string& endpoint,
+                                  CommitRuleOptions rule) {
+    CrossSiteOptions o;
+    o.rule = rule;
+    o.job = job;
+    o.site = name;
+    o.etcd = EtcdOptions{{endpoint}, 5000ms};
+    o.sites = {"a", "b", "c"};
+    o.control_poll = 5ms;
+    o.rerequest_after = 50ms;
+    return o;
+  }
+
+  // This site's round: its weights moved by a site-specific amount from where the round began;
+  // `tamper` may change them further (a diverged or malicious site).
+  // `forge` may change the encoded bytes (values no honest encoder would write).
+  void submit(std::int64_t round, const std::function<void(std::vector<float>&)>& tamper = {},
+              const std::function<void(std::vector<std::byte>&)>& forge = {}) {
+    auto local = std::vector<float>(state.start().begin(), state.start().end());
+    const float shift = 1e-3f * static_cast<float>(name[0] - 'a' + 1);
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= shift * static_cast<float>(i % 7);
+    if (tamper) tamper(local);
+    auto bytes = state.encode_delta(local);
+    if (forge) forge(bytes);
+    const DeltaAnnouncement a{name, round, state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes))};
+    cross.submit(a, std::move(bytes));
+  }
+
+  // What a site's replicas do with a commit (or a peer's state): the next version, the round rebased onto it.
+  void apply(CrossSite::Commit& commit) {
+    auto local = std::vector<float>(state.start().begin(), state.start().end());
+    if (!commit.snapshot.empty()) {
+      state.adopt(commit.snapshot, commit.record.params_hash, local);
+    } else {
+      auto outcome = state.preview(commit.mean_delta);
+      REQUIRE(outcome.hash == commit.record.params_hash);
+      state.commit(commit.record.number, std::move(outcome));
+      state.rebase(local);
+    }
+    last = commit.record;
+  }
+
+  std::unique_ptr<Link> link;
+  EtcdClient etcd;
+  CrossSite cross;
+  OuterState state;
+  std::string name;
+  std::optional<CommitRecord> last;
+};
+
+#define SKIP_WITHOUT_ETCD(server)                                           \
+  if (!(server).ok()) {                                                     \
+    MESSAGE("skipped: no runnable etcd at ", EtcdServer::kBinary); \
+    return;                                                                 \
+  }
+
+inline void join_all(std::vector<std::unique_ptr<Site>>& sites) {
+  std::vector<bool> joined(sites.size());
+  const double deadline = seconds_now() + 15;
+  while (std::find(joined.begin(), joined.end(), false) != joined.end()) {
+    REQUIRE(seconds_now() < deadline);
+    for (std::size_t i = 0; i < sites.size(); ++i) joined[i] = sites[i]->cross.poll_join(5ms) || joined[i];
+  }
+}
+
+// Sites a, b and c of one job, each registered and seeing the other two.
+inline std::vector<std::unique_ptr<Site>> joined_sites(const EtcdServer& etcd, CodecOptions codec,
+                                                       const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10,
+                                                       CommitRuleOptions rule = {}) {
+  std::vector<std::unique_ptr<Site>> sites;
+  std::uint64_t seed = faults.seed;
+  for (const char* name : {"a", "b", "c"}) {
+    LinkFaults f = faults;
+    f.seed = seed++;
+    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), codec, f, chunk_bytes, rule));
+  }
+  join_all(sites);
+  return sites;
+}
+
+// Polls every site in turn until each has applied the next version; checks its hash on the way.
+// Sites already there keep being polled: they answer their peers' requests while they pump.
+inline void commit_all(std::vector<std::unique_ptr<Site>>& sites) {
+  const std::int64_t next = sites[0]->state.version() + 1;
+  const double deadline = seconds_now() + 15;
+  while (true) {
+    bool all = true;
+    for (auto& s : sites) {
+      if (s->state.version() == next) {
+        CHECK_FALSE(s->cross.poll_commit(s->state, 1ms).has_value());
+        continue;
+      }
+      all = false;
+      if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
+    }
+    if (all) return;
+    if (seconds_now() >= deadline) {
+      for (auto& s : sites) {
+        const auto t = s->cross.traffic();
+        MESSAGE(s->name, " at version ", s->state.version(), " waits for ", s->cross.describe_wait(), "; refused ",
+                t.deltas_refused, ", requests ", t.requests_sent);
+      }
+      FAIL("no commit of version ", next, " on every site in time");
+    }
+  }
+}
+
+
+}  // namespace meridian::testing

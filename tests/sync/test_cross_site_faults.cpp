@@ -1,0 +1,189 @@
+// The cross-site protocol under injected faults, three sites in one thread against a real etcd
+// (cross_site_fixture.hpp): damaged links, poisoned deltas, a site that fell behind. Whatever
+// happens, every site holds the same bits for every version and nothing refused is ever merged.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "tests/sync/cross_site_fixture.hpp"
+
+using namespace meridian;
+using namespace meridian::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Every (site, round) any commit in etcd merged, checking each is merged at most once.
+std::set<SiteRound> merged_once(EtcdClient& etcd, std::int64_t versions) {
+  std::set<SiteRound> merged;
+  const auto log = etcd.get_prefix(RoundKeys("job").commits());
+  CHECK(static_cast<std::int64_t>(log.size()) == versions);
+  for (const auto& [key, value] : log)
+    for (const auto& e : decode_commit(value).entries) CHECK(merged.insert({e.site, e.round}).second);
+  return merged;
+}
+
+std::uint64_t refused_or_deduplicated(const std::vector<std::unique_ptr<Site>>& sites) {
+  std::uint64_t n = 0;
+  for (const auto& s : sites) {
+    const auto c = s->link->counters();
+    n += c.rejected + c.duplicates;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("over a thousand damaged, cut and repeated chunks are refused or deduplicated, every version is the same everywhere") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  LinkFaults faults;
+  faults.corrupt_probability = 0.05;
+  faults.truncate_probability = 0.05;
+  faults.duplicate_probability = 0.05;
+  faults.seed = 11;
+  // 4 KiB chunks: each fp32 delta of 50,000 values is 49 chunks to each of two peers.
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0}, faults, 4 << 10);
+  std::int64_t round = 0;
+  while (refused_or_deduplicated(sites) < 1000) {
+    REQUIRE(round < 60);
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);  // REQUIREs every site's outcome to hash as the commit says
+    for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == sites[0]->last->params_hash);
+    ++round;
+  }
+  std::uint64_t rejected = 0, duplicates = 0, refused = 0;
+  for (auto& s : sites) {
+    rejected += s->link->counters().rejected;
+    duplicates += s->link->counters().duplicates;
+    refused += s->cross.traffic().deltas_refused;
+  }
+  MESSAGE(round, " rounds: ", rejected, " frames refused, ", duplicates, " duplicates dropped, ", refused,
+          " deltas refused whole");
+  CHECK(rejected > 0);
+  CHECK(duplicates > 0);
+  const auto merged = merged_once(sites[0]->etcd, round);
+  CHECK(merged.size() == static_cast<std::size_t>(3 * round));  // no round lost, none twice
+}
+
+TEST_CASE("a delta with NaN, Inf or a hundred times the usual norm is refused everywhere and its sender flagged") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
+  Site& b = *sites[1];
+  std::int64_t round = 0;
+  for (; round < 3; ++round) {  // the screen's history: three commits of ordinary deltas
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);
+  }
+  // The codec refuses to encode a non-finite value, so those are written into the bytes (fp32:
+  // the raw floats after the header), as a broken or hostile peer would.
+  const auto write_float = [](std::size_t index, float value) {
+    return [=](std::vector<std::byte>& bytes) {
+      std::memcpy(bytes.data() + kCodecHeaderBytes + 4 * index, &value, 4);
+    };
+  };
+  struct Poison {
+    std::function<void(std::vector<float>&)> tamper;
+    std::function<void(std::vector<std::byte>&)> forge;
+  };
+  const std::vector<Poison> poisons = {
+      {{}, write_float(1234, std::numeric_limits<float>::quiet_NaN())},
+      {{}, write_float(7, -std::numeric_limits<float>::infinity())},
+      {[&](std::vector<float>& w) {  // the same direction, 100x as far
+         for (std::size_t i = 0; i < w.size(); ++i) w[i] = b.state.start()[i] + 100.0f * (w[i] - b.state.start()[i]);
+       },
+       {}},
+  };
+  std::set<SiteRound> poisoned;
+  for (const auto& poison : poisons) {
+    sites[0]->submit(round);
+    sites[2]->submit(round);
+    b.submit(round, poison.tamper, poison.forge);  // round r poisoned, round r + 1 honest: that one is merged
+    poisoned.insert({"b", round});
+    ++round;
+    b.submit(round);
+    ++round;
+    commit_all(sites);
+    for (auto& s : sites) {
+      REQUIRE(s->last->entries.size() == 3);
+      CHECK(s->last->entries[1].site == "b");
+      CHECK(s->last->entries[1].round == round - 1);
+    }
+  }
+  const auto merged = merged_once(sites[0]->etcd, 6);
+  for (const auto& p : poisoned) CHECK_FALSE(merged.contains(p));
+  // Whoever proposed looked at b's delta, refused it and said so, naming b (the others never
+  // needed to look: the commit came first, listing b's next round).
+  std::set<std::int64_t> flagged;
+  std::uint64_t screened_out = 0;
+  for (auto& s : sites) {
+    screened_out += s->cross.traffic().deltas_screened_out;
+    for (const auto& e : s->cross.take_events())
+      if (e.kind == "delta_refused") {
+        CHECK(e.site == "b");
+        flagged.insert(e.number);
+      }
+  }
+  CHECK(screened_out >= 3);
+  CHECK(flagged.size() == 3);
+  for (const auto& [site, r] : poisoned) CHECK(flagged.contains(r));
+}
+
+TEST_CASE("a site that fell behind adopts a peer's state, from another peer when the first does not answer") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  CommitRuleOptions two;
+  two.quorum = 2;
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256}, {}, 16 << 10, two);
+  Site& a = *sites[0];
+  Site& b = *sites[1];
+  // c goes away (its lease revoked): a and b commit four versions without it, sending it nothing.
+  sites[2].reset();
+  for (std::int64_t round = 0; round < 4; ++round) {
+    a.submit(round);
+    b.submit(round);
+    const double deadline = seconds_now() + 10;
+    while (a.state.version() <= round || b.state.version() <= round) {
+      REQUIRE(seconds_now() < deadline);
+      for (Site* s : {&a, &b})
+        if (s->state.version() <= round)
+          if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
+    }
+  }
+  REQUIRE(a.state.version() == 4);
+  // c comes back without its disk. a stops answering (alive, lease held, link silent): c asks a
+  // first, then b.
+  sites[2] = std::make_unique<Site>("job", "c", etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
+                                    16 << 10, two);
+  Site& c = *sites[2];
+  const double join_deadline = seconds_now() + 10;
+  while (!c.cross.poll_join(5ms)) REQUIRE(seconds_now() < join_deadline);
+  const double deadline = seconds_now() + 10;
+  while (c.state.version() < 4) {
+    REQUIRE(seconds_now() < deadline);
+    if (auto commit = c.cross.poll_commit(c.state, 5ms)) {
+      CHECK_FALSE(commit->snapshot.empty());
+      c.apply(*commit);
+    }
+    CHECK_FALSE(b.cross.poll_commit(b.state, 5ms).has_value());
+  }
+  CHECK(c.state.version() == 4);
+  CHECK(OuterState::weights_hash(c.state.global()) == a.last->params_hash);
+  CHECK(c.cross.traffic().states_adopted == 1);
+  CHECK(b.cross.traffic().states_sent == 1);
+  std::vector<std::string> asked;
+  for (const auto& e : c.cross.take_events())
+    if (e.kind == "state_requested") asked.push_back(e.site);
+  REQUIRE(asked.size() >= 2);
+  CHECK(asked[0] == "a");
+  CHECK(asked[1] == "b");
+  // From here c contributes like the others.
+  for (auto& s : sites) s->submit(s->cross.next_round() + 4);
+  commit_all(sites);
+  CHECK(c.last->entries.size() >= 2);
+  for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
+}
