@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -204,58 +205,190 @@ std::string loopback_http_get(int port, const std::string& path, std::chrono::mi
   return out;
 }
 
-EtcdMember::EtcdMember(const std::filesystem::path& run_dir, const std::string& binary)
-    : data_dir_(run_dir / "etcd"), log_(run_dir / "etcd.log") {
+EtcdMember::EtcdMember(const std::filesystem::path& run_dir, const std::string& binary) : binary_(binary) {
+  spec_.data_dir = run_dir / "etcd";
+  spec_.log = run_dir / "etcd.log";
   if (::access(binary.c_str(), X_OK) != 0)
     throw make_error(ErrorKind::Io, "cannot run ", binary, " (", std::strerror(errno),
                      "): install etcd (Debian: etcd-server), or name an etcd cluster in [control] endpoints");
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw make_error(ErrorKind::Io, "cannot create ", run_dir.string(), ": ", ec.message());
-  std::ofstream(log_, std::ios::trunc);  // this launch's log only
+  std::ofstream(spec_.log, std::ios::trunc);  // this launch's log only
   const auto deadline = Clock::now() + std::chrono::seconds(15);
   for (int attempt = 0; attempt < 5 && Clock::now() < deadline; ++attempt)
-    if (start_once(binary, attempt, deadline)) return;
+    if (start_once(attempt, deadline)) return;
   throw make_error(ErrorKind::Io, "the local etcd member (", binary, ") did not become healthy within 15 s; see ",
-                   log_.string());
+                   spec_.log.string());
+}
+
+EtcdMember::EtcdMember(Spec spec, const std::string& binary) : spec_(std::move(spec)), binary_(binary) {
+  if (::access(binary.c_str(), X_OK) != 0)
+    throw make_error(ErrorKind::Io, "cannot run ", binary, " (", std::strerror(errno), ")");
+  spawn("new", "--- etcd member " + spec_.name + " starts");
 }
 
 EtcdMember::~EtcdMember() { stop(); }
 
-void EtcdMember::stop() {
-  if (child_ && child_->running()) stop_children({&*child_}, std::chrono::seconds(5));
+pid_t EtcdMember::pid() { return running() ? child_->pid() : -1; }
+
+bool EtcdMember::running() { return child_ && !child_->poll(); }
+
+void EtcdMember::signal(int sig) {
+  if (running()) child_->signal(sig);
 }
 
-bool EtcdMember::start_once(const std::string& binary, int attempt, Clock::time_point deadline) {
-  child_.reset();
+void EtcdMember::pause() {
+  if (!running()) return;
+  const pid_t pid = child_->pid();
+  child_->signal(SIGSTOP);
+  // kill() returns before the signal has stopped every thread; a member that still answers a
+  // heartbeat or two after pause() returned would make a test of "no majority" lie.
+  const auto task_dir = std::filesystem::path("/proc") / std::to_string(pid) / "task";
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(task_dir, ec)) {
+      std::ifstream in(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto close = stat.rfind(')');  // "pid (comm) S ...": the state follows the command
+      if (close == std::string::npos || close + 2 >= stat.size() || (stat[close + 2] != 'T' && stat[close + 2] != 't'))
+        all = false;
+    }
+    if (ec || all || Clock::now() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void EtcdMember::kill() {
+  if (child_) child_->kill_and_reap();
+}
+
+void EtcdMember::stop() {
+  if (!running()) return;
+  child_->signal(SIGCONT);  // a paused member would hold SIGTERM pending until the SIGKILL
+  stop_children({&*child_}, std::chrono::seconds(5));
+}
+
+void EtcdMember::restart() {
+  if (running()) throw make_error(ErrorKind::Io, "etcd member ", spec_.name, " still runs (pid ", child_->pid(), ")");
+  // etcd keeps a member's identity and raft log in <data dir>/member/{snap,wal}.
   std::error_code ec;
-  std::filesystem::remove_all(data_dir_, ec);
-  if (ec) throw make_error(ErrorKind::Io, "cannot remove the old etcd data in ", data_dir_.string(), ": ", ec.message());
-  client_port_ = free_loopback_port();
-  const int peer_port = free_loopback_port();
-  if (client_port_ == 0 || peer_port == 0 || client_port_ == peer_port) return false;
+  if (!std::filesystem::is_directory(spec_.data_dir / "member" / "wal", ec))
+    throw make_error(ErrorKind::Io, "etcd member ", spec_.name, ": ", spec_.data_dir.string(),
+                     " holds no member state to restart from; remove the member from its cluster and add it anew");
+  // A data dir that holds a member makes etcd ignore the --initial-cluster* flags; "existing" says
+  // what this start is, should that ever change.
+  spawn("existing", "--- etcd member " + spec_.name + " restarts");
+}
+
+void EtcdMember::spawn(const std::string& state, const std::string& header) {
+  child_.reset();
   const std::string client = endpoint();
-  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
-  // Short raft timers: a lone member elects itself after one election timeout, and a loopback
-  // member has no network delay for the defaults (100 ms / 1 s) to absorb.
-  child_.emplace(std::vector<std::string>{binary, "--name", "local", "--data-dir", data_dir_.string(),
+  const std::string peer = peer_url();
+  const std::string cluster = spec_.initial_cluster.empty() ? spec_.name + "=" + peer : spec_.initial_cluster;
+  child_.emplace(std::vector<std::string>{binary_, "--name", spec_.name, "--data-dir", spec_.data_dir.string(),
                                           "--listen-client-urls", client, "--advertise-client-urls", client,
                                           "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                          "--initial-cluster", "local=" + peer, "--initial-cluster-state", "new",
-                                          "--heartbeat-interval", "10", "--election-timeout", "100",
+                                          "--initial-cluster", cluster, "--initial-cluster-state", state,
+                                          "--heartbeat-interval", std::to_string(spec_.heartbeat_ms),
+                                          "--election-timeout", std::to_string(spec_.election_ms),
                                           "--logger", "zap", "--log-level", "warn"},
-                 child_environment({}), log_,
-                 "--- meridian launch: etcd attempt " + std::to_string(attempt + 1) + ", client " + client +
-                     ", peer " + peer + " ---");
+                 child_environment({}), spec_.log, header + ", client " + client + ", peer " + peer + " ---");
+}
+
+bool EtcdMember::healthy(std::chrono::milliseconds timeout) {
+  return loopback_http_get(spec_.client_port, "/health", timeout).find("\"health\":\"true\"") != std::string::npos;
+}
+
+bool EtcdMember::wait_healthy(Clock::time_point deadline) {
   while (Clock::now() < deadline) {
-    if (loopback_http_get(client_port_, "/health", std::chrono::milliseconds(500)).find("\"health\":\"true\"") !=
-        std::string::npos)
-      return true;
-    if (child_->poll()) return false;  // exited: most likely a port was taken in between; try others
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (healthy(std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(500)))) return true;
+    if (!running()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  return false;
+}
+
+bool EtcdMember::start_once(int attempt, Clock::time_point deadline) {
+  child_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(spec_.data_dir, ec);
+  if (ec)
+    throw make_error(ErrorKind::Io, "cannot remove the old etcd data in ", spec_.data_dir.string(), ": ", ec.message());
+  spec_.client_port = free_loopback_port();
+  spec_.peer_port = free_loopback_port();
+  if (spec_.client_port == 0 || spec_.peer_port == 0 || spec_.client_port == spec_.peer_port) return false;
+  spawn("new", "--- meridian launch: etcd attempt " + std::to_string(attempt + 1));
+  if (wait_healthy(deadline)) return true;  // false: exited (most likely a port was taken in between) or too slow
   child_->kill_and_reap();
   return false;
+}
+
+LocalEtcdCluster::LocalEtcdCluster(const std::filesystem::path& dir, int size, const std::string& binary) {
+  MERIDIAN_CHECK(size >= 1, "size=", size);
+  if (::access(binary.c_str(), X_OK) != 0)
+    throw make_error(ErrorKind::Io, "cannot run ", binary, " (", std::strerror(errno), "): install etcd (Debian: etcd-server)");
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  for (int attempt = 0; attempt < 4 && Clock::now() < deadline; ++attempt)
+    if (start_once(dir, size, binary, attempt, deadline)) return;
+  stop();
+  throw make_error(ErrorKind::Io, "a local etcd cluster of ", size, " members (", binary,
+                   ") did not become healthy within 20 s; see the logs in ", dir.string());
+}
+
+LocalEtcdCluster::~LocalEtcdCluster() { stop(); }
+
+std::vector<std::string> LocalEtcdCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (const auto& m : members_) out.push_back(m->endpoint());
+  return out;
+}
+
+void LocalEtcdCluster::stop() {
+  // One after the other: a leader told to stop hands its leadership to a follower first, and
+  // waits out its whole grace when every follower is stopping too (~20 ms each this way).
+  for (auto& m : members_) m->resume();
+  for (auto& m : members_) m->stop();
+}
+
+bool LocalEtcdCluster::start_once(const std::filesystem::path& dir, int size, const std::string& binary, int attempt,
+                                  Clock::time_point deadline) {
+  members_.clear();  // an earlier attempt's members, killed and reaped
+  std::set<int> ports;
+  std::vector<EtcdMember::Spec> specs(static_cast<std::size_t>(size));
+  std::string cluster;
+  for (int i = 0; i < size; ++i) {
+    auto& s = specs[static_cast<std::size_t>(i)];
+    s.name = detail::concat("m", i);  // not "m" + std::to_string(i): a false -Wrestrict in g++ 12
+    s.data_dir = dir / s.name;
+    s.log = dir / (s.name + ".log");
+    s.client_port = free_loopback_port();
+    s.peer_port = free_loopback_port();
+    s.heartbeat_ms = 25;
+    s.election_ms = 250;
+    if (s.client_port == 0 || s.peer_port == 0 || !ports.insert(s.client_port).second || !ports.insert(s.peer_port).second)
+      return false;
+    cluster += (i ? "," : "") + s.name + "=http://127.0.0.1:" + std::to_string(s.peer_port);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw make_error(ErrorKind::Io, "cannot create ", dir.string(), ": ", ec.message());
+  for (auto& s : specs) {
+    s.initial_cluster = cluster;
+    std::filesystem::remove_all(s.data_dir, ec);  // etcd creates it, with the permissions it wants
+    if (ec) throw make_error(ErrorKind::Io, "cannot remove ", s.data_dir.string(), ": ", ec.message());
+    if (attempt == 0) std::ofstream(s.log, std::ios::trunc);
+  }
+  for (auto& s : specs) members_.push_back(std::make_unique<EtcdMember>(s, binary));
+  for (auto& m : members_)
+    if (!m->wait_healthy(deadline)) {
+      for (auto& k : members_) k->kill();
+      return false;
+    }
+  return true;
 }
 
 }  // namespace meridian
