@@ -8,7 +8,9 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
 #include <charconv>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.hpp"
@@ -43,7 +45,8 @@ Endpoint parse_endpoint(const std::string& url) {
   return {rest.substr(0, colon), rest.substr(colon + 1)};
 }
 
-Error bad_reply(const std::string& what) { return make_error(ErrorKind::Peer, "etcd: ", what); }
+// A malformed answer; EtcdClient::Impl::checked adds the endpoint that sent it.
+Error bad_reply(const std::string& what) { return make_error(ErrorKind::Peer, what); }
 
 // etcd's gateway writes int64 fields as JSON strings and leaves out zero values.
 std::int64_t int_field(const Json& j, const char* name) {
@@ -103,9 +106,27 @@ Json txn_put_if(Json compare, const std::string& key, const std::string& value) 
 }  // namespace
 
 struct EtcdClient::Impl {
+  using Clock = std::chrono::steady_clock;
+
   std::vector<Endpoint> endpoints;
-  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds timeout{0}, request_timeout{0};
+  std::size_t preferred = 0;  // the endpoint that answered last: where the next call starts
   net::io_context ioc;
+
+  // How an attempt on one endpoint ended when it brought no answer to return.
+  enum class Failure {
+    NotSent,      // no connection, or the request not written whole: etcd saw nothing
+    NoLeader,     // the member has no leader and rejected the request before doing anything
+    Unavailable,  // etcd answered that it could not serve it now (its own request timeout, leader
+                  // changed, stopping): a write may have been applied
+    Unanswered,   // sent, then no answer in time or the connection dropped: a write may have been applied
+    Garbled,      // an answer that is not etcd's
+  };
+  struct Failed {
+    Failure failure = Failure::NotSent;
+    ErrorKind kind = ErrorKind::Io;
+    std::string what;
+  };
 
   // Drives one asynchronous operation to its end; the stream's expiry bounds it.
   void run() {
@@ -113,62 +134,181 @@ struct EtcdClient::Impl {
     ioc.run();
   }
 
-  // Posts `body` to the first endpoint that accepts a connection. Only connection failures move
-  // on to the next endpoint: once a request is sent, etcd may have applied it, and a
-  // compare-and-swap must not be retried blindly.
-  Json call(const std::string& path, const Json& body) {
-    std::string failures;
-    ErrorKind kind = ErrorKind::Io;
-    for (const auto& ep : endpoints) {
-      beast::tcp_stream stream(ioc);
-      error_code ec;
-      net::ip::tcp::resolver resolver(ioc);
-      const auto addresses = resolver.resolve(ep.host, ep.port, ec);
-      if (!ec) {
-        stream.expires_after(timeout);
-        stream.async_connect(addresses, [&](error_code e, const net::ip::tcp::endpoint&) { ec = e; });
-        run();
-      }
-      if (!ec) return exchange(stream, ep, path, body.dump());
-      kind = ec == beast::error::timeout ? ErrorKind::Timeout : ErrorKind::Io;
-      failures += (failures.empty() ? "" : "; ") + ep.name() + ": " + ec.message();
-    }
-    throw make_error(kind, "etcd: no endpoint reachable (", failures, ")");
+  static long long ms_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
   }
 
-  Json exchange(beast::tcp_stream& stream, const Endpoint& ep, const std::string& path, std::string body) {
+  // Posts `body` to the endpoints in turn, starting with the one that answered last, round after
+  // round until one answers or the call's timeout has passed (see the header for why retrying
+  // every request is safe). Another round only when something may change: an endpoint that was
+  // reached but could not answer, or one that did not accept the connection in time.
+  Json call(const std::string& path, const Json& body) {
+    const std::string text = body.dump();
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
+    const std::size_t n = endpoints.size();
+    std::vector<std::optional<Failed>> last(n);
+    for (int round = 0;; ++round) {
+      bool again = false;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (preferred + k) % n;
+        const auto now = Clock::now();
+        if (now >= deadline) break;
+        const auto until = std::min(deadline, now + request_timeout);
+        Failed failed;
+        if (auto reply = attempt(endpoints[i], path, text, now, until, failed)) {
+          preferred = i;
+          return std::move(*reply);
+        }
+        again = again || failed.failure == Failure::NoLeader || failed.failure == Failure::Unavailable ||
+                failed.failure == Failure::Unanswered || failed.kind == ErrorKind::Timeout;
+        last[i] = std::move(failed);
+      }
+      // Short pauses first (an election on loopback takes a few hundred ms), then longer ones.
+      const auto pause = std::chrono::milliseconds(std::min(200, 25 << std::min(round, 3)));
+      if (!again || Clock::now() + pause >= deadline) break;
+      std::this_thread::sleep_for(pause);
+    }
+    fail(path, last, ms_between(start, Clock::now()));
+  }
+
+  // The endpoint that answered the last call.
+  std::string answered_by() const { return endpoints[preferred].name(); }
+
+  // call(), then `check` on the answer; a malformed answer's Error names the endpoint and path.
+  template <class Check>
+  auto checked(const std::string& path, const Json& body, Check&& check) {
+    const Json reply = call(path, body);
+    try {
+      return check(reply);
+    } catch (const Error& e) {
+      throw make_error(e.kind(), "etcd ", answered_by(), path, ": ", e.what());
+    }
+  }
+
+  // The error a call ends with: every endpoint and what it last did.
+  [[noreturn]] void fail(const std::string& path, const std::vector<std::optional<Failed>>& last, long long took) const {
+    std::string list;
+    bool no_quorum = false, timeout_seen = false, peer_seen = false;
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+      list += (list.empty() ? "" : "; ") + endpoints[i].name() + ": ";
+      if (!last[i]) {
+        list += "not tried in time";
+        continue;
+      }
+      list += last[i]->what;
+      no_quorum = no_quorum || last[i]->failure == Failure::NoLeader || last[i]->failure == Failure::Unavailable;
+      timeout_seen = timeout_seen || last[i]->kind == ErrorKind::Timeout;
+      peer_seen = peer_seen || last[i]->kind == ErrorKind::Peer;
+    }
+    if (no_quorum)
+      throw EtcdNoQuorum(detail::concat("etcd ", path, ": no majority reachable (after ", took, " ms: ", list, ")"));
+    const ErrorKind kind = timeout_seen ? ErrorKind::Timeout : peer_seen ? ErrorKind::Peer : ErrorKind::Io;
+    throw make_error(kind, "etcd ", path, ": no endpoint answered (after ", took, " ms: ", list, ")");
+  }
+
+  // One request to one endpoint, all of it before `until`: the answer, or nullopt with `failed`
+  // saying why. An etcd error that answers this request for good is thrown.
+  std::optional<Json> attempt(const Endpoint& ep, const std::string& path, const std::string& body,
+                              Clock::time_point from, Clock::time_point until, Failed& failed) {
+    const auto budget = ms_between(from, until);
+    beast::tcp_stream stream(ioc);
+    error_code ec;
+    net::ip::tcp::resolver resolver(ioc);
+    const auto addresses = resolver.resolve(ep.host, ep.port, ec);
+    if (ec) {
+      failed = {Failure::NotSent, ErrorKind::Io, "cannot resolve: " + ec.message()};
+      return std::nullopt;
+    }
+    stream.expires_at(until);
+    stream.async_connect(addresses, [&](error_code e, const net::ip::tcp::endpoint&) { ec = e; });
+    run();
+    if (ec == beast::error::timeout) {
+      failed = {Failure::NotSent, ErrorKind::Timeout, detail::concat("no connection within ", budget, " ms")};
+      return std::nullopt;
+    }
+    if (ec) {
+      failed = {Failure::NotSent, ErrorKind::Io, ec.message()};
+      return std::nullopt;
+    }
+
     http::request<http::string_body> req{http::verb::post, path, 11};
     req.set(http::field::host, ep.name());
     req.set(http::field::content_type, "application/json");
+    // gRPC metadata through the gateway: a member without a leader rejects the request at once
+    // (etcd's WithRequireLeader) instead of holding it until its own request timeout.
+    req.set("Grpc-Metadata-Hasleader", "true");
     req.keep_alive(false);
-    req.body() = std::move(body);
+    req.body() = body;
     req.prepare_payload();
-
-    error_code ec;
-    stream.expires_after(timeout);
+    stream.expires_at(until);
     http::async_write(stream, req, [&](error_code e, std::size_t) { ec = e; });
     run();
+    if (ec) {
+      // A request not written whole is one etcd never saw whole: the server discards it.
+      failed = {Failure::NotSent, ec == beast::error::timeout ? ErrorKind::Timeout : ErrorKind::Io,
+                "request not sent: " + ec.message()};
+      return std::nullopt;
+    }
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxBody);
-    if (!ec) {
-      http::async_read(stream, buffer, parser, [&](error_code e, std::size_t) { ec = e; });
-      run();
+    stream.expires_at(until);
+    http::async_read(stream, buffer, parser, [&](error_code e, std::size_t) { ec = e; });
+    run();
+    if (ec == beast::error::timeout) {
+      failed = {Failure::Unanswered, ErrorKind::Timeout, detail::concat("no answer within ", budget, " ms")};
+      return std::nullopt;
     }
-    if (ec == beast::error::timeout)
-      throw make_error(ErrorKind::Timeout, "etcd ", ep.name(), path, ": no answer within ", timeout.count(), " ms");
-    if (ec) throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", ec.message());
+    if (ec == http::error::end_of_stream || (ec && ec.category() != http::make_error_code(http::error::end_of_stream).category())) {
+      // Closed or reset before an answer: a member killed while it held the request, say.
+      failed = {Failure::Unanswered, ErrorKind::Peer, "connection lost before an answer: " + ec.message()};
+      return std::nullopt;
+    }
+    if (ec) {
+      failed = {Failure::Garbled, ErrorKind::Peer, "not an HTTP answer: " + ec.message()};
+      return std::nullopt;
+    }
 
     const auto& res = parser.get();
     const std::string& text = res.body();
-    if (res.result() != http::status::ok)
-      throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": HTTP ", res.result_int(), " ", text.substr(0, 200));
+    const auto garbled = [&](const std::string& what) {
+      failed = {Failure::Garbled, ErrorKind::Peer, what};
+      return std::nullopt;
+    };
     Json reply = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!reply.is_object()) throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": answer is not a JSON object");
+    if (!reply.is_object()) {
+      if (res.result() != http::status::ok)
+        return garbled(detail::concat("HTTP ", res.result_int(), " ", text.substr(0, 200)));
+      return garbled("answer is not a JSON object");
+    }
     // Streaming endpoints (lease keep-alive) wrap each message in "result".
     if (const auto it = reply.find("result"); it != reply.end() && it->is_object()) reply = Json(*it);
-    if (const auto it = reply.find("error"); it != reply.end())
-      throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", it->is_string() ? it->get<std::string>() : it->dump());
+    if (const auto it = reply.find("error"); it != reply.end()) {
+      // Unary calls answer {"error": "...", "code": N}; streaming ones {"error": {"grpc_code": N, "message": "..."}}.
+      std::string message = it->is_string() ? it->get<std::string>() : it->dump();
+      int code = -1;
+      if (const auto c = reply.find("code"); c != reply.end() && c->is_number_integer()) code = c->get<int>();
+      if (it->is_object()) {
+        if (const auto m = it->find("message"); m != it->end() && m->is_string()) message = m->get<std::string>();
+        if (const auto c = it->find("grpc_code"); c != it->end() && c->is_number_integer()) code = c->get<int>();
+      }
+      if (message == "etcdserver: no leader") {
+        failed = {Failure::NoLeader, ErrorKind::Timeout, message};
+        return std::nullopt;
+      }
+      // gRPC Unavailable (14) and DeadlineExceeded (4), and the gateway's own deadline (Unknown, 2):
+      // the member could not get an answer from the cluster in time.
+      if (code == 14 || code == 4 || message.find("context deadline exceeded") != std::string::npos) {
+        failed = {Failure::Unavailable, ErrorKind::Timeout, message};
+        return std::nullopt;
+      }
+      if (message.find("lease not found") != std::string::npos)
+        throw EtcdLeaseGone(detail::concat("etcd ", ep.name(), path, ": ", message));
+      throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", message);
+    }
+    if (res.result() != http::status::ok)
+      return garbled(detail::concat("HTTP ", res.result_int(), " ", text.substr(0, 200)));
     return reply;
   }
 };
@@ -176,7 +316,10 @@ struct EtcdClient::Impl {
 EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.endpoints.empty()) throw make_error(ErrorKind::Config, "etcd: no endpoints");
   for (const auto& url : options.endpoints) impl_->endpoints.push_back(parse_endpoint(url));
+  if (options.timeout.count() <= 0 || options.request_timeout.count() <= 0)
+    throw make_error(ErrorKind::Config, "etcd: timeout and request_timeout must be > 0 ms");
   impl_->timeout = options.timeout;
+  impl_->request_timeout = options.request_timeout;
 }
 
 EtcdClient::~EtcdClient() = default;
@@ -188,10 +331,12 @@ void EtcdClient::put(const std::string& key, const std::string& value, std::int6
 }
 
 std::optional<std::string> EtcdClient::get(const std::string& key) {
-  auto kvs = kvs_of(impl_->call("/v3/kv/range", {{"key", base64_encode(key)}}));
-  if (kvs.empty()) return std::nullopt;
-  if (kvs.size() != 1 || kvs[0].first != key) throw bad_reply("range for one key answered another");
-  return std::move(kvs[0].second);
+  return impl_->checked("/v3/kv/range", {{"key", base64_encode(key)}}, [&](const Json& reply) -> std::optional<std::string> {
+    auto kvs = kvs_of(reply);
+    if (kvs.empty()) return std::nullopt;
+    if (kvs.size() != 1 || kvs[0].first != key) throw bad_reply("range for one key answered another");
+    return std::move(kvs[0].second);
+  });
 }
 
 std::vector<std::pair<std::string, std::string>> EtcdClient::get_prefix(const std::string& prefix) {
@@ -204,40 +349,52 @@ EtcdClient::PrefixRead EtcdClient::get_prefix_since(const std::string& prefix, s
                   {"sort_order", "ASCEND"},
                   {"sort_target", "KEY"}};
   if (since > 0) request["min_mod_revision"] = std::to_string(since);
-  const Json reply = impl_->call("/v3/kv/range", request);
-  PrefixRead out;
-  out.kvs = kvs_of(reply);
-  const auto header = reply.find("header");
-  if (header == reply.end() || !header->is_object()) throw bad_reply("range answer without a header");
-  out.revision = int_field(*header, "revision");
-  for (std::size_t i = 0; i < out.kvs.size(); ++i)
-    if (out.kvs[i].first.rfind(prefix, 0) != 0 || (i > 0 && !(out.kvs[i - 1].first < out.kvs[i].first)))
-      throw bad_reply("prefix range answered keys out of range or order");
-  return out;
+  return impl_->checked("/v3/kv/range", request, [&](const Json& reply) {
+    PrefixRead out;
+    out.kvs = kvs_of(reply);
+    const auto header = reply.find("header");
+    if (header == reply.end() || !header->is_object()) throw bad_reply("range answer without a header");
+    out.revision = int_field(*header, "revision");
+    for (std::size_t i = 0; i < out.kvs.size(); ++i)
+      if (out.kvs[i].first.rfind(prefix, 0) != 0 || (i > 0 && !(out.kvs[i - 1].first < out.kvs[i].first)))
+        throw bad_reply("prefix range answered keys out of range or order");
+    return out;
+  });
 }
 
 bool EtcdClient::create_if_absent(const std::string& key, const std::string& value) {
   Json compare = {{"key", base64_encode(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}};
-  return bool_field(impl_->call("/v3/kv/txn", txn_put_if(std::move(compare), key, value)), "succeeded");
+  return impl_->checked("/v3/kv/txn", txn_put_if(std::move(compare), key, value),
+                        [](const Json& reply) { return bool_field(reply, "succeeded"); });
 }
 
 bool EtcdClient::compare_and_swap(const std::string& key, const std::string& expected, const std::string& value) {
   Json compare = {{"key", base64_encode(key)}, {"result", "EQUAL"}, {"target", "VALUE"}, {"value", base64_encode(expected)}};
-  return bool_field(impl_->call("/v3/kv/txn", txn_put_if(std::move(compare), key, value)), "succeeded");
+  return impl_->checked("/v3/kv/txn", txn_put_if(std::move(compare), key, value),
+                        [](const Json& reply) { return bool_field(reply, "succeeded"); });
 }
 
 std::int64_t EtcdClient::grant_lease(std::int64_t ttl_seconds) {
-  const std::int64_t id = int_field(impl_->call("/v3/lease/grant", {{"TTL", ttl_seconds}}), "ID");
-  if (id == 0) throw bad_reply("lease grant answered without a lease id");
-  return id;
+  return impl_->checked("/v3/lease/grant", {{"TTL", ttl_seconds}}, [](const Json& reply) {
+    const std::int64_t id = int_field(reply, "ID");
+    if (id == 0) throw bad_reply("lease grant answered without a lease id");
+    return id;
+  });
 }
 
 void EtcdClient::keep_alive(std::int64_t lease) {
   // etcd answers a renewal of an unknown lease with a TTL of 0 rather than an error.
-  if (int_field(impl_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}), "TTL") <= 0)
-    throw make_error(ErrorKind::Peer, "etcd: lease ", lease, " has expired or was revoked");
+  const auto ttl = impl_->checked("/v3/lease/keepalive", {{"ID", std::to_string(lease)}},
+                                  [](const Json& reply) { return int_field(reply, "TTL"); });
+  if (ttl <= 0) throw EtcdLeaseGone(detail::concat("etcd ", impl_->answered_by(), ": lease ", lease, " has expired or was revoked"));
 }
 
-void EtcdClient::revoke_lease(std::int64_t lease) { impl_->call("/v3/lease/revoke", {{"ID", std::to_string(lease)}}); }
+void EtcdClient::revoke_lease(std::int64_t lease) {
+  try {
+    impl_->call("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
+  } catch (const EtcdLeaseGone&) {
+    // Already gone: expired, revoked by another, or by this call's own first attempt.
+  }
+}
 
 }  // namespace meridian

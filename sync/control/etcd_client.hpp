@@ -2,8 +2,41 @@
 // A small etcd v3 client over the JSON gateway (HTTP/1.1 POST to /v3/...), enough for the control
 // plane: small records, compare-and-swap commits and membership keys on leases.
 //
-// Errors: Io when no endpoint accepts a connection, Timeout when one does not answer within
-// options.timeout, Peer when the answer is not what etcd sends (bad HTTP, bad JSON, an etcd error).
+// Endpoints and failover. The client is given every member of the cluster. A call starts with
+// the endpoint that last answered and moves on to the next one when an attempt fails: no
+// connection, no answer within options.request_timeout (a stopped or cut-off member still accepts
+// TCP connections: only the timeout tells), the connection dropped, or etcd answering that it
+// cannot serve now (no leader, its own request timeout). It goes round the endpoints, with a short
+// pause between rounds, until one answers or options.timeout has passed; a leader election in
+// the middle of a call is ridden out that way. It does not go round again when every endpoint
+// refused the connection (nothing runs there) or sent something that is not etcd.
+//
+// Every call is retried like that, writes included, and this is what makes that safe:
+//  * Reads (get, get_prefix, get_prefix_since) are linearizable (etcd's default): the member
+//    confirms with the leader that it has applied everything committed, so any member answers
+//    with data at least as new as any earlier answer, and a member cut off from the majority
+//    fails the read rather than return stale data. Revisions never go back across a failover.
+//  * Every request carries gRPC metadata hasleader=true: a member without a leader (cut off from
+//    the majority, or between leaders) rejects it before doing anything, at once, rather than
+//    after etcd's own 5+ s request timeout. When that is what the reachable members said, the
+//    call throws EtcdNoQuorum (below).
+//  * A write whose attempt ended without an answer may have been applied, then or later (the
+//    member that took it may propose it when it resumes). Retried, put writes the same value
+//    again; grant_lease may leave an extra lease nobody uses, which expires after its TTL;
+//    revoke_lease finds the lease gone, which counts as revoked; keep_alive renews once more.
+//  * create_if_absent and compare_and_swap are transactions guarded by a comparison, so an
+//    attempt applied twice, or late, writes nothing unless its comparison holds then: a key is
+//    never created twice, and a swap only ever replaces the value it expects. But the answer can be a false negative: when the
+//    first attempt won without its answer arriving, the retry finds the key already there (or
+//    already swapped) and returns false. A caller that must know reads the key back and
+//    compares it with its own value (the commit protocol does: it reads the winning commit and
+//    applies whatever it holds, so a lost win only means it counts the commit as another's).
+//
+// Errors (core/util/error.hpp kinds; every message names the endpoints and what each did):
+//   Io       no endpoint accepted a connection
+//   Timeout  attempts that reached a member got no answer in time; EtcdNoQuorum is a Timeout too
+//   Peer     an answer that is not what etcd sends (bad HTTP, bad JSON), or an etcd error that
+//            is an answer to this request (etcd refused it); EtcdLeaseGone is a Peer too
 // A client is used from one thread at a time; give each thread its own.
 #include <chrono>
 #include <cstdint>
@@ -13,12 +46,36 @@
 #include <utility>
 #include <vector>
 
+#include "core/util/error.hpp"
+
 namespace meridian {
 
 struct EtcdOptions {
-  std::vector<std::string> endpoints;  // "http://127.0.0.1:2379" or "127.0.0.1:2379"
-  // Bounds the connection to one endpoint, and separately the request and answer on it.
+  std::vector<std::string> endpoints;  // "http://127.0.0.1:2379" or "127.0.0.1:2379"; every member
+  // The most one call may take, all its attempts on all endpoints together.
   std::chrono::milliseconds timeout{5000};
+  // The most one attempt on one endpoint may take, from connecting to the last byte of the answer,
+  // before the client gives up on it and tries the next: what a stopped member costs a call.
+  // Keep it above the cluster's slowest healthy answer (a write is a round trip to the leader
+  // and one from it to a majority). A single endpoint is tried again after it, like a round of
+  // several: a member that lost its leader holds a request for etcd's own 5+ s request timeout,
+  // but refuses the next one at once.
+  std::chrono::milliseconds request_timeout{1000};
+};
+
+// The members that answered could not serve: no leader (cut off from the majority, or between
+// leaders), or etcd's own request timeout; the others were unreachable. "No majority here": try
+// again later, and do not act as if the call had failed for good. Kind Timeout.
+class EtcdNoQuorum : public Error {
+ public:
+  explicit EtcdNoQuorum(const std::string& what) : Error(ErrorKind::Timeout, what) {}
+};
+
+// etcd does not know the lease (it expired, was revoked, or never existed): keep_alive, and put
+// on that lease. The owner of the lease must grant a new one and register again. Kind Peer.
+class EtcdLeaseGone : public Error {
+ public:
+  explicit EtcdLeaseGone(const std::string& what) : Error(ErrorKind::Peer, what) {}
 };
 
 class EtcdClient {
@@ -41,14 +98,18 @@ class EtcdClient {
     std::int64_t revision = 0;
   };
   PrefixRead get_prefix_since(const std::string& prefix, std::int64_t since);
-  // Creates key with value only if it does not exist. True if this call won.
+  // Creates key with value only if it does not exist. True if this call created it; false if the
+  // key exists, which after a failover can be this call's own first attempt (see above).
   bool create_if_absent(const std::string& key, const std::string& value);
-  // Replaces key's value only if it currently equals `expected` (a missing key never does).
+  // Replaces key's value only if it currently equals `expected` (a missing key never does). True if
+  // this call swapped it; false otherwise, which after a failover can be this call's own first
+  // attempt (see above).
   bool compare_and_swap(const std::string& key, const std::string& expected, const std::string& value);
 
   std::int64_t grant_lease(std::int64_t ttl_seconds);
-  // One renewal; Error(Peer) if the lease has already expired or was revoked.
+  // One renewal; EtcdLeaseGone if the lease has already expired or was revoked.
   void keep_alive(std::int64_t lease);
+  // A lease etcd no longer knows counts as revoked.
   void revoke_lease(std::int64_t lease);
 
  private:

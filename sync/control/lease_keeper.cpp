@@ -25,9 +25,12 @@ void LeaseKeeper::run(EtcdOptions options, std::int64_t lease, std::chrono::mill
       try {
         etcd.keep_alive(lease);
         ++renewals_;
-      } catch (const Error& e) {
-        // An unreachable endpoint is retried at the next beat; a lease etcd no longer knows is lost.
-        if (e.kind() == ErrorKind::Peer) lost_ = true;
+      } catch (const EtcdLeaseGone&) {
+        lost_ = true;  // etcd no longer knows the lease: the owner registers again
+      } catch (const Error&) {
+        // No member could renew it this time (the client already tried every endpoint): the next
+        // beat tries again, and the lease lives on in etcd until its TTL runs out.
+        ++failures_;
       }
       lock.lock();
       if (lost_) return;

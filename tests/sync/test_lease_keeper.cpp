@@ -1,9 +1,13 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <functional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "sync/control/lease_keeper.hpp"
+#include "tests/support/etcd_cluster.hpp"
 #include "tests/support/etcd_server.hpp"
 
 using namespace meridian;
@@ -35,4 +39,52 @@ TEST_CASE("a kept lease outlives its TTL, a revoked one is reported lost") {
     CHECK(keeper.lost());
   }
   CHECK_FALSE(etcd.get("kept").has_value());
+}
+
+// The keeper's client is given every member of a 3-member cluster; the member it talks to dies
+// or stops, and renewals go on through the others. TTL 1 s, renewals every 200 ms, watched for
+// 1.5 s after the fault: only renewals through another member keep the key.
+namespace {
+
+std::vector<std::string> starting_with(const std::vector<std::string>& endpoints, int first) {
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < endpoints.size(); ++k) out.push_back(endpoints[(first + k) % endpoints.size()]);
+  return out;
+}
+
+void keeps_through(const std::function<void(testing::EtcdCluster&, int)>& fault, bool leader_first) {
+  testing::EtcdCluster cluster;
+  if (!cluster.ok()) {
+    MESSAGE("skipped: no runnable etcd cluster ", cluster.why_not());
+    return;
+  }
+  const int leader = cluster.wait_leader();
+  REQUIRE(leader >= 0);
+  const int first = leader_first ? leader : (leader + 1) % cluster.size();
+  const EtcdOptions options{starting_with(cluster.endpoints(), first), 2000ms, 300ms};
+  EtcdClient etcd(EtcdOptions{starting_with(cluster.endpoints(), (first + 1) % cluster.size()), 3000ms, 300ms});
+  const auto lease = etcd.grant_lease(1);
+  etcd.put("member", "x", lease);
+  LeaseKeeper keeper(options, lease, 200ms);
+  std::this_thread::sleep_for(300ms);
+  const auto before = keeper.renewals();
+  CHECK(before >= 1);
+  fault(cluster, first);
+  std::this_thread::sleep_for(1500ms);
+  CHECK(etcd.get("member") == "x");
+  CHECK_FALSE(keeper.lost());
+  MESSAGE("renewals after the fault: ", keeper.renewals() - before, ", failed: ", keeper.failures());
+  CHECK(keeper.renewals() - before >= 4);  // about one per 200 ms; the first may have waited on the fault
+  CHECK(keeper.failures() == 0);
+  cluster.member(first).resume();
+}
+
+}  // namespace
+
+TEST_CASE("the keeper renews through a kill -9 of the leader it talks to") {
+  keeps_through([](testing::EtcdCluster& c, int m) { c.member(m).kill(); }, true);
+}
+
+TEST_CASE("the keeper renews through a SIGSTOP of the member it talks to") {
+  keeps_through([](testing::EtcdCluster& c, int m) { c.member(m).pause(); }, false);
 }
