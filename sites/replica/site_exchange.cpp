@@ -99,6 +99,10 @@ void SiteExchange::ensure_leader_side() {
   if (cross_) return;
   EtcdOptions etcd;
   etcd.endpoints = config_.control.endpoints;
+  // A member that stopped answering costs one attempt, then the next member is tried; the whole
+  // call gives up quickly so that a cut-off site goes on training (CrossSite retries later).
+  etcd.request_timeout = std::chrono::milliseconds(500);
+  etcd.timeout = std::chrono::milliseconds(1500);
   etcd_ = std::make_unique<EtcdClient>(etcd);
   const JobConfig::Site* me = nullptr;
   CrossSiteOptions o;
@@ -116,6 +120,7 @@ void SiteExchange::ensure_leader_side() {
   o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
   o.etcd = etcd;
+  o.control_retry = std::chrono::milliseconds(1000);
   o.lease_ttl_s = config_.control.lease_ttl_s;
   o.keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *link_, clock_);
@@ -187,7 +192,7 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     bool finished = false;
     wait_together(group, leader, [&] {
       update = cross_->poll_commit(state_, kAttempt);
-      if (!update && last) finished = cross_->all_final_merged(state_);
+      if (!update && last) finished = cross_->finished(state_);
       return update.has_value() || finished;
     });
     const bool applied = apply_update(group, leader, trainer, std::move(update));

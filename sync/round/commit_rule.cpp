@@ -4,8 +4,8 @@
 
 namespace meridian {
 
-std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options) {
-  std::map<std::string, const DeltaAnnouncement*> offer;  // by live site: its oldest usable round
+std::map<std::string, DeltaAnnouncement> open_offers(const CommitView& view, const CommitRuleOptions& options) {
+  std::map<std::string, DeltaAnnouncement> offer;
   for (const auto& a : view.announced) {
     if (std::find(view.live_sites.begin(), view.live_sites.end(), a.site) == view.live_sites.end()) continue;
     const auto applied = view.applied.find(a.site);
@@ -14,14 +14,19 @@ std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, co
     // A base newer than the newest version cannot be honest; a base too old would weigh nothing.
     const std::int64_t staleness = view.version - a.base_version;
     if (staleness < 0 || staleness > options.staleness.max_staleness || a.tokens < 0) continue;
-    auto& best = offer[a.site];
-    if (best == nullptr || a.round < best->round) best = &a;
+    const auto [it, fresh] = offer.try_emplace(a.site, a);
+    if (!fresh && a.round < it->second.round) it->second = a;
   }
+  return offer;
+}
+
+std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options) {
+  const auto offer = open_offers(view, options);
   std::vector<CommitEntry> entries;
   for (const auto& [site, a] : offer) {  // std::map: sorted by site
-    if (!view.held.contains({site, a->round})) continue;
-    const double weight = staleness_weight(a->tokens, view.version - a->base_version, options.staleness);
-    if (weight > 0) entries.push_back({site, a->round, a->base_version, weight, a->checksum});
+    if (!view.held.contains({site, a.round})) continue;
+    const double weight = staleness_weight(a.tokens, view.version - a.base_version, options.staleness);
+    if (weight > 0) entries.push_back({site, a.round, a.base_version, weight, a.checksum});
   }
   if (entries.empty()) return std::nullopt;  // nothing that would move the weights
   const auto ready = static_cast<int>(entries.size());

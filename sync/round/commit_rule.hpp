@@ -36,12 +36,14 @@ struct CommitView {
   std::optional<double> deadline_s;
 };
 
+// What each live site offers to the next commit: its oldest round not merged yet whose base is
+// within max_staleness (older ones are skipped for good, since they would weigh 0) and that was
+// not refused. A dead site's deltas wait for its return: their bytes may be nowhere. By site.
+std::map<std::string, DeltaAnnouncement> open_offers(const CommitView& view, const CommitRuleOptions& options);
+
 // The entries of commit version+1, sorted by site, or nullopt while it is not due.
 //
-// Each live site offers at most one delta: its oldest round not merged yet whose base is within
-// max_staleness (older ones are skipped for good, since they would weigh 0) and that was not
-// refused. A dead site's deltas wait for its return: their bytes may be nowhere. Due when every
-// live site's offer is held here (quorum 0), or at least `quorum` are, or the deadline passed with
+// Each live site offers at most one delta (open_offers). Due when every live site's offer is held here (quorum 0), or at least `quorum` are, or the deadline passed with
 // at least one held; the commit lists the held offers only, so a site whose delta is late (a
 // straggler, a partition) is merged in a later version with its staleness weight.
 std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options);

@@ -117,6 +117,12 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
 void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded) {
   MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size() && a.checksum == hash64(std::span<const std::byte>(encoded)),
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
+  const double now = clock_();
+  if (last_submit_at_ > 0) {
+    round_seconds_.push_back(now - last_submit_at_);
+    if (round_seconds_.size() > 8) round_seconds_.erase(round_seconds_.begin());
+  }
+  last_submit_at_ = now;
   // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
   unannounced_.push_back(a);
   announce_pending();
@@ -202,18 +208,13 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   }
   refresh_members();
   read_announcements();
-  CommitView view;
-  view.now = clock_();
-  view.version = state.version();
-  for (const auto& [site, member] : members_) view.live_sites.push_back(site);
-  view.applied = applied_;
+  CommitView view = control_view(state);
   if (open_version_ != next) {
     open_version_ = next;
     first_held_at_.reset();
     seen_held_.clear();
   }
   for (const auto& [key, a] : announced_) {
-    view.announced.push_back(a);
     if (!members_.contains(a.site) || !usable(a, state.size())) continue;
     view.held.insert(key);
     if (seen_held_.insert(key).second) {
@@ -222,9 +223,18 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
       else first_held_at_ = view.now;
     }
   }
-  view.refused = refused_;
+  view.refused = refused_;  // usable() may have refused more just now
   view.first_held_at = first_held_at_;
-  view.deadline_s = arrivals_.deadline_s(options_.deadline);
+  // Never cut a version shorter than half a round: a delta that late is jitter on a shared machine
+  // or link, not a straggler, and waiting for it costs an overlapping site nothing.
+  DeadlineOptions deadline = options_.deadline;
+  if (!round_seconds_.empty()) {
+    auto sorted = round_seconds_;
+    std::sort(sorted.begin(), sorted.end());
+    deadline.floor_s = std::max(deadline.floor_s, 0.5 * sorted[sorted.size() / 2]);
+    deadline.ceiling_s = std::max(deadline.ceiling_s, deadline.floor_s);
+  }
+  view.deadline_s = arrivals_.deadline_s(deadline);
   const auto entries = decide_commit(view, options_.rule);
   if (!entries) {
     waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(view.held.size()) + " here, " +
@@ -297,26 +307,40 @@ void CrossSite::applied(const CommitRecord& record) {
   }
 }
 
-bool CrossSite::all_final_merged(const OuterState& state) {
+bool CrossSite::finished(const OuterState& state) {
   if (!announce_pending() || !control([&] {
         refresh_members();
         read_announcements();
         read_commits();
       }))
     return false;
-  for (const auto& [site, member] : members_) {
-    const auto final_round = final_round_.find(site);
-    const auto merged = applied_.find(site);
-    if (final_round == final_round_.end() || merged == applied_.end() || merged->second < final_round->second) {
+  for (const auto& [site, member] : members_)
+    if (!final_round_.contains(site)) {
       waiting_ = "the final round of " + site;
       return false;
     }
-  }
   if (newest_commit_ > state.version()) {
     waiting_ = "version " + std::to_string(newest_commit_);
     return false;
   }
+  // Every live site's last announcement is in, so the offers below are all there will be: none
+  // left means no site can propose another version.
+  if (!open_offers(control_view(state), options_.rule).empty()) {
+    waiting_ = "the last deltas to be merged";
+    return false;
+  }
   return true;
+}
+
+CommitView CrossSite::control_view(const OuterState& state) const {
+  CommitView view;
+  view.now = clock_();
+  view.version = state.version();
+  for (const auto& [site, member] : members_) view.live_sites.push_back(site);
+  view.applied = applied_;
+  for (const auto& [key, a] : announced_) view.announced.push_back(a);
+  view.refused = refused_;
+  return view;
 }
 
 const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t checksum) {

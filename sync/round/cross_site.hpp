@@ -105,9 +105,9 @@ class CrossSite {
   // site is behind. Proposes that commit first when it is due and this site holds everything it
   // needs (whoever proposes, the swap lets one proposal win).
   std::optional<Commit> poll_commit(const OuterState& state, std::chrono::milliseconds budget);
-  // True once every live site announced its final round and a commit merged it (and this site is
-  // at that version): the job's last version, the same on every site.
-  bool all_final_merged(const OuterState& state);
+  // True once every live site announced its final round, this site holds the newest version, and
+  // no delta is left that any site could still merge: the job's last version, the same everywhere.
+  bool finished(const OuterState& state);
 
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
   // The newest version any site committed, as far as this site has read.
@@ -145,6 +145,8 @@ class CrossSite {
   // Puts this site's announcements that etcd did not take yet; true when none is left.
   bool announce_pending();
   void read_commits();
+  // What the control plane shows, as the commit rule sees it (no deltas held yet).
+  CommitView control_view(const OuterState& state) const;
   std::optional<Commit> check_control(const OuterState& state);
   std::optional<Commit> catch_up(const OuterState& state);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
@@ -190,6 +192,8 @@ class CrossSite {
   bool rounds_scanned_ = false;
   DeltaScreen screen_;
   ArrivalHistory arrivals_;
+  double last_submit_at_ = 0;
+  std::vector<double> round_seconds_;  // between this site's latest submits: a round's length
   std::int64_t open_version_ = -1;     // the version the arrival times below are for
   std::optional<double> first_held_at_;
   std::set<DeltaKey> seen_held_;
