@@ -73,6 +73,16 @@ std::int64_t Trainer::tokens_per_step() const {
          slot_.world;
 }
 
+void Trainer::fast_forward(std::int64_t step) {
+  for (; state_.step < step; ++state_.step) {
+    for (int micro = 0; micro < grad_accum_; ++micro)
+      sampler_.next_group_batch(config_.inner.batch_per_replica, slot_.rank, slot_.world, inputs_.data(),
+                                targets_.data());
+    state_.tokens += tokens_per_step();
+  }
+  state_.data = sampler_.position();
+}
+
 StepResult Trainer::step() {
   StepResult r;
   r.step = state_.step;

@@ -62,6 +62,10 @@ class Trainer {
   // One optimizer step; exposed for tests and for the replica loop of later layers.
   StepResult step();
   double validation_loss();
+  // Moves on to `step` without training the steps in between (none if it is not ahead): the
+  // schedule, token count and data position continue from there. How a site that rejoins a job
+  // takes up the job's present rather than redoing what the others did meanwhile.
+  void fast_forward(std::int64_t step);
 
   // The whole training state (weights, moments, step, tokens, data position) as checkpoint
   // records, and back: what a replica that lost its state heals from.

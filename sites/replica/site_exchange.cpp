@@ -240,6 +240,17 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     group.broadcast(snapshot, 0);
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
     state_.adopt(snapshot, expected, params);
+    // A site that was away takes up the job where the others are (the newest round the commit
+    // merged from any other site): its schedule and data go on from there.
+    std::int64_t job_step = 0;
+    if (leader)
+      for (const auto& [site, round] : update->record.merged)
+        if (site != site_) job_step = std::max(job_step, (round + 1) * config_.outer.inner_steps);
+    broadcast_value(group, job_step);
+    const auto from_step = trainer.state().step;
+    trainer.fast_forward(std::min<std::int64_t>(job_step, config_.inner.steps - 1));
+    if (leader && trainer.state().step != from_step)
+      log_.event("fast_forward", {{"site", site_}, {"from_step", from_step}, {"step", trainer.state().step}});
   }
   if (kind == kCommit) state_.rebase(params);
   const double now = clock_();

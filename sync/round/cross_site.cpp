@@ -103,7 +103,10 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     std::vector<std::string> missing;
     for (const auto& s : options_.sites)
       if (!members_.contains(s)) missing.push_back(s);
-    if (missing.empty()) return true;
+    if (missing.empty()) {
+      control([&] { read_commits(); });  // a site that comes back learns how far behind it is
+      return true;
+    }
     // A job under way does not wait for its absent sites: this one (re)joins the live ones.
     control([&] { read_commits(); });
     if (newest_commit_ > 0) return true;

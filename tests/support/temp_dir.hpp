@@ -1,6 +1,7 @@
 #pragma once
 // A fresh directory under the system temp dir, removed with everything in it when the test ends.
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -17,6 +18,7 @@ class TempDir {
     std::filesystem::create_directories(path_);
   }
   ~TempDir() {
+    if (std::getenv("MERIDIAN_KEEP_TEST_DIRS") != nullptr) return;  // to look at what a failing test left
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
