@@ -240,12 +240,16 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     group.broadcast(snapshot, 0);
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
     state_.adopt(snapshot, expected, params);
-    // A site that was away takes up the job where the others are (the newest round the commit
-    // merged from any other site): its schedule and data go on from there.
+    // A site that was away takes up the job where the others are (the newest round any other site
+    // announced or merged): its schedule and data go on from there, and it ends with the others
+    // rather than alone, long after them.
     std::int64_t job_step = 0;
-    if (leader)
-      for (const auto& [site, round] : update->record.merged)
-        if (site != site_) job_step = std::max(job_step, (round + 1) * config_.outer.inner_steps);
+    if (leader) {
+      std::int64_t round = cross_->peers_newest_round();
+      for (const auto& [site, merged] : update->record.merged)
+        if (site != site_) round = std::max(round, merged);
+      job_step = (round + 1) * config_.outer.inner_steps;
+    }
     broadcast_value(group, job_step);
     const auto from_step = trainer.state().step;
     trainer.fast_forward(std::min<std::int64_t>(job_step, config_.inner.steps - 1));

@@ -205,7 +205,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     }
     // The winner is usually this site's own proposal: its mean is already computed.
     const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
-    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.entries, state.size()), {}};
+    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.number, record.entries, state.size()), {}};
     applied(record);
     return commit;
   }
@@ -244,7 +244,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
                std::to_string(view.live_sites.size()) + " live sites)";
     return std::nullopt;
   }
-  auto mean = mean_of(*entries, state.size());
+  auto mean = mean_of(next, *entries, state.size());
   CommitRecord proposal{next, *entries, state.preview(mean).hash, options_.site, applied_};
   for (const auto& e : *entries) proposal.merged[e.site] = e.round;
   ++traffic_.commits_proposed;
@@ -428,18 +428,26 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   ++traffic_.requests_sent;
 }
 
-std::vector<float> CrossSite::mean_of(const std::vector<CommitEntry>& entries, std::size_t n) {
+std::vector<float> CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, std::size_t n) {
   std::vector<std::vector<float>> decoded;
   std::vector<std::span<const float>> views;
   std::vector<double> weights;
+  double weight = 0, tokens = 0;
   for (const auto& e : entries) {
     decoded.emplace_back(n);
     decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
     views.emplace_back(decoded.back());
     weights.push_back(e.weight);
+    weight += e.weight;
+    tokens += e.weight / staleness_weight(1, version - 1 - e.base_version, options_.rule.staleness);
   }
   std::vector<float> mean(n);
   weighted_mean(views, weights, mean);
+  // A late delta also counts for less in absolute terms: the mean is scaled by the share of the
+  // tokens' weight that staleness left (1 when every delta is fresh), so a version made only of
+  // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
+  if (const double share = weight / tokens; share < 1.0)
+    for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
   return mean;
 }
 
@@ -611,6 +619,15 @@ void CrossSite::refresh_members() {
     // The site restarted: what it announced before and never sent here is nowhere any more.
     std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == site && !arrived_.contains(kv.first); });
   }
+  // A site that (re)joined missed what was sent before it came: it gets this site's deltas that
+  // no commit merged yet now, rather than asking for each a second later.
+  const auto merged = applied_.contains(options_.site) ? applied_.at(options_.site) : -1;
+  for (const auto& [site, m] : members) {
+    const auto before = members_.find(site);
+    if (site == options_.site || (before != members_.end() && before->second.incarnation == m.incarnation)) continue;
+    for (const auto& [round, bytes] : own_)
+      if (round > merged) send(m.address, LinkTag::Delta, round, bytes);
+  }
   members_ = std::move(members);
   site_by_addr_.clear();
   for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
@@ -630,6 +647,7 @@ void CrossSite::read_announcements() {
       auto a = decode_announcement(value);
       if (key != keys_.delta(a.site, a.round)) continue;  // filed under another name: not trusted
       if (a.final) final_round_[a.site] = a.round;
+      if (a.site != options_.site) peers_newest_round_ = std::max(peers_newest_round_, a.round);
       const auto applied = applied_.find(a.site);
       if (applied != applied_.end() && a.round <= applied->second) continue;
       announced_[{a.site, a.round}] = std::move(a);

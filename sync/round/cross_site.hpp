@@ -110,6 +110,9 @@ class CrossSite {
   bool finished(const OuterState& state);
 
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
+  // The newest round any other site announced (merged or not), -1 before any: how far the job
+  // has got, for a site that comes back.
+  std::int64_t peers_newest_round() const { return peers_newest_round_; }
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const { return newest_commit_; }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
@@ -157,7 +160,8 @@ class CrossSite {
   bool usable(const DeltaAnnouncement& a, std::size_t n);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  std::vector<float> mean_of(const std::vector<CommitEntry>& entries, std::size_t n);
+  // The delta a commit of `version` applies: the weighted mean of its entries, scaled down by staleness.
+  std::vector<float> mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, std::size_t n);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
   // The same for bytes this site keeps (its own deltas): the link shares them instead of copying.
@@ -189,6 +193,7 @@ class CrossSite {
   std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
   std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;
+  std::int64_t peers_newest_round_ = -1;
   bool rounds_scanned_ = false;
   DeltaScreen screen_;
   ArrivalHistory arrivals_;

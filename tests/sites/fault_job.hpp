@@ -95,7 +95,7 @@ class FaultJob {
   void signal(const std::string& site, int sig) { ::kill(-procs_.at(site)->pid(), sig); }
 
   // Waits for every site still running to end; each must end well.
-  void finish(std::chrono::seconds limit = std::chrono::seconds(150)) {
+  void finish(std::chrono::seconds limit = std::chrono::seconds(60)) {
     for (const auto& [site, proc] : procs_) {
       const auto status = proc->wait_for(limit);
       CAPTURE(site);
