@@ -323,8 +323,16 @@ bool CrossSite::finished(const OuterState& state) {
       return false;
     }
   if (newest_commit_ > state.version()) {
-    waiting_ = "version " + std::to_string(newest_commit_);
-    return false;
+    const bool peer = std::any_of(members_.begin(), members_.end(), [&](const auto& m) { return m.first != options_.site; });
+    if (peer) {
+      waiting_ = "version " + std::to_string(newest_commit_);
+      return false;
+    }
+    // Everyone else has finished and left: nobody holds the newer versions' deltas or state any
+    // more. This site ends on what it has rather than wait forever, and says so.
+    events_.push_back({"catch_up_impossible", "", newest_commit_,
+                       "no live site left to take versions after " + std::to_string(state.version()) + " from"});
+    return true;
   }
   // Every live site's last announcement is in, so the offers below are all there will be: none
   // left means no site can propose another version.

@@ -99,6 +99,15 @@ class FaultJob {
     for (const auto& [site, proc] : procs_) {
       const auto status = proc->wait_for(limit);
       CAPTURE(site);
+      if (!status) {  // say what it was doing: its last events and its replica's last words
+        const auto all = events(site);
+        for (std::size_t i = all.size() > 8 ? all.size() - 8 : 0; i < all.size(); ++i) MESSAGE(all[i].dump());
+        std::ifstream log(run_dir() / site / "replica-0.log");
+        std::string line, last;
+        while (std::getline(log, line)) last += line + "\n";
+        if (last.size() > 2000) last = last.substr(last.size() - 2000);
+        MESSAGE(last);
+      }
       REQUIRE(status.has_value());
       CHECK(*status == 0);
     }
