@@ -148,6 +148,12 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.max_norm_ratio, "outer", "max_norm_ratio", above(1));
   r.read(c.outer.dynamic_inner_steps, "outer", "dynamic_inner_steps");
   r.read(c.outer.fragments, "outer", "fragments", 1);
+  if (c.outer.fragments > 1 && c.outer.algorithm != Outer::Algorithm::Streaming) {
+    const Setting* s = r.find("outer.fragments");
+    r.add(s ? s->origin : r.table_origin("outer"), "outer.fragments",
+          "expected 1 unless outer.algorithm = \"streaming\" (fragments are streaming DiLoCo's), found " +
+              std::to_string(c.outer.fragments));
+  }
   // Delayed Nesterov is a Nesterov variant: with heavy ball asked for, one of the two is a mistake.
   if (c.outer.delayed_nesterov > 1 && !c.outer.nesterov) {
     const Setting* s = r.find("outer.delayed_nesterov");

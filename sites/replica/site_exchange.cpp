@@ -70,7 +70,8 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
       clock_(std::move(clock)),
       sites_(static_cast<int>(config.sites.size())),
       state_(initial, outer_options(config), codec_options(config), config.outer.error_feedback),
-      inner_steps_(config.outer.inner_steps) {
+      inner_steps_(config.outer.inner_steps),
+      started_at_(clock_()) {
   data_replicas_ = 0;
   const JobConfig::Site* me = nullptr;
   double fastest = 0;
@@ -253,6 +254,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     broadcast_value(group, job_step);
     const auto from_step = trainer.state().step;
     trainer.fast_forward(std::min<std::int64_t>(job_step, config_.inner.steps - 1));
+    if (!rejoined_after_s_) rejoined_after_s_ = clock_() - started_at_;
     if (leader && trainer.state().step != from_step)
       log_.event("fast_forward", {{"site", site_}, {"from_step", from_step}, {"step", trainer.state().step}});
   }
@@ -336,6 +338,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["frames_duplicate"] = link.duplicates;
   out["frames_rerequested"] = link.rerequests;
   out["waited_s"] = waited_s_;
+  if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
   out["max_version_gap_s"] = max_version_gap_s_;
   // What one round moves per parameter and per receiving peer: ~1 for int8, ~0.5 for int4.
   if (rounds_ > 0 && sites_ > 1)

@@ -91,6 +91,8 @@ class SiteExchange {
   double last_version_at_ = 0;     // when this site last took a new version
   double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes
   double waited_s_ = 0;            // time the replicas spent waiting on other sites
+  double started_at_ = 0;
+  std::optional<double> rejoined_after_s_;  // from this process's start to its first peer state
   std::unique_ptr<EtcdClient> etcd_;
   std::unique_ptr<Link> link_;
   std::unique_ptr<CrossSite> cross_;

@@ -176,7 +176,7 @@ TEST_CASE("--set reaches the asynchronous [outer] keys") {
   const auto file = write(dir / "job.toml", kData + "[outer]\noverlap = true\n");
   const JobConfig c = load_ok(file, {"outer.overlap=false", "outer.staleness=constant", "outer.delayed_nesterov=5",
                                      "outer.deadline_k=4", "outer.max_norm_ratio=1e3", "outer.dynamic_inner_steps=true",
-                                     "outer.fragments=2", "control.lease_ttl_s=10", "control.keepalive_ms=2000"});
+                                     "outer.algorithm=streaming", "outer.fragments=2", "control.lease_ttl_s=10", "control.keepalive_ms=2000"});
   CHECK_FALSE(c.outer.overlap);
   CHECK(c.outer.staleness == JobConfig::Outer::Staleness::Constant);
   CHECK(c.outer.delayed_nesterov == 5);
@@ -384,13 +384,13 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK(d.outer.fragments == 1);
   CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
   CHECK(d.wan == JobConfig::Wan{});
-  const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"sync\"\ninner_steps = 1\n"
+  const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"streaming\"\ninner_steps = 1\n"
       "codec = \"int4\"\nmomentum = 0\nquorum = 2\noverlap = false\nstaleness = \"constant\"\ndelayed_nesterov = 4\n"
       "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
       "[control]\nendpoints = [\"http://10.0.0.1:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
       "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
       "[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
-  CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Sync && c.outer.inner_steps == 1 && c.outer.quorum == 2));
+  CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Streaming && c.outer.inner_steps == 1 && c.outer.quorum == 2));
   CHECK((!c.outer.overlap && c.outer.staleness == JobConfig::Outer::Staleness::Constant && c.outer.delayed_nesterov == 4));
   CHECK((c.outer.deadline_k == 2.5 && c.outer.max_norm_ratio == 20.0 && c.outer.dynamic_inner_steps));
   CHECK(c.outer.fragments == 8);
@@ -429,6 +429,8 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[outer]\ndynamic_inner_steps = \"yes\"\n",
        ":2: outer.dynamic_inner_steps: expected true or false, found string \"yes\""},
       {"[outer]\nfragments = 0\n", ":2: outer.fragments: expected an integer >= 1, found 0"},
+      {"[outer]\nfragments = 4\n",
+       ":2: outer.fragments: expected 1 unless outer.algorithm = \"streaming\" (fragments are streaming DiLoCo's), found 4"},
       {"[control]\nendpoints = [\"10.0.0.1:2379\"]\n", ":2: control.endpoints: expected an array of strings"},
       {"[wan]\nloss = 1.0\n", ":2: wan.loss: expected a number in [0, 1), found 1"},
       {"[[wan.link]]\nlatency_ms = 5\n", ":1: wan.link: [[wan.link]] is not supported yet"},
