@@ -3,7 +3,7 @@
 // trained to the end, versions only grew on every site, every site held the same bits for every
 // version, no delta was merged twice or after being refused, and the final validation loss is
 // within kLossMargin of the fault-free run's. The figures (stall, rejoin time, utilization) are
-// printed for the record (docs/FAULTS.md).
+// printed (MESSAGE) for the record.
 #include <doctest/doctest.h>
 
 #include <cmath>
