@@ -2,6 +2,8 @@
 // beyond the recent ones), that the verdict depends only on the shared history, and its checkpoint.
 #include <doctest/doctest.h>
 
+#include "tests/support/error_of.hpp"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -26,17 +28,7 @@ Vec with_norm(float norm, std::size_t n = 4) {
   return v;
 }
 
-template <class F>
-std::string error_of(ErrorKind kind, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.kind() == kind);
-    return e.what();
-  }
-  FAIL("no Error thrown");
-  return {};
-}
+using meridian::testing::error_of;
 
 }  // namespace
 

@@ -2,6 +2,8 @@
 // by hand, and the bit-reproducibility every site relies on when it applies the same commit.
 #include <doctest/doctest.h>
 
+#include "tests/support/error_of.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -21,18 +23,7 @@ namespace {
 
 using Vec = std::vector<float>;
 
-// The message of the Error that f throws, after checking its kind.
-template <class F>
-std::string error_of(ErrorKind kind, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.kind() == kind);
-    return e.what();
-  }
-  FAIL("no Error thrown");
-  return {};
-}
+using meridian::testing::error_of;
 
 Vec mean_of(const std::vector<Vec>& deltas, const std::vector<double>& weights) {
   std::vector<std::span<const float>> views(deltas.begin(), deltas.end());
