@@ -39,6 +39,9 @@ double fault_free_loss() {
     job.start_all();
     job.finish();
     job.check_invariants();
+    for (const auto& site : FaultJob::kSites)
+      MESSAGE("fault-free ", site, ": compute utilization ", job.summary(site)["compute_utilization"],
+              ", waited on other sites ", job.summary(site)["waited_s"], " s");
     return job.summary("a")["final_val_loss"].get<double>();
   }();
   return loss;
@@ -57,7 +60,9 @@ void check_outcome(FaultJob& job, const std::vector<std::string>& sites) {
     CHECK(s["params_hash"] == *hash);
     const double loss = s["final_val_loss"];
     MESSAGE(site, ": final validation loss ", loss, " (fault-free ", baseline, "), compute utilization ",
-            s["compute_utilization"], ", longest wait for a version ", s["max_version_gap_s"], " s");
+            s["compute_utilization"], ", waited on other sites ", s["waited_s"], " s, longest wait for a version ",
+            s["max_version_gap_s"], " s, refused frames ", s["frames_refused"], ", duplicates ", s["frames_duplicate"],
+            ", deltas refused ", s["deltas_refused"], " + screened out ", s["deltas_screened_out"]);
     CHECK(std::abs(loss - baseline) <= kLossMargin * baseline);
   }
 }
