@@ -21,7 +21,8 @@ using nlohmann::json;
 
 namespace {
 
-std::filesystem::path write_job(const TempDir& dir, const std::string& name, const std::string& outer) {
+std::filesystem::path write_job(const TempDir& dir, const std::string& name, const std::string& outer,
+                                const std::string& site_b = "") {
   const auto file = dir / (name + ".toml");
   std::ofstream(file) << "[job]\nname = \"" << name << "\"\nseed = 5\nrun_dir = \"" << (dir / name).string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n[data]\npath = \""
@@ -29,7 +30,7 @@ std::filesystem::path write_job(const TempDir& dir, const std::string& name, con
                       << "[inner]\noptimizer = \"sgd\"\nlr = 0.5\nclip = 0\nbatch_per_replica = 2\nsteps = 12\n"
                       << "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n"
                       << "[outer]\n" << outer
-                      << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
+                      << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n" << site_b;
   return file;
 }
 
@@ -116,4 +117,19 @@ TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end wi
   CHECK(ucx.at("a")["params_hash"] == zmq.at("a")["params_hash"]);
   CHECK(ucx.at("b")["params_hash"] == zmq.at("b")["params_hash"]);
   CHECK(ucx.at("a")["wan_bytes_sent"] == zmq.at("a")["wan_bytes_sent"]);
+}
+
+TEST_CASE("dynamic local updates: a site half as fast ends its rounds after half the inner steps") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("dynamic");
+  const auto run = run_sites(
+      dir, write_job(dir, "dynamic", "algorithm = \"diloco\"\ninner_steps = 4\ndynamic_inner_steps = true\n", "speed = 0.5\n"),
+      etcd);
+  CHECK(run.at("a")["rounds"] == 3);  // 12 steps in rounds of 4
+  CHECK(run.at("b")["rounds"] == 6);  // ... and of 2
+  CHECK(run.at("a")["params_hash"] == run.at("b")["params_hash"]);
 }
