@@ -87,11 +87,15 @@ class FaultJob {
         std::vector<std::string>{MERIDIAN_BIN, "site", "--config", file_.string(), "--site", site, "--set", list}, log);
   }
 
-  // The whole site (agent and replicas: one process group), at once.
-  void kill(const std::string& site) {
-    signal(site, SIGKILL);
-    REQUIRE(procs_.at(site)->wait_for(std::chrono::seconds(10)).has_value());
+  // The whole site (agent and replicas: one process group), at once; its exit code.
+  int kill(const std::string& site, int sig = SIGKILL) {
+    signal(site, sig);
+    const auto status = procs_.at(site)->wait_for(std::chrono::seconds(10));
+    REQUIRE(status.has_value());
+    procs_.erase(site);  // not among the sites finish() expects to end well
+    return *status;
   }
+  bool member(const std::string& site) { return etcd_->get(RoundKeys(name_).member(site)).has_value(); }
   void signal(const std::string& site, int sig) { ::kill(-procs_.at(site)->pid(), sig); }
 
   // Waits for every site still running to end; each must end well.

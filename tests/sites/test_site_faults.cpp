@@ -224,3 +224,21 @@ TEST_CASE("a straggler holds the others back no longer than the commit deadline"
   CHECK(during > stopped_at);
   check_outcome(job, FaultJob::kSites);
 }
+
+TEST_CASE("SIGTERM: a site gives up its membership at once, the others need not wait for its lease") {
+  EtcdServer etcd;
+  SKIP_WITHOUT(etcd);
+  FaultJob job("sigterm", {etcd.endpoint()});
+  job.start_all();
+  job.wait_version(2);
+  REQUIRE(job.member("c"));
+  const double t0 = wall_seconds();
+  job.signal("c", SIGTERM);
+  job.wait_until([&] { return !job.member("c"); }, 10, "c's member key to go");
+  const double gone_after = wall_seconds() - t0;
+  MESSAGE("c's member key went ", gone_after, " s after SIGTERM (its lease's TTL is ", FaultJob::kLeaseTtl, " s)");
+  CHECK(gone_after < 0.5 * FaultJob::kLeaseTtl);
+  CHECK(job.kill("c", SIGTERM) != 0);  // reaped: it ended by the signal
+  job.finish();
+  job.check_invariants();
+}
