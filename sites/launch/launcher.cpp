@@ -208,6 +208,11 @@ json job_summary(const JobConfig& config, const std::vector<json>& sites, double
   double loss_sum = 0, loss_min = 0, loss_max = 0, bpr_sum = 0;
   int bpr_count = 0;
   std::int64_t sent = 0, params = 0, steps = 0;
+  // Faults, over the whole job: the longest any site went without a new version (the stall a
+  // site's death causes), the lowest compute utilization, messages refused or dropped as copies.
+  double max_gap = 0, min_utilization = 1;
+  std::int64_t refused = 0, duplicates = 0;
+  json rejoined = json::object();
   bool same = true;
   for (std::size_t i = 0; i < sites.size(); ++i) {
     const auto& s = sites[i];
@@ -220,6 +225,12 @@ json job_summary(const JobConfig& config, const std::vector<json>& sites, double
       ++bpr_count;
     }
     sent += s.value("wan_bytes_sent", std::int64_t{0});
+    max_gap = std::max(max_gap, s.value("max_version_gap_s", 0.0));
+    min_utilization = std::min(min_utilization, s.value("compute_utilization", 1.0));
+    refused += s.value("frames_refused", std::int64_t{0}) + s.value("deltas_refused", std::int64_t{0}) +
+               s.value("deltas_screened_out", std::int64_t{0}) + s.value("states_refused", std::int64_t{0});
+    duplicates += s.value("frames_duplicate", std::int64_t{0});
+    if (s.contains("rejoined_after_s")) rejoined[s.value("site", std::string())] = s["rejoined_after_s"];
     params = std::max(params, s.value("params", std::int64_t{0}));
     steps = std::max(steps, s.value("steps", std::int64_t{0}));
     same = same && s.value("params_hash", std::string()) == sites[0].value("params_hash", std::string()) &&
@@ -236,6 +247,11 @@ json job_summary(const JobConfig& config, const std::vector<json>& sites, double
           {"wan_bytes_sent", sent},
           {"bytes_per_param_round", bpr_count > 0 ? json(bpr_sum / bpr_count) : json(nullptr)},
           {"sync_bytes_equivalent", sync_bytes},
+          {"max_version_gap_s", max_gap},
+          {"min_compute_utilization", min_utilization},
+          {"messages_refused", refused},
+          {"messages_deduplicated", duplicates},
+          {"rejoined_after_s", rejoined},
           {"reduction_vs_sync", sent > 0 ? json(static_cast<double>(sync_bytes) / static_cast<double>(sent))
                                          : json(nullptr)}};
 }
