@@ -363,6 +363,7 @@ const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t
       return &it->second;
     }
     ++traffic_.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
+    events_.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced checksum: asked again"});
     link_.recycle(std::move(it->second));
     arrived_.erase(it);
     verified_.erase(key);

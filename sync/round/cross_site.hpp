@@ -56,7 +56,10 @@ struct CrossSiteOptions {
 
 // What happened to a peer's delta or state that the site's log should say.
 struct CrossSiteEvent {
-  std::string kind;  // "delta_refused" (the sender is flagged), "state_refused", "state_requested", "commit_unreadable"
+  // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
+  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable",
+  // "control_unreachable", "control_restored"
+  std::string kind;
   std::string site;  // the peer
   std::int64_t number = 0;  // its round, or the version
   std::string detail;
