@@ -47,7 +47,7 @@ class FaultJob {
 
   // `endpoints`: the etcd every site uses, unless `site_endpoints` names others for a site.
   FaultJob(const std::string& name, std::vector<std::string> endpoints, const std::string& extra_toml = "",
-           std::map<std::string, std::vector<std::string>> site_endpoints = {})
+           std::map<std::string, std::vector<std::string>> site_endpoints = {}, int lease_ttl_s = kLeaseTtl)
       : dir_(name), name_(name), endpoints_(std::move(endpoints)), site_endpoints_(std::move(site_endpoints)) {
     ::setenv("OMP_NUM_THREADS", "1", 1);  // three sites share this machine's cores
     file_ = dir_ / (name + ".toml");
@@ -58,7 +58,7 @@ class FaultJob {
                          << "[log]\nevery = 50\neval_every = 0\neval_windows = 64\n"
                          << "[checkpoint]\nevery = 200\n"
                          << "[outer]\ninner_steps = " << kInnerSteps << "\n"
-                         << "[control]\nlease_ttl_s = " << kLeaseTtl << "\nkeepalive_ms = 500\n"
+                         << "[control]\nlease_ttl_s = " << lease_ttl_s << "\nkeepalive_ms = 500\n"
                          << extra_toml << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n[[site]]\nname = \"c\"\n";
     etcd_ = std::make_unique<EtcdClient>(EtcdOptions{endpoints_, std::chrono::milliseconds(5000)});
   }
