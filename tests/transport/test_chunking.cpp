@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/util/error.hpp"
+#include "core/util/hash.hpp"
 #include "transport/chunking/assembler.hpp"
 #include "transport/chunking/chunker.hpp"
 
@@ -274,4 +275,114 @@ TEST_CASE("wrong version and garbage headers are rejected with a reason") {
   }
   CHECK(a.add(frames[0].header, frames[0].payload).verdict == Verdict::Accepted);
   CHECK(a.take() == payload);
+}
+
+TEST_CASE("payload_hash is hash64 (XXH3 with seed 0), whatever vector unit computes it") {
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{240}, std::size_t{65'537}, std::size_t{4} << 20}) {
+    CAPTURE(n);
+    const auto bytes = random_bytes(n, n + 1);
+    CHECK(payload_hash(bytes) == hash64(std::span<const std::byte>(bytes)));
+    std::vector<std::byte> to(n);
+    CHECK(copy_and_hash(bytes, to.data()) == hash64(std::span<const std::byte>(bytes)));
+    CHECK(to == bytes);
+  }
+}
+
+TEST_CASE("a payload large enough to be hashed by two threads frames as one hashed by one") {
+  const auto payload = random_bytes(40 << 20, 21);  // above the two-thread size, an odd chunk count
+  const auto frames = make_frames(3, 1, payload, 3 << 20);
+  REQUIRE(frames.size() == 14);
+  std::vector<std::uint64_t> hashes;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const auto h = decode_chunk_header(frames[i].header);
+    CHECK(h.payload_hash == hash64(frames[i].payload));
+    hashes.push_back(h.payload_hash);
+  }
+  CHECK(decode_chunk_header(frames[0].header).total_hash == total_hash_of(hashes));
+  std::vector<std::byte> copy(payload.size());
+  const auto copied = copy_frames(3, 1, payload, copy, 3 << 20);
+  CHECK(copy == payload);
+  for (std::size_t i = 0; i < frames.size(); ++i) CHECK(copied[i].header == frames[i].header);
+}
+
+// A transport writing a chunk's payload straight to its place: claim, write, settle.
+TEST_CASE("claimed chunks are written in place, checked there, and mix with copied ones") {
+  const auto payload = random_bytes(1'000'000, 14);
+  const auto frames = make_frames(1, 0, payload, 100'000);  // 10 chunks
+  Assembler a;
+  const auto write = [&](std::size_t i) {
+    const auto h = decode_chunk_header(frames[i].header);
+    const auto place = a.claim(h, frames[i].payload.size());
+    REQUIRE(place.has_value());
+    CHECK(place->index == i);
+    REQUIRE(place->bytes.size() == frames[i].payload.size());
+    std::copy(frames[i].payload.begin(), frames[i].payload.end(), place->bytes.begin());
+    return *place;
+  };
+  // Out of order, some claimed, some copied.
+  for (const std::size_t i : {3, 0}) {
+    const auto place = write(i);
+    CHECK(a.settle(place.index, hash64(std::span<const std::byte>(place.bytes))).verdict == Verdict::Accepted);
+  }
+  REQUIRE(a.add(frames[1].header, frames[1].payload).verdict == Verdict::Accepted);
+  CHECK(a.missing() == std::vector<std::uint32_t>{2, 4, 5, 6, 7, 8, 9});
+
+  // Being written: not claimable again, and a copy arriving meanwhile is dropped as a duplicate
+  // (or refused when damaged), never written over the place.
+  const auto place2 = write(2);
+  CHECK_FALSE(a.claim(decode_chunk_header(frames[2].header), frames[2].payload.size()).has_value());
+  CHECK(a.add(frames[2].header, frames[2].payload).verdict == Verdict::Duplicate);
+  std::vector<std::byte> damaged(frames[2].payload.begin(), frames[2].payload.end());
+  damaged[5] ^= std::byte{1};
+  const auto r = a.add(frames[2].header, damaged);
+  CHECK(r.verdict == Verdict::Rejected);
+  CHECK(r.rerequest == 2u);
+  CHECK(a.missing() == std::vector<std::uint32_t>{2, 4, 5, 6, 7, 8, 9});  // being written is still missing
+
+  // What landed is damaged: refused with a re-request, the place free again for the good copy.
+  place2.bytes[7] ^= std::byte{0x10};
+  const auto bad = a.settle(place2.index, hash64(std::span<const std::byte>(place2.bytes)));
+  CHECK(bad.verdict == Verdict::Rejected);
+  CHECK(bad.rerequest == 2u);
+  const auto again = write(2);
+  CHECK(a.settle(again.index, hash64(std::span<const std::byte>(again.bytes))).verdict == Verdict::Accepted);
+
+  // A receive that never completes gives its place back.
+  const auto lost = a.claim(decode_chunk_header(frames[4].header), frames[4].payload.size());
+  REQUIRE(lost.has_value());
+  a.release(lost->index);
+  REQUIRE(a.add(frames[4].header, frames[4].payload).verdict == Verdict::Accepted);
+  CHECK(a.add(frames[4].header, frames[4].payload).verdict == Verdict::Duplicate);
+
+  for (const std::size_t i : {9, 5, 7}) {
+    const auto place = write(i);
+    CHECK(a.settle(place.index, hash64(std::span<const std::byte>(place.bytes))).verdict == Verdict::Accepted);
+  }
+  for (const std::size_t i : {8, 6}) REQUIRE(a.add(frames[i].header, frames[i].payload).verdict == Verdict::Accepted);
+  REQUIRE(a.complete());
+  CHECK(a.take() == payload);
+}
+
+TEST_CASE("claims are refused, with nothing counted, for what cannot take its place") {
+  const auto payload = random_bytes(300, 15);
+  const auto frames = make_frames(1, 0, payload, 100);
+  Assembler a;
+  const auto h0 = decode_chunk_header(frames[0].header);
+  CHECK_FALSE(a.claim(h0, 99).has_value());  // not the header's length
+  auto wrong = h0;
+  wrong.offset = 250;
+  CHECK_FALSE(a.claim(wrong, 100).has_value());  // past the end
+  CHECK(a.reserved() == 0);
+  REQUIRE(a.add(frames[0].header, frames[0].payload).verdict == Verdict::Accepted);
+  CHECK_FALSE(a.claim(h0, 100).has_value());  // already in
+  const auto other = decode_chunk_header(make_frames(1, 0, random_bytes(300, 16), 100)[1].header);
+  CHECK_FALSE(a.claim(other, 100).has_value());  // another total hash
+  auto overlapping = decode_chunk_header(frames[1].header);
+  overlapping.offset = 50;
+  CHECK_FALSE(a.claim(overlapping, 100).has_value());
+  const auto empty = make_frames(2, 0, {}, 100);
+  Assembler e;
+  CHECK_FALSE(e.claim(decode_chunk_header(empty[0].header), 0).has_value());  // nothing to write
+  CHECK(a.counts().rejected == 0);
+  CHECK(a.counts().accepted == 1);
 }

@@ -16,6 +16,8 @@
 
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
+#include "transport/chunking/chunker.hpp"
+#include "transport/link/incoming.hpp"
 #include "transport/link/link.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/ucx_transport.hpp"
@@ -326,6 +328,66 @@ std::size_t send_ucx_garbage(const std::string& address) {
   ucp_cleanup(context);
   if (Clock::now() >= deadline) throw std::runtime_error("garbage not taken within 5 s");
   return messages.size();
+}
+
+// The receiving half both links share, driven as the UCX link drives it: payloads written straight to
+// the place a claim reserves, checked where they land.
+TEST_CASE("incoming transfers: chunks land in place, a dropped claim frees its place, a claim outlives its transfer") {
+  IncomingTransfers in;
+  Link::Counters c;
+  const auto payload = pattern(3 * kChunkBytes, 1);
+  const auto frames = make_frames(1, 2, payload, kChunkBytes);  // 3 chunks
+  const auto land = [&](std::size_t i) {
+    auto place = in.place("p", frames[i].header, frames[i].payload.size());
+    REQUIRE(place.has_value());
+    std::copy(frames[i].payload.begin(), frames[i].payload.end(), place->bytes.begin());
+    return in.landed(place->claim, c);
+  };
+
+  SUBCASE("in place, damaged, dropped") {
+    CHECK_FALSE(land(2).delivered.has_value());
+    {
+      auto place = in.place("p", frames[0].header, frames[0].payload.size());
+      REQUIRE(place.has_value());
+      CHECK_FALSE(in.place("p", frames[0].header, frames[0].payload.size()).has_value());  // being written
+      place->bytes[0] ^= std::byte{1};
+      const auto damaged = in.landed(place->claim, c);
+      CHECK(damaged.rerequest == 0u);
+      CHECK(c.rejected == 1);
+    }
+    { auto dropped = in.place("p", frames[0].header, frames[0].payload.size()); }  // a receive that failed
+    CHECK_FALSE(in.add("p", frames[0].header, frames[0].payload, c).delivered.has_value());
+    const auto done = land(1);
+    REQUIRE(done.delivered.has_value());
+    CHECK(done.delivered->bytes == payload);
+    CHECK(done.delivered->tag == 2);
+    CHECK_FALSE(in.place("p", frames[1].header, frames[1].payload.size()).has_value());  // delivered already
+    CHECK(in.add("p", frames[1].header, frames[1].payload, c).delivered == std::nullopt);
+    CHECK(c.duplicates == 1);
+    CHECK(c.rejected == 1);
+  }
+
+  SUBCASE("the transfer gives way while a chunk is being written into it") {
+    CHECK_FALSE(land(0).delivered.has_value());
+    auto place = in.place("p", frames[1].header, frames[1].payload.size());
+    REQUIRE(place.has_value());
+    // As many newer partial transfers as a link holds at once: transfer 1, the oldest, gives way.
+    for (std::uint64_t id = 2; id <= 257; ++id) {
+      const auto bytes = pattern(2 * 1000, id);
+      const auto other = make_frames(id, 0, bytes, 1000);
+      CHECK_FALSE(in.add("p", other[0].header, other[0].payload, c).delivered.has_value());
+    }
+    // Its memory is still there for the chunk being written; once in, the chunk counts as a frame
+    // of its own towards the transfer begun afresh.
+    std::copy(frames[1].payload.begin(), frames[1].payload.end(), place->bytes.begin());
+    CHECK_FALSE(in.landed(place->claim, c).delivered.has_value());
+    place.reset();
+    CHECK_FALSE(in.add("p", frames[2].header, frames[2].payload, c).delivered.has_value());
+    const auto done = in.add("p", frames[0].header, frames[0].payload, c);
+    REQUIRE(done.delivered.has_value());
+    CHECK(done.delivered->bytes == payload);
+    CHECK(c.rejected == 0);
+  }
 }
 
 TEST_CASE("zmq link") {

@@ -5,9 +5,20 @@
 #include <new>
 
 #include "core/util/error.hpp"
-#include "core/util/hash.hpp"
 
 namespace meridian {
+namespace {
+
+// Makes the n bytes that lie just past v's end, within its capacity (a chunk copied or received
+// there), part of v without writing them again: the insert copies that range onto itself, which
+// glibc's memmove returns from at once (were it to copy, the bytes would still be the same).
+// std::vector offers no other way to grow over bytes already there; resize() would zero them.
+void grow_over(std::vector<std::byte>& v, std::size_t n) {
+  std::byte* const end = v.data() + v.size();
+  v.insert(v.end(), end, end + n);
+}
+
+}  // namespace
 
 Assembler::Result Assembler::reject(std::string reason, std::optional<std::uint32_t> rerequest) {
   ++counts_.rejected;
@@ -37,9 +48,75 @@ std::string Assembler::inconsistency(const ChunkHeader& h) const {
   return {};
 }
 
-std::span<const std::byte> Assembler::bytes_of(const Chunk& c) const {
-  if (!c.held.empty() || c.length == 0) return c.held;
-  return std::span<const std::byte>(out_).subspan(c.offset, c.length);
+std::string Assembler::misfit(const ChunkHeader& h) const {
+  // Offsets ascend with indices and placed chunks never overlap, so that once all are in, they
+  // tile [0, total_bytes) exactly.
+  const auto next = chunks_.upper_bound(h.index);
+  if (next != chunks_.end() && h.offset + h.length > next->second.offset)
+    return detail::concat("chunk ", h.index, " overlaps or follows chunk ", next->first);
+  if (next != chunks_.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->second.offset + prev->second.length > h.offset)
+      return detail::concat("chunk ", h.index, " overlaps or precedes chunk ", prev->first);
+  }
+  const std::uint64_t bytes_left = h.total_bytes - placed_bytes_ - h.length;
+  const std::uint64_t chunks_left = h.count - chunks_.size() - 1;
+  if (chunks_left == 0 ? bytes_left != 0 : bytes_left < chunks_left)
+    return detail::concat("chunk ", h.index, "'s length ", h.length, " does not fit the ", h.count,
+                          " chunks into total_bytes ", h.total_bytes);
+  return {};
+}
+
+std::optional<Assembler::Place> Assembler::take_place(const ChunkHeader& h) {
+  if (!first_) {
+    try {
+      out_.reserve(h.total_bytes);  // not written: only the chunks landing in it touch it
+    } catch (const std::bad_alloc&) {
+      return std::nullopt;
+    }
+    first_ = h;
+  }
+  chunks_.emplace(h.index, Chunk{h.offset, h.length, h.payload_hash, false});
+  placed_bytes_ += h.length;
+  return Place{h.index, {out_.data() + h.offset, h.length}};
+}
+
+std::optional<Assembler::Place> Assembler::claim(const ChunkHeader& h, std::size_t length) {
+  MERIDIAN_CHECK(!taken_, "chunk claimed after take()");
+  if (h.length == 0 || length != h.length || !inconsistency(h).empty() || chunks_.count(h.index) > 0 ||
+      !misfit(h).empty())
+    return std::nullopt;
+  return take_place(h);
+}
+
+Assembler::Result Assembler::settle(std::uint32_t index, std::uint64_t hash) {
+  const auto it = chunks_.find(index);
+  MERIDIAN_CHECK(it != chunks_.end() && !it->second.accepted, "chunk ", index, " settled but not claimed");
+  Chunk& c = it->second;
+  if (hash != c.payload_hash) {
+    placed_bytes_ -= c.length;
+    chunks_.erase(it);
+    return reject(detail::concat("chunk ", index, " fails its payload checksum"), index);
+  }
+  c.accepted = true;
+  ++accepted_chunks_;
+  ++counts_.accepted;
+  grow();
+  return {Verdict::Accepted, {}, std::nullopt};
+}
+
+void Assembler::release(std::uint32_t index) {
+  const auto it = chunks_.find(index);
+  MERIDIAN_CHECK(it != chunks_.end() && !it->second.accepted, "chunk ", index, " released but not claimed");
+  placed_bytes_ -= it->second.length;
+  chunks_.erase(it);
+}
+
+void Assembler::grow() {
+  for (auto it = chunks_.find(grown_chunks_);
+       it != chunks_.end() && it->second.accepted && it->second.offset == out_.size();
+       it = chunks_.find(++grown_chunks_))
+    grow_over(out_, it->second.length);
 }
 
 Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<const std::byte> payload) {
@@ -56,97 +133,38 @@ Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<co
     return reject(detail::concat("chunk ", h.index, " carries ", payload.size(), " bytes, header says ", h.length),
                   h.index);
 
-  const auto next = chunks_.lower_bound(h.index);
-  if (next != chunks_.end() && next->first == h.index) {
-    if (hash64(payload) != h.payload_hash)
+  if (const auto it = chunks_.find(h.index); it != chunks_.end()) {
+    if (payload_hash(payload) != h.payload_hash)
       return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
-    const Chunk& held = next->second;
-    const auto bytes = bytes_of(held);
-    if (held.offset == h.offset && held.payload_hash == h.payload_hash &&
-        std::equal(payload.begin(), payload.end(), bytes.begin(), bytes.end())) {
+    const Chunk& c = it->second;
+    if (c.offset != h.offset || c.payload_hash != h.payload_hash)
+      return reject(detail::concat("chunk ", h.index, " again with different bytes or offset"));
+    // One being written is not there to compare with: this copy is dropped, and should the one being
+    // written fail its hash, the chunk is asked for again then.
+    const std::span<const std::byte> bytes(out_.data() + c.offset, c.length);
+    if (!c.accepted || std::equal(payload.begin(), payload.end(), bytes.begin(), bytes.end())) {
       ++counts_.duplicates;
-      return {Verdict::Duplicate, "chunk already accepted", std::nullopt};
+      return {Verdict::Duplicate, c.accepted ? "chunk already accepted" : "chunk being received", std::nullopt};
     }
-    return reject(detail::concat("chunk ", h.index, " again with different bytes or offset"));
+    return reject(detail::concat("chunk ", h.index, " again with different bytes"));
   }
-  // Offsets ascend with indices and accepted chunks never overlap, so that once all are in, they
-  // tile [0, total_bytes) exactly.
-  if (next != chunks_.end() && h.offset + h.length > next->second.offset)
-    return reject(detail::concat("chunk ", h.index, " overlaps or follows chunk ", next->first));
-  if (next != chunks_.begin()) {
-    const auto prev = std::prev(next);
-    if (prev->second.offset + prev->second.length > h.offset)
-      return reject(detail::concat("chunk ", h.index, " overlaps or precedes chunk ", prev->first));
-  }
-  const std::uint64_t bytes_left = h.total_bytes - received_bytes_ - h.length;
-  const std::uint64_t chunks_left = h.count - chunks_.size() - 1;
-  if (chunks_left == 0 ? bytes_left != 0 : bytes_left < chunks_left)
-    return reject(detail::concat("chunk ", h.index, "'s length ", h.length, " does not fit the ", h.count,
-                                 " chunks into total_bytes ", h.total_bytes));
-
-  Chunk chunk{h.offset, h.length, h.payload_hash, {}};
-  if (!first_) {
-    try {
-      out_.reserve(h.total_bytes);  // not value-initialised: only the chunks' copies touch it
-    } catch (const std::bad_alloc&) {
-      return reject(detail::concat("cannot reserve total_bytes ", h.total_bytes));
-    }
-  }
-  if (h.offset == out_.size()) {
-    // Continues the payload: copied to its place (within the capacity, so out_ never moves) and
-    // hashed on the way; cut off again when the hash fails.
-    const std::size_t at = out_.size();
-    std::uint64_t hash;
-    {
-      Hasher64 hasher;
-      constexpr std::size_t kPiece = std::size_t{64} << 10;
-      for (std::size_t done = 0; done < payload.size(); done += kPiece) {
-        const auto piece = payload.subspan(done, std::min(kPiece, payload.size() - done));
-        out_.insert(out_.end(), piece.begin(), piece.end());
-        hasher.update(out_.data() + at + done, piece.size());
-      }
-      hash = hasher.digest();
-    }
-    if (hash != h.payload_hash) {
-      out_.resize(at);
-      return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
-    }
-  } else {
-    if (hash64(payload) != h.payload_hash)
-      return reject(detail::concat("chunk ", h.index, " fails its payload checksum"), h.index);
-    chunk.held.assign(payload.begin(), payload.end());
-  }
-
-  const bool appended = chunk.held.empty();
-  if (!first_) first_ = h;
-  chunks_.emplace(h.index, std::move(chunk));
-  received_bytes_ += h.length;
-  ++counts_.accepted;
-  if (appended) append_held(h.index);
-  return {Verdict::Accepted, {}, std::nullopt};
+  if (auto why = misfit(h); !why.empty()) return reject(std::move(why));
+  const auto place = take_place(h);
+  if (!place) return reject(detail::concat("cannot reserve total_bytes ", h.total_bytes));
+  // Copied to its place and hashed on the way, in pieces that are hashed while in cache.
+  return settle(h.index, copy_and_hash(payload, place->bytes.data()));
 }
 
-void Assembler::append_held(std::uint32_t after) {
-  for (auto it = chunks_.upper_bound(after); it != chunks_.end() && it->second.offset == out_.size() &&
-                                             !it->second.held.empty();
-       ++it) {
-    Chunk& c = it->second;
-    out_.insert(out_.end(), c.held.begin(), c.held.end());
-    c.held = {};
-  }
-}
-
-bool Assembler::complete() const { return first_ && chunks_.size() == first_->count; }
+bool Assembler::complete() const { return first_ && accepted_chunks_ == first_->count; }
 
 std::vector<std::uint32_t> Assembler::missing() const {
   std::vector<std::uint32_t> out;
   if (!first_) return out;
-  auto held = chunks_.begin();
+  auto placed = chunks_.begin();
   for (std::uint32_t i = 0; i < first_->count; ++i) {
-    if (held != chunks_.end() && held->first == i)
-      ++held;
-    else
-      out.push_back(i);
+    const bool in = placed != chunks_.end() && placed->first == i;
+    if (!in || !placed->second.accepted) out.push_back(i);
+    if (in) ++placed;
   }
   return out;
 }
@@ -154,10 +172,10 @@ std::vector<std::uint32_t> Assembler::missing() const {
 std::vector<std::byte> Assembler::take() {
   MERIDIAN_CHECK(!taken_, "take() called twice");
   if (!complete())
-    throw make_error(ErrorKind::Peer, "transfer incomplete: ", chunks_.size(), " of ",
+    throw make_error(ErrorKind::Peer, "transfer incomplete: ", accepted_chunks_, " of ",
                      first_ ? std::to_string(first_->count) : std::string("?"), " chunks received");
   taken_ = true;
-  // Complete chunks tile [0, total_bytes), so every held one has been appended.
+  // Complete chunks tile [0, total_bytes), so out_ has grown over all of them.
   MERIDIAN_CHECK(out_.size() == first_->total_bytes, "assembled ", out_.size(), " of ", first_->total_bytes, " bytes");
   std::vector<std::uint64_t> hashes;
   hashes.reserve(chunks_.size());

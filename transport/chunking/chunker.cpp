@@ -4,9 +4,18 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>  // libxxhash's entry points that pick SSE2, AVX2 or AVX-512 at run time
+#else
+#include <xxhash.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
@@ -88,23 +97,45 @@ std::uint64_t total_hash_of(std::span<const std::uint64_t> chunk_hashes) {
   return total.digest();
 }
 
+namespace {
+
+// libxxhash's plain entry points use SSE2 only: a hot 4 MiB chunk hashes about twice as fast with AVX2.
+#if defined(__x86_64__)
+std::uint64_t xxh3(const void* data, std::size_t size) { return XXH3_64bits_dispatch(data, size); }
+void xxh3_update(XXH3_state_t* state, const void* data, std::size_t size) {
+  XXH3_64bits_update_dispatch(state, data, size);
+}
+#else
+std::uint64_t xxh3(const void* data, std::size_t size) { return XXH3_64bits(data, size); }
+void xxh3_update(XXH3_state_t* state, const void* data, std::size_t size) { XXH3_64bits_update(state, data, size); }
+#endif
+
+}  // namespace
+
+std::uint64_t payload_hash(std::span<const std::byte> bytes) { return xxh3(bytes.data(), bytes.size()); }
+
 std::uint64_t copy_and_hash(std::span<const std::byte> from, std::byte* to) {
   // Pieces small enough to be hashed from L1/L2 right after they are copied.
   constexpr std::size_t kPiece = std::size_t{64} << 10;
   if (from.size() <= kPiece) {
     if (!from.empty()) std::memcpy(to, from.data(), from.size());
-    return hash64(to, from.size());
+    return xxh3(to, from.size());
   }
-  Hasher64 h;
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
   for (std::size_t at = 0; at < from.size(); at += kPiece) {
     const std::size_t n = std::min(kPiece, from.size() - at);
     std::memcpy(to + at, from.data() + at, n);
-    h.update(to + at, n);
+    xxh3_update(&state, to + at, n);
   }
-  return h.digest();
+  return XXH3_64bits_digest(&state);
 }
 
 namespace {
+
+// Payloads from this size on are hashed by two threads.
+constexpr std::size_t kTwoThreadBytes = std::size_t{16} << 20;
 
 // copy: where payload is copied to on the way, or empty (the frames then view payload).
 std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
@@ -115,11 +146,27 @@ std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::
   MERIDIAN_CHECK(count <= kMaxChunks, count, " chunks of ", chunk_bytes, " bytes: use larger chunks");
   std::vector<std::uint64_t> hashes(count);
   const std::span<const std::byte> viewed = copy.data() != nullptr ? std::span<const std::byte>(copy) : payload;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::size_t at = i * chunk_bytes, n = std::min(chunk_bytes, payload.size() - at);
-    hashes[i] = copy.data() != nullptr ? copy_and_hash(payload.subspan(at, n), copy.data() + at)
-                                       : hash64(payload.subspan(at, n));
+  const auto hash_chunks = [&](std::size_t from, std::size_t to) noexcept {
+    for (std::size_t i = from; i < to; ++i) {
+      const std::size_t at = i * chunk_bytes, n = std::min(chunk_bytes, payload.size() - at);
+      hashes[i] = copy.data() != nullptr ? copy_and_hash(payload.subspan(at, n), copy.data() + at)
+                                         : payload_hash(payload.subspan(at, n));
+    }
+  };
+  // Nothing leaves before every chunk is hashed (each header carries the total hash), so a large
+  // payload is hashed by two threads, each half the chunks.
+  std::thread helper;
+  std::size_t mine = count;
+  if (payload.size() >= kTwoThreadBytes && count >= 2 && std::thread::hardware_concurrency() > 1) {
+    try {
+      helper = std::thread(hash_chunks, count / 2, count);
+      mine = count / 2;
+    } catch (const std::system_error&) {
+      // no thread to be had: this one hashes them all
+    }
   }
+  hash_chunks(0, mine);
+  if (helper.joinable()) helper.join();
   ChunkHeader h;
   h.transfer_id = transfer_id;
   h.tag = tag;

@@ -53,7 +53,11 @@ std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std
 std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
                                std::span<std::byte> copy, std::size_t chunk_bytes = kDefaultChunkBytes);
 
-// XXH3-64 of `from`, copied into `to` (of the same size) in the same pass.
+// A chunk's payload_hash: XXH3-64 (hash64 with seed 0), computed with the widest vector unit the
+// CPU has (a chunk is hashed once by its sender and once by its receiver, both on the path of the
+// transfer).
+std::uint64_t payload_hash(std::span<const std::byte> bytes);
+// payload_hash of `from`, copied into `to` (of the same size) in the same pass.
 std::uint64_t copy_and_hash(std::span<const std::byte> from, std::byte* to);
 
 }  // namespace meridian

@@ -46,7 +46,8 @@ class UcxLink final : public Link {
       : faults_(faults),
         rng_(faults.seed),
         sent_(kKeptTransfers, kKeptBytes, checked_chunk_bytes(chunk_bytes)),
-        transport_(bind_address, kMaxChunkBytes, port) {
+        transport_(bind_address, kMaxChunkBytes, port,
+                   [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); }) {
     // Every frame's header carries the address and at most a chunk header.
     const std::size_t largest = 2 + address().size() + encode_chunk_header({}).size();
     if (address().size() > 255 || largest > transport_.max_header())
@@ -131,6 +132,8 @@ class UcxLink final : public Link {
     if (!in.refused() && h.size() >= 2 && h.size() >= 2 + std::size_t(h[1])) {
       const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
       const auto body = h.subspan(2 + std::size_t(h[1]));
+      if (h[0] == kData && in.placed() != nullptr)
+        return on_landed(std::static_pointer_cast<IncomingTransfers::Claim>(in.placed()), delivered);
       if (h[0] == kData) return on_chunk(peer, body, in.data(), delivered);
       if (h[0] == kRerequest && body.size() == kRerequestBytes && in.data().empty()) return on_rerequest(peer, body);
     }
@@ -141,6 +144,22 @@ class UcxLink final : public Link {
                 std::optional<Received>& delivered) {
     auto outcome = incoming_.add(peer, header, payload, counters_);
     if (outcome.rerequest) rerequest(peer, decode_chunk_header(header).transfer_id, *outcome.rerequest);
+    if (outcome.delivered) delivered = std::move(outcome.delivered);
+  }
+
+  // On the transport's progress thread, for a message whose data is about to be fetched: a chunk
+  // frame's payload goes straight to its place in the transfer being assembled, when it can.
+  std::optional<UcxTransport::Place> place(std::span<const std::byte> h, std::size_t length) {
+    if (h.size() < 2 || h[0] != kData || h.size() < 2 + std::size_t(h[1])) return std::nullopt;
+    const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
+    auto place = incoming_.place(peer, h.subspan(2 + std::size_t(h[1])), length);
+    if (!place) return std::nullopt;
+    return UcxTransport::Place{place->bytes, std::move(place->claim)};
+  }
+
+  void on_landed(const std::shared_ptr<IncomingTransfers::Claim>& claim, std::optional<Received>& delivered) {
+    auto outcome = incoming_.landed(claim, counters_);
+    if (outcome.rerequest) rerequest(claim->peer(), claim->header().transfer_id, *outcome.rerequest);
     if (outcome.delivered) delivered = std::move(outcome.delivered);
   }
 

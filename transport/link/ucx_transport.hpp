@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,16 @@ class UcxTransport {
     std::shared_ptr<const void> owner;  // kept until UCX is done with data
   };
 
+  // Where the data of a message that comes by rendezvous is to be received instead of a buffer of
+  // the transport's own: `bytes` (as many as the message carries), which `holder` keeps alive; the
+  // Arrival holds on to it. A Placer is asked with the message's header and data length, on the
+  // progress thread, before the data is fetched; nullopt: a buffer of the transport's own.
+  struct Place {
+    std::span<std::byte> bytes;
+    std::shared_ptr<void> holder;
+  };
+  using Placer = std::function<std::optional<Place>(std::span<const std::byte> header, std::size_t length)>;
+
   // A received message. Its bytes may be UCX's own buffer, which goes back to the progress thread
   // when the Arrival is destroyed; the UcxTransport must outlive it.
   class Arrival {
@@ -53,6 +64,8 @@ class UcxTransport {
     std::span<const std::byte> header() const { return header_; }
     std::span<const std::byte> data() const;
     bool refused() const { return refused_; }  // its data was larger than the transport takes
+    // The Place's holder when the data was received where the Placer said (data() is there).
+    const std::shared_ptr<void>& placed() const { return placed_; }
 
    private:
     friend class UcxTransport;
@@ -61,14 +74,17 @@ class UcxTransport {
     void* held_ = nullptr;  // UCX's buffer
     std::unique_ptr<std::byte[]> own_;
     std::size_t own_size_ = 0;  // what own_ was allocated with
+    std::byte* place_ = nullptr;  // where the Placer put it
+    std::shared_ptr<void> placed_;
     std::size_t length_ = 0;
     bool refused_ = false;
+    ucp_ep_h from_ = nullptr;  // the connection it came on, when known
   };
 
   // bind_address is an interface address; port 0 lets the system choose. Messages with more
   // than max_data bytes of data are refused. Error(Io) when UCX cannot start or the address
-  // cannot be bound.
-  UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port = 0);
+  // cannot be bound. `placer` (optional) chooses where rendezvous data goes.
+  UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port = 0, Placer placer = {});
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -98,6 +114,9 @@ class UcxTransport {
   Endpoint* endpoint(const std::string& peer);
   void tend_endpoints();
   void send(std::unique_ptr<Outgoing> out);
+  void fetch(std::unique_ptr<Arrival> in, void* data);
+  void fetch_waiting();
+  bool room_to_fetch(ucp_ep_h from) const;
   void release(void* data);
   static void on_sent(void* request, ucs_status_t status, void* user_data);
   static void on_fetched(void* request, ucs_status_t status, std::size_t length, void* user_data);
@@ -110,6 +129,7 @@ class UcxTransport {
   std::string address_;
   std::size_t max_header_ = 0;
   std::size_t max_data_;
+  Placer placer_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
@@ -140,6 +160,9 @@ class UcxTransport {
   std::vector<Arrival> arrived_;
   std::size_t in_flight_ = 0;  // sends UCX has not completed
   std::size_t fetching_ = 0;   // rendezvous data being fetched
+  std::map<ucp_ep_h, std::size_t> fetching_from_;  // the same by connection (reply endpoint)
+  // Rendezvous data to fetch once its connection has room (kMaxFetches), with UCX's descriptor.
+  std::map<ucp_ep_h, std::deque<std::pair<std::unique_ptr<Arrival>, void*>>> waiting_;
   std::size_t left_bytes_ = 0;
   std::thread progress_;
 };
