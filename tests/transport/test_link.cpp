@@ -2,9 +2,11 @@
 // and is instantiated per link kind at the bottom.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,7 @@
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 #include "transport/chunking/chunker.hpp"
+#include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
 #include "transport/link/link.hpp"
 #include "transport/link/ucx_link.hpp"
@@ -28,10 +31,16 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using LinkFactory = std::function<std::unique_ptr<Link>(const LinkFaults&)>;
-
 // Small chunks, so that even modest payloads span many frames.
 constexpr std::size_t kChunkBytes = 64 << 10;
+
+// Makes a link of the kind under test, with these faults and chunk size.
+struct LinkFactory {
+  std::function<std::unique_ptr<Link>(const LinkFaults&, std::size_t chunk_bytes)> make;
+  std::unique_ptr<Link> operator()(const LinkFaults& faults, std::size_t chunk_bytes = kChunkBytes) const {
+    return make(faults, chunk_bytes);
+  }
+};
 
 std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
   Rng rng(seed);
@@ -138,6 +147,63 @@ void all_faults_at_once(const LinkFactory& make) {
   survives(make, {.corrupt_probability = 0.2, .duplicate_probability = 0.2, .truncate_probability = 0.2, .seed = 14});
 }
 
+// Transfers of many small chunks from a link that corrupts, duplicates, truncates and reorders its
+// own frames (re-sent ones too), round after round until at least 1,000 faults were injected: each
+// transfer arrives once and intact, and the receiver saw damage and duplicates. Seeded: the faults
+// are drawn frame by frame in the order the sender puts frames out.
+void a_thousand_faults(const LinkFactory& make) {
+  constexpr std::size_t kSmallChunks = 4 << 10;
+  auto tx = make({.corrupt_probability = 0.08,
+                  .duplicate_probability = 0.08,
+                  .truncate_probability = 0.08,
+                  .reorder_probability = 0.08,
+                  .seed = 16},
+                 kSmallChunks);
+  auto rx = make({}, kSmallChunks);
+  std::map<std::uint64_t, std::vector<std::byte>> sent;
+  std::set<std::uint64_t> delivered;
+  std::uint64_t id = 0;
+  Rng sizes(17);
+  while (tx->counters().faults_injected < 1000) {
+    REQUIRE(id < 2000);  // the faults stopped coming: a link that no longer applies them
+    std::set<std::uint64_t> round;
+    for (int i = 0; i < 8; ++i) {
+      ++id;
+      sent[id] = pattern(kSmallChunks * (2 + sizes.below(14)) + sizes.below(kSmallChunks), id);  // 3 to 16 chunks
+      tx->send(rx->address(), id, 5, sent[id]);
+      round.insert(id);
+    }
+    while (!round.empty()) {
+      auto got = deliver(*rx, {tx.get()});
+      REQUIRE(got.has_value());
+      CHECK(got->peer == tx->address());
+      CHECK(got->tag == 5);
+      REQUIRE(sent.count(got->transfer_id) == 1);
+      CHECK(got->bytes == sent[got->transfer_id]);  // never a damaged transfer
+      CHECK(delivered.insert(got->transfer_id).second);  // never one twice
+      round.erase(got->transfer_id);
+      rx->recycle(std::move(got->bytes));
+    }
+  }
+  CHECK_FALSE(deliver(*rx, {tx.get()}, 200ms).has_value());  // nothing late, nothing twice
+  CHECK(delivered.size() == sent.size());
+  const auto t = tx->counters();
+  const auto r = rx->counters();
+  CHECK(t.faults_injected == t.corrupted + t.duplicated + t.truncated + t.reordered);
+  CHECK(t.faults_injected >= 1000);
+  CHECK(t.corrupted > 0);
+  CHECK(t.duplicated > 0);
+  CHECK(t.truncated > 0);
+  CHECK(t.reordered > 0);
+  CHECK(r.rejected > 0);
+  CHECK(r.duplicates > 0);
+  CHECK(r.rerequests > 0);
+  MESSAGE(sent.size(), " transfers, ", t.frames_sent, " frames sent, faults injected: ", t.faults_injected, " (",
+          t.corrupted, " corrupted, ", t.duplicated, " duplicated, ", t.truncated, " truncated, ", t.reordered,
+          " reordered); receiver: ", r.rejected, " rejected, ", r.duplicates, " duplicates, ", r.rerequests,
+          " re-requests");
+}
+
 // send_garbage writes malformed messages to an address in the implementation's own wire protocol
 // and says how many.
 // The shared form: both peers get the same buffer's frames, re-requests (corruption) are answered
@@ -215,7 +281,7 @@ using PortedFactory = std::function<std::unique_ptr<Link>(std::uint16_t)>;
 void binds_the_port_it_is_given(const PortedFactory& make) {
   const std::uint16_t port = unused_port();
   auto fixed = make(port);
-  CHECK(fixed->address().ends_with(":" + std::to_string(port)));
+  CHECK(fixed->address().ends_with(std::string(":").append(std::to_string(port))));
   auto other = make(0);
   const auto payload = pattern(100'000, 3);
   other->send(fixed->address(), 1, 0, payload);
@@ -232,6 +298,7 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("duplicated chunks are counted and the transfer is delivered once") { duplicated_chunks_are_delivered_once(make); }
   SUBCASE("truncated chunks are refused and re-requested") { truncated_chunks_are_rerequested(make); }
   SUBCASE("all faults together") { all_faults_at_once(make); }
+  SUBCASE("a thousand faults of all four kinds: every transfer once and intact") { a_thousand_faults(make); }
   SUBCASE("a shared payload is sent to two peers and re-requested from") { shared_payloads_are_sent_and_kept(make); }
   SUBCASE("garbage frames are refused and the link keeps working") { garbage_is_refused(make, send_garbage); }
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
@@ -390,15 +457,81 @@ TEST_CASE("incoming transfers: chunks land in place, a dropped claim frees its p
   }
 }
 
+// What each link puts on the wire for its frames, as LinkFaults make them.
+TEST_CASE("injected faults: reordered frames go right after the next one, the last never waits, a seed repeats") {
+  const auto payload = pattern(10 * 1000, 3);
+  const auto frames = make_frames(1, 0, payload, 1000);  // 10 frames
+  const auto owner = std::make_shared<int>(0);
+  const auto indices = [&](const std::vector<WireFrame>& wire) {
+    std::vector<std::uint32_t> out;
+    for (const auto& w : wire) out.push_back(decode_chunk_header(w.header).index);
+    return out;
+  };
+  {
+    FaultInjector all({.reorder_probability = 1, .seed = 1});
+    Link::Counters c;
+    // Every frame wants to wait: each other one is held back behind its successor; the last goes last.
+    CHECK(indices(all.wire(frames, owner, c)) == std::vector<std::uint32_t>{1, 0, 3, 2, 5, 4, 7, 6, 9, 8});
+    CHECK(c.reordered == 5);
+    CHECK(indices(all.wire(std::span<const Frame>(frames).first(1), owner, c)) == std::vector<std::uint32_t>{0});
+    CHECK(c.reordered == 5);
+    CHECK(c.faults_injected == 5);
+  }
+  const LinkFaults faults{.corrupt_probability = 0.3, .duplicate_probability = 0.3, .truncate_probability = 0.3,
+                          .reorder_probability = 0.3, .seed = 7};
+  FaultInjector a(faults), b(faults);
+  Link::Counters ca, cb;
+  for (int round = 0; round < 20; ++round) {
+    const auto wa = a.wire(frames, owner, ca);
+    const auto wb = b.wire(frames, owner, cb);
+    REQUIRE(wa.size() == wb.size());
+    for (std::size_t i = 0; i < wa.size(); ++i) {
+      CHECK(wa[i].header.data() == wb[i].header.data());
+      CHECK(std::equal(wa[i].payload.begin(), wa[i].payload.end(), wb[i].payload.begin(), wb[i].payload.end()));
+    }
+    // Every frame goes out at least once.
+    auto sent = indices(wa);
+    std::sort(sent.begin(), sent.end());
+    sent.erase(std::unique(sent.begin(), sent.end()), sent.end());
+    CHECK(sent.size() == frames.size());
+  }
+  CHECK(ca.faults_injected == ca.corrupted + ca.duplicated + ca.truncated + ca.reordered);
+  CHECK(ca.corrupted > 0);
+  CHECK(ca.duplicated > 0);
+  CHECK(ca.truncated > 0);
+  CHECK(ca.reordered > 0);
+  CHECK(ca.faults_injected == cb.faults_injected);
+  // Without reordering asked for, no draw is made for it: the other faults fall as they did before
+  // it existed (three draws per frame, then the byte to flip).
+  FaultInjector three({.corrupt_probability = 0.3, .duplicate_probability = 0.3, .truncate_probability = 0.3, .seed = 7});
+  Link::Counters c3, before;
+  Rng rng(7);
+  for (int round = 0; round < 20; ++round) {
+    three.wire(frames, owner, c3);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const bool corrupt = rng.uniform() < 0.3, duplicate = rng.uniform() < 0.3, truncate = rng.uniform() < 0.3;
+      if (corrupt) rng.below(frames[i].payload.size()), ++before.corrupted;
+      before.duplicated += duplicate;
+      before.truncated += truncate;
+    }
+  }
+  CHECK(c3.reordered == 0);
+  CHECK(c3.corrupted == before.corrupted);
+  CHECK(c3.duplicated == before.duplicated);
+  CHECK(c3.truncated == before.truncated);
+}
+
 TEST_CASE("zmq link") {
-  run_suite([](const LinkFaults& f) { return make_zmq_link("127.0.0.1", kChunkBytes, f); }, send_zmq_garbage);
+  run_suite({[](const LinkFaults& f, std::size_t chunk) { return make_zmq_link("127.0.0.1", chunk, f); }},
+            send_zmq_garbage);
   SUBCASE("binds the port it is given") {
     binds_the_port_it_is_given([](std::uint16_t port) { return make_zmq_link("127.0.0.1", kChunkBytes, {}, port); });
   }
 }
 
 TEST_CASE("ucx link") {
-  run_suite([](const LinkFaults& f) { return make_ucx_link("127.0.0.1", kChunkBytes, f); }, send_ucx_garbage);
+  run_suite({[](const LinkFaults& f, std::size_t chunk) { return make_ucx_link("127.0.0.1", chunk, f); }},
+            send_ucx_garbage);
   SUBCASE("binds the port it is given") {
     binds_the_port_it_is_given([](std::uint16_t port) { return make_ucx_link("127.0.0.1", kChunkBytes, {}, port); });
   }

@@ -23,11 +23,15 @@ struct Received {
 
 // Damage a link does to its own outgoing frames, for tests only: each frame sent (re-sends
 // included) draws from a generator seeded with `seed`, so a run is reproducible. Corruption and
-// truncation hit the payload, which the receiver can attribute to a chunk and re-request.
+// truncation hit the payload, which the receiver can attribute to a chunk and re-request. A
+// reordered frame is held back and sent right after the next frame of the same send (a transfer,
+// or the answer to a re-request): the last one has no next frame and is never held, so nothing
+// waits for a frame that may never come. See faults.hpp.
 struct LinkFaults {
   double corrupt_probability = 0;
   double duplicate_probability = 0;
   double truncate_probability = 0;
+  double reorder_probability = 0;
   std::uint64_t seed = 0;
 };
 
@@ -42,6 +46,12 @@ class Link {
     std::uint64_t duplicates = 0;       // chunks that had already been accepted or delivered
     std::uint64_t rerequests = 0;       // chunks this link asked a sender for again
     std::uint64_t bytes_sent = 0;       // payload bytes of the frames sent
+    // Faults this link did to its own frames (LinkFaults; tests only), by kind, and their sum.
+    std::uint64_t corrupted = 0;   // frames sent with a byte of their payload flipped
+    std::uint64_t duplicated = 0;  // frames sent twice in a row
+    std::uint64_t truncated = 0;   // frames sent with half their payload
+    std::uint64_t reordered = 0;   // frames sent after the frame that followed them
+    std::uint64_t faults_injected = 0;
   };
 
   virtual ~Link() = default;

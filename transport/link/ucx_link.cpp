@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "core/util/error.hpp"
-#include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
+#include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
 #include "transport/link/kept_bytes.hpp"
 #include "transport/link/ucx_transport.hpp"
@@ -44,7 +44,6 @@ class UcxLink final : public Link {
  public:
   UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
       : faults_(faults),
-        rng_(faults.seed),
         sent_(kKeptTransfers, kKeptBytes, checked_chunk_bytes(chunk_bytes)),
         transport_(bind_address, kMaxChunkBytes, port,
                    [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); }) {
@@ -62,7 +61,8 @@ class UcxLink final : public Link {
             std::span<const std::byte> payload) override {
     if (!UcxTransport::valid_address(peer))
       throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
-    post(sent_.keep(peer, transfer_id, tag, payload));
+    const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
+    post(sent, sent.frames);
   }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
@@ -70,7 +70,8 @@ class UcxLink final : public Link {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
     if (!UcxTransport::valid_address(peer))
       throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
-    post(sent_.keep(peer, transfer_id, tag, std::move(payload)));
+    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
+    post(sent, sent.frames);
   }
 
   std::optional<Received> receive(milliseconds timeout) override {
@@ -97,33 +98,18 @@ class UcxLink final : public Link {
     return m;
   }
 
-  void post(const KeptTransfers::Sent& sent) {
+  // Sends `frames` of the transfer `sent` (all of them, or one asked for again), as faults_ make them.
+  void post(const KeptTransfers::Sent& sent, std::span<const Frame> frames) {
     std::vector<Message> messages;
-    messages.reserve(sent.frames.size());
-    for (const Frame& frame : sent.frames) send_frame(sent, frame, messages);
-    transport_.post(std::move(messages));
-  }
-
-  void send_frame(const KeptTransfers::Sent& sent, const Frame& frame, std::vector<Message>& out) {
-    // Drawn in a fixed order for every frame, as zmq_link does, so a seed gives the same faults.
-    const bool corrupt = rng_.uniform() < faults_.corrupt_probability;
-    const bool duplicate = rng_.uniform() < faults_.duplicate_probability;
-    const bool truncate = rng_.uniform() < faults_.truncate_probability;
-    Message m = message(sent.peer, kData, frame.header);
-    m.data = frame.payload;
-    m.owner = sent.owner;
-    if (corrupt && !m.data.empty()) {
-      auto damaged = std::make_shared<std::vector<std::byte>>(m.data.begin(), m.data.end());
-      (*damaged)[rng_.below(damaged->size())] ^= std::byte{0xFF};
-      m.data = *damaged;
-      m.owner = std::move(damaged);
-    }
-    if (truncate && !m.data.empty()) m.data = m.data.first(m.data.size() / 2);
-    for (int copies = duplicate ? 2 : 1; copies > 0; --copies) {
+    for (const WireFrame& w : faults_.wire(frames, sent.owner, counters_)) {
+      Message m = message(sent.peer, kData, w.header);
+      m.data = w.payload;
+      m.owner = w.owner;
       ++counters_.frames_sent;
       counters_.bytes_sent += m.data.size();
-      out.push_back(m);
+      messages.push_back(std::move(m));
     }
+    transport_.post(std::move(messages));
   }
 
   void handle(const UcxTransport::Arrival& in, std::optional<Received>& delivered) {
@@ -185,13 +171,10 @@ class UcxLink final : public Link {
       ++counters_.rejected;
       return;
     }
-    std::vector<Message> messages;
-    send_frame(*sent, sent->frames[index], messages);
-    transport_.post(std::move(messages));
+    post(*sent, std::span<const Frame>(sent->frames).subspan(index, 1));
   }
 
-  LinkFaults faults_;
-  Rng rng_;
+  FaultInjector faults_;
   KeptTransfers sent_;
   IncomingTransfers incoming_;
   Counters counters_;

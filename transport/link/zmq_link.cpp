@@ -11,8 +11,8 @@
 #include <zmq.hpp>
 
 #include "core/util/error.hpp"
-#include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
+#include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
 #include "transport/link/kept_bytes.hpp"
 
@@ -56,7 +56,6 @@ class ZmqLink final : public Link {
  public:
   ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
       : faults_(faults),
-        rng_(faults.seed),
         sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
         router_(context_, zmq::socket_type::router) {
     MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
@@ -78,7 +77,7 @@ class ZmqLink final : public Link {
             std::span<const std::byte> payload) override {
     zmq::socket_t& socket = dealer(peer);
     const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
-    for (const Frame& frame : sent.frames) send_frame(socket, frame, sent.owner);
+    send_frames(socket, sent.frames, sent.owner);
   }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
@@ -86,7 +85,7 @@ class ZmqLink final : public Link {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
     zmq::socket_t& socket = dealer(peer);
     const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
-    for (const Frame& frame : sent.frames) send_frame(socket, frame, sent.owner);
+    send_frames(socket, sent.frames, sent.owner);
   }
 
   std::optional<Received> receive(milliseconds timeout) override {
@@ -141,23 +140,13 @@ class ZmqLink final : public Link {
     if (!sent) throw make_error(ErrorKind::Timeout, "a peer took no frames for ", kSendTimeoutMs, " ms");
   }
 
-  void send_frame(zmq::socket_t& socket, const Frame& frame, const KeptPayload& owner) {
-    // Drawn in a fixed order for every frame, so a seed gives the same faults whatever the sizes.
-    const bool corrupt = rng_.uniform() < faults_.corrupt_probability;
-    const bool duplicate = rng_.uniform() < faults_.duplicate_probability;
-    const bool truncate = rng_.uniform() < faults_.truncate_probability;
-    std::span<const std::byte> payload = frame.payload;
-    std::vector<std::byte> damaged;
-    if (corrupt && !payload.empty()) {
-      damaged.assign(payload.begin(), payload.end());
-      damaged[rng_.below(damaged.size())] ^= std::byte{0xFF};
-      payload = damaged;
-    }
-    if (truncate && !payload.empty()) payload = payload.first(payload.size() / 2);
-    for (int copies = duplicate ? 2 : 1; copies > 0; --copies) {
-      put(socket, kData, frame.header, payload, damaged.empty() ? owner : nullptr);
+  // Sends `frames` (of a payload `owner` holds: all of a transfer, or one asked for again), as
+  // faults_ make them.
+  void send_frames(zmq::socket_t& socket, std::span<const Frame> frames, const KeptPayload& owner) {
+    for (const WireFrame& w : faults_.wire(frames, owner, counters_)) {
+      put(socket, kData, w.header, w.payload, w.owner);
       ++counters_.frames_sent;
-      counters_.bytes_sent += payload.size();
+      counters_.bytes_sent += w.payload.size();
     }
   }
 
@@ -227,11 +216,10 @@ class ZmqLink final : public Link {
       ++counters_.rejected;
       return;
     }
-    send_frame(dealer(peer), sent->frames[index], sent->owner);
+    send_frames(dealer(peer), std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
   }
 
-  LinkFaults faults_;
-  Rng rng_;
+  FaultInjector faults_;
   KeptTransfers sent_;
   zmq::context_t context_{1};
   zmq::socket_t router_;
