@@ -21,6 +21,8 @@ using nlohmann::json;
 
 // How long the leader pumps before the members hear from it again: short against any collective timeout.
 constexpr auto kAttempt = 200ms;
+// Rounds of a site announced but not merged yet that it may train on with (overlap).
+constexpr std::int64_t kMaxBacklog = 1;
 
 OuterOptions outer_options(const JobConfig& c) {
   OuterOptions o{static_cast<float>(c.outer.lr), static_cast<float>(c.outer.momentum), c.outer.nesterov};
@@ -185,7 +187,26 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     cross_->submit(a, std::move(encoded));
   }
   ++rounds_;
-  if (config_.outer.overlap && !last) return;
+  if (config_.outer.overlap && !last) {
+    // Overlap by a round, not more: a site whose earlier rounds are still unmerged waits for a
+    // version before training on. Otherwise a backlog formed while a peer was missed (before its
+    // lease lapsed) never drains, every delta then merges several versions stale, and the job
+    // learns at a fraction of its pace. A site cut off from etcd has no backlog by this count.
+    std::int64_t backlog = leader ? cross_->backlog(state_) : 0;
+    broadcast_value(group, backlog);
+    std::optional<CrossSite::Commit> update;
+    while (backlog > kMaxBacklog) {
+      wait_together(group, leader, [&] {
+        update = cross_->poll_commit(state_, kAttempt);
+        return update.has_value() || cross_->backlog(state_) <= kMaxBacklog;
+      });
+      apply_update(group, leader, trainer, std::move(update));
+      update.reset();
+      backlog = leader ? cross_->backlog(state_) : 0;
+      broadcast_value(group, backlog);
+    }
+    return;
+  }
   // Without overlap: the next version. In the last round: every version until all live sites'
   // last deltas are merged, so every site ends on the same one.
   std::optional<CrossSite::Commit> update;

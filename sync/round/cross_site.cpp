@@ -277,6 +277,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
       return std::nullopt;
     }
     ++traffic_.states_adopted;
+    read_announcements();  // how far the others have got: the site fast-forwards to there
     Commit commit{record->second, {}, std::move(snap.bytes)};
     applied(record->second);
     return commit;
@@ -341,6 +342,15 @@ bool CrossSite::finished(const OuterState& state) {
     return false;
   }
   return true;
+}
+
+std::int64_t CrossSite::backlog(const OuterState& state) const {
+  if (control_down_) return 0;
+  std::int64_t n = 0;
+  for (const auto& [key, a] : announced_)
+    n += key.first == options_.site && !refused_.contains(key) &&
+         state.version() - a.base_version <= options_.rule.staleness.max_staleness;
+  return n;
 }
 
 CommitView CrossSite::control_view(const OuterState& state) const {

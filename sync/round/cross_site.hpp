@@ -116,6 +116,10 @@ class CrossSite {
   // The newest round any other site announced (merged or not), -1 before any: how far the job
   // has got, for a site that comes back.
   std::int64_t peers_newest_round() const { return peers_newest_round_; }
+  // This site's rounds announced and still mergeable (not merged, not refused, not too stale for
+  // the next version) while the control plane is reachable; 0 when it is not: a cut-off site
+  // trains on, whatever it has queued.
+  std::int64_t backlog(const OuterState& state) const;
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const { return newest_commit_; }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
