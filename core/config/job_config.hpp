@@ -106,7 +106,7 @@ struct JobConfig {
     Staleness staleness = Staleness::Inverse;  // a delta s versions late weighs 1/(1+s) (inverse) or 1 (constant)
     int delayed_nesterov = 0;  // 0 or 1: Nesterov at every commit; N > 1: momentum updated every N-th commit
     double deadline_k = 3.0;   // adaptive deadline = median + k * MAD of recent arrival lags (deadline_ms = 0)
-    double max_norm_ratio = 100.0;     // refuse a delta whose norm exceeds this x the median of recent ones
+    double max_norm_ratio = 20.0;      // refuse a delta whose norm exceeds this x the median of recent ones
     bool dynamic_inner_steps = false;  // a slower site runs fewer inner steps: floor(speed / fastest * H)
     int fragments = 1;  // streaming: parameter fragments synchronised in turn
     bool operator==(const Outer&) const = default;

@@ -455,6 +455,9 @@ std::vector<float> CrossSite::mean_of(std::int64_t version, const std::vector<Co
   for (const auto& e : entries) {
     decoded.emplace_back(n);
     decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
+    // Every site records the norm of every delta a commit merges (applied()), screened here or
+    // not, so all sites keep the same history and reach the same verdicts.
+    if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen_.check(decoded.back(), n).norm;
     views.emplace_back(decoded.back());
     weights.push_back(e.weight);
     weight += e.weight;

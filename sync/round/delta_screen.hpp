@@ -18,7 +18,7 @@ class Checkpoint;
 struct DeltaScreenOptions {
   // Refuse a delta whose norm exceeds this multiple of the median norm of recent accepted deltas.
   // Deltas of healthy sites differ by a small factor; one that is 100x larger would wreck the model.
-  double max_norm_ratio = 100;
+  double max_norm_ratio = 20;
   int window = 16;      // the latest accepted norms the median is taken over
   int min_history = 3;  // no norm check until this many norms are known (early rounds vary most)
 };

@@ -380,7 +380,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((d.transport.kind == JobConfig::Transport::Kind::Zmq && d.transport.chunk_bytes == 4194304));
   CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 5 && d.control.keepalive_ms == 1000));
   CHECK((d.outer.overlap && d.outer.staleness == JobConfig::Outer::Staleness::Inverse && d.outer.delayed_nesterov == 0));
-  CHECK((d.outer.deadline_k == 3.0 && d.outer.max_norm_ratio == 100.0 && !d.outer.dynamic_inner_steps));
+  CHECK((d.outer.deadline_k == 3.0 && d.outer.max_norm_ratio == 20.0 && !d.outer.dynamic_inner_steps));
   CHECK(d.outer.fragments == 1);
   CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
   CHECK(d.wan == JobConfig::Wan{});
