@@ -278,7 +278,8 @@ TEST_CASE("wrong version and garbage headers are rejected with a reason") {
 }
 
 TEST_CASE("payload_hash is hash64 (XXH3 with seed 0), whatever vector unit computes it") {
-  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{240}, std::size_t{65'537}, std::size_t{4} << 20}) {
+  for (const std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{240}, std::size_t{65'537}, std::size_t{4} << 20}) {
     CAPTURE(n);
     const auto bytes = random_bytes(n, n + 1);
     CHECK(payload_hash(bytes) == hash64(std::span<const std::byte>(bytes)));
@@ -385,4 +386,94 @@ TEST_CASE("claims are refused, with nothing counted, for what cannot take its pl
   CHECK_FALSE(e.claim(decode_chunk_header(empty[0].header), 0).has_value());  // nothing to write
   CHECK(a.counts().rejected == 0);
   CHECK(a.counts().accepted == 1);
+}
+
+namespace {
+
+Assembler::Placement placement_of(const Frame& f) {
+  const auto h = decode_chunk_header(f.header);
+  return {h.transfer_id, h.index, h.count, h.total_bytes, h.offset, h.length};
+}
+
+}  // namespace
+
+// A sender that sends payloads while it is still hashing: each payload ahead of its header.
+TEST_CASE("payloads sent ahead of their headers wait for them, and are accepted or refused by them") {
+  const auto payload = random_bytes(1'000'000, 16);
+  const auto frames = make_frames(4, 2, payload, 100'000);  // 10 chunks
+  Assembler a;
+  // Written in place (as a transport would) or copied, Pending either way until its header comes.
+  for (const std::size_t i : {0, 1, 2, 3, 4}) {
+    const auto place = a.claim(placement_of(frames[i]), frames[i].payload.size());
+    REQUIRE(place.has_value());
+    std::copy(frames[i].payload.begin(), frames[i].payload.end(), place->bytes.begin());
+    CHECK(a.settle(place->index, hash64(std::span<const std::byte>(place->bytes))).verdict == Verdict::Pending);
+  }
+  for (const std::size_t i : {5, 6})
+    CHECK(a.add(placement_of(frames[i]), frames[i].payload).verdict == Verdict::Pending);
+  CHECK(a.missing().size() == 10);
+  CHECK_FALSE(a.first_header().has_value());
+
+  // Damaged on the way: its header refuses it and has it asked for again; the frame sent again fits.
+  std::vector<std::byte> damaged(frames[7].payload.begin(), frames[7].payload.end());
+  damaged[99] ^= std::byte{4};
+  CHECK(a.add(placement_of(frames[7]), damaged).verdict == Verdict::Pending);
+  const auto bad = a.confirm(frames[7].header);
+  CHECK(bad.verdict == Verdict::Rejected);
+  CHECK(bad.rerequest == 7u);
+  REQUIRE(a.add(frames[7].header, frames[7].payload).verdict == Verdict::Accepted);
+
+  // A payload that never came: its header says so (ask for it); the frame sent again fits.
+  const auto missing = a.confirm(frames[8].header);
+  CHECK(missing.verdict == Verdict::Missing);
+  CHECK(missing.rerequest == 8u);
+  REQUIRE(a.add(frames[8].header, frames[8].payload).verdict == Verdict::Accepted);
+
+  // Being written when its header comes: accepted once the bytes land.
+  const auto writing = a.claim(placement_of(frames[9]), frames[9].payload.size());
+  REQUIRE(writing.has_value());
+  CHECK(a.confirm(frames[9].header).verdict == Verdict::Pending);
+  std::copy(frames[9].payload.begin(), frames[9].payload.end(), writing->bytes.begin());
+  CHECK(a.settle(writing->index, hash64(std::span<const std::byte>(writing->bytes))).verdict == Verdict::Accepted);
+
+  // Headers accept what came ahead; a header twice is a duplicate, and so is a payload sent twice.
+  for (const std::size_t i : {3, 0, 6, 1}) REQUIRE(a.confirm(frames[i].header).verdict == Verdict::Accepted);
+  CHECK(a.confirm(frames[3].header).verdict == Verdict::Duplicate);
+  CHECK(a.add(placement_of(frames[3]), frames[3].payload).verdict == Verdict::Duplicate);
+  CHECK(a.first_header()->tag == 2);
+  // The whole frame of a chunk still waiting for its header accepts it just as well.
+  REQUIRE(a.add(frames[2].header, frames[2].payload).verdict == Verdict::Accepted);
+  CHECK_FALSE(a.complete());
+  CHECK(a.missing() == std::vector<std::uint32_t>{4, 5});
+  for (const std::size_t i : {4, 5}) REQUIRE(a.confirm(frames[i].header).verdict == Verdict::Accepted);
+  REQUIRE(a.complete());
+  CHECK(a.take() == payload);
+  CHECK(a.counts().rejected == 1);
+}
+
+TEST_CASE("placements are not trusted: what does not fit is refused, what lies is caught by the header") {
+  const auto payload = random_bytes(300, 17);
+  const auto frames = make_frames(1, 0, payload, 100);
+  Assembler a;
+  auto p = placement_of(frames[1]);
+  CHECK(a.add(p, frames[1].payload.first(50)).verdict == Verdict::Rejected);  // not the length it says
+  auto huge = p;
+  huge.total_bytes = kMaxTransferBytes + 1;
+  CHECK(a.add(huge, frames[1].payload).verdict == Verdict::Rejected);
+  CHECK(a.reserved() == 0);
+  CHECK_FALSE(a.claim(huge, 100).has_value());
+  // One that lands at the wrong offset is refused by its header, which has the chunk asked for again.
+  auto shifted = p;
+  shifted.offset = 150;
+  shifted.length = 100;
+  CHECK(a.add(shifted, frames[1].payload).verdict == Verdict::Pending);
+  const auto wrong = a.confirm(frames[1].header);
+  CHECK(wrong.verdict == Verdict::Rejected);
+  CHECK(wrong.rerequest == 1u);
+  // Another transfer's placement does not fit this one's layout.
+  auto other = placement_of(frames[0]);
+  other.transfer_id = 2;
+  CHECK(a.add(other, frames[0].payload).verdict == Verdict::Rejected);
+  for (const auto& f : frames) REQUIRE(a.add(f.header, f.payload).verdict == Verdict::Accepted);
+  CHECK(a.take() == payload);
 }

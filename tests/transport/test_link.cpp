@@ -18,6 +18,7 @@
 
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
+#include "transport/chunking/assembler.hpp"
 #include "transport/chunking/chunker.hpp"
 #include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
@@ -204,6 +205,37 @@ void a_thousand_faults(const LinkFactory& make) {
           " re-requests");
 }
 
+// Large payloads handed over shared (the UCX link sends their chunks' payloads ahead of their
+// headers, while it hashes them) from a faulty link: each arrives once and intact.
+void large_shared_payloads_survive_faults(const LinkFactory& make) {
+  constexpr std::size_t kLargeChunks = 1 << 20;
+  auto tx = make({.corrupt_probability = 0.1,
+                  .duplicate_probability = 0.1,
+                  .truncate_probability = 0.1,
+                  .reorder_probability = 0.1,
+                  .seed = 18},
+                 kLargeChunks);
+  auto rx = make({}, kLargeChunks);
+  std::map<std::uint64_t, std::shared_ptr<const std::vector<std::byte>>> sent;
+  for (std::uint64_t id = 1; id <= 3; ++id) {
+    sent[id] = std::make_shared<const std::vector<std::byte>>(pattern((16 << 20) + id * 1'234'567, id));
+    tx->send(rx->address(), id, 9, sent[id]);
+  }
+  std::set<std::uint64_t> got;
+  while (got.size() < sent.size()) {
+    auto r = deliver(*rx, {tx.get()}, 20s);
+    REQUIRE(r.has_value());
+    REQUIRE(sent.count(r->transfer_id) == 1);
+    CHECK(r->tag == 9);
+    CHECK(r->bytes == *sent[r->transfer_id]);
+    CHECK(got.insert(r->transfer_id).second);
+  }
+  CHECK_FALSE(deliver(*rx, {tx.get()}, 200ms).has_value());
+  CHECK(rx->counters().rejected > 0);
+  CHECK(rx->counters().rerequests > 0);
+  CHECK(tx->counters().faults_injected > 0);
+}
+
 // send_garbage writes malformed messages to an address in the implementation's own wire protocol
 // and says how many.
 // The shared form: both peers get the same buffer's frames, re-requests (corruption) are answered
@@ -299,6 +331,7 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("truncated chunks are refused and re-requested") { truncated_chunks_are_rerequested(make); }
   SUBCASE("all faults together") { all_faults_at_once(make); }
   SUBCASE("a thousand faults of all four kinds: every transfer once and intact") { a_thousand_faults(make); }
+  SUBCASE("large shared payloads arrive intact through all four faults") { large_shared_payloads_survive_faults(make); }
   SUBCASE("a shared payload is sent to two peers and re-requested from") { shared_payloads_are_sent_and_kept(make); }
   SUBCASE("garbage frames are refused and the link keeps working") { garbage_is_refused(make, send_garbage); }
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
@@ -434,6 +467,59 @@ TEST_CASE("incoming transfers: chunks land in place, a dropped claim frees its p
     CHECK(c.rejected == 1);
   }
 
+  SUBCASE("payloads sent ahead of their headers wait for them") {
+    const auto placement = [&](std::size_t i) {
+      const auto h = decode_chunk_header(frames[i].header);
+      return Assembler::Placement{h.transfer_id, h.index, h.count, h.total_bytes, h.offset, h.length};
+    };
+    // Chunk 0 lands in place, chunk 1 comes in a buffer of its own, chunk 2's payload never comes.
+    auto place = in.place("p", placement(0), frames[0].payload.size());
+    REQUIRE(place.has_value());
+    CHECK_FALSE(in.place("p", placement(0), frames[0].payload.size()).has_value());  // being written
+    std::copy(frames[0].payload.begin(), frames[0].payload.end(), place->bytes.begin());
+    CHECK(place->claim->transfer_id() == 1);
+    const auto landed = in.landed(place->claim, c);
+    CHECK_FALSE(landed.delivered.has_value());
+    CHECK_FALSE(landed.rerequest.has_value());
+    CHECK_FALSE(in.add("p", placement(1), frames[1].payload, c).delivered.has_value());
+    { auto dropped = in.place("p", placement(2), frames[2].payload.size()); }  // a receive that failed
+    for (std::size_t i : {0, 1}) {
+      const auto o = in.confirm("p", frames[i].header, c);
+      CHECK_FALSE(o.delivered.has_value());
+      CHECK_FALSE(o.rerequest.has_value());
+    }
+    const auto missing = in.confirm("p", frames[2].header, c);
+    CHECK(missing.rerequest == 2u);  // asked for again: the frame sent again completes the transfer
+    const auto done = in.add("p", frames[2].header, frames[2].payload, c);
+    REQUIRE(done.delivered.has_value());
+    CHECK(done.delivered->bytes == payload);
+    CHECK(done.delivered->tag == 2);
+    CHECK(c.rejected == 0);
+    CHECK(in.confirm("p", frames[2].header, c).delivered == std::nullopt);  // late: a duplicate
+    CHECK(c.duplicates == 1);
+  }
+
+  SUBCASE("a payload sent ahead whose transfer gives way while it is written is kept for its header") {
+    const auto h1 = decode_chunk_header(frames[1].header);
+    auto place = in.place("p", Assembler::Placement{1, 1, h1.count, h1.total_bytes, h1.offset, h1.length},
+                          frames[1].payload.size());
+    REQUIRE(place.has_value());
+    for (std::uint64_t id = 2; id <= 257; ++id) {
+      const auto bytes = pattern(2 * 1000, id);
+      const auto other = make_frames(id, 0, bytes, 1000);
+      CHECK_FALSE(in.add("p", other[0].header, other[0].payload, c).delivered.has_value());
+    }
+    std::copy(frames[1].payload.begin(), frames[1].payload.end(), place->bytes.begin());
+    CHECK_FALSE(in.landed(place->claim, c).delivered.has_value());
+    place.reset();
+    CHECK_FALSE(in.confirm("p", frames[1].header, c).rerequest.has_value());  // it is there
+    CHECK_FALSE(in.add("p", frames[0].header, frames[0].payload, c).delivered.has_value());
+    const auto done = in.add("p", frames[2].header, frames[2].payload, c);
+    REQUIRE(done.delivered.has_value());
+    CHECK(done.delivered->bytes == payload);
+    CHECK(c.rejected == 0);
+  }
+
   SUBCASE("the transfer gives way while a chunk is being written into it") {
     CHECK_FALSE(land(0).delivered.has_value());
     auto place = in.place("p", frames[1].header, frames[1].payload.size());
@@ -503,7 +589,8 @@ TEST_CASE("injected faults: reordered frames go right after the next one, the la
   CHECK(ca.faults_injected == cb.faults_injected);
   // Without reordering asked for, no draw is made for it: the other faults fall as they did before
   // it existed (three draws per frame, then the byte to flip).
-  FaultInjector three({.corrupt_probability = 0.3, .duplicate_probability = 0.3, .truncate_probability = 0.3, .seed = 7});
+  FaultInjector three(
+      {.corrupt_probability = 0.3, .duplicate_probability = 0.3, .truncate_probability = 0.3, .seed = 7});
   Link::Counters c3, before;
   Rng rng(7);
   for (int round = 0; round < 20; ++round) {

@@ -139,7 +139,7 @@ constexpr std::size_t kTwoThreadBytes = std::size_t{16} << 20;
 
 // copy: where payload is copied to on the way, or empty (the frames then view payload).
 std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
-                             std::span<std::byte> copy, std::size_t chunk_bytes) {
+                             std::span<std::byte> copy, std::size_t chunk_bytes, bool parallel) {
   MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
   MERIDIAN_CHECK(payload.size() <= kMaxTransferBytes, "payload of ", payload.size(), " bytes");
   const std::size_t count = std::max<std::size_t>(1, (payload.size() + chunk_bytes - 1) / chunk_bytes);
@@ -157,7 +157,7 @@ std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::
   // payload is hashed by two threads, each half the chunks.
   std::thread helper;
   std::size_t mine = count;
-  if (payload.size() >= kTwoThreadBytes && count >= 2 && std::thread::hardware_concurrency() > 1) {
+  if (parallel && payload.size() >= kTwoThreadBytes && count >= 2 && std::thread::hardware_concurrency() > 1) {
     try {
       helper = std::thread(hash_chunks, count / 2, count);
       mine = count / 2;
@@ -189,8 +189,8 @@ std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::
 }  // namespace
 
 std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
-                               std::size_t chunk_bytes) {
-  return frames_of(transfer_id, tag, payload, {}, chunk_bytes);
+                               std::size_t chunk_bytes, bool parallel) {
+  return frames_of(transfer_id, tag, payload, {}, chunk_bytes, parallel);
 }
 
 std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
@@ -198,7 +198,7 @@ std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std
   MERIDIAN_CHECK(copy.size() == payload.size() && (copy.data() != nullptr || payload.empty()),
                  "a copy of ", copy.size(), " bytes for a payload of ", payload.size());
   if (payload.empty()) return make_frames(transfer_id, tag, payload, chunk_bytes);
-  return frames_of(transfer_id, tag, payload, copy, chunk_bytes);
+  return frames_of(transfer_id, tag, payload, copy, chunk_bytes, true);
 }
 
 }  // namespace meridian

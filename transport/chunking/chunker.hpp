@@ -45,9 +45,11 @@ std::uint64_t total_hash_of(std::span<const std::uint64_t> chunk_hashes);
 
 // Splits payload into chunks of at most chunk_bytes (0 < chunk_bytes <= kMaxChunkBytes), in order;
 // an empty payload still yields one (empty) chunk, so the receiver learns it is complete. The
-// frames view payload, which must outlive them. Reads payload once (the chunks' hashes).
+// frames view payload, which must outlive them. Reads payload once (the chunks' hashes), with two
+// threads from 16 MiB on when `parallel` (no frame can leave before all are hashed: every header
+// carries the total hash); with one when the caller has other work for the other core.
 std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
-                               std::size_t chunk_bytes = kDefaultChunkBytes);
+                               std::size_t chunk_bytes = kDefaultChunkBytes, bool parallel = true);
 // The same frames, for a payload copied into `copy` (of payload's size) on the way: one pass that
 // copies and hashes each piece while it is in cache. The frames view copy.
 std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,

@@ -40,10 +40,10 @@ class KeptTransfers {
     return add(Sent{peer, transfer_id, std::move(copy), payload.size(), std::move(frames)});
   }
 
-  // Shares payload, which nobody may change any more.
+  // Shares payload, which nobody may change any more. parallel: see make_frames.
   const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                   std::shared_ptr<const std::vector<std::byte>> payload) {
-    auto frames = make_frames(transfer_id, tag, *payload, chunk_bytes_);
+                   std::shared_ptr<const std::vector<std::byte>> payload, bool parallel = true) {
+    auto frames = make_frames(transfer_id, tag, *payload, chunk_bytes_, parallel);
     const std::size_t bytes = payload->size();
     return add(Sent{peer, transfer_id, std::move(payload), bytes, std::move(frames)});
   }

@@ -1,9 +1,6 @@
 #include "transport/link/ucx_link.hpp"
 
 #include <algorithm>
-#include <deque>
-#include <map>
-#include <set>
 #include <utility>
 
 #include "core/util/error.hpp"
@@ -16,9 +13,21 @@
 // Wire format. Every frame is one UCP active message (ucx_transport.cpp) whose header is
 //   [kind byte] [length of the sender's address, 1 byte] [the sender's address] [body]
 //   'D': body = an encoded ChunkHeader; the message's data is the chunk's payload
+//   'P': body = where a payload goes that is sent ahead of its chunk header: transfer id u64,
+//        index u32, count u32, total bytes u64, offset u64, length u32 (LE); data = the payload
+//   'H': body = the encoded ChunkHeader of a payload sent ahead in a 'P'; no data. Fenced: it
+//        leaves once the peer has fetched every 'P' sent to it before
 //   'R': body = transfer id u64 LE, chunk index u32 LE; no data   "send me this chunk again"
 // A UCP receiver learns nothing about who sent a message, so each frame names its sender, as the
 // DEALER's routing id does in zmq_link; it is what the peer claims, and answers go to it.
+//
+// A large payload the caller shares (the form CrossSite sends its deltas in) goes out as 'P'
+// frames at once, while the link hashes it, and its headers follow as 'H' frames: every chunk
+// header carries the hash of all chunks' hashes, so a 'D' frame can leave only once the whole
+// payload is hashed (~8 ms for 256 MiB on two cores), where the payload could have been on its way.
+// The receiver places and hashes each payload as it lands and checks it when its header comes (a
+// header that finds no payload has the chunk asked for again). Chunks asked for again, smaller
+// payloads and the copying form are 'D' frames.
 
 namespace meridian {
 namespace {
@@ -27,8 +36,13 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr std::byte kData{'D'};
+constexpr std::byte kAhead{'P'};
+constexpr std::byte kHeader{'H'};
 constexpr std::byte kRerequest{'R'};
 constexpr std::size_t kRerequestBytes = 12;
+constexpr std::size_t kPlacementBytes = 36;
+// Shared payloads from this size on go out ahead of their headers.
+constexpr std::size_t kAheadBytes = std::size_t{16} << 20;
 // The same bounds as zmq_link on the transfers kept to answer re-requests.
 constexpr std::size_t kKeptTransfers = 64;
 constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
@@ -40,15 +54,47 @@ std::size_t checked_chunk_bytes(std::size_t chunk_bytes) {
   return chunk_bytes;
 }
 
+template <class T>
+void put_le(std::vector<std::byte>& out, T v) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+}
+
+template <class T>
+T get_le(std::span<const std::byte> in, std::size_t at) {
+  T v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= T(std::to_integer<std::uint8_t>(in[at + i])) << (8 * i);
+  return v;
+}
+
+std::vector<std::byte> encode_placement(const Assembler::Placement& p) {
+  std::vector<std::byte> out;
+  out.reserve(kPlacementBytes);
+  put_le(out, p.transfer_id);
+  put_le(out, p.index);
+  put_le(out, p.count);
+  put_le(out, p.total_bytes);
+  put_le(out, p.offset);
+  put_le(out, p.length);
+  return out;
+}
+
+std::optional<Assembler::Placement> decode_placement(std::span<const std::byte> body) {
+  if (body.size() != kPlacementBytes) return std::nullopt;
+  return Assembler::Placement{get_le<std::uint64_t>(body, 0),  get_le<std::uint32_t>(body, 8),
+                              get_le<std::uint32_t>(body, 12), get_le<std::uint64_t>(body, 16),
+                              get_le<std::uint64_t>(body, 24), get_le<std::uint32_t>(body, 32)};
+}
+
 class UcxLink final : public Link {
  public:
   UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
       : faults_(faults),
-        sent_(kKeptTransfers, kKeptBytes, checked_chunk_bytes(chunk_bytes)),
+        chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
+        sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
         transport_(bind_address, kMaxChunkBytes, port,
                    [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); }) {
     // Every frame's header carries the address and at most a chunk header.
-    const std::size_t largest = 2 + address().size() + encode_chunk_header({}).size();
+    const std::size_t largest = 2 + address().size() + std::max(encode_chunk_header({}).size(), kPlacementBytes);
     if (address().size() > 255 || largest > transport_.max_header())
       throw make_error(ErrorKind::Io, "UCX allows active-message headers of only ", transport_.max_header(), " bytes");
   }
@@ -62,7 +108,7 @@ class UcxLink final : public Link {
     if (!UcxTransport::valid_address(peer))
       throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
     const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
-    post(sent, sent.frames);
+    post(kData, sent.peer, sent.frames, sent.owner);
   }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
@@ -70,8 +116,28 @@ class UcxLink final : public Link {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
     if (!UcxTransport::valid_address(peer))
       throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
-    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
-    post(sent, sent.frames);
+    const std::size_t size = payload->size();
+    const std::size_t count = (size + chunk_bytes_ - 1) / chunk_bytes_;
+    // (Too many chunks or bytes: keep() refuses the transfer before anything leaves.)
+    if (size < kAheadBytes || count < 2 || count > kMaxChunks || size > kMaxTransferBytes) {
+      const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
+      post(kData, sent.peer, sent.frames, sent.owner);
+      return;
+    }
+    // The payloads leave now; the headers once the payload is hashed (keep() below), after them.
+    std::vector<Frame> ahead(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t at = i * chunk_bytes_, length = std::min(chunk_bytes_, size - at);
+      ahead[i].header = encode_placement({transfer_id, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count),
+                                          size, at, static_cast<std::uint32_t>(length)});
+      ahead[i].payload = std::span<const std::byte>(*payload).subspan(at, length);
+    }
+    post(kAhead, peer, ahead, payload);
+    // Hashed by this thread alone: the transport's threads need the other core to move the payloads.
+    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), false);
+    std::vector<Frame> headers(sent.frames.size());
+    for (std::size_t i = 0; i < headers.size(); ++i) headers[i].header = sent.frames[i].header;
+    post(kHeader, peer, headers, sent.owner, true);
   }
 
   std::optional<Received> receive(milliseconds timeout) override {
@@ -98,13 +164,16 @@ class UcxLink final : public Link {
     return m;
   }
 
-  // Sends `frames` of the transfer `sent` (all of them, or one asked for again), as faults_ make them.
-  void post(const KeptTransfers::Sent& sent, std::span<const Frame> frames) {
+  // Sends `frames` of kind `kind` to peer (all of a transfer's, or one asked for again), their
+  // payloads held by `owner`, as faults_ make them; fenced: after all sent to peer before.
+  void post(std::byte kind, const std::string& peer, std::span<const Frame> frames,
+            const std::shared_ptr<const void>& owner, bool fence = false) {
     std::vector<Message> messages;
-    for (const WireFrame& w : faults_.wire(frames, sent.owner, counters_)) {
-      Message m = message(sent.peer, kData, w.header);
+    for (const WireFrame& w : faults_.wire(frames, owner, counters_)) {
+      Message m = message(peer, kind, w.header);
       m.data = w.payload;
       m.owner = w.owner;
+      m.fence = fence;
       ++counters_.frames_sent;
       counters_.bytes_sent += m.data.size();
       messages.push_back(std::move(m));
@@ -118,35 +187,54 @@ class UcxLink final : public Link {
     if (!in.refused() && h.size() >= 2 && h.size() >= 2 + std::size_t(h[1])) {
       const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
       const auto body = h.subspan(2 + std::size_t(h[1]));
-      if (h[0] == kData && in.placed() != nullptr)
+      if ((h[0] == kData || h[0] == kAhead) && in.placed() != nullptr)
         return on_landed(std::static_pointer_cast<IncomingTransfers::Claim>(in.placed()), delivered);
       if (h[0] == kData) return on_chunk(peer, body, in.data(), delivered);
+      if (h[0] == kAhead) {
+        if (const auto p = decode_placement(body))
+          return deliver(incoming_.add(peer, *p, in.data(), counters_), delivered);
+      }
+      if (h[0] == kHeader && in.data().empty()) return on_header(peer, body, delivered);
       if (h[0] == kRerequest && body.size() == kRerequestBytes && in.data().empty()) return on_rerequest(peer, body);
     }
     ++counters_.rejected;
+  }
+
+  void deliver(IncomingTransfers::Outcome outcome, std::optional<Received>& delivered) {
+    if (outcome.delivered) delivered = std::move(outcome.delivered);
   }
 
   void on_chunk(const std::string& peer, std::span<const std::byte> header, std::span<const std::byte> payload,
                 std::optional<Received>& delivered) {
     auto outcome = incoming_.add(peer, header, payload, counters_);
     if (outcome.rerequest) rerequest(peer, decode_chunk_header(header).transfer_id, *outcome.rerequest);
-    if (outcome.delivered) delivered = std::move(outcome.delivered);
+    deliver(std::move(outcome), delivered);
+  }
+
+  void on_header(const std::string& peer, std::span<const std::byte> header, std::optional<Received>& delivered) {
+    auto outcome = incoming_.confirm(peer, header, counters_);
+    if (outcome.rerequest) rerequest(peer, decode_chunk_header(header).transfer_id, *outcome.rerequest);
+    deliver(std::move(outcome), delivered);
   }
 
   // On the transport's progress thread, for a message whose data is about to be fetched: a chunk
   // frame's payload goes straight to its place in the transfer being assembled, when it can.
   std::optional<UcxTransport::Place> place(std::span<const std::byte> h, std::size_t length) {
-    if (h.size() < 2 || h[0] != kData || h.size() < 2 + std::size_t(h[1])) return std::nullopt;
+    if (h.size() < 2 || h.size() < 2 + std::size_t(h[1])) return std::nullopt;
     const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
-    auto place = incoming_.place(peer, h.subspan(2 + std::size_t(h[1])), length);
+    const auto body = h.subspan(2 + std::size_t(h[1]));
+    std::optional<IncomingTransfers::Place> place;
+    if (h[0] == kData) place = incoming_.place(peer, body, length);
+    if (h[0] == kAhead)
+      if (const auto p = decode_placement(body)) place = incoming_.place(peer, *p, length);
     if (!place) return std::nullopt;
     return UcxTransport::Place{place->bytes, std::move(place->claim)};
   }
 
   void on_landed(const std::shared_ptr<IncomingTransfers::Claim>& claim, std::optional<Received>& delivered) {
     auto outcome = incoming_.landed(claim, counters_);
-    if (outcome.rerequest) rerequest(claim->peer(), claim->header().transfer_id, *outcome.rerequest);
-    if (outcome.delivered) delivered = std::move(outcome.delivered);
+    if (outcome.rerequest) rerequest(claim->peer(), claim->transfer_id(), *outcome.rerequest);
+    deliver(std::move(outcome), delivered);
   }
 
   void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
@@ -161,20 +249,19 @@ class UcxLink final : public Link {
   }
 
   void on_rerequest(const std::string& peer, std::span<const std::byte> body) {
-    std::uint64_t transfer_id = 0;
-    std::uint32_t index = 0;
-    for (int i = 0; i < 8; ++i) transfer_id |= std::uint64_t(body[i]) << (8 * i);
-    for (int i = 0; i < 4; ++i) index |= std::uint32_t(body[8 + i]) << (8 * i);
+    const auto transfer_id = get_le<std::uint64_t>(body, 0);
+    const auto index = get_le<std::uint32_t>(body, 8);
     // Only transfers sent to that very peer are answered (find): nobody else may pull them.
     const KeptTransfers::Sent* sent = sent_.find(peer, transfer_id);
     if (sent == nullptr || index >= sent->frames.size()) {
       ++counters_.rejected;
       return;
     }
-    post(*sent, std::span<const Frame>(sent->frames).subspan(index, 1));
+    post(kData, sent->peer, std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
   }
 
   FaultInjector faults_;
+  std::size_t chunk_bytes_;
   KeptTransfers sent_;
   IncomingTransfers incoming_;
   Counters counters_;

@@ -151,6 +151,8 @@ struct UcxTransport::Endpoint {  // heap-allocated so that UCX's error callback 
 struct UcxTransport::Outgoing {
   UcxTransport* transport;
   Message message;
+  std::uint64_t seq = 0;    // the order in which UCX was given it, once it was
+  std::uint64_t after = 0;  // fenced: the messages given to UCX up to this one must have completed
 };
 
 // --- Arrival -------------------------------------------------------------------------------------
@@ -317,6 +319,7 @@ void UcxTransport::shut_down() {
     const auto deadline = Clock::now() + kLinger;
     while (in_flight_ > 0 && Clock::now() < deadline) {
       ucp_worker_progress(worker_);
+      send_fenced();
       tend_endpoints();
     }
     for (auto& [from, queue] : waiting_)
@@ -375,7 +378,17 @@ void UcxTransport::run() {
       stop = stopping_;
     }
     for (void* data : releases) ucp_am_data_release(worker_, data);
-    for (auto& out : posts) send(std::move(out));
+    for (auto& out : posts) {
+      if (!out->message.fence) {
+        send(std::move(out));
+        continue;
+      }
+      out->after = next_seq_ - 1;  // every message posted before it has been given to UCX
+      if (fenced_.count(out->message.peer) == 0 && unfenced(*out))
+        send(std::move(out));
+      else
+        fenced_[out->message.peer].push_back(std::move(out));
+    }
     if (stop) break;
     unsigned events = 0;
     for (int i = 0; i < 64; ++i) {  // bounded, so that new messages and releases are not kept waiting
@@ -384,17 +397,19 @@ void UcxTransport::run() {
       if (e == 0) break;
       events += e;
     }
+    const bool unfenced = send_fenced();
     tend_endpoints();
     publish();
     // Moving data: look again at once (leaving the core to any other thread that wants it) while
     // UCX made progress lately; otherwise sleep on the event fd.
     const bool busy = in_flight_ > 0 || fetching_ > 0 || !waiting_.empty();
-    if (events > 0 || !posts.empty()) progressed = Clock::now();
+    if (events > 0 || !posts.empty() || unfenced) progressed = Clock::now();
     if (busy && Clock::now() - progressed < kSpinFor) {
       if (events == 0) sched_yield();
       continue;
     }
-    if (events > 0 || !posts.empty() || !releases.empty() || ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
+    if (events > 0 || !posts.empty() || unfenced || !releases.empty() || ucp_worker_arm(worker_) == UCS_ERR_BUSY)
+      continue;
     pollfd fd{efd_, POLLIN, 0};
     const timespec wait = busy ? kBusyWait : kIdleWait;
     ppoll(&fd, 1, &wait, nullptr);
@@ -474,18 +489,46 @@ void UcxTransport::send(std::unique_ptr<Outgoing> out) {
     param.cb.send = &UcxTransport::on_sent;
     param.user_data = out.get();
     param.flags = UCP_AM_SEND_FLAG_REPLY;  // the receiver learns which connection it came on
+    out->seq = next_seq_++;
     request = ucp_am_send_nbx(e->ep, kAmId, m.header.data(), m.header.size(), m.data.data(), m.data.size(), &param);
   }
   if (request == nullptr || UCS_PTR_IS_ERR(request)) {
     left_bytes_ += m.data.size();  // gone already, or lost like a message to a dead peer
   } else {
+    sending_[m.peer].insert(out->seq);
     ++in_flight_;
     out.release();
   }
 }
 
+// Whether every message given to UCX before the fenced `out` to its peer has completed.
+bool UcxTransport::unfenced(const Outgoing& out) const {
+  const auto it = sending_.find(out.message.peer);
+  return it == sending_.end() || *it->second.begin() > out.after;
+}
+
+// Sends the fenced messages that may go now, in order per peer; whether any were sent.
+bool UcxTransport::send_fenced() {
+  bool any = false;
+  for (auto it = fenced_.begin(); it != fenced_.end();) {
+    auto& queue = it->second;
+    while (!queue.empty() && unfenced(*queue.front())) {
+      send(std::move(queue.front()));
+      queue.pop_front();
+      any = true;
+    }
+    it = queue.empty() ? fenced_.erase(it) : std::next(it);
+  }
+  return any;
+}
+
 void UcxTransport::on_sent(void* request, ucs_status_t, void* user_data) {
   std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(user_data));
+  UcxTransport* self = out->transport;
+  if (const auto it = self->sending_.find(out->message.peer); it != self->sending_.end()) {
+    it->second.erase(out->seq);
+    if (it->second.empty()) self->sending_.erase(it);
+  }
   --out->transport->in_flight_;
   out->transport->left_bytes_ += out->message.data.size();
   ucp_request_free(request);

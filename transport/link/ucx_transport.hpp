@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -41,6 +42,9 @@ class UcxTransport {
     std::vector<std::byte> header;      // small; UCX limits it (max_header())
     std::span<const std::byte> data;    // into *owner
     std::shared_ptr<const void> owner;  // kept until UCX is done with data
+    // Sent only once every message posted to the same peer before it has completed (a rendezvous
+    // message once the peer has fetched its data); messages posted after it do not hold it up.
+    bool fence = false;
   };
 
   // Where the data of a message that comes by rendezvous is to be received instead of a buffer of
@@ -114,6 +118,8 @@ class UcxTransport {
   Endpoint* endpoint(const std::string& peer);
   void tend_endpoints();
   void send(std::unique_ptr<Outgoing> out);
+  bool send_fenced();
+  bool unfenced(const Outgoing& out) const;
   void fetch(std::unique_ptr<Arrival> in, void* data);
   void fetch_waiting();
   bool room_to_fetch(ucp_ep_h from) const;
@@ -159,6 +165,10 @@ class UcxTransport {
   std::vector<void*> closing_;
   std::vector<Arrival> arrived_;
   std::size_t in_flight_ = 0;  // sends UCX has not completed
+  std::map<std::string, std::set<std::uint64_t>> sending_;  // the same by peer: their seq
+  std::uint64_t next_seq_ = 1;
+  // Fenced messages waiting for their peer's sends in flight to complete, by peer, in order.
+  std::map<std::string, std::deque<std::unique_ptr<Outgoing>>> fenced_;
   std::size_t fetching_ = 0;   // rendezvous data being fetched
   std::map<ucp_ep_h, std::size_t> fetching_from_;  // the same by connection (reply endpoint)
   // Rendezvous data to fetch once its connection has room (kMaxFetches), with UCX's descriptor.
