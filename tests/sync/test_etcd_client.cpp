@@ -387,18 +387,20 @@ TEST_CASE("etcd cluster: a member left without a majority refuses reads and writ
     if (i != alone_member) cluster.member(i).pause();
 
   // Its own copy holds /k (a serializable read would answer it), but a linearizable read needs
-  // the majority: it fails rather than answer what may be stale.
+  // the majority: it fails rather than answer what may be stale. A member slow to say "no leader"
+  // (a loaded machine) runs the call out of time first: that is the plain typed timeout, also a
+  // refusal; at least one of the three calls must get the member's own answer.
+  int no_quorum_answers = 0;
   const auto no_quorum = [&](const std::function<void()>& call) {
     const auto t0 = Clock::now();
     try {
       call();
       FAIL_CHECK("answered without a majority");
-    } catch (const EtcdNoQuorum& e) {
+    } catch (const Error& e) {
       MESSAGE("after ", ms_since(t0), " ms: ", std::string(e.what()));
       CHECK(e.kind() == ErrorKind::Timeout);
       CHECK(std::string(e.what()).find(member.endpoint().substr(7)) != std::string::npos);
-    } catch (const Error& e) {
-      FAIL_CHECK("not EtcdNoQuorum: ", std::string(e.what()));
+      if (dynamic_cast<const EtcdNoQuorum*>(&e) != nullptr) ++no_quorum_answers;
     }
     CHECK(ms_since(t0) < 1500);  // the call's timeout, not etcd's own 5+ s
   };
@@ -407,6 +409,7 @@ TEST_CASE("etcd cluster: a member left without a majority refuses reads and writ
   no_quorum([&] { alone.put("/k", "w"); });
   EtcdClient all(EtcdOptions{cluster.endpoints(), 800ms, 250ms});
   no_quorum([&] { (void)all.get_prefix("/"); });
+  CHECK(no_quorum_answers >= 1);
 
   for (int i = 0; i < cluster.size(); ++i) cluster.member(i).resume();
   // The refused put may still be applied: its first attempt may have been forwarded to the
