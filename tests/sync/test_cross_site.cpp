@@ -28,15 +28,18 @@ TEST_CASE("three sites: one commit per version, every site applies it to the sam
       CHECK(OuterState::weights_hash(s->state.global()) == sites[0]->last->params_hash);
     }
   }
-  std::uint64_t won = 0, proposed = 0;
+  std::uint64_t won = 0, proposed = 0, sent = 0, asked_again = 0;
   for (auto& s : sites) {
     won += s->cross.traffic().commits_won;
     proposed += s->cross.traffic().commits_proposed;
     CHECK(s->cross.traffic().deltas_refused == 0);
     // int8: one byte per parameter plus a scale per 256, to each of two peers, per round.
     CHECK(s->cross.traffic().bytes_sent >= 3 * 2 * kParams);
-    CHECK(s->cross.traffic().bytes_sent <= 3 * 2 * kParams * 1.02 + 3 * 2 * 64);
+    sent += s->cross.traffic().bytes_sent;
+    // A loaded machine may make a receiver ask for a delta or a chunk again: those are re-sent.
+    asked_again += s->cross.traffic().requests_sent + s->link->counters().rerequests;
   }
+  CHECK(sent <= (3 * 3 * 2 + asked_again) * (kParams * 1.02 + 64));
   CHECK(won == 3);  // exactly one proposal won each version
   CHECK(proposed >= 3);
   // The commit log in etcd holds exactly versions 1..3.
