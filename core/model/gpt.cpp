@@ -21,14 +21,7 @@ template <class T>
 Gpt<T>::Gpt(const GptConfig& config) : config_(config), layout_(ParamLayout::gpt(config)) {
   const auto problems = validate_gpt_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
-  static constexpr const char* kLayerTensors[12] = {
-      "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-      "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-  for (int l = 0; l < config.n_layer; ++l) {
-    LayerOffsets o;
-    for (int i = 0; i < 12; ++i) o[i] = layout_.at("h." + std::to_string(l) + "." + kLayerTensors[i]).offset;
-    layer_offsets_.push_back(o);
-  }
+  for (int l = 0; l < config.n_layer; ++l) layer_offsets_.push_back(layout_.layer_offsets(l));
   wte_ = layout_.at("wte.weight").offset;
   wpe_ = layout_.at("wpe.weight").offset;
   lnfw_ = layout_.at("ln_f.weight").offset;

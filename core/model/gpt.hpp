@@ -61,7 +61,7 @@ class Gpt {
     T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
   };
   // Offsets of each layer's 12 tensors, in the order of LayerParams, looked up once by name.
-  using LayerOffsets = std::array<std::size_t, 12>;
+  using LayerOffsets = std::array<std::size_t, ParamLayout::kLayerTensors>;
   template <class P, class Ptr>
   P layer_ptrs(Ptr base, int l) const;
   void ensure_batch(int B);

@@ -2,6 +2,7 @@
 // The table of named views into the ONE flat parameter buffer. Gradients and each optimizer moment
 // use the same layout in buffers of their own, so later layers can all-reduce, hash, diff and send
 // a whole model as one contiguous vector and still find any tensor by name.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -29,6 +30,12 @@ class ParamLayout {
   const std::vector<ParamView>& views() const { return views_; }
   std::size_t total() const { return total_; }
   const ParamView& at(std::string_view name) const;  // InvariantError when absent: names are ours
+
+  // Offsets of transformer layer `layer`'s tensors, in GPT-2 order: ln_1.weight, ln_1.bias,
+  // attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias, ln_2.weight,
+  // ln_2.bias, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias.
+  static constexpr int kLayerTensors = 12;
+  std::array<std::size_t, kLayerTensors> layer_offsets(int layer) const;
 
   template <class T>
   std::span<T> slice(std::span<T> flat, const ParamView& v) const {
