@@ -140,7 +140,7 @@ TEST_CASE_TEMPLATE("matmul (Conv1D and tied-head layouts) forward and backward m
   CHECK_CLOSE(d_dw_nt.download(), dw_nt, wide_tol<T>());
 }
 
-TEST_CASE_TEMPLATE("encoder forward matches the CPU; its backward is bit-identical to it", T, float, bf16) {
+TEST_CASE_TEMPLATE("encoder forward matches the CPU, its backward is bit-identical to it", T, float, bf16) {
   if (!have_gpu()) return;
   const int B = 4, Tn = 16, C = 24, V = 50;  // 64 positions over 50 tokens: many repeats
   const auto tok = random_tokens(B * Tn, V, 7);
@@ -305,7 +305,7 @@ TEST_CASE("the device parameter hash equals the CPU's chunked hash, for every si
   }
 }
 
-TEST_CASE("int8/int4 device codecs write the CPU codec's bytes; error feedback keeps its residual") {
+TEST_CASE("int8/int4 device codecs write the CPU codec's bytes, error feedback keeps its residual") {
   if (!have_gpu()) return;
   const std::size_t n = 1001, block = 64;
   for (const CodecKind kind : {CodecKind::Int8, CodecKind::Int4}) {
