@@ -1,4 +1,5 @@
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/matmul.hpp"
 
@@ -11,15 +12,27 @@ __global__ void broadcast_rows(T* out, const T* bias, int N, int OUT) {
   if (i < static_cast<std::size_t>(N) * OUT) out[i] = bias[i % OUT];
 }
 
-// One thread per column, rows in order: the same additions in the same order as the CPU twin,
-// so the fp32 bias gradient is bit-identical to it and to itself from run to run.
+// The bias gradient sums dout over rows in two fixed-order stages (chunks of rows, then the
+// chunks in order): deterministic, and parallel over rows as well as columns, which matters when
+// N is thousands of rows and OUT only a few thousand columns.
+constexpr int kRowsPerChunk = 64;
+
 template <class T>
-__global__ void add_column_sums(float* dbias, const T* dout, int N, int OUT) {
+__global__ void column_sum_partials(float* partial, const T* dout, int N, int OUT) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= OUT) return;
-  float acc = dbias[j];
-  for (int n = 0; n < N; ++n) acc += to_f32(dout[static_cast<std::size_t>(n) * OUT + j]);
-  dbias[j] = acc;
+  const int n0 = blockIdx.y * kRowsPerChunk, n1 = min(n0 + kRowsPerChunk, N);
+  float acc = 0.0f;
+  for (int n = n0; n < n1; ++n) acc += to_f32(dout[static_cast<std::size_t>(n) * OUT + j]);
+  partial[static_cast<std::size_t>(blockIdx.y) * OUT + j] = acc;
+}
+
+__global__ void add_partials(float* dbias, const float* partial, int chunks, int OUT) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= OUT) return;
+  float acc = 0.0f;
+  for (int k = 0; k < chunks; ++k) acc += partial[static_cast<std::size_t>(k) * OUT + j];
+  dbias[j] += acc;
 }
 
 constexpr unsigned kThreads = 256;
@@ -44,7 +57,12 @@ void matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout
   if (dinp != nullptr) gemm<T, T>(blas, false, true, N, IN, OUT, 1.0f, dout, OUT, w, OUT, 0.0f, dinp, IN);
   gemm<T, float>(blas, true, false, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dw, OUT);
   if (dbias != nullptr) {
-    add_column_sums<<<grid_for(OUT, kThreads), kThreads, 0, blas.stream()>>>(dbias, dout, N, OUT);
+    const int chunks = (N + kRowsPerChunk - 1) / kRowsPerChunk;
+    StreamScratch<float> partial(static_cast<std::size_t>(chunks) * OUT, blas.stream());
+    column_sum_partials<<<dim3(grid_for(OUT, kThreads), chunks), kThreads, 0, blas.stream()>>>(partial.data(), dout,
+                                                                                               N, OUT);
+    MERIDIAN_CUDA_LAUNCHED();
+    add_partials<<<grid_for(OUT, kThreads), kThreads, 0, blas.stream()>>>(dbias, partial.data(), chunks, OUT);
     MERIDIAN_CUDA_LAUNCHED();
   }
 }

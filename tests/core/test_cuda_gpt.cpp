@@ -84,7 +84,10 @@ TEST_CASE("fp32: one step's loss and gradients match the CPU, and so do the loss
   const auto cpu_losses = cpu_steps(cpu, cpu_opt, 5);
   const auto gpu_losses = gpu_steps(gpu, gpu_opt, 5);
   for (int s = 0; s < 5; ++s) CHECK(gpu_losses[s] == doctest::Approx(cpu_losses[s]).epsilon(1e-4));
-  CHECK_CLOSE(gpu.download_params(), cpu.params(), 1e-3);
+  // The first moment is linear in the gradients. The weights are not compared element by element:
+  // Adam's first steps move each weight by about lr whatever its gradient's size, so a gradient
+  // within rounding of zero may move it either way on either side.
+  CHECK_CLOSE(gpu_opt.download_m(), cpu_opt.m(), 1e-3);
 }
 
 TEST_CASE("bf16 mixed precision: the loss and gradients track the fp32 CPU step, and training goes the same way") {
