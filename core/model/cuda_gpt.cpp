@@ -20,11 +20,7 @@ CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream)
     : config_(config), layout_(ParamLayout::gpt(config)), stream_(stream), blas_(stream) {
   const auto problems = validate_gpt_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
-  for (int l = 0; l < config.n_layer; ++l) layer_offsets_.push_back(layout_.layer_offsets(l));
-  wte_ = layout_.at("wte.weight").offset;
-  wpe_ = layout_.at("wpe.weight").offset;
-  lnfw_ = layout_.at("ln_f.weight").offset;
-  lnfb_ = layout_.at("ln_f.bias").offset;
+  off_ = gpt_offsets(layout_, config.n_layer);
   params_ = Buf<float>(layout_.total());
   grads_ = Buf<float>(layout_.total());
   params_.zero();
@@ -128,37 +124,28 @@ float CudaGpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targ
         cudaMemcpyAsync(targets_.data(), targets, BT * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream_));
   auto& a = acts_;
   const T* w = weights();
-  kc::encoder_forward(a.encoded.data(), inputs_.data(), w + wte_, w + wpe_, B, Tn, C, stream_);
+  kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.wte, w + off_.wpe, B, Tn, C, stream_);
   for (int l = 0; l < config_.n_layer; ++l) {
-    const auto& o = layer_offsets_[l];
+    const auto& o = off_.layers[l];
+    // Layer l's slice of an activation kept for every layer, `width` values per position.
+    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
-    T* ln1 = a.ln1.data() + l * BT * C;
-    T* qkv = a.qkv.data() + l * BT * 3 * C;
-    T* atty = a.atty.data() + l * BT * C;
-    T* attproj = a.attproj.data() + l * BT * C;
-    T* res2 = a.res2.data() + l * BT * C;
-    T* ln2 = a.ln2.data() + l * BT * C;
-    T* fch = a.fch.data() + l * BT * 4 * C;
-    T* fch_gelu = a.fch_gelu.data() + l * BT * 4 * C;
-    T* fcproj = a.fcproj.data() + l * BT * C;
-    T* res3 = a.res3.data() + l * BT * C;
-    kc::layernorm_forward(ln1, a.ln1_mean.data() + l * BT, a.ln1_rstd.data() + l * BT, res_in, w + o[0], w + o[1], N,
-                          C, stream_);
-    kc::matmul_forward(blas_, qkv, ln1, w + o[2], w + o[3], N, C, 3 * C);
-    kc::attention_forward(blas_, atty, a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn, C,
-                          NH);
-    kc::matmul_forward(blas_, attproj, atty, w + o[4], w + o[5], N, C, C);
-    kc::add(res2, res_in, attproj, BT * C, stream_);
-    kc::layernorm_forward(ln2, a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, res2, w + o[6], w + o[7], N, C,
+    kc::layernorm_forward(of(a.ln1, C), of(a.ln1_mean, 1), of(a.ln1_rstd, 1), res_in, w + o[0], w + o[1], N, C,
                           stream_);
-    kc::matmul_forward(blas_, fch, ln2, w + o[8], w + o[9], N, C, 4 * C);
-    kc::gelu_forward(fch_gelu, fch, BT * 4 * C, stream_);
-    kc::matmul_forward(blas_, fcproj, fch_gelu, w + o[10], w + o[11], N, 4 * C, C);
-    kc::add(res3, res2, fcproj, BT * C, stream_);
+    kc::matmul_forward(blas_, of(a.qkv, 3 * C), of(a.ln1, C), w + o[2], w + o[3], N, C, 3 * C);
+    kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, C, NH);
+    kc::matmul_forward(blas_, of(a.attproj, C), of(a.atty, C), w + o[4], w + o[5], N, C, C);
+    kc::add(of(a.res2, C), res_in, of(a.attproj, C), BT * C, stream_);
+    kc::layernorm_forward(of(a.ln2, C), of(a.ln2_mean, 1), of(a.ln2_rstd, 1), of(a.res2, C), w + o[6], w + o[7], N,
+                          C, stream_);
+    kc::matmul_forward(blas_, of(a.fch, 4 * C), of(a.ln2, C), w + o[8], w + o[9], N, C, 4 * C);
+    kc::gelu_forward(of(a.fch_gelu, 4 * C), of(a.fch, 4 * C), BT * 4 * C, stream_);
+    kc::matmul_forward(blas_, of(a.fcproj, C), of(a.fch_gelu, 4 * C), w + o[10], w + o[11], N, 4 * C, C);
+    kc::add(of(a.res3, C), of(a.res2, C), of(a.fcproj, C), BT * C, stream_);
   }
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
-  kc::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, w + lnfw_, w + lnfb_, N, C, stream_);
-  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + wte_, N, C, V);
+  kc::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, w + off_.lnf_weight, w + off_.lnf_bias, N, C, stream_);
+  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, N, C, V);
   if (!targets) return 0.0f;
   kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
   MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
@@ -182,31 +169,28 @@ void CudaGpt<T>::backward(float loss_scale) {
   T* dlogits = a.logits.data();
   kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                      loss_scale / static_cast<float>(BT), stream_);
-  kc::matmul_nt_backward(blas_, a.dln.data(), g + wte_, dlogits, a.lnf.data(), w + wte_, N, C, V);
+  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, dlogits, a.lnf.data(), w + off_.wte, N, C, V);
   MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
-  kc::layernorm_backward(a.dres.data(), g + lnfw_, g + lnfb_, a.dln.data(), last, w + lnfw_, a.lnf_mean.data(),
+  kc::layernorm_backward(a.dres.data(), g + off_.lnf_weight, g + off_.lnf_bias, a.dln.data(), last, w + off_.lnf_weight, a.lnf_mean.data(),
                          a.lnf_rstd.data(), N, C, stream_);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
-    const auto& o = layer_offsets_[l];
+    const auto& o = off_.layers[l];
+    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
-    kc::matmul_backward(blas_, a.dfch_gelu.data(), g + o[10], g + o[11], a.dres.data(),
-                        a.fch_gelu.data() + l * BT * 4 * C, w + o[10], N, 4 * C, C);
-    kc::gelu_backward(a.dfch.data(), a.fch.data() + l * BT * 4 * C, a.dfch_gelu.data(), BT * 4 * C, stream_);
-    kc::matmul_backward(blas_, a.dln.data(), g + o[8], g + o[9], a.dfch.data(), a.ln2.data() + l * BT * C, w + o[8],
-                        N, C, 4 * C);
-    kc::layernorm_backward(a.dres.data(), g + o[6], g + o[7], a.dln.data(), a.res2.data() + l * BT * C, w + o[6],
-                           a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, N, C, stream_);
-    kc::matmul_backward(blas_, a.datty.data(), g + o[4], g + o[5], a.dres.data(), a.atty.data() + l * BT * C, w + o[4],
-                        N, C, C);
-    kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), a.qkv.data() + l * BT * 3 * C,
-                           a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, C, NH);
-    kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), a.ln1.data() + l * BT * C, w + o[2],
-                        N, C, 3 * C);
-    kc::layernorm_backward(a.dres.data(), g + o[0], g + o[1], a.dln.data(), res_in, w + o[0],
-                           a.ln1_mean.data() + l * BT, a.ln1_rstd.data() + l * BT, N, C, stream_);
+    kc::matmul_backward(blas_, a.dfch_gelu.data(), g + o[10], g + o[11], a.dres.data(), of(a.fch_gelu, 4 * C),
+                        w + o[10], N, 4 * C, C);
+    kc::gelu_backward(a.dfch.data(), of(a.fch, 4 * C), a.dfch_gelu.data(), BT * 4 * C, stream_);
+    kc::matmul_backward(blas_, a.dln.data(), g + o[8], g + o[9], a.dfch.data(), of(a.ln2, C), w + o[8], N, C, 4 * C);
+    kc::layernorm_backward(a.dres.data(), g + o[6], g + o[7], a.dln.data(), of(a.res2, C), w + o[6], of(a.ln2_mean, 1),
+                           of(a.ln2_rstd, 1), N, C, stream_);
+    kc::matmul_backward(blas_, a.datty.data(), g + o[4], g + o[5], a.dres.data(), of(a.atty, C), w + o[4], N, C, C);
+    kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, C, NH);
+    kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), of(a.ln1, C), w + o[2], N, C, 3 * C);
+    kc::layernorm_backward(a.dres.data(), g + o[0], g + o[1], a.dln.data(), res_in, w + o[0], of(a.ln1_mean, 1),
+                           of(a.ln1_rstd, 1), N, C, stream_);
   }
-  kc::encoder_backward(g + wte_, g + wpe_, a.dres.data(), inputs_.data(), B, Tn, C, stream_);
+  kc::encoder_backward(g + off_.wte, g + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C, stream_);
   have_targets_ = false;  // the logits now hold their gradient
 }
 

@@ -62,8 +62,7 @@ class CudaGpt {
   ParamLayout layout_;
   cudaStream_t stream_;
   kernels::cuda::Blas blas_;
-  std::vector<std::array<std::size_t, ParamLayout::kLayerTensors>> layer_offsets_;
-  std::size_t wte_, wpe_, lnfw_, lnfb_;
+  GptOffsets off_;
   Buf<float> params_, grads_;
   Buf<__nv_bfloat16> weight_copy_;  // empty for T = float
   Activations acts_;

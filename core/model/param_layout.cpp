@@ -48,4 +48,14 @@ std::array<std::size_t, ParamLayout::kLayerTensors> ParamLayout::layer_offsets(i
   return offsets;
 }
 
+GptOffsets gpt_offsets(const ParamLayout& layout, int n_layer) {
+  GptOffsets o;
+  o.wte = layout.at("wte.weight").offset;
+  o.wpe = layout.at("wpe.weight").offset;
+  o.lnf_weight = layout.at("ln_f.weight").offset;
+  o.lnf_bias = layout.at("ln_f.bias").offset;
+  for (int l = 0; l < n_layer; ++l) o.layers.push_back(layout.layer_offsets(l));
+  return o;
+}
+
 }  // namespace meridian

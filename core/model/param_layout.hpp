@@ -48,4 +48,11 @@ class ParamLayout {
   std::size_t total_ = 0;
 };
 
+// Where a GPT's tensors start in its flat buffer (ParamLayout::gpt), looked up once by name.
+struct GptOffsets {
+  std::size_t wte = 0, wpe = 0, lnf_weight = 0, lnf_bias = 0;
+  std::vector<std::array<std::size_t, ParamLayout::kLayerTensors>> layers;  // layer_offsets(l)
+};
+GptOffsets gpt_offsets(const ParamLayout& layout, int n_layer);
+
 }  // namespace meridian

@@ -11,9 +11,10 @@ namespace {
 constexpr unsigned kThreads = 256;
 constexpr unsigned kWarpsPerBlock = 8;
 
-// (B,T,parts*C) with `parts` slices of C -> `parts` tensors (B*NH, T, hs), one after the other.
-template <class T>
-__global__ void split_heads(T* heads, const T* x, int B, int Tn, int C, int NH, int parts) {
+// Moves heads between the (B,T,parts*C) layout (`parts` slices of C: q | k | v, or one) and
+// `parts` tensors (B*NH, T, hs) laid one after the other; kSplit gathers, !kSplit scatters back.
+template <class T, bool kSplit>
+__global__ void permute_heads(T* heads, T* x, int B, int Tn, int C, int NH, int parts) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   const std::size_t per_part = static_cast<std::size_t>(B) * Tn * C;
   if (i >= per_part * parts) return;
@@ -22,21 +23,9 @@ __global__ void split_heads(T* heads, const T* x, int B, int Tn, int C, int NH, 
   const std::size_t bt = i / ld;
   const int b = static_cast<int>(bt / Tn), t = static_cast<int>(bt % Tn);
   const int part = col / C, h = (col % C) / hs, d = col % hs;
-  heads[part * per_part + ((static_cast<std::size_t>(b) * NH + h) * Tn + t) * hs + d] = x[i];
-}
-
-// The inverse: `parts` tensors (B*NH, T, hs) -> (B,T,parts*C).
-template <class T>
-__global__ void merge_heads(T* x, const T* heads, int B, int Tn, int C, int NH, int parts) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t per_part = static_cast<std::size_t>(B) * Tn * C;
-  if (i >= per_part * parts) return;
-  const int hs = C / NH, ld = parts * C;
-  const int col = static_cast<int>(i % ld);
-  const std::size_t bt = i / ld;
-  const int b = static_cast<int>(bt / Tn), t = static_cast<int>(bt % Tn);
-  const int part = col / C, h = (col % C) / hs, d = col % hs;
-  x[i] = heads[part * per_part + ((static_cast<std::size_t>(b) * NH + h) * Tn + t) * hs + d];
+  const std::size_t j = part * per_part + ((static_cast<std::size_t>(b) * NH + h) * Tn + t) * hs + d;
+  if constexpr (kSplit) heads[j] = x[i];
+  else x[i] = heads[j];
 }
 
 // One warp per score row t: softmax over keys 0..t, zeros above the diagonal.
@@ -73,14 +62,16 @@ __global__ void causal_softmax_backward(T* ds, const T* att, int rows, int Tn, f
 template <class T>
 void split(cudaStream_t stream, T* heads, const T* x, int B, int Tn, int C, int NH, int parts) {
   const std::size_t n = static_cast<std::size_t>(B) * Tn * C * parts;
-  split_heads<<<grid_for(n, kThreads), kThreads, 0, stream>>>(heads, x, B, Tn, C, NH, parts);
+  permute_heads<T, true><<<grid_for(n, kThreads), kThreads, 0, stream>>>(heads, const_cast<T*>(x), B, Tn, C, NH,
+                                                                         parts);
   MERIDIAN_CUDA_LAUNCHED();
 }
 
 template <class T>
 void merge(cudaStream_t stream, T* x, const T* heads, int B, int Tn, int C, int NH, int parts) {
   const std::size_t n = static_cast<std::size_t>(B) * Tn * C * parts;
-  merge_heads<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, heads, B, Tn, C, NH, parts);
+  permute_heads<T, false><<<grid_for(n, kThreads), kThreads, 0, stream>>>(const_cast<T*>(heads), x, B, Tn, C, NH,
+                                                                          parts);
   MERIDIAN_CUDA_LAUNCHED();
 }
 
