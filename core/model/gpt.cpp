@@ -21,18 +21,7 @@ template <class T>
 Gpt<T>::Gpt(const GptConfig& config) : config_(config), layout_(ParamLayout::gpt(config)) {
   const auto problems = validate_gpt_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
-  static constexpr const char* kLayerTensors[12] = {
-      "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-      "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-  for (int l = 0; l < config.n_layer; ++l) {
-    LayerOffsets o;
-    for (int i = 0; i < 12; ++i) o[i] = layout_.at("h." + std::to_string(l) + "." + kLayerTensors[i]).offset;
-    layer_offsets_.push_back(o);
-  }
-  wte_ = layout_.at("wte.weight").offset;
-  wpe_ = layout_.at("wpe.weight").offset;
-  lnfw_ = layout_.at("ln_f.weight").offset;
-  lnfb_ = layout_.at("ln_f.bias").offset;
+  off_ = gpt_offsets(layout_, config.n_layer);
   params_.assign(layout_.total(), T(0));
   grads_.assign(layout_.total(), T(0));
 }
@@ -99,7 +88,7 @@ void Gpt<T>::ensure_batch(int B) {
 template <class T>
 template <class P, class Ptr>
 P Gpt<T>::layer_ptrs(Ptr base, int l) const {
-  const auto& o = layer_offsets_[l];
+  const auto& o = off_.layers[l];
   return P{base + o[0], base + o[1], base + o[2], base + o[3], base + o[4],  base + o[5],
            base + o[6], base + o[7], base + o[8], base + o[9], base + o[10], base + o[11]};
 }
@@ -115,8 +104,8 @@ T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int
   if (targets) targets_.assign(targets, targets + BT);
   else targets_.clear();
   auto& a = acts_;
-  const T* wte = params_.data() + wte_;
-  const T* wpe = params_.data() + wpe_;
+  const T* wte = params_.data() + off_.wte;
+  const T* wpe = params_.data() + off_.wpe;
 
   k::encoder_forward(a.encoded.data(), inputs, wte, wpe, B, Tn, C);
   for (int l = 0; l < config_.n_layer; ++l) {
@@ -145,8 +134,8 @@ T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int
   }
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
   k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last,
-                       params_.data() + lnfw_,
-                       params_.data() + lnfb_, static_cast<int>(BT), C);
+                       params_.data() + off_.lnf_weight,
+                       params_.data() + off_.lnf_bias, static_cast<int>(BT), C);
   k::matmul_nt_forward(a.logits.data(), a.lnf.data(), wte, static_cast<int>(BT), C, V);
   if (!targets) return T(0);
   k::cross_entropy_forward(a.losses.data(), a.logits.data(), targets, static_cast<int>(BT), V);
@@ -162,19 +151,19 @@ void Gpt<T>::backward(T loss_scale, const GradsReady& ready) {
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
   const int N = static_cast<int>(BT);
   auto& a = acts_;
-  const T* wte = params_.data() + wte_;
-  T* dwte = grads_.data() + wte_;
+  const T* wte = params_.data() + off_.wte;
+  T* dwte = grads_.data() + off_.wte;
 
   k::cross_entropy_forward_backward(a.dlogits.data(), a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                     loss_scale / static_cast<T>(BT));
   k::matmul_nt_backward(a.dln.data(), dwte, a.dlogits.data(), a.lnf.data(), wte, N, C, V);
   std::fill(a.dres.begin(), a.dres.begin() + BT * C, T(0));
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
-  k::layernorm_backward(a.dres.data(), grads_.data() + lnfw_,
-                        grads_.data() + lnfb_, a.dln.data(), last,
-                        params_.data() + lnfw_, a.lnf_mean.data(), a.lnf_rstd.data(), N,
+  k::layernorm_backward(a.dres.data(), grads_.data() + off_.lnf_weight,
+                        grads_.data() + off_.lnf_bias, a.dln.data(), last,
+                        params_.data() + off_.lnf_weight, a.lnf_mean.data(), a.lnf_rstd.data(), N,
                         C);
-  if (ready) ready(lnfw_, layout_.total() - lnfw_);  // ln_f: weight and bias, the last tensors
+  if (ready) ready(off_.lnf_weight, layout_.total() - off_.lnf_weight);  // ln_f: weight and bias, the last tensors
   // a.dres is the gradient of the residual stream; each block adds its branches' gradients into it.
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     const auto p = layer_ptrs<LayerParams>(params_.data(), l);
@@ -193,13 +182,13 @@ void Gpt<T>::backward(T loss_scale, const GradsReady& ready) {
     k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + l * BT,
                           a.ln1_rstd.data() + l * BT, N, C);
     if (ready) {  // a layer's tensors are contiguous, from its ln_1.weight to the next layer's
-      const std::size_t begin = layer_offsets_[l][0];
-      const std::size_t end = l + 1 < config_.n_layer ? layer_offsets_[l + 1][0] : lnfw_;
+      const std::size_t begin = off_.layers[l][0];
+      const std::size_t end = l + 1 < config_.n_layer ? off_.layers[l + 1][0] : off_.lnf_weight;
       ready(begin, end - begin);
     }
   }
-  k::encoder_backward(dwte, grads_.data() + wpe_, a.dres.data(), inputs_.data(), B, Tn, C);
-  if (ready) ready(wte_, layer_offsets_.empty() ? lnfw_ : layer_offsets_[0][0]);  // wte and wpe come first
+  k::encoder_backward(dwte, grads_.data() + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C);
+  if (ready) ready(off_.wte, off_.layers.empty() ? off_.lnf_weight : off_.layers[0][0]);  // wte and wpe come first
 }
 
 template class Gpt<float>;

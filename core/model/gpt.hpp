@@ -60,16 +60,13 @@ class Gpt {
   struct LayerGrads {
     T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
   };
-  // Offsets of each layer's 12 tensors, in the order of LayerParams, looked up once by name.
-  using LayerOffsets = std::array<std::size_t, 12>;
   template <class P, class Ptr>
   P layer_ptrs(Ptr base, int l) const;
   void ensure_batch(int B);
 
   GptConfig config_;
   ParamLayout layout_;
-  std::vector<LayerOffsets> layer_offsets_;
-  std::size_t wte_, wpe_, lnfw_, lnfb_;
+  GptOffsets off_;  // each layer's 12 tensors in the order of LayerParams
   AlignedVector<T> params_, grads_;
   Activations acts_;
   int capacity_ = 0;  // batch size the activations are allocated for

@@ -2,6 +2,7 @@
 // The table of named views into the ONE flat parameter buffer. Gradients and each optimizer moment
 // use the same layout in buffers of their own, so later layers can all-reduce, hash, diff and send
 // a whole model as one contiguous vector and still find any tensor by name.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,6 +31,12 @@ class ParamLayout {
   std::size_t total() const { return total_; }
   const ParamView& at(std::string_view name) const;  // InvariantError when absent: names are ours
 
+  // Offsets of transformer layer `layer`'s tensors, in GPT-2 order: ln_1.weight, ln_1.bias,
+  // attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias, ln_2.weight,
+  // ln_2.bias, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight, mlp.c_proj.bias.
+  static constexpr int kLayerTensors = 12;
+  std::array<std::size_t, kLayerTensors> layer_offsets(int layer) const;
+
   template <class T>
   std::span<T> slice(std::span<T> flat, const ParamView& v) const {
     return flat.subspan(v.offset, v.numel);
@@ -40,5 +47,12 @@ class ParamLayout {
   std::vector<ParamView> views_;
   std::size_t total_ = 0;
 };
+
+// Where a GPT's tensors start in its flat buffer (ParamLayout::gpt), looked up once by name.
+struct GptOffsets {
+  std::size_t wte = 0, wpe = 0, lnf_weight = 0, lnf_bias = 0;
+  std::vector<std::array<std::size_t, ParamLayout::kLayerTensors>> layers;  // layer_offsets(l)
+};
+GptOffsets gpt_offsets(const ParamLayout& layout, int n_layer);
 
 }  // namespace meridian

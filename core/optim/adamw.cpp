@@ -5,16 +5,19 @@
 
 namespace meridian {
 
-AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
-    : options_(options), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
+std::vector<DecayRange> decay_ranges(const ParamLayout& layout) {
+  std::vector<DecayRange> ranges;
   for (const auto& view : layout.views()) {
-    if (!ranges_.empty() && ranges_.back().decay == view.decay &&
-        ranges_.back().offset + ranges_.back().count == view.offset)
-      ranges_.back().count += view.numel;
+    if (!ranges.empty() && ranges.back().decay == view.decay && ranges.back().offset + ranges.back().count == view.offset)
+      ranges.back().count += view.numel;
     else
-      ranges_.push_back({view.offset, view.numel, view.decay});
+      ranges.push_back({view.offset, view.numel, view.decay});
   }
+  return ranges;
 }
+
+AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
+    : options_(options), ranges_(decay_ranges(layout)), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {}
 
 void AdamW::step(std::span<float> params, std::span<const float> grads, float lr) {
   MERIDIAN_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "params=", params.size(),

@@ -17,6 +17,13 @@ struct AdamWOptions {
   float weight_decay = 0.1f;  // applied only to views with decay = true
 };
 
+// Runs of adjacent views with the same decay flag, merged: one kernel launch each.
+struct DecayRange {
+  std::size_t offset, count;
+  bool decay;
+};
+std::vector<DecayRange> decay_ranges(const ParamLayout& layout);
+
 class AdamW {
  public:
   AdamW(const ParamLayout& layout, AdamWOptions options);
@@ -31,12 +38,8 @@ class AdamW {
   void set_steps_taken(std::int64_t t) { t_ = t; }
 
  private:
-  struct Range {
-    std::size_t offset, count;
-    bool decay;
-  };
   AdamWOptions options_;
-  std::vector<Range> ranges_;  // adjacent views with the same decay flag merged: fewer kernel launches
+  std::vector<DecayRange> ranges_;
   AlignedVector<float> m_, v_;
   std::int64_t t_ = 0;
 };

@@ -23,6 +23,7 @@ Action add_launch_command(CLI::App& app) {
   return [opts] {
     // Loaded here too, so a broken job file is reported once rather than by every site.
     const JobConfig config = load_job_config(opts->config, opts->overrides);
+    require_devices(config);
     std::error_code ec;
     // Sites are this same program; /proc/self/exe stays right even when argv[0] was relative.
     const auto program = std::filesystem::read_symlink("/proc/self/exe", ec);

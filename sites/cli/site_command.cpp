@@ -26,6 +26,7 @@ Action add_site_command(CLI::App& app) {
                "store at MASTER_ADDR:MASTER_PORT); the agent only hosts the store and decides membership");
   return [opts] {
     JobConfig config = config_for_site(load_job_config(opts->config, opts->overrides), opts->site);
+    require_devices(config, opts->site);
     std::string store_address = "127.0.0.1";
     if (opts->attach) {
       const auto launch = launcher_environment();

@@ -22,6 +22,7 @@ Action add_train_command(CLI::App& app) {
   app.add_option("--set", opts->overrides, "override a config key: --set inner.lr=3e-3 (repeatable)");
   return [opts] {
     const JobConfig config = load_job_config(opts->config, opts->overrides);
+    require_devices(config);
     RunLog log(config.job.run_dir);
     ProgressPrinter progress(stdout);
     progress.line("meridian train: " + config.job.name + ", " + describe(config.model) + ", run dir " +

@@ -37,6 +37,15 @@ TEST_CASE("the reference shape has GPT-2's parameter count and a contiguous name
   CHECK(layout.at("h.0.attn.c_attn.weight").decay);
   CHECK_FALSE(layout.at("h.0.attn.c_attn.bias").decay);
   CHECK_FALSE(layout.at("ln_f.weight").decay);
+
+  const GptOffsets offsets = gpt_offsets(layout, 4);
+  CHECK(offsets.wte == layout.at("wte.weight").offset);
+  CHECK(offsets.wpe == layout.at("wpe.weight").offset);
+  CHECK(offsets.lnf_bias == layout.at("ln_f.bias").offset);
+  REQUIRE(offsets.layers.size() == 4);
+  CHECK(offsets.layers[2][0] == layout.at("h.2.ln_1.weight").offset);
+  CHECK(offsets.layers[2][4] == layout.at("h.2.attn.c_proj.weight").offset);
+  CHECK(offsets.layers[3][11] == layout.at("h.3.mlp.c_proj.bias").offset);
 }
 
 TEST_CASE("whole-model loss gradient matches double-precision finite differences") {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/tokens.hpp"
+#include "core/device/cuda_probe.hpp"
 #include "core/export/safetensors.hpp"
 #include "core/io/env.hpp"
 #include "core/model/gpt.hpp"
@@ -350,6 +351,27 @@ TEST_CASE("train: config errors exit 1 naming file:line and the key, and write n
   CHECK(contains(r.err, job.file.string()));  // named as given on the command line
   CHECK(!fs::exists(job.run_dir));          // nothing is created for a job that does not load
   CHECK(r.out.empty());
+}
+
+TEST_CASE("device = \"cuda\" on a machine without a usable GPU: train, site and launch exit 1 at start-up saying why") {
+  TempDir dir("cli-cuda");
+  Job job(dir, 6);
+  job.lines.insert(job.lines.end(), {"[[site]]", "name = \"gpu\"", "device = \"cuda\""});
+  job.write();
+  const std::string file = job.file.string();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"train", "--config", file}, {"site", "--config", file, "--site", "gpu"}, {"launch", file}}) {
+    const auto r = meridian_run(args, job.cwd);
+    INFO(args[0], ": ", r.describe());
+    check_input_error(r, "config");
+    CHECK(contains(r.err, "site gpu: device = \"cuda\": "));
+    if (cuda_device_count() == 0)
+      CHECK(contains(r.err, "set device = \"cpu\""));  // the way out
+    else
+      CHECK(contains(r.err, "the trainer does not run on GPUs yet"));
+    CHECK(!contains(r.err, "cudaError"));
+    CHECK(!fs::exists(job.run_dir));  // refused before anything was written or started
+  }
 }
 
 TEST_CASE("validate: a good job prints it resolved, a bad one lists every problem and exits 1") {

@@ -1,0 +1,157 @@
+// GPU training throughput and MFU: the CUDA model (core/model/cuda_gpt.hpp) training GPT-2 124M
+// (the `gpt2` preset: 12 layers, 12 heads, 768 channels, context 1024, vocab 50257) with AdamW,
+// bf16 mixed precision by default. One step = zero grads, forward, backward, gradient clipping
+// to norm 1 (the norm comes back to the host, as the trainer needs it), AdamW writing the bf16
+// weight copy. Steps are timed with CUDA events after warm-up; the median step gives tokens/s,
+// and FLOPs per step (bench/flops.hpp, the same count as bench_trainer) over the device's peak
+// dense bf16 rate give the MFU.
+//
+//   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp32]
+//                                 [--preset gpt2] [--peak-tflops X]
+//
+// Tokens are random (seeded): throughput does not depend on them. Exit 1 with the probe's
+// message where there is no usable GPU.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/flops.hpp"
+#include "bench/stats.hpp"
+#include "core/device/cuda_probe.hpp"
+#include "core/model/cuda_gpt.hpp"
+#include "core/model/gpt.hpp"
+#include "core/optim/cuda_adamw.hpp"
+#include "core/util/rng.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/elementwise.hpp"
+
+using namespace meridian;
+
+namespace {
+
+struct Options {
+  int batch = 8, steps = 20, warmup = 3;
+  std::string precision = "bf16", preset = "gpt2";
+  double peak_tflops = 0;  // 0: from the device
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--batch") o.batch = std::atoi(value.c_str());
+    else if (key == "--steps") o.steps = std::atoi(value.c_str());
+    else if (key == "--warmup") o.warmup = std::atoi(value.c_str());
+    else if (key == "--precision") o.precision = value;
+    else if (key == "--preset") o.preset = value;
+    else if (key == "--peak-tflops") o.peak_tflops = std::atof(value.c_str());
+    else {
+      std::fprintf(stderr, "bench_gpu: unknown option %s\n", key.c_str());
+      std::exit(2);
+    }
+  }
+  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 ||
+      (o.precision != "bf16" && o.precision != "fp32")) {
+    std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp32] "
+                         "[--preset NAME] [--peak-tflops X]\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+// Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets, by compute capability and
+// name; anything else needs --peak-tflops.
+double peak_bf16_tflops(const CudaDevice& d) {
+  const std::string name = d.name;
+  if (d.cc_major == 9 && d.cc_minor == 0) return name.find("PCIe") != std::string::npos ? 756.0 : 989.4;  // H100/H200
+  if (d.cc_major == 8 && d.cc_minor == 0) return 312.0;                                                     // A100
+  return 0;
+}
+
+template <class T>
+int run(const Options& o, const GptConfig& shape, const CudaDevice& device, double peak) {
+  Gpt<float> init(shape);  // the trainer's initialisation, on the host
+  init.init_weights(1337);
+  CudaGpt<T> model(shape);
+  model.upload_params(init.params());
+  CudaAdamW opt(model.layout(), AdamWOptions{});
+
+  const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
+  Rng rng(7);
+  std::vector<std::uint16_t> inputs(BT), targets(BT);
+  auto step = [&] {
+    for (std::size_t i = 0; i < BT; ++i) {
+      inputs[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
+      targets[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
+    }
+    model.zero_grads();
+    const float loss = model.forward(inputs.data(), targets.data(), o.batch);
+    model.backward(1.0f);
+    const double norm = std::sqrt(kernels::cuda::sum_squares(model.grads(), model.size(), model.stream()));
+    if (norm > 1.0) kernels::cuda::scale(model.grads(), model.size(), static_cast<float>(1.0 / (norm + 1e-6)), model.stream());
+    opt.step(model.params(), model.grads(), 3e-4f, model.weight_copy());
+    return loss;
+  };
+  for (int i = 0; i < o.warmup; ++i) step();
+
+  cudaEvent_t start, stop;
+  MERIDIAN_CUDA(cudaEventCreate(&start));
+  MERIDIAN_CUDA(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  float loss = 0;
+  for (int i = 0; i < o.steps; ++i) {
+    MERIDIAN_CUDA(cudaEventRecord(start, model.stream()));
+    loss = step();
+    MERIDIAN_CUDA(cudaEventRecord(stop, model.stream()));
+    MERIDIAN_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    MERIDIAN_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    seconds.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+
+  const double median = bench::median(seconds);
+  const double tokens_per_s = static_cast<double>(BT) / median;
+  const double tflops = bench::train_flops_per_step(shape, o.batch) / median / 1e12;
+  std::printf("device %s (sm_%d%d, %d SMs), %s, %s, B=%d T=%d, %zu parameters\n", device.name.c_str(),
+              device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(), o.precision.c_str(), o.batch,
+              shape.seq_len, model.size());
+  std::printf("step median %.2f ms (min %.2f, max %.2f over %d steps), %.0f tokens/s, %.1f TFLOP/s, last loss %.3f\n",
+              median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,
+              *std::max_element(seconds.begin(), seconds.end()) * 1e3, o.steps, tokens_per_s, tflops, loss);
+  if (peak > 0)
+    std::printf("MFU %.1f%% of %.1f TFLOP/s dense bf16 peak (target on an H100: >= 50%%)\n", 100.0 * tflops / peak,
+                peak);
+  else
+    std::printf("MFU: unknown peak for this device; pass --peak-tflops\n");
+  std::printf("{\"tokens_per_s\": %.1f, \"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f}\n", tokens_per_s, tflops,
+              peak > 0 ? tflops / peak : 0.0, median * 1e3);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  const auto shape = find_gpt_preset(o.preset);
+  if (!shape) {
+    std::fprintf(stderr, "bench_gpu: no preset %s\n", o.preset.c_str());
+    return 2;
+  }
+  try {
+    const CudaDevice device = require_cuda_device(0);
+    const double peak = o.peak_tflops > 0 ? o.peak_tflops : peak_bf16_tflops(device);
+    return o.precision == "bf16" ? run<__nv_bfloat16>(o, *shape, device, peak) : run<float>(o, *shape, device, peak);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu: %s\n", e.what());
+    return 1;
+  }
+}

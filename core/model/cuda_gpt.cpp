@@ -1,0 +1,200 @@
+#include "core/model/cuda_gpt.hpp"
+
+#include <type_traits>
+
+#include "core/util/error.hpp"
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/encoder.hpp"
+#include "kernels/cuda/gelu.hpp"
+#include "kernels/cuda/layernorm.hpp"
+#include "kernels/cuda/matmul.hpp"
+
+namespace meridian {
+
+namespace kc = kernels::cuda;
+
+template <class T>
+CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream)
+    : config_(config), layout_(ParamLayout::gpt(config)), stream_(stream), blas_(stream) {
+  const auto problems = validate_gpt_config(config);
+  MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
+  off_ = gpt_offsets(layout_, config.n_layer);
+  params_ = Buf<float>(layout_.total());
+  grads_ = Buf<float>(layout_.total());
+  params_.zero();
+  grads_.zero();
+  if constexpr (!std::is_same_v<T, float>) weight_copy_ = Buf<__nv_bfloat16>(layout_.total());
+  refresh_weight_copy();
+}
+
+template <class T>
+__nv_bfloat16* CudaGpt<T>::weight_copy() {
+  return weight_copy_.size() > 0 ? weight_copy_.data() : nullptr;
+}
+
+template <class T>
+const T* CudaGpt<T>::weights() const {
+  if constexpr (std::is_same_v<T, float>) return params_.data();
+  else return weight_copy_.data();
+}
+
+template <class T>
+void CudaGpt<T>::upload_params(std::span<const float> host) {
+  MERIDIAN_CHECK(host.size() == layout_.total(), "params of ", host.size(), " values for ", layout_.total());
+  MERIDIAN_CUDA(cudaMemcpy(params_.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  refresh_weight_copy();
+}
+
+template <class T>
+std::vector<float> CudaGpt<T>::download_params() const {
+  MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
+  return params_.download();
+}
+
+template <class T>
+std::vector<float> CudaGpt<T>::download_grads() const {
+  MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
+  return grads_.download();
+}
+
+template <class T>
+void CudaGpt<T>::refresh_weight_copy() {
+  if constexpr (!std::is_same_v<T, float>) kc::round_to_bf16(weight_copy_.data(), params_.data(), size(), stream_);
+}
+
+template <class T>
+void CudaGpt<T>::zero_grads() {
+  MERIDIAN_CUDA(cudaMemsetAsync(grads_.data(), 0, size() * sizeof(float), stream_));
+}
+
+template <class T>
+void CudaGpt<T>::ensure_batch(int B) {
+  if (B <= capacity_) return;
+  const std::size_t L = config_.n_layer, C = config_.d_model, V = config_.vocab, NH = config_.n_head;
+  const std::size_t Tn = config_.seq_len, BT = static_cast<std::size_t>(B) * Tn;
+  auto& a = acts_;
+  a = Activations{};  // free the smaller set first
+  a.encoded = Buf<T>(BT * C);
+  a.ln1 = Buf<T>(L * BT * C);
+  a.ln1_mean = Buf<float>(L * BT);
+  a.ln1_rstd = Buf<float>(L * BT);
+  a.qkv = Buf<T>(L * BT * 3 * C);
+  a.atty = Buf<T>(L * BT * C);
+  a.att = Buf<T>(L * B * NH * Tn * Tn);
+  a.attproj = Buf<T>(L * BT * C);
+  a.res2 = Buf<T>(L * BT * C);
+  a.ln2 = Buf<T>(L * BT * C);
+  a.ln2_mean = Buf<float>(L * BT);
+  a.ln2_rstd = Buf<float>(L * BT);
+  a.fch = Buf<T>(L * BT * 4 * C);
+  a.fch_gelu = Buf<T>(L * BT * 4 * C);
+  a.fcproj = Buf<T>(L * BT * C);
+  a.res3 = Buf<T>(L * BT * C);
+  a.lnf = Buf<T>(BT * C);
+  a.lnf_mean = Buf<float>(BT);
+  a.lnf_rstd = Buf<float>(BT);
+  a.logits = Buf<T>(BT * V);  // backward overwrites it with its gradient
+  a.losses = Buf<float>(BT);
+  a.dres = Buf<T>(BT * C);
+  a.dln = Buf<T>(BT * C);
+  a.dqkv = Buf<T>(BT * 3 * C);
+  a.datty = Buf<T>(BT * C);
+  a.dfch = Buf<T>(BT * 4 * C);
+  a.dfch_gelu = Buf<T>(BT * 4 * C);
+  inputs_ = Buf<std::uint16_t>(BT);
+  targets_ = Buf<std::uint16_t>(BT);
+  host_losses_.resize(BT);
+  capacity_ = B;
+}
+
+template <class T>
+float CudaGpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B) {
+  MERIDIAN_CHECK(B >= 1, "B=", B);
+  ensure_batch(B);
+  B_ = B;
+  have_targets_ = targets != nullptr;
+  const int Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  const int N = static_cast<int>(BT);
+  MERIDIAN_CUDA(cudaMemcpyAsync(inputs_.data(), inputs, BT * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream_));
+  if (targets)
+    MERIDIAN_CUDA(
+        cudaMemcpyAsync(targets_.data(), targets, BT * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream_));
+  auto& a = acts_;
+  const T* w = weights();
+  kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.wte, w + off_.wpe, B, Tn, C, stream_);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const auto& o = off_.layers[l];
+    // Layer l's slice of an activation kept for every layer, `width` values per position.
+    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+    kc::layernorm_forward(of(a.ln1, C), of(a.ln1_mean, 1), of(a.ln1_rstd, 1), res_in, w + o[0], w + o[1], N, C,
+                          stream_);
+    kc::matmul_forward(blas_, of(a.qkv, 3 * C), of(a.ln1, C), w + o[2], w + o[3], N, C, 3 * C);
+    kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, C, NH);
+    kc::matmul_forward(blas_, of(a.attproj, C), of(a.atty, C), w + o[4], w + o[5], N, C, C);
+    kc::add(of(a.res2, C), res_in, of(a.attproj, C), BT * C, stream_);
+    kc::layernorm_forward(of(a.ln2, C), of(a.ln2_mean, 1), of(a.ln2_rstd, 1), of(a.res2, C), w + o[6], w + o[7], N,
+                          C, stream_);
+    kc::matmul_forward(blas_, of(a.fch, 4 * C), of(a.ln2, C), w + o[8], w + o[9], N, C, 4 * C);
+    kc::gelu_forward(of(a.fch_gelu, 4 * C), of(a.fch, 4 * C), BT * 4 * C, stream_);
+    kc::matmul_forward(blas_, of(a.fcproj, C), of(a.fch_gelu, 4 * C), w + o[10], w + o[11], N, 4 * C, C);
+    kc::add(of(a.res3, C), of(a.res2, C), of(a.fcproj, C), BT * C, stream_);
+  }
+  const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
+  kc::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, w + off_.lnf_weight, w + off_.lnf_bias, N, C, stream_);
+  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, N, C, V);
+  if (!targets) return 0.0f;
+  kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
+  MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
+                                stream_));
+  MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
+  double sum = 0;  // serial, in order, as on the CPU
+  for (std::size_t i = 0; i < BT; ++i) sum += host_losses_[i];
+  return static_cast<float>(sum / static_cast<double>(BT));
+}
+
+template <class T>
+void CudaGpt<T>::backward(float loss_scale) {
+  MERIDIAN_CHECK(B_ >= 1 && have_targets_, "backward() needs a forward() with targets first");
+  const int B = B_, Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  const int N = static_cast<int>(BT);
+  auto& a = acts_;
+  const T* w = weights();
+  float* g = grads_.data();
+
+  T* dlogits = a.logits.data();
+  kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
+                                     loss_scale / static_cast<float>(BT), stream_);
+  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, dlogits, a.lnf.data(), w + off_.wte, N, C, V);
+  MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
+  const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
+  kc::layernorm_backward(a.dres.data(), g + off_.lnf_weight, g + off_.lnf_bias, a.dln.data(), last, w + off_.lnf_weight, a.lnf_mean.data(),
+                         a.lnf_rstd.data(), N, C, stream_);
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const auto& o = off_.layers[l];
+    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+    kc::matmul_backward(blas_, a.dfch_gelu.data(), g + o[10], g + o[11], a.dres.data(), of(a.fch_gelu, 4 * C),
+                        w + o[10], N, 4 * C, C);
+    kc::gelu_backward(a.dfch.data(), of(a.fch, 4 * C), a.dfch_gelu.data(), BT * 4 * C, stream_);
+    kc::matmul_backward(blas_, a.dln.data(), g + o[8], g + o[9], a.dfch.data(), of(a.ln2, C), w + o[8], N, C, 4 * C);
+    kc::layernorm_backward(a.dres.data(), g + o[6], g + o[7], a.dln.data(), of(a.res2, C), w + o[6], of(a.ln2_mean, 1),
+                           of(a.ln2_rstd, 1), N, C, stream_);
+    kc::matmul_backward(blas_, a.datty.data(), g + o[4], g + o[5], a.dres.data(), of(a.atty, C), w + o[4], N, C, C);
+    kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, C, NH);
+    kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), of(a.ln1, C), w + o[2], N, C, 3 * C);
+    kc::layernorm_backward(a.dres.data(), g + o[0], g + o[1], a.dln.data(), res_in, w + o[0], of(a.ln1_mean, 1),
+                           of(a.ln1_rstd, 1), N, C, stream_);
+  }
+  kc::encoder_backward(g + off_.wte, g + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C, stream_);
+  have_targets_ = false;  // the logits now hold their gradient
+}
+
+template class CudaGpt<float>;
+template class CudaGpt<__nv_bfloat16>;
+
+}  // namespace meridian

@@ -1,0 +1,78 @@
+#pragma once
+// Gpt on one CUDA device: the model of core/model/gpt.hpp, layer for layer, on the kernels of
+// kernels/cuda. Parameters, gradients (and the optimizer's moments, core/optim/cuda_adamw.hpp)
+// are flat fp32 device buffers in the same ParamLayout as on the CPU, so all-reduce, hashing,
+// deltas, checkpoints and export read them unchanged once downloaded.
+// T is the compute type: float (fp32 throughout: the reference path), or __nv_bfloat16 (mixed
+// precision: bf16 activations and a bf16 copy of the weights that the matmuls read, fp32 master
+// weights, fp32 gradients accumulated by cuBLAS in fp32).
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/model/gpt_config.hpp"
+#include "core/model/param_layout.hpp"
+#include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/gemm.hpp"
+
+namespace meridian {
+
+template <class T>
+class CudaGpt {
+ public:
+  explicit CudaGpt(const GptConfig& config, cudaStream_t stream = nullptr);
+
+  const GptConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  cudaStream_t stream() const { return stream_; }
+  std::size_t size() const { return layout_.total(); }
+  float* params() { return params_.data(); }  // device, fp32 master weights
+  float* grads() { return grads_.data(); }    // device, fp32
+  // The bf16 copy of the weights (null for T = float), for an optimizer that writes it in its pass.
+  __nv_bfloat16* weight_copy();
+
+  void upload_params(std::span<const float> host);
+  std::vector<float> download_params() const;
+  std::vector<float> download_grads() const;
+  // Re-derives the bf16 weight copy after params() changed by other means (no-op for float).
+  void refresh_weight_copy();
+
+  // As Gpt::forward: host tokens, B sequences of seq_len; the mean loss (0 without targets).
+  float forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B);
+  // As Gpt::backward: adds loss_scale * d(mean loss)/d(params) to grads().
+  void backward(float loss_scale = 1.0f);
+  void zero_grads();
+
+ private:
+  template <class U>
+  using Buf = kernels::cuda::DeviceBuffer<U>;
+  struct Activations {
+    Buf<T> encoded, ln1, qkv, atty, att, attproj, res2, ln2, fch, fch_gelu, fcproj, res3, lnf, logits;
+    Buf<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd, losses;
+    Buf<T> dres, dln, dqkv, datty, dfch, dfch_gelu;
+  };
+  const T* weights() const;
+  void ensure_batch(int B);
+
+  GptConfig config_;
+  ParamLayout layout_;
+  cudaStream_t stream_;
+  kernels::cuda::Blas blas_;
+  GptOffsets off_;
+  Buf<float> params_, grads_;
+  Buf<__nv_bfloat16> weight_copy_;  // empty for T = float
+  Activations acts_;
+  Buf<std::uint16_t> inputs_, targets_;
+  std::vector<float> host_losses_;
+  int capacity_ = 0, B_ = 0;
+  bool have_targets_ = false;
+};
+
+extern template class CudaGpt<float>;
+extern template class CudaGpt<__nv_bfloat16>;
+
+}  // namespace meridian

@@ -1,0 +1,28 @@
+#pragma once
+// Linear layers on the device, the contract of kernels/cpu/matmul.hpp: the same shapes, layouts
+// (GPT-2 Conv1D [in, out] weights; the tied head reads the [vocab, C] embedding) and
+// overwrite/accumulate rules. Activations and weights are T (float, or bf16 copies under mixed
+// precision); weight and bias gradients are always fp32, accumulated in fp32 by cuBLAS.
+#include "kernels/cuda/gemm.hpp"
+
+namespace meridian::kernels::cuda {
+
+// out = inp @ w + bias (bias may be null).
+template <class T>
+void matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT);
+
+// dinp = dout @ w^T (overwritten; skipped when null), dw += inp^T @ dout, dbias += colsum(dout).
+template <class T>
+void matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
+                     int IN, int OUT);
+
+// out = inp @ w^T with w stored (OUT, IN).
+template <class T>
+void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, int N, int IN, int OUT);
+
+// dinp = dout @ w (overwritten), dw += dout^T @ inp.
+template <class T>
+void matmul_nt_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp, const T* w, int N, int IN,
+                        int OUT);
+
+}  // namespace meridian::kernels::cuda
