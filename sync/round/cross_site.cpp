@@ -10,6 +10,7 @@
 #include "core/util/hash.hpp"
 #include "sync/codec/codec.hpp"
 #include "sync/outer/delta_mean.hpp"
+#include "sync/round/fragments.hpp"
 
 namespace meridian {
 namespace {
@@ -45,7 +46,8 @@ CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std
       etcd_(etcd),
       link_(link),
       clock_(std::move(clock)),
-      screen_(options_.screen) {
+      screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
+  MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
 }
 
@@ -137,12 +139,18 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
     if (site == options_.site) continue;
     send(member.address, LinkTag::Delta, a.round, own);
     ++traffic_.deltas_sent;
+    in_flight_[a.round] += own->size();
   }
   arrived_[{a.site, a.round}] = *own;  // a commit lists this site's own delta too
   verified_.erase({a.site, a.round});
   norms_.erase({a.site, a.round});
   own_[a.round] = own;
   while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
+  // A round dropped from own_ is one no commit took (too stale, or refused): no longer in flight.
+  std::erase_if(in_flight_, [&](const auto& kv) { return !own_.contains(kv.first); });
+  std::uint64_t in_flight = 0;
+  for (const auto& [round, bytes] : in_flight_) in_flight += bytes;
+  traffic_.peak_bytes_in_flight = std::max(traffic_.peak_bytes_in_flight, in_flight);
 }
 
 std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
@@ -174,9 +182,9 @@ void CrossSite::read_commits() {
   for (const auto& [key, value] : read.kvs) {
     try {
       auto record = decode_commit(value);
-      if (key != keys_.commit(record.number) || record.entries.empty())
-        throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
-                         record.entries.size(), " entries");
+      if (key != keys_.commit(record.number) || record.entries.empty() || record.fragment >= options_.rule.fragments)
+        throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " of fragment ",
+                         record.fragment, " with ", record.entries.size(), " entries");
       newest_commit_ = std::max(newest_commit_, record.number);
       commits_[record.number] = std::move(record);
     } catch (const Error& e) {
@@ -190,6 +198,7 @@ void CrossSite::read_commits() {
 std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state) {
   const std::int64_t next = state.version() + 1;
   read_commits();
+  if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   if (auto adopted = catch_up(state)) return adopted;
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
@@ -205,7 +214,10 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     }
     // The winner is usually this site's own proposal: its mean is already computed.
     const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
-    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.number, record.entries, state.size()), {}};
+    Commit commit{record,
+                  ours ? std::move(proposed_->mean_delta)
+                       : mean_of(record.number, record.fragment, record.entries, state.fragment(record.fragment).size),
+                  {}};
     applied(record);
     return commit;
   }
@@ -218,7 +230,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     seen_held_.clear();
   }
   for (const auto& [key, a] : announced_) {
-    if (!members_.contains(a.site) || !usable(a, state.size())) continue;
+    if (!members_.contains(a.site) || !usable(a, state)) continue;
     view.held.insert(key);
     if (seen_held_.insert(key).second) {
       // How long after the version's first delta each later one arrives: what the deadline learns from.
@@ -244,8 +256,9 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
                std::to_string(view.live_sites.size()) + " live sites)";
     return std::nullopt;
   }
-  auto mean = mean_of(next, *entries, state.size());
-  CommitRecord proposal{next, *entries, state.preview(mean).hash, options_.site, applied_};
+  const int fragment = commit_fragment(view, open_offers(view, options_.rule));
+  auto mean = mean_of(next, fragment, *entries, state.fragment(fragment).size);
+  CommitRecord proposal{next, *entries, state.preview(mean, fragment).hash, options_.site, applied_, fragment};
   for (const auto& e : *entries) proposal.merged[e.site] = e.round;
   ++traffic_.commits_proposed;
   if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) {
@@ -294,14 +307,17 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
 
 void CrossSite::applied(const CommitRecord& record) {
   proposed_.reset();
+  newest_fragment_ = record.fragment;
   stuck_since_.reset();
   for (const auto& e : record.entries)
-    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end()) screen_.accept(n->second);
+    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
+      screens_[static_cast<std::size_t>(record.fragment)].accept(n->second);
   // Records from before `merged` existed list only their entries.
   auto merged = record.merged;
   for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
   for (const auto& [site, round] : merged) {
     applied_[site] = std::max(applied_[site], round);
+    if (site == options_.site) std::erase_if(in_flight_, [&](const auto& kv) { return kv.first <= round; });
     const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
     std::erase_if(announced_, [&](const auto& kv) { return done(kv.first); });
     recycle_if(arrived_, done);
@@ -348,8 +364,9 @@ std::int64_t CrossSite::backlog(const OuterState& state) const {
   if (control_down_) return 0;
   std::int64_t n = 0;
   for (const auto& [key, a] : announced_)
-    n += key.first == options_.site && !refused_.contains(key) &&
-         state.version() - a.base_version <= options_.rule.staleness.max_staleness;
+    n += key.first == options_.site && !refused_.contains(key) && a.fragment >= 0 &&
+         a.fragment < options_.rule.fragments &&
+         staleness_of(state.version(), a.base_version, options_.rule) <= options_.rule.staleness.max_staleness;
   return n;
 }
 
@@ -357,6 +374,7 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   CommitView view;
   view.now = clock_();
   view.version = state.version();
+  view.next_fragment = state.version() == 0 ? 0 : newest_fragment_ ? (*newest_fragment_ + 1) % options_.rule.fragments : -1;
   for (const auto& [site, member] : members_) view.live_sites.push_back(site);
   view.applied = applied_;
   for (const auto& [key, a] : announced_) view.announced.push_back(a);
@@ -383,9 +401,10 @@ const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t
   return nullptr;
 }
 
-bool CrossSite::usable(const DeltaAnnouncement& a, std::size_t n) {
+bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   const DeltaKey key{a.site, a.round};
-  if (refused_.contains(key)) return false;
+  if (refused_.contains(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
+  const std::size_t n = state.fragment(a.fragment).size;
   const auto* bytes = held(key, a.checksum);  // hashed once; a different copy that arrived since is checked anew
   if (bytes == nullptr) return false;
   if (norms_.contains(key)) return true;
@@ -393,7 +412,7 @@ bool CrossSite::usable(const DeltaAnnouncement& a, std::size_t n) {
   DeltaScreen::Verdict verdict;
   try {
     decode(*bytes, decoded);
-    verdict = screen_.check(decoded, n);
+    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n);
   } catch (const Error& e) {
     verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
   }
@@ -447,7 +466,9 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   ++traffic_.requests_sent;
 }
 
-std::vector<float> CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, std::size_t n) {
+std::vector<float> CrossSite::mean_of(std::int64_t version, int fragment, const std::vector<CommitEntry>& entries,
+                                      std::size_t n) {
+  DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
   std::vector<std::vector<float>> decoded;
   std::vector<std::span<const float>> views;
   std::vector<double> weights;
@@ -457,11 +478,12 @@ std::vector<float> CrossSite::mean_of(std::int64_t version, const std::vector<Co
     decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
     // Every site records the norm of every delta a commit merges (applied()), screened here or
     // not, so all sites keep the same history and reach the same verdicts.
-    if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen_.check(decoded.back(), n).norm;
+    if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
     views.emplace_back(decoded.back());
     weights.push_back(e.weight);
     weight += e.weight;
-    tokens += e.weight / staleness_weight(1, version - 1 - e.base_version, options_.rule.staleness);
+    tokens += e.weight /
+              staleness_weight(1, staleness_of(version - 1, e.base_version, options_.rule), options_.rule.staleness);
   }
   std::vector<float> mean(n);
   weighted_mean(views, weights, mean);

@@ -139,3 +139,59 @@ TEST_CASE("once the deadline passes the held deltas commit without the late site
   view.held.clear();
   CHECK_FALSE(decide_commit(view, {}).has_value());  // a deadline with nothing here commits nothing
 }
+
+TEST_CASE("streaming: a version merges one fragment, the expected one when offered, else the oldest offer's") {
+  CommitRuleOptions four;
+  four.fragments = 4;
+  const auto frag = [](DeltaAnnouncement a, int f) {
+    a.fragment = f;
+    return a;
+  };
+  CommitView view;
+  view.version = 5;
+  view.next_fragment = 1;
+  view.live_sites = {"a", "b"};
+  // b's open round is fragment 2: in order, it cannot take part; a's fragment 1 is not held back by it.
+  view.announced = {frag(delta("a", 5, 5, 100), 1), frag(delta("b", 5, 5, 100), 2)};
+  hold_all(view);
+  CHECK(commit_fragment(view, open_offers(view, four)) == 1);
+  auto entries = decide_commit(view, four);
+  REQUIRE(entries.has_value());
+  REQUIRE(entries->size() == 1);
+  CHECK((*entries)[0].site == "a");
+  // b has nothing open yet: it may still announce fragment 1, so the version waits for it.
+  view.announced = {frag(delta("a", 5, 5, 100), 1)};
+  CHECK_FALSE(decide_commit(view, four).has_value());
+  // Nobody offers the expected fragment: the oldest offer's fragment is merged rather than nothing.
+  view.next_fragment = 3;
+  view.announced = {frag(delta("a", 5, 5, 100), 1), frag(delta("b", 5, 4, 100), 2)};
+  hold_all(view);
+  CHECK(commit_fragment(view, open_offers(view, four)) == 2);
+  entries = decide_commit(view, four);
+  REQUIRE(entries.has_value());
+  REQUIRE(entries->size() == 1);
+  CHECK((*entries)[0].site == "b");
+  view.next_fragment = -1;  // the newest version's fragment unknown: the same
+  CHECK(commit_fragment(view, open_offers(view, four)) == 2);
+  // Staleness counts about one version in four: a delta 4 versions old missed one commit of its fragment.
+  view.next_fragment = 1;
+  view.announced = {frag(delta("a", 5, 4, 100), 1), frag(delta("b", 5, 1, 100), 1)};
+  hold_all(view);
+  entries = decide_commit(view, four);
+  REQUIRE(entries.has_value());
+  REQUIRE(entries->size() == 2);
+  CHECK((*entries)[0].weight == 100);
+  CHECK((*entries)[1].weight == 50);
+  // A fragment the job does not have is no offer, and a site's rounds merge in order.
+  view.announced = {frag(delta("a", 5, 5, 100), 4), frag(delta("a", 6, 5, 100), 1)};
+  hold_all(view);
+  const auto offers = open_offers(view, four);
+  REQUIRE(offers.contains("a"));
+  CHECK(offers.at("a").round == 6);
+  view.live_sites = {"a"};
+  view.announced = {frag(delta("a", 5, 5, 100), 2), frag(delta("a", 6, 5, 100), 1)};
+  hold_all(view);
+  entries = decide_commit(view, four);  // a's round 5 (fragment 2) comes first, whatever is expected
+  REQUIRE(entries.has_value());
+  CHECK((*entries)[0].round == 5);
+}

@@ -28,6 +28,8 @@ struct DeltaAnnouncement {
   bytes @5 :UInt64;        # size of the encoded delta
   checksum @6 :UInt64;     # XXH3-64 of the encoded delta
   final @7 :Bool;          # the site's last round: it trains no further
+  fragment @8 :UInt32;     # streaming DiLoCo: the fragment the delta covers (0 for DiLoCo, and in
+                           # records from before fragments existed, which read as fragment 0)
 }
 
 struct SiteRound {
@@ -52,6 +54,7 @@ struct CommitRecord {
   paramsHash @3 :UInt64;
   proposer @4 :Text;
   merged @5 :List(SiteRound);  # per site, the newest round merged up to this version (this one included)
+  fragment @6 :UInt32;         # streaming DiLoCo: the fragment this version changes (0 for DiLoCo)
 }
 
 # Sent over a link: "send me your state (OuterState::snapshot) if you hold at least this version":
