@@ -128,6 +128,9 @@ void SiteExchange::ensure_leader_side() {
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
   o.rule.fragments = state_.fragments();
+  // Versions come P times as often: peers keep as many more of their deltas to send again, and a
+  // site is far enough behind to take a peer's state only a whole turn of fragments later.
+  o.keep_own_rounds = std::max<std::size_t>(o.keep_own_rounds, 2 * static_cast<std::size_t>(state_.fragments()));
   o.deadline.k = config_.outer.deadline_k;
   o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
@@ -271,13 +274,18 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   broadcast_value(group, version);
   broadcast_value(group, expected);
   auto params = trainer.model().params();
-  std::int32_t fragment = leader ? update->record.fragment : 0;
-  broadcast_value(group, fragment);
+  // The fragments the commit changes (one, but for a delta that came late) and their means.
+  std::vector<int> fragments = leader ? update->fragments : std::vector<int>{};
+  std::uint64_t count = fragments.size(), values = leader ? update->mean_delta.size() : 0;
+  broadcast_value(group, count);
+  broadcast_value(group, values);
+  fragments.resize(count);
+  group.broadcast(std::as_writable_bytes(std::span<int>(fragments)), 0);
   if (kind == kCommit) {
-    scratch_.resize(state_.fragment(fragment).size);
+    scratch_.resize(values);
     if (leader) scratch_ = std::move(update->mean_delta);
     group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
-    auto outcome = state_.preview(scratch_, fragment);
+    auto outcome = state_.preview(fragments, scratch_);
     if (outcome.hash != expected)
       throw make_error(ErrorKind::Data, "site ", site_, ": version ", version, " computed here hashes to ",
                        outcome.hash, ", the commit says ", expected, ": this site's copy of version ", from,
@@ -307,7 +315,8 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     if (leader && trainer.state().step != from_step)
       log_.event("fast_forward", {{"site", site_}, {"from_step", from_step}, {"step", trainer.state().step}});
   }
-  if (kind == kCommit) state_.rebase(params, fragment);
+  if (kind == kCommit)
+    for (const int f : fragments) state_.rebase(params, f);
   const double now = clock_();
   if (last_version_at_ > 0) max_version_gap_s_ = std::max(max_version_gap_s_, now - last_version_at_);
   last_version_at_ = now;
@@ -316,7 +325,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
                    {"version", version},
                    {"from_version", from},
                    {"proposer", update->record.proposer},
-                   {"fragment", fragment},
+                   {"fragments", fragments},
                    {"params_hash", std::to_string(expected)}};
     json entries = json::array();
     for (const auto& e : update->record.entries)

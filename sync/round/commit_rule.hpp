@@ -18,7 +18,7 @@ namespace meridian {
 struct CommitRuleOptions {
   int quorum = 0;  // sites whose deltas a commit waits for; 0 = every live site
   StalenessOptions staleness;
-  // Streaming DiLoCo: a version merges deltas of one fragment, and a delta's staleness counts (an
+  // Streaming DiLoCo: offers name one of this many fragments, and a delta's staleness counts (an
   // estimate of) the commits of its own fragment since its base (fragments.hpp). 1: DiLoCo.
   int fragments = 1;
 };
@@ -37,33 +37,35 @@ struct CommitView {
   // rest may take (commit_deadline.hpp); no deadline: wait for the quorum only.
   std::optional<double> first_held_at;
   std::optional<double> deadline_s;
-  // Streaming: the fragment after the newest version's, (its fragment + 1) mod P, the one every
-  // site's next exchange is for when they go in step; -1 when the newest version's is not known.
+  // Streaming: the fragment whose turn follows the newest version's ((its fragment + 1) mod P;
+  // -1 when not known), and the sites that announced their final round (they announce no more).
   int next_fragment = 0;
+  std::set<std::string> finished;
 };
 
-// What each live site offers to the next commit: its oldest round not merged yet whose base is
-// within max_staleness (older ones are skipped for good, since they would weigh 0), whose fragment
-// exists, and that was not refused. A dead site's deltas wait for its return: their bytes may be
-// nowhere. By site. A site's rounds merge in order, also across fragments: a streaming round the
-// next version cannot take (another fragment) waits for its fragment's turn, and so does every
-// later round of its site. That keeps "the newest round merged" per site enough to know what is
-// in (no delta twice, late copies recognised, a commit's `merged`), at the price of a round cut
-// by the deadline waiting P - 1 versions more.
+// What each live site has open for the next commits: its rounds not merged yet whose base is
+// within max_staleness (older ones are skipped for good, since they would weigh 0), whose
+// fragment exists, and that were not refused, oldest first. A dead site's deltas wait for its
+// return: their bytes may be nowhere. By site.
+std::map<std::string, std::vector<DeltaAnnouncement>> open_rounds(const CommitView& view, const CommitRuleOptions& options);
+// The oldest of each site's open rounds: what it offers next.
 std::map<std::string, DeltaAnnouncement> open_offers(const CommitView& view, const CommitRuleOptions& options);
 
-// The staleness of a delta of `fragment` based on `base_version`, merged on top of `version`.
+// The staleness of a delta based on `base_version`, merged on top of `version`.
 std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const CommitRuleOptions& options);
 
-// Streaming: the fragment version+1 changes: next_fragment when any live site offers it (or may
-// still announce it), else the fragment of the offer with the oldest base (then the lowest
-// fragment), so that whatever is offered is merged in the end and a site whose rounds fell out of
-// turn (one was cut by the deadline) is merged alone rather than never. 0 with one fragment.
-int commit_fragment(const CommitView& view, const std::map<std::string, DeltaAnnouncement>& offers);
+// Streaming: whose turn version+1 is. next_fragment while some site has a round of it open or
+// may still announce one; else the fragment of the oldest open round (oldest base, then lowest
+// fragment), so whatever is announced is merged in the end. 0 with one fragment.
+int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds);
 
-// The entries of commit version+1, sorted by site, or nullopt while it is not due. Only offers of
-// commit_fragment count, and a live site whose open offer is of another fragment is not waited
-// for: in-order, it cannot take part in this version.
+// The entries of commit version+1, sorted by site, or nullopt while it is not due.
+//
+// Streaming: each site contributes its open rounds up to its first of commit_fragment's, in
+// order (a site contributes nothing until it has one). The sites' exchanges take the fragments
+// in the same turn, so that is usually one round of that fragment; a site whose round was cut
+// from an earlier version by the deadline adds that round too (its own fragment, its own outer
+// step), and is back in turn with the others from then on. With one fragment: the oldest round.
 //
 // Each live site offers at most one delta (open_offers). Due when every live site's offer is held here (quorum 0), or at least `quorum` are, or the deadline passed with
 // at least one held; the commit lists the held offers only, so a site whose delta is late (a

@@ -103,8 +103,11 @@ class CrossSite {
 
   struct Commit {
     CommitRecord record;
-    std::vector<float> mean_delta;   // the weighted mean of its deltas, in its order
+    // Per fragment the entries cover (ascending; {0} for DiLoCo), the weighted mean of its deltas,
+    // in the record's order: the fragments' values one after the other.
+    std::vector<float> mean_delta;
     std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
+    std::vector<int> fragments;
   };
   // Pumps for up to `budget`; the commit of version state.version() + 1 once it exists and every
   // delta it lists is here and verified, or a verified peer snapshot of a newer version when this
@@ -170,10 +173,10 @@ class CrossSite {
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  // The delta a commit of `version` applies to `fragment` (n values): the weighted mean of its
-  // entries, scaled down by staleness.
-  std::vector<float> mean_of(std::int64_t version, int fragment, const std::vector<CommitEntry>& entries,
-                             std::size_t n);
+  // What a commit of `version` applies: per fragment its entries cover, the weighted mean of those
+  // entries, scaled down by staleness (Commit::fragments and Commit::mean_delta).
+  std::pair<std::vector<int>, std::vector<float>> mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
+                                                          const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
   // The same for bytes this site keeps (its own deltas): the link shares them instead of copying.
@@ -206,7 +209,7 @@ class CrossSite {
   std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;
   std::int64_t peers_newest_round_ = -1;
-  std::optional<int> newest_fragment_;  // streaming: the fragment the version this site holds changed
+  std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
   bool rounds_scanned_ = false;
   std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
   ArrivalHistory arrivals_;

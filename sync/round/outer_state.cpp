@@ -135,25 +135,31 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
   rebase(local);
 }
 
-OuterState::Outcome OuterState::preview(std::span<const float> mean_delta, int fragment) const {
-  const Fragment& f = this->fragment(fragment);
-  MERIDIAN_CHECK(mean_delta.size() == f.size, "mean delta=", mean_delta.size(), " fragment ", fragment, "=", f.size);
-  Outcome out{global_, optimizers_[static_cast<std::size_t>(fragment)], 0, fragment};
-  std::vector<float> slice(f.size);
-  gather(f, out.global, slice);
-  out.optimizer.step(slice, mean_delta);
-  scatter(f, slice, out.global);
+OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::span<const float> means) const {
+  Outcome out{global_, {}, 0};
+  std::size_t at = 0;
+  std::vector<float> slice;
+  for (const int index : fragments) {
+    const Fragment& f = fragment(index);
+    MERIDIAN_CHECK(at + f.size <= means.size(), "means=", means.size(), " fragment ", index, " ends at ", at + f.size);
+    for (const auto& [done, optimizer] : out.optimizers) MERIDIAN_CHECK(done != index, "fragment ", index, " twice");
+    out.optimizers.emplace_back(index, optimizers_[static_cast<std::size_t>(index)]);
+    slice.resize(f.size);
+    gather(f, out.global, slice);
+    out.optimizers.back().second.step(slice, means.subspan(at, f.size));
+    scatter(f, slice, out.global);
+    at += f.size;
+  }
+  MERIDIAN_CHECK(at == means.size(), "means=", means.size(), " fragments hold ", at);
   out.hash = weights_hash(out.global);
   return out;
 }
 
 void OuterState::commit(std::int64_t version, Outcome outcome) {
-  MERIDIAN_CHECK(version == version_ + 1 && outcome.global.size() == global_.size() && outcome.fragment >= 0 &&
-                     outcome.fragment < fragments(),
-                 "version=", version, " current=", version_, " size=", outcome.global.size(), " expected=",
-                 global_.size(), " fragment=", outcome.fragment);
+  MERIDIAN_CHECK(version == version_ + 1 && outcome.global.size() == global_.size(), "version=", version,
+                 " current=", version_, " size=", outcome.global.size(), " expected=", global_.size());
   global_ = std::move(outcome.global);
-  optimizers_[static_cast<std::size_t>(outcome.fragment)] = std::move(outcome.optimizer);
+  for (auto& [index, optimizer] : outcome.optimizers) optimizers_[static_cast<std::size_t>(index)] = std::move(optimizer);
   version_ = version;
 }
 

@@ -7,7 +7,7 @@
 //
 // Streaming DiLoCo (fragments.hpp): the model is P fragments, each with its own slice of the
 // outer momentum and of the residual; a round is one fragment's, its delta that fragment's only,
-// and a commit changes that fragment of the global weights and rebases only that fragment of the
+// and a commit changes the fragments its deltas cover (usually one) and rebases only those of the
 // in-flight round. With one fragment (the default) this is DiLoCo over the whole model.
 #include <cstddef>
 #include <cstdint>
@@ -55,13 +55,17 @@ class OuterState {
   // The weights and momentum one commit produces from the current version, and their hash; the
   // state itself is untouched, so a proposer can hash its proposal before anyone agrees to it.
   struct Outcome {
-    std::vector<float> global;  // the whole model: the hash is over every fragment
-    OuterOptimizer optimizer;   // the fragment's
+    std::vector<float> global;                               // the whole model: the hash is over all of it
+    std::vector<std::pair<int, OuterOptimizer>> optimizers;  // of the fragments it changed
     std::uint64_t hash = 0;
-    int fragment = 0;
   };
+  // One outer step per fragment of `fragments` (distinct), each on its mean delta: `means` holds
+  // their values one fragment after the other, in that order.
+  Outcome preview(const std::vector<int>& fragments, std::span<const float> means) const;
   // `mean_delta` holds `fragment`'s values (fragment(f).size of them).
-  Outcome preview(std::span<const float> mean_delta, int fragment = 0) const;
+  Outcome preview(std::span<const float> mean_delta, int fragment = 0) const {
+    return preview(std::vector<int>{fragment}, mean_delta);
+  }
   // Makes `outcome` version `version`, which must be version() + 1 (InvariantError otherwise).
   void commit(std::int64_t version, Outcome outcome);
 

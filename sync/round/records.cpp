@@ -94,6 +94,7 @@ std::string encode(const CommitRecord& r) {
     entries[i].setBaseVersion(e.base_version);
     entries[i].setWeight(e.weight);
     entries[i].setChecksum(e.checksum);
+    entries[i].setFragment(fragment_field(e.fragment));
   }
   w.setParamsHash(r.params_hash);
   w.setProposer(r.proposer);
@@ -143,7 +144,8 @@ CommitRecord decode_commit(std::string_view bytes) {
     CommitRecord r;
     r.number = rec.getNumber();
     for (auto e : rec.getEntries())
-      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum()});
+      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum(),
+                           fragment_of(e.getFragment(), "commit entry")});
     r.params_hash = rec.getParamsHash();
     r.proposer = rec.getProposer();
     for (auto m : rec.getMerged()) r.merged[m.getSite()] = m.getRound();

@@ -42,6 +42,7 @@ struct CommitEntry {
   std::int64_t base_version = 0;
   double weight = 0;
   std::uint64_t checksum = 0;
+  int fragment = 0;  // streaming DiLoCo: the fragment the delta covers
   bool operator==(const CommitEntry&) const = default;
 };
 
@@ -53,7 +54,7 @@ struct CommitRecord {
   // Per site, the newest round merged up to this version: what a site that skips versions (it
   // adopted a peer's state) needs to know which deltas are already in.
   std::map<std::string, std::int64_t> merged;
-  int fragment = 0;  // streaming DiLoCo: the fragment this version changes
+  int fragment = 0;  // streaming DiLoCo: whose turn this version is (its entries may add late rounds of others)
   bool operator==(const CommitRecord&) const = default;
 };
 

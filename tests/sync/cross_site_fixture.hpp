@@ -81,10 +81,10 @@ struct Site {
     if (!commit.snapshot.empty()) {
       state.adopt(commit.snapshot, commit.record.params_hash, local);
     } else {
-      auto outcome = state.preview(commit.mean_delta, commit.record.fragment);
+      auto outcome = state.preview(commit.fragments, commit.mean_delta);
       REQUIRE(outcome.hash == commit.record.params_hash);
       state.commit(commit.record.number, std::move(outcome));
-      state.rebase(local, commit.record.fragment);
+      for (const int f : commit.fragments) state.rebase(local, f);
     }
     last = commit.record;
   }

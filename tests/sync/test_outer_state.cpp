@@ -197,6 +197,17 @@ TEST_CASE("streaming: a fragment's delta, commit and rebase touch that fragment 
       CHECK(local[j] == doctest::Approx(initial[j] - 0.75f));
     }
   }
+  // Two fragments in one version (a late delta beside the others' next fragment): each its own step.
+  std::vector<float> both(plan[0].size + plan[2].size, 0.25f);
+  std::fill(both.begin() + static_cast<std::ptrdiff_t>(plan[0].size), both.end(), -0.125f);
+  const auto two = state.preview({0, 2}, both);
+  for (std::size_t j = 0; j < initial.size(); ++j)
+    CHECK(two.global[j] == doctest::Approx(in_fragment(plan[0], j)   ? state.global()[j] - 0.25f
+                                           : in_fragment(plan[2], j) ? state.global()[j] + 0.125f
+                                                                     : state.global()[j]));
+  CHECK(two.hash == OuterState::weights_hash(two.global));
+  CHECK_THROWS_AS(state.preview({0, 0}, std::vector<float>(2 * plan[0].size)), InvariantError);
+  CHECK_THROWS_AS(state.preview({0, 2}, std::vector<float>(plan[0].size)), InvariantError);
   CHECK_THROWS_AS(state.preview(std::vector<float>(plan[1].size), 3), InvariantError);
   CHECK_THROWS_AS(state.preview(std::vector<float>(plan[0].size + 1), 0), InvariantError);
 }
