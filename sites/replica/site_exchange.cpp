@@ -128,9 +128,10 @@ void SiteExchange::ensure_leader_side() {
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
   o.rule.fragments = state_.fragments();
-  // Versions come P times as often: peers keep as many more of their deltas to send again, and a
-  // site is far enough behind to take a peer's state only a whole turn of fragments later.
-  o.keep_own_rounds = std::max<std::size_t>(o.keep_own_rounds, 2 * static_cast<std::size_t>(state_.fragments()));
+  // Rounds come P times as often, each 1/P of the model: a site keeps P times as many of its own
+  // to send again (the same bytes), so a peer that missed some while the control plane was away
+  // still gets them.
+  o.keep_own_rounds *= static_cast<std::size_t>(state_.fragments());
   o.deadline.k = config_.outer.deadline_k;
   o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;

@@ -28,7 +28,7 @@ std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attemp
 std::int64_t number_of(std::uint64_t transfer_id) { return static_cast<std::int64_t>(transfer_id >> 20); }
 
 // Transfers held per peer and kind: an honest peer is at most a few rounds (steps) ahead of us;
-// more would only make us hold its bytes.
+// more would only make us hold its bytes. Streaming: P times as many rounds of 1/P the bytes.
 constexpr std::size_t kMaxHeld = 16;
 
 template <class Map>
@@ -620,7 +620,9 @@ void CrossSite::handle(Received r) {
       const auto applied = applied_.find(*site);
       const std::int64_t merged = applied == applied_.end() ? -1 : applied->second;
       if (id <= merged) return;  // merged already: a late copy
-      if (held_from(arrived_, *site) >= kMaxHeld && !arrived_.contains({*site, id})) break;
+      if (held_from(arrived_, *site) >= kMaxHeld * static_cast<std::size_t>(options_.rule.fragments) &&
+          !arrived_.contains({*site, id}))
+        break;
       arrived_[{*site, id}] = std::move(r.bytes);
       verified_.erase({*site, id});
       norms_.erase({*site, id});

@@ -21,15 +21,17 @@ using nlohmann::json;
 
 namespace {
 
+// 12 steps of inner SGD, every loss logged.
+const std::string kShortSgd = "[inner]\noptimizer = \"sgd\"\nlr = 0.5\nclip = 0\nbatch_per_replica = 2\nsteps = 12\n"
+                              "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
+
 std::filesystem::path write_job(const TempDir& dir, const std::string& name, const std::string& outer,
-                                const std::string& site_b = "") {
+                                const std::string& site_b = "", const std::string& inner = kShortSgd, int seed = 5) {
   const auto file = dir / (name + ".toml");
-  std::ofstream(file) << "[job]\nname = \"" << name << "\"\nseed = 5\nrun_dir = \"" << (dir / name).string() << "\"\n"
-                      << "[model]\npreset = \"tiny\"\n[data]\npath = \""
+  std::ofstream(file) << "[job]\nname = \"" << name << "\"\nseed = " << seed << "\nrun_dir = \"" << (dir / name).string()
+                      << "\"\n[model]\npreset = \"tiny\"\n[data]\npath = \""
                       << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
-                      << "[inner]\noptimizer = \"sgd\"\nlr = 0.5\nclip = 0\nbatch_per_replica = 2\nsteps = 12\n"
-                      << "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n"
-                      << "[outer]\n" << outer
+                      << inner << "[outer]\n" << outer
                       << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n" << site_b;
   return file;
 }
@@ -143,15 +145,10 @@ TEST_CASE("streaming DiLoCo, P = 4: two sites end on the same weights, a quarter
   TempDir dir("streaming");
   // AdamW, 384 steps, H = 32: DiLoCo exchanges 12 times, streaming 48 times (every 8 steps) plus
   // the 3 other fragments at the end.
+  const std::string adamw = "[inner]\nlr = 0.003\nsteps = 384\nbatch_per_replica = 4\n[log]\nevery = 32\neval_every = 0\n"
+                            "eval_windows = 64\n";
   const auto write = [&](const std::string& name, int seed, const std::string& outer) {
-    const auto file = dir / (name + ".toml");
-    std::ofstream(file) << "[job]\nname = \"" << name << "\"\nseed = " << seed << "\nrun_dir = \""
-                        << (dir / name).string() << "\"\n[model]\npreset = \"tiny\"\n[data]\npath = \""
-                        << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
-                        << "[inner]\nlr = 0.003\nsteps = 384\nbatch_per_replica = 4\n[log]\nevery = 32\neval_every = 0\n"
-                        << "eval_windows = 64\n[outer]\ninner_steps = 32\ncodec = \"int8\"\n"
-                        << outer << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
-    return file;
+    return write_job(dir, name, "inner_steps = 32\ncodec = \"int8\"\n" + outer, "", adamw, seed);
   };
   const std::string diloco_outer = "algorithm = \"diloco\"\n", streaming_outer = "algorithm = \"streaming\"\nfragments = 4\n";
   // Overlapped, as by default: the protocol's figures.
