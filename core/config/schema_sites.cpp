@@ -2,6 +2,7 @@
 #include <charconv>
 
 #include "core/config/resolver.hpp"
+#include "core/model/param_layout.hpp"
 
 namespace meridian::config_detail {
 
@@ -153,6 +154,21 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
     r.add(s ? s->origin : r.table_origin("outer"), "outer.fragments",
           "expected 1 unless outer.algorithm = \"streaming\" (fragments are streaming DiLoCo's), found " +
               std::to_string(c.outer.fragments));
+  }
+  if (c.outer.algorithm == Outer::Algorithm::Streaming && c.outer.fragments > 1) {
+    // Fragment p syncs every H steps at offset p * H / P: an exchange every H / P >= 1 steps, and
+    // every fragment at least one whole tensor.
+    const auto tensors = static_cast<int>(ParamLayout::gpt(c.model).views().size());
+    const Setting* s = r.find("outer.fragments");
+    if (c.outer.fragments > c.outer.inner_steps)
+      r.add(s ? s->origin : r.table_origin("outer"), "outer.fragments",
+            "expected at most outer.inner_steps = " + std::to_string(c.outer.inner_steps) +
+                " (one fragment is synchronised every inner_steps / fragments steps), found " +
+                std::to_string(c.outer.fragments));
+    else if (c.outer.fragments > tensors)
+      r.add(s ? s->origin : r.table_origin("outer"), "outer.fragments",
+            "expected at most " + std::to_string(tensors) + " (the model's tensors; a fragment holds whole ones), found " +
+                std::to_string(c.outer.fragments));
   }
   // Delayed Nesterov is a Nesterov variant: with heavy ball asked for, one of the two is a mistake.
   if (c.outer.delayed_nesterov > 1 && !c.outer.nesterov) {

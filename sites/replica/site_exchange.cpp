@@ -4,6 +4,7 @@
 #include <cstring>
 #include <algorithm>
 
+#include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
@@ -38,6 +39,12 @@ StalenessDecay staleness_decay(const JobConfig& c) {
 // What the leader tells its group after each attempt.
 enum Update : std::uint8_t { kNothing = 0, kCommit = 1, kSnapshot = 2 };
 
+// Streaming DiLoCo's fragments of the job's model; DiLoCo and sync: the whole model.
+FragmentPlan fragment_plan(const JobConfig& c, std::size_t params) {
+  if (c.outer.algorithm != JobConfig::Outer::Algorithm::Streaming) return whole_model(params);
+  return plan_fragments(ParamLayout::gpt(c.model), c.outer.fragments);
+}
+
 CodecOptions codec_options(const JobConfig& c) {
   using C = JobConfig::Outer::Codec;
   const CodecKind kind = c.outer.codec == C::Fp32   ? CodecKind::Fp32
@@ -71,7 +78,8 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
       log_(log),
       clock_(std::move(clock)),
       sites_(static_cast<int>(config.sites.size())),
-      state_(initial, outer_options(config), codec_options(config), config.outer.error_feedback),
+      state_(initial, outer_options(config), codec_options(config), config.outer.error_feedback,
+             fragment_plan(config, initial.size())),
       inner_steps_(config.outer.inner_steps),
       started_at_(clock_()) {
   data_replicas_ = 0;
@@ -89,8 +97,8 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
   // Dynamic local updates: a slower site ends its rounds after fewer steps, so its deltas come as
   // often as the fastest site's and nobody's round is held back by it.
   if (config_.outer.dynamic_inner_steps) inner_steps_ = local_steps(me->speed, fastest, config_.outer.inner_steps);
-  if (active() && config_.outer.algorithm == JobConfig::Outer::Algorithm::Streaming)
-    throw make_error(ErrorKind::Config, "outer.algorithm = \"streaming\" is not available yet: use \"diloco\" or \"sync\"");
+  // Streaming: an exchange every H / P steps, each one fragment's (H of that fragment's steps).
+  inner_steps_ = std::max(1, inner_steps_ / state_.fragments());
   if (active() && config_.control.endpoints.empty())
     throw make_error(ErrorKind::Config, "job '", config_.job.name, "' has ", sites_,
                      " sites but no [control] endpoints: start it with `meridian launch`, or name its etcd cluster");
@@ -119,6 +127,11 @@ void SiteExchange::ensure_leader_side() {
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
+  o.rule.fragments = state_.fragments();
+  // Rounds come P times as often, each 1/P of the model: a site keeps P times as many of its own
+  // to send again (the same bytes), so a peer that missed some while the control plane was away
+  // still gets them.
+  o.keep_own_rounds *= static_cast<std::size_t>(state_.fragments());
   o.deadline.k = config_.outer.deadline_k;
   o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
@@ -173,38 +186,35 @@ bool SiteExchange::round_ends(std::int64_t steps_done) const {
 void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round,
                              bool last) {
   auto params = trainer.model().params();
-  // Every member encodes: the bytes are only sent by the leader, but the error-feedback residual
-  // they leave behind must be the same on every member.
-  auto encoded = state_.encode_delta(params);
-  if (leader) {
-    ensure_leader_side();
-    const std::int64_t tokens = steps_in_round * trainer.grad_accum() * group.size() *
-                                config_.inner.batch_per_replica * config_.model.seq_len;
-    const std::int64_t round = std::max(cross_->next_round(), next_round_);
-    next_round_ = round + 1;
-    DeltaAnnouncement a{site_,          round, state_.version(), tokens, encoded.size(),
-                        hash64(std::span<const std::byte>(encoded)), last};
-    cross_->submit(a, std::move(encoded));
-  }
-  ++rounds_;
-  if (config_.outer.overlap && !last) {
-    // Overlap by a round, not more: a site whose earlier rounds are still unmerged waits for a
-    // version before training on. Otherwise a backlog formed while a peer was missed (before its
-    // lease lapsed) never drains, every delta then merges several versions stale, and the job
-    // learns at a fraction of its pace. A site cut off from etcd has no backlog by this count.
-    std::int64_t backlog = leader ? cross_->backlog(state_) : 0;
-    broadcast_value(group, backlog);
-    std::optional<CrossSite::Commit> update;
-    while (backlog > kMaxBacklog) {
-      wait_together(group, leader, [&] {
-        update = cross_->poll_commit(state_, kAttempt);
-        return update.has_value() || cross_->backlog(state_) <= kMaxBacklog;
-      });
-      apply_update(group, leader, trainer, std::move(update));
-      update.reset();
-      backlog = leader ? cross_->backlog(state_) : 0;
-      broadcast_value(group, backlog);
+  const std::int64_t tokens = steps_in_round * trainer.grad_accum() * group.size() * config_.inner.batch_per_replica *
+                              config_.model.seq_len;
+  // Streaming: the exchange that ends at step s (a multiple of H / P) is fragment s / (H / P) - 1,
+  // mod P, so fragments take turns in the order versions take them. The last exchange sends every
+  // fragment, from the one due on, so that all of every site's progress is merged in the end; one
+  // at a time, each once the one before it is (nearly) merged, so the end keeps no more in flight
+  // than the run did.
+  const int fragments = state_.fragments();
+  const std::int64_t done = trainer.state().step;
+  const int due = static_cast<int>(((done + inner_steps_ - 1) / inner_steps_ - 1) % fragments);
+  const int count = last ? fragments : 1;
+  for (int i = 0; i < count; ++i) {
+    const int fragment = (due + i) % fragments;
+    // Every member encodes: the bytes are only sent by the leader, but the error-feedback residual
+    // they leave behind must be the same on every member.
+    auto encoded = state_.encode_delta(params, fragment);
+    if (leader) {
+      ensure_leader_side();
+      const std::int64_t round = std::max(cross_->next_round(), next_round_);
+      next_round_ = round + 1;
+      DeltaAnnouncement a{site_,          round, state_.version(), tokens, encoded.size(),
+                          hash64(std::span<const std::byte>(encoded)), last && i == count - 1, fragment};
+      cross_->submit(a, std::move(encoded));
     }
+    ++rounds_;
+    if (i + 1 < count) drain_backlog(group, leader, trainer);
+  }
+  if (config_.outer.overlap && !last) {
+    drain_backlog(group, leader, trainer);
     return;
   }
   // Without overlap: the next version. In the last round: every version until all live sites'
@@ -223,6 +233,26 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     std::uint8_t done = leader && finished ? 1 : 0;
     broadcast_value(group, done);
     if (done) return;
+  }
+}
+
+void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trainer) {
+  // Overlap by a round, not more: a site whose earlier rounds are still unmerged waits for a
+  // version before training on. Otherwise a backlog formed while a peer was missed (before its
+  // lease lapsed) never drains, every delta then merges several versions stale, and the job
+  // learns at a fraction of its pace. A site cut off from etcd has no backlog by this count.
+  std::int64_t backlog = leader ? cross_->backlog(state_) : 0;
+  broadcast_value(group, backlog);
+  std::optional<CrossSite::Commit> update;
+  while (backlog > kMaxBacklog) {
+    wait_together(group, leader, [&] {
+      update = cross_->poll_commit(state_, kAttempt);
+      return update.has_value() || cross_->backlog(state_) <= kMaxBacklog;
+    });
+    apply_update(group, leader, trainer, std::move(update));
+    update.reset();
+    backlog = leader ? cross_->backlog(state_) : 0;
+    broadcast_value(group, backlog);
   }
 }
 
@@ -245,11 +275,18 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   broadcast_value(group, version);
   broadcast_value(group, expected);
   auto params = trainer.model().params();
+  // The fragments the commit changes (one, but for a delta that came late) and their means.
+  std::vector<int> fragments = leader ? update->fragments : std::vector<int>{};
+  std::uint64_t count = fragments.size(), values = leader ? update->mean_delta.size() : 0;
+  broadcast_value(group, count);
+  broadcast_value(group, values);
+  fragments.resize(count);
+  group.broadcast(std::as_writable_bytes(std::span<int>(fragments)), 0);
   if (kind == kCommit) {
-    scratch_.resize(state_.size());
+    scratch_.resize(values);
     if (leader) scratch_ = std::move(update->mean_delta);
     group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
-    auto outcome = state_.preview(scratch_);
+    auto outcome = state_.preview(fragments, scratch_);
     if (outcome.hash != expected)
       throw make_error(ErrorKind::Data, "site ", site_, ": version ", version, " computed here hashes to ",
                        outcome.hash, ", the commit says ", expected, ": this site's copy of version ", from,
@@ -270,7 +307,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
       std::int64_t round = cross_->peers_newest_round();
       for (const auto& [site, merged] : update->record.merged)
         if (site != site_) round = std::max(round, merged);
-      job_step = (round + 1) * config_.outer.inner_steps;
+      job_step = (round + 1) * std::max(1, config_.outer.inner_steps / state_.fragments());
     }
     broadcast_value(group, job_step);
     const auto from_step = trainer.state().step;
@@ -279,7 +316,8 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     if (leader && trainer.state().step != from_step)
       log_.event("fast_forward", {{"site", site_}, {"from_step", from_step}, {"step", trainer.state().step}});
   }
-  if (kind == kCommit) state_.rebase(params);
+  if (kind == kCommit)
+    for (const int f : fragments) state_.rebase(params, f);
   const double now = clock_();
   if (last_version_at_ > 0) max_version_gap_s_ = std::max(max_version_gap_s_, now - last_version_at_);
   last_version_at_ = now;
@@ -288,6 +326,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
                    {"version", version},
                    {"from_version", from},
                    {"proposer", update->record.proposer},
+                   {"fragments", fragments},
                    {"params_hash", std::to_string(expected)}};
     json entries = json::array();
     for (const auto& e : update->record.entries)
@@ -338,6 +377,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
                         {"sites", sites_},
                         {"algorithm", to_string(config_.outer.algorithm)},
                         {"codec", synchronous() ? "fp32" : to_string(config_.outer.codec)},
+                        {"fragments", state_.fragments()},
                         {"params", params},
                         {"rounds", rounds_},
                         {"version", state_.version()}};
@@ -356,15 +396,19 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["states_adopted"] = t.states_adopted;
   out["states_refused"] = t.states_refused;
   const auto link = link_->counters();
+  out["peak_bytes_in_flight"] = t.peak_bytes_in_flight;
   out["frames_duplicate"] = link.duplicates;
   out["frames_rerequested"] = link.rerequests;
   out["waited_s"] = waited_s_;
   if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
   out["max_version_gap_s"] = max_version_gap_s_;
-  // What one round moves per parameter and per receiving peer: ~1 for int8, ~0.5 for int4.
-  if (rounds_ > 0 && sites_ > 1)
+  // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5
+  // for int4, and 1/P of that for streaming, whose exchanges move one fragment each.
+  if (rounds_ > 0 && sites_ > 1) {
     out["bytes_per_param_round"] =
         static_cast<double>(t.bytes_sent) / (static_cast<double>(params) * rounds_ * (sites_ - 1));
+    out["bytes_per_exchange"] = static_cast<double>(t.bytes_sent) / static_cast<double>(rounds_ * (sites_ - 1));
+  }
   return out;
 }
 

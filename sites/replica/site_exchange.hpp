@@ -9,6 +9,11 @@
 // it is there every replica applies it and rebases the in-flight round onto it. Only the last
 // round waits, until every live site's last delta is merged, so all sites end on one version.
 //
+// Streaming DiLoCo ([outer] algorithm = "streaming", fragments = P) is the same path with rounds
+// of one fragment each: an exchange every H / P steps sends that fragment's delta (1/P of the
+// model), the versions change the fragments in turn, and a commit rebases only its fragment. The
+// last exchange sends every fragment, so all progress is merged and every site ends on one version.
+//
 // Every member of the site's group calls these together. The group's rank 0 leads: it alone
 // talks to other sites, while the others wait in short collectives, so no collective waits long
 // enough to time out however long the other sites take. Every member keeps the OuterState and
@@ -50,7 +55,8 @@ class SiteExchange {
   // Waits until every site of the job has joined (or, in a job under way, until this site is
   // registered and has caught up with the newest version, from a live peer's state if need be).
   void join(Communicator& group, bool leader, Trainer& trainer);
-  // DiLoCo: this site's round length, H or fewer on a slower site ([outer] dynamic_inner_steps).
+  // DiLoCo: this site's round length, H or fewer on a slower site ([outer] dynamic_inner_steps);
+  // streaming: the steps between its exchanges, that divided by P (at least 1).
   int inner_steps() const { return inner_steps_; }
   // DiLoCo: true when the step just finished ends a round (every inner_steps(), and the last step).
   bool round_ends(std::int64_t steps_done) const;
@@ -74,6 +80,8 @@ class SiteExchange {
  private:
   void ensure_leader_side();
   void wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt);
+  // Applies versions until at most one of this site's rounds is announced and not merged.
+  void drain_backlog(Communicator& group, bool leader, Trainer& trainer);
   // Leader: what `cross_` has for the group; everyone: applies it. False when there was nothing.
   bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
   void log_cross_site_events();

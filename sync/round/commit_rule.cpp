@@ -2,36 +2,75 @@
 
 #include <algorithm>
 
+#include "sync/round/fragments.hpp"
+
 namespace meridian {
 
-std::map<std::string, DeltaAnnouncement> open_offers(const CommitView& view, const CommitRuleOptions& options) {
-  std::map<std::string, DeltaAnnouncement> offer;
+std::map<std::string, std::vector<DeltaAnnouncement>> open_rounds(const CommitView& view, const CommitRuleOptions& options) {
+  std::map<std::string, std::vector<DeltaAnnouncement>> open;
   for (const auto& a : view.announced) {
     if (std::find(view.live_sites.begin(), view.live_sites.end(), a.site) == view.live_sites.end()) continue;
     const auto applied = view.applied.find(a.site);
     if (applied != view.applied.end() && a.round <= applied->second) continue;
     if (view.refused.contains({a.site, a.round})) continue;
+    if (a.fragment < 0 || a.fragment >= options.fragments) continue;  // no fragment of this job
     // A base newer than the newest version cannot be honest; a base too old would weigh nothing.
-    const std::int64_t staleness = view.version - a.base_version;
+    const std::int64_t staleness = staleness_of(view.version, a.base_version, options);
     if (staleness < 0 || staleness > options.staleness.max_staleness || a.tokens < 0) continue;
-    const auto [it, fresh] = offer.try_emplace(a.site, a);
-    if (!fresh && a.round < it->second.round) it->second = a;
+    open[a.site].push_back(a);
   }
+  for (auto& [site, rounds] : open)
+    std::sort(rounds.begin(), rounds.end(), [](const auto& x, const auto& y) { return x.round < y.round; });
+  return open;
+}
+
+std::map<std::string, DeltaAnnouncement> open_offers(const CommitView& view, const CommitRuleOptions& options) {
+  std::map<std::string, DeltaAnnouncement> offer;
+  for (const auto& [site, rounds] : open_rounds(view, options)) offer.emplace(site, rounds.front());
   return offer;
 }
 
+std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const CommitRuleOptions& options) {
+  return fragment_staleness(version, base_version, options.fragments);
+}
+
+int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds) {
+  if (view.next_fragment >= 0) {
+    for (const auto& site : view.live_sites)
+      if (!rounds.contains(site) && !view.finished.contains(site)) return view.next_fragment;  // it may announce it
+    for (const auto& [site, open] : rounds)
+      for (const auto& a : open)
+        if (a.fragment == view.next_fragment) return view.next_fragment;
+  }
+  std::optional<std::pair<std::int64_t, int>> oldest;
+  for (const auto& [site, open] : rounds)
+    if (const auto key = std::pair(open.front().base_version, open.front().fragment); !oldest || key < *oldest)
+      oldest = key;
+  return oldest ? oldest->second : std::max(view.next_fragment, 0);
+}
+
 std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options) {
-  const auto offer = open_offers(view, options);
+  const auto rounds = open_rounds(view, options);
+  const int fragment = commit_fragment(view, rounds);
   std::vector<CommitEntry> entries;
-  for (const auto& [site, a] : offer) {  // std::map: sorted by site
-    if (!view.held.contains({site, a.round})) continue;
-    const double weight = staleness_weight(a.tokens, view.version - a.base_version, options.staleness);
-    if (weight > 0) entries.push_back({site, a.round, a.base_version, weight, a.checksum});
+  int ready = 0;
+  for (const auto& [site, open] : rounds) {  // std::map: sorted by site
+    const auto last = std::find_if(open.begin(), open.end(), [&](const auto& a) { return a.fragment == fragment; });
+    if (last == open.end()) continue;
+    std::vector<CommitEntry> mine;
+    for (auto a = open.begin(); a != last + 1; ++a) {
+      if (!view.held.contains({site, a->round})) break;
+      const double weight =
+          staleness_weight(a->tokens, staleness_of(view.version, a->base_version, options), options.staleness);
+      if (weight > 0) mine.push_back({site, a->round, a->base_version, weight, a->checksum, a->fragment});
+      if (a == last) {
+        entries.insert(entries.end(), mine.begin(), mine.end());
+        ready += !mine.empty();
+      }
+    }
   }
   if (entries.empty()) return std::nullopt;  // nothing that would move the weights
-  const auto ready = static_cast<int>(entries.size());
-  const int live = static_cast<int>(view.live_sites.size());
-  const bool quorum = options.quorum > 0 ? ready >= options.quorum : ready >= live;
+  const int live = static_cast<int>(view.live_sites.size());  const bool quorum = options.quorum > 0 ? ready >= options.quorum : ready >= live;
   const bool late = view.first_held_at && view.deadline_s && view.now >= *view.first_held_at + *view.deadline_s;
   if (!quorum && !late) return std::nullopt;
   return entries;

@@ -18,6 +18,9 @@ namespace meridian {
 struct CommitRuleOptions {
   int quorum = 0;  // sites whose deltas a commit waits for; 0 = every live site
   StalenessOptions staleness;
+  // Streaming DiLoCo: offers name one of this many fragments, and a delta's staleness counts (an
+  // estimate of) the commits of its own fragment since its base (fragments.hpp). 1: DiLoCo.
+  int fragments = 1;
 };
 
 using SiteRound = std::pair<std::string, std::int64_t>;
@@ -34,14 +37,35 @@ struct CommitView {
   // rest may take (commit_deadline.hpp); no deadline: wait for the quorum only.
   std::optional<double> first_held_at;
   std::optional<double> deadline_s;
+  // Streaming: the fragment whose turn follows the newest version's ((its fragment + 1) mod P;
+  // -1 when not known), and the sites that announced their final round (they announce no more).
+  int next_fragment = 0;
+  std::set<std::string> finished;
 };
 
-// What each live site offers to the next commit: its oldest round not merged yet whose base is
-// within max_staleness (older ones are skipped for good, since they would weigh 0) and that was
-// not refused. A dead site's deltas wait for its return: their bytes may be nowhere. By site.
+// What each live site has open for the next commits: its rounds not merged yet whose base is
+// within max_staleness (older ones are skipped for good, since they would weigh 0), whose
+// fragment exists, and that were not refused, oldest first. A dead site's deltas wait for its
+// return: their bytes may be nowhere. By site.
+std::map<std::string, std::vector<DeltaAnnouncement>> open_rounds(const CommitView& view, const CommitRuleOptions& options);
+// The oldest of each site's open rounds: what it offers next.
 std::map<std::string, DeltaAnnouncement> open_offers(const CommitView& view, const CommitRuleOptions& options);
 
+// The staleness of a delta based on `base_version`, merged on top of `version`.
+std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const CommitRuleOptions& options);
+
+// Streaming: whose turn version+1 is. next_fragment while some site has a round of it open or
+// may still announce one; else the fragment of the oldest open round (oldest base, then lowest
+// fragment), so whatever is announced is merged in the end. 0 with one fragment.
+int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds);
+
 // The entries of commit version+1, sorted by site, or nullopt while it is not due.
+//
+// Streaming: each site contributes its open rounds up to its first of commit_fragment's, in
+// order (a site contributes nothing until it has one). The sites' exchanges take the fragments
+// in the same turn, so that is usually one round of that fragment; a site whose round was cut
+// from an earlier version by the deadline adds that round too (its own fragment, its own outer
+// step), and is back in turn with the others from then on. With one fragment: the oldest round.
 //
 // Each live site offers at most one delta (open_offers). Due when every live site's offer is held here (quorum 0), or at least `quorum` are, or the deadline passed with
 // at least one held; the commit lists the held offers only, so a site whose delta is late (a

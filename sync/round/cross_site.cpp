@@ -10,6 +10,7 @@
 #include "core/util/hash.hpp"
 #include "sync/codec/codec.hpp"
 #include "sync/outer/delta_mean.hpp"
+#include "sync/round/fragments.hpp"
 
 namespace meridian {
 namespace {
@@ -27,7 +28,7 @@ std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attemp
 std::int64_t number_of(std::uint64_t transfer_id) { return static_cast<std::int64_t>(transfer_id >> 20); }
 
 // Transfers held per peer and kind: an honest peer is at most a few rounds (steps) ahead of us;
-// more would only make us hold its bytes.
+// more would only make us hold its bytes. Streaming: P times as many rounds of 1/P the bytes.
 constexpr std::size_t kMaxHeld = 16;
 
 template <class Map>
@@ -45,7 +46,8 @@ CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std
       etcd_(etcd),
       link_(link),
       clock_(std::move(clock)),
-      screen_(options_.screen) {
+      screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
+  MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
 }
 
@@ -137,12 +139,18 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
     if (site == options_.site) continue;
     send(member.address, LinkTag::Delta, a.round, own);
     ++traffic_.deltas_sent;
+    in_flight_[a.round] += own->size();
   }
   arrived_[{a.site, a.round}] = *own;  // a commit lists this site's own delta too
   verified_.erase({a.site, a.round});
   norms_.erase({a.site, a.round});
   own_[a.round] = own;
   while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
+  // A round dropped from own_ is one no commit took (too stale, or refused): no longer in flight.
+  std::erase_if(in_flight_, [&](const auto& kv) { return !own_.contains(kv.first); });
+  std::uint64_t in_flight = 0;
+  for (const auto& [round, bytes] : in_flight_) in_flight += bytes;
+  traffic_.peak_bytes_in_flight = std::max(traffic_.peak_bytes_in_flight, in_flight);
 }
 
 std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
@@ -174,9 +182,13 @@ void CrossSite::read_commits() {
   for (const auto& [key, value] : read.kvs) {
     try {
       auto record = decode_commit(value);
-      if (key != keys_.commit(record.number) || record.entries.empty())
+      const bool fragments_ok =
+          record.fragment < options_.rule.fragments &&
+          std::all_of(record.entries.begin(), record.entries.end(),
+                      [&](const CommitEntry& e) { return e.fragment < options_.rule.fragments; });
+      if (key != keys_.commit(record.number) || record.entries.empty() || !fragments_ok)
         throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
-                         record.entries.size(), " entries");
+                         record.entries.size(), " entries", fragments_ok ? "" : ", one of a fragment the job has not");
       newest_commit_ = std::max(newest_commit_, record.number);
       commits_[record.number] = std::move(record);
     } catch (const Error& e) {
@@ -190,10 +202,12 @@ void CrossSite::read_commits() {
 std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state) {
   const std::int64_t next = state.version() + 1;
   read_commits();
+  if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   if (auto adopted = catch_up(state)) return adopted;
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
-  if (newest_commit_ > next) return std::nullopt;
+  // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments.
+  if (newest_commit_ >= next + options_.rule.fragments) return std::nullopt;
   if (const auto found = commits_.find(next); found != commits_.end()) {
     const CommitRecord& record = found->second;
     bool complete = true;
@@ -205,7 +219,13 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     }
     // The winner is usually this site's own proposal: its mean is already computed.
     const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
-    Commit commit{record, ours ? std::move(proposed_->mean_delta) : mean_of(record.number, record.entries, state.size()), {}};
+    Commit commit{record, {}, {}, {}};
+    if (ours) {
+      commit.mean_delta = std::move(proposed_->mean_delta);
+      commit.fragments = std::move(proposed_->fragments);
+    } else {
+      std::tie(commit.fragments, commit.mean_delta) = mean_of(record.number, record.entries, state);
+    }
     applied(record);
     return commit;
   }
@@ -218,7 +238,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     seen_held_.clear();
   }
   for (const auto& [key, a] : announced_) {
-    if (!members_.contains(a.site) || !usable(a, state.size())) continue;
+    if (!members_.contains(a.site) || !usable(a, state)) continue;
     view.held.insert(key);
     if (seen_held_.insert(key).second) {
       // How long after the version's first delta each later one arrives: what the deadline learns from.
@@ -229,12 +249,15 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   view.refused = refused_;  // usable() may have refused more just now
   view.first_held_at = first_held_at_;
   // Never cut a version shorter than half a round: a delta that late is jitter on a shared machine
-  // or link, not a straggler, and waiting for it costs an overlapping site nothing.
+  // or link, not a straggler, and waiting for it costs an overlapping site nothing. Streaming: half
+  // a turn of P fragments (H steps, as DiLoCo's round), not half an exchange (H / P steps, short
+  // against a shared machine's jitter): a round cut from its version goes into the next one as an
+  // extra outer step of its fragment, momentum and all.
   DeadlineOptions deadline = options_.deadline;
   if (!round_seconds_.empty()) {
     auto sorted = round_seconds_;
     std::sort(sorted.begin(), sorted.end());
-    deadline.floor_s = std::max(deadline.floor_s, 0.5 * sorted[sorted.size() / 2]);
+    deadline.floor_s = std::max(deadline.floor_s, 0.5 * options_.rule.fragments * sorted[sorted.size() / 2]);
     deadline.ceiling_s = std::max(deadline.ceiling_s, deadline.floor_s);
   }
   view.deadline_s = arrivals_.deadline_s(deadline);
@@ -244,15 +267,16 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
                std::to_string(view.live_sites.size()) + " live sites)";
     return std::nullopt;
   }
-  auto mean = mean_of(next, *entries, state.size());
-  CommitRecord proposal{next, *entries, state.preview(mean).hash, options_.site, applied_};
+  auto [fragments, mean] = mean_of(next, *entries, state);
+  CommitRecord proposal{next,    *entries, state.preview(fragments, mean).hash, options_.site,
+                        applied_, commit_fragment(view, open_rounds(view, options_.rule))};
   for (const auto& e : *entries) proposal.merged[e.site] = e.round;
   ++traffic_.commits_proposed;
   if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) {
     ++traffic_.commits_won;
     if (entries->size() < view.live_sites.size()) ++traffic_.commits_by_deadline;
   }
-  proposed_ = Commit{std::move(proposal), std::move(mean), {}};
+  proposed_ = Commit{std::move(proposal), std::move(mean), {}, std::move(fragments)};
   next_control_ = clock_();  // read back whichever proposal won, now
   return std::nullopt;
 }
@@ -278,11 +302,11 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
     }
     ++traffic_.states_adopted;
     read_announcements();  // how far the others have got: the site fast-forwards to there
-    Commit commit{record->second, {}, std::move(snap.bytes)};
+    Commit commit{record->second, {}, std::move(snap.bytes), {}};
     applied(record->second);
     return commit;
   }
-  const bool far_behind = newest_commit_ >= next + 1;
+  const bool far_behind = newest_commit_ >= next + options_.rule.fragments;
   const bool stuck = stuck_since_ && clock_() - *stuck_since_ >= ms(options_.catch_up_after);
   if (far_behind || stuck) {
     waiting_ = "a peer's state of version " + std::to_string(newest_commit_) + " or newer";
@@ -294,14 +318,17 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
 
 void CrossSite::applied(const CommitRecord& record) {
   proposed_.reset();
+  newest_fragment_ = record.fragment;
   stuck_since_.reset();
   for (const auto& e : record.entries)
-    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end()) screen_.accept(n->second);
+    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
+      screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
   // Records from before `merged` existed list only their entries.
   auto merged = record.merged;
   for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
   for (const auto& [site, round] : merged) {
     applied_[site] = std::max(applied_[site], round);
+    if (site == options_.site) std::erase_if(in_flight_, [&](const auto& kv) { return kv.first <= round; });
     const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
     std::erase_if(announced_, [&](const auto& kv) { return done(kv.first); });
     recycle_if(arrived_, done);
@@ -348,8 +375,9 @@ std::int64_t CrossSite::backlog(const OuterState& state) const {
   if (control_down_) return 0;
   std::int64_t n = 0;
   for (const auto& [key, a] : announced_)
-    n += key.first == options_.site && !refused_.contains(key) &&
-         state.version() - a.base_version <= options_.rule.staleness.max_staleness;
+    n += key.first == options_.site && !refused_.contains(key) && a.fragment >= 0 &&
+         a.fragment < options_.rule.fragments &&
+         staleness_of(state.version(), a.base_version, options_.rule) <= options_.rule.staleness.max_staleness;
   return n;
 }
 
@@ -357,6 +385,9 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   CommitView view;
   view.now = clock_();
   view.version = state.version();
+  view.next_fragment =
+      state.version() == 0 ? 0 : newest_fragment_ ? (*newest_fragment_ + 1) % options_.rule.fragments : -1;
+  for (const auto& [site, round] : final_round_) view.finished.insert(site);
   for (const auto& [site, member] : members_) view.live_sites.push_back(site);
   view.applied = applied_;
   for (const auto& [key, a] : announced_) view.announced.push_back(a);
@@ -383,9 +414,10 @@ const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t
   return nullptr;
 }
 
-bool CrossSite::usable(const DeltaAnnouncement& a, std::size_t n) {
+bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   const DeltaKey key{a.site, a.round};
-  if (refused_.contains(key)) return false;
+  if (refused_.contains(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
+  const std::size_t n = state.fragment(a.fragment).size;
   const auto* bytes = held(key, a.checksum);  // hashed once; a different copy that arrived since is checked anew
   if (bytes == nullptr) return false;
   if (norms_.contains(key)) return true;
@@ -393,7 +425,7 @@ bool CrossSite::usable(const DeltaAnnouncement& a, std::size_t n) {
   DeltaScreen::Verdict verdict;
   try {
     decode(*bytes, decoded);
-    verdict = screen_.check(decoded, n);
+    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n);
   } catch (const Error& e) {
     verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
   }
@@ -447,30 +479,44 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   ++traffic_.requests_sent;
 }
 
-std::vector<float> CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, std::size_t n) {
-  std::vector<std::vector<float>> decoded;
-  std::vector<std::span<const float>> views;
-  std::vector<double> weights;
-  double weight = 0, tokens = 0;
-  for (const auto& e : entries) {
-    decoded.emplace_back(n);
-    decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
-    // Every site records the norm of every delta a commit merges (applied()), screened here or
-    // not, so all sites keep the same history and reach the same verdicts.
-    if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen_.check(decoded.back(), n).norm;
-    views.emplace_back(decoded.back());
-    weights.push_back(e.weight);
-    weight += e.weight;
-    tokens += e.weight / staleness_weight(1, version - 1 - e.base_version, options_.rule.staleness);
+std::pair<std::vector<int>, std::vector<float>> CrossSite::mean_of(std::int64_t version,
+                                                                   const std::vector<CommitEntry>& entries,
+                                                                   const OuterState& state) {
+  std::vector<int> fragments;
+  for (const auto& e : entries) fragments.push_back(e.fragment);
+  std::sort(fragments.begin(), fragments.end());
+  fragments.erase(std::unique(fragments.begin(), fragments.end()), fragments.end());
+  std::vector<float> means;
+  for (const int fragment : fragments) {
+    const std::size_t n = state.fragment(fragment).size;
+    DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
+    std::vector<std::vector<float>> decoded;
+    std::vector<std::span<const float>> views;
+    std::vector<double> weights;
+    double weight = 0, tokens = 0;
+    for (const auto& e : entries) {
+      if (e.fragment != fragment) continue;
+      decoded.emplace_back(n);
+      decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
+      // Every site records the norm of every delta a commit merges (applied()), screened here or
+      // not, so all sites keep the same history and reach the same verdicts.
+      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
+      views.emplace_back(decoded.back());
+      weights.push_back(e.weight);
+      weight += e.weight;
+      tokens += e.weight /
+                staleness_weight(1, staleness_of(version - 1, e.base_version, options_.rule), options_.rule.staleness);
+    }
+    std::vector<float> mean(n);
+    weighted_mean(views, weights, mean);
+    // A late delta also counts for less in absolute terms: the mean is scaled by the share of the
+    // tokens' weight that staleness left (1 when every delta is fresh), so a version made only of
+    // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
+    if (const double share = weight / tokens; share < 1.0)
+      for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
+    means.insert(means.end(), mean.begin(), mean.end());
   }
-  std::vector<float> mean(n);
-  weighted_mean(views, weights, mean);
-  // A late delta also counts for less in absolute terms: the mean is scaled by the share of the
-  // tokens' weight that staleness left (1 when every delta is fresh), so a version made only of
-  // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
-  if (const double share = weight / tokens; share < 1.0)
-    for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
-  return mean;
+  return {std::move(fragments), std::move(means)};
 }
 
 void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {
@@ -574,7 +620,9 @@ void CrossSite::handle(Received r) {
       const auto applied = applied_.find(*site);
       const std::int64_t merged = applied == applied_.end() ? -1 : applied->second;
       if (id <= merged) return;  // merged already: a late copy
-      if (held_from(arrived_, *site) >= kMaxHeld && !arrived_.contains({*site, id})) break;
+      if (held_from(arrived_, *site) >= kMaxHeld * static_cast<std::size_t>(options_.rule.fragments) &&
+          !arrived_.contains({*site, id}))
+        break;
       arrived_[{*site, id}] = std::move(r.bytes);
       verified_.erase({*site, id});
       norms_.erase({*site, id});

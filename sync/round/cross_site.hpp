@@ -76,6 +76,9 @@ struct CrossSiteTraffic {
   std::uint64_t states_sent = 0, states_adopted = 0, states_refused = 0;
   std::uint64_t commits_proposed = 0, commits_won = 0;
   std::uint64_t commits_by_deadline = 0;  // won proposals made without every live site's delta
+  // The most bytes of this site's deltas at once that it had sent (to every peer) and no commit
+  // had merged yet: what its rounds keep in flight over the WAN.
+  std::uint64_t peak_bytes_in_flight = 0;
 };
 
 class CrossSite {
@@ -100,8 +103,11 @@ class CrossSite {
 
   struct Commit {
     CommitRecord record;
-    std::vector<float> mean_delta;   // the weighted mean of its deltas, in its order
+    // Per fragment the entries cover (ascending; {0} for DiLoCo), the weighted mean of its deltas,
+    // in the record's order: the fragments' values one after the other.
+    std::vector<float> mean_delta;
     std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
+    std::vector<int> fragments;
   };
   // Pumps for up to `budget`; the commit of version state.version() + 1 once it exists and every
   // delta it lists is here and verified, or a verified peer snapshot of a newer version when this
@@ -164,11 +170,13 @@ class CrossSite {
   // The bytes of a delta matching `checksum`, or null after asking its owner again (rate-limited).
   const std::vector<std::byte>* held(const DeltaKey& key, std::uint64_t checksum);
   // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
-  bool usable(const DeltaAnnouncement& a, std::size_t n);
+  bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  // The delta a commit of `version` applies: the weighted mean of its entries, scaled down by staleness.
-  std::vector<float> mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, std::size_t n);
+  // What a commit of `version` applies: per fragment its entries cover, the weighted mean of those
+  // entries, scaled down by staleness (Commit::fragments and Commit::mean_delta).
+  std::pair<std::vector<int>, std::vector<float>> mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
+                                                          const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
   // The same for bytes this site keeps (its own deltas): the link shares them instead of copying.
@@ -201,8 +209,9 @@ class CrossSite {
   std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;
   std::int64_t peers_newest_round_ = -1;
+  std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
   bool rounds_scanned_ = false;
-  DeltaScreen screen_;
+  std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
   ArrivalHistory arrivals_;
   double last_submit_at_ = 0;
   std::vector<double> round_seconds_;  // between this site's latest submits: a round's length
@@ -226,6 +235,7 @@ class CrossSite {
   bool control_down_ = false;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
+  std::map<std::int64_t, std::uint64_t> in_flight_;  // own rounds not merged yet: bytes sent to peers
   std::map<DeltaKey, double> requested_at_;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)
   std::map<std::tuple<std::string, LinkTag, std::int64_t>, std::uint16_t> attempts_;  // sends so far

@@ -4,6 +4,11 @@
 // and `start`, the weights the site's in-flight round is measured from (a round's delta is start -
 // local; when a commit arrives mid-round the round is rebased onto it). Every replica of a site runs the same deterministic code on the same inputs, so they all
 // hold bit-identical copies and any of them can lead the site's cross-site exchange.
+//
+// Streaming DiLoCo (fragments.hpp): the model is P fragments, each with its own slice of the
+// outer momentum and of the residual; a round is one fragment's, its delta that fragment's only,
+// and a commit changes the fragments its deltas cover (usually one) and rebases only those of the
+// in-flight round. With one fragment (the default) this is DiLoCo over the whole model.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -13,6 +18,7 @@
 #include "sync/codec/codec.hpp"
 #include "sync/codec/error_feedback.hpp"
 #include "sync/outer/outer_optimizer.hpp"
+#include "sync/round/fragments.hpp"
 
 namespace meridian {
 
@@ -20,8 +26,10 @@ class Checkpoint;
 
 class OuterState {
  public:
-  // Version 0 is `initial`, the weights every site starts from.
-  OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback);
+  // Version 0 is `initial`, the weights every site starts from. `plan`: the fragments (empty:
+  // one, the whole model); InvariantError when they do not cover `initial` exactly.
+  OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
+             FragmentPlan plan = {});
 
   std::int64_t version() const { return version_; }
   std::span<const float> global() const { return global_; }
@@ -29,24 +37,35 @@ class OuterState {
   const CodecOptions& codec() const { return codec_; }
 
   std::span<const float> start() const { return start_; }
+  int fragments() const { return static_cast<int>(plan_.size()); }
+  const Fragment& fragment(int f) const;  // InvariantError when f is not in [0, fragments())
 
-  // This round's pseudo-gradient, delta = start - local, encoded; with error feedback on, what the
-  // codec loses is carried into the next round's delta. The next round starts from `local`: it
-  // goes on from there at once, and measures only its own progress.
-  std::vector<std::byte> encode_delta(std::span<const float> local);
+  // This round's pseudo-gradient of `fragment`, delta = start - local over its values, encoded;
+  // with error feedback on, what the codec loses is carried into that fragment's next delta. The
+  // fragment's next round starts from `local`: it goes on from there at once, and measures only
+  // its own progress.
+  std::vector<std::byte> encode_delta(std::span<const float> local, int fragment = 0);
   // After a commit: local <- global + (local - start), start <- global, so the in-flight round
   // keeps its own progress on top of the new version (DESIGN.md, step 5). With no progress since
-  // the round began, local becomes exactly global.
+  // the round began, local becomes exactly global. Over every fragment, or over one (the one a
+  // commit changed: the others' global and start did not move).
   void rebase(std::span<float> local);
+  void rebase(std::span<float> local, int fragment);
 
   // The weights and momentum one commit produces from the current version, and their hash; the
   // state itself is untouched, so a proposer can hash its proposal before anyone agrees to it.
   struct Outcome {
-    std::vector<float> global;
-    OuterOptimizer optimizer;
+    std::vector<float> global;                               // the whole model: the hash is over all of it
+    std::vector<std::pair<int, OuterOptimizer>> optimizers;  // of the fragments it changed
     std::uint64_t hash = 0;
   };
-  Outcome preview(std::span<const float> mean_delta) const;
+  // One outer step per fragment of `fragments` (distinct), each on its mean delta: `means` holds
+  // their values one fragment after the other, in that order.
+  Outcome preview(const std::vector<int>& fragments, std::span<const float> means) const;
+  // `mean_delta` holds `fragment`'s values (fragment(f).size of them).
+  Outcome preview(std::span<const float> mean_delta, int fragment = 0) const {
+    return preview(std::vector<int>{fragment}, mean_delta);
+  }
   // Makes `outcome` version `version`, which must be version() + 1 (InvariantError otherwise).
   void commit(std::int64_t version, Outcome outcome);
 
@@ -66,12 +85,18 @@ class OuterState {
   static std::uint64_t weights_hash(std::span<const float> weights);
 
  private:
+  // Per fragment, the optimizer under the record names of DiLoCo's checkpoints when there is one
+  // fragment ("outer.momentum"), "outer.momentum.f<p>" etc. otherwise.
+  void save_optimizers(Checkpoint& checkpoint) const;
+  std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
+
+  FragmentPlan plan_;
   std::vector<float> global_;
   std::vector<float> start_;
-  OuterOptimizer optimizer_;
+  std::vector<OuterOptimizer> optimizers_;   // by fragment
   CodecOptions codec_;
-  std::optional<ErrorFeedback> feedback_;
-  std::vector<float> delta_;  // scratch
+  std::vector<ErrorFeedback> feedback_;      // by fragment; empty without error feedback
+  std::vector<float> delta_;                 // scratch
   std::int64_t version_ = 0;
 };
 

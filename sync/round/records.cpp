@@ -37,6 +37,17 @@ auto read_record(std::string_view bytes, const char* what, F&& read) {
   }
 }
 
+std::uint32_t fragment_field(int fragment) {
+  MERIDIAN_CHECK(fragment >= 0, "fragment=", fragment);
+  return static_cast<std::uint32_t>(fragment);
+}
+
+// A fragment number no job can have is a peer's error, not a number to index with.
+int fragment_of(std::uint32_t field, const char* what) {
+  if (field > (1u << 20)) throw make_error(ErrorKind::Peer, what, " names fragment ", field);
+  return static_cast<int>(field);
+}
+
 std::string padded(std::int64_t n) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "%012lld", static_cast<long long>(n));
@@ -66,6 +77,7 @@ std::string encode(const DeltaAnnouncement& r) {
   w.setBytes(r.bytes);
   w.setChecksum(r.checksum);
   w.setFinal(r.final);
+  w.setFragment(fragment_field(r.fragment));
   return to_string(message);
 }
 
@@ -82,6 +94,7 @@ std::string encode(const CommitRecord& r) {
     entries[i].setBaseVersion(e.base_version);
     entries[i].setWeight(e.weight);
     entries[i].setChecksum(e.checksum);
+    entries[i].setFragment(fragment_field(e.fragment));
   }
   w.setParamsHash(r.params_hash);
   w.setProposer(r.proposer);
@@ -91,6 +104,7 @@ std::string encode(const CommitRecord& r) {
     merged[i].setSite(site);
     merged[i++].setRound(round);
   }
+  w.setFragment(fragment_field(r.fragment));
   return to_string(message);
 }
 
@@ -119,8 +133,9 @@ MemberRecord decode_member(std::string_view bytes) {
 
 DeltaAnnouncement decode_announcement(std::string_view bytes) {
   return read_record<wire::DeltaAnnouncement>(bytes, "delta announcement", [](auto rec) {
-    return DeltaAnnouncement{rec.getSite(),   rec.getRound(), rec.getBaseVersion(), rec.getTokens(),
-                             rec.getBytes(),  rec.getChecksum(), rec.getFinal()};
+    return DeltaAnnouncement{rec.getSite(),     rec.getRound(),    rec.getBaseVersion(),
+                             rec.getTokens(),   rec.getBytes(),    rec.getChecksum(),
+                             rec.getFinal(),    fragment_of(rec.getFragment(), "delta announcement")};
   });
 }
 
@@ -129,10 +144,12 @@ CommitRecord decode_commit(std::string_view bytes) {
     CommitRecord r;
     r.number = rec.getNumber();
     for (auto e : rec.getEntries())
-      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum()});
+      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum(),
+                           fragment_of(e.getFragment(), "commit entry")});
     r.params_hash = rec.getParamsHash();
     r.proposer = rec.getProposer();
     for (auto m : rec.getMerged()) r.merged[m.getSite()] = m.getRound();
+    r.fragment = fragment_of(rec.getFragment(), "commit record");
     return r;
   });
 }

@@ -32,6 +32,7 @@ struct DeltaAnnouncement {
   std::uint64_t bytes = 0;
   std::uint64_t checksum = 0;
   bool final = false;  // the site's last round
+  int fragment = 0;    // streaming DiLoCo: the fragment its delta covers
   bool operator==(const DeltaAnnouncement&) const = default;
 };
 
@@ -41,6 +42,7 @@ struct CommitEntry {
   std::int64_t base_version = 0;
   double weight = 0;
   std::uint64_t checksum = 0;
+  int fragment = 0;  // streaming DiLoCo: the fragment the delta covers
   bool operator==(const CommitEntry&) const = default;
 };
 
@@ -52,6 +54,7 @@ struct CommitRecord {
   // Per site, the newest round merged up to this version: what a site that skips versions (it
   // adopted a peer's state) needs to know which deltas are already in.
   std::map<std::string, std::int64_t> merged;
+  int fragment = 0;  // streaming DiLoCo: whose turn this version is (its entries may add late rounds of others)
   bool operator==(const CommitRecord&) const = default;
 };
 

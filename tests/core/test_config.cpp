@@ -384,13 +384,13 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK(d.outer.fragments == 1);
   CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
   CHECK(d.wan == JobConfig::Wan{});
-  const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"streaming\"\ninner_steps = 1\n"
+  const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"streaming\"\ninner_steps = 16\n"
       "codec = \"int4\"\nmomentum = 0\nquorum = 2\noverlap = false\nstaleness = \"constant\"\ndelayed_nesterov = 4\n"
       "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
       "[control]\nendpoints = [\"http://10.0.0.1:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
       "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
       "[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
-  CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Streaming && c.outer.inner_steps == 1 && c.outer.quorum == 2));
+  CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Streaming && c.outer.inner_steps == 16 && c.outer.quorum == 2));
   CHECK((!c.outer.overlap && c.outer.staleness == JobConfig::Outer::Staleness::Constant && c.outer.delayed_nesterov == 4));
   CHECK((c.outer.deadline_k == 2.5 && c.outer.max_norm_ratio == 20.0 && c.outer.dynamic_inner_steps));
   CHECK(c.outer.fragments == 8);
@@ -431,6 +431,11 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[outer]\nfragments = 0\n", ":2: outer.fragments: expected an integer >= 1, found 0"},
       {"[outer]\nfragments = 4\n",
        ":2: outer.fragments: expected 1 unless outer.algorithm = \"streaming\" (fragments are streaming DiLoCo's), found 4"},
+      {"[outer]\nalgorithm = \"streaming\"\ninner_steps = 3\nfragments = 4\n",
+       ":4: outer.fragments: expected at most outer.inner_steps = 3 (one fragment is synchronised every inner_steps / "
+       "fragments steps), found 4"},
+      {"[model]\npreset = \"tiny\"\nn_layer = 1\n[outer]\nalgorithm = \"streaming\"\ninner_steps = 100\nfragments = 17\n",
+       ":7: outer.fragments: expected at most 16 (the model's tensors; a fragment holds whole ones), found 17"},
       {"[control]\nendpoints = [\"10.0.0.1:2379\"]\n", ":2: control.endpoints: expected an array of strings"},
       {"[wan]\nloss = 1.0\n", ":2: wan.loss: expected a number in [0, 1), found 1"},
       {"[[wan.link]]\nlatency_ms = 5\n", ":1: wan.link: [[wan.link]] is not supported yet"},

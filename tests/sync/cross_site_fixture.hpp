@@ -35,11 +35,12 @@ inline std::vector<float> initial_weights() {
 
 struct Site {
   Site(const std::string& job, const std::string& name, const std::string& endpoint, CodecOptions codec,
-       const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10, CommitRuleOptions rule = {})
+       const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10, CommitRuleOptions rule = {},
+       FragmentPlan plan = {})
       : link(make_zmq_link("127.0.0.1", chunk_bytes, faults)),
         etcd(EtcdOptions{{endpoint}, 5000ms}),
         cross(options(job, name, endpoint, rule), etcd, *link, seconds_now),
-        state(initial_weights(), {}, codec, true),
+        state(initial_weights(), {}, codec, true, std::move(plan)),
         name(name) {
     cross.serve_state(&state);
   }
@@ -59,16 +60,18 @@ struct Site {
 
   // This site's round: its weights moved by a site-specific amount from where the round began;
   // `tamper` may change them further (a diverged or malicious site).
-  // `forge` may change the encoded bytes (values no honest encoder would write).
+  // `forge` may change the encoded bytes (values no honest encoder would write). Streaming: the
+  // delta of `fragment` only.
   void submit(std::int64_t round, const std::function<void(std::vector<float>&)>& tamper = {},
-              const std::function<void(std::vector<std::byte>&)>& forge = {}) {
+              const std::function<void(std::vector<std::byte>&)>& forge = {}, int fragment = 0) {
     auto local = std::vector<float>(state.start().begin(), state.start().end());
     const float shift = 1e-3f * static_cast<float>(name[0] - 'a' + 1);
     for (std::size_t i = 0; i < local.size(); ++i) local[i] -= shift * static_cast<float>(i % 7);
     if (tamper) tamper(local);
-    auto bytes = state.encode_delta(local);
+    auto bytes = state.encode_delta(local, fragment);
     if (forge) forge(bytes);
-    const DeltaAnnouncement a{name, round, state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes))};
+    const DeltaAnnouncement a{name,  round, state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes)),
+                              false, fragment};
     cross.submit(a, std::move(bytes));
   }
 
@@ -78,10 +81,10 @@ struct Site {
     if (!commit.snapshot.empty()) {
       state.adopt(commit.snapshot, commit.record.params_hash, local);
     } else {
-      auto outcome = state.preview(commit.mean_delta);
+      auto outcome = state.preview(commit.fragments, commit.mean_delta);
       REQUIRE(outcome.hash == commit.record.params_hash);
       state.commit(commit.record.number, std::move(outcome));
-      state.rebase(local);
+      for (const int f : commit.fragments) state.rebase(local, f);
     }
     last = commit.record;
   }
@@ -112,13 +115,13 @@ inline void join_all(std::vector<std::unique_ptr<Site>>& sites) {
 // Sites a, b and c of one job, each registered and seeing the other two.
 inline std::vector<std::unique_ptr<Site>> joined_sites(const EtcdServer& etcd, CodecOptions codec,
                                                        const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10,
-                                                       CommitRuleOptions rule = {}) {
+                                                       CommitRuleOptions rule = {}, const FragmentPlan& plan = {}) {
   std::vector<std::unique_ptr<Site>> sites;
   std::uint64_t seed = faults.seed;
   for (const char* name : {"a", "b", "c"}) {
     LinkFaults f = faults;
     f.seed = seed++;
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), codec, f, chunk_bytes, rule));
+    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), codec, f, chunk_bytes, rule, plan));
   }
   join_all(sites);
   return sites;

@@ -139,3 +139,48 @@ TEST_CASE("once the deadline passes the held deltas commit without the late site
   view.held.clear();
   CHECK_FALSE(decide_commit(view, {}).has_value());  // a deadline with nothing here commits nothing
 }
+
+TEST_CASE("streaming: a version is one fragment's turn, a site whose round was cut adds it and is back in turn") {
+  CommitRuleOptions four;
+  four.fragments = 4;
+  const auto frag = [](DeltaAnnouncement a, int f) {
+    a.fragment = f;
+    return a;
+  };
+  CommitView view;
+  view.version = 5;
+  view.next_fragment = 2;
+  view.live_sites = {"a", "b"};
+  // b's round of fragment 1 was cut from version 5: it goes into version 6 with b's and a's fragment 2.
+  view.announced = {frag(delta("a", 6, 5, 100), 2), frag(delta("b", 5, 4, 100), 1), frag(delta("b", 6, 4, 100), 2)};
+  hold_all(view);
+  CHECK(commit_fragment(view, open_rounds(view, four)) == 2);
+  auto entries = decide_commit(view, four);
+  REQUIRE(entries.has_value());
+  REQUIRE(entries->size() == 3);
+  CHECK(((*entries)[0].site == "a" && (*entries)[0].fragment == 2));
+  CHECK(((*entries)[1].site == "b" && (*entries)[1].round == 5 && (*entries)[1].fragment == 1));
+  CHECK(((*entries)[2].site == "b" && (*entries)[2].round == 6 && (*entries)[2].fragment == 2));
+  CHECK((*entries)[1].weight == 100);  // one version late: about a quarter of a commit of its fragment, none counted
+  // Without b's round of the turn, b is not ready: the version waits for it (or the deadline).
+  view.announced.pop_back();
+  CHECK_FALSE(decide_commit(view, four).has_value());
+  // Nobody has the expected fragment and nobody may still announce it (a announced its last
+  // round): the oldest open round's fragment is merged rather than nothing.
+  view.next_fragment = 3;
+  view.finished = {"a"};
+  CHECK(commit_fragment(view, open_rounds(view, four)) == 1);
+  view.finished.clear();
+  view.live_sites = {"a", "b", "c"};  // c has nothing open and may still announce fragment 3
+  CHECK(commit_fragment(view, open_rounds(view, four)) == 3);
+  // Four versions late, a delta missed about one commit of its own fragment.
+  view.live_sites = {"b"};
+  view.next_fragment = 1;
+  view.version = 8;
+  entries = decide_commit(view, four);
+  REQUIRE(entries.has_value());
+  CHECK((*entries)[0].weight == 50);
+  // A fragment the job does not have is no offer.
+  view.announced = {frag(delta("b", 6, 5, 100), 4), frag(delta("b", 7, 5, 100), 1)};
+  CHECK(open_offers(view, four).at("b").round == 7);
+}

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
@@ -144,4 +146,107 @@ TEST_CASE("the outer state round-trips through checkpoint records, bad records a
   missing.put_value("outer.version", std::int64_t{1});
   CHECK_THROWS_AS(back.restore(missing), Error);
   CHECK(back.version() == 1);
+}
+
+namespace {
+
+// Three fragments of a 300-value model, interleaved as a layer-strided plan would be.
+FragmentPlan three_fragments() {
+  FragmentPlan plan(3);
+  for (std::size_t t = 0; t < 6; ++t) {
+    auto& f = plan[t % 3];
+    f.ranges.push_back({t * 50, 50});
+    f.size += 50;
+  }
+  return plan;
+}
+
+bool in_fragment(const Fragment& f, std::size_t j) {
+  return std::any_of(f.ranges.begin(), f.ranges.end(), [&](const auto& r) { return j >= r.offset && j < r.offset + r.count; });
+}
+
+}  // namespace
+
+TEST_CASE("streaming: a fragment's delta, commit and rebase touch that fragment only, the hash is the whole model's") {
+  const auto initial = ramp(300, 0.1f);
+  const auto plan = three_fragments();
+  OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Fp32, 0}, false, plan);
+  REQUIRE(state.fragments() == 3);
+  auto local = initial;
+  for (auto& x : local) x -= 0.5f;
+  // Fragment 1's round: its delta holds fragment 1's values only, in layout order.
+  const auto bytes = state.encode_delta(local, 1);
+  std::vector<float> delta(plan[1].size);
+  decode(bytes, delta);
+  for (const float d : delta) CHECK(d == doctest::Approx(0.5f));
+  for (std::size_t j = 0; j < initial.size(); ++j) CHECK(state.start()[j] == (in_fragment(plan[1], j) ? local[j] : initial[j]));
+
+  for (auto& x : local) x -= 0.25f;  // the next rounds' progress
+  auto outcome = state.preview(std::vector<float>(plan[1].size, 0.5f), 1);
+  CHECK(outcome.hash == OuterState::weights_hash(outcome.global));
+  state.commit(1, std::move(outcome));
+  state.rebase(local, 1);
+  for (std::size_t j = 0; j < initial.size(); ++j) {
+    if (in_fragment(plan[1], j)) {
+      CHECK(state.global()[j] == doctest::Approx(initial[j] - 0.5f));
+      CHECK(state.start()[j] == state.global()[j]);
+      CHECK(local[j] == doctest::Approx(initial[j] - 0.75f));
+    } else {  // neither the global weights, nor the start, nor the round's progress moved
+      CHECK(state.global()[j] == initial[j]);
+      CHECK(state.start()[j] == initial[j]);
+      CHECK(local[j] == doctest::Approx(initial[j] - 0.75f));
+    }
+  }
+  // Two fragments in one version (a late delta beside the others' next fragment): each its own step.
+  std::vector<float> both(plan[0].size + plan[2].size, 0.25f);
+  std::fill(both.begin() + static_cast<std::ptrdiff_t>(plan[0].size), both.end(), -0.125f);
+  const auto two = state.preview({0, 2}, both);
+  for (std::size_t j = 0; j < initial.size(); ++j)
+    CHECK(two.global[j] == doctest::Approx(in_fragment(plan[0], j)   ? state.global()[j] - 0.25f
+                                           : in_fragment(plan[2], j) ? state.global()[j] + 0.125f
+                                                                     : state.global()[j]));
+  CHECK(two.hash == OuterState::weights_hash(two.global));
+  CHECK_THROWS_AS(state.preview({0, 0}, std::vector<float>(2 * plan[0].size)), InvariantError);
+  CHECK_THROWS_AS(state.preview({0, 2}, std::vector<float>(plan[0].size)), InvariantError);
+  CHECK_THROWS_AS(state.preview(std::vector<float>(plan[1].size), 3), InvariantError);
+  CHECK_THROWS_AS(state.preview(std::vector<float>(plan[0].size + 1), 0), InvariantError);
+}
+
+TEST_CASE("streaming: each fragment has its own momentum, saved, restored and sent in snapshots") {
+  const auto initial = ramp(300, 0.1f);
+  OuterState state(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  auto local = initial;
+  for (int v = 1; v <= 4; ++v) {
+    const int f = (v - 1) % 3;
+    for (auto& x : local) x -= 0.01f * static_cast<float>(v);
+    state.encode_delta(local, f);
+    state.commit(v, state.preview(std::vector<float>(state.fragment(f).size, 0.01f * static_cast<float>(v)), f));
+    state.rebase(local, f);
+  }
+  Checkpoint saved;
+  state.save(saved);
+  OuterState back(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  back.restore(saved);
+  CHECK(back.version() == 4);
+  for (int f = 0; f < 3; ++f) {
+    CHECK(back.encode_delta(local, f) == state.encode_delta(local, f));  // the same residual slice
+    const std::vector<float> mean(state.fragment(f).size, -0.02f);
+    CHECK(back.preview(mean, f).hash == state.preview(mean, f).hash);  // the same momentum slice
+  }
+  // A checkpoint of another fragment count is refused by name, the state unchanged.
+  OuterState whole(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true);
+  CHECK(whole.fragments() == 1);
+  try {
+    whole.restore(saved);
+    FAIL("restored 3 fragments into 1");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("3 fragments") != std::string::npos);
+  }
+  CHECK(whole.version() == 0);
+
+  OuterState behind(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  auto theirs = initial;
+  behind.adopt(state.snapshot(), OuterState::weights_hash(state.global()), theirs);
+  const std::vector<float> mean(state.fragment(2).size, 0.004f);
+  CHECK(behind.preview(mean, 2).hash == state.preview(mean, 2).hash);
 }

@@ -28,6 +28,8 @@ struct DeltaAnnouncement {
   bytes @5 :UInt64;        # size of the encoded delta
   checksum @6 :UInt64;     # XXH3-64 of the encoded delta
   final @7 :Bool;          # the site's last round: it trains no further
+  fragment @8 :UInt32;     # streaming DiLoCo: the fragment the delta covers (0 for DiLoCo, and in
+                           # records from before fragments existed, which read as fragment 0)
 }
 
 struct SiteRound {
@@ -41,10 +43,13 @@ struct CommitEntry {
   baseVersion @2 :Int64;
   weight @3 :Float64;
   checksum @4 :UInt64;
+  fragment @5 :UInt32;  # streaming DiLoCo: the fragment the delta covers (0 for DiLoCo, and in
+                        # records from before fragments existed)
 }
 
 # "commits/<version>", written once by compare-and-swap: version = outer_step(version - 1, the
 # weighted mean of these deltas, in this order). paramsHash is XXH3-64 of the resulting weights.
+# Streaming DiLoCo: one outer step per fragment the entries cover, on the mean of its entries.
 struct CommitRecord {
   version @0 :UInt16;
   number @1 :Int64;
@@ -52,6 +57,8 @@ struct CommitRecord {
   paramsHash @3 :UInt64;
   proposer @4 :Text;
   merged @5 :List(SiteRound);  # per site, the newest round merged up to this version (this one included)
+  fragment @6 :UInt32;         # streaming DiLoCo: whose turn this version is (0 for DiLoCo); the
+                               # next version is the next fragment's (sync/round/commit_rule.hpp)
 }
 
 # Sent over a link: "send me your state (OuterState::snapshot) if you hold at least this version":
