@@ -67,7 +67,7 @@ struct EtcdOptions {
   // lost its majority is told. A real partition makes a call take up to `timeout` first (the
   // members beyond it do not answer); the emulation does not charge that wait. Empty: always
   // reachable. Called from whichever thread uses the client.
-  std::function<bool()> reachable;
+  std::function<bool()> reachable{};
 };
 
 // The members that answered could not serve: no leader (cut off from the majority, or between

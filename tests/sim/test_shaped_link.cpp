@@ -70,6 +70,12 @@ class FakeLink : public Link {
   std::deque<std::pair<double, Received>> incoming_;
 };
 
+JobConfig::Wan wan_of(WanLink link) {
+  JobConfig::Wan wan;
+  wan.link = link;
+  return wan;
+}
+
 // This site is "m"; peers "a" and "b" at tcp://a and tcp://b.
 struct Fixture {
   double now = 0;
@@ -102,7 +108,7 @@ struct Fixture {
 }  // namespace
 
 TEST_CASE("a transfer is held until its emulated arrival: bandwidth, then latency") {
-  Fixture f({.link = {.latency_ms = 50, .bandwidth_mbps = 8}});  // 1e6 bytes/s
+  Fixture f(wan_of({.latency_ms = 50, .bandwidth_mbps = 8}));  // 1e6 bytes/s
   f.inner->arrive(1.0, "tcp://a", 7, 1'000'000);
   CHECK_FALSE(f.link->receive(500ms).has_value());
   CHECK(f.now == doctest::Approx(0.5));  // waited its timeout, no longer
@@ -117,7 +123,7 @@ TEST_CASE("a transfer is held until its emulated arrival: bandwidth, then latenc
 }
 
 TEST_CASE("a stamped transfer's emulated link starts when it was sent, not when loopback delivered it") {
-  Fixture f({.link = {.latency_ms = 50, .bandwidth_mbps = 8}});
+  Fixture f(wan_of({.latency_ms = 50, .bandwidth_mbps = 8}));
   f.send(0.25, "tcp://b", 9);
   CHECK(f.inner->sent == std::vector<std::pair<std::string, std::uint64_t>>{{"tcp://b", 9 | ShapedLink::kStampBit},
                                                                             {"tcp://b", 9}});
@@ -139,7 +145,7 @@ TEST_CASE("a stamped transfer's emulated link starts when it was sent, not when 
 }
 
 TEST_CASE("each pair has its own link: a fast peer's later transfer overtakes a slow peer's") {
-  JobConfig::Wan wan{.link = {.latency_ms = 10}};
+  auto wan = wan_of({.latency_ms = 10});
   wan.links = {{"a", "m", {.latency_ms = 500}}};
   Fixture f(wan);
   f.inner->arrive(0.0, "tcp://a", 1, 100);
@@ -159,7 +165,7 @@ TEST_CASE("each pair has its own link: a fast peer's later transfer overtakes a 
 }
 
 TEST_CASE("a partition drops transfers both ways, and only while it holds") {
-  JobConfig::Wan wan{.link = {.latency_ms = 100}};
+  auto wan = wan_of({.latency_ms = 100});
   wan.faults = {{.kind = Fault::Kind::Partition, .sites = {"b"}, .from_s = 1, .to_s = 2}};
   Fixture f(wan);
   f.send(0.5, "tcp://b", 1);
@@ -185,7 +191,7 @@ TEST_CASE("a partition drops transfers both ways, and only while it holds") {
 }
 
 TEST_CASE("a site that is itself cut off hears nobody, even a peer it cannot name") {
-  JobConfig::Wan wan{.link = {.latency_ms = 1}};
+  auto wan = wan_of({.latency_ms = 1});
   wan.faults = {{.kind = Fault::Kind::Partition, .sites = {"m"}, .from_s = 0, .to_s = 10}};
   Fixture f(wan);
   f.inner->arrive(1.0, "tcp://x", 1, 100);
