@@ -171,7 +171,9 @@ TEST_CASE("a partitioned site trains on alone, never commits, and re-syncs when 
   // its data links both ways and its etcd clients. c reaches the control plane only through its
   // own member m2, which the test stops for the same span, as the partition would cut it off from
   // the other members too. The span is longer than several rounds and than the lease (so c's
-  // membership lapses and the others commit without it) and ends while a and b still train.
+  // membership lapses and the others commit without it) and ends while a and b still train. A
+  // schedule is in seconds, not versions: on a loaded machine the first version may come after
+  // kCutFrom (c is then cut off before it ever merged anything, still a partition).
   constexpr double kCutFrom = 3, kCutTo = 7;
   static_assert(kCutTo - kCutFrom > 1.5 * FaultJob::kLeaseTtl);
   const std::string schedule = "[[wan.fault]]\nkind = \"partition\"\nsites = [\"c\"]\nfrom_s = " +
@@ -187,8 +189,7 @@ TEST_CASE("a partitioned site trains on alone, never commits, and re-syncs when 
   const std::int64_t healed_at = job.newest_version();
   cluster.member(2).resume();
   job.finish();
-  CHECK(cut_at >= 1);                // the sites were committing when the partition began
-  CHECK(healed_at >= cut_at + 3);    // and the majority went on committing through it
+  CHECK(healed_at >= cut_at + 3);  // the majority went on committing through the partition
   const auto log = job.check_invariants();
   for (std::int64_t v = cut_at + 2; v <= healed_at; ++v) {  // + 2: one commit may have been in flight at the cut
     CAPTURE(v);
