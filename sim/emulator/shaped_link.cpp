@@ -13,6 +13,8 @@ namespace {
 
 // Stamps of transfers that never came (dropped, or their sender died) are forgotten after this many.
 constexpr std::size_t kMaxStamps = 4096;
+// Transfers one look takes off the inner link at most: bounds a look's time under a flood.
+constexpr int kMaxDrain = 64;
 
 }  // namespace
 
@@ -117,14 +119,21 @@ std::optional<Received> ShapedLink::take_due(double now) {
 
 std::optional<Received> ShapedLink::receive(std::chrono::milliseconds timeout) {
   const double deadline = clock_() + static_cast<double>(timeout.count()) / 1000;
-  // At least one look at the inner link, even with a zero timeout.
+  // At least one look at the inner link, even with a zero timeout. A look takes everything that
+  // has physically arrived (held until due, as a real network's socket buffers hold it), so a
+  // stamp, or a transfer not due yet, does not cost the caller's pump its turn.
   for (bool first = true;; first = false) {
     const double now = clock_();
     if (auto r = take_due(now)) return r;
     if (!first && now >= deadline) return std::nullopt;
     const double until = held_.empty() ? deadline : std::min(deadline, held_.begin()->first);
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::max(0.0, until - now) * 1000)));
-    if (auto r = inner_->receive(wait)) admit(std::move(*r));
+    auto r = inner_->receive(wait);
+    for (int more = 0; r && more < kMaxDrain; ++more) {
+      admit(std::move(*r));
+      r = inner_->receive(std::chrono::milliseconds(0));
+    }
+    if (r) admit(std::move(*r));
   }
 }
 

@@ -144,6 +144,22 @@ TEST_CASE("a stamped transfer's emulated link starts when it was sent, not when 
   CHECK(f.inner->recycled == 2);  // the stamps' bytes
 }
 
+TEST_CASE("one look takes everything that arrived: a stamp does not cost the caller's pump its turn") {
+  Fixture f(wan_of({}));  // shaping nothing: due on arrival
+  f.now = 10;
+  f.inner->arrive_stamp(9.9, "tcp://a", 20, 9.9);
+  f.inner->arrive(9.95, "tcp://a", 20, 100);
+  f.inner->arrive_stamp(9.96, "tcp://b", 21, 9.96);
+  f.inner->arrive(9.97, "tcp://b", 21, 100);
+  auto r = f.link->receive(0ms);
+  REQUIRE(r.has_value());
+  CHECK(r->transfer_id == 20);
+  r = f.link->receive(0ms);
+  REQUIRE(r.has_value());
+  CHECK(r->transfer_id == 21);
+  CHECK(f.now == 10);  // no waiting
+}
+
 TEST_CASE("each pair has its own link: a fast peer's later transfer overtakes a slow peer's") {
   auto wan = wan_of({.latency_ms = 10});
   wan.links = {{"a", "m", {.latency_ms = 500}}};
@@ -248,32 +264,44 @@ TEST_CASE("real time: a scheduled partition starts and ends within 100 ms of its
   schedule->set_start(start);
   std::map<std::uint64_t, double> sent_at;  // id -> seconds after start
   std::set<std::uint64_t> delivered;
-  std::optional<double> control_lost, control_back;
+  std::vector<std::pair<double, bool>> control;  // (seconds after start, reachable)
   const std::vector<std::byte> ping(64, std::byte{1});
   for (std::uint64_t id = 0; wall_clock_s() - start < 1.2; ++id) {
     sent_at[id] = wall_clock_s() - start;
     a.send(b.address(), id, 1, ping);
     while (auto r = b.receive(5ms)) delivered.insert(r->transfer_id);
-    const double t = wall_clock_s() - start;
-    if (!reachable() && !control_lost) control_lost = t;
-    if (reachable() && control_lost && !control_back) control_back = t;
+    control.emplace_back(wall_clock_s() - start, reachable());
   }
   for (auto r = b.receive(100ms); r; r = b.receive(100ms)) delivered.insert(r->transfer_id);
-  // The first send lost, and the first delivered after it: the partition's edges as the data saw them.
+  // Within 100 ms of the schedule means: whatever was sent (or asked) up to 0.2 s and from 0.9 s
+  // went through, and nothing from 0.4 to 0.7 s did. (A loaded machine may leave gaps between
+  // sends, so each window must also have seen some.)
+  const auto in = [](double t, double from, double to) { return from <= t && t <= to; };
+  int checked[3] = {0, 0, 0};
+  for (const auto& [id, t] : sent_at) {
+    CAPTURE(t);
+    if (t <= 0.2 || in(t, 0.9, 1.15)) {
+      CHECK(delivered.contains(id));
+      ++checked[t <= 0.2 ? 0 : 2];
+    }
+    if (in(t, 0.4, 0.7)) {
+      CHECK_FALSE(delivered.contains(id));
+      ++checked[1];
+    }
+  }
+  for (const auto& [t, up] : control) {
+    CAPTURE(t);
+    if (t <= 0.2 || in(t, 0.9, 1.15)) CHECK(up);
+    if (in(t, 0.4, 0.7)) CHECK_FALSE(up);
+  }
+  CHECK((checked[0] > 0 && checked[1] > 0 && checked[2] > 0));
+  // The edges as the sends saw them: the first lost, and the first through after it.
   std::optional<double> lost_from, back_from;
   for (const auto& [id, t] : sent_at) {
     if (!lost_from && !delivered.contains(id)) lost_from = t;
     if (lost_from && !back_from && delivered.contains(id)) back_from = t;
   }
-  REQUIRE((lost_from && back_from && control_lost && control_back));
-  MESSAGE("partition scheduled 0.3-0.8 s: data lost from ", *lost_from, " s to ", *back_from, " s, control plane from ",
-          *control_lost, " s to ", *control_back, " s");
-  CHECK(std::abs(*lost_from - 0.3) <= 0.1);
-  CHECK(std::abs(*back_from - 0.8) <= 0.1);
-  CHECK(std::abs(*control_lost - 0.3) <= 0.1);
-  CHECK(std::abs(*control_back - 0.8) <= 0.1);
-  // Nothing sent well outside the partition was lost.
-  for (const auto& [id, t] : sent_at)
-    if (t < 0.25 || (t > 0.85 && t < 1.1)) CHECK(delivered.contains(id));
+  REQUIRE((lost_from && back_from));
+  MESSAGE("partition scheduled 0.3-0.8 s: sends lost from ", *lost_from, " s to ", *back_from, " s");
   CHECK(a.shaping().dropped_sent > 0);  // a did not even send to b while b was cut off
 }
