@@ -9,6 +9,8 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "sim/emulator/shaped_link.hpp"
+#include "sim/emulator/wan_start.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/round/local_steps.hpp"
 #include "transport/link/ucx_link.hpp"
@@ -114,6 +116,11 @@ void SiteExchange::ensure_leader_side() {
   // call gives up quickly so that a cut-off site goes on training (CrossSite retries later).
   etcd.request_timeout = std::chrono::milliseconds(500);
   etcd.timeout = std::chrono::milliseconds(1500);
+  // Only a job that asks for an emulated WAN pays for one: the hook and the shaping decorator.
+  if (config_.wan.emulated()) {
+    wan_ = std::make_shared<WanSchedule>(config_);
+    etcd.reachable = control_reachable(wan_, site_, wall_clock_s);
+  }
   etcd_ = std::make_unique<EtcdClient>(etcd);
   const JobConfig::Site* me = nullptr;
   CrossSiteOptions o;
@@ -124,6 +131,14 @@ void SiteExchange::ensure_leader_side() {
     if (s.name == site_) me = &s;
   }
   link_ = make_link(config_, *me);
+  if (wan_) {
+    // The link asks CrossSite for a peer's site without reading etcd: it runs inside its pumps.
+    auto site_of = [this](const std::string& address) { return cross_ ? cross_->known_site(address) : nullptr; };
+    auto shaped = std::make_unique<ShapedLink>(std::move(link_), site_, wan_, site_of, wall_clock_s,
+                                               hash64(site_.data(), site_.size(), config_.job.seed));
+    shaped_ = shaped.get();
+    link_ = std::move(shaped);
+  }
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
@@ -144,6 +159,16 @@ void SiteExchange::ensure_leader_side() {
   log_.event("link_open", {{"site", site_}, {"address", link_->address()}, {"transport", to_string(config_.transport.kind)}});
 }
 
+bool SiteExchange::wan_started() {
+  if (!wan_ || wan_->start()) return true;
+  try {
+    agree_wan_start(*wan_, *etcd_, config_.job.name, wall_clock_s());
+  } catch (const Error&) {
+    // etcd unreachable now: the join, which needs it too, tries again.
+  }
+  return wan_->start().has_value();
+}
+
 void SiteExchange::wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt) {
   const double t0 = clock_();
   while (true) {
@@ -158,7 +183,10 @@ void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
   if (leader) ensure_leader_side();
   const double t0 = clock_();
-  wait_together(group, leader, [&] { return cross_->poll_join(kAttempt); });
+  wait_together(group, leader, [&] {
+    const bool timed = wan_started();
+    return cross_->poll_join(kAttempt) && timed;
+  });
   if (leader) log_.event("sites_joined", {{"site", site_}, {"sites", sites_}, {"ms", 1000 * (clock_() - t0)}});
   if (synchronous()) return;
   // A job under way: take the versions committed while this site was away before training on.
@@ -350,6 +378,7 @@ void SiteExchange::leave() const {
     EtcdOptions etcd;
     etcd.endpoints = config_.control.endpoints;
     etcd.timeout = std::chrono::milliseconds(1000);
+    if (wan_) etcd.reachable = control_reachable(wan_, site_, wall_clock_s);
     EtcdClient(etcd).revoke_lease(lease);
   } catch (const Error&) {
     // Then the lease lapses after its TTL: peers learn the same, only later.
@@ -400,6 +429,13 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["frames_duplicate"] = link.duplicates;
   out["frames_rerequested"] = link.rerequests;
   out["waited_s"] = waited_s_;
+  if (shaped_) {
+    const auto w = shaped_->shaping();
+    out["wan_emulated"] = true;
+    out["wan_transfers_delivered"] = w.delivered;
+    out["wan_transfers_dropped"] = w.dropped_sent + w.dropped_received;
+    out["wan_mean_transit_s"] = w.delivered > 0 ? w.transit_s / static_cast<double>(w.delivered) : 0.0;
+  }
   if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
   out["max_version_gap_s"] = max_version_gap_s_;
   // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5

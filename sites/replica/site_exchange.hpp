@@ -37,6 +37,8 @@ class Trainer;
 class RunLog;
 class EtcdClient;
 class Link;
+class ShapedLink;
+class WanSchedule;
 
 class SiteExchange {
  public:
@@ -79,6 +81,8 @@ class SiteExchange {
 
  private:
   void ensure_leader_side();
+  // Leader, under an emulated WAN: whether the job's start is known, agreeing on it if not yet.
+  bool wan_started();
   void wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt);
   // Applies versions until at most one of this site's rounds is announced and not merged.
   void drain_backlog(Communicator& group, bool leader, Trainer& trainer);
@@ -101,8 +105,10 @@ class SiteExchange {
   double waited_s_ = 0;            // time the replicas spent waiting on other sites
   double started_at_ = 0;
   std::optional<double> rejoined_after_s_;  // from this process's start to its first peer state
+  std::shared_ptr<WanSchedule> wan_;  // the emulated WAN's schedule, when the job has one
   std::unique_ptr<EtcdClient> etcd_;
   std::unique_ptr<Link> link_;
+  ShapedLink* shaped_ = nullptr;  // link_, when it is shaped
   std::unique_ptr<CrossSite> cross_;
   std::vector<float> scratch_;
 };

@@ -705,6 +705,10 @@ void CrossSite::refresh_members() {
 
 const std::string* CrossSite::site_of(const std::string& address) {
   if (!site_by_addr_.contains(address)) control([&] { refresh_members(); });
+  return known_site(address);
+}
+
+const std::string* CrossSite::known_site(const std::string& address) const {
   const auto it = site_by_addr_.find(address);
   return it == site_by_addr_.end() ? nullptr : &it->second;
 }

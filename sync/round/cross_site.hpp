@@ -139,6 +139,9 @@ class CrossSite {
 
   CrossSiteTraffic traffic() const;
   std::string describe_wait() const;  // what the latest poll is waiting for, for logs
+  // The member site at a link address as last read from etcd (null if none), without reading
+  // etcd: safe to call from inside this site's own link (the WAN emulator's does).
+  const std::string* known_site(const std::string& address) const;
 
  private:
   using DeltaKey = std::pair<std::string, std::int64_t>;  // (site, round)

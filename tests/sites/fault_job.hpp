@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/emulator/wan_start.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/round/records.hpp"
 #include "tests/support/child_process.hpp"
@@ -96,6 +98,12 @@ class FaultJob {
     return *status;
   }
   bool member(const std::string& site) { return etcd_->get(RoundKeys(name_).member(site)).has_value(); }
+  // The job's start (wall-clock seconds) as the sites agreed on it for the emulated WAN; nullopt
+  // before the first site wrote it, or in a job without [wan].
+  std::optional<double> wan_start() {
+    const auto text = etcd_->get(wan_start_key(name_));
+    return text ? std::optional<double>(std::stod(*text)) : std::nullopt;
+  }
   void signal(const std::string& site, int sig) { ::kill(-procs_.at(site)->pid(), sig); }
 
   // Waits for every site still running to end; each must end well.

@@ -1,8 +1,8 @@
 // The fault-injection suite: three sites as real processes on loopback (fault_job.hpp) while
-// sites are killed, restarted, partitioned and stopped. After every scenario: the survivors
-// trained to the end, versions only grew on every site, every site held the same bits for every
-// version, no delta was merged twice or after being refused, and the final validation loss is
-// within kLossMargin of the fault-free run's. The figures (stall, rejoin time, utilization) are
+// sites are killed, restarted, partitioned (by the WAN emulator's schedule) and stopped. After
+// every scenario: the survivors trained to the end, versions only grew on every site, every site
+// held the same bits for every version, no delta was merged twice or after being refused, and the
+// final validation loss is within kLossMargin of the fault-free run's. The figures (stall, rejoin time, utilization) are
 // printed (MESSAGE) for the record.
 #include <doctest/doctest.h>
 
@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "sim/emulator/wan_start.hpp"
 #include "tests/sites/fault_job.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/etcd_server.hpp"
@@ -166,20 +167,29 @@ TEST_CASE("a partitioned site trains on alone, never commits, and re-syncs when 
   SKIP_WITHOUT(cluster);
   fault_free_loss();
   const auto eps = cluster.endpoints();
-  // c reaches the control plane only through its own member m2: stopping m2 cuts c off from the
-  // majority (and so from membership: its lease lapses, the others stop taking its transfers).
-  FaultJob job("partition", eps, "", {{"a", {eps[0], eps[1]}}, {"b", {eps[1], eps[0]}}, {"c", {eps[2]}}});
+  // The emulated WAN's schedule cuts c off from kCutFrom to kCutTo seconds after the job's start:
+  // its data links both ways and its etcd clients. c reaches the control plane only through its
+  // own member m2, which the test stops for the same span, as the partition would cut it off from
+  // the other members too. The span is longer than several rounds and than the lease (so c's
+  // membership lapses and the others commit without it) and ends while a and b still train. A
+  // schedule is in seconds, not versions: on a loaded machine the first version may come after
+  // kCutFrom (c is then cut off before it ever merged anything, still a partition).
+  constexpr double kCutFrom = 3, kCutTo = 7;
+  static_assert(kCutTo - kCutFrom > 1.5 * FaultJob::kLeaseTtl);
+  const std::string schedule = "[[wan.fault]]\nkind = \"partition\"\nsites = [\"c\"]\nfrom_s = " +
+                               std::to_string(kCutFrom) + "\nto_s = " + std::to_string(kCutTo) + "\n";
+  FaultJob job("partition", eps, schedule, {{"a", {eps[0], eps[1]}}, {"b", {eps[1], eps[0]}}, {"c", {eps[2]}}});
   job.start_all();
-  job.wait_version(4);
+  double start = 0;  // the job's start, which the sites agreed on in etcd
+  job.wait_until([&] { return (start = job.wan_start().value_or(0)) > 0; }, 60, "the job's start in etcd");
+  job.wait_until([&] { return wall_clock_s() >= start + kCutFrom; }, 60, "the partition's start");
   cluster.member(2).pause();
   const std::int64_t cut_at = job.newest_version();
-  const double t_cut = wall_seconds();
-  // Longer than several rounds and than the lease; short enough that a and b still train when it heals.
-  job.wait_until([&] { return job.newest_version() >= cut_at + 3 && wall_seconds() - t_cut > 1.5 * FaultJob::kLeaseTtl; },
-                 60, "the majority to commit while c is cut off");
+  job.wait_until([&] { return wall_clock_s() >= start + kCutTo; }, 60, "the partition's end");
   const std::int64_t healed_at = job.newest_version();
   cluster.member(2).resume();
   job.finish();
+  CHECK(healed_at >= cut_at + 3);  // the majority went on committing through the partition
   const auto log = job.check_invariants();
   for (std::int64_t v = cut_at + 2; v <= healed_at; ++v) {  // + 2: one commit may have been in flight at the cut
     CAPTURE(v);
@@ -197,8 +207,13 @@ TEST_CASE("a partitioned site trains on alone, never commits, and re-syncs when 
   for (const auto& c : log)
     for (const auto& e : c.entries)
       if (e.site == "c") CHECK(c.number - 1 - e.base_version <= 4);
-  MESSAGE("c cut off from version ", cut_at, " to ", healed_at, "; a and b's longest wait for a version ",
-          max_gap(job, {"a", "b"}), " s");
+  // The data links were cut too: c's sends to the others and theirs to c went nowhere.
+  const auto dropped = [&](const std::string& site) { return job.summary(site)["wan_transfers_dropped"].get<std::int64_t>(); };
+  CHECK(dropped("c") > 0);
+  CHECK(dropped("a") + dropped("b") > 0);
+  MESSAGE("c cut off from version ", cut_at, " to ", healed_at, " (", kCutFrom, " to ", kCutTo,
+          " s after the job's start); transfers dropped by the partition: c ", dropped("c"), ", a ", dropped("a"),
+          ", b ", dropped("b"), "; a and b's longest wait for a version ", max_gap(job, {"a", "b"}), " s");
   check_outcome(job, FaultJob::kSites);
 }
 
