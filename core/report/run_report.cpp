@@ -88,8 +88,14 @@ std::vector<PlotMarker> markers_of(const Run& run) {
     std::string label = kind;
     if (e.contains("site") && e["site"].is_string()) label += " (" + e["site"].get<std::string>() + ")";
     if (e.contains("step") && e["step"].is_number()) label += " step " + std::to_string(e["step"].get<std::int64_t>());
-    out.push_back({e["time"].get<double>() - run.t0, label});
+    const double x = e["time"].get<double>() - run.t0;
+    // Events within a second (a detection, its rollback, the recovery) share one line and label.
+    if (!out.empty() && x - out.back().x < 1.0) {
+      out.back().label += ", " + label;
+      continue;
+    }
     if (out.size() == kMaxMarkers) break;
+    out.push_back({x, label});
   }
   return out;
 }

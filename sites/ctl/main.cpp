@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", as_json, "print the agent's reply as JSON");
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for the agent")->check(CLI::Range(1, 600000));
   app.require_subcommand(1);
+  app.fallthrough();  // `meridianctl ... checkpoint --token T` as well as `--token T checkpoint`
   OpsRequest request;
   bool follow = false;
   int count = 0;
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help is no error; every other parse failure is bad usage
   }
   const std::pair<CLI::App*, OpsCommand> kinds[] = {
       {status, OpsCommand::Status},         {events, OpsCommand::Events}, {checkpoints, OpsCommand::Checkpoints},

@@ -41,6 +41,8 @@ void write_run(const std::filesystem::path& dir, double loss_offset) {
   std::ofstream(dir / "events.jsonl") << json{{"time", 1000.5}, {"event", "site_start"}, {"site", "us-east"}}.dump() << "\n"
                                       << json{{"time", 1004.0}, {"event", "rollback"}, {"site", "us-east"}, {"step", 40}}.dump()
                                       << "\n"
+                                      << json{{"time", 1004.2}, {"event", "recovered"}, {"site", "us-east"}}.dump()
+                                      << "\n"
                                       << json{{"time", 1005.0}, {"event", "commit_applied"}}.dump() << "\n";
   std::ofstream(dir / "summary.json") << json{{"final_val_loss", 2.2}, {"model", "tiny"}, {"sites", json::array()}}.dump();
 }
@@ -58,7 +60,7 @@ TEST_CASE("a run and its baseline: four plots and an index that shows them with 
   for (const char* name : {">us-east<", ">eu-west<", ">baseline us-east<", ">baseline eu-west<"})
     CHECK_MESSAGE(loss_tokens.find(name) != std::string::npos, name);
   const auto loss_time = read(dir / "out" / "loss_time.svg");
-  CHECK(loss_time.find("rollback (us-east) step 40") != std::string::npos);
+  CHECK(loss_time.find("rollback (us-east) step 40, recovered (us-east)") != std::string::npos);  // one line
   CHECK(loss_time.find("commit_applied") == std::string::npos);
   CHECK(read(dir / "out" / "utilization.svg").find(">us-east<") != std::string::npos);
   CHECK(read(dir / "out" / "val_loss_tokens.svg").find(">us-east<") != std::string::npos);
@@ -67,7 +69,7 @@ TEST_CASE("a run and its baseline: four plots and an index that shows them with 
     CHECK(html.find(std::string("<img src=\"") + img + "\"") != std::string::npos);
   CHECK(html.find("<td>final_val_loss</td><td>2.2</td>") != std::string::npos);
   CHECK(html.find("<td>model</td><td>tiny</td>") != std::string::npos);
-  CHECK(html.find("<td>4 s</td><td>rollback (us-east) step 40</td>") != std::string::npos);
+  CHECK(html.find("<td>4 s</td><td>rollback (us-east) step 40, recovered (us-east)</td>") != std::string::npos);
   CHECK(html.find("<td>commit_applied</td><td>1</td>") != std::string::npos);
 }
 
