@@ -357,6 +357,9 @@ int run_site(const JobConfig& config, const SiteRun& run) {
               endpoint.c_str(), config.job.run_dir.c_str());
   std::fflush(stdout);
 
+  // First: replicas started by a cluster launcher count as ready only from here on, so nothing
+  // slow (binding, fsync of ops.json) may come between the store and this.
+  agent.start();
   SiteFiguresBoard board(run.site);
   std::unique_ptr<MetricsServer> metrics;
   if (config.ops.metrics) {
@@ -372,7 +375,6 @@ int run_site(const JobConfig& config, const SiteRun& run) {
   OpsService ops(config, run.site, run.ops_token, agent, store, log, board, clock);
   log.event("ops_listening", {{"site", run.site}, {"endpoint", ops.endpoint()}, {"token", !run.ops_token.empty()}});
 
-  agent.start();
   for (int round = 0;; ++round) {
     const SiteOutcome outcome = agent.step();
     if (round % 5 == 0) board.update(store, agent.figures());
