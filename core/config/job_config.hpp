@@ -78,6 +78,41 @@ struct JobConfig {
     bool operator==(const Checkpoint&) const = default;
   } checkpoint;
 
+  // The divergence guard (core/train/divergence_guard): what counts as a diverging step, and what
+  // is done about it -- roll back to the last healthy state, lower the learning rate, go on.
+  struct Guard {
+    bool enabled = true;
+    int window = 50;                // healthy steps the loss z-score and median gradient norm cover
+    int min_history = 20;           // steps seen before a spike or an explosion can be judged
+    double loss_z = 6.0;            // a loss this many standard deviations above the window's mean is a spike
+    double min_rel_std = 0.01;      // the deviation used is at least this share of the mean loss
+    double grad_norm_ratio = 10.0;  // a gradient norm this many times the window's median is an explosion
+    int snapshot_every = 50;        // K: steps between the in-memory states a rollback returns to
+    double lr_factor = 0.5;         // the learning rate is multiplied by this at each rollback
+    int max_attempts = 3;           // rollbacks before the run gives up with a report
+    // Test hook: the step (0-based) whose learning rate is multiplied by inject_lr_factor, on the
+    // first pass only (before any rollback); -1 = none.
+    int inject_lr_step = -1;
+    double inject_lr_factor = 1.0;
+    bool operator==(const Guard&) const = default;
+  } guard;
+
+  // Operating a site: its Prometheus endpoint.
+  struct Ops {
+    bool metrics = true;
+    std::string metrics_address = "127.0.0.1";  // loopback unless the operator opens it
+    // 0: a free port each, announced in events.jsonl (metrics_listening) and on stdout; otherwise
+    // site i of the job's [[site]] list serves on metrics_port + i.
+    std::uint16_t metrics_port = 0;
+    // The agent's command socket (meridianctl), always on 127.0.0.1; 0: a free port, written to
+    // <site run dir>/ops.json for meridianctl to find.
+    std::uint16_t port = 0;
+    // Needed by every command that changes anything. Empty: taken from MERIDIAN_OPS_TOKEN when the
+    // site starts; empty there too: such commands are refused.
+    std::string token;
+    bool operator==(const Ops&) const = default;
+  } ops;
+
   // The replicas of a site: how many, and what happens when one dies, hangs or corrupts its weights.
   struct Replicas {
     enum class OnFailure { KeepBatch, Scale };

@@ -74,6 +74,31 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.checkpoint.every, "checkpoint", "every", 0);
   r.read(c.checkpoint.keep, "checkpoint", "keep", 1);
 
+  r.read(c.guard.enabled, "guard", "enabled");
+  r.read(c.guard.window, "guard", "window", 2);
+  r.read(c.guard.min_history, "guard", "min_history", 2);
+  r.read(c.guard.loss_z, "guard", "loss_z", above(0));
+  r.read(c.guard.min_rel_std, "guard", "min_rel_std", at_least(0));
+  r.read(c.guard.grad_norm_ratio, "guard", "grad_norm_ratio", above(1));
+  r.read(c.guard.snapshot_every, "guard", "snapshot_every", 1);
+  r.read(c.guard.lr_factor, "guard", "lr_factor", within(0, 1, true, false));
+  r.read(c.guard.max_attempts, "guard", "max_attempts", 0);
+  r.read(c.guard.inject_lr_step, "guard", "inject_lr_step", -1);
+  r.read(c.guard.inject_lr_factor, "guard", "inject_lr_factor", above(0));
+  // Reported at whichever of the two was set (a window below the default min_history, alone, too).
+  if (c.guard.min_history > c.guard.window) {
+    const Setting* s = r.find("guard.min_history");
+    r.add(s ? s->origin : r.find("guard.window")->origin, "guard.min_history",
+          "expected at most guard.window = " + std::to_string(c.guard.window) + ", found " +
+              std::to_string(c.guard.min_history));
+  }
+
+  r.read(c.ops.metrics, "ops", "metrics");
+  r.read(c.ops.metrics_address, "ops", "metrics_address");
+  r.read(c.ops.metrics_port, "ops", "metrics_port", 0);
+  r.read(c.ops.port, "ops", "port", 0);
+  r.read(c.ops.token, "ops", "token");
+
   using Replicas = JobConfig::Replicas;
   r.read(c.replicas.count, "replicas", "count", 1);
   r.read(c.replicas.restart, "replicas", "restart");

@@ -1,6 +1,7 @@
 #include "core/train/train_checkpoint.hpp"
 
 #include <array>
+#include <cmath>
 
 #include "core/checkpoint/store.hpp"
 #include "core/io/env.hpp"
@@ -37,6 +38,8 @@ Checkpoint encode_train_state(const GptConfig& shape, std::span<const float> par
   c.put_value<std::int64_t>("train.tokens", state.tokens);
   const std::array<std::uint64_t, 2> pos = {state.data.epoch, state.data.index};
   c.put_pod<std::uint64_t>("data.position", pos);
+  c.put_value<double>("train.lr_scale", state.lr_scale);
+  c.put_value<std::int64_t>("guard.rollbacks", state.rollbacks);
   c.put("job.toml", std::vector<std::byte>(reinterpret_cast<const std::byte*>(config_toml.data()),
                                            reinterpret_cast<const std::byte*>(config_toml.data()) + config_toml.size()));
   return c;
@@ -70,6 +73,12 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
     throw make_error(ErrorKind::Checkpoint, source, ": record \"data.position\" has ", pos.size(),
                      " values, expected 2");
   state.data = SamplerPosition{pos[0], pos[1]};
+  // Checkpoints written before the divergence guard existed have neither record.
+  if (ckpt.has("train.lr_scale")) state.lr_scale = ckpt.get_value<double>("train.lr_scale");
+  if (ckpt.has("guard.rollbacks")) state.rollbacks = ckpt.get_value<std::int64_t>("guard.rollbacks");
+  if (!std::isfinite(state.lr_scale) || state.lr_scale <= 0 || state.rollbacks < 0)
+    throw make_error(ErrorKind::Checkpoint, source, ": learning-rate scale ", state.lr_scale, " or rollback count ",
+                     state.rollbacks, " out of range");
   if (state.step < 0 || state.tokens < 0)
     throw make_error(ErrorKind::Checkpoint, source, ": negative step or token count");
   return state;

@@ -2,7 +2,8 @@
 // How a training state maps onto checkpoint records (the record framing itself is core/checkpoint).
 // Records: "model.shape" (int32 x5: n_layer, n_head, d_model, seq_len, vocab), "params" (fp32, flat
 // layout), "adamw.m", "adamw.v" (fp32), "adamw.t" (int64), "train.step", "train.tokens" (int64),
-// "data.position" (uint64 x2: epoch, index), "job.toml" (the resolved config, for people).
+// "data.position" (uint64 x2: epoch, index), "train.lr_scale" (f64), "guard.rollbacks" (int64),
+// "job.toml" (the resolved config, for people).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -23,6 +24,10 @@ struct ResumeState {
   std::int64_t step = 0;    // optimizer steps completed
   std::int64_t tokens = 0;  // training tokens consumed
   SamplerPosition data;
+  // What the divergence guard changed: the factor on the scheduled learning rate and how many
+  // rollbacks led to it. Part of the state so a resumed or healed replica trains as the others do.
+  double lr_scale = 1.0;
+  std::int64_t rollbacks = 0;
 };
 
 Checkpoint encode_train_state(const GptConfig& shape, std::span<const float> params, const AdamW& opt,

@@ -1,6 +1,7 @@
 #include "core/train/trainer.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include "core/checkpoint/store.hpp"
 #include "core/data/tokens.hpp"
@@ -9,6 +10,7 @@
 #include "core/optim/sgd.hpp"
 #include "core/runlog/progress.hpp"
 #include "core/runlog/run_log.hpp"
+#include "core/train/divergence_guard.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/util/error.hpp"
 
@@ -86,7 +88,13 @@ void Trainer::fast_forward(std::int64_t step) {
 StepResult Trainer::step() {
   StepResult r;
   r.step = state_.step;
-  r.lr = lr_at(schedule_, state_.step);
+  r.lr = lr_at(schedule_, state_.step) * state_.lr_scale;
+  // The injected spike hits the first pass only: after a rollback the same step runs clean, as a
+  // transient fault would.
+  if (state_.step == config_.guard.inject_lr_step && state_.rollbacks == 0) {
+    r.lr *= config_.guard.inject_lr_factor;
+    r.lr_injected = true;
+  }
   const int accum = grad_accum_;
   model_.zero_grads();
   double loss_sum = 0;
@@ -128,6 +136,13 @@ void Trainer::restore(const Checkpoint& state, const std::string& source) {
   state_ = decode_train_state(state, source, config_.model, model_.params(), opt_);
   sampler_.seek(state_.data);
   if (extras_.restore) extras_.restore(state);
+}
+
+void Trainer::set_guard_state(double lr_scale, std::int64_t rollbacks) {
+  MERIDIAN_CHECK(std::isfinite(lr_scale) && lr_scale > 0 && rollbacks >= 0, "lr_scale=", lr_scale,
+                 " rollbacks=", rollbacks);
+  state_.lr_scale = lr_scale;
+  state_.rollbacks = rollbacks;
 }
 
 void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
@@ -172,9 +187,24 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
   double window_t = t0;
   std::int64_t window_tokens = 0;
   StepResult last;
+  std::optional<DivergenceGuard> guard;
+  if (config_.guard.enabled) {
+    guard.emplace(config_.guard, DivergenceGuard::Mode::Recover, log_, nlohmann::json{{"site", "local"}, {"replica", 0}});
+    guard->reset(*this, true);
+  }
+  double computing_s = 0;  // in steps: what evaluations and checkpoints leave of the wall time
   while (state_.step < end) {
+    const double t_step = now_();
     last = step();
-    if (!std::isfinite(last.loss) || !std::isfinite(last.grad_norm)) {
+    computing_s += now_() - t_step;
+    if (guard) {
+      if (guard->after_step(*this, last) == DivergenceGuard::Outcome::RolledBack) {
+        if (progress_)
+          progress_->line("divergence at step " + std::to_string(last.step) + ": rolled back to step " +
+                          std::to_string(state_.step) + ", learning rate x" + std::to_string(state_.lr_scale));
+        continue;
+      }
+    } else if (!std::isfinite(last.loss) || !std::isfinite(last.grad_norm)) {
       log_.event("nonfinite", {{"step", last.step}, {"loss", std::to_string(last.loss)}});
       throw make_error(ErrorKind::Data, "training diverged at step ", last.step, ": loss ", last.loss,
                        ", gradient norm ", last.grad_norm,
@@ -188,7 +218,7 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
       const double eta = (end - done) * (now - t0) / std::max<std::int64_t>(1, done - first_step);
       log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", done}, {"version", 0},
                    {"loss", last.loss}, {"lr", last.lr}, {"grad_norm", last.grad_norm}, {"tokens", state_.tokens},
-                   {"tok_s", tok_s}});
+                   {"tok_s", tok_s}, {"utilization", computing_s / std::max(1e-9, now - t0)}});
       if (progress_) progress_->update({done, total, last.loss, tok_s, eta});
       window_t = now;
       window_tokens = 0;
@@ -220,7 +250,9 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
                 {"tokens_per_s", summary.tokens_per_s},
                 {"params", model_.layout().total()},
                 {"model", describe(config_.model)},
-                {"resumed_from_step", summary.resumed_from_step}});
+                {"resumed_from_step", summary.resumed_from_step},
+                {"rollbacks", state_.rollbacks},
+                {"lr_scale", state_.lr_scale}});
   if (progress_) {
     progress_->finish();
     progress_->line("final val loss " + std::to_string(summary.final_val_loss) + " after " +

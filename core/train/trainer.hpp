@@ -39,6 +39,7 @@ struct StepResult {
   double loss = 0;        // mean over the micro-batches
   double grad_norm = 0;   // before clipping
   double lr = 0;
+  bool lr_injected = false;  // guard.inject_lr_step hit this step (a test hook)
 };
 
 struct TrainSummary {
@@ -79,6 +80,9 @@ class Trainer {
     std::function<void(const Checkpoint&)> restore;
   };
   void set_extras(Extras extras) { extras_ = std::move(extras); }
+
+  // After a rollback: the factor on the scheduled learning rate from now on, and the rollbacks so far.
+  void set_guard_state(double lr_scale, std::int64_t rollbacks);
 
   // A new place in a (re-formed) group, and the micro-batches per step that go with it.
   void set_slot(ReplicaSlot slot, int grad_accum);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
       {"launch", "run every site of a job on this machine (and a local etcd)", meridian::cli::add_launch_command},
       {"validate", "check a job file and print it resolved, or list every problem",
        meridian::cli::add_validate_command},
+      {"report", "plots (SVG) and an index.html of a run directory", meridian::cli::add_report_command},
   };
   for (const auto& c : kCommands) {
     auto* sub = app.add_subcommand(c.name, c.help);

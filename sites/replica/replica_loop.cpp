@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/runlog/run_log.hpp"
+#include "core/train/divergence_guard.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
@@ -19,6 +20,7 @@
 #include "sync/group/replica_group.hpp"
 #include "sync/group/sdc_guard.hpp"
 #include "sync/group/state_sync.hpp"
+#include "sites/replica/ops_inbox.hpp"
 #include "sites/replica/site_exchange.hpp"
 #include "sync/parallel/bucket_reducer.hpp"
 
@@ -100,6 +102,53 @@ class StopSignals {
   std::thread thread_;
 };
 
+// What the group leader publishes for the site's metrics endpoint (site_keys::figures()), and the
+// counts behind it over the life of this process.
+class OpsFigures {
+ public:
+  explicit OpsFigures(double now) : started_(now), last_t_(now) {}
+  void joined(double seconds) {
+    if (joins_++ > 0) ++heals_;
+    last_join_s_ = seconds;
+  }
+  void computed(double step_s) {
+    ++computed_;
+    step_s_ = step_s;
+  }
+  void discarded(std::int64_t steps) { discarded_ += steps; }
+  void sdc_finding() { ++sdc_findings_; }
+
+  void publish(Store& store, const SiteExchange& exchange, Trainer& trainer, const StepResult& r,
+               double computing_s, double now) {
+    nlohmann::json f = exchange.ops_figures(trainer.model().params().size());
+    const auto& state = trainer.state();
+    f.update({{"step", state.step},
+              {"loss", r.loss},
+              {"lr", r.lr},
+              {"lr_scale", state.lr_scale},
+              {"rollbacks", state.rollbacks},
+              {"tokens", state.tokens},
+              {"tok_s", (state.tokens - last_tokens_) / std::max(1e-9, now - last_t_)},
+              {"step_s", step_s_},
+              {"utilization", computing_s / std::max(1e-9, now - started_)},
+              {"goodput", computed_ > 0 ? static_cast<double>(computed_ - discarded_) / computed_ : 1.0},
+              {"heals", heals_},
+              {"heal_s", last_join_s_},
+              {"sdc_findings", sdc_findings_}});
+    // A rollback moves tokens back: the rate restarts from there rather than going negative.
+    last_tokens_ = state.tokens;
+    last_t_ = now;
+    const std::string text = f.dump();
+    store.set(site_keys::figures(), std::as_bytes(std::span(text.data(), text.size())));
+  }
+
+ private:
+  double started_, last_t_;
+  std::int64_t last_tokens_ = 0;
+  std::int64_t joins_ = 0, heals_ = 0, computed_ = 0, discarded_ = 0, sdc_findings_ = 0;
+  double last_join_s_ = 0, step_s_ = 0;
+};
+
 bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout; }
 
 }  // namespace
@@ -124,6 +173,9 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                         [&](const Checkpoint& in) { exchange.state().restore(in); }});
   const double t_start = now();
   double computing_s = 0;
+  OpsFigures figures(t_start);
+  OpsInbox inbox(store, env);
+  std::int64_t ops_newest = 0;  // the newest operator command, as the step's all-reduce said
   trainer.try_resume();
   GlooOptions gloo;
   gloo.timeout = std::chrono::milliseconds(c.replicas.collective_timeout_ms);
@@ -133,6 +185,10 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   std::optional<std::int64_t> next_generation;  // none: this process has not joined yet
   bool switch_pending = false;
   SdcGuard sdc;
+  // Across sites a rollback would also have to undo the outer state the sites share; there the
+  // guard only reports, and a non-finite step still ends the run.
+  DivergenceGuard guard(c.guard, exchange.active() ? DivergenceGuard::Mode::DetectOnly : DivergenceGuard::Mode::Recover,
+                        log, {{"site", run.site}, {"replica", run.id}});
   while (true) {
     const double t_join = now();
     group.join(next_generation, join_timeout);
@@ -156,10 +212,12 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     slot.reduce = [&](std::span<float> grads, double& loss) {
       if (overlap) overlap->wait();
       else group.comm().allreduce(grads, ReduceOp::Mean);
-      float control[2] = {static_cast<float>(loss), group.newer_generation_published() ? 1.0f : 0.0f};
-      group.comm().allreduce(std::span<float>(control, 2), ReduceOp::Sum);
+      float control[3] = {static_cast<float>(loss), group.newer_generation_published() ? 1.0f : 0.0f,
+                          inbox.newest(leader)};
+      group.comm().allreduce(std::span<float>(control, 3), ReduceOp::Sum);
       loss = control[0] / static_cast<float>(group.size());
       switch_pending = control[1] > 0;
+      ops_newest = static_cast<std::int64_t>(control[2]);
       if (exchange.active() && exchange.synchronous())
         exchange.reduce_across_sites(group.comm(), leader, trainer.state().step, grads, loss);
     };
@@ -180,12 +238,18 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                            {"healed", heal.changed},
                            {"ms", 1000 * (now() - t_join)}});
       exchange.join(group.comm(), leader, trainer);
+      guard.reset(trainer, leader);
+      figures.joined(now() - t_join);
+      float filed = inbox.newest(leader);
+      group.comm().allreduce(std::span<float>(&filed, 1), ReduceOp::Sum);
+      inbox.skip_to(static_cast<std::int64_t>(filed));
       while (trainer.state().step < c.inner.steps && !switch_pending) {
         const double t_step = now();
         StepResult r;
         try {
           r = trainer.step();
           computing_s += now() - t_step;
+          figures.computed(now() - t_step);
         } catch (const Error& e) {
           if (!is_peer_failure(e)) throw;
           log.event("collective_failed", {{"site", run.site},
@@ -196,13 +260,33 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                                           {"ms", 1000 * (now() - t_step)}});
           throw;
         }
-        if (!std::isfinite(r.loss))
+        if (c.guard.enabled) {
+          if (guard.after_step(trainer, r) == DivergenceGuard::Outcome::RolledBack) {
+            figures.discarded(r.step + 1 - trainer.state().step);
+            continue;
+          }
+        } else if (!std::isfinite(r.loss)) {
           throw make_error(ErrorKind::Data, "replica ", run.id, ": non-finite loss at step ", r.step);
+        }
+        if (const auto applied = inbox.apply(ops_newest, trainer, leader); !applied.done.empty()) {
+          for (auto done : applied.done)
+            if (leader) {
+              done.update({{"site", run.site}, {"replica", run.id}});
+              log.event("ops_applied", std::move(done));
+            }
+          if (applied.restored) {
+            guard.reset(trainer, leader);
+            continue;
+          }
+        }
         const auto done = trainer.state().step;
+        if (leader && c.ops.metrics && (done % c.log.every == 0 || done == c.inner.steps))
+          figures.publish(store, exchange, trainer, r, computing_s, now());
         if (leader && (done % c.log.every == 0 || done == c.inner.steps))
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
                       {"version", exchange.state().version()}, {"generation", group.generation().number},
-                      {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens}});
+                      {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens},
+                      {"utilization", computing_s / std::max(1e-9, now() - t_start)}});
         if (exchange.round_ends(done))
           exchange.end_round(group.comm(), leader, trainer, (done - 1) % exchange.inner_steps() + 1,
                              done == c.inner.steps);
@@ -217,6 +301,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           const double t_check = now();
           const auto found = sdc.check(group.comm(), trainer);
           if (!found.verdict.agree) {
+            figures.sdc_finding();
             std::vector<std::string> hashes;
             for (auto h : found.hashes) hashes.push_back(std::to_string(h));
             std::vector<int> odd;
@@ -253,6 +338,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     auto summary = exchange.summary(trainer.model().params().size());
     summary["final_val_loss"] = val;
     summary["steps"] = trainer.state().step;
+    summary["rollbacks"] = trainer.state().rollbacks;
+    summary["lr_scale"] = trainer.state().lr_scale;
     summary["tokens"] = trainer.state().tokens;
     summary["wall_s"] = now() - t_start;
     // Time in training steps over the whole run (joins, waits on other sites, evaluation excluded).

@@ -448,4 +448,23 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   return out;
 }
 
+nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
+  nlohmann::json out = nlohmann::json::object();
+  if (!active()) return out;
+  out["version"] = state_.version();
+  if (!cross_) return out;
+  out["staleness"] = std::max<std::int64_t>(0, cross_->newest_commit() - state_.version());
+  const auto live = static_cast<std::int64_t>(cross_->live_sites());
+  out["live_sites"] = live;
+  out["quorum"] = config_.outer.quorum > 0 ? std::min<std::int64_t>(config_.outer.quorum, live) : live;
+  const auto t = cross_->traffic();
+  out["deltas_refused"] = t.deltas_refused;
+  out["deltas_screened_out"] = t.deltas_screened_out;
+  for (const auto& [peer, bytes] : t.peers) out["wan"][peer] = {{"sent", bytes.sent}, {"received", bytes.received}};
+  // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
+  if (rounds_ > 0 && sites_ > 1)
+    out["codec_ratio"] = static_cast<double>(t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));
+  return out;
+}
+
 }  // namespace meridian

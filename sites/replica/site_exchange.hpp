@@ -78,6 +78,9 @@ class SiteExchange {
   double waited_s() const { return waited_s_; }
   // This site's share of the job summary: traffic, rounds, versions (leader only has traffic).
   nlohmann::json summary(std::size_t params) const;
+  // The leader's cross-site figures for the site's metrics endpoint: version, staleness, live
+  // sites and quorum, traffic per peer, codec ratio, refused deltas. Empty for a one-site job.
+  nlohmann::json ops_figures(std::size_t params) const;
 
  private:
   void ensure_leader_side();

@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "core/util/error.hpp"
+#include "sites/site/metrics_server.hpp"
+#include "sites/site/ops_service.hpp"
 #include "sync/comm/tcp_store.hpp"
 #include "sync/group/protocol.hpp"
 
@@ -211,6 +213,7 @@ void SiteAgent::publish(const Generation& g, const std::string& reason, double n
 void SiteAgent::evict(Slot& s, const std::string& reason, double now) {
   launcher_.signal(s.id, SIGKILL);
   s.killed = true;
+  ++evictions_;
   if (member(s)) note_cause(now);
   event("replica_evicted", {{"id", s.id},
                             {"incarnation", s.incarnation},
@@ -225,6 +228,33 @@ void SiteAgent::restart_dead(double now) {
       s.restarts += 1;
       spawn(s, now);
     }
+}
+
+AgentFigures SiteAgent::figures() const {
+  AgentFigures f;
+  f.generation = current_.number;
+  f.members = static_cast<int>(current_.members.size());
+  f.replicas = options_.replicas;
+  for (const auto& s : slots_) f.restarts += s.restarts;
+  f.evictions = evictions_;
+  return f;
+}
+
+nlohmann::json SiteAgent::status(double now) const {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const auto& s : slots_) {
+    nlohmann::json r = {{"id", s.id},       {"alive", s.alive},         {"member", member(s)},
+                        {"finished", s.finished}, {"restarts", s.restarts}, {"incarnation", s.incarnation}};
+    if (s.heartbeat_seen >= 0) r["heartbeat_age_s"] = now - s.last_heartbeat;
+    replicas.push_back(std::move(r));
+  }
+  return {{"generation", current_.number}, {"members", current_.members}, {"replicas", std::move(replicas)}};
+}
+
+bool SiteAgent::evict_replica(int id, const std::string& reason, double now) {
+  if (id < 0 || id >= static_cast<int>(slots_.size()) || !slots_[id].alive || slots_[id].killed) return false;
+  evict(slots_[id], reason, now);
+  return true;
 }
 
 SiteOutcome SiteAgent::outcome() {
@@ -327,9 +357,28 @@ int run_site(const JobConfig& config, const SiteRun& run) {
               endpoint.c_str(), config.job.run_dir.c_str());
   std::fflush(stdout);
 
+  // First: replicas started by a cluster launcher count as ready only from here on, so nothing
+  // slow (binding, fsync of ops.json) may come between the store and this.
   agent.start();
-  for (;;) {
+  SiteFiguresBoard board(run.site);
+  std::unique_ptr<MetricsServer> metrics;
+  if (config.ops.metrics) {
+    metrics = std::make_unique<MetricsServer>(config.ops.metrics_address, metrics_port(config, run.site),
+                                              [&board] { return board.render(); });
+    const std::string url =
+        "http://" + config.ops.metrics_address + ":" + std::to_string(metrics->port()) + "/metrics";
+    log.event("metrics_listening", {{"site", run.site}, {"port", metrics->port()}, {"url", url}});
+    std::printf("meridian site %s: metrics on %s\n", run.site.c_str(), url.c_str());
+    std::fflush(stdout);
+  }
+
+  OpsService ops(config, run.site, run.ops_token, agent, store, log, board, clock);
+  log.event("ops_listening", {{"site", run.site}, {"endpoint", ops.endpoint()}, {"token", !run.ops_token.empty()}});
+
+  for (int round = 0;; ++round) {
     const SiteOutcome outcome = agent.step();
+    if (round % 5 == 0) board.update(store, agent.figures());
+    ops.poll();
     if (outcome == SiteOutcome::Done) return 0;
     if (outcome == SiteOutcome::Failed) throw make_error(ErrorKind::Peer, agent.failure());
     const timespec pause{0, 20'000'000};

@@ -17,6 +17,7 @@
 #include "core/config/job_config.hpp"
 #include "core/runlog/run_log.hpp"
 #include "sites/site/process.hpp"
+#include "sites/site/site_metrics.hpp"
 #include "sync/comm/store.hpp"
 #include "sync/group/membership.hpp"
 
@@ -58,6 +59,13 @@ class SiteAgent {
   SiteOutcome step();
 
   const Generation& generation() const { return current_; }
+  // For the metrics endpoint.
+  AgentFigures figures() const;
+  // For the operator (meridianctl status): generation, members, and every slot's health.
+  nlohmann::json status(double now) const;
+  // The operator evicts a replica: SIGKILL, then the usual regroup (and restart, as configured).
+  // False when `id` is no slot or its process is not running.
+  bool evict_replica(int id, const std::string& reason, double now);
   const std::string& failure() const { return failure_; }
 
  private:
@@ -103,6 +111,7 @@ class SiteAgent {
   bool finishing_ = false;          // a replica finished training: nothing is restarted any more
   std::string waiting_;             // the last "waiting" reason logged, so it is logged once
   std::string failure_;
+  int evictions_ = 0;
 };
 
 // What `meridian site` runs: the store on 127.0.0.1:[replicas].store_port, replicas started as
@@ -114,6 +123,7 @@ struct SiteRun {
   std::filesystem::path program;
   bool attach = false;  // replicas are started by a cluster launcher, not by the agent
   std::string store_address = "127.0.0.1";  // the interface the store listens on
+  std::string ops_token;  // [ops] token, or MERIDIAN_OPS_TOKEN; empty: state-changing commands are refused
 };
 
 // 0 when every replica finished; 128 + signal after SIGINT/SIGTERM (replicas terminated and reaped);

@@ -31,6 +31,11 @@ inline std::string ready(int id) { return key("ready", id); }
 inline std::string failure(std::int64_t n, int id) { return key("fail", n, id); }
 inline std::string done(int id) { return key("done", id); }
 inline std::string gloo_prefix(std::int64_t n) { return key("g", n).append("/"); }
+// The group leader's latest figures (JSON), which the agent serves on its metrics endpoint.
+inline std::string figures() { return "ops/figures"; }
+// Operator commands for the whole group (JSON), numbered from 1, and the newest number filed.
+inline std::string ops_command(std::int64_t n) { return key("ops/cmd", n); }
+inline std::string ops_commands() { return "ops/cmds"; }
 
 }  // namespace meridian::site_keys
 

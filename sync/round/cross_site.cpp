@@ -574,12 +574,19 @@ std::uint64_t CrossSite::next_transfer_id(const std::string& address, LinkTag ta
   return transfer_id(number, tag, attempt);
 }
 
+void CrossSite::count_sent(const std::string& address, std::size_t bytes) {
+  const auto it = site_by_addr_.find(address);
+  traffic_.peers[it == site_by_addr_.end() ? address : it->second].sent += bytes;
+}
+
 void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes) {
+  count_sent(address, bytes.size());
   link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), bytes);
 }
 
 void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number,
                      std::shared_ptr<const std::vector<std::byte>> bytes) {
+  count_sent(address, bytes->size());
   link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), std::move(bytes));
 }
 
@@ -614,6 +621,7 @@ void CrossSite::handle(Received r) {
     return;
   }
   traffic_.bytes_received += r.bytes.size();
+  traffic_.peers[*site].received += r.bytes.size();
   const std::int64_t id = number_of(r.transfer_id);
   switch (static_cast<LinkTag>(r.tag)) {
     case LinkTag::Delta: {

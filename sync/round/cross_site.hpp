@@ -79,6 +79,10 @@ struct CrossSiteTraffic {
   // The most bytes of this site's deltas at once that it had sent (to every peer) and no commit
   // had merged yet: what its rounds keep in flight over the WAN.
   std::uint64_t peak_bytes_in_flight = 0;
+  struct PeerBytes {
+    std::uint64_t sent = 0, received = 0;  // payload bytes handed to the link for it / delivered from it
+  };
+  std::map<std::string, PeerBytes> peers;  // by site (by link address while its site is unknown)
 };
 
 class CrossSite {
@@ -126,6 +130,8 @@ class CrossSite {
   // the next version) while the control plane is reachable; 0 when it is not: a cut-off site
   // trains on, whatever it has queued.
   std::int64_t backlog(const OuterState& state) const;
+  // Sites whose membership key this site last read: the live ones.
+  std::size_t live_sites() const { return members_.size(); }
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const { return newest_commit_; }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
@@ -185,6 +191,7 @@ class CrossSite {
   // The same for bytes this site keeps (its own deltas): the link shares them instead of copying.
   void send(const std::string& address, LinkTag tag, std::int64_t number,
             std::shared_ptr<const std::vector<std::byte>> bytes);
+  void count_sent(const std::string& address, std::size_t bytes);
   std::uint64_t next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number);
 
   CrossSiteOptions options_;

@@ -83,6 +83,22 @@ TEST_CASE("defaults and the default preset") {
   CHECK(c.log.eval_windows == 64);
   CHECK(c.checkpoint.every == 0);
   CHECK(c.checkpoint.keep == 3);
+  CHECK(c.guard.enabled);
+  CHECK(c.guard.window == 50);
+  CHECK(c.guard.min_history == 20);
+  CHECK(c.guard.loss_z == 6.0);
+  CHECK(c.guard.min_rel_std == 0.01);
+  CHECK(c.guard.grad_norm_ratio == 10.0);
+  CHECK(c.guard.snapshot_every == 50);
+  CHECK(c.guard.lr_factor == 0.5);
+  CHECK(c.guard.max_attempts == 3);
+  CHECK(c.guard.inject_lr_step == -1);
+  CHECK(c.guard.inject_lr_factor == 1.0);
+  CHECK(c.ops.metrics);
+  CHECK(c.ops.metrics_address == "127.0.0.1");
+  CHECK(c.ops.metrics_port == 0);
+  CHECK(c.ops.port == 0);
+  CHECK(c.ops.token.empty());
   CHECK(c.source == fs::absolute(file).lexically_normal());
 }
 
@@ -249,6 +265,20 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[log]\neval_windows = 0\n", ":2: log.eval_windows: expected an integer >= 1, found 0"},
       {"[checkpoint]\nevery = -5\n", ":2: checkpoint.every: expected an integer >= 0, found -5"},
       {"[checkpoint]\nkeep = 0\n", ":2: checkpoint.keep: expected an integer >= 1, found 0"},
+      {"[ops]\nmetrics_port = 70000\n", ":2: ops.metrics_port: expected an integer <= 65535, found 70000"},
+      {"[ops]\nmetrics_address = \"\"\n", ":2: ops.metrics_address: expected a non-empty string, found an empty string"},
+      {"[guard]\nenabled = 1\n", ":2: guard.enabled: expected true or false, found integer 1"},
+      {"[guard]\nwindow = 1\n", ":2: guard.window: expected an integer >= 2, found 1"},
+      {"[guard]\nmin_history = 60\n", ":2: guard.min_history: expected at most guard.window = 50, found 60"},
+      {"[guard]\nwindow = 10\n", ":2: guard.min_history: expected at most guard.window = 10, found 20"},
+      {"[guard]\nloss_z = 0\n", ":2: guard.loss_z: expected a number > 0, found 0"},
+      {"[guard]\nmin_rel_std = -1\n", ":2: guard.min_rel_std: expected a number >= 0, found -1"},
+      {"[guard]\ngrad_norm_ratio = 1\n", ":2: guard.grad_norm_ratio: expected a number > 1, found 1"},
+      {"[guard]\nsnapshot_every = 0\n", ":2: guard.snapshot_every: expected an integer >= 1, found 0"},
+      {"[guard]\nlr_factor = 1.5\n", ":2: guard.lr_factor: expected a number in (0, 1], found 1.5"},
+      {"[guard]\nmax_attempts = -1\n", ":2: guard.max_attempts: expected an integer >= 0, found -1"},
+      {"[guard]\ninject_lr_step = -2\n", ":2: guard.inject_lr_step: expected an integer >= -1, found -2"},
+      {"[guard]\ninject_lr_factor = 0\n", ":2: guard.inject_lr_factor: expected a number > 0, found 0"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.body);
@@ -326,6 +356,10 @@ TEST_CASE("to_toml round-trips to an equal config") {
                                                 "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
                                                 "clip = 1\nsteps = 12345\n"
                                                 "[checkpoint]\nevery = 100\n"
+                                                "[guard]\nenabled = false\nwindow = 30\nloss_z = 4.5\n"
+                                                "lr_factor = 0.25\ninject_lr_step = 7\ninject_lr_factor = 100\n"
+                                                "[ops]\nmetrics = false\nmetrics_address = \"0.0.0.0\"\nmetrics_port = 9400\n"
+                                                "port = 9500\n"
                                                 "[outer]\nalgorithm = \"streaming\"\nlr = 1\noverlap = false\n"
                                                 "staleness = \"constant\"\ndelayed_nesterov = 3\ndeadline_k = 1.5\n"
                                                 "max_norm_ratio = 50.5\ndynamic_inner_steps = true\nfragments = 4\n[control]\n"
@@ -350,6 +384,12 @@ TEST_CASE("to_toml round-trips to an equal config") {
   JobConfig changed = original;
   changed.inner.eps = 2e-10;
   CHECK_FALSE(changed == original);
+
+  // The ops token is a secret, and to_toml's text is stored in every checkpoint: it is left out.
+  JobConfig with_token = original;
+  with_token.ops.token = "s3cret-token";
+  CHECK(to_toml(with_token).find("s3cret-token") == std::string::npos);
+  CHECK(load_ok(write(dir / "token.toml", kData + "[ops]\ntoken = \"abc\"\n")).ops.token == "abc");
 }
 
 TEST_CASE("[replicas]: defaults, values, and errors with file:line") {

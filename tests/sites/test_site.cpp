@@ -1,10 +1,13 @@
 // A site end to end: `meridian site` runs 3 replica processes on loopback. One is killed (-9) or
 // stopped (SIGSTOP) mid-run; the others keep training without a restart of the site, the dead
 // one is restarted and heals from a peer over the network, and all replicas end bit-identical.
+// An injected learning-rate spike is rolled back by all replicas as one, and the site's metrics
+// endpoint, scraped mid-run, shows it.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <map>
@@ -15,6 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/http_get.hpp"
+#include "tests/support/jsonl.hpp"
+#include "tests/support/prom_parser.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian::testing;
@@ -36,36 +42,6 @@ std::filesystem::path write_job(const TempDir& dir, const std::string& extra, in
                       << "sdc_every = 25\n"
                       << extra;
   return file;
-}
-
-std::vector<json> read_jsonl(const std::filesystem::path& p) {
-  std::vector<json> out;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);) {
-    try {
-      out.push_back(json::parse(line));
-    } catch (const json::exception&) {
-      // a line being written right now
-    }
-  }
-  return out;
-}
-
-// Waits (bounded) until some metric line reports at least `step`.
-bool wait_for_step(const std::filesystem::path& run, int step) {
-  for (int i = 0; i < 3000; ++i) {
-    for (const auto& m : read_jsonl(run / "metrics.jsonl"))
-      if (m.contains("step") && m["step"].get<int>() >= step && m.contains("loss")) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-std::vector<json> events_of(const std::vector<json>& events, const std::string& kind) {
-  std::vector<json> out;
-  for (const auto& e : events)
-    if (e.value("event", "") == kind) out.push_back(e);
-  return out;
 }
 
 // The params hash of each replica's last replica_done event.
@@ -164,4 +140,44 @@ TEST_CASE("attached replicas (started by a cluster launcher, RANK / MASTER_PORT)
   REQUIRE(hashes.size() == 2);
   CHECK(hashes.at(0) == hashes.at(1));
   CHECK(events_of(events, "replica_started").size() == 2);  // slots the agent waited for, not processes it made
+}
+
+TEST_CASE("an injected learning-rate spike: the replicas roll back as one and recover, all end identical") {
+  TempDir dir("site-guard");
+  // The guard judges the all-reduced loss and gradient norm, so every replica takes the same
+  // decision; a replica that did not would fail the parameter-hash comparison every 25 steps.
+  const auto job = write_job(dir, "restart = false\n[guard]\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n"
+                                  "inject_lr_step = 104\ninject_lr_factor = 300\n");
+  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local"}, dir / "site.log");
+  // Mid-run, past the rollback, the site's metrics endpoint shows it (scraped over 127.0.0.1).
+  REQUIRE(wait_for_step(dir / "run", 150));
+  const auto listening = events_of(read_jsonl(dir / "run" / "events.jsonl"), "metrics_listening");
+  REQUIRE(listening.size() == 1);
+  const auto scrape = http_get(listening[0]["port"].get<int>(), "/metrics");
+  CHECK(scrape.status == 200);
+  const auto metrics = parse_prometheus(scrape.body);
+  const std::map<std::string, std::string> at = {{"site", "local"}};
+  CHECK(metrics.value("meridian_rollbacks_total", at) == 1);
+  CHECK(metrics.value("meridian_lr_scale", at) == 0.5);
+  CHECK(metrics.value("meridian_goodput", at) < 1.0);  // the 5 steps rolled back were computed for nothing
+  CHECK(metrics.value("meridian_step", at) > 105);  // the agent reads the figures every ~100 ms: a few steps behind
+  CHECK(metrics.value("meridian_replicas_live", at) == 3);
+  CHECK(std::isfinite(metrics.value("meridian_loss", at)));
+  CHECK(metrics.value("meridian_tokens_per_second", at) > 0);
+  const auto code = site.wait_for(std::chrono::seconds(240));
+  REQUIRE_MESSAGE(code.has_value(), "site did not finish");
+  CHECK(*code == 0);
+  const auto events = read_jsonl(dir / "run" / "events.jsonl");
+  const auto rollback = events_of(events, "rollback");
+  REQUIRE(rollback.size() == 1);  // the group leader reports for all
+  CHECK(rollback[0]["from_step"] == 105);
+  CHECK(rollback[0]["to_step"] == 100);
+  CHECK(rollback[0]["lr_scale"] == 0.5);
+  CHECK(events_of(events, "recovered").size() == 1);
+  CHECK(events_of(events, "sdc_detected").empty());
+  CHECK(events_of(events, "generation").size() == 1);  // no replica failed or left
+  const auto hashes = final_hashes(events);
+  REQUIRE(hashes.size() == 3);
+  CHECK(hashes.at(0) == hashes.at(1));
+  CHECK(hashes.at(0) == hashes.at(2));
 }

@@ -1,0 +1,72 @@
+#include "sites/ctl/ops_client.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include <zmq.hpp>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+
+nlohmann::json ops_call(const std::string& endpoint, const nlohmann::json& request, std::chrono::milliseconds timeout) {
+  zmq::context_t context{1};
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(endpoint);
+  const std::string text = request.dump();
+  socket.send(zmq::buffer(text), zmq::send_flags::none);
+  zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
+  if (zmq::poll(items, 1, timeout) <= 0)
+    throw make_error(ErrorKind::Timeout, "the site agent at ", endpoint, " did not answer within ", timeout.count(),
+                     " ms (is the site running?)");
+  zmq::message_t reply;
+  (void)socket.recv(reply, zmq::recv_flags::none);
+  auto j = nlohmann::json::parse(reply.to_string_view(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw make_error(ErrorKind::Peer, "the agent at ", endpoint, " sent no JSON object");
+  return j;
+}
+
+namespace {
+
+std::string fixed(const nlohmann::json& j, const char* key, int digits) {
+  if (!j.contains(key) || !j[key].is_number()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, j[key].get<double>());
+  return buf;
+}
+
+}  // namespace
+
+std::string status_table(const nlohmann::json& s) {
+  std::ostringstream out;
+  const auto& f = s.value("figures", nlohmann::json::object());
+  out << "site " << s.value("site", "?") << "  generation " << s.value("generation", -1) << "  members "
+      << s.value("members", nlohmann::json::array()).dump() << "\n";
+  out << "step " << fixed(f, "step", 0) << "  loss " << fixed(f, "loss", 4) << "  lr " << fixed(f, "lr", 6)
+      << " (x" << fixed(f, "lr_scale", 3) << ")  tokens/s " << fixed(f, "tok_s", 0) << "  utilization "
+      << fixed(f, "utilization", 2) << "  goodput " << fixed(f, "goodput", 3) << "\n";
+  if (f.contains("version"))
+    out << "version " << fixed(f, "version", 0) << "  staleness " << fixed(f, "staleness", 0) << "  live sites "
+        << fixed(f, "live_sites", 0) << "  quorum " << fixed(f, "quorum", 0) << "\n";
+  if (f.contains("wan") && f["wan"].is_object())
+    for (const auto& [peer, b] : f["wan"].items())
+      out << "wan " << peer << ": sent " << b.value("sent", 0) << " B, received " << b.value("received", 0) << " B\n";
+  out << "\nreplica  alive  member  heartbeat_age_s  restarts\n";
+  for (const auto& r : s.value("replicas", nlohmann::json::array())) {
+    char line[128];
+    std::snprintf(line, sizeof line, "%7d  %5s  %6s  %15s  %8d\n", r.value("id", -1), r.value("alive", false) ? "yes" : "no",
+                  r.value("member", false) ? "yes" : "no", fixed(r, "heartbeat_age_s", 2).c_str(), r.value("restarts", 0));
+    out << line;
+  }
+  out << "\nlast events:\n";
+  for (const auto& e : s.value("events", nlohmann::json::array())) {
+    auto rest = e;
+    rest.erase("time");
+    rest.erase("event");
+    out << "  " << e.value("event", "?") << " " << rest.dump() << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace meridian

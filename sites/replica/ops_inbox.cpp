@@ -1,0 +1,55 @@
+#include "sites/replica/ops_inbox.hpp"
+
+#include <chrono>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/io/env.hpp"
+#include "core/train/trainer.hpp"
+#include "core/util/error.hpp"
+#include "sync/comm/store.hpp"
+#include "sync/group/protocol.hpp"
+
+namespace meridian {
+
+float OpsInbox::newest(bool leader) {
+  if (!leader) return 0;
+  return static_cast<float>(store_.add(site_keys::ops_commands(), 0));
+}
+
+OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool leader) {
+  Applied out;
+  for (; applied_ < newest; ++applied_) {
+    nlohmann::json result;
+    try {
+      const auto bytes = store_.get(site_keys::ops_command(applied_ + 1), std::chrono::seconds(10));
+      const auto* text = reinterpret_cast<const char*>(bytes.data());
+      const auto command = nlohmann::json::parse(text, text + bytes.size());
+      const std::string kind = command.at("command").get<std::string>();
+      result = {{"command", kind}, {"number", applied_ + 1}, {"step", trainer.state().step}};
+      if (kind == "checkpoint") {
+        if (leader) trainer.save_checkpoint();
+      } else if (kind == "set-lr") {
+        trainer.set_guard_state(command.at("scale").get<double>(), trainer.state().rollbacks);
+        result["scale"] = trainer.state().lr_scale;
+      } else if (kind == "rollback") {
+        const std::string path = command.at("path").get<std::string>();
+        const double scale = command.contains("lr_scale") ? command["lr_scale"].get<double>() : trainer.state().lr_scale;
+        const auto rollbacks = trainer.state().rollbacks;
+        trainer.restore(decode_checkpoint(env_.read_all(path), path), path);
+        trainer.set_guard_state(scale, rollbacks);
+        out.restored = true;
+        result.update({{"path", path}, {"to_step", trainer.state().step}, {"scale", scale}});
+      } else {
+        result["error"] = "unknown command";
+      }
+    } catch (const Error& e) {
+      result["error"] = e.what();
+    } catch (const nlohmann::json::exception& e) {
+      result["error"] = std::string("malformed command: ") + e.what();
+    }
+    out.done.push_back(std::move(result));
+  }
+  return out;
+}
+
+}  // namespace meridian

@@ -1,0 +1,49 @@
+#pragma once
+// What `meridianctl` and a site agent say to each other: one JSON object per request and per
+// reply over the agent's ops socket (ZeroMQ, 127.0.0.1 only). Parsing is total: any text gives a
+// request or a sentence saying what is wrong with it, never an exception, so no request can
+// crash the agent.
+//
+//   {"command": "status"}                                  read-only
+//   {"command": "events", "since": <byte offset>}          read-only; reply has "next"
+//   {"command": "checkpoints"}                             read-only: list and verify
+//   {"command": "evict", "replica": 1, "token": "..."}     changes state: needs the ops token
+//   {"command": "checkpoint", "token": "..."}
+//   {"command": "set-lr", "scale": 0.5, "token": "..."}
+//   {"command": "rollback", "to": "<checkpoint file or step>", "lr_scale": 0.5, "token": "..."}
+//
+// Replies: {"ok": true, ...} or {"ok": false, "error": "<sentence>"}.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+namespace meridian {
+
+enum class OpsCommand { Status, Events, Checkpoints, Evict, Checkpoint, SetLr, Rollback };
+std::string_view to_string(OpsCommand c);
+
+struct OpsRequest {
+  OpsCommand command = OpsCommand::Status;
+  std::string token;
+  int replica = -1;                 // evict
+  double scale = 0;                 // set-lr
+  std::string to;                   // rollback: a checkpoint file, or a step whose checkpoint is meant
+  std::optional<double> lr_scale;   // rollback
+  std::int64_t since = 0;           // events
+};
+
+// The request, or what is wrong with it ("unknown command \"x\" (expected one of ...)").
+std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text);
+nlohmann::json to_json(const OpsRequest& r);
+
+// Commands that change what the site does need the token; the others only read.
+bool changes_state(OpsCommand c);
+// Whether `given` is the site's token. An empty `expected` (no token configured) matches nothing.
+// Compared in time independent of where they differ.
+bool token_matches(std::string_view expected, std::string_view given);
+
+}  // namespace meridian

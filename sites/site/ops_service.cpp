@@ -1,0 +1,207 @@
+#include "sites/site/ops_service.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <zmq.hpp>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/store.hpp"
+#include "core/io/atomic_write.hpp"
+#include "core/io/env.hpp"
+#include "core/runlog/run_log.hpp"
+#include "core/util/error.hpp"
+#include "sites/site/agent.hpp"
+#include "sites/site/site_metrics.hpp"
+#include "sync/comm/store.hpp"
+#include "sync/group/protocol.hpp"
+
+namespace meridian {
+namespace {
+
+constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+constexpr std::size_t kStatusEvents = 10;
+
+nlohmann::json failure(const std::string& why) { return {{"ok", false}, {"error", why}}; }
+
+// Complete lines of `path` from byte `since` (a line being written is left for the next call).
+std::pair<std::vector<nlohmann::json>, std::int64_t> read_events(const std::filesystem::path& path, std::int64_t since,
+                                                                 std::size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<nlohmann::json> out;
+  if (!in) return {out, since};
+  in.seekg(0, std::ios::end);
+  const std::int64_t size = in.tellg();
+  const std::int64_t from = std::min(since, size);
+  in.seekg(from);
+  std::string chunk(static_cast<std::size_t>(std::min<std::int64_t>(size - from, static_cast<std::int64_t>(max_bytes))), '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  std::int64_t next = from;
+  for (std::size_t start = 0; start < chunk.size();) {
+    const auto end = chunk.find('\n', start);
+    if (end == std::string::npos) break;
+    auto j = nlohmann::json::parse(chunk.substr(start, end - start), nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+    next = from + static_cast<std::int64_t>(end + 1);
+    start = end + 1;
+  }
+  return {out, next};
+}
+
+}  // namespace
+
+struct OpsService::Socket {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::router};
+};
+
+OpsService::OpsService(const JobConfig& config, std::string site, std::string token, SiteAgent& agent, Store& store,
+                       RunLog& log, const SiteFiguresBoard& board, std::function<double()> clock)
+    : config_(config),
+      site_(std::move(site)),
+      token_(std::move(token)),
+      agent_(agent),
+      store_(store),
+      log_(log),
+      board_(board),
+      clock_(std::move(clock)),
+      socket_(std::make_unique<Socket>()) {
+  auto& s = socket_->socket;
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxRequestBytes));
+  try {
+    s.bind("tcp://127.0.0.1:" + std::to_string(config.ops.port));
+  } catch (const zmq::error_t& e) {
+    throw make_error(ErrorKind::Io, "cannot bind the ops socket on 127.0.0.1:", config.ops.port, ": ", e.what());
+  }
+  endpoint_ = s.get(zmq::sockopt::last_endpoint);
+  const std::string record = nlohmann::json{{"endpoint", endpoint_}, {"pid", ::getpid()}, {"site", site_}}.dump() + "\n";
+  const auto path = log_.dir() / "ops.json";
+  write_atomically(posix_env(), path, path.string() + ".tmp",
+                   [&](WritableFile& f) { f.append(std::as_bytes(std::span(record.data(), record.size()))); });
+}
+
+OpsService::~OpsService() {
+  std::error_code ignored;
+  std::filesystem::remove(log_.dir() / "ops.json", ignored);
+}
+
+void OpsService::poll() {
+  auto& s = socket_->socket;
+  for (;;) {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t part;
+    if (!s.recv(part, zmq::recv_flags::dontwait)) return;
+    frames.push_back(std::move(part));
+    while (frames.back().more() && frames.size() < 8) {
+      zmq::message_t next;
+      if (!s.recv(next, zmq::recv_flags::dontwait)) break;
+      frames.push_back(std::move(next));
+    }
+    while (frames.back().more()) {  // more parts than any request has: drained and refused below
+      zmq::message_t rest;
+      if (!s.recv(rest, zmq::recv_flags::dontwait)) break;
+    }
+    // ROUTER: [peer][request] from a DEALER, [peer][empty][request] from a REQ.
+    const bool req = frames.size() == 3 && frames[1].size() == 0;
+    nlohmann::json reply = frames.size() == 2 || req ? answer(frames.back().to_string_view())
+                                                     : failure("malformed request: expected one frame of JSON");
+    const std::string text = reply.dump();
+    s.send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    if (req) s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    s.send(zmq::buffer(text), zmq::send_flags::dontwait);
+  }
+}
+
+nlohmann::json OpsService::answer(std::string_view request) {
+  auto parsed = parse_ops_request(request);
+  if (auto* problem = std::get_if<std::string>(&parsed)) return failure(*problem);
+  const auto& r = std::get<OpsRequest>(parsed);
+  if (changes_state(r.command) && !token_matches(token_, r.token)) {
+    const std::string why = token_.empty() ? "this site has no ops token ([ops] token or MERIDIAN_OPS_TOKEN), so it "
+                                             "accepts no command that changes anything"
+                                           : (r.token.empty() ? "no ops token given" : "wrong ops token");
+    log_.event("ops_refused", {{"site", site_}, {"command", to_string(r.command)}, {"reason", why}});
+    return failure("refused: " + std::string(to_string(r.command)) + " needs the site's ops token (" + why + ")");
+  }
+  try {
+    auto reply = execute(r);
+    if (changes_state(r.command) && reply.value("ok", false)) {
+      auto logged = to_json(r);
+      logged.erase("token");
+      log_.event("ops_command", {{"site", site_}, {"request", logged}});
+    }
+    return reply;
+  } catch (const Error& e) {
+    return failure(e.what());
+  }
+}
+
+nlohmann::json OpsService::execute(const OpsRequest& r) {
+  switch (r.command) {
+    case OpsCommand::Status: {
+      auto [recent, next] = read_events(log_.dir() / "events.jsonl", 0, std::size_t{1} << 30);
+      if (recent.size() > kStatusEvents) recent.erase(recent.begin(), recent.end() - kStatusEvents);
+      auto out = agent_.status(clock_());
+      out.update({{"ok", true}, {"site", site_}, {"figures", board_.leader()}, {"events", recent}});
+      return out;
+    }
+    case OpsCommand::Events: {
+      auto [events, next] = read_events(log_.dir() / "events.jsonl", r.since, 256 * 1024);
+      return {{"ok", true}, {"events", events}, {"next", next}};
+    }
+    case OpsCommand::Checkpoints: return checkpoints();
+    case OpsCommand::Evict:
+      if (!agent_.evict_replica(r.replica, "evicted by the operator", clock_()))
+        return failure("evict: replica " + std::to_string(r.replica) + " is not running in site " + site_);
+      return {{"ok", true}, {"evicted", r.replica}};
+    case OpsCommand::Checkpoint: return file_group_command({{"command", "checkpoint"}});
+    case OpsCommand::SetLr: return file_group_command({{"command", "set-lr"}, {"scale", r.scale}});
+    case OpsCommand::Rollback: {
+      if (config_.sites.size() > 1)
+        return failure("rollback: not in a job of several sites (the sites' shared outer state would have to roll back too)");
+      CheckpointStore checkpoints(posix_env(), log_.dir() / "checkpoints", config_.checkpoint.keep);
+      std::filesystem::path path = r.to;
+      if (!r.to.empty() && r.to.find_first_not_of("0123456789") == std::string::npos && r.to.size() < 11)
+        path = checkpoints.path_for(std::stoll(r.to));
+      if (!posix_env().exists(path)) return failure("rollback: no checkpoint " + path.string());
+      decode_checkpoint(posix_env().read_all(path), path.string());  // verified before any replica reads it
+      nlohmann::json command = {{"command", "rollback"}, {"path", std::filesystem::absolute(path).string()}};
+      if (r.lr_scale) command["lr_scale"] = *r.lr_scale;
+      return file_group_command(std::move(command));
+    }
+  }
+  return failure("unhandled command");
+}
+
+nlohmann::json OpsService::file_group_command(nlohmann::json command) {
+  const std::int64_t number = store_.add(site_keys::ops_commands(), 0) + 1;
+  const std::string text = command.dump();
+  store_.set(site_keys::ops_command(number), std::as_bytes(std::span(text.data(), text.size())));
+  store_.add(site_keys::ops_commands(), 1);  // only now may the replicas read it
+  return {{"ok", true}, {"filed", number}, {"note", "the replicas apply it after their current step"}};
+}
+
+nlohmann::json OpsService::checkpoints() const {
+  CheckpointStore store(posix_env(), log_.dir() / "checkpoints", config_.checkpoint.keep);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto step : store.steps()) {
+    const auto path = store.path_for(step);
+    nlohmann::json entry = {{"step", step}, {"path", path.string()}};
+    try {
+      const auto bytes = posix_env().read_all(path);
+      entry["bytes"] = bytes.size();
+      const auto ckpt = decode_checkpoint(bytes, path.string());
+      entry["verified"] = true;
+      entry["records"] = ckpt.size();
+    } catch (const Error& e) {
+      entry["verified"] = false;
+      entry["error"] = e.what();
+    }
+    list.push_back(std::move(entry));
+  }
+  return {{"ok", true}, {"checkpoints", list}};
+}
+
+}  // namespace meridian

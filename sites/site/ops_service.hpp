@@ -1,0 +1,61 @@
+#pragma once
+// The site agent's command socket for meridianctl: a ZeroMQ ROUTER on 127.0.0.1 that the
+// agent's loop polls without waiting (so commands run on the agent's thread, between its
+// rounds, with no locking). Read-only commands are answered for anyone on loopback; commands
+// that change anything need the site's ops token, and a refusal is logged (ops_refused).
+// Accepted changes are logged too (ops_command). Group commands (checkpoint, set-lr, rollback)
+// are filed in the site store for the replicas (sites/replica/ops_inbox).
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config/job_config.hpp"
+#include "sites/site/ops_protocol.hpp"
+
+namespace meridian {
+
+class RunLog;
+class SiteAgent;
+class SiteFiguresBoard;
+class Store;
+
+class OpsService {
+ public:
+  // Binds tcp://127.0.0.1:[ops] port and writes <log dir>/ops.json ({"endpoint", "pid", "site"}),
+  // where meridianctl finds it; removes it on destruction.
+  // `token`: the site's ops token (empty: every state-changing command is refused).
+  OpsService(const JobConfig& config, std::string site, std::string token, SiteAgent& agent, Store& store,
+             RunLog& log, const SiteFiguresBoard& board, std::function<double()> clock);
+  ~OpsService();
+  OpsService(const OpsService&) = delete;
+  OpsService& operator=(const OpsService&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  // Answers every request waiting now; returns at once when there is none.
+  void poll();
+
+  // The reply to one request's text (what poll sends back): exposed so tests can drive it directly.
+  nlohmann::json answer(std::string_view request);
+
+ private:
+  nlohmann::json execute(const OpsRequest& r);
+  nlohmann::json file_group_command(nlohmann::json command);
+  nlohmann::json checkpoints() const;
+  nlohmann::json events(std::int64_t since, std::size_t max_bytes) const;
+
+  struct Socket;
+  JobConfig config_;
+  std::string site_, token_;
+  SiteAgent& agent_;
+  Store& store_;
+  RunLog& log_;
+  const SiteFiguresBoard& board_;
+  std::function<double()> clock_;
+  std::unique_ptr<Socket> socket_;
+  std::string endpoint_;
+};
+
+}  // namespace meridian

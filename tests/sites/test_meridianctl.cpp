@@ -1,0 +1,181 @@
+// meridianctl against a running site (`meridian site`, 2 replica processes on loopback): every
+// command, refusal without the ops token (logged), malformed input on the command line and on
+// the socket, and the agent still serving after all of it.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/jsonl.hpp"
+#include "tests/support/run_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace meridian::testing;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kToken = "t0ken-for-tests";
+
+std::filesystem::path write_job(const TempDir& dir) {
+  const auto file = dir / "job.toml";
+  std::ofstream(file) << "[job]\nname = \"ops\"\nseed = 5\nrun_dir = \"" << (dir / "run").string() << "\"\n"
+                      << "[model]\npreset = \"tiny\"\n[data]\npath = \""
+                      << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
+                      << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 100000\n"
+                      << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n"
+                      << "[checkpoint]\nevery = 0\nkeep = 3\n"  // only the ones asked for: none is pruned meanwhile
+
+                      << "[replicas]\ncount = 2\nheartbeat_timeout_ms = 5000\ncollective_timeout_ms = 5000\n";
+  return file;
+}
+
+struct Ctl {
+  std::filesystem::path job;
+  ProcessResult operator()(std::vector<std::string> args, std::vector<std::string> env = {}) const {
+    std::vector<std::string> argv = {MERIDIANCTL_BIN, "--config", job.string(), "--site", "local"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProcessOptions o;
+    o.timeout = std::chrono::seconds(30);
+    o.env = env.empty() ? std::vector<std::string>{"MERIDIAN_OPS_TOKEN="} : std::move(env);  // only a case's own
+    return run_process(argv, o);
+  }
+  json status() const {
+    const auto r = (*this)({"--json", "status"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
+    return json::parse(r.out);
+  }
+};
+
+// Waits (bounded) until `pred` holds for the site's events.
+bool wait_for_event(const std::filesystem::path& run, const std::function<bool(const json&)>& pred) {
+  for (int i = 0; i < 1500; ++i) {
+    for (const auto& e : read_jsonl(run / "events.jsonl"))
+      if (pred(e)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+bool applied(const json& e, const std::string& command) {
+  return e.value("event", "") == "ops_applied" && e.value("command", "") == command;
+}
+
+json raw_request(const std::string& endpoint, std::vector<std::string> frames) {
+  zmq::context_t context{1};
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(endpoint);
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    socket.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
+  REQUIRE(zmq::poll(items, 1, std::chrono::milliseconds(10000)) > 0);
+  zmq::message_t reply;
+  (void)socket.recv(reply, zmq::recv_flags::none);
+  return json::parse(reply.to_string_view());
+}
+
+}  // namespace
+
+TEST_CASE("meridianctl: every command against a running site, refusals, malformed input") {
+  TempDir dir("ctl");
+  const auto job = write_job(dir);
+  const auto run = dir / "run";
+  ::setenv("MERIDIAN_OPS_TOKEN", kToken, 1);  // the site takes its token from here
+  ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local"}, dir / "site.log");
+  ::unsetenv("MERIDIAN_OPS_TOKEN");
+  REQUIRE(wait_for_step(run, 45));
+  const Ctl ctl{job};
+  const std::vector<std::string> with_token = {std::string("MERIDIAN_OPS_TOKEN=") + kToken};
+
+  // status: JSON for scripts, a table for people.
+  const auto s = ctl.status();
+  CHECK(s["ok"] == true);
+  CHECK(s["site"] == "local");
+  CHECK(s["replicas"].size() == 2);
+  CHECK(s["members"] == json::array({0, 1}));
+  for (const auto& r : s["replicas"]) CHECK(r["heartbeat_age_s"].get<double>() < 5.0);
+  CHECK(s["figures"]["step"].get<int>() >= 40);
+  CHECK(s["figures"].contains("loss"));
+  CHECK_FALSE(s["events"].empty());
+  const auto table = ctl({"status"});
+  CHECK(table.exit_code == 0);
+  CHECK(table.out.find("replica  alive  member  heartbeat_age_s  restarts") != std::string::npos);
+  CHECK(table.out.find("last events:") != std::string::npos);
+
+  // Without the token (or with a wrong one) nothing changes, and the attempt is logged.
+  for (const auto& args : {std::vector<std::string>{"evict", "1"}, {"set-lr", "0.25"}, {"checkpoint"},
+                           {"--token", "wrong", "evict", "1"}}) {
+    const auto r = ctl(args);
+    CHECK_MESSAGE(r.exit_code == 1, r.describe());
+    CHECK(r.err.find("refused") != std::string::npos);
+  }
+  CHECK(events_of(read_jsonl(run / "events.jsonl"), "ops_refused").size() == 4);
+  CHECK(events_of(read_jsonl(run / "events.jsonl"), "replica_evicted").empty());
+
+  // set-lr, checkpoint, rollback: applied by the whole group after a step.
+  const auto set_lr = ctl({"set-lr", "0.25"}, with_token);
+  CHECK_MESSAGE(set_lr.exit_code == 0, set_lr.describe());
+  CHECK(wait_for_event(run, [](const json& e) { return applied(e, "set-lr") && e["scale"] == 0.25; }));
+  CHECK(ctl({"checkpoint", "--token", kToken}).exit_code == 0);
+  CHECK(wait_for_event(run, [](const json& e) { return applied(e, "checkpoint"); }));
+
+  // checkpoints: listed and verified.
+  const auto listed = ctl({"--json", "checkpoints"});
+  REQUIRE(listed.exit_code == 0);
+  const auto checkpoints = json::parse(listed.out)["checkpoints"];
+  REQUIRE(checkpoints.size() == 1);
+  CHECK(checkpoints[0]["verified"] == true);
+  const int rollback_step = checkpoints[0]["step"].get<int>();
+  CHECK(ctl({"checkpoints"}).out.find(" ok ") != std::string::npos);
+  const auto back = ctl({"rollback", "--to", std::to_string(rollback_step), "--lr-scale", "0.5"}, with_token);
+  CHECK_MESSAGE(back.exit_code == 0, back.describe());
+  CHECK(wait_for_event(run, [&](const json& e) {
+    return applied(e, "rollback") && e["to_step"] == rollback_step && e["scale"] == 0.5 && !e.contains("error");
+  }));
+  const auto no_such = ctl({"rollback", "--to", "/no/such/ckpt.mrdn"}, with_token);
+  CHECK(no_such.exit_code == 1);
+  CHECK(no_such.err.find("no checkpoint /no/such/ckpt.mrdn") != std::string::npos);
+  CHECK(events_of(read_jsonl(run / "events.jsonl"), "ops_command").size() == 3);
+
+  // evict: the replica is killed, the group regroups, the slot is restarted.
+  const auto evicted = ctl({"evict", "1"}, with_token);
+  CHECK_MESSAGE(evicted.exit_code == 0, evicted.describe());
+  CHECK(wait_for_event(run, [](const json& e) {
+    return e.value("event", "") == "replica_evicted" && e["id"] == 1 && e["reason"] == "evicted by the operator";
+  }));
+  CHECK(wait_for_event(run, [](const json& e) { return e.value("event", "") == "replica_restarted"; }));
+  CHECK(ctl({"evict", "7"}, with_token).exit_code == 1);
+
+  // events: all of them, or follow until N arrive.
+  const auto all = ctl({"events"});
+  CHECK(all.exit_code == 0);
+  CHECK(all.out.find("\"event\":\"site_start\"") != std::string::npos);
+  const auto followed = ctl({"events", "--follow", "--count", "3"});
+  CHECK(followed.exit_code == 0);
+  CHECK(std::count(followed.out.begin(), followed.out.end(), '\n') == 3);
+
+  // Malformed input: usage errors on the command line, error replies on the socket.
+  CHECK(ctl({"set-lr", "-1"}).exit_code == 2);
+  CHECK(ctl({"reboot"}).exit_code == 2);
+  CHECK(ctl({"evict"}).exit_code == 2);
+  const std::string endpoint = json::parse(std::ifstream(run / "ops.json"))["endpoint"];
+  CHECK(raw_request(endpoint, {"not json"})["error"] == "malformed request: not JSON");
+  CHECK(raw_request(endpoint, {R"({"command":"shutdown"})"})["ok"] == false);
+  CHECK(raw_request(endpoint, {"a", "b", "c"})["error"] == "malformed request: expected one frame of JSON");
+  CHECK(raw_request(endpoint, {std::string(100, '{')})["ok"] == false);
+  CHECK(ctl.status()["ok"] == true);  // still serving
+
+  ::kill(site.pid(), SIGTERM);
+  CHECK(site.wait_for(std::chrono::seconds(30)).has_value());
+  CHECK_FALSE(std::filesystem::exists(run / "ops.json"));
+}

@@ -1,0 +1,82 @@
+// The ops protocol: every request text parses to a typed request or to a sentence saying what
+// is wrong (never an exception); which commands need the token; the token comparison.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <variant>
+
+#include "sites/site/ops_protocol.hpp"
+
+using namespace meridian;
+
+namespace {
+
+std::string problem(const std::string& text) {
+  const auto r = parse_ops_request(text);
+  REQUIRE_MESSAGE(std::holds_alternative<std::string>(r), text);
+  return std::get<std::string>(r);
+}
+
+OpsRequest ok(const std::string& text) {
+  const auto r = parse_ops_request(text);
+  REQUIRE_MESSAGE(std::holds_alternative<OpsRequest>(r), text, ": ", std::get<std::string>(r));
+  return std::get<OpsRequest>(r);
+}
+
+}  // namespace
+
+TEST_CASE("every command parses with its arguments and goes back to the same JSON") {
+  CHECK(ok(R"({"command":"status"})").command == OpsCommand::Status);
+  CHECK(ok(R"({"command":"events","since":120})").since == 120);
+  CHECK(ok(R"({"command":"checkpoints"})").command == OpsCommand::Checkpoints);
+  const auto evict = ok(R"({"command":"evict","replica":2,"token":"t"})");
+  CHECK(evict.replica == 2);
+  CHECK(evict.token == "t");
+  CHECK(ok(R"({"command":"set-lr","scale":0.25})").scale == 0.25);
+  const auto rollback = ok(R"({"command":"rollback","to":"300","lr_scale":0.5})");
+  CHECK(rollback.to == "300");
+  CHECK(rollback.lr_scale == 0.5);
+  CHECK_FALSE(ok(R"({"command":"rollback","to":"/a/ckpt.mrdn"})").lr_scale.has_value());
+  for (const char* text : {R"({"command":"evict","replica":2,"token":"t"})", R"({"command":"set-lr","scale":0.25})",
+                           R"({"command":"rollback","lr_scale":0.5,"to":"300"})", R"({"command":"events","since":7})"}) {
+    CAPTURE(text);
+    CHECK(to_json(ok(text)) == nlohmann::json::parse(text));
+  }
+}
+
+TEST_CASE("malformed requests get a sentence naming the problem") {
+  CHECK(problem("") == "malformed request: not JSON");
+  CHECK(problem("{\"command\": ") == "malformed request: not JSON");
+  CHECK(problem("[1,2]") == "malformed request: expected a JSON object, found array");
+  CHECK(problem("{}") == "malformed request: missing \"command\" (a string)");
+  CHECK(problem(R"({"command":5})") == "malformed request: missing \"command\" (a string)");
+  CHECK(problem(R"({"command":"reboot"})") ==
+        "unknown command \"reboot\" (expected one of status, events, checkpoints, evict, checkpoint, set-lr, rollback)");
+  CHECK(problem(R"({"command":"status","token":1})") == "malformed request: \"token\" must be a string");
+  CHECK(problem(R"({"command":"evict"})").starts_with("evict: \"replica\" must be a replica id"));
+  CHECK(problem(R"({"command":"evict","replica":-1})").starts_with("evict:"));
+  CHECK(problem(R"({"command":"evict","replica":"1"})").starts_with("evict:"));
+  CHECK(problem(R"({"command":"evict","replica":1.5})").starts_with("evict:"));
+  CHECK(problem(R"({"command":"set-lr"})") == "set-lr: missing \"scale\" (a number > 0)");
+  CHECK(problem(R"({"command":"set-lr","scale":0})") == "set-lr: \"scale\" must be a number > 0, found 0");
+  CHECK(problem(R"({"command":"set-lr","scale":"big"})") == "set-lr: \"scale\" must be a number > 0, found \"big\"");
+  CHECK(problem(R"({"command":"rollback"})").starts_with("rollback: \"to\" must name a checkpoint"));
+  CHECK(problem(R"({"command":"rollback","to":"5","lr_scale":-2})").starts_with("rollback: \"lr_scale\" must be"));
+  CHECK(problem(R"({"command":"events","since":-4})").starts_with("events: \"since\""));
+}
+
+TEST_CASE("only commands that change something need the token, and the token must match exactly") {
+  CHECK_FALSE(changes_state(OpsCommand::Status));
+  CHECK_FALSE(changes_state(OpsCommand::Events));
+  CHECK_FALSE(changes_state(OpsCommand::Checkpoints));
+  CHECK(changes_state(OpsCommand::Evict));
+  CHECK(changes_state(OpsCommand::Checkpoint));
+  CHECK(changes_state(OpsCommand::SetLr));
+  CHECK(changes_state(OpsCommand::Rollback));
+  CHECK(token_matches("s3cret", "s3cret"));
+  CHECK_FALSE(token_matches("s3cret", "s3cre"));
+  CHECK_FALSE(token_matches("s3cret", "s3cret!"));
+  CHECK_FALSE(token_matches("s3cret", "S3cret"));
+  CHECK_FALSE(token_matches("s3cret", ""));
+  CHECK_FALSE(token_matches("", ""));  // no token configured: nothing matches
+}

@@ -1,0 +1,42 @@
+#pragma once
+// Reading a run's .jsonl files in tests: every complete JSON line (a line being written right now
+// is skipped), the events of one kind, and a bounded wait for a step to be logged.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace meridian::testing {
+
+inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+inline std::vector<nlohmann::json> events_of(const std::vector<nlohmann::json>& events, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : events)
+    if (e.value("event", "") == kind) out.push_back(e);
+  return out;
+}
+
+// Waits (bounded, about a minute) until some metric line reports a loss at `step` or later.
+inline bool wait_for_step(const std::filesystem::path& run, int step) {
+  for (int i = 0; i < 3000; ++i) {
+    for (const auto& m : read_jsonl(run / "metrics.jsonl"))
+      if (m.contains("step") && m["step"].get<int>() >= step && m.contains("loss")) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace meridian::testing
