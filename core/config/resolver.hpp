@@ -229,5 +229,7 @@ class Resolver {
 
 // The multi-site tables: [outer], [transport], [control], [[site]], [wan] (schema_sites.cpp).
 void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c);
+// [sim] and [[sim.failure]], the simulator's assumptions (schema_sim.cpp).
+void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c);
 
 }  // namespace meridian::config_detail

@@ -16,5 +16,6 @@ Action add_site_command(CLI::App& app);
 Action add_replica_command(CLI::App& app);
 Action add_launch_command(CLI::App& app);
 Action add_validate_command(CLI::App& app);
+Action add_sim_command(CLI::App& app);
 
 }  // namespace meridian::cli

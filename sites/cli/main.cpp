@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
       {"launch", "run every site of a job on this machine (and a local etcd)", meridian::cli::add_launch_command},
       {"validate", "check a job file and print it resolved, or list every problem",
        meridian::cli::add_validate_command},
+      {"sim", "predict a job at scale (sites, WAN, failures) on a virtual clock, per algorithm",
+       meridian::cli::add_sim_command},
   };
   for (const auto& c : kCommands) {
     auto* sub = app.add_subcommand(c.name, c.help);

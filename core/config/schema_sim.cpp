@@ -1,0 +1,119 @@
+// The schema of [sim] (the at-scale simulator's assumptions) and its TOML form.
+#include <ostream>
+
+#include "core/config/resolver.hpp"
+
+namespace meridian {
+
+std::string_view to_string(SimConfig::Algorithm a) {
+  switch (a) {
+    case SimConfig::Algorithm::Sync: return "sync";
+    case SimConfig::Algorithm::Diloco: return "diloco";
+    case SimConfig::Algorithm::Overlap: return "overlap";
+    case SimConfig::Algorithm::Streaming: return "streaming";
+    case SimConfig::Algorithm::Async: return "async";
+  }
+  return "?";
+}
+
+std::string_view to_string(SimConfig::Failure::Scope s) {
+  switch (s) {
+    case SimConfig::Failure::Scope::Replica: return "replica";
+    case SimConfig::Failure::Scope::Site: return "site";
+  }
+  return "?";
+}
+
+}  // namespace meridian
+
+namespace meridian::config_detail {
+
+namespace {
+
+using Algorithm = SimConfig::Algorithm;
+constexpr Algorithm kAlgorithms[] = {Algorithm::Sync, Algorithm::Diloco, Algorithm::Overlap, Algorithm::Streaming,
+                                     Algorithm::Async};
+
+void read_algorithms(Resolver& r, SimConfig& s) {
+  const Setting* set = r.lookup("sim", "algorithms");
+  if (!set) return;
+  std::string expected = "an array of";
+  for (size_t i = 0; i < std::size(kAlgorithms); ++i) expected += (i ? ", " : " ") + quote(to_string(kAlgorithms[i]));
+  const auto* array = set->value->as_array();
+  if (!array || array->empty()) return r.mismatch(*set, "sim.algorithms", expected, describe(*set->value));
+  for (const auto& element : *array) {
+    const auto* name = element.as_string();
+    const auto* found = name ? std::find_if(std::begin(kAlgorithms), std::end(kAlgorithms),
+                                            [&](Algorithm a) { return to_string(a) == name->get(); })
+                             : std::end(kAlgorithms);
+    if (found == std::end(kAlgorithms)) return r.mismatch(*set, "sim.algorithms", expected, describe(element));
+    if (std::find(s.algorithms.begin(), s.algorithms.end(), *found) == s.algorithms.end())
+      s.algorithms.push_back(*found);
+  }
+}
+
+}  // namespace
+
+void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c) {
+  (void)layers;
+  SimConfig& s = c.sim;
+  r.read(s.gpus_per_site, "sim", "gpus_per_site", 0);
+  r.read(s.gpus_per_node, "sim", "gpus_per_node", 1);
+  r.read(s.params, "sim", "params", at_least(0));
+  r.read(s.tokens_per_gpu_step, "sim", "tokens_per_gpu_step", at_least(0));
+  r.read(s.step_time_s, "sim", "step_time_s", at_least(0));
+  r.read(s.peak_tflops, "sim", "peak_tflops", above(0));
+  r.read(s.mfu, "sim", "mfu", within(0, 1, true, false));
+  r.read(s.intra_bandwidth_gbps, "sim", "intra_bandwidth_gbps", above(0));
+  r.read(s.intra_latency_us, "sim", "intra_latency_us", at_least(0));
+  r.read(s.grad_bytes_per_param, "sim", "grad_bytes_per_param", above(0));
+  r.read(s.startup_s, "sim", "startup_s", at_least(0));
+  r.read(s.regroup_s, "sim", "regroup_s", at_least(0));
+  r.read(s.token_budget, "sim", "token_budget", at_least(0));
+  r.read(s.days, "sim", "days", at_least(0));
+  read_algorithms(r, s);
+  r.read(s.seed, "sim", "seed", 0);
+}
+
+namespace {
+
+std::string number(double v) {
+  std::string text = format_number(v);
+  if (text.find_first_of(".e") == std::string::npos && text.find("inf") == std::string::npos) text += ".0";
+  return text;
+}
+
+}  // namespace
+
+void sim_toml(std::ostream& out, const SimConfig& s) {
+  out << "\n[sim]\n"
+      << "gpus_per_site = " << s.gpus_per_site << "\n"
+      << "gpus_per_node = " << s.gpus_per_node << "\n"
+      << "params = " << number(s.params) << "\n"
+      << "tokens_per_gpu_step = " << number(s.tokens_per_gpu_step) << "\n"
+      << "step_time_s = " << number(s.step_time_s) << "\n"
+      << "peak_tflops = " << number(s.peak_tflops) << "\n"
+      << "mfu = " << number(s.mfu) << "\n"
+      << "intra_bandwidth_gbps = " << number(s.intra_bandwidth_gbps) << "\n"
+      << "intra_latency_us = " << number(s.intra_latency_us) << "\n"
+      << "grad_bytes_per_param = " << number(s.grad_bytes_per_param) << "\n"
+      << "startup_s = " << number(s.startup_s) << "\n"
+      << "regroup_s = " << number(s.regroup_s) << "\n"
+      << "token_budget = " << number(s.token_budget) << "\n"
+      << "days = " << number(s.days) << "\n"
+      << "seed = " << s.seed << "\n";
+  if (!s.algorithms.empty()) {
+    out << "algorithms = [";
+    for (size_t i = 0; i < s.algorithms.size(); ++i) out << (i ? ", " : "") << quote(to_string(s.algorithms[i]));
+    out << "]\n";
+  }
+  for (const auto& f : s.failures)
+    out << "\n[[sim.failure]]\n"
+        << "name = " << quote(f.name) << "\n"
+        << "scope = " << quote(to_string(f.scope)) << "\n"
+        << "per_gpu_hour = " << number(f.per_gpu_hour) << "\n"
+        << "per_node_day = " << number(f.per_node_day) << "\n"
+        << "recovery_s = " << number(f.recovery_s) << "\n";
+}
+
+}  // namespace meridian::config_detail

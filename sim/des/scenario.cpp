@@ -1,0 +1,103 @@
+#include "sim/des/scenario.hpp"
+
+#include <algorithm>
+
+#include "core/model/param_layout.hpp"
+
+namespace meridian::sim {
+
+double codec_bytes_per_param(JobConfig::Outer::Codec codec, int block) {
+  using Codec = JobConfig::Outer::Codec;
+  const double scale = 4.0 / std::max(1, block);
+  switch (codec) {
+    case Codec::Fp32: return 4;
+    case Codec::Bf16: return 2;
+    case Codec::Int8: return 1 + scale;
+    case Codec::Int4: return 0.5 + scale;
+  }
+  return 4;
+}
+
+double step_compute_s(double params, double tokens, double peak_tflops, double mfu) {
+  return 6 * params * tokens / (peak_tflops * 1e12 * mfu);
+}
+
+double ring_allreduce_s(double bytes, int n, double bandwidth_bytes_per_s, double hop_latency_s) {
+  if (n <= 1) return 0;
+  const double hops = 2.0 * (n - 1);
+  return hops / n * bytes / bandwidth_bytes_per_s + hops * hop_latency_s;
+}
+
+namespace {
+
+// One inner step of a site of `gpus` GPUs: measured, or FLOPs at the given MFU plus the ring
+// all-reduce of the gradients (hidden behind backward when [replicas] overlap_allreduce).
+double site_step_s(const JobConfig& job, double params, double tokens_per_gpu, int gpus) {
+  const SimConfig& s = job.sim;
+  if (s.step_time_s > 0) return s.step_time_s;
+  const double compute = step_compute_s(params, tokens_per_gpu, s.peak_tflops, s.mfu);
+  const double reduce = ring_allreduce_s(params * s.grad_bytes_per_param, gpus, s.intra_bandwidth_gbps * 1e9 / 8,
+                                         s.intra_latency_us * 1e-6);
+  return job.replicas.overlap_allreduce ? std::max(compute, reduce) : compute + reduce;
+}
+
+}  // namespace
+
+Scenario build_scenario(const JobConfig& job) {
+  const SimConfig& s = job.sim;
+  Scenario sc;
+  sc.params = s.params > 0 ? s.params : static_cast<double>(ParamLayout::gpt(job.model).total());
+  const double tokens_per_gpu = s.tokens_per_gpu_step > 0
+                                    ? s.tokens_per_gpu_step
+                                    : static_cast<double>(job.inner.batch_per_replica) * job.inner.grad_accum *
+                                          job.model.seq_len;
+  for (const auto& site : job.sites) {
+    SiteModel m;
+    m.name = site.name;
+    m.gpus = s.gpus_per_site > 0 ? s.gpus_per_site : site.replicas;
+    // [[site]] speed is relative: a site of speed 2 takes half the time per step.
+    m.step_s = site_step_s(job, sc.params, tokens_per_gpu, m.gpus) / site.speed;
+    m.tokens_per_step = tokens_per_gpu * m.gpus;
+    sc.sites.push_back(m);
+  }
+  const int n = static_cast<int>(sc.sites.size());
+  sc.wan = WanModel(n, WanLink{.latency_ms = job.wan.latency_ms,
+                               .jitter_ms = job.wan.jitter_ms,
+                               .bandwidth_mbps = job.wan.bandwidth_mbps,
+                               .loss = job.wan.loss});
+
+  sc.delta_bytes = sc.params * codec_bytes_per_param(job.outer.codec, job.outer.block);
+  sc.grad_bytes = sc.params * 4;   // sync sends fp32 mean gradients (sites/replica/site_exchange)
+  sc.state_bytes = sc.params * 8;  // OuterState::snapshot: fp32 weights and outer momentum
+  sc.inner_steps = job.outer.inner_steps;
+  sc.fragments = job.outer.fragments;
+  sc.max_staleness = job.outer.max_staleness;
+  sc.quorum = job.outer.quorum;
+  sc.deadline_s = job.outer.deadline_ms / 1000.0;
+  sc.deadline_k = job.outer.deadline_k;
+  sc.lease_ttl_s = job.control.lease_ttl_s;
+  sc.regroup_s = s.regroup_s;
+  sc.startup_s = s.startup_s;
+  // An evaluation is a forward pass (a third of a training step's FLOPs per token) over
+  // eval_windows windows, against the batch a step trains on.
+  const double step_windows = static_cast<double>(job.inner.batch_per_replica) * job.inner.grad_accum;
+  const double slowest = std::max_element(sc.sites.begin(), sc.sites.end(), [](const auto& a, const auto& b) {
+                           return a.step_s < b.step_s;
+                         })->step_s;
+  sc.eval_every = job.log.eval_every;
+  sc.eval_s = slowest * job.log.eval_windows / step_windows / 3;
+  sc.steps = job.inner.steps;
+  sc.token_budget = s.token_budget;
+  sc.horizon_s = s.days * 86400;
+  sc.seed = s.seed != 0 ? s.seed : job.job.seed;
+  for (const auto& f : s.failures) {
+    const int per_node = std::max(1, s.gpus_per_node);
+    sc.failures.push_back({.name = f.name,
+                           .whole_site = f.scope == SimConfig::Failure::Scope::Site,
+                           .per_gpu_s = f.per_gpu_hour / 3600 + f.per_node_day / per_node / 86400,
+                           .recovery_s = f.recovery_s});
+  }
+  return sc;
+}
+
+}  // namespace meridian::sim
