@@ -84,6 +84,24 @@ std::string_view to_string(JobConfig::Site::Device d) {
   return "?";
 }
 
+std::string_view to_string(WanLink::Jitter j) {
+  switch (j) {
+    case WanLink::Jitter::Normal: return "normal";
+    case WanLink::Jitter::Uniform: return "uniform";
+    case WanLink::Jitter::Pareto: return "pareto";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobConfig::Wan::Fault::Kind k) {
+  switch (k) {
+    case JobConfig::Wan::Fault::Kind::Partition: return "partition";
+    case JobConfig::Wan::Fault::Kind::Bandwidth: return "bandwidth";
+    case JobConfig::Wan::Fault::Kind::Latency: return "latency";
+  }
+  return "?";
+}
+
 std::string ConfigProblem::to_string() const {
   std::string out = file;
   if (line > 0) out.append(":").append(std::to_string(line));
@@ -129,6 +147,42 @@ std::string floating(double v) {
 
 const char* boolean(bool b) { return b ? "true" : "false"; }
 
+void link_toml(std::ostream& out, const WanLink& l) {
+  out << "latency_ms = " << floating(l.latency_ms) << "\n"
+      << "jitter_ms = " << floating(l.jitter_ms) << "\n"
+      << "jitter = " << config_detail::quote(to_string(l.jitter)) << "\n"
+      << "bandwidth_mbps = " << floating(l.bandwidth_mbps) << "\n"
+      << "loss = " << floating(l.loss) << "\n";
+}
+
+std::string sites_toml(const std::vector<std::string>& sites) {
+  std::string out = "[";
+  for (size_t i = 0; i < sites.size(); ++i) out += (i ? ", " : "") + config_detail::quote(sites[i]);
+  return out + "]";
+}
+
+// Every link written out whole, so the profile only names where the values came from.
+void wan_toml(std::ostream& out, const JobConfig::Wan& wan) {
+  using Kind = JobConfig::Wan::Fault::Kind;
+  out << "\n[wan]\n";
+  if (!wan.profile.empty()) out << "profile = " << config_detail::quote(wan.profile) << "\n";
+  link_toml(out, wan.link);
+  for (const auto& pair : wan.links) {
+    out << "\n[[wan.link]]\nsites = " << sites_toml({pair.a, pair.b}) << "\n";
+    link_toml(out, pair.link);
+  }
+  for (const auto& f : wan.faults) {
+    out << "\n[[wan.fault]]\n"
+        << "kind = " << config_detail::quote(to_string(f.kind)) << "\n"
+        << "sites = " << sites_toml(f.sites) << "\n"
+        << "from_s = " << floating(f.from_s) << "\n"
+        << "to_s = " << floating(f.to_s) << "\n";
+    if (f.kind != Kind::Partition) out << "pair = " << boolean(f.pair) << "\n";
+    if (f.kind == Kind::Bandwidth) out << "bandwidth_mbps = " << floating(f.bandwidth_mbps) << "\n";
+    if (f.kind == Kind::Latency) out << "latency_ms = " << floating(f.latency_ms) << "\n";
+  }
+}
+
 void multisite_toml(std::ostream& out, const JobConfig& c) {
   using config_detail::quote;
   out << "\n[outer]\n"
@@ -167,11 +221,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
         << "replicas = " << site.replicas << "\n"
         << "device = " << quote(to_string(site.device)) << "\n"
         << "speed = " << floating(site.speed) << "\n";
-  out << "\n[wan]\n"
-      << "latency_ms = " << floating(c.wan.latency_ms) << "\n"
-      << "jitter_ms = " << floating(c.wan.jitter_ms) << "\n"
-      << "bandwidth_mbps = " << floating(c.wan.bandwidth_mbps) << "\n"
-      << "loss = " << floating(c.wan.loss) << "\n";
+  wan_toml(out, c.wan);
 }
 
 }  // namespace
@@ -188,6 +238,12 @@ JobConfig config_for_site(JobConfig config, std::string_view site) {
   for (const auto& s : config.sites)
     if (s.name == site) config.replicas.count = s.replicas;
   return config;
+}
+
+WanLink wan_link(const JobConfig& config, std::string_view a, std::string_view b) {
+  for (const auto& pair : config.wan.links)
+    if ((pair.a == a && pair.b == b) || (pair.a == b && pair.b == a)) return pair.link;
+  return config.wan.link;
 }
 
 std::string to_toml(const JobConfig& c) {

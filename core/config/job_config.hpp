@@ -16,6 +16,17 @@
 
 namespace meridian {
 
+// One emulated WAN link, the same both ways.
+struct WanLink {
+  enum class Jitter { Normal, Uniform, Pareto };  // the distribution of the one-way latency's spread
+  double latency_ms = 0;  // one way
+  double jitter_ms = 0;
+  Jitter jitter = Jitter::Normal;
+  double bandwidth_mbps = 0;  // per direction; 0 = unlimited
+  double loss = 0;            // packet loss probability, paid as retransmission delay
+  bool operator==(const WanLink&) const = default;
+};
+
 struct JobConfig {
   struct Job {
     std::string name = "meridian";
@@ -142,12 +153,33 @@ struct JobConfig {
   // Never empty: a job without [[site]] entries has one site "local" with [replicas].count replicas.
   std::vector<Site> sites;
 
-  // The default emulated WAN link between sites.
+  // The emulated WAN between sites (sim/emulator shapes the links as this says): a default link,
+  // per-pair links that differ from it, and a schedule of faults in seconds from the job's start.
   struct Wan {
-    double latency_ms = 0;
-    double jitter_ms = 0;
-    double bandwidth_mbps = 0;  // 0 = unlimited
-    double loss = 0;            // probability a message is dropped
+    struct Pair {  // both directions between sites a and b
+      std::string a, b;
+      WanLink link;
+      bool operator==(const Pair&) const = default;
+    };
+    struct Fault {
+      // Partition: `sites` are cut off from every other site, data links and control plane alike.
+      // Bandwidth: every link touching one of `sites` (only the pair's, with `pair`) runs at
+      // bandwidth_mbps. Latency: those links take latency_ms more one way.
+      enum class Kind { Partition, Bandwidth, Latency };
+      Kind kind = Kind::Partition;
+      std::vector<std::string> sites;
+      bool pair = false;
+      double from_s = 0, to_s = 0;
+      double bandwidth_mbps = 0;
+      double latency_ms = 0;
+      bool operator==(const Fault&) const = default;
+    };
+    std::string profile;  // the named profile the default link started from; empty = none
+    WanLink link;
+    std::vector<Pair> links;
+    std::vector<Fault> faults;
+    // Whether any link is shaped or any fault scheduled: without, sites talk unshaped at no cost.
+    bool emulated() const { return link != WanLink{} || !links.empty() || !faults.empty(); }
     bool operator==(const Wan&) const = default;
   } wan;
 
@@ -169,6 +201,8 @@ std::string_view to_string(JobConfig::Outer::Codec c);
 std::string_view to_string(JobConfig::Outer::Staleness s);
 std::string_view to_string(JobConfig::Transport::Kind k);
 std::string_view to_string(JobConfig::Site::Device d);
+std::string_view to_string(WanLink::Jitter j);
+std::string_view to_string(JobConfig::Wan::Fault::Kind k);
 
 // One thing wrong with a job: where (file and line, or "--set key=value" with line 0), which
 // dotted key (empty for whole-file problems), and what was expected and found.
@@ -195,6 +229,9 @@ JobConfig load_job_config(const std::filesystem::path& file, const std::vector<s
 std::filesystem::path site_run_dir(const JobConfig& config, std::string_view site);
 // The config one site runs with: job.run_dir replaced by site_run_dir, replicas.count by the site's.
 JobConfig config_for_site(JobConfig config, std::string_view site);
+
+// The link between sites a and b (either order): its [[wan.link]] entry, else the default [wan] link.
+WanLink wan_link(const JobConfig& config, std::string_view a, std::string_view b);
 
 // The resolved config as TOML text (absolute paths, explicit shape); loading it gives an equal JobConfig.
 std::string to_toml(const JobConfig& c);

@@ -182,7 +182,10 @@ class Resolver {
     std::set<std::string> top_level = tables;
     top_level.insert("include");
     for (const auto& [name, s] : layers_.leaves) {
-      const auto dot = name.find('.');
+      auto dot = name.find('.');
+      // An entry's table ("wan.link[0]") holds a dot of its own.
+      for (const auto& [t, keys] : known_)
+        if (t.find('.') != std::string::npos && name.starts_with(t + ".")) dot = t.size();
       const std::string table = name.substr(0, dot);
       const auto known = known_.find(table);
       if (const auto top = known_top_.find(table); top != known_top_.end()) {
@@ -227,8 +230,18 @@ class Resolver {
   std::vector<std::pair<int, ConfigProblem>> problems_;
 };
 
-// The multi-site tables: [outer], [transport], [control], [[site]], [wan] (schema_sites.cpp).
+// The multi-site tables: [outer], [transport], [control], [[site]] (schema_sites.cpp), then [wan].
 void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c);
+// [wan]: the default link, [[wan.link]] and [[wan.fault]] (schema_wan.cpp); after the sites.
+void resolve_wan(Resolver& r, const Layers& layers, JobConfig& c);
+
+// The line a value starts on; a table without a position of its own takes its first key's.
+int line_of(const toml::node& n);
+// One entry of an array of tables ([[site]], [[wan.link]]) as a view whose only table is `table`
+// ("site[0]", "wan.link[0]"): a resolver over it names the entry in its problems and finds its
+// unknown keys like any table's.
+void entry_view(const Layers& layers, const Setting& array, const toml::node& entry, const std::string& table,
+                Layers& view);
 // [sim] and [[sim.failure]], the simulator's assumptions (schema_sim.cpp).
 void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c);
 

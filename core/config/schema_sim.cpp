@@ -52,10 +52,42 @@ void read_algorithms(Resolver& r, SimConfig& s) {
   }
 }
 
+SimConfig::Failure read_failure(Resolver& r, const std::string& table, const Origin& at) {
+  using Scope = SimConfig::Failure::Scope;
+  SimConfig::Failure f;
+  r.require(table, "name", "a string: the failure class");
+  r.read(f.name, table, "name");
+  r.read(f.scope, table, "scope", {Scope::Replica, Scope::Site});
+  r.read(f.per_gpu_hour, table, "per_gpu_hour", at_least(0));
+  r.read(f.per_node_day, table, "per_node_day", at_least(0));
+  r.read(f.recovery_s, table, "recovery_s", at_least(0));
+  if ((f.per_gpu_hour > 0) == (f.per_node_day > 0))
+    r.add(at, table, "expected a rate: exactly one of per_gpu_hour and per_node_day > 0, found " +
+                         (f.per_gpu_hour > 0 ? std::string("both") : std::string("neither")));
+  return f;
+}
+
+// [[sim.failure]]: each entry read by a resolver of its own, so problems name "sim.failure[i]".
+void resolve_failures(Resolver& r, const Layers& layers, SimConfig& s) {
+  const Setting* set = r.lookup("sim", "failure");
+  if (!set) return;
+  const auto* array = set->value->as_array();
+  if (!array || !array->is_array_of_tables())
+    return r.mismatch(*set, "sim.failure", "an array of tables ([[sim.failure]])", describe(*set->value));
+  for (size_t i = 0; i < array->size(); ++i) {
+    const std::string table = "sim.failure[" + std::to_string(i) + "]";
+    Layers view;
+    entry_view(layers, *set, *array->get(i), table, view);
+    Resolver entry(view);
+    s.failures.push_back(read_failure(entry, table, view.tables.at(table)));
+    entry.report_unknown();
+    r.absorb(entry);
+  }
+}
+
 }  // namespace
 
 void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c) {
-  (void)layers;
   SimConfig& s = c.sim;
   r.read(s.gpus_per_site, "sim", "gpus_per_site", 0);
   r.read(s.gpus_per_node, "sim", "gpus_per_node", 1);
@@ -73,6 +105,7 @@ void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(s.days, "sim", "days", at_least(0));
   read_algorithms(r, s);
   r.read(s.seed, "sim", "seed", 0);
+  resolve_failures(r, layers, s);
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// The schema of the multi-site tables: the outer loop, transport, control plane, sites and WAN.
+// The schema of the multi-site tables: the outer loop, transport, control plane and sites.
 #include <charconv>
 
 #include "core/config/resolver.hpp"
@@ -9,16 +9,6 @@ namespace {
 
 using Outer = JobConfig::Outer;
 using Site = JobConfig::Site;
-
-int line_of(const toml::node& n) {
-  if (n.source().begin.line > 0) return static_cast<int>(n.source().begin.line);
-  // A table may carry no position of its own: use its first key's.
-  int line = 0;
-  if (const auto* t = n.as_table())
-    for (auto&& [k, child] : *t)
-      if (const int l = line_of(child); l > 0 && (line == 0 || l < line)) line = l;
-  return line;
-}
 
 // "http://host:port" or "https://host:port" with a port in 1..65535: what an etcd client dials.
 bool is_endpoint(std::string_view url) {
@@ -63,21 +53,11 @@ void resolve_control(Resolver& r, JobConfig& c) {
   }
 }
 
-// One [[site]] entry, read by its own resolver over a view whose table is "site[i]", so its
-// problems name the entry and its unknown keys are found like any table's.
+// One [[site]] entry, read by its own resolver over a view whose table is "site[i]".
 Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const toml::node& entry, size_t i,
                   Layers& view) {
   const std::string table = "site[" + std::to_string(i) + "]";
-  view.top = layers.top;
-  Origin at = array.origin;
-  if (const int line = line_of(entry); line > 0) at.line = line;
-  view.tables[table] = at;
-  if (const auto* t = entry.as_table())
-    for (auto&& [k, child] : *t) {
-      Origin child_at = array.origin;
-      if (const int line = line_of(child); line > 0) child_at.line = line;
-      view.leaves[table + "." + std::string(k.str())] = {&child, child_at};
-    }
+  entry_view(layers, array, entry, table, view);
   Resolver sr(view);
   Site site;
   sr.require(table, "name", "a string: the site's name");
@@ -129,6 +109,30 @@ void resolve_sites(Resolver& r, const Layers& layers, JobConfig& c) {
 
 }  // namespace
 
+int line_of(const toml::node& n) {
+  if (n.source().begin.line > 0) return static_cast<int>(n.source().begin.line);
+  // A table may carry no position of its own: use its first key's.
+  int line = 0;
+  if (const auto* t = n.as_table())
+    for (auto&& [k, child] : *t)
+      if (const int l = line_of(child); l > 0 && (line == 0 || l < line)) line = l;
+  return line;
+}
+
+void entry_view(const Layers& layers, const Setting& array, const toml::node& entry, const std::string& table,
+                Layers& view) {
+  view.top = layers.top;
+  Origin at = array.origin;
+  if (const int line = line_of(entry); line > 0) at.line = line;
+  view.tables[table] = at;
+  if (const auto* t = entry.as_table())
+    for (auto&& [k, child] : *t) {
+      Origin child_at = array.origin;
+      if (const int line = line_of(child); line > 0) child_at.line = line;
+      view.leaves[table + "." + std::string(k.str())] = {&child, child_at};
+    }
+}
+
 void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.algorithm, "outer", "algorithm", {Outer::Algorithm::Sync, Outer::Algorithm::Diloco, Outer::Algorithm::Streaming});
   r.read(c.outer.inner_steps, "outer", "inner_steps", 1);
@@ -168,13 +172,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   resolve_control(r, c);
   resolve_sites(r, layers, c);
 
-  r.read(c.wan.latency_ms, "wan", "latency_ms", at_least(0));
-  r.read(c.wan.jitter_ms, "wan", "jitter_ms", at_least(0));
-  r.read(c.wan.bandwidth_mbps, "wan", "bandwidth_mbps", at_least(0));
-  r.read(c.wan.loss, "wan", "loss", within(0, 1, false, true));
-  // Read (so known) but refused: silently using the default link instead would mislead an experiment.
-  if (const Setting* s = r.lookup("wan", "link"))
-    r.add(s->origin, "wan.link", "[[wan.link]] is not supported yet: every pair of sites uses the default [wan] link");
+  resolve_wan(r, layers, c);  // after the sites: links and faults name them
 }
 
 }  // namespace meridian::config_detail

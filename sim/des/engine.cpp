@@ -69,7 +69,7 @@ class Engine : public FailureSink {
  public:
   Engine(const Scenario& sc, Algorithm a)
       : sc_(sc), shape_(shape_of(sc, a)), n_(static_cast<int>(sc.sites.size())), sites_(n_), rec_(n_),
-        wan_rng_(Rng::derive(sc.seed, 0x5a11)) {
+        wan_(sc.wan), wan_rng_(Rng::derive(sc.seed, 0x5a11)) {
     result_.algorithm = a;
     result_.sites.resize(n_);
     for (int s = 0; s < n_; ++s) result_.sites[s].name = sc.sites[s].name;
@@ -184,7 +184,7 @@ class Engine : public FailureSink {
     d.arrive.resize(n_);
     for (int p = 0; p < n_; ++p) {
       if (p != s && sites_[p].state != Site::State::Down) result_.wan_bytes += shape_.delta_bytes;
-      d.arrive[p] = t + sc_.wan.transfer_s(s, p, shape_.delta_bytes, t, wan_rng_);
+      d.arrive[p] = t + wan_.transfer_s(s, p, shape_.delta_bytes, t, wan_rng_);
     }
     pending_.push_back(std::move(d));
     ++site.unmerged;
@@ -358,7 +358,7 @@ class Engine : public FailureSink {
         peer = p;
     double fetch = 0;
     if (peer >= 0) {
-      fetch = sc_.wan.transfer_s(peer, s, sc_.state_bytes, t, wan_rng_);
+      fetch = wan_.transfer_s(peer, s, sc_.state_bytes, t, wan_rng_);
       result_.wan_bytes += sc_.state_bytes;
     }
     q_.schedule({.t = t + fetch, .kind = kRejoin, .site = s, .arg = sites_[s].incarnation});
@@ -409,6 +409,7 @@ class Engine : public FailureSink {
   int n_;
   std::vector<Site> sites_;
   TimelineRecorder rec_;
+  WanModel wan_;  // this run's copy: it queues the run's transfers
   Rng wan_rng_;
   EventQueue q_;
   std::unique_ptr<FailureProcess> failures_;

@@ -41,6 +41,30 @@ double site_step_s(const JobConfig& job, double params, double tokens_per_gpu, i
   return job.replicas.overlap_allreduce ? std::max(compute, reduce) : compute + reduce;
 }
 
+// The [wan] links of every pair, and its faults on site indices.
+WanModel wan_of(const JobConfig& job) {
+  const int n = static_cast<int>(job.sites.size());
+  WanModel wan(n, job.wan.link);
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) wan.set_link(a, b, wan_link(job, job.sites[a].name, job.sites[b].name));
+  using Kind = JobConfig::Wan::Fault::Kind;
+  for (const auto& f : job.wan.faults) {
+    WanFault fault{.kind = f.kind == Kind::Partition   ? WanFault::Kind::Partition
+                           : f.kind == Kind::Bandwidth ? WanFault::Kind::Bandwidth
+                                                       : WanFault::Kind::Latency,
+                   .pair = f.pair,
+                   .from_s = f.from_s,
+                   .to_s = f.to_s,
+                   .bandwidth_mbps = f.bandwidth_mbps,
+                   .latency_ms = f.latency_ms};
+    for (const auto& name : f.sites)
+      for (int s = 0; s < n; ++s)
+        if (job.sites[s].name == name) fault.sites.push_back(s);
+    wan.add_fault(std::move(fault));
+  }
+  return wan;
+}
+
 }  // namespace
 
 Scenario build_scenario(const JobConfig& job) {
@@ -60,12 +84,7 @@ Scenario build_scenario(const JobConfig& job) {
     m.tokens_per_step = tokens_per_gpu * m.gpus;
     sc.sites.push_back(m);
   }
-  const int n = static_cast<int>(sc.sites.size());
-  sc.wan = WanModel(n, WanLink{.latency_ms = job.wan.latency_ms,
-                               .jitter_ms = job.wan.jitter_ms,
-                               .bandwidth_mbps = job.wan.bandwidth_mbps,
-                               .loss = job.wan.loss});
-
+  sc.wan = wan_of(job);
   sc.delta_bytes = sc.params * codec_bytes_per_param(job.outer.codec, job.outer.block);
   sc.grad_bytes = sc.params * 4;   // sync sends fp32 mean gradients (sites/replica/site_exchange)
   sc.state_bytes = sc.params * 8;  // OuterState::snapshot: fp32 weights and outer momentum

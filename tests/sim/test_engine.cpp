@@ -34,19 +34,22 @@ TEST_CASE("overlapped diloco hides a transfer shorter than a round; only the las
 }
 
 TEST_CASE("overlapped diloco with a transfer longer than a round waits on its backlog of one round") {
-  // 15 s transfers, 10 s rounds. A site ending round k with round k-1 still unmerged waits for it:
-  // rounds start at 0, 10, 25, 35, 50, 60, 75, 85, 100, 110; the last delta is merged at 120 + 15.
+  // 15 s transfers queue one behind the other on each link: round k's delta arrives at 25 + 15(k-1).
+  // A site ending round k with round k-1 unmerged waits for it: rounds start at 0, 10, 25, 40, ...,
+  // 130; the last ends at 140 and its delta arrives at 160.
   const Result r = simulate(hand_scenario(2, 15e6), Algorithm::Overlap);
-  CHECK(r.wall_s == doctest::Approx(135));
-  CHECK(r.compute_utilization == doctest::Approx(100.0 / 135));
+  CHECK(r.wall_s == doctest::Approx(160));
+  CHECK(r.compute_utilization == doctest::Approx(100.0 / 160));
   CHECK(r.versions == 10);
   const auto& t = r.sites[0].timeline;
-  REQUIRE(t.size() >= 3);
+  REQUIRE(t.size() >= 4);
   CHECK(t[0].phase == Phase::Compute);
   CHECK(t[0].t1 == doctest::Approx(20));
   CHECK(t[1].phase == Phase::Wait);
   CHECK(t[1].t0 == doctest::Approx(20));
   CHECK(t[1].t1 == doctest::Approx(25));
+  CHECK(t[3].t0 == doctest::Approx(35));  // round 3 (25-35), then a wait for round 2's delta at 40
+  CHECK(t[3].t1 == doctest::Approx(40));
 }
 
 TEST_CASE("streaming: P fragments, rounds of H/P steps, each exchange moving 1/P of the delta") {

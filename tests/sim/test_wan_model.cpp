@@ -24,10 +24,10 @@ TEST_CASE("faults: bandwidth and latency while in force, a partition delays the 
                  .latency_ms = 90});
   wan.add_fault({.kind = WanFault::Kind::Partition, .sites = {1}, .from_s = 30, .to_s = 40});
   Rng rng(1);
-  CHECK(wan.transfer_s(0, 2, 1e6, 12, rng) == doctest::Approx(0.01 + 1.0));
-  CHECK(wan.transfer_s(0, 2, 1e6, 25, rng) == doctest::Approx(0.01 + 0.1));
   CHECK(wan.transfer_s(0, 1, 0, 1, rng) == doctest::Approx(0.1));
   CHECK(wan.transfer_s(0, 2, 0, 1, rng) == doctest::Approx(0.01));  // the latency fault is the pair's
+  CHECK(wan.transfer_s(0, 2, 1e6, 12, rng) == doctest::Approx(0.01 + 1.0));
+  CHECK(wan.transfer_s(0, 2, 1e6, 25, rng) == doctest::Approx(0.01 + 0.1));
   CHECK(wan.transfer_s(0, 1, 1e6, 35, rng) == doctest::Approx(5 + 0.01 + 0.1));
   CHECK(wan.transfer_s(0, 2, 1e6, 35, rng) == doctest::Approx(0.01 + 0.1));  // 0 and 2 are on one side
 }
@@ -45,7 +45,7 @@ TEST_CASE("jitter: normal around the latency, uniform within it, pareto only add
     const double mean_ms = 1000 * sum / n;
     if (kind == WanLink::Jitter::Pareto) {
       CHECK(lo >= 0.05);
-      CHECK(mean_ms == doctest::Approx(55).epsilon(0.03));  // shape 3: mean extra = jitter / 2
+      CHECK(mean_ms == doctest::Approx(60).epsilon(0.03));  // Lomax of mean jitter
     } else {
       CHECK(mean_ms == doctest::Approx(50).epsilon(0.01));
       CHECK(lo >= 0);
@@ -56,12 +56,26 @@ TEST_CASE("jitter: normal around the latency, uniform within it, pareto only add
   for (int i = 0; i < 1000; ++i) CHECK(sample_latency_s(wide, rng) >= 0);
 }
 
-TEST_CASE("loss: the wire carries 1/(1-loss) the bytes, and a round trip more when a packet of it was lost") {
-  WanModel wan(2, WanLink{.latency_ms = 20, .bandwidth_mbps = 8, .loss = 0.01});
+TEST_CASE("loss: each lost packet costs a round trip; counts are binomial") {
   Rng rng(3);
-  // A megabyte is ~667 packets: one is lost almost surely.
-  CHECK(wan.transfer_s(0, 1, 1e6, 0, rng) == doctest::Approx(0.02 + 1 / 0.99 + 0.04));
+  double sum = 0;
+  for (int i = 0; i < 2000; ++i) sum += sample_lost_packets(667, 0.01, rng);
+  CHECK(sum / 2000 == doctest::Approx(6.67).epsilon(0.05));
+  double big = 0;
+  for (int i = 0; i < 2000; ++i) big += sample_lost_packets(1e6, 0.001, rng);
+  CHECK(big / 2000 == doctest::Approx(1000).epsilon(0.01));
+  CHECK(sample_lost_packets(100, 0, rng) == 0);
+  WanModel wan(2, WanLink{.latency_ms = 20, .bandwidth_mbps = 8, .loss = 0.01});
   int retried = 0;
-  for (int i = 0; i < 10000; ++i) retried += wan.transfer_s(0, 1, 100, 0, rng) > 0.03;
+  for (int i = 0; i < 10000; ++i) retried += wan.transfer_s(0, 1, 100, 1000.0 * i, rng) > 0.03;
   CHECK(retried == doctest::Approx(100).epsilon(0.3));  // one packet: lost one time in a hundred
+}
+
+TEST_CASE("one direction is a queue: a transfer waits for the bytes ahead of it; the other direction is free") {
+  WanModel wan(2, WanLink{.latency_ms = 10, .bandwidth_mbps = 8});
+  Rng rng(1);
+  CHECK(wan.transfer_s(0, 1, 2e6, 0, rng) == doctest::Approx(2.01));
+  CHECK(wan.transfer_s(0, 1, 1e6, 1, rng) == doctest::Approx(2.01));  // sent 2-3, due at 3.01
+  CHECK(wan.transfer_s(1, 0, 1e6, 1, rng) == doctest::Approx(1.01));
+  CHECK(wan.transfer_s(0, 1, 1e6, 10, rng) == doctest::Approx(1.01));  // the queue has drained
 }
