@@ -4,7 +4,7 @@
 #include <cmath>
 #include <deque>
 
-#include "sim/des/commit_rule.hpp"
+#include "sim/des/commit_timing.hpp"
 #include "sim/des/event_queue.hpp"
 #include "sim/des/failure_process.hpp"
 #include "sim/des/timeline_recorder.hpp"
@@ -223,7 +223,7 @@ class Engine : public FailureSink {
     for (int s = 0; s < n_; ++s) can[s] = sites_[s].state != Site::State::Down;
     CommitRule rule = rule_;
     if (shape_.async && sc_.deadline_s <= 0) rule.deadline_s = adaptive_deadline();
-    plan_ = plan_commit(std::span<const PendingDelta>(pending_.data(), pending_.size()), needed(), can, rule);
+    plan_ = plan_commit(pending_, needed(), can, rule);
     ++commit_token_;
     if (plan_.t < kNever) q_.schedule({.t = std::max(now, plan_.t), .kind = kCommit, .token = commit_token_});
   }

@@ -27,6 +27,15 @@ SimRun run_sim(const JobConfig& job) {
   return run;
 }
 
+Algorithm job_algorithm(const JobConfig& job) {
+  switch (job.outer.algorithm) {
+    case JobConfig::Outer::Algorithm::Sync: return Algorithm::Sync;
+    case JobConfig::Outer::Algorithm::Streaming: return Algorithm::Streaming;
+    case JobConfig::Outer::Algorithm::Diloco: break;
+  }
+  return job.outer.overlap ? Algorithm::Overlap : Algorithm::Diloco;
+}
+
 namespace {
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -80,6 +89,7 @@ std::vector<fs::path> write_sim(const SimRun& run, const JobConfig& job, const f
     write_file(written.back(), timeline_csv(r));
   }
   const nlohmann::json all = {{"job", job.job.name}, {"source", job.source.string()},
+                              {"job_algorithm", to_string(job_algorithm(job))},
                               {"scenario", scenario_json(run.scenario)}, {"results", results}};
   written.push_back(dir / "sim.json");
   write_file(written.back(), all.dump(2) + "\n");

@@ -19,6 +19,9 @@ struct SimRun {
 
 SimRun run_sim(const JobConfig& job);
 
+// The simulated algorithm a real run of the job is: its [outer] algorithm, DiLoCo split by overlap.
+Algorithm job_algorithm(const JobConfig& job);
+
 // Writes the run's files into `dir` (created if needed); returns the paths written.
 std::vector<std::filesystem::path> write_sim(const SimRun& run, const JobConfig& job, const std::filesystem::path& dir);
 

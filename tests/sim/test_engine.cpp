@@ -33,23 +33,25 @@ TEST_CASE("overlapped diloco hides a transfer shorter than a round; only the las
   CHECK(r.versions == 10);
 }
 
-TEST_CASE("overlapped diloco with a transfer longer than a round waits on its backlog of one round") {
-  // 15 s transfers queue one behind the other on each link: round k's delta arrives at 25 + 15(k-1).
-  // A site ending round k with round k-1 unmerged waits for it: rounds start at 0, 10, 25, 40, ...,
-  // 130; the last ends at 140 and its delta arrives at 160.
+TEST_CASE("overlapped diloco with a transfer longer than a round is bound by the link, not the compute") {
+  // 15 s transfers queue one behind the other on each link direction: a site's ten deltas take
+  // 150 s of link time from t = 10, so the last cannot arrive before 160 whatever the overlap.
   const Result r = simulate(hand_scenario(2, 15e6), Algorithm::Overlap);
-  CHECK(r.wall_s == doctest::Approx(160));
-  CHECK(r.compute_utilization == doctest::Approx(100.0 / 160));
+  CHECK(r.wall_s >= 160);
+  CHECK(r.compute_utilization <= 100.0 / 160);
   CHECK(r.versions == 10);
-  const auto& t = r.sites[0].timeline;
-  REQUIRE(t.size() >= 4);
-  CHECK(t[0].phase == Phase::Compute);
-  CHECK(t[0].t1 == doctest::Approx(20));
-  CHECK(t[1].phase == Phase::Wait);
-  CHECK(t[1].t0 == doctest::Approx(20));
-  CHECK(t[1].t1 == doctest::Approx(25));
-  CHECK(t[3].t0 == doctest::Approx(35));  // round 3 (25-35), then a wait for round 2's delta at 40
-  CHECK(t[3].t1 == doctest::Approx(40));
+  for (const auto& s : r.sites) CHECK(s.compute_s == doctest::Approx(100));
+  // Both sites end round 2 at 20 with round 1 unmerged (its bytes arrive at 25): they wait.
+  for (const auto& s : r.sites) {
+    REQUIRE(s.timeline.size() >= 2);
+    CHECK(s.timeline[0].phase == Phase::Compute);
+    CHECK(s.timeline[0].t1 == doctest::Approx(20));
+    CHECK(s.timeline[1].phase == Phase::Wait);
+    CHECK(s.timeline[1].t0 == doctest::Approx(20));
+  }
+  // The proposer (site 0 wins ties) merges its own newer round at once; site 1 waits for its bytes.
+  CHECK(r.sites[0].timeline[1].t1 == doctest::Approx(25));
+  CHECK(r.sites[1].timeline[1].t1 == doctest::Approx(40));
 }
 
 TEST_CASE("streaming: P fragments, rounds of H/P steps, each exchange moving 1/P of the delta") {
@@ -72,29 +74,34 @@ TEST_CASE("sync: gradients cross the WAN every step") {
   CHECK(r.wan_bytes == doctest::Approx(100 * 2 * 1e6));
 }
 
-TEST_CASE("async: a quorum commits without the slow site, whose deltas merge stale") {
+TEST_CASE("async: a quorum commits without the slow site") {
   Scenario sc = hand_scenario(3, 1e6);
   sc.sites[2].step_s = 2;  // half as fast
   sc.quorum = 2;
   const Result a = simulate(sc, Algorithm::Async);
   const Result d = simulate(sc, Algorithm::Diloco);
   // Without a quorum, every version waits for the slow site: the fast ones idle half the time.
-  CHECK(d.sites[0].utilization() == doctest::Approx(100.0 / 201).epsilon(0.01));
+  // The slow site proposes (it holds its own delta at once); the fast ones hold it a second later.
+  CHECK(d.sites[0].utilization() == doctest::Approx(100.0 / 201));
+  CHECK(d.sites[2].utilization() == doctest::Approx(1.0));
   CHECK(a.sites[0].utilization() > 0.95);
-  CHECK(a.mean_staleness > 0);
   CHECK(a.versions > 10);
-  CHECK(a.deltas_merged + a.deltas_dropped == 3 * 10);
+  CHECK(a.deltas_merged == 3 * 10);
 }
 
-TEST_CASE("async keeps to max_staleness: deltas older than that are dropped, their work lost") {
+TEST_CASE("async: late deltas merge stale, and past max_staleness they are dropped, their work lost") {
   Scenario sc = hand_scenario(3, 1e6);
   sc.sites[2].step_s = 4;
   // The slow site's deltas take 10 s to arrive: a version or more of the fast pair's passes meanwhile.
   for (int p : {0, 1}) sc.wan.set_link(2, p, WanLink{.bandwidth_mbps = 0.8});
   sc.quorum = 2;
+  const Result stale = simulate(sc, Algorithm::Async);
+  CHECK(stale.mean_staleness > 0);
+  CHECK(stale.deltas_dropped == 0);
   sc.max_staleness = 0;
   const Result r = simulate(sc, Algorithm::Async);
   CHECK(r.deltas_dropped > 0);
+  CHECK(r.deltas_merged + r.deltas_dropped == 3 * 10);
   CHECK(r.sites[2].useful_s < r.sites[2].compute_s);
   CHECK(r.goodput < r.compute_utilization);
 }
@@ -121,7 +128,8 @@ TEST_CASE("a site that fails is waited for until its lease lapses, then fetches 
   CHECK(up[2].t1 == doctest::Approx(33));
   CHECK(up[3].phase == Phase::Wait);
   CHECK(up[3].t1 == doctest::Approx(41));
-  CHECK(r.wan_bytes > 20 * 1e6);  // the state transfer counts
+  // Site 0's rounds 1 and 2 go to no one (site 1 is down); 8 + 10 deltas of 1 MB and 2 MB of state.
+  CHECK(r.wan_bytes == doctest::Approx(20e6));
 }
 
 TEST_CASE("a replica failure: the site regroups twice and runs 1/g slower until the replica is back") {

@@ -76,7 +76,7 @@ TEST_CASE("a short run: one rectangle per segment, site names escaped, axis and 
 
 TEST_CASE("a long run is drawn as per-pixel shares, still well-formed and of bounded size") {
   Scenario sc = testing::hand_scenario(3, 15e6);
-  sc.steps = 200000;  // 20,000 rounds per site: 60,000+ segments
+  sc.steps = 400000;  // 40,000 rounds per site
   const Result r = simulate(sc, Algorithm::Overlap);
   REQUIRE(r.sites[0].timeline.size() > 20000);
   const std::string svg = svg_timeline(r, "long", 800);
@@ -89,9 +89,11 @@ TEST_CASE("binned timeline: the shares of each bin sum to one and match the tota
   const auto bins = bin_timeline(r.sites[0], r.wall_s, 27);
   double compute = 0;
   for (const auto& b : bins) {
-    CHECK(b.share[0] + b.share[1] + b.share[2] + b.share[3] == doctest::Approx(1));
+    // Site 0 ends before the wall time (site 1's): its last bins are partly or wholly empty.
+    if (b.t1 <= r.sites[0].end_s) CHECK(b.share[0] + b.share[1] + b.share[2] + b.share[3] == doctest::Approx(1));
     compute += b.share[0] * (b.t1 - b.t0);
   }
+  CHECK(r.sites[0].end_s < r.wall_s);
   CHECK(compute == doctest::Approx(r.sites[0].compute_s));
 }
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "sim/des/commit_rule.hpp"
+#include "sim/des/commit_timing.hpp"
 
 using namespace meridian::sim;
 
@@ -26,7 +26,7 @@ TEST_CASE("quorum: the q-th needed site's delta; a deadline after the first one 
   CHECK(plan_commit(pending, needed, up, {.all = true, .quorum = 1}).t == 1);
   const auto late = plan_commit(pending, needed, up, {.all = true, .quorum = 0, .deadline_s = 10});
   CHECK(late.t == 11);  // site 0 held its own delta first, at 1
-  CHECK(plan_commit({}, needed, up, {.all = true, .quorum = 1, .deadline_s = 1}).t == kNever);
+  CHECK(plan_commit(std::vector<PendingDelta>{}, needed, up, {.all = true, .quorum = 1, .deadline_s = 1}).t == kNever);
 }
 
 TEST_CASE("a site's earliest pending delta is the one that counts") {
