@@ -85,6 +85,21 @@ void resolve_failures(Resolver& r, const Layers& layers, SimConfig& s) {
   }
 }
 
+// sim.step_times_s: one positive number per [[site]].
+void read_step_times(Resolver& r, const JobConfig& c, SimConfig& s) {
+  const Setting* set = r.lookup("sim", "step_times_s");
+  if (!set) return;
+  const std::string expected = "an array of " + std::to_string(c.sites.size()) + " numbers > 0 (one per [[site]])";
+  const auto* array = set->value->as_array();
+  if (!array || array->size() != c.sites.size())
+    return r.mismatch(*set, "sim.step_times_s", expected, describe(*set->value));
+  for (const auto& element : *array) {
+    const auto v = element.value<double>();
+    if (!v || !(*v > 0)) return r.mismatch(*set, "sim.step_times_s", expected, describe(element));
+    s.step_times_s.push_back(*v);
+  }
+}
+
 }  // namespace
 
 void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c) {
@@ -94,6 +109,9 @@ void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(s.params, "sim", "params", at_least(0));
   r.read(s.tokens_per_gpu_step, "sim", "tokens_per_gpu_step", at_least(0));
   r.read(s.step_time_s, "sim", "step_time_s", at_least(0));
+  read_step_times(r, c, s);
+  r.read(s.step_overhead_s, "sim", "step_overhead_s", at_least(0));
+  r.read(s.step_time_cv, "sim", "step_time_cv", at_least(0));
   r.read(s.peak_tflops, "sim", "peak_tflops", above(0));
   r.read(s.mfu, "sim", "mfu", within(0, 1, true, false));
   r.read(s.intra_bandwidth_gbps, "sim", "intra_bandwidth_gbps", above(0));
@@ -125,6 +143,8 @@ void sim_toml(std::ostream& out, const SimConfig& s) {
       << "params = " << number(s.params) << "\n"
       << "tokens_per_gpu_step = " << number(s.tokens_per_gpu_step) << "\n"
       << "step_time_s = " << number(s.step_time_s) << "\n"
+      << "step_overhead_s = " << number(s.step_overhead_s) << "\n"
+      << "step_time_cv = " << number(s.step_time_cv) << "\n"
       << "peak_tflops = " << number(s.peak_tflops) << "\n"
       << "mfu = " << number(s.mfu) << "\n"
       << "intra_bandwidth_gbps = " << number(s.intra_bandwidth_gbps) << "\n"
@@ -135,6 +155,11 @@ void sim_toml(std::ostream& out, const SimConfig& s) {
       << "token_budget = " << number(s.token_budget) << "\n"
       << "days = " << number(s.days) << "\n"
       << "seed = " << s.seed << "\n";
+  if (!s.step_times_s.empty()) {
+    out << "step_times_s = [";
+    for (size_t i = 0; i < s.step_times_s.size(); ++i) out << (i ? ", " : "") << number(s.step_times_s[i]);
+    out << "]\n";
+  }
   if (!s.algorithms.empty()) {
     out << "algorithms = [";
     for (size_t i = 0; i < s.algorithms.size(); ++i) out << (i ? ", " : "") << quote(to_string(s.algorithms[i]));

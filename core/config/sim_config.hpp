@@ -31,6 +31,11 @@ struct SimConfig {
   // Measured seconds per inner step (compute and in-site all-reduce); 0: from FLOPs (6 x params x
   // tokens per GPU step at peak_tflops x mfu) plus the ring all-reduce below.
   double step_time_s = 0;
+  std::vector<double> step_times_s;  // per [[site]], in order: measured step times that differ by site
+  double step_overhead_s = 0;        // per inner step, outside it: logging, polling links and etcd
+  // Spread of a round's compute time (coefficient of variation): each round of each site takes
+  // max(0.05, 1 + cv x N(0, 1)) times its mean. Stragglers, shared machines, thermal throttling.
+  double step_time_cv = 0;
   double peak_tflops = 989;  // H100 SXM dense bf16
   double mfu = 0.4;
   double intra_bandwidth_gbps = 400;  // per GPU, for the in-site ring all-reduce

@@ -35,7 +35,12 @@ CommitPlan plan_commit(const Pending& pending, const std::vector<char>& needed, 
   if (pending.empty()) return best;
   const int n = static_cast<int>(needed.size());
   const int need_count = static_cast<int>(std::count(needed.begin(), needed.end(), 1));
-  std::vector<double> held(n);
+  // Scratch kept across calls: the simulator asks this after every round of every site.
+  thread_local std::vector<double> held, gates;
+  held.resize(n);
+  gates.resize(need_count);
+  const bool count_all = rule.all && need_count > 0;
+  const int q = std::min(rule.quorum, need_count);
   for (int p = 0; p < n; ++p) {
     if (!can_propose[p]) continue;
     std::fill(held.begin(), held.end(), kNever);
@@ -44,13 +49,17 @@ CommitPlan plan_commit(const Pending& pending, const std::vector<char>& needed, 
       held[d.site] = std::min(held[d.site], d.arrive[p]);
       first = std::min(first, d.arrive[p]);
     }
-    std::vector<double> gates;  // the earliest delta of each needed site, as p holds them
-    for (int s = 0; s < n; ++s)
-      if (needed[s]) gates.push_back(held[s]);
-    std::sort(gates.begin(), gates.end());
     double t = first + rule.deadline_s;
-    if (rule.all) t = std::min(t, need_count > 0 ? gates.back() : kNever);
-    if (rule.quorum > 0 && need_count > 0) t = std::min(t, gates[std::min(rule.quorum, need_count) - 1]);
+    if (count_all || q > 0) {
+      int g = 0;  // the earliest delta of each needed site, as p holds them
+      for (int s = 0; s < n; ++s)
+        if (needed[s]) gates[g++] = held[s];
+      if (count_all) t = std::min(t, *std::max_element(gates.begin(), gates.end()));
+      if (q > 0) {
+        std::nth_element(gates.begin(), gates.begin() + (q - 1), gates.end());
+        t = std::min(t, gates[q - 1]);
+      }
+    }
     if (t < best.t) best = {t, p};
   }
   return best;

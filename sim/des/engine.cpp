@@ -72,6 +72,11 @@ class Engine : public FailureSink {
         wan_(sc.wan), wan_rng_(Rng::derive(sc.seed, 0x5a11)) {
     result_.algorithm = a;
     result_.sites.resize(n_);
+    pending_of_.assign(n_, 0);
+    needed_.assign(n_, 0);
+    can_.assign(n_, 0);
+    holds_.assign(n_, 0);
+    for (int s = 0; s < n_; ++s) round_rngs_.push_back(Rng::derive(sc.seed, 0xc0de0000ULL + static_cast<std::uint64_t>(s)));
     for (int s = 0; s < n_; ++s) result_.sites[s].name = sc.sites[s].name;
     rule_.all = true;
     if (shape_.async) {
@@ -137,14 +142,16 @@ class Engine : public FailureSink {
     site.state = Site::State::Round;
     site.round_steps = std::min<std::int64_t>(shape_.round_steps, steps_left(site));
     site.round_start = t;
-    site.round_compute = static_cast<double>(site.round_steps) * m.step_s + site.carry_compute;
+    double spread = 1;
+    if (sc_.round_time_cv > 0) spread = std::max(0.05, 1 + sc_.round_time_cv * round_rngs_[s].normal());
+    site.round_compute = static_cast<double>(site.round_steps) * m.step_s * spread + site.carry_compute;
     site.round_down = site.carry_down;
     site.carry_compute = site.carry_down = 0;
     // Evaluations fall on multiples of eval_every inside the round, the final one excepted (done at the end).
-    site.round_overhead = 0;
+    site.round_overhead = static_cast<double>(site.round_steps) * m.step_overhead_s;
     if (sc_.eval_every > 0) {
       const std::int64_t last = site.steps_done + site.round_steps - (site.steps_done + site.round_steps == sc_.steps);
-      site.round_overhead = sc_.eval_s * static_cast<double>(last / sc_.eval_every - site.steps_done / sc_.eval_every);
+      site.round_overhead += sc_.eval_s * static_cast<double>(last / sc_.eval_every - site.steps_done / sc_.eval_every);
     }
     schedule_round_end(s);
   }
@@ -208,24 +215,30 @@ class Engine : public FailureSink {
     ++done_;
   }
 
-  std::vector<char> needed() const {
-    std::vector<char> out(n_);
-    for (int s = 0; s < n_; ++s) {
-      const Site& site = sites_[s];
-      out[s] = site.live && !(finished(site) && site.unmerged == 0);
-    }
-    return out;
-  }
-
   // Recomputes when the next version is due; a superseded plan's event is ignored by its token.
   void replan(double now) {
-    std::vector<char> can(n_);
-    for (int s = 0; s < n_; ++s) can[s] = sites_[s].state != Site::State::Down;
-    CommitRule rule = rule_;
-    if (shape_.async && sc_.deadline_s <= 0) rule.deadline_s = adaptive_deadline();
-    plan_ = plan_commit(pending_, needed(), can, rule);
     ++commit_token_;
+    std::fill(pending_of_.begin(), pending_of_.end(), 0);
+    for (const auto& d : pending_) ++pending_of_[d.site];
+    bool all_in = true;
+    for (int s = 0; s < n_; ++s) {
+      const Site& site = sites_[s];
+      needed_[s] = site.live && !(finished(site) && site.unmerged == 0);
+      can_[s] = site.state != Site::State::Down;
+      all_in = all_in && (!needed_[s] || pending_of_[s] > 0);
+    }
+    // Without a quorum or deadline a version waits for every needed site: skip the full plan
+    // while one has sent nothing (most rounds' ends).
+    if (!shape_.async && !all_in) return;
+    CommitRule rule = rule_;
+    if (shape_.async && sc_.deadline_s <= 0) rule.deadline_s = adaptive_deadline_;
+    plan_ = plan_commit(pending_, needed_, can_, rule);
     if (plan_.t < kNever) q_.schedule({.t = std::max(now, plan_.t), .kind = kCommit, .token = commit_token_});
+  }
+
+  // Compacts pending_ in place: d stays, as its `at`-th entry (never a self-move, which empties a vector).
+  void keep(Delta& d, std::size_t at) {
+    if (&pending_[at] != &d) pending_[at] = std::move(d);
   }
 
   double adaptive_deadline() const {
@@ -248,11 +261,12 @@ class Engine : public FailureSink {
     c.merged_from.assign(n_, 0);
     double first = kNever;
     for (const auto& d : pending_) first = std::min(first, d.arrive[p]);
-    std::vector<Delta> keep;
-    std::vector<double> holds(n_, t);
+    std::vector<double>& holds = holds_;
+    std::fill(holds.begin(), holds.end(), t);
+    std::size_t kept = 0;
     for (auto& d : pending_) {
       if (d.arrive[p] > t) {
-        keep.push_back(std::move(d));
+        keep(d, kept++);
         continue;
       }
       const std::int64_t staleness = result_.versions - d.base;
@@ -271,7 +285,8 @@ class Engine : public FailureSink {
       }
       for (int b = 0; b < n_; ++b) holds[b] = std::max(holds[b], d.arrive[b]);
     }
-    pending_ = std::move(keep);
+    pending_.resize(kept);
+    if (shape_.async) adaptive_deadline_ = adaptive_deadline();
     ++result_.versions;
     for (int b = 0; b < n_; ++b) {
       const double record = shape_.commit_record ? t + sc_.wan.link(p, b).latency_ms / 1000 * (p != b) : t;
@@ -336,13 +351,13 @@ class Engine : public FailureSink {
     site.state = Site::State::Down;
     ++site.incarnation;
     ++site.token;
-    std::vector<Delta> keep;
+    std::size_t kept = 0;
     for (auto& d : pending_) {
       const double sent = *std::max_element(d.arrive.begin(), d.arrive.end());
       if (d.site == s && sent > t) ++result_.deltas_dropped;
-      else keep.push_back(std::move(d));
+      else keep(d, kept++);
     }
-    pending_ = std::move(keep);
+    pending_.resize(kept);
     q_.schedule({.t = t + sc_.lease_ttl_s, .kind = kLeaseExpiry, .site = s,
                  .token = static_cast<std::uint64_t>(site.lease_epoch)});
     q_.schedule({.t = t + recovery_s, .kind = kRecover, .site = s, .arg = site.incarnation});
@@ -411,14 +426,19 @@ class Engine : public FailureSink {
   TimelineRecorder rec_;
   WanModel wan_;  // this run's copy: it queues the run's transfers
   Rng wan_rng_;
+  std::vector<Rng> round_rngs_;  // per site: its rounds' spread, independent of everything else
   EventQueue q_;
   std::unique_ptr<FailureProcess> failures_;
   CommitRule rule_;
   CommitPlan plan_;
   std::uint64_t commit_token_ = 0;
   std::vector<Delta> pending_;
+  std::vector<int> pending_of_;         // per site: how many of pending_ are its
+  std::vector<char> needed_, can_;      // per site: must contribute; can propose
+  std::vector<double> holds_;           // per site: when it holds every delta of a commit
   std::vector<Commit> commits_;
   std::deque<double> lags_;
+  double adaptive_deadline_ = kNever;  // recomputed when lags_ changes
   double staleness_sum_ = 0;
   int done_ = 0;
   bool stopped_ = false;

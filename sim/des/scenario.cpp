@@ -52,6 +52,7 @@ WanModel wan_of(const JobConfig& job) {
     WanFault fault{.kind = f.kind == Kind::Partition   ? WanFault::Kind::Partition
                            : f.kind == Kind::Bandwidth ? WanFault::Kind::Bandwidth
                                                        : WanFault::Kind::Latency,
+                   .sites = {},
                    .pair = f.pair,
                    .from_s = f.from_s,
                    .to_s = f.to_s,
@@ -75,12 +76,16 @@ Scenario build_scenario(const JobConfig& job) {
                                     ? s.tokens_per_gpu_step
                                     : static_cast<double>(job.inner.batch_per_replica) * job.inner.grad_accum *
                                           job.model.seq_len;
-  for (const auto& site : job.sites) {
+  for (std::size_t i = 0; i < job.sites.size(); ++i) {
+    const auto& site = job.sites[i];
     SiteModel m;
     m.name = site.name;
     m.gpus = s.gpus_per_site > 0 ? s.gpus_per_site : site.replicas;
-    // [[site]] speed is relative: a site of speed 2 takes half the time per step.
-    m.step_s = site_step_s(job, sc.params, tokens_per_gpu, m.gpus) / site.speed;
+    // A measured time per site is taken as it is; else [[site]] speed is relative: a site of
+    // speed 2 takes half the time per step.
+    m.step_s = !s.step_times_s.empty() ? s.step_times_s[i]
+                                       : site_step_s(job, sc.params, tokens_per_gpu, m.gpus) / site.speed;
+    m.step_overhead_s = s.step_overhead_s;
     m.tokens_per_step = tokens_per_gpu * m.gpus;
     sc.sites.push_back(m);
   }
@@ -97,6 +102,7 @@ Scenario build_scenario(const JobConfig& job) {
   sc.lease_ttl_s = job.control.lease_ttl_s;
   sc.regroup_s = s.regroup_s;
   sc.startup_s = s.startup_s;
+  sc.round_time_cv = s.step_time_cv;
   // An evaluation is a forward pass (a third of a training step's FLOPs per token) over
   // eval_windows windows, against the batch a step trains on.
   const double step_windows = static_cast<double>(job.inner.batch_per_replica) * job.inner.grad_accum;

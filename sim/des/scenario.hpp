@@ -16,6 +16,7 @@ struct SiteModel {
   std::string name;
   int gpus = 1;
   double step_s = 1;          // one inner step: compute and in-site all-reduce
+  double step_overhead_s = 0; // per inner step, outside it (bookkeeping): neither compute nor waiting
   double tokens_per_step = 0; // all of the site's GPUs together
 };
 
@@ -50,6 +51,7 @@ struct Scenario {
   double lease_ttl_s = 5;
   double regroup_s = 30;
   double startup_s = 0;
+  double round_time_cv = 0;  // each round's compute: max(0.05, 1 + cv x N(0, 1)) times its mean
   int eval_every = 0;        // steps between evaluations (0: only at the end)
   double eval_s = 0;         // one evaluation
   std::int64_t steps = 0;    // per site, when neither a token budget nor a time limit is set

@@ -40,7 +40,7 @@ TEST_CASE("[sim] every key is read, and to_toml writes it back to an equal confi
   TempDir dir("sim-config");
   const auto file = job_file(dir,
                              "[sim]\ngpus_per_site = 1024\ngpus_per_node = 4\nparams = 1e10\ntokens_per_gpu_step = 65536\n"
-                             "step_time_s = 0\npeak_tflops = 312\nmfu = 0.35\nintra_bandwidth_gbps = 200\n"
+                             "step_time_s = 0\nstep_times_s = [0.5, 1]\nstep_overhead_s = 0.01\npeak_tflops = 312\nmfu = 0.35\nintra_bandwidth_gbps = 200\n"
                              "intra_latency_us = 2\ngrad_bytes_per_param = 2\nstartup_s = 60\nregroup_s = 20\n"
                              "token_budget = 1e12\ndays = 30\nalgorithms = [\"diloco\", \"async\", \"diloco\"]\nseed = 5\n"
                              "[[sim.failure]]\nname = \"gpu\"\nper_gpu_hour = 1e-5\nrecovery_s = 300\n"
@@ -50,6 +50,8 @@ TEST_CASE("[sim] every key is read, and to_toml writes it back to an equal confi
   CHECK(c.sim.gpus_per_node == 4);
   CHECK(c.sim.params == 1e10);
   CHECK(c.sim.peak_tflops == 312);
+  CHECK(c.sim.step_times_s == std::vector<double>{0.5, 1});
+  CHECK(c.sim.step_overhead_s == 0.01);
   CHECK(c.sim.days == 30);
   CHECK(c.sim.algorithms == std::vector{SimConfig::Algorithm::Diloco, SimConfig::Algorithm::Async});
   CHECK(c.sim.seed == 5);
@@ -73,6 +75,9 @@ TEST_CASE("[sim] problems name the key and the line") {
         std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\nalgorithms = []\n")).find("sim.algorithms") != std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\ndays = -1\n")).find("sim.days") != std::string::npos);
+  CHECK(problems(job_file(dir, "[sim]\nstep_times_s = [1.0]\n"))
+            .find("sim.step_times_s: expected an array of 2 numbers > 0 (one per [[site]])") != std::string::npos);
+  CHECK(problems(job_file(dir, "[sim]\nstep_times_s = [1.0, 0]\n")).find("sim.step_times_s") != std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\ngpu_per_site = 8\n")).find("did you mean gpus_per_site?") != std::string::npos);
   CHECK(problems(job_file(dir, ""), {"sim.step_time_s=\"fast\""}).find("sim.step_time_s") != std::string::npos);
 }

@@ -7,8 +7,11 @@ namespace meridian::sim::testing {
 
 inline Scenario hand_scenario(int sites, double delta_bytes, int inner_steps = 10, std::int64_t steps = 100) {
   Scenario sc;
-  for (int s = 0; s < sites; ++s)
-    sc.sites.push_back({.name = std::to_string(s).insert(0, "s"), .gpus = 1, .step_s = 1, .tokens_per_step = 100});
+  for (int s = 0; s < sites; ++s) {
+    std::string name = "s";
+    name.push_back(static_cast<char>('0' + s));  // "s0".."s9" (std::to_string drew a false -Wrestrict from GCC 12)
+    sc.sites.push_back({.name = name, .gpus = 1, .step_s = 1, .tokens_per_step = 100});
+  }
   sc.wan = WanModel(sites, WanLink{.latency_ms = 0, .bandwidth_mbps = 8});
   sc.params = delta_bytes;
   sc.delta_bytes = delta_bytes;

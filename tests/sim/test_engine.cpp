@@ -173,3 +173,16 @@ TEST_CASE("a token budget ends the run at the version that reaches it") {
   CHECK(r.tokens == doctest::Approx(6000));
   CHECK(r.wall_s == doctest::Approx(33));  // rounds end at 10, 21, 32 and commit on arrival (+1 s)
 }
+
+TEST_CASE("rounds that vary in length make the others wait: the cost of stragglers, by seed") {
+  Scenario sc = hand_scenario(3, 1);  // a byte per delta: transfers cost nothing
+  const Result even = simulate(sc, Algorithm::Diloco);
+  CHECK(even.compute_utilization == doctest::Approx(1).epsilon(1e-5));
+  sc.round_time_cv = 0.2;
+  const Result uneven = simulate(sc, Algorithm::Diloco);
+  // Each round waits for the slowest of three draws: E[max of 3 N(0,1)] = 0.85, so ~1 / 1.17.
+  CHECK(uneven.compute_utilization < 0.95);
+  CHECK(uneven.compute_utilization > 0.75);
+  CHECK(simulate(sc, Algorithm::Overlap).compute_utilization > uneven.compute_utilization);
+  CHECK(simulate(sc, Algorithm::Diloco).wall_s == uneven.wall_s);
+}

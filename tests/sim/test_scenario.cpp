@@ -1,6 +1,8 @@
 // The cost models against hand-computed values, and a job file turned into a scenario.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include "core/model/param_layout.hpp"
 #include "sim/des/scenario.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -60,4 +62,41 @@ TEST_CASE("[sim] overrides: measured step time, GPUs, parameters, budget, failur
   CHECK(sc.startup_s == 4);
   // An evaluation: eval_windows forward windows against a step's batch, a third of the cost each.
   CHECK(sc.eval_s == doctest::Approx(0.25 * 128 / 8 / 3));
+}
+
+TEST_CASE("measured step times per site, and bookkeeping per step") {
+  const JobConfig job = load_job_config(meridian::testing::source_dir() / "configs/demo.toml",
+                                        {"sim.step_times_s=[0.1, 0.2, 0.3]", "sim.step_overhead_s=0.01"});
+  const Scenario sc = build_scenario(job);
+  CHECK(sc.sites[2].step_s == 0.3);
+  CHECK(sc.sites[0].step_overhead_s == 0.01);
+  CHECK(sc.eval_s == doctest::Approx(0.3 * 128 / 8 / 3));  // the slowest site's
+}
+
+TEST_CASE("the [wan] links of every pair and the fault schedule, on site indices") {
+  const JobConfig job = load_job_config(
+      meridian::testing::source_dir() / "configs/demo.toml",
+      {"wan.latency_ms=50", "wan.bandwidth_mbps=100"});
+  const Scenario sc = build_scenario(job);
+  CHECK(sc.wan.link(0, 2).latency_ms == 50);
+  CHECK(sc.wan.link(2, 1).bandwidth_mbps == 100);
+  CHECK(sc.wan.nominal_s(0, 1, 1.25e6) == doctest::Approx(0.05 + 0.1));
+}
+
+TEST_CASE("[[wan.link]] pairs and [[wan.fault]] entries reach the WAN model") {
+  const JobConfig od = load_job_config(meridian::testing::source_dir() / "configs/examples/sim-opendiloco.toml");
+  const Scenario sc = build_scenario(od);
+  REQUIRE(sc.sites.size() == 4);
+  CHECK(sc.wan.link(1, 0).latency_ms == 40);  // fi <-> ca crosses the Atlantic
+  CHECK(sc.wan.link(0, 2).latency_ms == 35);  // ca <-> us-1: the cross-country default
+  CHECK(sc.delta_bytes == doctest::Approx(2 * 1.1e9));
+
+  meridian::testing::TempDir dir("sim-scenario");
+  std::ofstream(dir / "job.toml") << "[data]\npath = \"x\"\n[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n"
+                                     "[[site]]\nname = \"c\"\n[wan]\nlatency_ms = 10.0\nbandwidth_mbps = 80.0\n"
+                                     "[[wan.fault]]\nkind = \"partition\"\nsites = [\"c\"]\nfrom_s = 5.0\nto_s = 9.0\n";
+  Scenario faulty = build_scenario(load_job_config(dir / "job.toml"));
+  Rng rng(1);
+  CHECK(faulty.wan.transfer_s(0, 2, 1e6, 6, rng) == doctest::Approx(3 + 0.1 + 0.01));
+  CHECK(faulty.wan.transfer_s(0, 1, 1e6, 6, rng) == doctest::Approx(0.1 + 0.01));
 }
