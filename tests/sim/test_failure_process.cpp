@@ -24,57 +24,47 @@ Scenario two_sites() {
   return sc;
 }
 
-}  // namespace
-
-TEST_CASE("failures arrive at rate x GPUs per class and site, the same times for the same seed") {
-  const Scenario sc = two_sites();
+// Delivers every failure up to `horizon`; returns their times.
+std::vector<double> drain(const Scenario& sc, Counter& c, double horizon) {
   EventQueue q;
   FailureProcess f(sc, q, 0);
-  CHECK(f.rate(0, 0) == doctest::Approx(1e-3));
-  CHECK(f.rate(1, 1) == doctest::Approx(1e-6));
-  Counter c(2);
   std::vector<double> times;
-  constexpr double horizon = 1e6;
   while (!q.empty()) {
     const Event e = q.pop();
     if (e.t > horizon) break;
     times.push_back(e.t);
     f.strike(e, c);
   }
+  return times;
+}
+
+}  // namespace
+
+TEST_CASE("failures arrive at rate x GPUs per class and site, the same times for the same seed") {
+  const Scenario sc = two_sites();
+  EventQueue q;
+  const FailureProcess f(sc, q, 0);
+  CHECK(f.rate(0, 0) == doctest::Approx(1e-3));
+  CHECK(f.rate(1, 1) == doctest::Approx(1e-6));
+  Counter c(2);
+  constexpr double horizon = 1e6;
+  const auto times = drain(sc, c, horizon);
   // Poisson counts: mean lambda * T, standard deviation sqrt of it; 5 sigma bounds.
   const auto near = [](int count, double mean) { return std::abs(count - mean) < 5 * std::sqrt(mean) + 1; };
   CHECK(near(c.replica[0], 1000));
   CHECK(near(c.replica[1], 10));
   CHECK(near(c.site[0], 100));
   CHECK(near(c.site[1], 1));
-
-  EventQueue q2;
-  FailureProcess f2(sc, q2, 0);
-  Counter c2(2);
-  std::vector<double> again;
-  while (!q2.empty()) {
-    const Event e = q2.pop();
-    if (e.t > horizon) break;
-    again.push_back(e.t);
-    f2.strike(e, c2);
-  }
-  CHECK(again == times);
+  Counter again(2);
+  CHECK(drain(sc, again, horizon) == times);
 }
 
 TEST_CASE("outages strike at their time, once") {
   Scenario sc = two_sites();
   sc.failures.clear();
   sc.outages = {{.site = 1, .at_s = 50, .whole_site = true, .recovery_s = 10}, {.site = 0, .at_s = 20}};
-  EventQueue q;
-  FailureProcess f(sc, q, 0);
   Counter c(2);
-  std::vector<double> times;
-  while (!q.empty()) {
-    const Event e = q.pop();
-    times.push_back(e.t);
-    f.strike(e, c);
-  }
-  CHECK(times == std::vector<double>{20, 50});
+  CHECK(drain(sc, c, 1e9) == std::vector<double>{20, 50});
   CHECK(c.replica == std::vector<int>{1, 0});
   CHECK(c.site == std::vector<int>{0, 1});
 }
