@@ -48,10 +48,9 @@ struct Delta : PendingDelta {
   double compute_s = 0, tokens = 0;
 };
 
+// What a site needs of a version when it applies it: how many of its own deltas it settled.
 struct Commit {
-  int proposer = 0;
   std::vector<int> merged_from;  // per site: how many of its deltas this version merged or dropped
-  std::vector<double> apply_at;
 };
 
 struct Site {
@@ -69,7 +68,7 @@ class Engine : public FailureSink {
  public:
   Engine(const Scenario& sc, Algorithm a)
       : sc_(sc), shape_(shape_of(sc, a)), n_(static_cast<int>(sc.sites.size())), sites_(n_), rec_(n_),
-        wan_(sc.wan), wan_rng_(Rng::derive(sc.seed, 0x5a11)) {
+        wan_(sc.wan) {
     result_.algorithm = a;
     result_.sites.resize(n_);
     pending_of_.assign(n_, 0);
@@ -191,7 +190,7 @@ class Engine : public FailureSink {
     d.arrive.resize(n_);
     for (int p = 0; p < n_; ++p) {
       if (p != s && sites_[p].state != Site::State::Down) result_.wan_bytes += shape_.delta_bytes;
-      d.arrive[p] = t + wan_.transfer_s(s, p, shape_.delta_bytes, t, wan_rng_);
+      d.arrive[p] = t + wan_.transfer_s(s, p, shape_.delta_bytes, t);
     }
     pending_.push_back(std::move(d));
     ++site.unmerged;
@@ -257,7 +256,6 @@ class Engine : public FailureSink {
   void commit(double t) {
     const int p = plan_.proposer;
     Commit c;
-    c.proposer = p;
     c.merged_from.assign(n_, 0);
     double first = kNever;
     for (const auto& d : pending_) first = std::min(first, d.arrive[p]);
@@ -373,7 +371,7 @@ class Engine : public FailureSink {
         peer = p;
     double fetch = 0;
     if (peer >= 0) {
-      fetch = wan_.transfer_s(peer, s, sc_.state_bytes, t, wan_rng_);
+      fetch = wan_.transfer_s(peer, s, sc_.state_bytes, t);
       result_.wan_bytes += sc_.state_bytes;
     }
     q_.schedule({.t = t + fetch, .kind = kRejoin, .site = s, .arg = sites_[s].incarnation});
@@ -425,7 +423,6 @@ class Engine : public FailureSink {
   std::vector<Site> sites_;
   TimelineRecorder rec_;
   WanModel wan_;  // this run's copy: it queues the run's transfers
-  Rng wan_rng_;
   std::vector<Rng> round_rngs_;  // per site: its rounds' spread, independent of everything else
   EventQueue q_;
   std::unique_ptr<FailureProcess> failures_;

@@ -42,9 +42,9 @@ double site_step_s(const JobConfig& job, double params, double tokens_per_gpu, i
 }
 
 // The [wan] links of every pair, and its faults on site indices.
-WanModel wan_of(const JobConfig& job) {
+WanModel wan_of(const JobConfig& job, std::uint64_t seed) {
   const int n = static_cast<int>(job.sites.size());
-  WanModel wan(n, job.wan.link);
+  WanModel wan(n, job.wan.link, seed);
   for (int a = 0; a < n; ++a)
     for (int b = a + 1; b < n; ++b) wan.set_link(a, b, wan_link(job, job.sites[a].name, job.sites[b].name));
   using Kind = JobConfig::Wan::Fault::Kind;
@@ -89,7 +89,8 @@ Scenario build_scenario(const JobConfig& job) {
     m.tokens_per_step = tokens_per_gpu * m.gpus;
     sc.sites.push_back(m);
   }
-  sc.wan = wan_of(job);
+  sc.seed = s.seed != 0 ? s.seed : job.job.seed;
+  sc.wan = wan_of(job, sc.seed);
   sc.delta_bytes = sc.params * codec_bytes_per_param(job.outer.codec, job.outer.block);
   sc.grad_bytes = sc.params * 4;   // sync sends fp32 mean gradients (sites/replica/site_exchange)
   sc.state_bytes = sc.params * 8;  // OuterState::snapshot: fp32 weights and outer momentum
@@ -114,7 +115,6 @@ Scenario build_scenario(const JobConfig& job) {
   sc.steps = job.inner.steps;
   sc.token_budget = s.token_budget;
   sc.horizon_s = s.days * 86400;
-  sc.seed = s.seed != 0 ? s.seed : job.job.seed;
   for (const auto& f : s.failures) {
     const int per_node = std::max(1, s.gpus_per_node);
     sc.failures.push_back({.name = f.name,

@@ -4,19 +4,15 @@
 #include <cmath>
 
 #include "core/util/error.hpp"
+#include "core/util/rng.hpp"
 
 namespace meridian::sim {
 
-namespace {
-constexpr double kPacketBytes = 1500;  // one Ethernet MTU: the unit a loss costs
-constexpr double kParetoShape = 3;     // a heavy tail with a finite mean
-}  // namespace
-
-WanModel::WanModel(int sites, const WanLink& link)
-    : n_(sites),
-      links_(static_cast<std::size_t>(sites) * static_cast<std::size_t>(sites), link),
-      busy_until_(links_.size(), 0),
-      last_due_(links_.size(), 0) {}
+WanModel::WanModel(int sites, const WanLink& link, std::uint64_t seed, LinkModelOptions options)
+    : n_(sites), links_(static_cast<std::size_t>(sites) * static_cast<std::size_t>(sites), link) {
+  directions_.reserve(links_.size());
+  for (std::size_t d = 0; d < links_.size(); ++d) directions_.emplace_back(Rng::derive(seed, 0x11c0000 + d).next_u64(), options);
+}
 
 void WanModel::set_link(int a, int b, const WanLink& link) {
   MERIDIAN_CHECK(a >= 0 && a < n_ && b >= 0 && b < n_, "a=", a, " b=", b, " sites=", n_);
@@ -56,42 +52,10 @@ double WanModel::unpartitioned(int a, int b, double t) const {
   return t;
 }
 
-double sample_latency_s(const WanLink& link, Rng& rng) {
-  double ms = link.latency_ms;
-  if (link.jitter_ms > 0) switch (link.jitter) {
-      case WanLink::Jitter::Normal: ms += link.jitter_ms * rng.normal(); break;
-      case WanLink::Jitter::Uniform: ms += link.jitter_ms * (2 * rng.uniform() - 1); break;
-      case WanLink::Jitter::Pareto: {
-        const double u = 1 - rng.uniform();  // in (0, 1]: the draw stays finite
-        ms += link.jitter_ms * (kParetoShape - 1) * (std::pow(u, -1 / kParetoShape) - 1);
-        break;
-      }
-    }
-  return std::max(0.0, ms) / 1000;
-}
-
-double sample_lost_packets(double packets, double loss, Rng& rng) {
-  const double mean = packets * loss;
-  if (mean <= 0) return 0;
-  if (mean > 50) return std::max(0.0, std::round(mean + std::sqrt(mean * (1 - loss)) * rng.normal()));
-  // Knuth: multiply uniforms until the product drops below e^-mean.
-  const double limit = std::exp(-mean);
-  double lost = 0, product = rng.uniform();
-  while (product > limit) product *= rng.uniform(), ++lost;
-  return std::min(lost, packets);
-}
-
-double WanModel::transfer_s(int a, int b, double bytes, double t, Rng& rng) {
+double WanModel::transfer_s(int a, int b, double bytes, double t) {
   if (a == b) return 0;
-  const std::size_t dir = index(a, b);
-  const double start = std::max(unpartitioned(a, b, t), busy_until_[dir]);
-  const WanLink l = effective(a, b, start);
-  const double sent = start + (l.bandwidth_mbps > 0 ? bytes * 8 / (l.bandwidth_mbps * 1e6) : 0);
-  busy_until_[dir] = sent;
-  const double lost = l.loss > 0 ? sample_lost_packets(std::ceil(bytes / kPacketBytes), l.loss, rng) : 0;
-  const double due = std::max(last_due_[dir], sent + sample_latency_s(l, rng) + lost * 2 * l.latency_ms / 1000);
-  last_due_[dir] = due;
-  return due - t;
+  const double start = unpartitioned(a, b, t);
+  return directions_[index(a, b)].arrival(start, static_cast<std::size_t>(bytes), effective(a, b, start)) - t;
 }
 
 double WanModel::nominal_s(int a, int b, double bytes) const {

@@ -1,13 +1,13 @@
 #pragma once
-// How long a transfer between two sites takes at a given moment: the pair's link (latency with
-// its jitter, bandwidth, loss) under whatever [[wan.fault]] is in force when the transfer starts,
-// behind the transfers already queued in that direction. The figures follow sim/emulator's link
-// model, so a simulated run and an emulated one pay the same costs.
+// How long a transfer between two sites takes at a given moment: the pair's link under whatever
+// [[wan.fault]] is in force when the transfer starts, through sim/emulator's LinkDirection (the
+// model real emulated runs pay: a token bucket per direction, latency with jitter, losses as
+// retransmission round trips, FIFO), so a simulated run and an emulated one cost the same.
 #include <cstdint>
 #include <vector>
 
-#include "core/util/rng.hpp"
 #include "core/config/job_config.hpp"
+#include "sim/emulator/link_model.hpp"
 
 namespace meridian::sim {
 
@@ -24,8 +24,9 @@ struct WanFault {
 class WanModel {
  public:
   WanModel() = default;
-  // Every pair starts on `link`.
-  WanModel(int sites, const WanLink& link);
+  // Every pair starts on `link`; each direction draws its jitter and losses from its own stream of
+  // `seed`. `options`: the emulator's burst and packet sizes (its defaults unless a test says).
+  WanModel(int sites, const WanLink& link, std::uint64_t seed = 1, LinkModelOptions options = {});
 
   int sites() const { return n_; }
   void set_link(int a, int b, const WanLink& link);  // both directions
@@ -36,11 +37,9 @@ class WanModel {
   WanLink effective(int a, int b, double t) const;
   // The earliest time >= t at which neither a nor b is cut off by a partition.
   double unpartitioned(int a, int b, double t) const;
-  // Seconds from `t` until `bytes` sent a -> b at `t` have arrived: a wait for a partition to heal
-  // and for the direction's earlier transfers to leave, the bytes at the bandwidth, the one-way
-  // latency (jitter drawn from `rng`), and a round trip per lost packet (its retransmission).
-  // Arrivals in one direction keep their order. Zero between a site and itself.
-  double transfer_s(int a, int b, double bytes, double t, Rng& rng);
+  // Seconds from `t` until `bytes` sent a -> b at `t` have arrived: a wait for a partition to heal,
+  // then LinkDirection::arrival on the link as faults leave it. Zero between a site and itself.
+  double transfer_s(int a, int b, double bytes, double t);
   // The same without jitter or loss: the deterministic part, for choosing a peer.
   double nominal_s(int a, int b, double bytes) const;
 
@@ -49,16 +48,8 @@ class WanModel {
   bool touches(const WanFault& f, int a, int b) const;
   int n_ = 0;
   std::vector<WanLink> links_;
-  std::vector<double> busy_until_;  // per direction: when its last transfer's bytes are all sent
-  std::vector<double> last_due_;    // per direction: when its last transfer arrives
+  std::vector<LinkDirection> directions_;  // [a * n + b]: a -> b
   std::vector<WanFault> faults_;
 };
-
-// One draw of a link's one-way latency in seconds, never below zero: normal (sd jitter),
-// uniform (+- jitter), or pareto (Lomax of shape 3 and mean jitter, one-sided).
-double sample_latency_s(const WanLink& link, Rng& rng);
-// How many of `packets` a link losing each with probability `loss` loses: binomial, drawn as
-// Poisson for small means and normal for large ones.
-double sample_lost_packets(double packets, double loss, Rng& rng);
 
 }  // namespace meridian::sim

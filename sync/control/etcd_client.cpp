@@ -111,6 +111,7 @@ struct EtcdClient::Impl {
   std::vector<Endpoint> endpoints;
   std::chrono::milliseconds timeout{0}, request_timeout{0};
   std::size_t preferred = 0;  // the endpoint that answered last: where the next call starts
+  std::function<bool()> reachable;
   net::io_context ioc;
 
   // How an attempt on one endpoint ended when it brought no answer to return.
@@ -143,6 +144,8 @@ struct EtcdClient::Impl {
   // every request is safe). Another round only when something may change: an endpoint that was
   // reached but could not answer, or one that did not accept the connection in time.
   Json call(const std::string& path, const Json& body) {
+    if (reachable && !reachable())
+      throw EtcdNoQuorum(detail::concat("etcd ", path, ": no majority reachable (cut off by the emulated WAN's partition)"));
     const std::string text = body.dump();
     const auto start = Clock::now();
     const auto deadline = start + timeout;
@@ -320,6 +323,7 @@ EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>()) {
     throw make_error(ErrorKind::Config, "etcd: timeout and request_timeout must be > 0 ms");
   impl_->timeout = options.timeout;
   impl_->request_timeout = options.request_timeout;
+  impl_->reachable = std::move(options.reachable);
 }
 
 EtcdClient::~EtcdClient() = default;

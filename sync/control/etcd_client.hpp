@@ -40,6 +40,7 @@
 // A client is used from one thread at a time; give each thread its own.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,12 @@ struct EtcdOptions {
   // several: a member that lost its leader holds a request for etcd's own 5+ s request timeout,
   // but refuses the next one at once.
   std::chrono::milliseconds request_timeout{1000};
+  // The emulated WAN's hook (sim/emulator): while it returns false this site is cut off from the
+  // control plane, and every call fails at once with EtcdNoQuorum, as a site whose own member
+  // lost its majority is told. A real partition makes a call take up to `timeout` first (the
+  // members beyond it do not answer); the emulation does not charge that wait. Empty: always
+  // reachable. Called from whichever thread uses the client.
+  std::function<bool()> reachable;
 };
 
 // The members that answered could not serve: no leader (cut off from the majority, or between

@@ -176,6 +176,32 @@ TEST_CASE("etcd: a key on a lease vanishes after the TTL without keep-alive, sta
   CHECK(kind_of([&] { etcd.keep_alive(left); }) == ErrorKind::Peer);
 }
 
+TEST_CASE("etcd: while the reachable hook says no, every call fails at once as EtcdNoQuorum") {
+  testing::EtcdServer server;
+  SKIP_WITHOUT_ETCD(server);
+  std::atomic<bool> reachable{true};
+  EtcdOptions options{{server.endpoint()}, 5000ms};
+  options.reachable = [&] { return reachable.load(); };
+  EtcdClient etcd(options);
+  etcd.put("k", "v");
+  reachable = false;
+  const auto t0 = Clock::now();
+  for (const auto& call : std::vector<std::function<void()>>{[&] { etcd.get("k"); }, [&] { etcd.put("k", "w"); },
+                                                             [&] { etcd.create_if_absent("n", "v"); },
+                                                             [&] { etcd.grant_lease(5); }}) {
+    try {
+      call();
+      FAIL("a call went through while cut off");
+    } catch (const EtcdNoQuorum& e) {
+      CHECK(std::string(e.what()).find("emulated") != std::string::npos);
+    }
+  }
+  CHECK(Clock::now() - t0 < 100ms);  // no attempt, no retry rounds
+  reachable = true;
+  CHECK(etcd.get("k") == "v");  // nothing was written while cut off
+  CHECK_FALSE(etcd.get("n").has_value());
+}
+
 TEST_CASE("etcd: unreachable, silent and garbage endpoints give typed errors in time") {
   SUBCASE("nothing listening -> Io") {
     auto etcd = client_for("http://127.0.0.1:" + std::to_string(testing::free_loopback_port()), 500ms);
