@@ -9,7 +9,11 @@
 namespace meridian::sim {
 
 WanModel::WanModel(int sites, const WanLink& link, std::uint64_t seed, LinkModelOptions options)
-    : n_(sites), links_(static_cast<std::size_t>(sites) * static_cast<std::size_t>(sites), link) {
+    : n_(sites),
+      links_(static_cast<std::size_t>(sites) * static_cast<std::size_t>(sites), link),
+      last_due_(links_.size(), 0),
+      packet_bytes_(options.packet_bytes),
+      loss_rng_(Rng::derive(seed, 0x1055)) {
   directions_.reserve(links_.size());
   for (std::size_t d = 0; d < links_.size(); ++d) directions_.emplace_back(Rng::derive(seed, 0x11c0000 + d).next_u64(), options);
 }
@@ -52,10 +56,27 @@ double WanModel::unpartitioned(int a, int b, double t) const {
   return t;
 }
 
+double sample_lost_packets(double packets, double loss, Rng& rng) {
+  const double mean = packets * loss;
+  if (mean <= 0) return 0;
+  if (mean > 50) return std::max(0.0, std::round(mean + std::sqrt(mean * (1 - loss)) * rng.normal()));
+  // Knuth: multiply uniforms until the product drops below e^-mean.
+  const double limit = std::exp(-mean);
+  double lost = 0, product = rng.uniform();
+  while (product > limit) product *= rng.uniform(), ++lost;
+  return std::min(lost, packets);
+}
+
 double WanModel::transfer_s(int a, int b, double bytes, double t) {
   if (a == b) return 0;
   const double start = unpartitioned(a, b, t);
-  return directions_[index(a, b)].arrival(start, static_cast<std::size_t>(bytes), effective(a, b, start)) - t;
+  WanLink l = effective(a, b, start);
+  const double lost = sample_lost_packets(std::ceil(bytes / packet_bytes_), l.loss, loss_rng_);
+  l.loss = 0;  // paid below
+  const std::size_t dir = index(a, b);
+  const double due = directions_[dir].arrival(start, static_cast<std::size_t>(bytes), l) + lost * 2 * l.latency_ms / 1000;
+  last_due_[dir] = std::max(last_due_[dir], due);
+  return last_due_[dir] - t;
 }
 
 double WanModel::nominal_s(int a, int b, double bytes) const {

@@ -41,7 +41,7 @@ TEST_CASE("faults: bandwidth and latency while in force, a partition delays the 
   CHECK(wan.transfer_s(0, 2, 1e6, 35) == doctest::Approx(0.01));  // 0 and 2 are on one side
 }
 
-TEST_CASE("jitter and loss come from the emulator's draws: the means it documents, never below zero") {
+TEST_CASE("jitter comes from the emulator's draws, the means it documents, never below zero; each loss a round trip") {
   for (auto kind : {WanLink::Jitter::Normal, WanLink::Jitter::Uniform, WanLink::Jitter::Pareto}) {
     WanModel wan(2, WanLink{.latency_ms = 50, .jitter_ms = 10, .jitter = kind}, 7);
     double sum = 0, lo = 1e9;
@@ -58,6 +58,18 @@ TEST_CASE("jitter and loss come from the emulator's draws: the means it document
   int retried = 0;
   for (int i = 0; i < 10000; ++i) retried += lossy.transfer_s(0, 1, 100, 10.0 * i) > 0.03;
   CHECK(retried == doctest::Approx(100).epsilon(0.3));  // one packet: lost one time in a hundred
+}
+
+TEST_CASE("lost packets: binomial counts, Poisson or normal by their mean") {
+  Rng rng(3);
+  double sum = 0;
+  for (int i = 0; i < 2000; ++i) sum += sample_lost_packets(667, 0.01, rng);
+  CHECK(sum / 2000 == doctest::Approx(6.67).epsilon(0.05));
+  double big = 0;
+  for (int i = 0; i < 2000; ++i) big += sample_lost_packets(1e6, 0.001, rng);
+  CHECK(big / 2000 == doctest::Approx(1000).epsilon(0.01));
+  CHECK(sample_lost_packets(100, 0, rng) == 0);
+  CHECK(sample_lost_packets(3, 0.9, rng) <= 3);
 }
 
 TEST_CASE("the same seed draws the same delays; another seed others") {
