@@ -82,7 +82,7 @@ TEST_CASE("[sim] problems name the key and the line") {
   CHECK(problems(job_file(dir, ""), {"sim.step_time_s=\"fast\""}).find("sim.step_time_s") != std::string::npos);
 }
 
-TEST_CASE("[[sim.failure]] entries: a rate, exactly one; problems name the entry") {
+TEST_CASE("sim.failure entries: a rate, exactly one, problems name the entry") {
   TempDir dir("sim-config");
   const auto both = problems(job_file(dir, "[[sim.failure]]\nname = \"x\"\nper_gpu_hour = 1\nper_node_day = 1\n"));
   CHECK(both.find("sim.failure[0]: expected a rate: exactly one of per_gpu_hour and per_node_day > 0, found both") !=

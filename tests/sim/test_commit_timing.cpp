@@ -19,7 +19,7 @@ TEST_CASE("all: due when the proposer that holds every needed site's delta first
   CHECK(plan_commit(pending, {1, 1, 0}, {0, 1, 1}, {}).t == 5);  // site 0 cannot propose
 }
 
-TEST_CASE("quorum: the q-th needed site's delta; a deadline after the first one held") {
+TEST_CASE("quorum: the q-th needed site's delta, a deadline after the first one held") {
   std::vector<PendingDelta> pending{delta(0, {1, 5, 9}), delta(1, {4, 2, 6})};
   const std::vector<char> up{1, 1, 1}, needed{1, 1, 1};
   CHECK(plan_commit(pending, needed, up, {.all = true, .quorum = 2}).t == 4);

@@ -26,7 +26,7 @@ TEST_CASE("diloco without overlap: every round waits for the transfer, utilizati
   }
 }
 
-TEST_CASE("overlapped diloco hides a transfer shorter than a round; only the last one shows") {
+TEST_CASE("overlapped diloco hides a transfer shorter than a round, only the last one shows") {
   const Result r = simulate(hand_scenario(3, 1e6), Algorithm::Overlap);
   CHECK(r.wall_s == doctest::Approx(101));
   CHECK(r.compute_utilization == doctest::Approx(100.0 / 101));
@@ -143,7 +143,7 @@ TEST_CASE("a replica failure: the site regroups twice and runs 1/g slower until 
   CHECK(r.wall_s == doctest::Approx(116));  // one site: a version at each round's end
 }
 
-TEST_CASE("the same scenario and seed give the same run; failures follow the seed") {
+TEST_CASE("the same scenario and seed give the same run, failures follow the seed") {
   Scenario sc = hand_scenario(4, 1e6);
   sc.steps = 0;
   sc.horizon_s = 86400;

@@ -42,7 +42,7 @@ TEST_CASE("sim: the demo job with a measured step time, every algorithm, files w
   CHECK(j["job_algorithm"] == "overlap");  // the demo's DiLoCo overlaps by default
 }
 
-TEST_CASE("sim: [sim] algorithms picks the rows; a bad [sim] key exits 1 naming it") {
+TEST_CASE("sim: [sim] algorithms picks the rows, a bad [sim] key exits 1 naming it") {
   TempDir dir("sim");
   const auto job = (meridian::testing::source_dir() / "configs/demo.toml").string();
   const auto ok = meridian_sim({job, "--out", dir.path().string(), "--set", "sim.algorithms=[\"async\"]"});

@@ -97,7 +97,7 @@ TEST_CASE("binned timeline: the shares of each bin sum to one and match the tota
   CHECK(compute == doctest::Approx(r.sites[0].compute_s));
 }
 
-TEST_CASE("the comparison table has a row per algorithm with its figures; JSON carries every site") {
+TEST_CASE("the comparison table has a row per algorithm with its figures, JSON carries every site") {
   const Scenario sc = testing::hand_scenario(2, 1e6);
   const std::vector<Result> results{simulate(sc, Algorithm::Diloco), simulate(sc, Algorithm::Overlap)};
   const std::string table = comparison_table(results);

@@ -18,7 +18,7 @@ TEST_CASE("a transfer takes the bytes at the link's bandwidth plus the one-way l
   CHECK(wan.nominal_s(0, 1, 1e6) == doctest::Approx(0.13));
 }
 
-TEST_CASE("one direction is a queue: a transfer waits for the bytes ahead of it; the other direction is free") {
+TEST_CASE("one direction is a queue: a transfer waits for the bytes ahead of it, the other direction is free") {
   WanModel wan(2, WanLink{.latency_ms = 10, .bandwidth_mbps = 8});
   const double burst = 65536 * 8 / 8e6;  // what the bucket lets out at once, in seconds of bandwidth
   CHECK(wan.transfer_s(0, 1, 2e6, 0) == doctest::Approx(2.01 - burst));
@@ -41,7 +41,7 @@ TEST_CASE("faults: bandwidth and latency while in force, a partition delays the 
   CHECK(wan.transfer_s(0, 2, 1e6, 35) == doctest::Approx(0.01));  // 0 and 2 are on one side
 }
 
-TEST_CASE("jitter comes from the emulator's draws, the means it documents, never below zero; each loss a round trip") {
+TEST_CASE("jitter comes from the emulator's draws, the means it documents, never below zero, each loss a round trip") {
   for (auto kind : {WanLink::Jitter::Normal, WanLink::Jitter::Uniform, WanLink::Jitter::Pareto}) {
     WanModel wan(2, WanLink{.latency_ms = 50, .jitter_ms = 10, .jitter = kind}, 7);
     double sum = 0, lo = 1e9;
@@ -72,7 +72,7 @@ TEST_CASE("lost packets: binomial counts, Poisson or normal by their mean") {
   CHECK(sample_lost_packets(3, 0.9, rng) <= 3);
 }
 
-TEST_CASE("the same seed draws the same delays; another seed others") {
+TEST_CASE("the same seed draws the same delays, another seed others") {
   const WanLink link{.latency_ms = 50, .jitter_ms = 10};
   WanModel a(2, link, 1), b(2, link, 1), c(2, link, 2);
   double da = 0, db = 0, dc = 0;
