@@ -314,6 +314,7 @@ std::string to_toml(const JobConfig& c) {
       << "overlap_allreduce = " << (c.replicas.overlap_allreduce ? "true" : "false") << "\n"
       << "store_port = " << c.replicas.store_port << "\n";
   multisite_toml(out, c);
+  config_detail::sim_toml(out, c.sim);
   return out.str();
 }
 

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/config/sim_config.hpp"
 #include "core/data/tokens.hpp"
 #include "core/model/gpt_config.hpp"
 #include "core/optim/schedule.hpp"
@@ -216,6 +217,8 @@ struct JobConfig {
     bool emulated() const { return link != WanLink{} || !links.empty() || !faults.empty(); }
     bool operator==(const Wan&) const = default;
   } wan;
+
+  SimConfig sim;  // what `meridian sim` assumes beyond the job (core/config/sim_config.hpp)
 
   // The file the job was loaded from (absolute). Compared like the rest, so a config re-read from
   // to_toml() output written elsewhere equals the original once source is aligned.

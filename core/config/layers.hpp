@@ -2,6 +2,7 @@
 // Internal to core/config: the merged but untyped view of a job -- a file, its include chain and
 // the --set overrides -- where every value remembers the file and line that set it.
 #include <filesystem>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +49,8 @@ std::string quote(std::string_view s);  // a TOML basic string: "a \"b\""
 // Reads `file` and its include chain into `layers`; syntax, include and I/O problems go to `problems`.
 void load_layers(const std::filesystem::path& file, Layers& layers, std::vector<ConfigProblem>& problems);
 void apply_overrides(const std::vector<std::string>& overrides, Layers& layers, std::vector<ConfigProblem>& problems);
+// [sim] as TOML text (schema_sim.cpp), for to_toml.
+void sim_toml(std::ostream& out, const SimConfig& s);
 // Checks every value against the schema and builds the typed config.
 JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems);
 

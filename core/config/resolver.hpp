@@ -242,5 +242,7 @@ int line_of(const toml::node& n);
 // unknown keys like any table's.
 void entry_view(const Layers& layers, const Setting& array, const toml::node& entry, const std::string& table,
                 Layers& view);
+// [sim] and [[sim.failure]], the simulator's assumptions (schema_sim.cpp).
+void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c);
 
 }  // namespace meridian::config_detail

@@ -111,6 +111,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.replicas.store_port, "replicas", "store_port", 0);
 
   resolve_multisite(r, layers, c);  // after [replicas]: the implicit site takes its replica count
+  resolve_sim(r, layers, c);
 
   r.report_unknown();
   r.flush(problems);

@@ -17,6 +17,7 @@ Action add_site_command(CLI::App& app);
 Action add_replica_command(CLI::App& app);
 Action add_launch_command(CLI::App& app);
 Action add_validate_command(CLI::App& app);
+Action add_sim_command(CLI::App& app);
 Action add_report_command(CLI::App& app);
 
 }  // namespace meridian::cli

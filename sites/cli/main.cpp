@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
       {"validate", "check a job file and print it resolved, or list every problem",
        meridian::cli::add_validate_command},
       {"report", "plots (SVG) and an index.html of a run directory", meridian::cli::add_report_command},
+      {"sim", "predict a job at scale (sites, WAN, failures) on a virtual clock, per algorithm",
+       meridian::cli::add_sim_command},
   };
   for (const auto& c : kCommands) {
     auto* sub = app.add_subcommand(c.name, c.help);
