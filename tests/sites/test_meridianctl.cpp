@@ -97,8 +97,14 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   const Ctl ctl{job};
   const std::vector<std::string> with_token = {std::string("MERIDIAN_OPS_TOKEN=") + kToken};
 
-  // status: JSON for scripts, a table for people.
-  const auto s = ctl.status();
+  // status: JSON for scripts, a table for people. The leader publishes its figures every few
+  // steps, so they may trail the metrics file a little: ask again (bounded) until they caught up.
+  auto s = ctl.status();
+  const auto step_shown = [&] { return s["figures"].is_object() ? s["figures"].value("step", 0) : 0; };
+  for (int i = 0; i < 200 && step_shown() < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    s = ctl.status();
+  }
   CHECK(s["ok"] == true);
   CHECK(s["site"] == "local");
   CHECK(s["replicas"].size() == 2);
