@@ -148,18 +148,19 @@ void all_faults_at_once(const LinkFactory& make) {
   survives(make, {.corrupt_probability = 0.2, .duplicate_probability = 0.2, .truncate_probability = 0.2, .seed = 14});
 }
 
+// Each of the four faults with probability p per frame.
+LinkFaults every_fault(double p, std::uint64_t seed) {
+  return {.corrupt_probability = p, .duplicate_probability = p, .truncate_probability = p, .reorder_probability = p,
+          .seed = seed};
+}
+
 // Transfers of many small chunks from a link that corrupts, duplicates, truncates and reorders its
 // own frames (re-sent ones too), round after round until at least 1,000 faults were injected: each
 // transfer arrives once and intact, and the receiver saw damage and duplicates. Seeded: the faults
 // are drawn frame by frame in the order the sender puts frames out.
 void a_thousand_faults(const LinkFactory& make) {
   constexpr std::size_t kSmallChunks = 4 << 10;
-  auto tx = make({.corrupt_probability = 0.08,
-                  .duplicate_probability = 0.08,
-                  .truncate_probability = 0.08,
-                  .reorder_probability = 0.08,
-                  .seed = 16},
-                 kSmallChunks);
+  auto tx = make(every_fault(0.08, 16), kSmallChunks);
   auto rx = make({}, kSmallChunks);
   std::map<std::uint64_t, std::vector<std::byte>> sent;
   std::set<std::uint64_t> delivered;
@@ -209,12 +210,7 @@ void a_thousand_faults(const LinkFactory& make) {
 // headers, while it hashes them) from a faulty link: each arrives once and intact.
 void large_shared_payloads_survive_faults(const LinkFactory& make) {
   constexpr std::size_t kLargeChunks = 1 << 20;
-  auto tx = make({.corrupt_probability = 0.1,
-                  .duplicate_probability = 0.1,
-                  .truncate_probability = 0.1,
-                  .reorder_probability = 0.1,
-                  .seed = 18},
-                 kLargeChunks);
+  auto tx = make(every_fault(0.1, 18), kLargeChunks);
   auto rx = make({}, kLargeChunks);
   std::map<std::uint64_t, std::shared_ptr<const std::vector<std::byte>>> sent;
   for (std::uint64_t id = 1; id <= 3; ++id) {

@@ -47,6 +47,17 @@ std::string Assembler::layout_misfit(std::uint64_t transfer_id, std::uint32_t in
   return {};
 }
 
+std::variant<ChunkHeader, Assembler::Result> Assembler::read_header(std::span<const std::byte> header) {
+  ChunkHeader h;
+  try {
+    h = decode_chunk_header(header);
+  } catch (const Error& e) {
+    return reject(e.what());
+  }
+  if (auto why = inconsistency(h); !why.empty()) return reject(std::move(why));
+  return h;
+}
+
 std::string Assembler::inconsistency(const ChunkHeader& h) const {
   if (auto why = layout_misfit(h.transfer_id, h.index, h.count, h.total_bytes, h.offset, h.length); !why.empty())
     return why;
@@ -158,13 +169,9 @@ void Assembler::grow() {
 
 Assembler::Result Assembler::add(std::span<const std::byte> header, std::span<const std::byte> payload) {
   MERIDIAN_CHECK(!taken_, "chunk added after take()");
-  ChunkHeader h;
-  try {
-    h = decode_chunk_header(header);
-  } catch (const Error& e) {
-    return reject(e.what());
-  }
-  if (auto why = inconsistency(h); !why.empty()) return reject(std::move(why));
+  auto read = read_header(header);
+  if (auto* refused = std::get_if<Result>(&read)) return std::move(*refused);
+  const ChunkHeader& h = std::get<ChunkHeader>(read);
   // From here on the header is authentic (it passed its own hash), so its index is worth re-requesting.
   if (payload.size() != h.length)
     return reject(detail::concat("chunk ", h.index, " carries ", payload.size(), " bytes, header says ", h.length),
@@ -231,13 +238,9 @@ Assembler::Result Assembler::add(const Placement& p, std::span<const std::byte> 
 
 Assembler::Result Assembler::confirm(std::span<const std::byte> header) {
   MERIDIAN_CHECK(!taken_, "chunk confirmed after take()");
-  ChunkHeader h;
-  try {
-    h = decode_chunk_header(header);
-  } catch (const Error& e) {
-    return reject(e.what());
-  }
-  if (auto why = inconsistency(h); !why.empty()) return reject(std::move(why));
+  auto read = read_header(header);
+  if (auto* refused = std::get_if<Result>(&read)) return std::move(*refused);
+  const ChunkHeader& h = std::get<ChunkHeader>(read);
   const auto it = chunks_.find(h.index);
   if (it == chunks_.end())
     return {Verdict::Missing, detail::concat("no payload came for chunk ", h.index), h.index};

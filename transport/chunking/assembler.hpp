@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "transport/chunking/chunker.hpp"
@@ -126,6 +127,8 @@ class Assembler {  // one per transfer being received
                             std::uint64_t total_bytes, std::uint64_t offset, std::uint32_t length) const;
   // The same for a header, whose tag and whole hash must also be the first header's.
   std::string inconsistency(const ChunkHeader& h) const;
+  // A header decoded and consistent with this transfer, or the refusal of it (counted).
+  std::variant<ChunkHeader, Result> read_header(std::span<const std::byte> header);
   // Why a chunk that is not in chunks_ cannot take its place beside those that are; empty when it can.
   std::string misfit(std::uint32_t index, std::uint64_t offset, std::uint32_t length) const;
   // Reserves the chunk's place (and the whole payload, for the first chunk); nullopt when memory is short.
