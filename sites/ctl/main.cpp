@@ -3,7 +3,8 @@
 //
 //   meridianctl --config FILE --site NAME [--token T] [--json] COMMAND
 //     status | events [--follow] [--count N] | checkpoints | evict REPLICA | checkpoint
-//     | set-lr SCALE | rollback --to CHECKPOINT|STEP [--lr-scale X]
+//     | set-lr SCALE | rollback --to CHECKPOINT|STEP [--lr-scale X] | drain | resume
+//     | pause-outer | resume-outer
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,10 @@ int main(int argc, char** argv) {
   rollback->add_option("--to", request.to, "checkpoint file, or its step")->required();
   double lr_scale = 0;
   rollback->add_option("--lr-scale", lr_scale, "learning-rate factor from there")->check(CLI::PositiveNumber);
+  auto* drain = app.add_subcommand("drain", "stop contributing after the current round and leave the job cleanly");
+  auto* resume = app.add_subcommand("resume", "come back after a drain: register again, catch up, train on");
+  auto* pause_outer = app.add_subcommand("pause-outer", "train on, but send no deltas and propose no commits");
+  auto* resume_outer = app.add_subcommand("resume-outer", "send what was trained meanwhile at the next round's end");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -91,7 +96,8 @@ int main(int argc, char** argv) {
   const std::pair<CLI::App*, OpsCommand> kinds[] = {
       {status, OpsCommand::Status},         {events, OpsCommand::Events}, {checkpoints, OpsCommand::Checkpoints},
       {evict, OpsCommand::Evict},           {checkpoint, OpsCommand::Checkpoint}, {set_lr, OpsCommand::SetLr},
-      {rollback, OpsCommand::Rollback}};
+      {rollback, OpsCommand::Rollback},     {drain, OpsCommand::Drain},   {resume, OpsCommand::Resume},
+      {pause_outer, OpsCommand::PauseOuter}, {resume_outer, OpsCommand::ResumeOuter}};
   for (const auto& [sub, kind] : kinds)
     if (sub->parsed()) request.command = kind;
   if (rollback->parsed() && lr_scale > 0) request.lr_scale = lr_scale;

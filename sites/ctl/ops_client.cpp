@@ -36,6 +36,33 @@ std::string fixed(const nlohmann::json& j, const char* key, int digits) {
   return buf;
 }
 
+// The control plane's part of the status: etcd members, the leader, the site's lease.
+std::string control_lines(const nlohmann::json& c) {
+  std::ostringstream out;
+  if (!c.value("etcd", false)) {
+    out << "control plane: none (" << c.value("note", std::string("-")) << ")\n";
+    return out.str();
+  }
+  const auto leader = c.contains("leader") && c["leader"].is_string() ? c["leader"].get<std::string>() : "none";
+  out << "control plane: etcd, leader " << leader << "\n";
+  if (c.contains("error")) out << "  member list: " << c["error"].get<std::string>() << "\n";
+  for (const auto& m : c.value("members", nlohmann::json::array())) {
+    std::string urls;
+    for (const auto& u : m.value("client_urls", nlohmann::json::array())) urls += (urls.empty() ? "" : ",") + u.get<std::string>();
+    out << "  member " << m.value("name", std::string("?")) << " " << m.value("id", std::string()) << " " << urls << "  "
+        << (m.value("reachable", false) ? "reachable" : "UNREACHABLE") << (m.value("leader", false) ? "  leader" : "");
+    if (m.contains("error")) out << "  (" << m["error"].get<std::string>() << ")";
+    out << "\n";
+  }
+  const auto& l = c.contains("lease") ? c["lease"] : nlohmann::json();
+  if (!l.is_object()) out << "  lease: none (the site is not registered)\n";
+  else if (l.value("alive", false))
+    out << "  lease " << l.value("id", std::string()) << ": " << l.value("ttl_s", 0) << " s left of " << l.value("granted_ttl_s", 0) << " s\n";
+  else
+    out << "  lease " << l.value("id", std::string()) << ": " << l.value("error", std::string("expired or revoked")) << "\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string status_table(const nlohmann::json& s) {
@@ -52,6 +79,11 @@ std::string status_table(const nlohmann::json& s) {
   if (f.contains("wan") && f["wan"].is_object())
     for (const auto& [peer, b] : f["wan"].items())
       out << "wan " << peer << ": sent " << b.value("sent", 0) << " B, received " << b.value("received", 0) << " B\n";
+  if (s.contains("mode") && s["mode"].is_object()) {
+    const auto& m = s["mode"];
+    out << "mode " << m.value("state", "?") << (m.value("outer_paused", false) ? "  (outer exchange paused)" : "") << "\n";
+  }
+  out << control_lines(s.value("control", nlohmann::json::object()));
   out << "\nreplica  alive  member  heartbeat_age_s  restarts\n";
   for (const auto& r : s.value("replicas", nlohmann::json::array())) {
     char line[128];

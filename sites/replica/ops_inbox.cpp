@@ -39,6 +39,8 @@ OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool le
         trainer.set_guard_state(scale, rollbacks);
         out.restored = true;
         result.update({{"path", path}, {"to_step", trainer.state().step}, {"scale", scale}});
+      } else if (kind == "drain" || kind == "resume" || kind == "pause-outer" || kind == "resume-outer") {
+        on_mode_(kind, result);
       } else {
         result["error"] = "unknown command";
       }

@@ -22,6 +22,7 @@
 #include "sync/group/state_sync.hpp"
 #include "sites/replica/ops_inbox.hpp"
 #include "sites/replica/site_exchange.hpp"
+#include "sites/replica/site_mode.hpp"
 #include "sync/parallel/bucket_reducer.hpp"
 
 namespace meridian {
@@ -174,7 +175,13 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   const double t_start = now();
   double computing_s = 0;
   OpsFigures figures(t_start);
-  OpsInbox inbox(store, env);
+  SiteMode mode(store);
+  bool is_leader = false;  // of the group joined last: the one that publishes the mode
+  OpsInbox inbox(store, env, [&](const std::string& kind, nlohmann::json& result) {
+    mode.command(kind, result);
+    if (!result.contains("error")) mode.publish(is_leader, {{"step", trainer.state().step}});
+  });
+  bool job_over = false;  // drained when the other sites finished the job
   std::int64_t ops_newest = 0;  // the newest operator command, as the step's all-reduce said
   trainer.try_resume();
   GlooOptions gloo;
@@ -201,6 +208,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
       slot.world = exchange.data_replicas();
     }
     const bool leader = group.rank() == 0;
+    is_leader = leader;
     std::unique_ptr<BucketReducer> overlap;
     if (c.replicas.overlap_allreduce && group.size() > 1) {
       overlap = std::make_unique<BucketReducer>(group.comm());
@@ -237,13 +245,55 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                            {"heal_bytes", heal.bytes},
                            {"healed", heal.changed},
                            {"ms", 1000 * (now() - t_join)}});
-      exchange.join(group.comm(), leader, trainer);
+      mode.agree(group.comm(), leader);
+      exchange.pause_outer(mode.outer_paused());
+      if (mode.state() != SiteMode::State::Drained) exchange.join(group.comm(), leader, trainer);
       guard.reset(trainer, leader);
       figures.joined(now() - t_join);
       float filed = inbox.newest(leader);
       group.comm().allreduce(std::span<float>(&filed, 1), ReduceOp::Sum);
       inbox.skip_to(static_cast<std::int64_t>(filed));
-      while (trainer.state().step < c.inner.steps && !switch_pending) {
+      // Operator commands up to `newest`, in the order filed; true when one replaced the trainer's state.
+      const auto apply_commands = [&](std::int64_t newest) {
+        const auto applied = inbox.apply(newest, trainer, leader);
+        for (auto done : applied.done)
+          if (leader) {
+            done.update({{"site", run.site}, {"replica", run.id}, {"version", exchange.state().version()}});
+            log.event("ops_applied", std::move(done));
+          }
+        exchange.pause_outer(mode.outer_paused());
+        return applied.restored;
+      };
+      // Drained: the group sits the job out until the operator resumes it (then it comes back
+      // as a site that was away does), it regroups, or the other sites end the job.
+      const auto sit_out = [&] {
+        const double t_drained = now();
+        const auto from_version = exchange.state().version();
+        const auto from_step = trainer.state().step;
+        const ParkHooks hooks{[&] { return group.newer_generation_published(); },
+                              [&] { return static_cast<std::int64_t>(inbox.newest(leader)); },
+                              [&](std::int64_t newest) {
+                                if (apply_commands(newest)) guard.reset(trainer, leader);
+                              },
+                              [&] { return exchange.job_over(); }};
+        switch (park(group.comm(), leader, mode, hooks)) {
+          case Parked::Regroup: switch_pending = true; return;
+          case Parked::JobOver:
+            if (leader) log.event("drain_job_over", {{"site", run.site}, {"replica", run.id}, {"step", from_step},
+                                                     {"version", from_version}, {"drained_s", now() - t_drained}});
+            job_over = true;
+            return;
+          case Parked::Resumed: break;
+        }
+        exchange.rejoin(group.comm(), leader, trainer);
+        const nlohmann::json detail = {{"site", run.site}, {"replica", run.id}, {"from_step", from_step},
+                                       {"step", trainer.state().step}, {"from_version", from_version},
+                                       {"version", exchange.state().version()}, {"drained_s", now() - t_drained}};
+        mode.resumed(leader, detail);
+        if (leader) log.event("resumed", detail);
+      };
+      if (mode.state() == SiteMode::State::Drained) sit_out();
+      while (trainer.state().step < c.inner.steps && !switch_pending && !job_over) {
         const double t_step = now();
         StepResult r;
         try {
@@ -268,16 +318,9 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
         } else if (!std::isfinite(r.loss)) {
           throw make_error(ErrorKind::Data, "replica ", run.id, ": non-finite loss at step ", r.step);
         }
-        if (const auto applied = inbox.apply(ops_newest, trainer, leader); !applied.done.empty()) {
-          for (auto done : applied.done)
-            if (leader) {
-              done.update({{"site", run.site}, {"replica", run.id}});
-              log.event("ops_applied", std::move(done));
-            }
-          if (applied.restored) {
-            guard.reset(trainer, leader);
-            continue;
-          }
+        if (apply_commands(ops_newest)) {
+          guard.reset(trainer, leader);
+          continue;
         }
         const auto done = trainer.state().step;
         if (leader && c.ops.metrics && (done % c.log.every == 0 || done == c.inner.steps))
@@ -287,11 +330,21 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                       {"version", exchange.state().version()}, {"generation", group.generation().number},
                       {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens},
                       {"utilization", computing_s / std::max(1e-9, now() - t_start)}});
-        if (exchange.round_ends(done))
-          exchange.end_round(group.comm(), leader, trainer, (done - 1) % exchange.inner_steps() + 1,
-                             done == c.inner.steps);
-        else
+        const bool last = done == c.inner.steps;
+        const bool draining = mode.state() == SiteMode::State::Draining && !last;
+        if (exchange.round_ends(done)) {
+          const std::int64_t in_round = (done - 1) % exchange.inner_steps() + 1;
+          // Paused, a round's steps go into the next round sent. The last round is always sent (so
+          // every site ends on one version), and so is a draining site's.
+          if (mode.outer_paused() && !last && !draining) {
+            exchange.skip_round(in_round);
+            exchange.poll(group.comm(), leader, trainer);
+          } else {
+            exchange.end_round(group.comm(), leader, trainer, in_round, last);
+          }
+        } else {
           exchange.poll(group.comm(), leader, trainer);
+        }
         // Mid-run validation of what the job holds (the global weights, right after a round) for the loss curves.
         if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps)
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
@@ -316,6 +369,15 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           }
         }
         if (group.rank() == 0 && c.checkpoint.every > 0 && done % c.checkpoint.every == 0) trainer.save_checkpoint();
+        // Drain: across sites once the round is sent (and merged), alone after this step.
+        if (draining && (!exchange.active() || exchange.round_ends(done))) {
+          nlohmann::json detail = {{"site", run.site}, {"replica", run.id}, {"step", done}};
+          if (exchange.active()) detail.update(exchange.drain(group.comm(), leader, trainer));
+          else if (leader) trainer.save_checkpoint();
+          mode.drained(leader, detail);
+          if (leader) log.event("drained", detail);
+          sit_out();
+        }
       }
     } catch (const Error& e) {
       if (!is_peer_failure(e)) throw;

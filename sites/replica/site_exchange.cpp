@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <utility>
 #include <algorithm>
 
 #include "core/model/param_layout.hpp"
@@ -156,6 +157,7 @@ void SiteExchange::ensure_leader_side() {
   o.keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *link_, clock_);
   cross_->serve_state(&state_);
+  cross_->set_proposing(!outer_paused_);
   log_.event("link_open", {{"site", site_}, {"address", link_->address()}, {"transport", to_string(config_.transport.kind)}});
 }
 
@@ -214,6 +216,7 @@ bool SiteExchange::round_ends(std::int64_t steps_done) const {
 void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round,
                              bool last) {
   auto params = trainer.model().params();
+  steps_in_round += std::exchange(carried_steps_, 0);  // a round that spans a pause carries its tokens
   const std::int64_t tokens = steps_in_round * trainer.grad_accum() * group.size() * config_.inner.batch_per_replica *
                               config_.model.seq_len;
   // Streaming: the exchange that ends at step s (a multiple of H / P) is fragment s / (H / P) - 1,
@@ -239,10 +242,10 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
       cross_->submit(a, std::move(encoded));
     }
     ++rounds_;
-    if (i + 1 < count) drain_backlog(group, leader, trainer);
+    if (i + 1 < count) drain_backlog(group, leader, trainer, kMaxBacklog);
   }
   if (config_.outer.overlap && !last) {
-    drain_backlog(group, leader, trainer);
+    drain_backlog(group, leader, trainer, kMaxBacklog);
     return;
   }
   // Without overlap: the next version. In the last round: every version until all live sites'
@@ -264,7 +267,7 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
   }
 }
 
-void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trainer) {
+void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep) {
   // Overlap by a round, not more: a site whose earlier rounds are still unmerged waits for a
   // version before training on. Otherwise a backlog formed while a peer was missed (before its
   // lease lapsed) never drains, every delta then merges several versions stale, and the job
@@ -272,10 +275,10 @@ void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trai
   std::int64_t backlog = leader ? cross_->backlog(state_) : 0;
   broadcast_value(group, backlog);
   std::optional<CrossSite::Commit> update;
-  while (backlog > kMaxBacklog) {
+  while (backlog > keep) {
     wait_together(group, leader, [&] {
       update = cross_->poll_commit(state_, kAttempt);
-      return update.has_value() || cross_->backlog(state_) <= kMaxBacklog;
+      return update.has_value() || cross_->backlog(state_) <= keep;
     });
     apply_update(group, leader, trainer, std::move(update));
     update.reset();
@@ -327,22 +330,8 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     group.broadcast(snapshot, 0);
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
     state_.adopt(snapshot, expected, params);
-    // A site that was away takes up the job where the others are (the newest round any other site
-    // announced or merged): its schedule and data go on from there, and it ends with the others
-    // rather than alone, long after them.
-    std::int64_t job_step = 0;
-    if (leader) {
-      std::int64_t round = cross_->peers_newest_round();
-      for (const auto& [site, merged] : update->record.merged)
-        if (site != site_) round = std::max(round, merged);
-      job_step = (round + 1) * std::max(1, config_.outer.inner_steps / state_.fragments());
-    }
-    broadcast_value(group, job_step);
-    const auto from_step = trainer.state().step;
-    trainer.fast_forward(std::min<std::int64_t>(job_step, config_.inner.steps - 1));
+    take_up_job(group, leader, trainer, leader ? job_step(update->record.merged) : 0);
     if (!rejoined_after_s_) rejoined_after_s_ = clock_() - started_at_;
-    if (leader && trainer.state().step != from_step)
-      log_.event("fast_forward", {{"site", site_}, {"from_step", from_step}, {"step", trainer.state().step}});
   }
   if (kind == kCommit)
     for (const int f : fragments) state_.rebase(params, f);
@@ -364,6 +353,50 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   }
   return true;
 }
+
+std::int64_t SiteExchange::job_step(const std::map<std::string, std::int64_t>& merged) const {
+  std::int64_t round = cross_->peers_newest_round();
+  for (const auto& [site, r] : merged)
+    if (site != site_) round = std::max(round, r);
+  return (round + 1) * std::max(1, config_.outer.inner_steps / state_.fragments());
+}
+
+void SiteExchange::take_up_job(Communicator& group, bool leader, Trainer& trainer, std::int64_t job_step) {
+  // A site that was away takes up the job where the others are (the newest round any other site
+  // announced or merged): its schedule and data go on from there, and it ends with the others
+  // rather than alone, long after them.
+  broadcast_value(group, job_step);
+  const auto from_step = trainer.state().step;
+  trainer.fast_forward(std::min<std::int64_t>(job_step, config_.inner.steps - 1));
+  if (leader && trainer.state().step != from_step)
+    log_.event("fast_forward", {{"site", site_}, {"from_step", from_step}, {"step", trainer.state().step}});
+}
+
+void SiteExchange::pause_outer(bool paused) {
+  outer_paused_ = paused;
+  if (cross_) cross_->set_proposing(!paused);
+}
+
+nlohmann::json SiteExchange::drain(Communicator& group, bool leader, Trainer& trainer) {
+  const double t0 = clock_();
+  drain_backlog(group, leader, trainer, 0);
+  nlohmann::json out = {{"version", state_.version()}, {"step", trainer.state().step}};
+  if (leader) {
+    cross_->leave();
+    out["last_round"] = next_round_ - 1;
+    out["ms"] = 1000 * (clock_() - t0);
+  }
+  return out;
+}
+
+void SiteExchange::rejoin(Communicator& group, bool leader, Trainer& trainer) {
+  if (!active()) return;
+  join(group, leader, trainer);
+  if (synchronous()) return;
+  take_up_job(group, leader, trainer, leader ? job_step({}) : 0);
+}
+
+bool SiteExchange::job_over() { return cross_ && cross_->job_over(); }
 
 void SiteExchange::log_cross_site_events() {
   for (const auto& e : cross_->take_events())
@@ -454,6 +487,7 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   out["version"] = state_.version();
   if (!cross_) return out;
   out["staleness"] = std::max<std::int64_t>(0, cross_->newest_commit() - state_.version());
+  out["lease"] = cross_->lease();  // 0: not registered (drained); meridianctl status asks etcd about it
   const auto live = static_cast<std::int64_t>(cross_->live_sites());
   out["live_sites"] = live;
   out["quorum"] = config_.outer.quorum > 0 ? std::min<std::int64_t>(config_.outer.quorum, live) : live;

@@ -20,6 +20,7 @@
 // runs the same deterministic outer step, so any of them could lead.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -70,6 +71,20 @@ class SiteExchange {
   // From a signal-handling thread: gives up this site's membership at once (peers need not wait
   // for the lease to lapse). Safe while the replica's own thread is anywhere.
   void leave() const;
+  // The operator (sites/replica/site_mode): while paused, rounds end without an exchange (their
+  // steps are carried into the next round that is sent: skip_round) and the leader proposes no
+  // commit, but the site still applies the versions others commit and rebases onto them.
+  void pause_outer(bool paused);
+  void skip_round(std::int64_t steps_in_round) { carried_steps_ += steps_in_round; }
+  // Drain, after end_round: waits until every round this site announced is merged (or can no
+  // longer be), then gives up its membership in etcd (peers stop counting it at once) and stops
+  // renewing it. Returns what to log: the version and the site's last round merged.
+  nlohmann::json drain(Communicator& group, bool leader, Trainer& trainer);
+  // After a drain: registers again, catches up with the newest version (from a peer's state when
+  // far behind) and takes up the job's step, as a site that comes back does.
+  void rejoin(Communicator& group, bool leader, Trainer& trainer);
+  // Leader, drained: every other site announced its final round and left: the job is over.
+  bool job_over();
   // Sync: replaces the site's mean gradients and loss of this step by the mean over all sites.
   void reduce_across_sites(Communicator& group, bool leader, std::int64_t step, std::span<float> grads, double& loss);
 
@@ -87,8 +102,12 @@ class SiteExchange {
   // Leader, under an emulated WAN: whether the job's start is known, agreeing on it if not yet.
   bool wan_started();
   void wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt);
-  // Applies versions until at most one of this site's rounds is announced and not merged.
-  void drain_backlog(Communicator& group, bool leader, Trainer& trainer);
+  // Applies versions until at most `keep` of this site's rounds are announced and not merged.
+  void drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep);
+  // A site that was away goes on from the job's step (leader: `job_step`; the others learn it).
+  void take_up_job(Communicator& group, bool leader, Trainer& trainer, std::int64_t job_step);
+  // Leader: the first step after the newest round any other site announced or merged.
+  std::int64_t job_step(const std::map<std::string, std::int64_t>& merged) const;
   // Leader: what `cross_` has for the group; everyone: applies it. False when there was nothing.
   bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
   void log_cross_site_events();
@@ -114,6 +133,8 @@ class SiteExchange {
   ShapedLink* shaped_ = nullptr;  // link_, when it is shaped
   std::unique_ptr<CrossSite> cross_;
   std::vector<float> scratch_;
+  bool outer_paused_ = false;
+  std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet
 };
 
 }  // namespace meridian

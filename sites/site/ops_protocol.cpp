@@ -5,8 +5,10 @@
 namespace meridian {
 namespace {
 
-constexpr OpsCommand kAll[] = {OpsCommand::Status,     OpsCommand::Events, OpsCommand::Checkpoints, OpsCommand::Evict,
-                               OpsCommand::Checkpoint, OpsCommand::SetLr,  OpsCommand::Rollback};
+constexpr OpsCommand kAll[] = {OpsCommand::Status,     OpsCommand::Events,     OpsCommand::Checkpoints,
+                               OpsCommand::Evict,      OpsCommand::Checkpoint, OpsCommand::SetLr,
+                               OpsCommand::Rollback,   OpsCommand::Drain,      OpsCommand::Resume,
+                               OpsCommand::PauseOuter, OpsCommand::ResumeOuter};
 
 std::string known_commands() {
   std::string out;
@@ -34,12 +36,16 @@ std::string_view to_string(OpsCommand c) {
     case OpsCommand::Checkpoint: return "checkpoint";
     case OpsCommand::SetLr: return "set-lr";
     case OpsCommand::Rollback: return "rollback";
+    case OpsCommand::Drain: return "drain";
+    case OpsCommand::Resume: return "resume";
+    case OpsCommand::PauseOuter: return "pause-outer";
+    case OpsCommand::ResumeOuter: return "resume-outer";
   }
   return "?";
 }
 
 bool changes_state(OpsCommand c) {
-  return c == OpsCommand::Evict || c == OpsCommand::Checkpoint || c == OpsCommand::SetLr || c == OpsCommand::Rollback;
+  return c != OpsCommand::Status && c != OpsCommand::Events && c != OpsCommand::Checkpoints;
 }
 
 bool token_matches(std::string_view expected, std::string_view given) {

@@ -11,6 +11,8 @@
 //   {"command": "checkpoint", "token": "..."}
 //   {"command": "set-lr", "scale": 0.5, "token": "..."}
 //   {"command": "rollback", "to": "<checkpoint file or step>", "lr_scale": 0.5, "token": "..."}
+//   {"command": "drain", "token": "..."}          and "resume": leave the job cleanly / come back
+//   {"command": "pause-outer", "token": "..."}    and "resume-outer": stop / restart the outer exchange
 //
 // Replies: {"ok": true, ...} or {"ok": false, "error": "<sentence>"}.
 #include <cstdint>
@@ -23,7 +25,7 @@
 
 namespace meridian {
 
-enum class OpsCommand { Status, Events, Checkpoints, Evict, Checkpoint, SetLr, Rollback };
+enum class OpsCommand { Status, Events, Checkpoints, Evict, Checkpoint, SetLr, Rollback, Drain, Resume, PauseOuter, ResumeOuter };
 std::string_view to_string(OpsCommand c);
 
 struct OpsRequest {

@@ -15,6 +15,7 @@
 #include "sites/site/agent.hpp"
 #include "sites/site/site_metrics.hpp"
 #include "sync/comm/store.hpp"
+#include "sync/control/control_health.hpp"
 #include "sync/group/protocol.hpp"
 
 namespace meridian {
@@ -144,7 +145,9 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
       auto [recent, next] = read_events(log_.dir() / "events.jsonl", 0, std::size_t{1} << 30);
       if (recent.size() > kStatusEvents) recent.erase(recent.begin(), recent.end() - kStatusEvents);
       auto out = agent_.status(clock_());
-      out.update({{"ok", true}, {"site", site_}, {"figures", board_.leader()}, {"events", recent}});
+      const auto figures = board_.leader();
+      out.update({{"ok", true}, {"site", site_}, {"figures", figures}, {"events", recent},
+                  {"mode", mode()}, {"control", control(figures)}});
       return out;
     }
     case OpsCommand::Events: {
@@ -158,6 +161,10 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
       return {{"ok", true}, {"evicted", r.replica}};
     case OpsCommand::Checkpoint: return file_group_command({{"command", "checkpoint"}});
     case OpsCommand::SetLr: return file_group_command({{"command", "set-lr"}, {"scale", r.scale}});
+    case OpsCommand::Drain:
+    case OpsCommand::Resume:
+    case OpsCommand::PauseOuter:
+    case OpsCommand::ResumeOuter: return change_mode(r.command);
     case OpsCommand::Rollback: {
       if (config_.sites.size() > 1)
         return failure("rollback: not in a job of several sites (the sites' shared outer state would have to roll back too)");
@@ -173,6 +180,49 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
     }
   }
   return failure("unhandled command");
+}
+
+nlohmann::json OpsService::change_mode(OpsCommand c) {
+  const std::string name(to_string(c));
+  const bool several = config_.sites.size() > 1;
+  const bool sync = config_.outer.algorithm == JobConfig::Outer::Algorithm::Sync;
+  const bool outer = c == OpsCommand::PauseOuter || c == OpsCommand::ResumeOuter;
+  if (outer && !several) return failure(name + ": a one-site job has no outer exchange to pause");
+  if (several && sync)
+    return failure(name + ": not with [outer] algorithm = \"sync\" (every site's gradients are needed at every step: "
+                   "the other sites would stop with this one)");
+  // What the replicas were asked last (they apply it at their next step or round): a command that
+  // would change nothing is refused here, with the reason, rather than filed.
+  if (c == OpsCommand::Drain && drain_filed_) return failure("drain: the site is drained already (or draining); resume brings it back");
+  if (c == OpsCommand::Resume && !drain_filed_) return failure("resume: the site is not drained");
+  if (c == OpsCommand::PauseOuter && pause_filed_) return failure("pause-outer: the outer exchange is paused already");
+  if (c == OpsCommand::ResumeOuter && !pause_filed_) return failure("resume-outer: the outer exchange is not paused");
+  auto reply = file_group_command({{"command", name}});
+  if (c == OpsCommand::Drain || c == OpsCommand::Resume) drain_filed_ = c == OpsCommand::Drain;
+  else pause_filed_ = c == OpsCommand::PauseOuter;
+  reply["note"] = c == OpsCommand::Drain
+                      ? (several ? "the site stops after its current round is merged, and leaves the job" : "the site stops after its current step, with a checkpoint")
+                      : "the replicas apply it after their current step";
+  return reply;
+}
+
+nlohmann::json OpsService::mode() const {
+  if (store_.check(site_keys::ops_mode())) {
+    const auto bytes = store_.get(site_keys::ops_mode(), std::chrono::milliseconds(0));
+    auto j = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()),
+                                   reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
+    if (j.is_object()) return j;  // written by the group leader: anything else is left out
+  }
+  return {{"state", "training"}, {"outer_paused", false}};
+}
+
+nlohmann::json OpsService::control(const nlohmann::json& figures) const {
+  if (config_.sites.size() <= 1) return {{"etcd", false}, {"note", "a one-site job has no control plane"}};
+  std::int64_t lease = 0;
+  if (const auto l = figures.find("lease"); l != figures.end() && l->is_number_integer()) lease = l->get<std::int64_t>();
+  auto out = to_json(read_control_health({config_.control.endpoints, std::chrono::milliseconds(500)}, lease));
+  if (lease == 0) out["lease"] = nullptr;  // not registered (starting, or drained)
+  return out;
 }
 
 nlohmann::json OpsService::file_group_command(nlohmann::json command) {

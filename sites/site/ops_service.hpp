@@ -3,8 +3,9 @@
 // agent's loop polls without waiting (so commands run on the agent's thread, between its
 // rounds, with no locking). Read-only commands are answered for anyone on loopback; commands
 // that change anything need the site's ops token, and a refusal is logged (ops_refused).
-// Accepted changes are logged too (ops_command). Group commands (checkpoint, set-lr, rollback)
-// are filed in the site store for the replicas (sites/replica/ops_inbox).
+// Accepted changes are logged too (ops_command). Group commands (checkpoint, set-lr, rollback,
+// drain, resume, pause-outer, resume-outer) are filed in the site store for the replicas
+// (sites/replica/ops_inbox, site_mode). status also reads the job's etcd cluster (bounded).
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -43,6 +44,13 @@ class OpsService {
  private:
   nlohmann::json execute(const OpsRequest& r);
   nlohmann::json file_group_command(nlohmann::json command);
+  // drain, resume, pause-outer, resume-outer: refused where they cannot apply, else filed.
+  nlohmann::json change_mode(OpsCommand c);
+  // What the group leader says the site does now (site_keys::ops_mode()), for status.
+  nlohmann::json mode() const;
+  // The job's etcd cluster (members, leader, the site's lease from the leader's figures), read
+  // with short timeouts; a one-site job says it has none.
+  nlohmann::json control(const nlohmann::json& figures) const;
   nlohmann::json checkpoints() const;
   nlohmann::json events(std::int64_t since, std::size_t max_bytes) const;
 
@@ -56,6 +64,7 @@ class OpsService {
   std::function<double()> clock_;
   std::unique_ptr<Socket> socket_;
   std::string endpoint_;
+  bool drain_filed_ = false, pause_filed_ = false;  // the last such command filed for the replicas
 };
 
 }  // namespace meridian

@@ -61,6 +61,26 @@ std::int64_t int_field(const Json& j, const char* name) {
   return v;
 }
 
+// Member ids are uint64, which the gateway also writes as strings.
+std::uint64_t id_field(const Json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (!it->is_string()) throw bad_reply(std::string("field '") + name + "' is not an id");
+  const auto& s = it->get_ref<const std::string&>();
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) throw bad_reply(std::string("field '") + name + "' is not an id");
+  return v;
+}
+
+std::string string_field(const Json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) return {};
+  if (!it->is_string()) throw bad_reply(std::string("field '") + name + "' is not a string");
+  return it->get<std::string>();
+}
+
 std::string bytes_field(const Json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end()) return {};
@@ -399,6 +419,50 @@ void EtcdClient::revoke_lease(std::int64_t lease) {
   } catch (const EtcdLeaseGone&) {
     // Already gone: expired, revoked by another, or by this call's own first attempt.
   }
+}
+
+std::optional<EtcdClient::LeaseTtl> EtcdClient::lease_time_to_live(std::int64_t lease) {
+  // An unknown lease answers TTL -1, or the error "lease not found".
+  try {
+    return impl_->checked("/v3/lease/timetolive", {{"ID", std::to_string(lease)}},
+                          [](const Json& reply) -> std::optional<LeaseTtl> {
+                            const auto ttl = int_field(reply, "TTL");
+                            if (ttl < 0) return std::nullopt;
+                            return LeaseTtl{ttl, int_field(reply, "grantedTTL")};
+                          });
+  } catch (const EtcdLeaseGone&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<EtcdClient::Member> EtcdClient::member_list() {
+  return impl_->checked("/v3/cluster/member/list", Json::object(), [](const Json& reply) {
+    std::vector<Member> out;
+    const auto it = reply.find("members");
+    if (it == reply.end() || !it->is_array()) throw bad_reply("member list without 'members'");
+    for (const auto& m : *it) {
+      if (!m.is_object()) throw bad_reply("an entry of 'members' is not an object");
+      Member member{id_field(m, "ID"), string_field(m, "name"), {}};
+      if (const auto urls = m.find("clientURLs"); urls != m.end()) {
+        if (!urls->is_array()) throw bad_reply("'clientURLs' is not an array");
+        for (const auto& u : *urls) {
+          if (!u.is_string()) throw bad_reply("a client URL is not a string");
+          member.client_urls.push_back(u.get<std::string>());
+        }
+      }
+      out.push_back(std::move(member));
+    }
+    return out;
+  });
+}
+
+EtcdClient::MemberStatus EtcdClient::status() {
+  return impl_->checked("/v3/maintenance/status", Json::object(), [](const Json& reply) {
+    const auto header = reply.find("header");
+    if (header == reply.end() || !header->is_object()) throw bad_reply("status answer without a header");
+    return MemberStatus{id_field(*header, "member_id"), id_field(reply, "leader"), string_field(reply, "version"),
+                        int_field(reply, "dbSize"), int_field(reply, "raftTerm")};
+  });
 }
 
 }  // namespace meridian

@@ -118,6 +118,26 @@ class EtcdClient {
   void keep_alive(std::int64_t lease);
   // A lease etcd no longer knows counts as revoked.
   void revoke_lease(std::int64_t lease);
+  // Seconds left and seconds granted; nullopt when etcd no longer knows the lease (expired, revoked).
+  struct LeaseTtl {
+    std::int64_t remaining_s = 0, granted_s = 0;
+  };
+  std::optional<LeaseTtl> lease_time_to_live(std::int64_t lease);
+
+  // The cluster as the answering member knows it, for an operator's view of the control plane.
+  struct Member {
+    std::uint64_t id = 0;
+    std::string name;
+    std::vector<std::string> client_urls;
+  };
+  std::vector<Member> member_list();
+  // The answering member's own view (give the client that one member's endpoint to ask it).
+  struct MemberStatus {
+    std::uint64_t id = 0, leader = 0;  // leader 0: it knows none
+    std::string version;
+    std::int64_t db_size = 0, raft_term = 0;
+  };
+  MemberStatus status();
 
  private:
   struct Impl;

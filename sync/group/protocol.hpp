@@ -36,6 +36,9 @@ inline std::string figures() { return "ops/figures"; }
 // Operator commands for the whole group (JSON), numbered from 1, and the newest number filed.
 inline std::string ops_command(std::int64_t n) { return key("ops/cmd", n); }
 inline std::string ops_commands() { return "ops/cmds"; }
+// What the group does as the operator asked (JSON, by the leader): training, draining or drained,
+// and whether its outer exchange is paused. Outlives the replicas: a regrouped group reads it back.
+inline std::string ops_mode() { return "ops/mode"; }
 
 }  // namespace meridian::site_keys
 

@@ -262,6 +262,10 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   }
   view.deadline_s = arrivals_.deadline_s(deadline);
   const auto entries = decide_commit(view, options_.rule);
+  if (!proposing_) {
+    waiting_ = "a version another site proposes (the outer exchange is paused here)";
+    return std::nullopt;
+  }
   if (!entries) {
     waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(view.held.size()) + " here, " +
                std::to_string(view.live_sites.size()) + " live sites)";
@@ -369,6 +373,24 @@ bool CrossSite::finished(const OuterState& state) {
     return false;
   }
   return true;
+}
+
+void CrossSite::leave() {
+  keeper_.reset();
+  const std::int64_t lease = lease_.exchange(0);
+  if (lease != 0) control([&] { etcd_.revoke_lease(lease); });  // else the lease lapses after its TTL
+  members_.erase(options_.site);
+}
+
+bool CrossSite::job_over() {
+  if (!control([&] {
+        refresh_members();
+        read_announcements();
+      }))
+    return false;
+  return std::all_of(options_.sites.begin(), options_.sites.end(), [&](const std::string& site) {
+    return site == options_.site || (final_round_.contains(site) && !members_.contains(site));
+  });
 }
 
 std::int64_t CrossSite::backlog(const OuterState& state) const {

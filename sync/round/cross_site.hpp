@@ -136,6 +136,15 @@ class CrossSite {
   std::int64_t newest_commit() const { return newest_commit_; }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
   std::int64_t lease() const { return lease_; }
+  // The operator drained the site: revokes its lease (peers stop counting it at once) and stops
+  // renewing it; nothing registers it again until the next poll_join.
+  void leave();
+  // False while the operator paused the site's outer exchange: poll_commit proposes nothing (it
+  // still hands out the commits others make).
+  void set_proposing(bool proposing) { proposing_ = proposing; }
+  // Every other configured site announced its final round and is no member any more: the job
+  // ended (for a site that sat it out). False while the control plane cannot be read.
+  bool job_over();
 
   // The synchronous baseline: every site sends its step's values (gradients and loss) to every
   // other; once all are here, poll_gradients replaces `values` by their mean over sites, summed in
@@ -244,6 +253,7 @@ class CrossSite {
   double control_retry_at_ = 0;
   bool control_down_ = false;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
+  bool proposing_ = true;
   std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
   std::map<std::int64_t, std::uint64_t> in_flight_;  // own rounds not merged yet: bytes sent to peers
   std::map<DeltaKey, double> requested_at_;
