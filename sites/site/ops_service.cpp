@@ -146,8 +146,14 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
       if (recent.size() > kStatusEvents) recent.erase(recent.begin(), recent.end() - kStatusEvents);
       auto out = agent_.status(clock_());
       const auto figures = board_.leader();
+      const auto now = mode();
+      // A drained leader publishes no figures: the lease they name is the one it gave up.
+      const auto state = now.find("state");
+      const auto lease = figures.find("lease");
+      const bool registered = lease != figures.end() && lease->is_number_integer() &&
+                              !(state != now.end() && *state == "drained");
       out.update({{"ok", true}, {"site", site_}, {"figures", figures}, {"events", recent},
-                  {"mode", mode()}, {"control", control(figures)}});
+                  {"mode", now}, {"control", control(registered ? lease->get<std::int64_t>() : 0)}});
       return out;
     }
     case OpsCommand::Events: {
@@ -216,10 +222,8 @@ nlohmann::json OpsService::mode() const {
   return {{"state", "training"}, {"outer_paused", false}};
 }
 
-nlohmann::json OpsService::control(const nlohmann::json& figures) const {
+nlohmann::json OpsService::control(std::int64_t lease) const {
   if (config_.sites.size() <= 1) return {{"etcd", false}, {"note", "a one-site job has no control plane"}};
-  std::int64_t lease = 0;
-  if (const auto l = figures.find("lease"); l != figures.end() && l->is_number_integer()) lease = l->get<std::int64_t>();
   auto out = to_json(read_control_health({config_.control.endpoints, std::chrono::milliseconds(500)}, lease));
   if (lease == 0) out["lease"] = nullptr;  // not registered (starting, or drained)
   return out;

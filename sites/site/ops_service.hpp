@@ -48,9 +48,9 @@ class OpsService {
   nlohmann::json change_mode(OpsCommand c);
   // What the group leader says the site does now (site_keys::ops_mode()), for status.
   nlohmann::json mode() const;
-  // The job's etcd cluster (members, leader, the site's lease from the leader's figures), read
-  // with short timeouts; a one-site job says it has none.
-  nlohmann::json control(const nlohmann::json& figures) const;
+  // The job's etcd cluster (members, leader, the site's lease as the leader's figures name it;
+  // 0: none), read with short timeouts; a one-site job says it has none.
+  nlohmann::json control(std::int64_t lease) const;
   nlohmann::json checkpoints() const;
   nlohmann::json events(std::int64_t since, std::size_t max_bytes) const;
 

@@ -1,6 +1,7 @@
 #include "sync/control/control_health.hpp"
 
 #include <cstdio>
+#include <future>
 
 #include "sync/control/etcd_client.hpp"
 
@@ -26,40 +27,54 @@ EtcdClient one_member(const std::string& endpoint, std::chrono::milliseconds tim
 
 ControlHealth read_control_health(const ControlHealthOptions& options, std::int64_t lease) {
   ControlHealth out;
-  EtcdOptions any;
-  any.endpoints = options.endpoints;
-  any.timeout = options.member_timeout;
-  any.request_timeout = options.member_timeout;
+  // One member at a time, each with its own budget: a stopped member first in line must not use
+  // up the time of the ones behind it.
   std::vector<EtcdClient::Member> listed;
-  try {
-    listed = EtcdClient(any).member_list();
-  } catch (const Error& e) {
-    out.error = e.what();
-    for (const auto& endpoint : options.endpoints) listed.push_back({0, "", {endpoint}});
+  std::string answering;
+  for (const auto& endpoint : options.endpoints) {
+    try {
+      listed = one_member(endpoint, options.member_timeout).member_list();
+      answering = endpoint;
+      break;
+    } catch (const Error& e) {
+      out.error += (out.error.empty() ? "" : "; ") + std::string(e.what());
+    }
   }
-  std::uint64_t leader = 0;
-  for (const auto& m : listed) {
-    ControlHealth::Member member;
-    member.id = m.id == 0 ? "" : hex(m.id);
-    member.name = m.name;
-    member.client_urls = m.client_urls;
-    if (m.client_urls.empty()) {
-      member.error = "no client URL (a member not started yet)";
-    } else {
+  if (answering.empty()) {
+    for (const auto& endpoint : options.endpoints) listed.push_back({0, "", {endpoint}});
+  } else {
+    out.error.clear();
+  }
+  // Every member at once: a reading costs one member_timeout however many are down.
+  std::vector<std::future<ControlHealth::Member>> probes;
+  for (const auto& m : listed)
+    probes.push_back(std::async(std::launch::async, [&options, m] {
+      ControlHealth::Member member;
+      member.id = m.id == 0 ? "" : hex(m.id);
+      member.name = m.name;
+      member.client_urls = m.client_urls;
+      if (m.client_urls.empty()) {
+        member.error = "no client URL (a member not started yet)";
+        return member;
+      }
       try {
         const auto status = one_member(m.client_urls.front(), options.member_timeout).status();
         member.reachable = true;
         member.version = status.version;
-        if (status.leader != 0) leader = status.leader;
         member.leader = status.leader != 0 && status.leader == status.id;
+        member.leader_id = status.leader;
       } catch (const EtcdNoQuorum& e) {
         member.reachable = true;  // it answered, but knows no leader
         member.error = e.what();
       } catch (const Error& e) {
         member.error = e.what();
       }
-    }
-    out.members.push_back(std::move(member));
+      return member;
+    }));
+  std::uint64_t leader = 0;
+  for (auto& p : probes) {
+    out.members.push_back(p.get());
+    if (out.members.back().leader_id != 0) leader = out.members.back().leader_id;
   }
   for (const auto& m : listed)
     if (leader != 0 && m.id == leader) out.leader = m.name;
@@ -67,7 +82,8 @@ ControlHealth read_control_health(const ControlHealthOptions& options, std::int6
     ControlHealth::Lease l;
     l.id = lease;
     try {
-      if (const auto ttl = EtcdClient(any).lease_time_to_live(lease)) {
+      if (answering.empty()) throw make_error(ErrorKind::Io, "no etcd member answered");
+      if (const auto ttl = one_member(answering, options.member_timeout).lease_time_to_live(lease)) {
         l.alive = true;
         l.remaining_s = ttl->remaining_s;
         l.granted_s = ttl->granted_s;

@@ -3,7 +3,7 @@
 // with their client URLs, which of them leads, whether each answers, and a site's lease with the
 // seconds granted and left. Every call is bounded: a member that is dead or stopped costs at most
 // `member_timeout` and shows as unreachable; nothing here throws for an unreachable cluster. Meant
-// for the site agent, off the training path, with a client of its own.
+// for the site agent, off the training path, with clients of its own.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -28,6 +28,7 @@ struct ControlHealth {
     bool leader = false;
     std::string version;  // etcd's, as the member says
     std::string error;    // why it is not reachable, or answered without a leader
+    std::uint64_t leader_id = 0;  // the leader it knows (0: none)
   };
   std::vector<Member> members;
   std::optional<std::string> leader;  // the leading member's name, as the reachable members agree
@@ -41,8 +42,9 @@ struct ControlHealth {
   std::optional<Lease> lease;
 };
 
-// Reads the member list (any endpoint), asks each member for its status, and, when `lease` is not
-// 0, the lease's time to live. Takes at most about (members + 2) x member_timeout.
+// Reads the member list (from the first endpoint that answers), asks every member for its status
+// at once, and, when `lease` is not 0, the lease's time to live. Takes at most about
+// (endpoints + 2) x member_timeout, one member_timeout more than the list when all is well.
 ControlHealth read_control_health(const ControlHealthOptions& options, std::int64_t lease);
 
 nlohmann::json to_json(const ControlHealth& health);

@@ -170,7 +170,46 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   CHECK(followed.exit_code == 0);
   CHECK(std::count(followed.out.begin(), followed.out.end(), '\n') == 3);
 
+  // drain / resume in a one-site job: training stops after the current step, with a checkpoint,
+  // and goes on when resumed. Without the token nothing happens (logged); commands that would
+  // change nothing, and pausing an outer exchange a one-site job does not have, are refused.
+  for (const auto& args : {std::vector<std::string>{"drain"}, {"resume"}, {"pause-outer"}, {"resume-outer"}}) {
+    const auto r = ctl(args);
+    CHECK_MESSAGE(r.exit_code == 1, r.describe());
+    CHECK(r.err.find("refused: " + args[0] + " needs the site's ops token") != std::string::npos);
+  }
+  CHECK(events_of(read_jsonl(run / "events.jsonl"), "ops_refused").size() == 8);
+  const auto pause = ctl({"pause-outer"}, with_token);
+  CHECK(pause.exit_code == 1);
+  CHECK(pause.err.find("pause-outer: a one-site job has no outer exchange to pause") != std::string::npos);
+  CHECK(ctl({"resume"}, with_token).err.find("resume: the site is not drained") != std::string::npos);
+  const auto drain = ctl({"drain"}, with_token);
+  CHECK_MESSAGE(drain.exit_code == 0, drain.describe());
+  REQUIRE(wait_for_event(run, [](const json& e) { return e.value("event", "") == "drained"; }));
+  const int drained_step = events_of(read_jsonl(run / "events.jsonl"), "drained").at(0)["step"];
+  CHECK(ctl({"drain"}, with_token).err.find("drain: the site is drained already") != std::string::npos);
+  auto drained = ctl.status();
+  CHECK(drained["mode"]["state"] == "drained");
+  CHECK(drained["control"]["etcd"] == false);
+  CHECK(ctl({"status"}).out.find("mode drained") != std::string::npos);
+  CHECK(wait_for_event(run, [&](const json& e) { return e.value("event", "") == "checkpoint" && e["step"] == drained_step; }));
+  const auto logged = read_jsonl(run / "metrics.jsonl").size();  // the drained step's line came before the drain
+  for (int i = 0; i < 10; ++i) {  // parked: no step is taken while drained
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(read_jsonl(run / "metrics.jsonl").size() == logged);
+  }
+  CHECK(ctl({"resume"}, with_token).exit_code == 0);
+  CHECK(wait_for_event(run, [&](const json& e) { return e.value("event", "") == "resumed" && e["step"] == drained_step; }));
+  CHECK(wait_for_step(run, drained_step + 10));
+  CHECK(ctl.status()["mode"]["state"] == "training");
+
   // Malformed input: usage errors on the command line, error replies on the socket.
+  for (const auto& args : {std::vector<std::string>{"drain", "now"}, {"resume", "1"}, {"pause-outer", "--all"},
+                           {"resume-outer", "x"}}) {
+    const auto r = ctl(args, with_token);
+    CHECK_MESSAGE(r.exit_code == 2, r.describe());
+    CHECK(!r.err.empty());
+  }
   CHECK(ctl({"set-lr", "-1"}).exit_code == 2);
   CHECK(ctl({"reboot"}).exit_code == 2);
   CHECK(ctl({"evict"}).exit_code == 2);

@@ -37,7 +37,12 @@ TEST_CASE("every command parses with its arguments and goes back to the same JSO
   CHECK(rollback.to == "300");
   CHECK(rollback.lr_scale == 0.5);
   CHECK_FALSE(ok(R"({"command":"rollback","to":"/a/ckpt.mrdn"})").lr_scale.has_value());
-  for (const char* text : {R"({"command":"evict","replica":2,"token":"t"})", R"({"command":"set-lr","scale":0.25})",
+  CHECK(ok(R"({"command":"drain","token":"t"})").command == OpsCommand::Drain);
+  CHECK(ok(R"({"command":"resume"})").command == OpsCommand::Resume);
+  CHECK(ok(R"({"command":"pause-outer"})").command == OpsCommand::PauseOuter);
+  CHECK(ok(R"({"command":"resume-outer"})").command == OpsCommand::ResumeOuter);
+  for (const char* text : {R"({"command":"drain","token":"t"})", R"({"command":"resume-outer"})",
+                           R"({"command":"evict","replica":2,"token":"t"})", R"({"command":"set-lr","scale":0.25})",
                            R"({"command":"rollback","lr_scale":0.5,"to":"300"})", R"({"command":"events","since":7})"}) {
     CAPTURE(text);
     CHECK(to_json(ok(text)) == nlohmann::json::parse(text));
@@ -51,7 +56,8 @@ TEST_CASE("malformed requests get a sentence naming the problem") {
   CHECK(problem("{}") == "malformed request: missing \"command\" (a string)");
   CHECK(problem(R"({"command":5})") == "malformed request: missing \"command\" (a string)");
   CHECK(problem(R"({"command":"reboot"})") ==
-        "unknown command \"reboot\" (expected one of status, events, checkpoints, evict, checkpoint, set-lr, rollback)");
+        "unknown command \"reboot\" (expected one of status, events, checkpoints, evict, checkpoint, set-lr, rollback, "
+        "drain, resume, pause-outer, resume-outer)");
   CHECK(problem(R"({"command":"status","token":1})") == "malformed request: \"token\" must be a string");
   CHECK(problem(R"({"command":"evict"})").starts_with("evict: \"replica\" must be a replica id"));
   CHECK(problem(R"({"command":"evict","replica":-1})").starts_with("evict:"));
@@ -73,6 +79,10 @@ TEST_CASE("only commands that change something need the token, and the token mus
   CHECK(changes_state(OpsCommand::Checkpoint));
   CHECK(changes_state(OpsCommand::SetLr));
   CHECK(changes_state(OpsCommand::Rollback));
+  CHECK(changes_state(OpsCommand::Drain));
+  CHECK(changes_state(OpsCommand::Resume));
+  CHECK(changes_state(OpsCommand::PauseOuter));
+  CHECK(changes_state(OpsCommand::ResumeOuter));
   CHECK(token_matches("s3cret", "s3cret"));
   CHECK_FALSE(token_matches("s3cret", "s3cre"));
   CHECK_FALSE(token_matches("s3cret", "s3cret!"));
