@@ -288,7 +288,8 @@ void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trai
 }
 
 void SiteExchange::poll(Communicator& group, bool leader, Trainer& trainer) {
-  if (!active() || synchronous() || !config_.outer.overlap) return;
+  // A paused site follows the versions others commit whether it overlaps its rounds or not.
+  if (!active() || synchronous() || (!config_.outer.overlap && !outer_paused_)) return;
   std::optional<CrossSite::Commit> update;
   if (leader) update = cross_->poll_commit(state_, std::chrono::milliseconds(0));
   apply_update(group, leader, trainer, std::move(update));

@@ -66,7 +66,7 @@ class SiteExchange {
   // DiLoCo: sends this round's delta. Without overlap, or in the last round, waits for the
   // version(s) that follow; otherwise returns at once.
   void end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round, bool last);
-  // DiLoCo with overlap, after every step: applies the next version if it is here, without waiting.
+  // DiLoCo with overlap (or paused), after every step: applies the next version if it is here, without waiting.
   void poll(Communicator& group, bool leader, Trainer& trainer);
   // From a signal-handling thread: gives up this site's membership at once (peers need not wait
   // for the lease to lapse). Safe while the replica's own thread is anywhere.
