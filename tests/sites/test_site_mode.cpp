@@ -76,6 +76,8 @@ namespace {
 
 constexpr const char* kToken = "mode-t0ken";
 constexpr int kInnerSteps = 100;
+// Long enough for the steering below on a loaded 2-core machine (it needs ~1300 steps of the job).
+constexpr int kSteps = 4000;
 
 // A 2-site job (a: 1 replica, b: 2) on a real etcd, each site a `meridian site` process.
 class TwoSites {
@@ -158,7 +160,7 @@ class TwoSites {
   void finish() {
     for (const auto& [site, proc] : procs_) {
       CAPTURE(site);
-      const auto status = proc->wait_for(std::chrono::seconds(120));
+      const auto status = proc->wait_for(std::chrono::seconds(200));
       REQUIRE(status.has_value());
       CHECK(*status == 0);
     }
@@ -189,7 +191,7 @@ bool applied(const json& e, const std::string& command) {
 TEST_CASE("a 2-site job: etcd in status, pause-outer / resume-outer, drain / resume, refusals, malformed input") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  TwoSites job("mode", etcd.endpoint(), 12000);
+  TwoSites job("mode", etcd.endpoint(), kSteps);
   REQUIRE(job.wait_until([&] { return job.newest_version() >= 2; }));
 
   // status: the etcd member, its leader, b's lease (once b's leader published its figures).
@@ -288,7 +290,7 @@ TEST_CASE("a 2-site job: etcd in status, pause-outer / resume-outer, drain / res
   const auto sa = job.summary("a"), sb = job.summary("b");
   CHECK(sa["version"] == sb["version"]);
   CHECK(sa["params_hash"] == sb["params_hash"]);
-  CHECK(sb["steps"] == 12000);
+  CHECK(sb["steps"] == kSteps);
   // One hash per version, whichever site applied it.
   std::map<std::int64_t, std::string> hash_of;
   for (const char* site : {"a", "b"})
