@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <thread>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.hpp"
@@ -48,31 +49,26 @@ Endpoint parse_endpoint(const std::string& url) {
 // A malformed answer; EtcdClient::Impl::checked adds the endpoint that sent it.
 Error bad_reply(const std::string& what) { return make_error(ErrorKind::Peer, what); }
 
-// etcd's gateway writes int64 fields as JSON strings and leaves out zero values.
-std::int64_t int_field(const Json& j, const char* name) {
+// etcd's gateway writes int64 and uint64 fields (revisions, TTLs; member ids) as JSON strings and
+// leaves out zero values.
+template <class T>
+T integer_field(const Json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end()) return 0;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  if (!it->is_string()) throw bad_reply(std::string("field '") + name + "' is not an integer");
+  const auto bad = [&] { return bad_reply(std::string("field '") + name + "' is not an integer"); };
+  if (it->is_number_integer()) {
+    if (std::is_unsigned_v<T> && !it->is_number_unsigned()) throw bad();
+    return it->get<T>();
+  }
+  if (!it->is_string()) throw bad();
   const auto& s = it->get_ref<const std::string&>();
-  std::int64_t v = 0;
+  T v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) throw bad_reply(std::string("field '") + name + "' is not an integer");
+  if (ec != std::errc() || end != s.data() + s.size()) throw bad();
   return v;
 }
-
-// Member ids are uint64, which the gateway also writes as strings.
-std::uint64_t id_field(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return 0;
-  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (!it->is_string()) throw bad_reply(std::string("field '") + name + "' is not an id");
-  const auto& s = it->get_ref<const std::string&>();
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) throw bad_reply(std::string("field '") + name + "' is not an id");
-  return v;
-}
+std::int64_t int_field(const Json& j, const char* name) { return integer_field<std::int64_t>(j, name); }
+std::uint64_t id_field(const Json& j, const char* name) { return integer_field<std::uint64_t>(j, name); }
 
 std::string string_field(const Json& j, const char* name) {
   const auto it = j.find(name);
