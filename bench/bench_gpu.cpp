@@ -2,7 +2,8 @@
 // (the `gpt2` preset: 12 layers, 12 heads, 768 channels, context 1024, vocab 50257) with AdamW,
 // bf16 mixed precision by default. One step = zero grads, forward, backward, gradient clipping
 // to norm 1 (the norm comes back to the host, as the trainer needs it), AdamW writing the bf16
-// weight copy. Steps are timed with CUDA events after warm-up; the median step gives tokens/s,
+// weight copy: the trainer's DeviceStep itself. Steps are timed on the host after warm-up, each
+// ended by a device synchronisation; the median step gives tokens/s,
 // and FLOPs per step (bench/flops.hpp, the same count as bench_trainer) over the device's peak
 // dense bf16 rate give the MFU.
 //
@@ -11,10 +12,10 @@
 //
 // Tokens are random (seeded): throughput does not depend on them. Exit 1 with the probe's
 // message where there is no usable GPU.
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,12 +26,11 @@
 #include "bench/flops.hpp"
 #include "bench/stats.hpp"
 #include "core/device/cuda_probe.hpp"
-#include "core/model/cuda_gpt.hpp"
 #include "core/model/gpt.hpp"
-#include "core/optim/cuda_adamw.hpp"
+#include "core/model/param_layout.hpp"
+#include "core/train/device_step.hpp"
 #include "core/util/rng.hpp"
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/elementwise.hpp"
 
 using namespace meridian;
 
@@ -75,55 +75,46 @@ double peak_bf16_tflops(const CudaDevice& d) {
   return 0;
 }
 
-template <class T>
 int run(const Options& o, const GptConfig& shape, const CudaDevice& device, double peak) {
   Gpt<float> init(shape);  // the trainer's initialisation, on the host
   init.init_weights(1337);
-  CudaGpt<T> model(shape);
-  model.upload_params(init.params());
-  CudaAdamW opt(model.layout(), AdamWOptions{});
-
+  // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
+  const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, device.index,
+                                          o.precision == "bf16" ? JobConfig::Site::Precision::Bf16
+                                                                : JobConfig::Site::Precision::Fp32);
+  step_on_gpu->upload_params(init.params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
   Rng rng(7);
   std::vector<std::uint16_t> inputs(BT), targets(BT);
+  // The loss and the gradient norm come back to the host every step (as in the trainer), so a
+  // step's host time is its device time plus the launches it waited for.
   auto step = [&] {
     for (std::size_t i = 0; i < BT; ++i) {
       inputs[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
       targets[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
     }
-    model.zero_grads();
-    const float loss = model.forward(inputs.data(), targets.data(), o.batch);
-    model.backward(1.0f);
-    const double norm = std::sqrt(kernels::cuda::sum_squares(model.grads(), model.size(), model.stream()));
-    if (norm > 1.0) kernels::cuda::scale(model.grads(), model.size(), static_cast<float>(1.0 / (norm + 1e-6)), model.stream());
-    opt.step(model.params(), model.grads(), 3e-4f, model.weight_copy());
+    step_on_gpu->zero_grads();
+    const float loss = step_on_gpu->forward_backward(inputs.data(), targets.data(), o.batch, 1.0f);
+    step_on_gpu->clip(1.0);
+    step_on_gpu->adamw(3e-4f);
     return loss;
   };
   for (int i = 0; i < o.warmup; ++i) step();
-
-  cudaEvent_t start, stop;
-  MERIDIAN_CUDA(cudaEventCreate(&start));
-  MERIDIAN_CUDA(cudaEventCreate(&stop));
+  MERIDIAN_CUDA(cudaDeviceSynchronize());
   std::vector<double> seconds;
   float loss = 0;
   for (int i = 0; i < o.steps; ++i) {
-    MERIDIAN_CUDA(cudaEventRecord(start, model.stream()));
+    const auto t0 = std::chrono::steady_clock::now();
     loss = step();
-    MERIDIAN_CUDA(cudaEventRecord(stop, model.stream()));
-    MERIDIAN_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    MERIDIAN_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    seconds.push_back(ms / 1e3);
+    MERIDIAN_CUDA(cudaDeviceSynchronize());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-
   const double median = bench::median(seconds);
   const double tokens_per_s = static_cast<double>(BT) / median;
   const double tflops = bench::train_flops_per_step(shape, o.batch) / median / 1e12;
   std::printf("device %s (sm_%d%d, %d SMs), %s, %s, B=%d T=%d, %zu parameters\n", device.name.c_str(),
               device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(), o.precision.c_str(), o.batch,
-              shape.seq_len, model.size());
+              shape.seq_len, ParamLayout::gpt(shape).total());
   std::printf("step median %.2f ms (min %.2f, max %.2f over %d steps), %.0f tokens/s, %.1f TFLOP/s, last loss %.3f\n",
               median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,
               *std::max_element(seconds.begin(), seconds.end()) * 1e3, o.steps, tokens_per_s, tflops, loss);
@@ -149,7 +140,7 @@ int main(int argc, char** argv) {
   try {
     const CudaDevice device = require_cuda_device(0);
     const double peak = o.peak_tflops > 0 ? o.peak_tflops : peak_bf16_tflops(device);
-    return o.precision == "bf16" ? run<__nv_bfloat16>(o, *shape, device, peak) : run<float>(o, *shape, device, peak);
+    return run(o, *shape, device, peak);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: %s\n", e.what());
     return 1;

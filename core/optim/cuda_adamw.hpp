@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/model/param_layout.hpp"
@@ -21,6 +22,9 @@ class CudaAdamW {
   // the weights, rewritten in the same pass (mixed precision).
   void step(float* params, const float* grads, float lr, __nv_bfloat16* weight_copy = nullptr);
 
+  // Restores a saved state (a checkpoint, a healed replica): both moments and the step count
+  // that sets their bias correction.
+  void upload_moments(std::span<const float> m, std::span<const float> v, std::int64_t steps_taken);
   std::vector<float> download_m() const;
   std::vector<float> download_v() const;
   std::int64_t steps_taken() const { return t_; }

@@ -14,6 +14,7 @@
 #include "core/model/gpt.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/schedule.hpp"
+#include "core/train/device_step.hpp"
 #include "core/train/train_checkpoint.hpp"
 
 namespace meridian {
@@ -34,6 +35,13 @@ struct ReplicaSlot {
   std::function<void(std::span<float> bucket)> bucket_ready;
 };
 
+// Where a trainer computes: the CPU (the reference) or one GPU of the machine.
+struct ComputeDevice {
+  JobConfig::Site::Device kind = JobConfig::Site::Device::Cpu;
+  JobConfig::Site::Precision precision = JobConfig::Site::Precision::Fp32;
+  int index = 0;  // the CUDA device
+};
+
 struct StepResult {
   std::int64_t step = 0;  // 0-based index of the step just taken
   double loss = 0;        // mean over the micro-batches
@@ -52,9 +60,10 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // `now` returns seconds on a monotonic clock; injected so tests control time.
+  // `now` returns seconds on a monotonic clock; injected so tests control time. On a GPU
+  // (`device`), the step runs there (DeviceStep) and model() is a host copy kept in step with it.
   Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
-          std::function<double()> now, ReplicaSlot slot = {});
+          std::function<double()> now, ReplicaSlot slot = {}, ComputeDevice device = {});
 
   // Resumes from the newest valid checkpoint in <run_dir>/checkpoints when there is one, trains
   // to inner.steps (or stop_after more steps, when > 0) and returns the final figures.
@@ -88,7 +97,10 @@ class Trainer {
   void set_slot(ReplicaSlot slot, int grad_accum);
   int grad_accum() const { return grad_accum_; }
 
-  Gpt<float>& model() { return model_; }
+  // The weights on the host. On a GPU this fetches them first, and whatever the caller changes
+  // goes back to the device before it computes again.
+  Gpt<float>& model();
+  std::size_t param_count() const { return model_.layout().total(); }
   const ResumeState& state() const { return state_; }
 
  // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.
@@ -97,6 +109,14 @@ class Trainer {
 
  private:
   std::int64_t tokens_per_step() const;
+  // On a GPU: the host copies brought up to date (weights; with the moments, AdamW's too).
+  void fetch_from_device(bool with_moments) const;
+  void send_to_device_if_changed();
+  // One step's gradients and update; false when the loss or the gradients are not finite (the
+  // weights are then untouched).
+  bool cpu_step(StepResult& r);
+  bool device_step(StepResult& r);
+  void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
 
   JobConfig config_;
   Env& env_;
@@ -106,8 +126,14 @@ class Trainer {
   ReplicaSlot slot_;
   int grad_accum_;
   TrainVal data_;  // declared before sampler_, which views data_.train
-  Gpt<float> model_;
-  AdamW opt_;
+  // On a GPU these are host copies of the device's state, refreshed by const readers (snapshot)
+  // too, hence mutable; device_ is null on the CPU.
+  mutable Gpt<float> model_;
+  mutable AdamW opt_;
+  std::unique_ptr<DeviceStep> device_;
+  mutable bool host_behind_ = false;     // the device stepped since the host weights were fetched
+  mutable bool moments_behind_ = false;  // ... since the host moments were fetched
+  bool device_behind_ = false;           // the host weights was handed out (or restored) since the last upload
   LrSchedule schedule_;
   WindowSampler sampler_;
   ResumeState state_;

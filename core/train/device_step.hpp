@@ -1,0 +1,50 @@
+#pragma once
+// The part of a training step that runs on a GPU. The Trainer keeps what every backend shares
+// (data, schedule, the group's reduce, the divergence guard, checkpoints) and a host copy of the
+// weights and AdamW moments that the layers above read and write; a DeviceStep holds the weights,
+// gradients and moments on one GPU (core/model/cuda_gpt, core/optim/cuda_adamw), in the same flat
+// ParamLayout, and runs forward, backward, clipping and AdamW there. The CPU needs none of this:
+// the Trainer runs Gpt<float>, the reference, itself.
+//
+// No CUDA type appears here, so the Trainer compiles the same with and without the backend.
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/config/job_config.hpp"
+#include "core/model/gpt_config.hpp"
+#include "core/optim/adamw.hpp"
+
+namespace meridian {
+
+class DeviceStep {
+ public:
+  virtual ~DeviceStep() = default;
+
+  // Host <-> device, in the flat ParamLayout. Downloads wait for the device's queued work.
+  virtual void upload_params(std::span<const float> host) = 0;
+  virtual void download_params(std::span<float> host) const = 0;
+  virtual void upload_moments(std::span<const float> m, std::span<const float> v, std::int64_t steps) = 0;
+  // Returns AdamW's step count, which goes with the moments.
+  virtual std::int64_t download_moments(std::span<float> m, std::span<float> v) const = 0;
+  virtual void upload_grads(std::span<const float> host) = 0;
+  virtual void download_grads(std::span<float> host) const = 0;
+
+  virtual void zero_grads() = 0;
+  // Forward of one micro-batch (B sequences of seq_len host tokens) and its backward, adding
+  // grad_scale * d(mean loss)/d(params) to the gradients; returns the batch's mean loss.
+  virtual float forward_backward(const std::uint16_t* inputs, const std::uint16_t* targets, int B,
+                                 float grad_scale) = 0;
+  // Forward only: the batch's mean loss (evaluation).
+  virtual float loss(const std::uint16_t* inputs, const std::uint16_t* targets, int B) = 0;
+  // The gradients' L2 norm; above max_norm (> 0) they are scaled to it: clip_grad_norm's rule.
+  virtual double clip(double max_norm) = 0;
+  virtual void adamw(float lr) = 0;
+};
+
+// A step of model `shape` with AdamW `options` on CUDA device `device`, in `precision`.
+// DeviceError when this meridian was built without the CUDA backend or the device is unusable.
+std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options, int device,
+                                           JobConfig::Site::Precision precision);
+
+}  // namespace meridian
