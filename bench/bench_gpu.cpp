@@ -7,7 +7,7 @@
 // and FLOPs per step (bench/flops.hpp, the same count as bench_trainer) over the device's peak
 // dense bf16 rate give the MFU.
 //
-//   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp32]
+//   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
 // Tokens are random (seeded): throughput does not depend on them. Exit 1 with the probe's
@@ -58,8 +58,8 @@ Options parse(int argc, char** argv) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 ||
-      (o.precision != "bf16" && o.precision != "fp32")) {
-    std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp32] "
+      (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32")) {
+    std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
                          "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
@@ -80,8 +80,9 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
   init.init_weights(1337);
   // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
   const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, device.index,
-                                          o.precision == "bf16" ? JobConfig::Site::Precision::Bf16
-                                                                : JobConfig::Site::Precision::Fp32);
+                                          o.precision == "bf16"   ? JobConfig::Site::Precision::Bf16
+                                          : o.precision == "fp16" ? JobConfig::Site::Precision::Fp16
+                                                                  : JobConfig::Site::Precision::Fp32);
   step_on_gpu->upload_params(init.params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
   Rng rng(7);

@@ -88,6 +88,7 @@ std::string_view to_string(JobConfig::Site::Precision p) {
   switch (p) {
     case JobConfig::Site::Precision::Fp32: return "fp32";
     case JobConfig::Site::Precision::Bf16: return "bf16";
+    case JobConfig::Site::Precision::Fp16: return "fp16";
   }
   return "?";
 }

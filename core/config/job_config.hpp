@@ -177,9 +177,10 @@ struct JobConfig {
 
   struct Site {
     enum class Device { Cpu, Cuda };
-    // What a CUDA site computes in: fp32 throughout, or bf16 activations and matmul inputs with
-    // fp32 master weights, gradients and moments (CudaGpt). The CPU computes in fp32 only.
-    enum class Precision { Fp32, Bf16 };
+    // What a CUDA site computes in: fp32 throughout, or bf16 / fp16 activations and matmul inputs
+    // with fp32 master weights, gradients and moments (CudaGpt); fp16 with dynamic loss scaling.
+    // The CPU computes in fp32 only.
+    enum class Precision { Fp32, Bf16, Fp16 };
     std::string name;
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;  // 0 = any free port

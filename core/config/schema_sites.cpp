@@ -67,11 +67,11 @@ Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const
   sr.read(site.port, table, "port", 0);
   sr.read(site.replicas, table, "replicas", 1);
   sr.read(site.device, table, "device", {Site::Device::Cpu, Site::Device::Cuda});
-  sr.read(site.precision, table, "precision", {Site::Precision::Fp32, Site::Precision::Bf16});
-  if (site.precision == Site::Precision::Bf16 && site.device != Site::Device::Cuda)
+  sr.read(site.precision, table, "precision", {Site::Precision::Fp32, Site::Precision::Bf16, Site::Precision::Fp16});
+  if (site.precision != Site::Precision::Fp32 && site.device != Site::Device::Cuda)
     if (const Setting* s = sr.find(table + ".precision"))
-      sr.add(s->origin, table + ".precision", "expected \"fp32\" on a site with device = \"cpu\" (bf16 mixed "
-                                              "precision runs on GPUs only), found \"bf16\"");
+      sr.add(s->origin, table + ".precision", "expected \"fp32\" on a site with device = \"cpu\" (mixed "
+                                              "precision runs on GPUs only), found " + quote(to_string(site.precision)));
   sr.read(site.speed, table, "speed", above(0));
   sr.report_unknown();
   r.absorb(sr);

@@ -25,12 +25,12 @@ CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream)
   grads_ = Buf<float>(layout_.total());
   params_.zero();
   grads_.zero();
-  if constexpr (!std::is_same_v<T, float>) weight_copy_ = Buf<__nv_bfloat16>(layout_.total());
+  if constexpr (!std::is_same_v<T, float>) weight_copy_ = Buf<Copy>(layout_.total());
   refresh_weight_copy();
 }
 
 template <class T>
-__nv_bfloat16* CudaGpt<T>::weight_copy() {
+typename CudaGpt<T>::Copy* CudaGpt<T>::weight_copy() {
   return weight_copy_.size() > 0 ? weight_copy_.data() : nullptr;
 }
 
@@ -61,7 +61,8 @@ std::vector<float> CudaGpt<T>::download_grads() const {
 
 template <class T>
 void CudaGpt<T>::refresh_weight_copy() {
-  if constexpr (!std::is_same_v<T, float>) kc::round_to_bf16(weight_copy_.data(), params_.data(), size(), stream_);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) kc::round_to_bf16(weight_copy_.data(), params_.data(), size(), stream_);
+  if constexpr (std::is_same_v<T, __half>) kc::round_to_f16(weight_copy_.data(), params_.data(), size(), stream_);
 }
 
 template <class T>
@@ -196,5 +197,6 @@ void CudaGpt<T>::backward(float loss_scale) {
 
 template class CudaGpt<float>;
 template class CudaGpt<__nv_bfloat16>;
+template class CudaGpt<__half>;
 
 }  // namespace meridian

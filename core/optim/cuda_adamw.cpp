@@ -12,6 +12,15 @@ CudaAdamW::CudaAdamW(const ParamLayout& layout, AdamWOptions options, cudaStream
 }
 
 void CudaAdamW::step(float* params, const float* grads, float lr, __nv_bfloat16* weight_copy) {
+  update(params, grads, lr, weight_copy);
+}
+
+void CudaAdamW::step(float* params, const float* grads, float lr, __half* weight_copy) {
+  update(params, grads, lr, weight_copy);
+}
+
+template <class Copy>
+void CudaAdamW::update(float* params, const float* grads, float lr, Copy* weight_copy) {
   ++t_;
   for (const auto& r : ranges_) {
     const kernels::AdamWStep s{lr, options_.beta1, options_.beta2, options_.eps,

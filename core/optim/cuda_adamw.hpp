@@ -2,6 +2,7 @@
 // AdamW over flat device buffers: core/optim/adamw.hpp on a GPU, with the same options, the same
 // decay ranges, and moments in the parameters' layout (download them to checkpoint or send).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -21,6 +22,8 @@ class CudaAdamW {
   // params, grads: device, layout.total() floats. weight_copy (may be null): the bf16 copy of
   // the weights, rewritten in the same pass (mixed precision).
   void step(float* params, const float* grads, float lr, __nv_bfloat16* weight_copy = nullptr);
+  // The same for fp16 mixed precision: weight_copy is the fp16 copy.
+  void step(float* params, const float* grads, float lr, __half* weight_copy);
 
   // Restores a saved state (a checkpoint, a healed replica): both moments and the step count
   // that sets their bias correction.
@@ -30,6 +33,9 @@ class CudaAdamW {
   std::int64_t steps_taken() const { return t_; }
 
  private:
+  template <class Copy>
+  void update(float* params, const float* grads, float lr, Copy* weight_copy);
+
   AdamWOptions options_;
   std::vector<DecayRange> ranges_;
   cudaStream_t stream_;

@@ -1,13 +1,17 @@
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <type_traits>
 
 #include "core/device/cuda_probe.hpp"
 #include "core/model/cuda_gpt.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/optim/cuda_adamw.hpp"
+#include "core/optim/loss_scale.hpp"
 #include "core/train/device_step.hpp"
 #include "core/util/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -16,12 +20,15 @@
 namespace meridian {
 namespace {
 
-// T: the compute type of CudaGpt (float, or __nv_bfloat16 for mixed precision).
+// T: the compute type of CudaGpt (float; __nv_bfloat16 or __half for mixed precision, the latter
+// with dynamic loss scaling).
 template <class T>
 class CudaStep final : public DeviceStep {
  public:
   CudaStep(const GptConfig& shape, const AdamWOptions& options)
-      : model_(shape), opt_(model_.layout(), options, model_.stream()) {}
+      : model_(shape), opt_(model_.layout(), options, model_.stream()) {
+    if constexpr (std::is_same_v<T, __half>) scaler_.emplace();
+  }
 
   void upload_params(std::span<const float> host) override { model_.upload_params(host); }
   void download_params(std::span<float> host) const override { copy_out(model_.download_params(), host, "params"); }
@@ -48,20 +55,29 @@ class CudaStep final : public DeviceStep {
 
   float forward_backward(const std::uint16_t* inputs, const std::uint16_t* targets, int B, float grad_scale) override {
     const float loss = model_.forward(inputs, targets, B);
-    model_.backward(grad_scale);
+    model_.backward(scaler_ ? grad_scale * scaler_->scale() : grad_scale);
     return loss;
   }
   float loss(const std::uint16_t* inputs, const std::uint16_t* targets, int B) override {
     return model_.forward(inputs, targets, B);
   }
 
-  double clip(double max_norm) override {
+  std::optional<double> clip(double max_norm) override {
+    if (scaler_) {
+      const bool finite = kernels::cuda::unscale_gradients(model_.grads(), model_.size(), 1.0f / scaler_->scale(),
+                                                           model_.stream());
+      collapsing_ = scaler_->update(!finite).collapsing;
+      if (!finite) return std::nullopt;
+    }
     const double norm = std::sqrt(kernels::cuda::sum_squares(model_.grads(), model_.size(), model_.stream()));
     if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
       kernels::cuda::scale(model_.grads(), model_.size(), static_cast<float>(max_norm / (norm + 1e-6)),
                            model_.stream());
     return norm;
   }
+
+  float loss_scale() const override { return scaler_ ? scaler_->scale() : 0.0f; }
+  bool loss_scale_collapsing() const override { return collapsing_; }
 
   void adamw(float lr) override { opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy()); }
 
@@ -74,6 +90,8 @@ class CudaStep final : public DeviceStep {
 
   CudaGpt<T> model_;
   CudaAdamW opt_;
+  std::optional<LossScaler> scaler_;  // fp16 only
+  bool collapsing_ = false;
 };
 
 }  // namespace
@@ -83,7 +101,11 @@ std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOp
   // Weights, gradients and the two moments in fp32 must fit before the first activation; the
   // probe also makes `device` this thread's current device, where everything below allocates.
   require_cuda_device(device, 4 * sizeof(float) * ParamLayout::gpt(shape).total());
-  if (precision == JobConfig::Site::Precision::Bf16) return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options);
+  switch (precision) {
+    case JobConfig::Site::Precision::Bf16: return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options);
+    case JobConfig::Site::Precision::Fp16: return std::make_unique<CudaStep<__half>>(shape, options);
+    case JobConfig::Site::Precision::Fp32: break;
+  }
   return std::make_unique<CudaStep<float>>(shape, options);
 }
 

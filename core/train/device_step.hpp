@@ -9,6 +9,7 @@
 // No CUDA type appears here, so the Trainer compiles the same with and without the backend.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "core/config/job_config.hpp"
@@ -38,11 +39,18 @@ class DeviceStep {
   // Forward only: the batch's mean loss (evaluation).
   virtual float loss(const std::uint16_t* inputs, const std::uint16_t* targets, int B) = 0;
   // The gradients' L2 norm; above max_norm (> 0) they are scaled to it: clip_grad_norm's rule.
-  virtual double clip(double max_norm) = 0;
+  // Under fp16 loss scaling the gradients are first unscaled and checked: none (and the scale
+  // backs off) when they overflowed, and the step must then be skipped.
+  virtual std::optional<double> clip(double max_norm) = 0;
+  // fp16: the dynamic loss scale now, and whether it has fallen to its collapse level (a
+  // divergence signal, core/optim/loss_scale.hpp); 0 and false without loss scaling.
+  virtual float loss_scale() const = 0;
+  virtual bool loss_scale_collapsing() const = 0;
   virtual void adamw(float lr) = 0;
 };
 
-// A step of model `shape` with AdamW `options` on CUDA device `device`, in `precision`.
+// A step of model `shape` with AdamW `options` on CUDA device `device`, in `precision` (fp16
+// with dynamic loss scaling at LossScaleOptions' defaults).
 // DeviceError when this meridian was built without the CUDA backend or the device is unusable.
 std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options, int device,
                                            JobConfig::Site::Precision precision);

@@ -103,14 +103,14 @@ StepResult Trainer::step() {
     r.lr *= config_.guard.inject_lr_factor;
     r.lr_injected = true;
   }
-  if (!(device_ ? device_step(r) : cpu_step(r))) return r;  // the caller decides; weights untouched
+  if ((device_ ? device_step(r) : cpu_step(r)) == Update::NonFinite) return r;
   ++state_.step;
   state_.tokens += tokens_per_step();
   state_.data = sampler_.position();
   return r;
 }
 
-bool Trainer::cpu_step(StepResult& r) {
+Trainer::Update Trainer::cpu_step(StepResult& r) {
   const int accum = grad_accum_;
   model_.zero_grads();
   double loss_sum = 0;
@@ -125,16 +125,16 @@ bool Trainer::cpu_step(StepResult& r) {
   r.loss = loss_sum / accum;
   if (slot_.reduce) slot_.reduce(model_.grads(), r.loss);
   r.grad_norm = clip_grad_norm(model_.grads(), config_.inner.clip);
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return false;
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
   if (config_.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
     sgd_step(model_.layout(), model_.params(), model_.grads(), static_cast<float>(r.lr),
              static_cast<float>(config_.inner.weight_decay));
   else
     opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
-  return true;
+  return Update::Applied;
 }
 
-bool Trainer::device_step(StepResult& r) {
+Trainer::Update Trainer::device_step(StepResult& r) {
   send_to_device_if_changed();
   const int accum = grad_accum_;
   device_->zero_grads();
@@ -153,11 +153,18 @@ bool Trainer::device_step(StepResult& r) {
     slot_.reduce(model_.grads(), r.loss);
     device_->upload_grads(model_.grads());
   }
-  r.grad_norm = device_->clip(config_.inner.clip);
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return false;
+  const auto norm = device_->clip(config_.inner.clip);
+  r.loss_scale = device_->loss_scale();
+  r.loss_scale_collapsing = device_->loss_scale_collapsing();
+  if (!norm) {
+    r.skipped = true;
+    return Update::Skipped;
+  }
+  r.grad_norm = *norm;
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
   device_->adamw(static_cast<float>(r.lr));
   host_behind_ = moments_behind_ = true;
-  return true;
+  return Update::Applied;
 }
 
 void Trainer::next_batch() {

@@ -48,6 +48,12 @@ struct StepResult {
   double grad_norm = 0;   // before clipping
   double lr = 0;
   bool lr_injected = false;  // guard.inject_lr_step hit this step (a test hook)
+  // fp16 on a GPU: the gradients overflowed under the loss scale, so the update was skipped (the
+  // step still counts: its batch is spent and the schedule moves on, as dynamic loss scaling
+  // does); grad_norm is then 0. loss_scale: the scale after this step (0 without loss scaling).
+  bool skipped = false;
+  double loss_scale = 0;
+  bool loss_scale_collapsing = false;
 };
 
 struct TrainSummary {
@@ -112,10 +118,11 @@ class Trainer {
   // On a GPU: the host copies brought up to date (weights; with the moments, AdamW's too).
   void fetch_from_device(bool with_moments) const;
   void send_to_device_if_changed();
-  // One step's gradients and update; false when the loss or the gradients are not finite (the
-  // weights are then untouched).
-  bool cpu_step(StepResult& r);
-  bool device_step(StepResult& r);
+  // One step's gradients and update. NonFinite: the loss or the gradients are not finite and
+  // the step does not count (the weights are untouched; the caller decides).
+  enum class Update { Applied, Skipped, NonFinite };
+  Update cpu_step(StepResult& r);
+  Update device_step(StepResult& r);
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
 
   JobConfig config_;

@@ -461,9 +461,10 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[[site]]\nhost = \"h\"\n", ":1: site[0].name: missing required key (expected a string: the site's name)"},
       {"[[site]]\nname = \"a\"\nspeeed = 2\n", ":3: site[0].speeed: unknown key (did you mean speed?)"},
       {"[site]\nname = \"a\"\n", ":1: site: expected an array of tables ([[site]]), found a table"},
-      {"[[site]]\nname = \"a\"\nprecision = \"fp16\"\n", ":3: site[0].precision: expected one of \"fp32\", \"bf16\", found \"fp16\""},
+      {"[[site]]\nname = \"a\"\nprecision = \"fp8\"\n",
+       ":3: site[0].precision: expected one of \"fp32\", \"bf16\", \"fp16\", found \"fp8\""},
       {"[[site]]\nname = \"a\"\nprecision = \"bf16\"\n",
-       ":3: site[0].precision: expected \"fp32\" on a site with device = \"cpu\" (bf16 mixed precision runs on GPUs "
+       ":3: site[0].precision: expected \"fp32\" on a site with device = \"cpu\" (mixed precision runs on GPUs "
        "only), found \"bf16\""},
       {"[control]\nlease_ttl_s = 2\nkeepalive_ms = 2000\n",
        ":3: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 2000"},

@@ -162,3 +162,31 @@ TEST_CASE("bf16 mixed precision on a GPU trains like the CPU within bf16's error
   CHECK_CLOSE(b.losses, a.losses, 2e-2);
   CHECK(b.losses.back() < b.losses.front());
 }
+
+TEST_CASE("fp16 on a GPU scales the loss: an overflowed step is skipped, the scale backs off, training goes on") {
+  if (!have_gpu()) return;
+  TempDir dir("cuda_trainer_fp16");
+  const auto config = tiny_job(dir, "run");
+  RunLog log(config.job.run_dir);
+  Trainer dev(config, posix_env(), log, nullptr, fake_clock, {}, gpu(Precision::Fp16));
+  std::vector<double> losses;
+  int skipped = 0;
+  double scale = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto before = weights(dev);
+    const auto r = dev.step();
+    CHECK(r.loss_scale > 0);
+    if (r.skipped) {
+      ++skipped;
+      CHECK(weights(dev) == before);  // the update was not applied
+      if (scale > 0) CHECK(r.loss_scale == scale / 2);
+    } else {
+      losses.push_back(r.loss);
+    }
+    CHECK(dev.state().step == i + 1);  // a skipped step still counts
+    scale = r.loss_scale;
+  }
+  MESSAGE("fp16: ", skipped, " of 20 steps skipped, final loss scale ", scale);
+  REQUIRE(losses.size() >= 10);
+  CHECK(losses.back() < losses.front());
+}
