@@ -8,6 +8,7 @@
 // dense bf16 rate give the MFU.
 //
 //   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
+//                                 [--attention materialized|tiled]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
 // Tokens are random (seeded): throughput does not depend on them. Exit 1 with the probe's
@@ -38,7 +39,7 @@ namespace {
 
 struct Options {
   int batch = 8, steps = 20, warmup = 3;
-  std::string precision = "bf16", preset = "gpt2";
+  std::string precision = "bf16", preset = "gpt2", attention = "materialized";
   double peak_tflops = 0;  // 0: from the device
 };
 
@@ -50,6 +51,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--steps") o.steps = std::atoi(value.c_str());
     else if (key == "--warmup") o.warmup = std::atoi(value.c_str());
     else if (key == "--precision") o.precision = value;
+    else if (key == "--attention") o.attention = value;
     else if (key == "--preset") o.preset = value;
     else if (key == "--peak-tflops") o.peak_tflops = std::atof(value.c_str());
     else {
@@ -58,8 +60,10 @@ Options parse(int argc, char** argv) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 ||
-      (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32")) {
+      (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
+      (o.attention != "materialized" && o.attention != "tiled")) {
     std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
+                         "[--attention materialized|tiled] "
                          "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
@@ -79,10 +83,13 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
   Gpt<float> init(shape);  // the trainer's initialisation, on the host
   init.init_weights(1337);
   // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
-  const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, device.index,
-                                          o.precision == "bf16"   ? JobConfig::Site::Precision::Bf16
-                                          : o.precision == "fp16" ? JobConfig::Site::Precision::Fp16
-                                                                  : JobConfig::Site::Precision::Fp32);
+  ComputeDevice gpu{JobConfig::Site::Device::Cuda, JobConfig::Site::Precision::Fp32,
+                    o.attention == "tiled" ? JobConfig::Site::Attention::Tiled
+                                           : JobConfig::Site::Attention::Materialized,
+                    device.index};
+  if (o.precision == "bf16") gpu.precision = JobConfig::Site::Precision::Bf16;
+  if (o.precision == "fp16") gpu.precision = JobConfig::Site::Precision::Fp16;
+  const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, gpu);
   step_on_gpu->upload_params(init.params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
   Rng rng(7);
@@ -96,8 +103,7 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
     }
     step_on_gpu->zero_grads();
     const float loss = step_on_gpu->forward_backward(inputs.data(), targets.data(), o.batch, 1.0f);
-    step_on_gpu->clip(1.0);
-    step_on_gpu->adamw(3e-4f);
+    if (step_on_gpu->clip(1.0)) step_on_gpu->adamw(3e-4f);  // fp16: an overflowed step is skipped
     return loss;
   };
   for (int i = 0; i < o.warmup; ++i) step();
@@ -113,8 +119,9 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
   const double median = bench::median(seconds);
   const double tokens_per_s = static_cast<double>(BT) / median;
   const double tflops = bench::train_flops_per_step(shape, o.batch) / median / 1e12;
-  std::printf("device %s (sm_%d%d, %d SMs), %s, %s, B=%d T=%d, %zu parameters\n", device.name.c_str(),
-              device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(), o.precision.c_str(), o.batch,
+  std::printf("device %s (sm_%d%d, %d SMs), %s, %s, %s attention, B=%d T=%d, %zu parameters\n",
+              device.name.c_str(), device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(),
+              o.precision.c_str(), o.attention.c_str(), o.batch,
               shape.seq_len, ParamLayout::gpt(shape).total());
   std::printf("step median %.2f ms (min %.2f, max %.2f over %d steps), %.0f tokens/s, %.1f TFLOP/s, last loss %.3f\n",
               median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,

@@ -84,6 +84,14 @@ std::string_view to_string(JobConfig::Site::Device d) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Site::Attention a) {
+  switch (a) {
+    case JobConfig::Site::Attention::Materialized: return "materialized";
+    case JobConfig::Site::Attention::Tiled: return "tiled";
+  }
+  return "?";
+}
+
 std::string_view to_string(JobConfig::Site::Precision p) {
   switch (p) {
     case JobConfig::Site::Precision::Fp32: return "fp32";
@@ -230,6 +238,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
         << "replicas = " << site.replicas << "\n"
         << "device = " << quote(to_string(site.device)) << "\n"
         << "precision = " << quote(to_string(site.precision)) << "\n"
+        << "attention = " << quote(to_string(site.attention)) << "\n"
         << "speed = " << floating(site.speed) << "\n";
   wan_toml(out, c.wan);
 }

@@ -24,10 +24,16 @@
 
 namespace meridian {
 
+// How attention keeps what backward needs: the (T, T) probabilities of every head (cuBLAS
+// products around a fused softmax, kernels/cuda/attention.hpp), or one log-sum-exp per row
+// (the tiled kernel, kernels/cuda/attention_tiled.hpp: O(T) memory, for long contexts).
+enum class CudaAttention { Materialized, Tiled };
+
 template <class T>
 class CudaGpt {
  public:
-  explicit CudaGpt(const GptConfig& config, cudaStream_t stream = nullptr);
+  explicit CudaGpt(const GptConfig& config, cudaStream_t stream = nullptr,
+                   CudaAttention attention = CudaAttention::Materialized);
 
   const GptConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -57,6 +63,7 @@ class CudaGpt {
   struct Activations {
     Buf<T> encoded, ln1, qkv, atty, att, attproj, res2, ln2, fch, fch_gelu, fcproj, res3, lnf, logits;
     Buf<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd, losses;
+    Buf<float> lse;  // tiled attention: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> dres, dln, dqkv, datty, dfch, dfch_gelu;
   };
   const T* weights() const;
@@ -65,6 +72,7 @@ class CudaGpt {
   GptConfig config_;
   ParamLayout layout_;
   cudaStream_t stream_;
+  CudaAttention attention_;
   kernels::cuda::Blas blas_;
   GptOffsets off_;
   Buf<float> params_, grads_;

@@ -25,8 +25,8 @@ namespace {
 template <class T>
 class CudaStep final : public DeviceStep {
  public:
-  CudaStep(const GptConfig& shape, const AdamWOptions& options)
-      : model_(shape), opt_(model_.layout(), options, model_.stream()) {
+  CudaStep(const GptConfig& shape, const AdamWOptions& options, CudaAttention attention)
+      : model_(shape, nullptr, attention), opt_(model_.layout(), options, model_.stream()) {
     if constexpr (std::is_same_v<T, __half>) scaler_.emplace();
   }
 
@@ -96,17 +96,19 @@ class CudaStep final : public DeviceStep {
 
 }  // namespace
 
-std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options, int device,
-                                           JobConfig::Site::Precision precision) {
+std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options,
+                                           const ComputeDevice& device) {
   // Weights, gradients and the two moments in fp32 must fit before the first activation; the
-  // probe also makes `device` this thread's current device, where everything below allocates.
-  require_cuda_device(device, 4 * sizeof(float) * ParamLayout::gpt(shape).total());
-  switch (precision) {
-    case JobConfig::Site::Precision::Bf16: return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options);
-    case JobConfig::Site::Precision::Fp16: return std::make_unique<CudaStep<__half>>(shape, options);
+  // probe also makes the device this thread's current device, where everything below allocates.
+  require_cuda_device(device.index, 4 * sizeof(float) * ParamLayout::gpt(shape).total());
+  const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
+                                                                                : CudaAttention::Materialized;
+  switch (device.precision) {
+    case JobConfig::Site::Precision::Bf16: return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options, attention);
+    case JobConfig::Site::Precision::Fp16: return std::make_unique<CudaStep<__half>>(shape, options, attention);
     case JobConfig::Site::Precision::Fp32: break;
   }
-  return std::make_unique<CudaStep<float>>(shape, options);
+  return std::make_unique<CudaStep<float>>(shape, options, attention);
 }
 
 }  // namespace meridian

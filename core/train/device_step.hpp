@@ -18,6 +18,14 @@
 
 namespace meridian {
 
+// Where a trainer computes: the CPU (the reference) or one GPU of the machine, and how.
+struct ComputeDevice {
+  JobConfig::Site::Device kind = JobConfig::Site::Device::Cpu;
+  JobConfig::Site::Precision precision = JobConfig::Site::Precision::Fp32;
+  JobConfig::Site::Attention attention = JobConfig::Site::Attention::Materialized;
+  int index = 0;  // the CUDA device
+};
+
 class DeviceStep {
  public:
   virtual ~DeviceStep() = default;
@@ -49,10 +57,10 @@ class DeviceStep {
   virtual void adamw(float lr) = 0;
 };
 
-// A step of model `shape` with AdamW `options` on CUDA device `device`, in `precision` (fp16
-// with dynamic loss scaling at LossScaleOptions' defaults).
+// A step of model `shape` with AdamW `options` on `device` (a CUDA one), in its precision (fp16
+// with dynamic loss scaling at LossScaleOptions' defaults) and attention kernel.
 // DeviceError when this meridian was built without the CUDA backend or the device is unusable.
-std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options, int device,
-                                           JobConfig::Site::Precision precision);
+std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options,
+                                           const ComputeDevice& device);
 
 }  // namespace meridian

@@ -70,7 +70,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
     if (config.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
       throw make_error(ErrorKind::Config, "inner.optimizer = \"sgd\" runs on the CPU only; a site with device = "
                                           "\"cuda\" trains with \"adamw\"");
-    device_ = make_cuda_step(config.model, adamw_options(config), device.index, device.precision);
+    device_ = make_cuda_step(config.model, adamw_options(config), device);
     device_->upload_params(model_.params());
   }
   const std::size_t micro = static_cast<std::size_t>(config.inner.batch_per_replica) * config.model.seq_len;

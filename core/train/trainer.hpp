@@ -35,13 +35,6 @@ struct ReplicaSlot {
   std::function<void(std::span<float> bucket)> bucket_ready;
 };
 
-// Where a trainer computes: the CPU (the reference) or one GPU of the machine.
-struct ComputeDevice {
-  JobConfig::Site::Device kind = JobConfig::Site::Device::Cpu;
-  JobConfig::Site::Precision precision = JobConfig::Site::Precision::Fp32;
-  int index = 0;  // the CUDA device
-};
-
 struct StepResult {
   std::int64_t step = 0;  // 0-based index of the step just taken
   double loss = 0;        // mean over the micro-batches

@@ -162,7 +162,7 @@ Placement placement(const JobConfig& c, const std::string& site, int replica) {
   for (const auto& s : c.sites) {
     if (s.name != site || s.device != JobConfig::Site::Device::Cuda) continue;
     const int gpus = std::max(1, cuda_device_count());
-    return {{s.device, s.precision, replica % gpus}, s.replicas <= gpus};
+    return {{s.device, s.precision, s.attention, replica % gpus}, s.replicas <= gpus};
   }
   return {};
 }

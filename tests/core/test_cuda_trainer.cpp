@@ -44,7 +44,10 @@ double fake_clock() {
   return t += 0.01;
 }
 
-ComputeDevice gpu(Precision precision = Precision::Fp32) { return {Device::Cuda, precision, 0}; }
+ComputeDevice gpu(Precision precision = Precision::Fp32,
+                  JobConfig::Site::Attention attention = JobConfig::Site::Attention::Materialized) {
+  return {Device::Cuda, precision, attention, 0};
+}
 
 struct Trace {
   std::vector<double> losses, norms;
@@ -106,6 +109,20 @@ TEST_CASE("fp32 on a GPU follows the CPU trainer step for step") {
   CHECK(dev.validation_loss() == doctest::Approx(cpu.validation_loss()).epsilon(1e-4));
   CHECK(dev.state().step == cpu.state().step);
   CHECK(dev.state().tokens == cpu.state().tokens);
+}
+
+TEST_CASE("fp32 with tiled attention follows the CPU trainer step for step") {
+  if (!have_gpu()) return;
+  TempDir dir("cuda_trainer_tiled");
+  const auto config = tiny_job(dir, "run");
+  RunLog log(config.job.run_dir);
+  Trainer cpu(config, posix_env(), log, nullptr, fake_clock);
+  Trainer dev(config, posix_env(), log, nullptr, fake_clock, {},
+              gpu(Precision::Fp32, JobConfig::Site::Attention::Tiled));
+  const auto a = train(cpu, 8), b = train(dev, 8);
+  CHECK_CLOSE(b.losses, a.losses, 1e-4);
+  CHECK_CLOSE(weights(dev), weights(cpu), 1e-4);
+  CHECK(dev.validation_loss() == doctest::Approx(cpu.validation_loss()).epsilon(1e-4));
 }
 
 TEST_CASE("the group's reduce and host edits of the weights reach the device") {
