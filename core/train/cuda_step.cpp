@@ -14,6 +14,7 @@
 #include "core/optim/loss_scale.hpp"
 #include "core/train/device_step.hpp"
 #include "core/util/error.hpp"
+#include "kernels/cuda/chunk_hash.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
 
@@ -80,6 +81,10 @@ class CudaStep final : public DeviceStep {
   bool loss_scale_collapsing() const override { return collapsing_; }
 
   void adamw(float lr) override { opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy()); }
+
+  std::uint64_t params_hash() override {
+    return kernels::cuda::chunked_hash64(model_.params(), model_.size() * sizeof(float), model_.stream());
+  }
 
  private:
   static void copy_out(const std::vector<float>& from, std::span<float> to, const char* what) {

@@ -55,6 +55,8 @@ class DeviceStep {
   virtual float loss_scale() const = 0;
   virtual bool loss_scale_collapsing() const = 0;
   virtual void adamw(float lr) = 0;
+  // kernels::chunked_hash64 of the weights, computed where they are (8 bytes per 4 KiB come back).
+  virtual std::uint64_t params_hash() = 0;
 };
 
 // A step of model `shape` with AdamW `options` on `device` (a CUDA one), in its precision (fp16

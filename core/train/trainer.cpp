@@ -13,6 +13,7 @@
 #include "core/train/divergence_guard.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/util/error.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
 namespace {
@@ -178,6 +179,12 @@ Gpt<float>& Trainer::model() {
     device_behind_ = true;
   }
   return model_;
+}
+
+std::uint64_t Trainer::params_hash() {
+  if (!device_) return kernels::chunked_hash64(model_.params().data(), model_.params().size_bytes());
+  send_to_device_if_changed();
+  return device_->params_hash();
 }
 
 void Trainer::fetch_from_device(bool with_moments) const {

@@ -100,6 +100,9 @@ class Trainer {
   // goes back to the device before it computes again.
   Gpt<float>& model();
   std::size_t param_count() const { return model_.layout().total(); }
+  // The weights' fingerprint (kernels::chunked_hash64), computed where they live: the same value
+  // on the CPU and on a GPU, and no copy of the weights on a GPU. What replicas compare for SDC.
+  std::uint64_t params_hash();
   const ResumeState& state() const { return state_; }
 
  // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.

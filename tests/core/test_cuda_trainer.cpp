@@ -109,6 +109,10 @@ TEST_CASE("fp32 on a GPU follows the CPU trainer step for step") {
   CHECK(dev.validation_loss() == doctest::Approx(cpu.validation_loss()).epsilon(1e-4));
   CHECK(dev.state().step == cpu.state().step);
   CHECK(dev.state().tokens == cpu.state().tokens);
+  // The SDC fingerprint on the device equals the CPU's over the same (downloaded) weights.
+  Trainer twin(config, posix_env(), log, nullptr, fake_clock);
+  std::copy(weights(dev).begin(), weights(dev).end(), twin.model().params().begin());
+  CHECK(dev.params_hash() == twin.params_hash());
 }
 
 TEST_CASE("fp32 with tiled attention follows the CPU trainer step for step") {
