@@ -77,7 +77,7 @@ class CudaStep final : public DeviceStep {
     return norm;
   }
 
-  float loss_scale() const override { return scaler_ ? scaler_->scale() : 0.0f; }
+  LossScaler* loss_scaler() override { return scaler_ ? &*scaler_ : nullptr; }
   bool loss_scale_collapsing() const override { return collapsing_; }
 
   void adamw(float lr) override { opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy()); }

@@ -15,6 +15,7 @@
 #include "core/config/job_config.hpp"
 #include "core/model/gpt_config.hpp"
 #include "core/optim/adamw.hpp"
+#include "core/optim/loss_scale.hpp"
 
 namespace meridian {
 
@@ -50,9 +51,10 @@ class DeviceStep {
   // Under fp16 loss scaling the gradients are first unscaled and checked: none (and the scale
   // backs off) when they overflowed, and the step must then be skipped.
   virtual std::optional<double> clip(double max_norm) = 0;
-  // fp16: the dynamic loss scale now, and whether it has fallen to its collapse level (a
-  // divergence signal, core/optim/loss_scale.hpp); 0 and false without loss scaling.
-  virtual float loss_scale() const = 0;
+  // fp16: the dynamic loss scaler (null without loss scaling), part of the training state that
+  // checkpoints keep; and whether its last update found the scale at its collapse level (a
+  // divergence signal, core/optim/loss_scale.hpp).
+  virtual LossScaler* loss_scaler() = 0;
   virtual bool loss_scale_collapsing() const = 0;
   virtual void adamw(float lr) = 0;
   // kernels::chunked_hash64 of the weights, computed where they are (8 bytes per 4 KiB come back).

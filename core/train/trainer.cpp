@@ -155,7 +155,7 @@ Trainer::Update Trainer::device_step(StepResult& r) {
     device_->upload_grads(model_.grads());
   }
   const auto norm = device_->clip(config_.inner.clip);
-  r.loss_scale = device_->loss_scale();
+  if (const LossScaler* scaler = device_->loss_scaler()) r.loss_scale = scaler->scale();
   r.loss_scale_collapsing = device_->loss_scale_collapsing();
   if (!norm) {
     r.skipped = true;
@@ -215,6 +215,11 @@ double Trainer::validation_loss() {
 Checkpoint Trainer::snapshot() const {
   fetch_from_device(true);
   Checkpoint out = encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_));
+  if (const LossScaler* scaler = device_ ? device_->loss_scaler() : nullptr) {
+    out.put_value<double>("fp16.loss_scale", scaler->scale());
+    out.put_value<std::int64_t>("fp16.clean_steps", scaler->clean_steps());
+    out.put_value<std::int64_t>("fp16.skipped_steps", scaler->skipped_steps());
+  }
   if (extras_.save) extras_.save(out);
   return out;
 }
@@ -224,6 +229,11 @@ void Trainer::restore(const Checkpoint& state, const std::string& source) {
   if (device_) {
     device_->upload_params(model_.params());
     device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
+    // A state from another precision (or from before fp16) has no scale: the scaler starts afresh.
+    if (LossScaler* scaler = device_->loss_scaler(); scaler && state.has("fp16.loss_scale"))
+      scaler->restore(static_cast<float>(state.get_value<double>("fp16.loss_scale")),
+                      static_cast<int>(state.get_value<std::int64_t>("fp16.clean_steps")),
+                      state.get_value<std::int64_t>("fp16.skipped_steps"));
     host_behind_ = moments_behind_ = device_behind_ = false;
   }
   sampler_.seek(state_.data);

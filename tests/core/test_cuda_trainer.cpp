@@ -210,4 +210,13 @@ TEST_CASE("fp16 on a GPU scales the loss: an overflowed step is skipped, the sca
   MESSAGE("fp16: ", skipped, " of 20 steps skipped, final loss scale ", scale);
   REQUIRE(losses.size() >= 10);
   CHECK(losses.back() < losses.front());
+  // The scaler is part of the state: a restored trainer takes the same decisions.
+  Trainer resumed(config, posix_env(), log, nullptr, fake_clock, {}, gpu(Precision::Fp16));
+  resumed.restore(dev.snapshot(), "the fp16 trainer");
+  for (int i = 0; i < 3; ++i) {
+    const auto a = dev.step(), b = resumed.step();
+    CHECK(b.loss_scale == a.loss_scale);
+    CHECK(b.skipped == a.skipped);
+    CHECK(b.loss == a.loss);
+  }
 }
