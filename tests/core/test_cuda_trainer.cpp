@@ -5,7 +5,6 @@
 // without a device; the start-up refusals run where there is none.
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,32 +16,18 @@
 #include "core/util/error.hpp"
 #include "tests/support/cuda_parity.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tiny_job.hpp"
 
 using namespace meridian;
 using meridian::testing::have_gpu;
 using meridian::testing::TempDir;
+using meridian::testing::fake_clock;
+using meridian::testing::tiny_job;
 
 namespace {
 
 using Device = JobConfig::Site::Device;
 using Precision = JobConfig::Site::Precision;
-
-JobConfig tiny_job(const TempDir& dir, const std::string& run, std::vector<std::string> extra = {}) {
-  const auto file = dir / "job.toml";
-  std::ofstream(file) << "[job]\nname = \"t\"\nseed = 7\n"
-                      << "[model]\npreset = \"tiny\"\n"
-                      << "[data]\npath = \"" << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
-                      << "\"\n"
-                      << "[inner]\nlr = 3e-3\nwarmup_steps = 2\nbatch_per_replica = 4\ngrad_accum = 2\nsteps = 20\n"
-                      << "[log]\nevery = 1\neval_every = 0\neval_windows = 8\n";
-  extra.push_back("job.run_dir=" + (dir / run).string());
-  return load_job_config(file, extra);
-}
-
-double fake_clock() {
-  static double t = 0;
-  return t += 0.01;
-}
 
 ComputeDevice gpu(Precision precision = Precision::Fp32,
                   JobConfig::Site::Attention attention = JobConfig::Site::Attention::Materialized) {
@@ -76,7 +61,7 @@ TEST_CASE("a trainer asked for a GPU where there is none fails at start-up with 
     return;
   }
   TempDir dir("cuda_trainer_none");
-  const auto config = tiny_job(dir, "run");
+  const auto config = tiny_job(dir, "run", {"inner.grad_accum=2"});
   RunLog log(config.job.run_dir);
   CHECK_THROWS_AS(Trainer(config, posix_env(), log, nullptr, fake_clock, {}, gpu()), DeviceError);
 }
@@ -94,45 +79,34 @@ TEST_CASE("SGD as the inner optimizer is refused on a GPU before the device is t
   }
 }
 
-TEST_CASE("fp32 on a GPU follows the CPU trainer step for step") {
+TEST_CASE("fp32 on a GPU follows the CPU trainer step for step, with either attention kernel") {
   if (!have_gpu()) return;
   TempDir dir("cuda_trainer_fp32");
-  const auto config = tiny_job(dir, "run");
+  const auto config = tiny_job(dir, "run", {"inner.grad_accum=2"});
   RunLog log(config.job.run_dir);
-  Trainer cpu(config, posix_env(), log, nullptr, fake_clock);
-  Trainer dev(config, posix_env(), log, nullptr, fake_clock, {}, gpu());
-  CHECK(weights(dev) == weights(cpu));  // the same initialisation, uploaded
-  const auto a = train(cpu, 8), b = train(dev, 8);
-  CHECK_CLOSE(b.losses, a.losses, 1e-4);
-  CHECK_CLOSE(b.norms, a.norms, 1e-4);
-  CHECK_CLOSE(weights(dev), weights(cpu), 1e-4);
-  CHECK(dev.validation_loss() == doctest::Approx(cpu.validation_loss()).epsilon(1e-4));
-  CHECK(dev.state().step == cpu.state().step);
-  CHECK(dev.state().tokens == cpu.state().tokens);
-  // The SDC fingerprint on the device equals the CPU's over the same (downloaded) weights.
-  Trainer twin(config, posix_env(), log, nullptr, fake_clock);
-  std::copy(weights(dev).begin(), weights(dev).end(), twin.model().params().begin());
-  CHECK(dev.params_hash() == twin.params_hash());
-}
-
-TEST_CASE("fp32 with tiled attention follows the CPU trainer step for step") {
-  if (!have_gpu()) return;
-  TempDir dir("cuda_trainer_tiled");
-  const auto config = tiny_job(dir, "run");
-  RunLog log(config.job.run_dir);
-  Trainer cpu(config, posix_env(), log, nullptr, fake_clock);
-  Trainer dev(config, posix_env(), log, nullptr, fake_clock, {},
-              gpu(Precision::Fp32, JobConfig::Site::Attention::Tiled));
-  const auto a = train(cpu, 8), b = train(dev, 8);
-  CHECK_CLOSE(b.losses, a.losses, 1e-4);
-  CHECK_CLOSE(weights(dev), weights(cpu), 1e-4);
-  CHECK(dev.validation_loss() == doctest::Approx(cpu.validation_loss()).epsilon(1e-4));
+  for (const auto attention : {JobConfig::Site::Attention::Materialized, JobConfig::Site::Attention::Tiled}) {
+    CAPTURE(to_string(attention));
+    Trainer cpu(config, posix_env(), log, nullptr, fake_clock);
+    Trainer dev(config, posix_env(), log, nullptr, fake_clock, {}, gpu(Precision::Fp32, attention));
+    CHECK(weights(dev) == weights(cpu));  // the same initialisation, uploaded
+    const auto a = train(cpu, 8), b = train(dev, 8);
+    CHECK_CLOSE(b.losses, a.losses, 1e-4);
+    CHECK_CLOSE(b.norms, a.norms, 1e-4);
+    CHECK_CLOSE(weights(dev), weights(cpu), 1e-4);
+    CHECK(dev.validation_loss() == doctest::Approx(cpu.validation_loss()).epsilon(1e-4));
+    CHECK(dev.state().step == cpu.state().step);
+    CHECK(dev.state().tokens == cpu.state().tokens);
+    // The SDC fingerprint on the device equals the CPU's over the same (downloaded) weights.
+    const auto w = weights(dev);
+    std::copy(w.begin(), w.end(), cpu.model().params().begin());
+    CHECK(dev.params_hash() == cpu.params_hash());
+  }
 }
 
 TEST_CASE("the group's reduce and host edits of the weights reach the device") {
   if (!have_gpu()) return;
   TempDir dir("cuda_trainer_hooks");
-  const auto config = tiny_job(dir, "run");
+  const auto config = tiny_job(dir, "run", {"inner.grad_accum=2"});
   RunLog log(config.job.run_dir);
   // A stand-in for the group's all-reduce that changes what it is given, so a lost round trip shows.
   ReplicaSlot slot;
@@ -157,7 +131,7 @@ TEST_CASE("the group's reduce and host edits of the weights reach the device") {
 TEST_CASE("a snapshot taken on a GPU restores the device's weights, moments and step") {
   if (!have_gpu()) return;
   TempDir dir("cuda_trainer_snapshot");
-  const auto config = tiny_job(dir, "run");
+  const auto config = tiny_job(dir, "run", {"inner.grad_accum=2"});
   RunLog log(config.job.run_dir);
   Trainer first(config, posix_env(), log, nullptr, fake_clock, {}, gpu());
   train(first, 4);
@@ -175,7 +149,7 @@ TEST_CASE("a snapshot taken on a GPU restores the device's weights, moments and 
 TEST_CASE("bf16 mixed precision on a GPU trains like the CPU within bf16's error") {
   if (!have_gpu()) return;
   TempDir dir("cuda_trainer_bf16");
-  const auto config = tiny_job(dir, "run");
+  const auto config = tiny_job(dir, "run", {"inner.grad_accum=2"});
   RunLog log(config.job.run_dir);
   Trainer cpu(config, posix_env(), log, nullptr, fake_clock);
   Trainer dev(config, posix_env(), log, nullptr, fake_clock, {}, gpu(Precision::Bf16));
@@ -187,7 +161,7 @@ TEST_CASE("bf16 mixed precision on a GPU trains like the CPU within bf16's error
 TEST_CASE("fp16 on a GPU scales the loss: an overflowed step is skipped, the scale backs off, training goes on") {
   if (!have_gpu()) return;
   TempDir dir("cuda_trainer_fp16");
-  const auto config = tiny_job(dir, "run");
+  const auto config = tiny_job(dir, "run", {"inner.grad_accum=2"});
   RunLog log(config.job.run_dir);
   Trainer dev(config, posix_env(), log, nullptr, fake_clock, {}, gpu(Precision::Fp16));
   std::vector<double> losses;
