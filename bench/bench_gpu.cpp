@@ -2,19 +2,21 @@
 // (the `gpt2` preset: 12 layers, 12 heads, 768 channels, context 1024, vocab 50257) with AdamW,
 // bf16 mixed precision by default. One step = zero grads, forward, backward, gradient clipping
 // to norm 1 (the norm comes back to the host, as the trainer needs it), AdamW writing the bf16
-// weight copy. Steps are timed with CUDA events after warm-up; the median step gives tokens/s,
+// weight copy: the trainer's DeviceStep itself. Steps are timed on the host after warm-up, each
+// ended by a device synchronisation; the median step gives tokens/s,
 // and FLOPs per step (bench/flops.hpp, the same count as bench_trainer) over the device's peak
 // dense bf16 rate give the MFU.
 //
-//   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp32]
+//   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
+//                                 [--attention materialized|tiled]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
 // Tokens are random (seeded): throughput does not depend on them. Exit 1 with the probe's
 // message where there is no usable GPU.
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,12 +27,11 @@
 #include "bench/flops.hpp"
 #include "bench/stats.hpp"
 #include "core/device/cuda_probe.hpp"
-#include "core/model/cuda_gpt.hpp"
 #include "core/model/gpt.hpp"
-#include "core/optim/cuda_adamw.hpp"
+#include "core/model/param_layout.hpp"
+#include "core/train/device_step.hpp"
 #include "core/util/rng.hpp"
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/elementwise.hpp"
 
 using namespace meridian;
 
@@ -38,7 +39,7 @@ namespace {
 
 struct Options {
   int batch = 8, steps = 20, warmup = 3;
-  std::string precision = "bf16", preset = "gpt2";
+  std::string precision = "bf16", preset = "gpt2", attention = "materialized";
   double peak_tflops = 0;  // 0: from the device
 };
 
@@ -50,6 +51,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--steps") o.steps = std::atoi(value.c_str());
     else if (key == "--warmup") o.warmup = std::atoi(value.c_str());
     else if (key == "--precision") o.precision = value;
+    else if (key == "--attention") o.attention = value;
     else if (key == "--preset") o.preset = value;
     else if (key == "--peak-tflops") o.peak_tflops = std::atof(value.c_str());
     else {
@@ -58,8 +60,10 @@ Options parse(int argc, char** argv) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 ||
-      (o.precision != "bf16" && o.precision != "fp32")) {
-    std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp32] "
+      (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
+      (o.attention != "materialized" && o.attention != "tiled")) {
+    std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
+                         "[--attention materialized|tiled] "
                          "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
@@ -75,55 +79,50 @@ double peak_bf16_tflops(const CudaDevice& d) {
   return 0;
 }
 
-template <class T>
 int run(const Options& o, const GptConfig& shape, const CudaDevice& device, double peak) {
   Gpt<float> init(shape);  // the trainer's initialisation, on the host
   init.init_weights(1337);
-  CudaGpt<T> model(shape);
-  model.upload_params(init.params());
-  CudaAdamW opt(model.layout(), AdamWOptions{});
-
+  // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
+  ComputeDevice gpu{JobConfig::Site::Device::Cuda, JobConfig::Site::Precision::Fp32,
+                    o.attention == "tiled" ? JobConfig::Site::Attention::Tiled
+                                           : JobConfig::Site::Attention::Materialized,
+                    device.index};
+  if (o.precision == "bf16") gpu.precision = JobConfig::Site::Precision::Bf16;
+  if (o.precision == "fp16") gpu.precision = JobConfig::Site::Precision::Fp16;
+  const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, gpu);
+  step_on_gpu->upload_params(init.params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
   Rng rng(7);
   std::vector<std::uint16_t> inputs(BT), targets(BT);
+  // The loss and the gradient norm come back to the host every step (as in the trainer), so a
+  // step's host time is its device time plus the launches it waited for.
   auto step = [&] {
     for (std::size_t i = 0; i < BT; ++i) {
       inputs[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
       targets[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
     }
-    model.zero_grads();
-    const float loss = model.forward(inputs.data(), targets.data(), o.batch);
-    model.backward(1.0f);
-    const double norm = std::sqrt(kernels::cuda::sum_squares(model.grads(), model.size(), model.stream()));
-    if (norm > 1.0) kernels::cuda::scale(model.grads(), model.size(), static_cast<float>(1.0 / (norm + 1e-6)), model.stream());
-    opt.step(model.params(), model.grads(), 3e-4f, model.weight_copy());
+    step_on_gpu->zero_grads();
+    const float loss = step_on_gpu->forward_backward(inputs.data(), targets.data(), o.batch, 1.0f);
+    if (step_on_gpu->clip(1.0)) step_on_gpu->adamw(3e-4f);  // fp16: an overflowed step is skipped
     return loss;
   };
   for (int i = 0; i < o.warmup; ++i) step();
-
-  cudaEvent_t start, stop;
-  MERIDIAN_CUDA(cudaEventCreate(&start));
-  MERIDIAN_CUDA(cudaEventCreate(&stop));
+  MERIDIAN_CUDA(cudaDeviceSynchronize());
   std::vector<double> seconds;
   float loss = 0;
   for (int i = 0; i < o.steps; ++i) {
-    MERIDIAN_CUDA(cudaEventRecord(start, model.stream()));
+    const auto t0 = std::chrono::steady_clock::now();
     loss = step();
-    MERIDIAN_CUDA(cudaEventRecord(stop, model.stream()));
-    MERIDIAN_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    MERIDIAN_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    seconds.push_back(ms / 1e3);
+    MERIDIAN_CUDA(cudaDeviceSynchronize());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-
   const double median = bench::median(seconds);
   const double tokens_per_s = static_cast<double>(BT) / median;
   const double tflops = bench::train_flops_per_step(shape, o.batch) / median / 1e12;
-  std::printf("device %s (sm_%d%d, %d SMs), %s, %s, B=%d T=%d, %zu parameters\n", device.name.c_str(),
-              device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(), o.precision.c_str(), o.batch,
-              shape.seq_len, model.size());
+  std::printf("device %s (sm_%d%d, %d SMs), %s, %s, %s attention, B=%d T=%d, %zu parameters\n",
+              device.name.c_str(), device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(),
+              o.precision.c_str(), o.attention.c_str(), o.batch,
+              shape.seq_len, ParamLayout::gpt(shape).total());
   std::printf("step median %.2f ms (min %.2f, max %.2f over %d steps), %.0f tokens/s, %.1f TFLOP/s, last loss %.3f\n",
               median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,
               *std::max_element(seconds.begin(), seconds.end()) * 1e3, o.steps, tokens_per_s, tflops, loss);
@@ -149,7 +148,7 @@ int main(int argc, char** argv) {
   try {
     const CudaDevice device = require_cuda_device(0);
     const double peak = o.peak_tflops > 0 ? o.peak_tflops : peak_bf16_tflops(device);
-    return o.precision == "bf16" ? run<__nv_bfloat16>(o, *shape, device, peak) : run<float>(o, *shape, device, peak);
+    return run(o, *shape, device, peak);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: %s\n", e.what());
     return 1;

@@ -84,6 +84,23 @@ std::string_view to_string(JobConfig::Site::Device d) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Site::Attention a) {
+  switch (a) {
+    case JobConfig::Site::Attention::Materialized: return "materialized";
+    case JobConfig::Site::Attention::Tiled: return "tiled";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobConfig::Site::Precision p) {
+  switch (p) {
+    case JobConfig::Site::Precision::Fp32: return "fp32";
+    case JobConfig::Site::Precision::Bf16: return "bf16";
+    case JobConfig::Site::Precision::Fp16: return "fp16";
+  }
+  return "?";
+}
+
 std::string_view to_string(WanLink::Jitter j) {
   switch (j) {
     case WanLink::Jitter::Normal: return "normal";
@@ -220,6 +237,8 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
         << "port = " << site.port << "\n"
         << "replicas = " << site.replicas << "\n"
         << "device = " << quote(to_string(site.device)) << "\n"
+        << "precision = " << quote(to_string(site.precision)) << "\n"
+        << "attention = " << quote(to_string(site.attention)) << "\n"
         << "speed = " << floating(site.speed) << "\n";
   wan_toml(out, c.wan);
 }

@@ -177,12 +177,21 @@ struct JobConfig {
 
   struct Site {
     enum class Device { Cpu, Cuda };
+    // What a CUDA site computes in: fp32 throughout, or bf16 / fp16 activations and matmul inputs
+    // with fp32 master weights, gradients and moments (CudaGpt); fp16 with dynamic loss scaling.
+    // The CPU computes in fp32 only.
+    enum class Precision { Fp32, Bf16, Fp16 };
+    // How a CUDA site's attention keeps what backward needs: every head's (T, T) probabilities,
+    // or one log-sum-exp per row (the tiled kernel: O(T) memory, for long contexts).
+    enum class Attention { Materialized, Tiled };
     std::string name;
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;  // 0 = any free port
     int replicas = 1;
     Device device = Device::Cpu;
     double speed = 1.0;  // relative speed hint, for balancing work across sites
+    Precision precision = Precision::Fp32;
+    Attention attention = Attention::Materialized;
     bool operator==(const Site&) const = default;
   };
   // Never empty: a job without [[site]] entries has one site "local" with [replicas].count replicas.
@@ -236,6 +245,8 @@ std::string_view to_string(JobConfig::Outer::Codec c);
 std::string_view to_string(JobConfig::Outer::Staleness s);
 std::string_view to_string(JobConfig::Transport::Kind k);
 std::string_view to_string(JobConfig::Site::Device d);
+std::string_view to_string(JobConfig::Site::Precision p);
+std::string_view to_string(JobConfig::Site::Attention a);
 std::string_view to_string(WanLink::Jitter j);
 std::string_view to_string(JobConfig::Wan::Fault::Kind k);
 

@@ -4,6 +4,7 @@
 
 #include "core/util/error.hpp"
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/attention_tiled.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/encoder.hpp"
@@ -16,8 +17,8 @@ namespace meridian {
 namespace kc = kernels::cuda;
 
 template <class T>
-CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream)
-    : config_(config), layout_(ParamLayout::gpt(config)), stream_(stream), blas_(stream) {
+CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream, CudaAttention attention)
+    : config_(config), layout_(ParamLayout::gpt(config)), stream_(stream), attention_(attention), blas_(stream) {
   const auto problems = validate_gpt_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
   off_ = gpt_offsets(layout_, config.n_layer);
@@ -25,12 +26,12 @@ CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream)
   grads_ = Buf<float>(layout_.total());
   params_.zero();
   grads_.zero();
-  if constexpr (!std::is_same_v<T, float>) weight_copy_ = Buf<__nv_bfloat16>(layout_.total());
+  if constexpr (!std::is_same_v<T, float>) weight_copy_ = Buf<Copy>(layout_.total());
   refresh_weight_copy();
 }
 
 template <class T>
-__nv_bfloat16* CudaGpt<T>::weight_copy() {
+typename CudaGpt<T>::Copy* CudaGpt<T>::weight_copy() {
   return weight_copy_.size() > 0 ? weight_copy_.data() : nullptr;
 }
 
@@ -61,7 +62,8 @@ std::vector<float> CudaGpt<T>::download_grads() const {
 
 template <class T>
 void CudaGpt<T>::refresh_weight_copy() {
-  if constexpr (!std::is_same_v<T, float>) kc::round_to_bf16(weight_copy_.data(), params_.data(), size(), stream_);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) kc::round_to_bf16(weight_copy_.data(), params_.data(), size(), stream_);
+  if constexpr (std::is_same_v<T, __half>) kc::round_to_f16(weight_copy_.data(), params_.data(), size(), stream_);
 }
 
 template <class T>
@@ -82,7 +84,8 @@ void CudaGpt<T>::ensure_batch(int B) {
   a.ln1_rstd = Buf<float>(L * BT);
   a.qkv = Buf<T>(L * BT * 3 * C);
   a.atty = Buf<T>(L * BT * C);
-  a.att = Buf<T>(L * B * NH * Tn * Tn);
+  if (attention_ == CudaAttention::Tiled) a.lse = Buf<float>(L * BT * NH);
+  else a.att = Buf<T>(L * B * NH * Tn * Tn);
   a.attproj = Buf<T>(L * BT * C);
   a.res2 = Buf<T>(L * BT * C);
   a.ln2 = Buf<T>(L * BT * C);
@@ -133,7 +136,10 @@ float CudaGpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targ
     kc::layernorm_forward(of(a.ln1, C), of(a.ln1_mean, 1), of(a.ln1_rstd, 1), res_in, w + o[0], w + o[1], N, C,
                           stream_);
     kc::matmul_forward(blas_, of(a.qkv, 3 * C), of(a.ln1, C), w + o[2], w + o[3], N, C, 3 * C);
-    kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, C, NH);
+    if (attention_ == CudaAttention::Tiled)
+      kc::attention_tiled_forward(of(a.atty, C), of(a.lse, NH), of(a.qkv, 3 * C), B, Tn, C, NH, stream_);
+    else
+      kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, C, NH);
     kc::matmul_forward(blas_, of(a.attproj, C), of(a.atty, C), w + o[4], w + o[5], N, C, C);
     kc::add(of(a.res2, C), res_in, of(a.attproj, C), BT * C, stream_);
     kc::layernorm_forward(of(a.ln2, C), of(a.ln2_mean, 1), of(a.ln2_rstd, 1), of(a.res2, C), w + o[6], w + o[7], N,
@@ -185,7 +191,12 @@ void CudaGpt<T>::backward(float loss_scale) {
     kc::layernorm_backward(a.dres.data(), g + o[6], g + o[7], a.dln.data(), of(a.res2, C), w + o[6], of(a.ln2_mean, 1),
                            of(a.ln2_rstd, 1), N, C, stream_);
     kc::matmul_backward(blas_, a.datty.data(), g + o[4], g + o[5], a.dres.data(), of(a.atty, C), w + o[4], N, C, C);
-    kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, C, NH);
+    if (attention_ == CudaAttention::Tiled)
+      kc::attention_tiled_backward(a.dqkv.data(), a.datty.data(), of(a.atty, C), of(a.qkv, 3 * C), of(a.lse, NH), B,
+                                   Tn, C, NH, stream_);
+    else
+      kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, C,
+                             NH);
     kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), of(a.ln1, C), w + o[2], N, C, 3 * C);
     kc::layernorm_backward(a.dres.data(), g + o[0], g + o[1], a.dln.data(), res_in, w + o[0], of(a.ln1_mean, 1),
                            of(a.ln1_rstd, 1), N, C, stream_);
@@ -196,5 +207,6 @@ void CudaGpt<T>::backward(float loss_scale) {
 
 template class CudaGpt<float>;
 template class CudaGpt<__nv_bfloat16>;
+template class CudaGpt<__half>;
 
 }  // namespace meridian

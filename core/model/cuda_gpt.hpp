@@ -3,15 +3,18 @@
 // kernels/cuda. Parameters, gradients (and the optimizer's moments, core/optim/cuda_adamw.hpp)
 // are flat fp32 device buffers in the same ParamLayout as on the CPU, so all-reduce, hashing,
 // deltas, checkpoints and export read them unchanged once downloaded.
-// T is the compute type: float (fp32 throughout: the reference path), or __nv_bfloat16 (mixed
-// precision: bf16 activations and a bf16 copy of the weights that the matmuls read, fp32 master
-// weights, fp32 gradients accumulated by cuBLAS in fp32).
+// T is the compute type: float (fp32 throughout: the reference path), or __nv_bfloat16 / __half
+// (mixed precision: 16-bit activations and a 16-bit copy of the weights that the matmuls read,
+// fp32 master weights, fp32 gradients accumulated by cuBLAS in fp32). fp16's narrow exponent
+// range needs loss scaling (core/optim/loss_scale.hpp; core/train/cuda_step.cpp applies it).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "core/model/gpt_config.hpp"
@@ -21,10 +24,16 @@
 
 namespace meridian {
 
+// How attention keeps what backward needs: the (T, T) probabilities of every head (cuBLAS
+// products around a fused softmax, kernels/cuda/attention.hpp), or one log-sum-exp per row
+// (the tiled kernel, kernels/cuda/attention_tiled.hpp: O(T) memory, for long contexts).
+enum class CudaAttention { Materialized, Tiled };
+
 template <class T>
 class CudaGpt {
  public:
-  explicit CudaGpt(const GptConfig& config, cudaStream_t stream = nullptr);
+  explicit CudaGpt(const GptConfig& config, cudaStream_t stream = nullptr,
+                   CudaAttention attention = CudaAttention::Materialized);
 
   const GptConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -32,8 +41,9 @@ class CudaGpt {
   std::size_t size() const { return layout_.total(); }
   float* params() { return params_.data(); }  // device, fp32 master weights
   float* grads() { return grads_.data(); }    // device, fp32
-  // The bf16 copy of the weights (null for T = float), for an optimizer that writes it in its pass.
-  __nv_bfloat16* weight_copy();
+  // The 16-bit copy of the weights (null for T = float), for an optimizer that writes it in its pass.
+  using Copy = std::conditional_t<std::is_same_v<T, float>, __nv_bfloat16, T>;
+  Copy* weight_copy();
 
   void upload_params(std::span<const float> host);
   std::vector<float> download_params() const;
@@ -53,6 +63,7 @@ class CudaGpt {
   struct Activations {
     Buf<T> encoded, ln1, qkv, atty, att, attproj, res2, ln2, fch, fch_gelu, fcproj, res3, lnf, logits;
     Buf<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd, losses;
+    Buf<float> lse;  // tiled attention: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> dres, dln, dqkv, datty, dfch, dfch_gelu;
   };
   const T* weights() const;
@@ -61,10 +72,11 @@ class CudaGpt {
   GptConfig config_;
   ParamLayout layout_;
   cudaStream_t stream_;
+  CudaAttention attention_;
   kernels::cuda::Blas blas_;
   GptOffsets off_;
   Buf<float> params_, grads_;
-  Buf<__nv_bfloat16> weight_copy_;  // empty for T = float
+  Buf<Copy> weight_copy_;  // empty for T = float
   Activations acts_;
   Buf<std::uint16_t> inputs_, targets_;
   std::vector<float> host_losses_;
@@ -74,5 +86,6 @@ class CudaGpt {
 
 extern template class CudaGpt<float>;
 extern template class CudaGpt<__nv_bfloat16>;
+extern template class CudaGpt<__half>;
 
 }  // namespace meridian

@@ -8,7 +8,14 @@
 namespace meridian {
 
 EvalResult evaluate(Gpt<float>& model, std::span<const std::uint16_t> tokens, int B, std::size_t max_windows) {
-  const int T = model.config().seq_len;
+  const BatchLoss loss = [&](const std::uint16_t* inputs, const std::uint16_t* targets, int n) {
+    return model.forward(inputs, targets, n);
+  };
+  return evaluate(loss, model.config().seq_len, tokens, B, max_windows);
+}
+
+EvalResult evaluate(const BatchLoss& batch_loss, int T, std::span<const std::uint16_t> tokens, int B,
+                    std::size_t max_windows) {
   std::size_t windows = eval_window_count(tokens.size(), T);
   if (max_windows > 0) windows = std::min(windows, max_windows);
   std::vector<std::uint16_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
@@ -20,7 +27,7 @@ EvalResult evaluate(Gpt<float>& model, std::span<const std::uint16_t> tokens, in
       std::copy(src, src + T, inputs.begin() + i * T);
       std::copy(src + 1, src + T + 1, targets.begin() + i * T);
     }
-    weighted += static_cast<double>(model.forward(inputs.data(), targets.data(), n)) * n;
+    weighted += static_cast<double>(batch_loss(inputs.data(), targets.data(), n)) * n;
   }
   EvalResult r;
   r.windows = windows;

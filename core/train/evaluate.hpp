@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "core/model/gpt.hpp"
@@ -17,5 +18,11 @@ struct EvalResult {
 // start of `tokens` (a shorter tail is dropped), at most max_windows of them (0 = all), run B at
 // a time. The definition is deliberately simple so that another framework can reproduce it.
 EvalResult evaluate(Gpt<float>& model, std::span<const std::uint16_t> tokens, int B, std::size_t max_windows = 0);
+
+// The same over any model: batch_loss(inputs, targets, n) is the mean loss of n sequences of
+// seq_len tokens (a model on a GPU: core/train/device_step.hpp).
+using BatchLoss = std::function<float(const std::uint16_t* inputs, const std::uint16_t* targets, int n)>;
+EvalResult evaluate(const BatchLoss& batch_loss, int seq_len, std::span<const std::uint16_t> tokens, int B,
+                    std::size_t max_windows = 0);
 
 }  // namespace meridian

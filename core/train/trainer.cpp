@@ -13,6 +13,7 @@
 #include "core/train/divergence_guard.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/util/error.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
 namespace {
@@ -38,10 +39,15 @@ WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfi
   }
 }
 
+AdamWOptions adamw_options(const JobConfig& c) {
+  return {static_cast<float>(c.inner.beta1), static_cast<float>(c.inner.beta2), static_cast<float>(c.inner.eps),
+          static_cast<float>(c.inner.weight_decay)};
+}
+
 }  // namespace
 
 Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
-                 std::function<double()> now, ReplicaSlot slot)
+                 std::function<double()> now, ReplicaSlot slot, ComputeDevice device)
     : config_(config),
       env_(env),
       log_(log),
@@ -51,9 +57,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       grad_accum_(config.inner.grad_accum),
       data_(load_data(config)),
       model_(config.model),
-      opt_(model_.layout(), AdamWOptions{static_cast<float>(config.inner.beta1), static_cast<float>(config.inner.beta2),
-                                         static_cast<float>(config.inner.eps),
-                                         static_cast<float>(config.inner.weight_decay)}),
+      opt_(model_.layout(), adamw_options(config)),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
       sampler_(make_sampler(data_.train, config)) {
@@ -63,6 +67,13 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                      ") has ", data_.val.size(), " tokens, fewer than one window of seq_len+1 = ",
                      config.model.seq_len + 1);
   model_.init_weights(config.job.seed);
+  if (device.kind == JobConfig::Site::Device::Cuda) {
+    if (config.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
+      throw make_error(ErrorKind::Config, "inner.optimizer = \"sgd\" runs on the CPU only; a site with device = "
+                                          "\"cuda\" trains with \"adamw\"");
+    device_ = make_cuda_step(config.model, adamw_options(config), device);
+    device_->upload_params(model_.params());
+  }
   const std::size_t micro = static_cast<std::size_t>(config.inner.batch_per_replica) * config.model.seq_len;
   inputs_.resize(micro);
   targets_.resize(micro);
@@ -77,9 +88,7 @@ std::int64_t Trainer::tokens_per_step() const {
 
 void Trainer::fast_forward(std::int64_t step) {
   for (; state_.step < step; ++state_.step) {
-    for (int micro = 0; micro < grad_accum_; ++micro)
-      sampler_.next_group_batch(config_.inner.batch_per_replica, slot_.rank, slot_.world, inputs_.data(),
-                                targets_.data());
+    for (int micro = 0; micro < grad_accum_; ++micro) next_batch();
     state_.tokens += tokens_per_step();
   }
   state_.data = sampler_.position();
@@ -95,12 +104,19 @@ StepResult Trainer::step() {
     r.lr *= config_.guard.inject_lr_factor;
     r.lr_injected = true;
   }
+  if ((device_ ? device_step(r) : cpu_step(r)) == Update::NonFinite) return r;
+  ++state_.step;
+  state_.tokens += tokens_per_step();
+  state_.data = sampler_.position();
+  return r;
+}
+
+Trainer::Update Trainer::cpu_step(StepResult& r) {
   const int accum = grad_accum_;
   model_.zero_grads();
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
-    sampler_.next_group_batch(config_.inner.batch_per_replica, slot_.rank, slot_.world, inputs_.data(),
-                              targets_.data());
+    next_batch();
     loss_sum += model_.forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
     Gpt<float>::GradsReady ready;
     if (slot_.bucket_ready && micro == accum - 1)
@@ -110,30 +126,116 @@ StepResult Trainer::step() {
   r.loss = loss_sum / accum;
   if (slot_.reduce) slot_.reduce(model_.grads(), r.loss);
   r.grad_norm = clip_grad_norm(model_.grads(), config_.inner.clip);
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // the caller decides; weights untouched
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
   if (config_.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
     sgd_step(model_.layout(), model_.params(), model_.grads(), static_cast<float>(r.lr),
              static_cast<float>(config_.inner.weight_decay));
   else
     opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
-  ++state_.step;
-  state_.tokens += tokens_per_step();
-  state_.data = sampler_.position();
-  return r;
+  return Update::Applied;
+}
+
+Trainer::Update Trainer::device_step(StepResult& r) {
+  send_to_device_if_changed();
+  const int accum = grad_accum_;
+  device_->zero_grads();
+  double loss_sum = 0;
+  for (int micro = 0; micro < accum; ++micro) {
+    next_batch();
+    loss_sum += device_->forward_backward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica,
+                                          1.0f / static_cast<float>(accum));
+  }
+  r.loss = loss_sum / accum;
+  if (slot_.reduce) {
+    // The group's collectives take host buffers (Gloo; NCCL stages them through its own device
+    // buffer), so the gradients make one round trip; model_.grads() is the host staging buffer.
+    device_->download_grads(model_.grads());
+    if (slot_.bucket_ready) slot_.bucket_ready(model_.grads());
+    slot_.reduce(model_.grads(), r.loss);
+    device_->upload_grads(model_.grads());
+  }
+  const auto norm = device_->clip(config_.inner.clip);
+  if (const LossScaler* scaler = device_->loss_scaler()) r.loss_scale = scaler->scale();
+  r.loss_scale_collapsing = device_->loss_scale_collapsing();
+  if (!norm) {
+    r.skipped = true;
+    return Update::Skipped;
+  }
+  r.grad_norm = *norm;
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
+  device_->adamw(static_cast<float>(r.lr));
+  host_behind_ = moments_behind_ = true;
+  return Update::Applied;
+}
+
+void Trainer::next_batch() {
+  sampler_.next_group_batch(config_.inner.batch_per_replica, slot_.rank, slot_.world, inputs_.data(),
+                            targets_.data());
+}
+
+Gpt<float>& Trainer::model() {
+  if (device_) {
+    fetch_from_device(false);
+    device_behind_ = true;
+  }
+  return model_;
+}
+
+std::uint64_t Trainer::params_hash() {
+  if (!device_) return kernels::chunked_hash64(model_.params().data(), model_.params().size_bytes());
+  send_to_device_if_changed();
+  return device_->params_hash();
+}
+
+void Trainer::fetch_from_device(bool with_moments) const {
+  if (!device_) return;
+  MERIDIAN_CHECK(!(host_behind_ && device_behind_), "the host and the device both hold changes to the weights");
+  if (host_behind_) device_->download_params(model_.params());
+  host_behind_ = false;
+  if (with_moments && moments_behind_) opt_.set_steps_taken(device_->download_moments(opt_.m(), opt_.v()));
+  if (with_moments) moments_behind_ = false;
+}
+
+void Trainer::send_to_device_if_changed() {
+  if (!device_behind_) return;
+  device_->upload_params(model_.params());
+  device_behind_ = false;
 }
 
 double Trainer::validation_loss() {
-  return evaluate(model_, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
+  if (!device_) return evaluate(model_, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
+  send_to_device_if_changed();
+  const BatchLoss loss = [&](const std::uint16_t* inputs, const std::uint16_t* targets, int B) {
+    return device_->loss(inputs, targets, B);
+  };
+  return evaluate(loss, config_.model.seq_len, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows)
+      .loss;
 }
 
 Checkpoint Trainer::snapshot() const {
+  fetch_from_device(true);
   Checkpoint out = encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_));
+  if (const LossScaler* scaler = device_ ? device_->loss_scaler() : nullptr) {
+    out.put_value<double>("fp16.loss_scale", scaler->scale());
+    out.put_value<std::int64_t>("fp16.clean_steps", scaler->clean_steps());
+    out.put_value<std::int64_t>("fp16.skipped_steps", scaler->skipped_steps());
+  }
   if (extras_.save) extras_.save(out);
   return out;
 }
 
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
   state_ = decode_train_state(state, source, config_.model, model_.params(), opt_);
+  if (device_) {
+    device_->upload_params(model_.params());
+    device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
+    // A state from another precision (or from before fp16) has no scale: the scaler starts afresh.
+    if (LossScaler* scaler = device_->loss_scaler(); scaler && state.has("fp16.loss_scale"))
+      scaler->restore(static_cast<float>(state.get_value<double>("fp16.loss_scale")),
+                      static_cast<int>(state.get_value<std::int64_t>("fp16.clean_steps")),
+                      state.get_value<std::int64_t>("fp16.skipped_steps"));
+    host_behind_ = moments_behind_ = device_behind_ = false;
+  }
   sampler_.seek(state_.data);
   if (extras_.restore) extras_.restore(state);
 }

@@ -14,6 +14,7 @@
 #include "core/model/gpt.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/schedule.hpp"
+#include "core/train/device_step.hpp"
 #include "core/train/train_checkpoint.hpp"
 
 namespace meridian {
@@ -40,6 +41,12 @@ struct StepResult {
   double grad_norm = 0;   // before clipping
   double lr = 0;
   bool lr_injected = false;  // guard.inject_lr_step hit this step (a test hook)
+  // fp16 on a GPU: the gradients overflowed under the loss scale, so the update was skipped (the
+  // step still counts: its batch is spent and the schedule moves on, as dynamic loss scaling
+  // does); grad_norm is then 0. loss_scale: the scale after this step (0 without loss scaling).
+  bool skipped = false;
+  double loss_scale = 0;
+  bool loss_scale_collapsing = false;
 };
 
 struct TrainSummary {
@@ -52,9 +59,10 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // `now` returns seconds on a monotonic clock; injected so tests control time.
+  // `now` returns seconds on a monotonic clock; injected so tests control time. On a GPU
+  // (`device`), the step runs there (DeviceStep) and model() is a host copy kept in step with it.
   Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
-          std::function<double()> now, ReplicaSlot slot = {});
+          std::function<double()> now, ReplicaSlot slot = {}, ComputeDevice device = {});
 
   // Resumes from the newest valid checkpoint in <run_dir>/checkpoints when there is one, trains
   // to inner.steps (or stop_after more steps, when > 0) and returns the final figures.
@@ -88,7 +96,13 @@ class Trainer {
   void set_slot(ReplicaSlot slot, int grad_accum);
   int grad_accum() const { return grad_accum_; }
 
-  Gpt<float>& model() { return model_; }
+  // The weights on the host. On a GPU this fetches them first, and whatever the caller changes
+  // goes back to the device before it computes again.
+  Gpt<float>& model();
+  std::size_t param_count() const { return model_.layout().total(); }
+  // The weights' fingerprint (kernels::chunked_hash64), computed where they live: the same value
+  // on the CPU and on a GPU, and no copy of the weights on a GPU. What replicas compare for SDC.
+  std::uint64_t params_hash();
   const ResumeState& state() const { return state_; }
 
  // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.
@@ -97,6 +111,15 @@ class Trainer {
 
  private:
   std::int64_t tokens_per_step() const;
+  // On a GPU: the host copies brought up to date (weights; with the moments, AdamW's too).
+  void fetch_from_device(bool with_moments) const;
+  void send_to_device_if_changed();
+  // One step's gradients and update. NonFinite: the loss or the gradients are not finite and
+  // the step does not count (the weights are untouched; the caller decides).
+  enum class Update { Applied, Skipped, NonFinite };
+  Update cpu_step(StepResult& r);
+  Update device_step(StepResult& r);
+  void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
 
   JobConfig config_;
   Env& env_;
@@ -106,8 +129,14 @@ class Trainer {
   ReplicaSlot slot_;
   int grad_accum_;
   TrainVal data_;  // declared before sampler_, which views data_.train
-  Gpt<float> model_;
-  AdamW opt_;
+  // On a GPU these are host copies of the device's state, refreshed by const readers (snapshot)
+  // too, hence mutable; device_ is null on the CPU.
+  mutable Gpt<float> model_;
+  mutable AdamW opt_;
+  std::unique_ptr<DeviceStep> device_;
+  mutable bool host_behind_ = false;     // the device stepped since the host weights were fetched
+  mutable bool moments_behind_ = false;  // ... since the host moments were fetched
+  bool device_behind_ = false;           // the host weights was handed out (or restored) since the last upload
   LrSchedule schedule_;
   WindowSampler sampler_;
   ResumeState state_;

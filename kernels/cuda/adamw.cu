@@ -9,8 +9,9 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
+template <class Copy>
 __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::size_t n, float lr, float b1,
-                             float b2, float eps, float wd, float c1, float c2, __nv_bfloat16* param_bf16) {
+                             float b2, float eps, float wd, float c1, float c2, Copy* param_copy) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = grad[i];
@@ -20,20 +21,31 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
   v[i] = vi;
   const float p = param[i] - lr * ((mi * c1) / (sqrtf(vi * c2) + eps) + wd * param[i]);
   param[i] = p;
-  if (param_bf16 != nullptr) param_bf16[i] = __float2bfloat16_rn(p);
+  if (param_copy != nullptr) param_copy[i] = from_f32<Copy>(p);
+}
+
+template <class Copy>
+void launch(float* param, const float* grad, float* m, float* v, std::size_t n, const AdamWStep& s, Copy* param_copy,
+            cudaStream_t stream) {
+  if (n == 0) return;
+  // Bias corrections on the host, as the CPU twin computes them (float pow).
+  const float c1 = 1.0f / (1.0f - std::pow(s.beta1, static_cast<float>(s.t)));
+  const float c2 = 1.0f / (1.0f - std::pow(s.beta2, static_cast<float>(s.t)));
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v, n, s.lr, s.beta1, s.beta2, s.eps,
+                                                               s.weight_decay, c1, c2, param_copy);
+  MERIDIAN_CUDA_LAUNCHED();
 }
 
 }  // namespace
 
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n, const AdamWStep& s,
                   __nv_bfloat16* param_bf16, cudaStream_t stream) {
-  if (n == 0) return;
-  // Bias corrections on the host, as the CPU twin computes them (float pow).
-  const float c1 = 1.0f / (1.0f - std::pow(s.beta1, static_cast<float>(s.t)));
-  const float c2 = 1.0f / (1.0f - std::pow(s.beta2, static_cast<float>(s.t)));
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v, n, s.lr, s.beta1, s.beta2, s.eps,
-                                                               s.weight_decay, c1, c2, param_bf16);
-  MERIDIAN_CUDA_LAUNCHED();
+  launch(param, grad, m, v, n, s, param_bf16, stream);
+}
+
+void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n, const AdamWStep& s,
+                  __half* param_f16, cudaStream_t stream) {
+  launch(param, grad, m, v, n, s, param_f16, stream);
 }
 
 }  // namespace meridian::kernels::cuda

@@ -122,5 +122,8 @@ template void attention_forward<__nv_bfloat16>(Blas&, __nv_bfloat16*, __nv_bfloa
 template void attention_backward<float>(Blas&, float*, const float*, const float*, const float*, int, int, int, int);
 template void attention_backward<__nv_bfloat16>(Blas&, __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
                                                 const __nv_bfloat16*, int, int, int, int);
+template void attention_forward<__half>(Blas&, __half*, __half*, const __half*, int, int, int, int);
+template void attention_backward<__half>(Blas&, __half*, const __half*, const __half*, const __half*, int, int, int,
+                                         int);
 
 }  // namespace meridian::kernels::cuda

@@ -5,8 +5,8 @@
 // Heads are gathered into (B*NH, T, hs) blocks so that the score and value products are two
 // strided-batched cuBLAS calls; between them one kernel applies the causal mask and the softmax
 // in a single pass over each row (the 1/sqrt(hs) is folded into the score product, as on the CPU).
-// This is the materialising form (O(T^2) memory per head); a tiled, memory-efficient kernel is
-// not written yet (docs/gpu.md).
+// This is the materialising form (O(T^2) memory per head); attention_tiled.hpp is the
+// memory-efficient one.
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/gemm.hpp"

@@ -58,5 +58,8 @@ template void cross_entropy_forward_backward<float>(float*, float*, const float*
                                                     float, cudaStream_t);
 template void cross_entropy_forward_backward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*,
                                                             const std::uint16_t*, int, int, float, cudaStream_t);
+template void cross_entropy_forward<__half>(float*, const __half*, const std::uint16_t*, int, int, cudaStream_t);
+template void cross_entropy_forward_backward<__half>(__half*, float*, const __half*, const std::uint16_t*, int, int,
+                                                     float, cudaStream_t);
 
 }  // namespace meridian::kernels::cuda

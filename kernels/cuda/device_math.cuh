@@ -2,6 +2,7 @@
 // Device-side helpers shared by the kernels: fp32 loads and stores of either storage type, warp
 // and block reductions. Included by .cu files only.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstddef>
 
@@ -9,6 +10,7 @@ namespace meridian::kernels::cuda {
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 
 template <class T>
 __device__ __forceinline__ T from_f32(float x);
@@ -16,6 +18,8 @@ template <>
 __device__ __forceinline__ float from_f32<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
 
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }

@@ -48,6 +48,11 @@ __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t 
   if (i < n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
+__global__ void to_f16_kernel(__half* out, const float* in, std::size_t n) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(in[i]);
+}
+
 __global__ void to_f32_kernel(float* out, const __nv_bfloat16* in, std::size_t n) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) out[i] = __bfloat162float(in[i]);
@@ -94,6 +99,12 @@ void round_to_bf16(__nv_bfloat16* out, const float* in, std::size_t n, cudaStrea
   MERIDIAN_CUDA_LAUNCHED();
 }
 
+void round_to_f16(__half* out, const float* in, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  to_f16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, in, n);
+  MERIDIAN_CUDA_LAUNCHED();
+}
+
 void widen_to_f32(float* out, const __nv_bfloat16* in, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
   to_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, in, n);
@@ -116,5 +127,6 @@ bool unscale_gradients(float* g, std::size_t n, float inv_scale, cudaStream_t st
 template void add<float>(float*, const float*, const float*, std::size_t, cudaStream_t);
 template void add<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, std::size_t,
                                  cudaStream_t);
+template void add<__half>(__half*, const __half*, const __half*, std::size_t, cudaStream_t);
 
 }  // namespace meridian::kernels::cuda

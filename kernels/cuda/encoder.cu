@@ -88,6 +88,7 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const std::uint16
   template void encoder_backward<T>(float*, float*, const T*, const std::uint16_t*, int, int, int, cudaStream_t);
 MERIDIAN_ENCODER(float)
 MERIDIAN_ENCODER(__nv_bfloat16)
+MERIDIAN_ENCODER(__half)
 #undef MERIDIAN_ENCODER
 
 }  // namespace meridian::kernels::cuda

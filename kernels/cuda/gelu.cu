@@ -49,5 +49,7 @@ template void gelu_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, 
 template void gelu_backward<float>(float*, const float*, const float*, std::size_t, cudaStream_t);
 template void gelu_backward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, std::size_t,
                                            cudaStream_t);
+template void gelu_forward<__half>(__half*, const __half*, std::size_t, cudaStream_t);
+template void gelu_backward<__half>(__half*, const __half*, const __half*, std::size_t, cudaStream_t);
 
 }  // namespace meridian::kernels::cuda

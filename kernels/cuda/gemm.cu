@@ -10,6 +10,8 @@ template <>
 constexpr cudaDataType_t data_type<float>() { return CUDA_R_32F; }
 template <>
 constexpr cudaDataType_t data_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <>
+constexpr cudaDataType_t data_type<__half>() { return CUDA_R_16F; }
 
 cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
@@ -50,6 +52,8 @@ void gemm_batched(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, f
 MERIDIAN_GEMM(float, float)
 MERIDIAN_GEMM(__nv_bfloat16, __nv_bfloat16)
 MERIDIAN_GEMM(__nv_bfloat16, float)
+MERIDIAN_GEMM(__half, __half)
+MERIDIAN_GEMM(__half, float)
 #undef MERIDIAN_GEMM
 
 }  // namespace meridian::kernels::cuda

@@ -122,6 +122,7 @@ void layernorm_backward(T* dinp, float* dw, float* db, const T* dout, const T* i
                                       const float*, int, int, cudaStream_t);
 MERIDIAN_LAYERNORM(float)
 MERIDIAN_LAYERNORM(__nv_bfloat16)
+MERIDIAN_LAYERNORM(__half)
 #undef MERIDIAN_LAYERNORM
 
 }  // namespace meridian::kernels::cuda

@@ -86,6 +86,7 @@ void matmul_nt_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* 
   template void matmul_nt_backward<T>(Blas&, T*, float*, const T*, const T*, const T*, int, int, int);
 MERIDIAN_MATMUL(float)
 MERIDIAN_MATMUL(__nv_bfloat16)
+MERIDIAN_MATMUL(__half)
 #undef MERIDIAN_MATMUL
 
 }  // namespace meridian::kernels::cuda

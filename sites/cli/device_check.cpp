@@ -1,7 +1,6 @@
 #include "core/config/job_config.hpp"
 #include "core/device/cuda_probe.hpp"
 #include "core/model/param_layout.hpp"
-#include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
 
 namespace meridian::cli {
@@ -11,18 +10,11 @@ void require_devices(const JobConfig& config, std::string_view site) {
   const std::size_t state_bytes = 4 * sizeof(float) * ParamLayout::gpt(config.model).total();
   for (const auto& s : config.sites) {
     if (s.device != JobConfig::Site::Device::Cuda || (!site.empty() && s.name != site)) continue;
-    CudaDevice gpu;
     try {
-      gpu = require_cuda_device(0, state_bytes);
+      require_cuda_device(0, state_bytes);
     } catch (const DeviceError& e) {
       throw DeviceError(e.problem(), "site " + s.name + ": " + e.what());
     }
-    // The kernels and the model run on GPUs (kernels/cuda, CudaGpt) but the trainer and the
-    // replicas do not use them yet; training on the CPU while the job asks for a GPU would be a
-    // silent surprise.
-    throw make_error(ErrorKind::Config, "site ", s.name, ": device = \"cuda\": found ", gpu.name,
-                     ", but the trainer does not run on GPUs yet (the CUDA model exists, the trainer and the "
-                     "replicas do not use it; docs/gpu.md); set device = \"cpu\"");
   }
 }
 

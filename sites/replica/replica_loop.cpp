@@ -10,6 +10,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/device/cuda_probe.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/train/divergence_guard.hpp"
 #include "core/train/trainer.hpp"
@@ -121,7 +122,7 @@ class OpsFigures {
 
   void publish(Store& store, const SiteExchange& exchange, Trainer& trainer, const StepResult& r,
                double computing_s, double now) {
-    nlohmann::json f = exchange.ops_figures(trainer.model().params().size());
+    nlohmann::json f = exchange.ops_figures(trainer.param_count());
     const auto& state = trainer.state();
     f.update({{"step", state.step},
               {"loss", r.loss},
@@ -150,6 +151,23 @@ class OpsFigures {
   double last_join_s_ = 0, step_s_ = 0;
 };
 
+// Where this replica computes: its site's device; the replicas of a GPU site take the machine's
+// GPUs in turn by replica id. NCCL wants a GPU of its own per rank, so a site with more replicas
+// than GPUs all-reduces over Gloo instead.
+struct Placement {
+  ComputeDevice device;
+  bool nccl = false;
+};
+
+Placement placement(const JobConfig& c, const std::string& site, int replica) {
+  for (const auto& s : c.sites) {
+    if (s.name != site || s.device != JobConfig::Site::Device::Cuda) continue;
+    const int gpus = std::max(1, cuda_device_count());
+    return {{s.device, s.precision, s.attention, replica % gpus}, s.replicas <= gpus};
+  }
+  return {};
+}
+
 bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout; }
 
 }  // namespace
@@ -166,7 +184,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   TcpStoreClient store(run.store_endpoint);
   Heartbeat heartbeat(run.store_endpoint, run.id,
                       std::chrono::milliseconds(std::max(1, c.replicas.heartbeat_timeout_ms / 5)));
-  Trainer trainer(c, env, log, nullptr, now);
+  const Placement place = placement(c, run.site, run.id);
+  Trainer trainer(c, env, log, nullptr, now, {}, place.device);
   SiteExchange exchange(c, run.site, trainer.model().params(), log, now);
   stop_signals.on_stop([&] { exchange.leave(); });
   if (exchange.active())
@@ -186,7 +205,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   trainer.try_resume();
   GlooOptions gloo;
   gloo.timeout = std::chrono::milliseconds(c.replicas.collective_timeout_ms);
-  ReplicaGroup group(store, run.id, gloo);
+  ReplicaGroup group(store, run.id, gloo, place.nccl ? std::optional<int>(place.device.index) : std::nullopt);
   const auto join_timeout = std::chrono::milliseconds(20 * std::max(c.replicas.heartbeat_timeout_ms,
                                                                      c.replicas.collective_timeout_ms));
   std::optional<std::int64_t> next_generation;  // none: this process has not joined yet
@@ -397,7 +416,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     const double val = trainer.validation_loss();
     log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", trainer.state().step},
                 {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
-    auto summary = exchange.summary(trainer.model().params().size());
+    auto summary = exchange.summary(trainer.param_count());
     summary["final_val_loss"] = val;
     summary["steps"] = trainer.state().step;
     summary["rollbacks"] = trainer.state().rollbacks;

@@ -3,12 +3,15 @@
 #include <algorithm>
 
 #include "core/util/error.hpp"
+#if MERIDIAN_HAVE_NCCL
+#include "sync/comm/nccl_communicator.hpp"
+#endif
 #include "sync/group/protocol.hpp"
 
 namespace meridian {
 
-ReplicaGroup::ReplicaGroup(Store& store, int id, GlooOptions options)
-    : store_(store), id_(id), options_(std::move(options)) {}
+ReplicaGroup::ReplicaGroup(Store& store, int id, GlooOptions options, std::optional<int> nccl_device)
+    : store_(store), id_(id), options_(std::move(options)), nccl_device_(nccl_device) {}
 
 void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::milliseconds timeout) {
   comm_.reset();
@@ -32,9 +35,18 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
     if (it == g.members.end()) continue;  // formed before this replica was ready: wait for the next
     generation_ = std::move(g);
     rank_ = static_cast<int>(it - generation_.members.begin());
-    comm_ = connect_gloo(store_, site_keys::gloo_prefix(n), rank_, size(), options_);
+    comm_ = connect(site_keys::gloo_prefix(n));
     return;
   }
+}
+
+// A build with CUDA but without NCCL (configure warns) all-reduces a GPU site's host-staged
+// gradients over Gloo: slower, the same sums.
+std::unique_ptr<Communicator> ReplicaGroup::connect(const std::string& prefix) {
+#if MERIDIAN_HAVE_NCCL
+  if (nccl_device_) return connect_nccl(store_, prefix, rank_, size(), NcclOptions{*nccl_device_, options_.timeout});
+#endif
+  return connect_gloo(store_, prefix, rank_, size(), options_);
 }
 
 void ReplicaGroup::report_failure() {

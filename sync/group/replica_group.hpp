@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "sync/comm/communicator.hpp"
 #include "sync/comm/gloo_communicator.hpp"
@@ -14,7 +15,9 @@ namespace meridian {
 
 class ReplicaGroup {
  public:
-  ReplicaGroup(Store& store, int id, GlooOptions options);
+  // `nccl_device`: the replicas of a GPU site all-reduce over NCCL, this replica on that CUDA
+  // device (with options.timeout); none: over Gloo (TCP).
+  ReplicaGroup(Store& store, int id, GlooOptions options, std::optional<int> nccl_device = std::nullopt);
 
   // Announces that this replica is ready, then waits for generations from `from` on until one lists
   // it, and connects to its members. Without `from` (a process joining for the first time, maybe a
@@ -36,9 +39,13 @@ class ReplicaGroup {
   bool newer_generation_published();
 
  private:
+  // This generation's communicator, its rendezvous under `prefix`.
+  std::unique_ptr<Communicator> connect(const std::string& prefix);
+
   Store& store_;
   int id_;
   GlooOptions options_;
+  std::optional<int> nccl_device_;
   Generation generation_;
   int rank_ = -1;
   std::unique_ptr<Communicator> comm_;

@@ -5,7 +5,6 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
-#include "core/util/hash.hpp"
 
 namespace meridian {
 
@@ -50,7 +49,7 @@ std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine) {
 
 SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
   SdcOutcome out;
-  out.hashes = all_hashes(comm, hash64(std::span<const float>(trainer.model().params())));
+  out.hashes = all_hashes(comm, trainer.params_hash());
   out.verdict = judge_hashes(out.hashes);
   if (out.verdict.agree) {
     agreed_state_ = encode_checkpoint(trainer.snapshot());

@@ -365,7 +365,7 @@ TEST_CASE("to_toml round-trips to an equal config") {
                                                 "max_norm_ratio = 50.5\ndynamic_inner_steps = true\nfragments = 4\n[control]\n"
                                                 "endpoints = [\"http://a:2379\", \"https://b:2379\"]\n"
                                                 "[[site]]\nname = \"a\"\nport = 7000\n[[site]]\nname = \"b\"\n"
-                                                "device = \"cuda\"\nspeed = 2.5\n[wan]\nprofile = \"transatlantic\"\n"
+                                                "device = \"cuda\"\nspeed = 2.5\nprecision = \"bf16\"\nattention = \"tiled\"\n[wan]\nprofile = \"transatlantic\"\n"
                                                 "loss = 0.01\n[[wan.link]]\nsites = [\"b\", \"a\"]\njitter = \"pareto\"\n"
                                                 "[[wan.fault]]\nkind = \"partition\"\nsites = [\"b\"]\nfrom_s = 1\nto_s = 2.5\n"
                                                 "[[wan.fault]]\nkind = \"latency\"\nsites = [\"a\", \"b\"]\npair = true\n"
@@ -435,7 +435,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
       "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
       "[control]\nendpoints = [\"http://10.0.0.1:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
       "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
-      "[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
+      "precision = \"bf16\"\nattention = \"tiled\"\n[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
   CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Streaming && c.outer.inner_steps == 16 && c.outer.quorum == 2));
   CHECK((!c.outer.overlap && c.outer.staleness == JobConfig::Outer::Staleness::Constant && c.outer.delayed_nesterov == 4));
   CHECK((c.outer.deadline_k == 2.5 && c.outer.max_norm_ratio == 20.0 && c.outer.dynamic_inner_steps));
@@ -443,7 +443,8 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((c.transport.kind == JobConfig::Transport::Kind::Ucx && c.transport.chunk_bytes == 1024));
   CHECK((c.control.endpoints == std::vector<std::string>{"http://10.0.0.1:2379"} && c.control.keepalive_ms == 999));
   REQUIRE(c.sites.size() == 2);
-  CHECK(c.sites[0] == JobConfig::Site{"eu", "h1", 7000, 4, JobConfig::Site::Device::Cuda, 0.5});
+  CHECK(c.sites[0] == JobConfig::Site{"eu", "h1", 7000, 4, JobConfig::Site::Device::Cuda, 0.5,
+                                      JobConfig::Site::Precision::Bf16, JobConfig::Site::Attention::Tiled});
   CHECK(c.sites[1] == JobConfig::Site{.name = "us", .host = "h2", .port = 7000});  // other hosts: no clash
   CHECK((c.wan.link.latency_ms == 50 && c.wan.link.loss == 0.01));
 }
@@ -460,6 +461,14 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[[site]]\nhost = \"h\"\n", ":1: site[0].name: missing required key (expected a string: the site's name)"},
       {"[[site]]\nname = \"a\"\nspeeed = 2\n", ":3: site[0].speeed: unknown key (did you mean speed?)"},
       {"[site]\nname = \"a\"\n", ":1: site: expected an array of tables ([[site]]), found a table"},
+      {"[[site]]\nname = \"a\"\nprecision = \"fp8\"\n",
+       ":3: site[0].precision: expected one of \"fp32\", \"bf16\", \"fp16\", found \"fp8\""},
+      {"[[site]]\nname = \"a\"\nprecision = \"bf16\"\n",
+       ":3: site[0].precision: expected \"fp32\" on a site with device = \"cpu\" (mixed precision runs on GPUs "
+       "only), found \"bf16\""},
+      {"[[site]]\nname = \"a\"\nattention = \"tiled\"\n",
+       ":3: site[0].attention: expected \"materialized\" on a site with device = \"cpu\" (the tiled kernel runs on "
+       "GPUs only), found \"tiled\""},
       {"[control]\nlease_ttl_s = 2\nkeepalive_ms = 2000\n",
        ":3: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 2000"},
       // The defaults' pairing holds against a shorter TTL set alone: 1000 ms is not below 1 s.

@@ -16,29 +16,14 @@
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tiny_job.hpp"
 
 using namespace meridian;
 using meridian::testing::TempDir;
+using meridian::testing::fake_clock;
+using meridian::testing::tiny_job;
 
 namespace {
-
-// A tiny job on the bundled corpus: 2 layers x 32 channels, context 32, 4 sequences a step.
-JobConfig tiny_job(const TempDir& dir, const std::string& run, std::vector<std::string> extra = {}) {
-  const auto file = dir / "job.toml";
-  std::ofstream(file) << "[job]\nname = \"t\"\nseed = 7\n"
-                      << "[model]\npreset = \"tiny\"\n"
-                      << "[data]\npath = \"" << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
-                      << "\"\n"
-                      << "[inner]\nlr = 3e-3\nwarmup_steps = 2\nbatch_per_replica = 4\nsteps = 20\n"
-                      << "[log]\nevery = 1\neval_every = 0\neval_windows = 8\n";
-  extra.push_back("job.run_dir=" + (dir / run).string());
-  return load_job_config(file, extra);
-}
-
-double fake_clock() {
-  static double t = 0;
-  return t += 0.01;
-}
 
 // Train losses of every logged step, read back from metrics.jsonl.
 std::vector<double> logged_losses(const std::filesystem::path& run_dir) {

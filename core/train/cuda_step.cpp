@@ -1,0 +1,119 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <type_traits>
+
+#include "core/device/cuda_probe.hpp"
+#include "core/model/cuda_gpt.hpp"
+#include "core/model/param_layout.hpp"
+#include "core/optim/cuda_adamw.hpp"
+#include "core/optim/loss_scale.hpp"
+#include "core/train/device_step.hpp"
+#include "core/util/error.hpp"
+#include "kernels/cuda/chunk_hash.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/elementwise.hpp"
+
+namespace meridian {
+namespace {
+
+// T: the compute type of CudaGpt (float; __nv_bfloat16 or __half for mixed precision, the latter
+// with dynamic loss scaling).
+template <class T>
+class CudaStep final : public DeviceStep {
+ public:
+  CudaStep(const GptConfig& shape, const AdamWOptions& options, CudaAttention attention)
+      : model_(shape, nullptr, attention), opt_(model_.layout(), options, model_.stream()) {
+    if constexpr (std::is_same_v<T, __half>) scaler_.emplace();
+  }
+
+  void upload_params(std::span<const float> host) override { model_.upload_params(host); }
+  void download_params(std::span<float> host) const override { copy_out(model_.download_params(), host, "params"); }
+
+  void upload_moments(std::span<const float> m, std::span<const float> v, std::int64_t steps) override {
+    opt_.upload_moments(m, v, steps);
+  }
+  std::int64_t download_moments(std::span<float> m, std::span<float> v) const override {
+    copy_out(opt_.download_m(), m, "first moment");
+    copy_out(opt_.download_v(), v, "second moment");
+    return opt_.steps_taken();
+  }
+
+  void upload_grads(std::span<const float> host) override {
+    MERIDIAN_CHECK(host.size() == model_.size(), "grads of ", host.size(), " values for ", model_.size());
+    MERIDIAN_CUDA(cudaMemcpyAsync(model_.grads(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice,
+                                  model_.stream()));
+  }
+  void download_grads(std::span<float> host) const override {
+    copy_out(model_.download_grads(), host, "grads");
+  }
+
+  void zero_grads() override { model_.zero_grads(); }
+
+  float forward_backward(const std::uint16_t* inputs, const std::uint16_t* targets, int B, float grad_scale) override {
+    const float loss = model_.forward(inputs, targets, B);
+    model_.backward(scaler_ ? grad_scale * scaler_->scale() : grad_scale);
+    return loss;
+  }
+  float loss(const std::uint16_t* inputs, const std::uint16_t* targets, int B) override {
+    return model_.forward(inputs, targets, B);
+  }
+
+  std::optional<double> clip(double max_norm) override {
+    if (scaler_) {
+      const bool finite = kernels::cuda::unscale_gradients(model_.grads(), model_.size(), 1.0f / scaler_->scale(),
+                                                           model_.stream());
+      collapsing_ = scaler_->update(!finite).collapsing;
+      if (!finite) return std::nullopt;
+    }
+    const double norm = std::sqrt(kernels::cuda::sum_squares(model_.grads(), model_.size(), model_.stream()));
+    if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
+      kernels::cuda::scale(model_.grads(), model_.size(), static_cast<float>(max_norm / (norm + 1e-6)),
+                           model_.stream());
+    return norm;
+  }
+
+  LossScaler* loss_scaler() override { return scaler_ ? &*scaler_ : nullptr; }
+  bool loss_scale_collapsing() const override { return collapsing_; }
+
+  void adamw(float lr) override { opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy()); }
+
+  std::uint64_t params_hash() override {
+    return kernels::cuda::chunked_hash64(model_.params(), model_.size() * sizeof(float), model_.stream());
+  }
+
+ private:
+  static void copy_out(const std::vector<float>& from, std::span<float> to, const char* what) {
+    MERIDIAN_CHECK(from.size() == to.size(), what, ": ", from.size(), " values on the device for ", to.size(),
+                   " on the host");
+    std::copy(from.begin(), from.end(), to.begin());
+  }
+
+  CudaGpt<T> model_;
+  CudaAdamW opt_;
+  std::optional<LossScaler> scaler_;  // fp16 only
+  bool collapsing_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options,
+                                           const ComputeDevice& device) {
+  // Weights, gradients and the two moments in fp32 must fit before the first activation; the
+  // probe also makes the device this thread's current device, where everything below allocates.
+  require_cuda_device(device.index, 4 * sizeof(float) * ParamLayout::gpt(shape).total());
+  const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
+                                                                                : CudaAttention::Materialized;
+  switch (device.precision) {
+    case JobConfig::Site::Precision::Bf16: return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options, attention);
+    case JobConfig::Site::Precision::Fp16: return std::make_unique<CudaStep<__half>>(shape, options, attention);
+    case JobConfig::Site::Precision::Fp32: break;
+  }
+  return std::make_unique<CudaStep<float>>(shape, options, attention);
+}
+
+}  // namespace meridian
