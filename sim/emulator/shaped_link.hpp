@@ -21,7 +21,6 @@
 // Peers are known by address; `site_of` names the site at an address (null while unknown: the
 // default link, and only this site's own partition, apply). Used by one thread at a time, like
 // any Link.
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,6 +29,7 @@
 #include "sim/emulator/link_model.hpp"
 #include "sim/emulator/wan_schedule.hpp"
 #include "transport/link/link.hpp"
+#include "transport/link/stamp_book.hpp"
 
 namespace meridian {
 
@@ -84,8 +84,7 @@ class ShapedLink : public Link {
   std::map<std::string, std::string> known_;          // address -> site
   std::map<std::string, LinkDirection> directions_;   // by the sender's address
   std::multimap<double, Held> held_;                  // by due time; equal times keep their order
-  std::map<std::pair<std::string, std::uint64_t>, double> stamps_;  // (peer, transfer id) -> sent at
-  std::deque<std::pair<std::string, std::uint64_t>> stamp_order_;   // oldest first, to bound stamps_
+  StampBook stamps_;
   Shaping shaping_;
 };
 

@@ -9,10 +9,12 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "sites/replica/wan_control.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/round/local_steps.hpp"
+#include "transport/link/measured_link.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/zmq_link.hpp"
 
@@ -138,7 +140,12 @@ void SiteExchange::ensure_leader_side() {
                                                hash64(site_.data(), site_.size(), config_.job.seed));
     shaped_ = shaped.get();
     link_ = std::move(shaped);
+    wan_control_ = std::make_unique<WanControl>(config_, site_, wan_, *etcd_, log_, wall_clock_s);
   }
+  // Outside the shaping: it measures what the protocol's transfers get, emulated WAN included.
+  auto measured = std::make_unique<MeasuredLink>(std::move(link_), wall_clock_s, MeasuredLink::Options{});
+  measured_ = measured.get();
+  link_ = std::move(measured);
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
@@ -366,6 +373,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
 }
 
 void SiteExchange::log_cross_site_events() {
+  if (wan_control_) wan_control_->tick();
   for (const auto& e : cross_->take_events())
     log_.event(e.kind, {{"site", site_}, {"peer", e.site}, {"number", e.number}, {"detail", e.detail}});
 }
@@ -393,6 +401,7 @@ void SiteExchange::reduce_across_sites(Communicator& group, bool leader, std::in
   if (leader) {
     ensure_leader_side();
     cross_->send_gradients(step, scratch_);
+    log_cross_site_events();
   }
   wait_together(group, leader, [&] { return cross_->poll_gradients(step, scratch_, kAttempt); });
   group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
@@ -461,6 +470,11 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   out["deltas_refused"] = t.deltas_refused;
   out["deltas_screened_out"] = t.deltas_screened_out;
   for (const auto& [peer, bytes] : t.peers) out["wan"][peer] = {{"sent", bytes.sent}, {"received", bytes.received}};
+  for (const auto& [address, figures] : measured_->figures()) {
+    const std::string* peer = cross_->known_site(address);
+    out["links"][peer ? *peer : address] = to_json(figures);
+  }
+  if (wan_control_) out["wan_faults"] = wan_control_->figures();
   // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
   if (rounds_ > 0 && sites_ > 1)
     out["codec_ratio"] = static_cast<double>(t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));

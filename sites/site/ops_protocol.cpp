@@ -5,8 +5,10 @@
 namespace meridian {
 namespace {
 
-constexpr OpsCommand kAll[] = {OpsCommand::Status,     OpsCommand::Events, OpsCommand::Checkpoints, OpsCommand::Evict,
-                               OpsCommand::Checkpoint, OpsCommand::SetLr,  OpsCommand::Rollback};
+constexpr OpsCommand kAll[] = {OpsCommand::Status,     OpsCommand::Events,      OpsCommand::Checkpoints,
+                               OpsCommand::Evict,      OpsCommand::Checkpoint,  OpsCommand::SetLr,
+                               OpsCommand::Rollback,   OpsCommand::Wan,         OpsCommand::WanAddFault,
+                               OpsCommand::WanClearFaults};
 
 std::string known_commands() {
   std::string out;
@@ -23,6 +25,41 @@ std::variant<double, std::string> positive(const nlohmann::json& j, const char* 
   return it->get<double>();
 }
 
+// A time: seconds from the job's start as a number or text, or "+N" (from now); checked by the agent.
+std::optional<std::string> time_field(const nlohmann::json& j, const char* key, std::string& out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return std::string("wan-add-fault: missing \"") + key + "\" (seconds from the job's start, or \"+N\")";
+  if (it->is_number()) out = it->dump();
+  else if (it->is_string()) out = it->get<std::string>();
+  else return std::string("wan-add-fault: \"") + key + "\" must be a number or a string, found " + it->dump();
+  return std::nullopt;
+}
+
+std::optional<std::string> number_field(const nlohmann::json& j, const char* key, std::optional<double>& out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  if (!it->is_number()) return std::string("wan-add-fault: \"") + key + "\" must be a number, found " + it->dump();
+  out = it->get<double>();
+  return std::nullopt;
+}
+
+std::optional<std::string> parse_fault_fields(const nlohmann::json& j, OpsRequest& r) {
+  const auto kind = j.find("kind");
+  if (kind == j.end() || !kind->is_string()) return std::string("wan-add-fault: missing \"kind\" (a string)");
+  r.kind = kind->get<std::string>();
+  const auto sites = j.find("sites");
+  if (sites == j.end() || !sites->is_array() || sites->empty() || sites->size() > 1024)
+    return std::string("wan-add-fault: \"sites\" must be a non-empty array of site names");
+  for (const auto& s : *sites) {
+    if (!s.is_string()) return "wan-add-fault: \"sites\" must hold strings, found " + s.dump();
+    r.sites.push_back(s.get<std::string>());
+  }
+  if (auto e = time_field(j, "from", r.from_time)) return e;
+  if (auto e = time_field(j, "to", r.to_time)) return e;
+  if (auto e = number_field(j, "bandwidth_mbps", r.bandwidth_mbps)) return e;
+  return number_field(j, "latency_ms", r.latency_ms);
+}
+
 }  // namespace
 
 std::string_view to_string(OpsCommand c) {
@@ -34,12 +71,16 @@ std::string_view to_string(OpsCommand c) {
     case OpsCommand::Checkpoint: return "checkpoint";
     case OpsCommand::SetLr: return "set-lr";
     case OpsCommand::Rollback: return "rollback";
+    case OpsCommand::Wan: return "wan";
+    case OpsCommand::WanAddFault: return "wan-add-fault";
+    case OpsCommand::WanClearFaults: return "wan-clear-faults";
   }
   return "?";
 }
 
 bool changes_state(OpsCommand c) {
-  return c == OpsCommand::Evict || c == OpsCommand::Checkpoint || c == OpsCommand::SetLr || c == OpsCommand::Rollback;
+  return c == OpsCommand::Evict || c == OpsCommand::Checkpoint || c == OpsCommand::SetLr || c == OpsCommand::Rollback ||
+         c == OpsCommand::WanAddFault || c == OpsCommand::WanClearFaults;
 }
 
 bool token_matches(std::string_view expected, std::string_view given) {
@@ -100,6 +141,10 @@ std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text) {
       }
       break;
     }
+    case OpsCommand::WanAddFault: {
+      if (auto problem = parse_fault_fields(j, r)) return *problem;
+      break;
+    }
     default: break;
   }
   return r;
@@ -113,6 +158,11 @@ nlohmann::json to_json(const OpsRequest& r) {
   if (r.command == OpsCommand::Rollback) j["to"] = r.to;
   if (r.lr_scale) j["lr_scale"] = *r.lr_scale;
   if (r.command == OpsCommand::Events) j["since"] = r.since;
+  if (r.command == OpsCommand::WanAddFault) {
+    j.update({{"kind", r.kind}, {"sites", r.sites}, {"from", r.from_time}, {"to", r.to_time}});
+    if (r.bandwidth_mbps) j["bandwidth_mbps"] = *r.bandwidth_mbps;
+    if (r.latency_ms) j["latency_ms"] = *r.latency_ms;
+  }
   return j;
 }
 

@@ -4,7 +4,8 @@
 // rounds, with no locking). Read-only commands are answered for anyone on loopback; commands
 // that change anything need the site's ops token, and a refusal is logged (ops_refused).
 // Accepted changes are logged too (ops_command). Group commands (checkpoint, set-lr, rollback)
-// are filed in the site store for the replicas (sites/replica/ops_inbox).
+// are filed in the site store for the replicas (sites/replica/ops_inbox); WAN fault changes go
+// to etcd for every site (ops_wan.hpp).
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -21,6 +22,8 @@ class RunLog;
 class SiteAgent;
 class SiteFiguresBoard;
 class Store;
+
+class OpsWan;
 
 class OpsService {
  public:
@@ -55,6 +58,7 @@ class OpsService {
   const SiteFiguresBoard& board_;
   std::function<double()> clock_;
   std::unique_ptr<Socket> socket_;
+  std::unique_ptr<OpsWan> wan_;
   std::string endpoint_;
 };
 
