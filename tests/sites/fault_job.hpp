@@ -74,6 +74,7 @@ class FaultJob {
   static constexpr int kLeaseTtl = 2;
 
   std::filesystem::path run_dir() const { return dir_ / name_; }
+  const std::filesystem::path& file() const { return file_; }
 
   void start_all() {
     for (const auto& s : kSites) start(s);

@@ -36,7 +36,7 @@ class MeasuredLink : public Link {
 
   struct Options {
     double probe_every_s = 2.0;
-    std::size_t min_bandwidth_bytes = 64 * 1024;  // smaller transfers say more about latency than bandwidth
+    std::size_t min_bandwidth_bytes = 16 * 1024;  // smaller transfers say more about latency than bandwidth
     std::size_t window = 16;                      // recent samples a figure's median and min are over
   };
 
