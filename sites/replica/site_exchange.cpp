@@ -445,6 +445,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
     out["wan_transfers_dropped"] = w.dropped_sent + w.dropped_received;
     out["wan_mean_transit_s"] = w.delivered > 0 ? w.transit_s / static_cast<double>(w.delivered) : 0.0;
   }
+  out["wan_links"] = measured_links();
   if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
   out["max_version_gap_s"] = max_version_gap_s_;
   // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5
@@ -453,6 +454,15 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
     out["bytes_per_param_round"] =
         static_cast<double>(t.bytes_sent) / (static_cast<double>(params) * rounds_ * (sites_ - 1));
     out["bytes_per_exchange"] = static_cast<double>(t.bytes_sent) / static_cast<double>(rounds_ * (sites_ - 1));
+  }
+  return out;
+}
+
+nlohmann::json SiteExchange::measured_links() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [address, figures] : measured_->figures()) {
+    const std::string* peer = cross_->known_site(address);
+    out[peer ? *peer : address] = to_json(figures);
   }
   return out;
 }
@@ -470,10 +480,7 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   out["deltas_refused"] = t.deltas_refused;
   out["deltas_screened_out"] = t.deltas_screened_out;
   for (const auto& [peer, bytes] : t.peers) out["wan"][peer] = {{"sent", bytes.sent}, {"received", bytes.received}};
-  for (const auto& [address, figures] : measured_->figures()) {
-    const std::string* peer = cross_->known_site(address);
-    out["links"][peer ? *peer : address] = to_json(figures);
-  }
+  out["links"] = measured_links();
   if (wan_control_) out["wan_faults"] = wan_control_->figures();
   // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
   if (rounds_ > 0 && sites_ > 1)

@@ -95,6 +95,8 @@ class SiteExchange {
   // Leader: what `cross_` has for the group; everyone: applies it. False when there was nothing.
   bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
   void log_cross_site_events();
+  // What the leader's link measured per peer site (round trip, bandwidth each way).
+  nlohmann::json measured_links() const;
 
   JobConfig config_;
   std::string site_;

@@ -56,6 +56,7 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   // start in, so that meridianctl (which would read [ops] token from the job file) has it only when given.
   FaultJob job("wanctl", {etcd.endpoint()},
                "[wan]\nlatency_ms = " + std::to_string(kLatencyMs) + "\nbandwidth_mbps = 100.0\n");
+  job.sets = {"inner.steps=12000"};  // ~40 s unloaded: the partition below must end while all train
   const Ctl ctl{job};
   ::setenv("MERIDIAN_OPS_TOKEN", kToken, 1);
   job.start_all();
@@ -116,7 +117,7 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   const auto added = json::parse(r.out);
   const double from_wall = added["from_wall"], to_wall = added["to_wall"];
   CHECK(to_wall - from_wall == doctest::Approx(4));
-  CHECK(from_wall >= wall_clock_s() + 2);  // +4 from when the agent took it
+  CHECK(from_wall >= wall_clock_s() + 1);  // +4 from when the agent took it
   // Every site's leader read it before it began (the lead time), and its agent shows it.
   for (const auto& site : FaultJob::kSites) {
     CAPTURE(site);
