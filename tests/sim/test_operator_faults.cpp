@@ -13,7 +13,6 @@ namespace {
 
 JobConfig job() {
   JobConfig c;
-  c.job.name = "j";
   c.sites = {{.name = "a"}, {.name = "b"}, {.name = "c"}};
   c.wan.link = {.latency_ms = 20, .bandwidth_mbps = 100};
   c.wan.faults = {{.kind = Kind::Latency, .sites = {"c"}, .from_s = 100, .to_s = 110, .latency_ms = 5}};
