@@ -18,7 +18,7 @@ constexpr int kMaxDrain = 64;
 ShapedLink::ShapedLink(std::unique_ptr<Link> inner, std::string site, std::shared_ptr<const WanSchedule> schedule,
                        std::function<const std::string*(const std::string&)> site_of, std::function<double()> clock,
                        std::uint64_t seed, LinkModelOptions model)
-    : inner_(std::move(inner)),
+    : LinkDecorator(std::move(inner)),
       site_(std::move(site)),
       schedule_(std::move(schedule)),
       site_of_(std::move(site_of)),

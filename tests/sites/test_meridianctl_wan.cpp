@@ -89,30 +89,34 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   CHECK(table.out.find("10.0 ms") != std::string::npos);
 
   // Refusals: no token (logged), malformed input (exit 2, said on stderr), impossible faults (exit 1).
-  const std::vector<std::string> partition = {"wan", "add-fault", "--kind", "partition", "--sites", "c", "--from", "+4", "--to", "+8"};
-  auto r = ctl("a", partition);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("needs the site's ops token") != std::string::npos);
-  r = ctl("a", {"wan", "add-fault", "--kind", "slow", "--sites", "c", "--from", "+4", "--to", "+8"}, true);
-  CHECK(r.exit_code == 2);
-  CHECK(r.err.find("--kind") != std::string::npos);
-  r = ctl("a", {"wan", "add-fault", "--kind", "partition", "--sites", "c", "--from", "soon", "--to", "+8"}, true);
-  CHECK(r.exit_code == 2);
-  CHECK(r.err.find("--from: expected seconds") != std::string::npos);
-  r = ctl("a", {"wan", "add-fault", "--kind", "partition", "--sites", "c,,b", "--from", "+4", "--to", "+8"}, true);
-  CHECK(r.exit_code == 2);
-  r = ctl("a", {"wan", "add-fault", "--kind", "partition", "--sites", "x", "--from", "+4", "--to", "+8"}, true);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("\"x\" is not a site of the job") != std::string::npos);
-  r = ctl("a", {"wan", "add-fault", "--kind", "partition", "--sites", "c", "--from", "+8", "--to", "+4"}, true);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("must be after from") != std::string::npos);
-  r = ctl("a", {"wan", "add-fault", "--kind", "partition", "--sites", "c", "--from", "+1", "--to", "+4"}, true);
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("at least 3 s from now") != std::string::npos);
+  struct Refused {
+    std::string kind, sites, from, to;
+    bool token;
+    int exit_code;
+    std::string says;
+  };
+  const Refused refusals[] = {
+      {"partition", "c", "+4", "+8", false, 1, "needs the site's ops token"},
+      {"slow", "c", "+4", "+8", true, 2, "--kind"},
+      {"partition", "c", "soon", "+8", true, 2, "--from: expected seconds"},
+      {"partition", "c,,b", "+4", "+8", true, 2, "--sites: expected site names"},
+      {"partition", "x", "+4", "+8", true, 1, "\"x\" is not a site of the job"},
+      {"partition", "c", "+8", "+4", true, 1, "must be after from"},
+      {"partition", "c", "+1", "+4", true, 1, "at least 3 s from now"},
+  };
+  for (const auto& no : refusals) {
+    CAPTURE(no.kind + " " + no.sites + " " + no.from + " " + no.to);
+    const auto r = ctl("a", {"wan", "add-fault", "--kind", no.kind, "--sites", no.sites, "--from", no.from, "--to", no.to},
+                       no.token);
+    CHECK(r.exit_code == no.exit_code);
+    CHECK_MESSAGE(r.err.find(no.says) != std::string::npos, r.err);
+  }
+  bool refusal_logged = false;
+  for (const auto& e : job.events("a")) refusal_logged = refusal_logged || e["event"] == "ops_refused";
+  CHECK(refusal_logged);
 
   // The partition, through a's agent: c is cut off from a and b.
-  r = ctl("a", [&] { auto a = partition; a.insert(a.begin(), "--json"); return a; }(), true);
+  const auto r = ctl("a", {"--json", "wan", "add-fault", "--kind", "partition", "--sites", "c", "--from", "+4", "--to", "+8"}, true);
   REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
   const auto added = json::parse(r.out);
   const double from_wall = added["from_wall"], to_wall = added["to_wall"];

@@ -39,7 +39,7 @@ std::optional<MeasuredLink::Figure> MeasuredLink::Samples::figure() const {
 }
 
 MeasuredLink::MeasuredLink(std::unique_ptr<Link> inner, std::function<double()> clock, Options options)
-    : inner_(std::move(inner)), clock_(std::move(clock)), options_(options) {
+    : LinkDecorator(std::move(inner)), clock_(std::move(clock)), options_(options) {
   // Links deliver each (sender, id) once: a restarted process must not reuse its predecessor's
   // probe ids, so they start from the wall clock in microseconds (~2^51, below kEchoBit).
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -22,12 +22,12 @@
 #include <set>
 #include <string>
 
-#include "transport/link/link.hpp"
+#include "transport/link/link_decorator.hpp"
 #include "transport/link/stamp_book.hpp"
 
 namespace meridian {
 
-class MeasuredLink : public Link {
+class MeasuredLink : public LinkDecorator {
  public:
   static constexpr std::uint16_t kProbeTag = 0xFFFE, kEchoTag = 0xFFFD, kStartTag = 0xFFFC;
   static constexpr std::uint64_t kOwnBit = std::uint64_t{1} << 62;
@@ -55,14 +55,11 @@ class MeasuredLink : public Link {
   // `clock`: wall-clock seconds.
   MeasuredLink(std::unique_ptr<Link> inner, std::function<double()> clock, Options options);
 
-  std::string address() const override { return inner_->address(); }
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override;
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
-  void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
-  Counters counters() const override { return inner_->counters(); }
 
   // By peer address: every peer this link sent to or heard from.
   std::map<std::string, Peer> figures() const;
@@ -88,7 +85,6 @@ class MeasuredLink : public Link {
   bool consume(Received& r, double now);
   void note_delivery(const Received& r, double now);
 
-  std::unique_ptr<Link> inner_;
   std::function<double()> clock_;
   Options options_;
   std::uint64_t next_probe_id_;
