@@ -98,7 +98,7 @@ std::string wan_table(const nlohmann::json& w) {
   for (const auto& f : w.value("faults", nlohmann::json::array())) {
     std::string figure;
     if (f.contains("bandwidth_mbps")) figure = fixed(f, "bandwidth_mbps", 1) + " Mbit/s";
-    if (f.contains("latency_ms")) figure = "+" + fixed(f, "latency_ms", 1) + " ms";
+    if (f.contains("latency_ms")) (figure = "+").append(fixed(f, "latency_ms", 1)).append(" ms");
     out << "  " << f.value("source", "?") << " " << f.value("kind", "?") << " " << f.value("sites", nlohmann::json::array()).dump()
         << " " << figure << " from " << fixed(f, "from_s", 1) << " to " << fixed(f, "to_s", 1) << " s";
     if (f.contains("from_wall")) out << " (" << fixed(f, "from_wall", 3) << " to " << fixed(f, "to_wall", 3) << ")";

@@ -85,6 +85,7 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   CHECK(peer(wan, "b")["fault_now"] == false);
   const auto table = ctl("a", {"wan"});
   REQUIRE_MESSAGE(table.exit_code == 0, table.describe());
+  MESSAGE("meridianctl wan at a:\n", table.out);
   CHECK(table.out.find("rtt_ms") != std::string::npos);
   CHECK(table.out.find("10.0 ms") != std::string::npos);
 
