@@ -116,6 +116,15 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   for (const auto& e : job.events("a")) refusal_logged = refusal_logged || e["event"] == "ops_refused";
   CHECK(refusal_logged);
 
+  // A fault that has not begun goes with clear-faults, asked of another site's agent.
+  auto slow = ctl("b", {"wan", "add-fault", "--kind", "bandwidth", "--sites", "a,b", "--from", "+300", "--to", "+400",
+                        "--bandwidth-mbps", "5"}, true);
+  REQUIRE_MESSAGE(slow.exit_code == 0, slow.describe());
+  CHECK(ctl("c", {"wan", "clear-faults"}).exit_code == 1);  // no token
+  const auto cleared = ctl("c", {"--json", "wan", "clear-faults"}, true);
+  REQUIRE_MESSAGE(cleared.exit_code == 0, cleared.describe());
+  CHECK(json::parse(cleared.out)["removed"] == 1);
+
   // The partition, through a's agent: c is cut off from a and b.
   const auto r = ctl("a", {"--json", "wan", "add-fault", "--kind", "partition", "--sites", "c", "--from", "+4", "--to", "+8"}, true);
   REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
@@ -129,7 +138,9 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
     job.wait_until(
         [&] {
           for (const auto& e : job.events(site))
-            if (e["event"] == "wan_schedule_changed" && !e["operator_faults"].empty()) return true;
+            if (e["event"] == "wan_schedule_changed")
+              for (const auto& f : e["operator_faults"])
+                if (f["kind"] == "partition") return true;
           return false;
         },
         from_wall - wall_clock_s(), "the leader reading the operator's fault before it begins");

@@ -1,9 +1,18 @@
 // The `wan` reply as a pure function of (job, site, the leader's figures, now): measured figures
 // with ages, the configured link as it runs now, every fault with its times and whether it holds.
-// Adding and clearing faults against etcd is covered with a running job (test_meridianctl_wan).
+// Adding and clearing faults against a real etcd: two operators at once lose nothing (compare and
+// swap), and the refusals that need no running job. A running job: test_meridianctl_wan.
 #include <doctest/doctest.h>
 
+#include <set>
+#include <thread>
+
+#include "core/runlog/run_log.hpp"
+#include "sim/emulator/wan_start.hpp"
 #include "sites/site/ops_wan.hpp"
+#include "sync/control/etcd_client.hpp"
+#include "tests/support/etcd_server.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
 using nlohmann::json;
@@ -82,4 +91,50 @@ TEST_CASE("a job without [wan]: measured figures only; garbage in the figures is
   CHECK_FALSE(b["measured"].contains("rtt_ms"));
   CHECK(b["measured"]["in_mbps"] == 80.0);
   CHECK(r["faults"].empty());
+}
+
+TEST_CASE("two operators adding faults at once through two sites' agents: compare-and-swap keeps every one") {
+  testing::EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd at ", testing::EtcdServer::kBinary);
+    return;
+  }
+  JobConfig c = job();
+  c.job.name = "two-operators";
+  c.control.endpoints = {etcd.endpoint()};
+  const auto wall = [] { return 1000.0; };  // 100 s into the job
+  testing::TempDir dir("ops_wan");
+  RunLog log_a(dir / "a"), log_b(dir / "b");
+  OpsWan a(c, "a", log_a, wall), b(c, "b", log_b, wall);
+  CHECK(a.add_fault({"latency", {"b"}, "+0", "+5", {}, 1.0})["error"].get<std::string>().find("not started yet") !=
+        std::string::npos);
+  EtcdClient client(EtcdOptions{{etcd.endpoint()}});
+  client.put(wan_start_key(c.job.name), "900");
+  constexpr int kEach = 8;
+  const auto add = [](OpsWan& ops, int first) {
+    for (int i = first; i < first + kEach; ++i) {
+      const auto reply = ops.add_fault({"bandwidth", {"a"}, "+1", "+60", double(i), {}});
+      CHECK_MESSAGE(reply["ok"] == true, reply.dump());
+    }
+  };
+  std::thread other(add, std::ref(b), 1 + kEach);
+  add(a, 1);
+  other.join();
+  const auto faults = decode_faults(*client.get(wan_faults_key(c.job.name)), "test");
+  REQUIRE(faults.size() == 2 * kEach);
+  std::set<double> rates;
+  for (const auto& f : faults) {
+    CHECK(f.from_s == 101);
+    CHECK(f.to_s == 160);
+    rates.insert(f.bandwidth_mbps);
+  }
+  CHECK(rates.size() == 2 * kEach);
+  const auto cleared = a.clear_faults();
+  CHECK(cleared["removed"] == 2 * kEach);
+  CHECK(decode_faults(*client.get(wan_faults_key(c.job.name)), "test").empty());
+  JobConfig plain = c;
+  plain.wan = {};
+  RunLog log_p(dir / "p");
+  CHECK(OpsWan(plain, "a", log_p, wall).clear_faults()["error"].get<std::string>().find("no [wan] emulation") !=
+        std::string::npos);
 }
