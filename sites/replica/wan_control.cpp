@@ -50,8 +50,10 @@ void WanControl::read_operator_faults(double now) {
     next_read_ = now + kRetryAfterS;
     return;
   }
-  if (read_ == text) return;
+  // Nothing written yet, at the first read: the config's faults run as they are, nothing to log.
+  const bool unchanged = read_ ? *read_ == text : text.empty();
   read_ = text;
+  if (unchanged) return;
   try {
     operator_faults_ = text.empty() ? std::vector<WanFault>{} : decode_faults(text, wan_faults_key(job_));
   } catch (const Error& e) {
