@@ -192,6 +192,8 @@ void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   const double t0 = clock_();
   wait_together(group, leader, [&] {
     const bool timed = wan_started();
+    // A site that (re)joins while an operator's partition holds must honour it from the start.
+    if (wan_control_) wan_control_->tick();
     return cross_->poll_join(kAttempt) && timed;
   });
   if (leader) log_.event("sites_joined", {{"site", site_}, {"sites", sites_}, {"ms", 1000 * (clock_() - t0)}});
