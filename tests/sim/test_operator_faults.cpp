@@ -35,7 +35,7 @@ WanFault accepted(const FaultRequest& r, double now_s) {
 
 }  // namespace
 
-TEST_CASE("times: seconds from the job's start, or +N from now; anything else says what it expected") {
+TEST_CASE("times: seconds from the job's start, or +N from now, anything else says what it expected") {
   auto t = parse_fault_time("12.5");
   REQUIRE(std::holds_alternative<FaultTime>(t));
   CHECK_FALSE(std::get<FaultTime>(t).relative);
@@ -91,7 +91,7 @@ TEST_CASE("refusals name what is wrong") {
   CHECK(refusal({"latency", {"a"}, "+1", "+2", 5.0, 5.0}, 0).find("takes no bandwidth_mbps") != std::string::npos);
 }
 
-TEST_CASE("clearing removes what did not begin and what holds but cuts nobody off; a holding partition stays") {
+TEST_CASE("clearing removes what did not begin and what holds but cuts nobody off, a holding partition stays") {
   const std::vector<WanFault> faults = {
       {.kind = Kind::Partition, .sites = {"b"}, .from_s = 10, .to_s = 20},   // holds at 15: stays
       {.kind = Kind::Partition, .sites = {"c"}, .from_s = 30, .to_s = 40},   // not begun: goes
@@ -122,7 +122,7 @@ TEST_CASE("the schedule runs the config's faults and then the operator's") {
   CHECK(s.link("a", "c", 1105).latency_ms == 25);
 }
 
-TEST_CASE("the list's text in etcd reads back as written; anything else is refused naming where") {
+TEST_CASE("the list's text in etcd reads back as written, anything else is refused naming where") {
   const std::vector<WanFault> faults = {
       {.kind = Kind::Partition, .sites = {"b"}, .from_s = 10, .to_s = 20},
       {.kind = Kind::Bandwidth, .sites = {"a", "c"}, .pair = true, .from_s = 1.5, .to_s = 2.5, .bandwidth_mbps = 7},

@@ -51,7 +51,7 @@ TEST_CASE("before the leader published anything: the peers and the config's faul
   CHECK_FALSE(r["faults"][0].contains("holds"));
 }
 
-TEST_CASE("measured figures with ages; faults holding now change the configured link and are marked") {
+TEST_CASE("measured figures with ages, faults holding now change the configured link and are marked") {
   const json leader = {
       {"links", {{"b", {{"rtt_ms", 41.5}, {"rtt_ms_min", 40.2}, {"rtt_ms_samples", 7}, {"rtt_ms_at", 1012.0}}}}},
       {"wan_faults",
@@ -80,7 +80,7 @@ TEST_CASE("measured figures with ages; faults holding now change the configured 
   CHECK(peer(wan_report(job(), "a", leader, 1031), "b")->at("fault_now") == false);
 }
 
-TEST_CASE("a job without [wan]: measured figures only; garbage in the figures is left out, not fatal") {
+TEST_CASE("a job without [wan]: measured figures only, garbage in the figures is left out, not fatal") {
   JobConfig plain = job();
   plain.wan = {};
   const json leader = {{"links", {{"b", {{"rtt_ms", "fast"}, {"in_mbps", 80.0}}}}}, {"wan_faults", 3}};

@@ -16,7 +16,7 @@ using namespace meridian;
 using namespace meridian::testing;
 using Kind = WanFault::Kind;
 
-TEST_CASE("the operator's faults from etcd run after the config's, read every second; their edges are logged") {
+TEST_CASE("the operator's faults from etcd run after the config's, read every second, their edges are logged") {
   EtcdServer etcd;
   if (!etcd.ok()) {
     MESSAGE("skipped: no runnable etcd at ", EtcdServer::kBinary);

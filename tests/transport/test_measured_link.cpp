@@ -77,7 +77,7 @@ std::vector<std::byte> bytes(std::size_t n) { return std::vector<std::byte>(n, s
 
 }  // namespace
 
-TEST_CASE("a probe's echo gives the round trip; its figure is over recent samples, with their count and time") {
+TEST_CASE("a probe's echo gives the round trip, its figure is over recent samples, with their count and time") {
   Pair p;
   p.a.send("b", 1, 1, bytes(10));  // a talks to b: b is probed from now on
   const auto got = p.pump(0.5);

@@ -19,7 +19,7 @@ TEST_CASE("a stamp is taken once, by its peer and transfer id") {
   CHECK_FALSE(book.take("p", 9).has_value());
 }
 
-TEST_CASE("beyond its capacity the oldest stamps are forgotten; a stamp filed again counts once") {
+TEST_CASE("beyond its capacity the oldest stamps are forgotten, a stamp filed again counts once") {
   StampBook book(3);
   for (std::uint64_t id = 0; id < 5; ++id) {
     const double at = static_cast<double>(id);
