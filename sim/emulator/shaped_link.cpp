@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
@@ -11,8 +10,6 @@ namespace meridian {
 
 namespace {
 
-// Stamps of transfers that never came (dropped, or their sender died) are forgotten after this many.
-constexpr std::size_t kMaxStamps = 4096;
 // Transfers one look takes off the inner link at most: bounds a look's time under a flood.
 constexpr int kMaxDrain = 64;
 
@@ -21,7 +18,7 @@ constexpr int kMaxDrain = 64;
 ShapedLink::ShapedLink(std::unique_ptr<Link> inner, std::string site, std::shared_ptr<const WanSchedule> schedule,
                        std::function<const std::string*(const std::string&)> site_of, std::function<double()> clock,
                        std::uint64_t seed, LinkModelOptions model)
-    : inner_(std::move(inner)),
+    : LinkDecorator(std::move(inner)),
       site_(std::move(site)),
       schedule_(std::move(schedule)),
       site_of_(std::move(site_of)),
@@ -45,7 +42,7 @@ bool ShapedLink::apart(const std::string& address, double now) {
 void ShapedLink::stamp(const std::string& peer, std::uint64_t transfer_id) {
   MERIDIAN_CHECK(transfer_id < kStampBit, transfer_id);
   const double now = clock_();
-  inner_->send(peer, transfer_id | kStampBit, kStampTag, std::as_bytes(std::span(&now, 1)));
+  inner_->send(peer, transfer_id | kStampBit, kStampTag, StampBook::payload(now));
 }
 
 void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
@@ -69,24 +66,14 @@ void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::u
 }
 
 void ShapedLink::admit(Received r) {
-  if (r.tag == kStampTag && (r.transfer_id & kStampBit) != 0 && r.bytes.size() == sizeof(double)) {
-    double sent = 0;
-    std::memcpy(&sent, r.bytes.data(), sizeof sent);
-    const auto key = std::pair{r.peer, r.transfer_id & ~kStampBit};
-    if (stamps_.insert_or_assign(key, sent).second) stamp_order_.push_back(key);
-    while (stamp_order_.size() > kMaxStamps) {
-      stamps_.erase(stamp_order_.front());
-      stamp_order_.pop_front();
-    }
+  if (r.tag == kStampTag && (r.transfer_id & kStampBit) != 0 &&
+      stamps_.file(r.peer, r.transfer_id & ~kStampBit, r.bytes)) {
     inner_->recycle(std::move(r.bytes));
     return;
   }
   const double now = clock_();
-  double sent = now;
-  if (const auto it = stamps_.find({r.peer, r.transfer_id}); it != stamps_.end()) {
-    sent = std::min(now, it->second);  // a clock that stepped back since must not delay it twice
-    stamps_.erase(it);  // its stamp_order_ entry goes when it reaches the front
-  }
+  // A clock that stepped back since the stamp must not delay it twice.
+  const double sent = std::min(now, stamps_.take(r.peer, r.transfer_id).value_or(now));
   if (apart(r.peer, now)) {
     ++shaping_.dropped_received;
     inner_->recycle(std::move(r.bytes));

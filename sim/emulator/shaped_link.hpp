@@ -21,7 +21,6 @@
 // Peers are known by address; `site_of` names the site at an address (null while unknown: the
 // default link, and only this site's own partition, apply). Used by one thread at a time, like
 // any Link.
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,11 +28,12 @@
 
 #include "sim/emulator/link_model.hpp"
 #include "sim/emulator/wan_schedule.hpp"
-#include "transport/link/link.hpp"
+#include "transport/link/link_decorator.hpp"
+#include "transport/link/stamp_book.hpp"
 
 namespace meridian {
 
-class ShapedLink : public Link {
+class ShapedLink : public LinkDecorator {
  public:
   static constexpr std::uint16_t kStampTag = 0xFFFF;
   static constexpr std::uint64_t kStampBit = std::uint64_t{1} << 63;  // callers' transfer ids stay below it
@@ -50,14 +50,11 @@ class ShapedLink : public Link {
              std::function<const std::string*(const std::string& address)> site_of, std::function<double()> clock,
              std::uint64_t seed, LinkModelOptions model = {});
 
-  std::string address() const override { return inner_->address(); }
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override;
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
-  void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
-  Counters counters() const override { return inner_->counters(); }
 
   Shaping shaping() const { return shaping_; }
 
@@ -74,7 +71,6 @@ class ShapedLink : public Link {
   void admit(Received r);
   std::optional<Received> take_due(double now);
 
-  std::unique_ptr<Link> inner_;
   std::string site_;
   std::shared_ptr<const WanSchedule> schedule_;
   std::function<const std::string*(const std::string&)> site_of_;
@@ -84,8 +80,7 @@ class ShapedLink : public Link {
   std::map<std::string, std::string> known_;          // address -> site
   std::map<std::string, LinkDirection> directions_;   // by the sender's address
   std::multimap<double, Held> held_;                  // by due time; equal times keep their order
-  std::map<std::pair<std::string, std::uint64_t>, double> stamps_;  // (peer, transfer id) -> sent at
-  std::deque<std::pair<std::string, std::uint64_t>> stamp_order_;   // oldest first, to bound stamps_
+  StampBook stamps_;
   Shaping shaping_;
 };
 

@@ -5,6 +5,8 @@
 //     status | events [--follow] [--count N] | checkpoints | evict REPLICA | checkpoint
 //     | set-lr SCALE | rollback --to CHECKPOINT|STEP [--lr-scale X] | drain | resume
 //     | pause-outer | resume-outer
+//     | wan | wan add-fault --kind K --sites A,B --from T1 --to T2 [--bandwidth-mbps X] [--latency-ms Y]
+//     | wan clear-faults
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 
 #include "core/config/job_config.hpp"
 #include "core/util/error.hpp"
+#include "sim/emulator/operator_faults.hpp"
 #include "sites/ctl/ops_client.hpp"
 #include "sites/site/ops_protocol.hpp"
 
@@ -41,6 +44,7 @@ int print_reply(const json& reply, bool as_json, OpsCommand command) {
   }
   if (as_json) std::printf("%s\n", reply.dump(2).c_str());
   else if (command == OpsCommand::Status) std::printf("%s", status_table(reply).c_str());
+  else if (command == OpsCommand::Wan) std::printf("%s", wan_table(reply).c_str());
   else if (command == OpsCommand::Checkpoints)
     for (const auto& c : reply["checkpoints"])
       std::printf("%10lld  %s  %s\n", c["step"].get<long long>(), c.value("verified", false) ? "ok      " : "CORRUPT ",
@@ -88,6 +92,20 @@ int main(int argc, char** argv) {
   auto* resume = app.add_subcommand("resume", "come back after a drain: register again, catch up, train on");
   auto* pause_outer = app.add_subcommand("pause-outer", "train on, but send no deltas and propose no commits");
   auto* resume_outer = app.add_subcommand("resume-outer", "send what was trained meanwhile at the next round's end");
+  auto* wan = app.add_subcommand("wan", "measured RTT and bandwidth per peer, the emulated WAN's faults");
+  wan->require_subcommand(0, 1);
+  auto* add_fault = wan->add_subcommand("add-fault", "add a fault to the emulated WAN, at every site");
+  std::string sites;
+  double bandwidth = 0, latency = 0;
+  add_fault->add_option("--kind", request.kind, "partition | bandwidth | latency")
+      ->required()
+      ->check(CLI::IsMember({"partition", "bandwidth", "latency"}));
+  add_fault->add_option("--sites", sites, "the sites it hits, comma-separated")->required();
+  add_fault->add_option("--from", request.from_time, "begins: seconds from the job's start, or +N from now")->required();
+  add_fault->add_option("--to", request.to_time, "ends: seconds from the job's start, or +N from now")->required();
+  add_fault->add_option("--bandwidth-mbps", bandwidth, "bandwidth fault: the links' Mbit/s")->check(CLI::PositiveNumber);
+  add_fault->add_option("--latency-ms", latency, "latency fault: one-way ms added")->check(CLI::PositiveNumber);
+  auto* clear_faults = wan->add_subcommand("clear-faults", "remove the operator's faults (not the config's)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -101,6 +119,27 @@ int main(int argc, char** argv) {
   for (const auto& [sub, kind] : kinds)
     if (sub->parsed()) request.command = kind;
   if (rollback->parsed() && lr_scale > 0) request.lr_scale = lr_scale;
+  if (wan->parsed()) request.command = OpsCommand::Wan;
+  if (clear_faults->parsed()) request.command = OpsCommand::WanClearFaults;
+  if (add_fault->parsed()) {
+    request.command = OpsCommand::WanAddFault;
+    if (bandwidth > 0) request.bandwidth_mbps = bandwidth;
+    if (latency > 0) request.latency_ms = latency;
+    for (std::size_t at = 0; at <= sites.size();) {
+      const auto comma = std::min(sites.find(',', at), sites.size());
+      if (comma == at) {
+        std::fprintf(stderr, "meridianctl: --sites: expected site names separated by commas, found \"%s\"\n", sites.c_str());
+        return 2;
+      }
+      request.sites.push_back(sites.substr(at, comma - at));
+      at = comma + 1;
+    }
+    for (const auto& [flag, text] : {std::pair{"--from", request.from_time}, std::pair{"--to", request.to_time}})
+      if (const auto t = parse_fault_time(text); std::holds_alternative<std::string>(t)) {
+        std::fprintf(stderr, "meridianctl: %s: %s\n", flag, std::get<std::string>(t).c_str());
+        return 2;
+      }
+  }
   try {
     const JobConfig config = load_job_config(config_path);
     if (token.empty()) {

@@ -84,6 +84,9 @@ std::string status_table(const nlohmann::json& s) {
     out << "mode " << m.value("state", "?") << (m.value("outer_paused", false) ? "  (outer exchange paused)" : "") << "\n";
   }
   out << control_lines(s.value("control", nlohmann::json::object()));
+  if (f.contains("wan_faults") && f["wan_faults"].is_object())
+    for (const auto& fault : f["wan_faults"].value("operator", nlohmann::json::array()))
+      out << "wan fault (operator): " << fault.dump() << "\n";
   out << "\nreplica  alive  member  heartbeat_age_s  restarts\n";
   for (const auto& r : s.value("replicas", nlohmann::json::array())) {
     char line[128];
@@ -97,6 +100,41 @@ std::string status_table(const nlohmann::json& s) {
     rest.erase("time");
     rest.erase("event");
     out << "  " << e.value("event", "?") << " " << rest.dump() << "\n";
+  }
+  return out.str();
+}
+
+std::string wan_table(const nlohmann::json& w) {
+  std::ostringstream out;
+  out << "site " << w.value("site", "?") << (w.value("emulated", false) ? "  emulated WAN" : "  WAN not emulated");
+  if (w.contains("job_s")) out << "  job at " << fixed(w, "job_s", 1) << " s";
+  out << "\n\npeer          rtt_ms (min)      n  age_s   out_mbps   n  age_s    in_mbps   n  age_s  configured                    fault\n";
+  for (const auto& p : w.value("peers", nlohmann::json::array())) {
+    const auto& m = p.value("measured", nlohmann::json::object());
+    const auto& c = p.value("configured", nlohmann::json::object());
+    const auto n = [&](const char* key) { return m.contains(key) ? std::to_string(m[key].get<long long>()) : std::string("-"); };
+    std::string configured = "unshaped";
+    if (!c.empty())
+      configured = fixed(c, "latency_ms", 1) + " ms +-" + fixed(c, "jitter_ms", 1) + ", " +
+                   (c.value("bandwidth_mbps", 0.0) > 0 ? fixed(c, "bandwidth_mbps", 0) + " Mbit/s" : "unlimited");
+    char line[512];
+    std::snprintf(line, sizeof line, "%-12s %7s (%7s) %4s %6s  %9s %3s %6s  %9s %3s %6s  %-28s  %s\n",
+                  p.value("site", "?").c_str(), fixed(m, "rtt_ms", 1).c_str(), fixed(m, "rtt_ms_min", 1).c_str(),
+                  n("rtt_ms_samples").c_str(), fixed(m, "rtt_ms_age_s", 1).c_str(), fixed(m, "out_mbps", 1).c_str(),
+                  n("out_mbps_samples").c_str(), fixed(m, "out_mbps_age_s", 1).c_str(), fixed(m, "in_mbps", 1).c_str(),
+                  n("in_mbps_samples").c_str(), fixed(m, "in_mbps_age_s", 1).c_str(), configured.c_str(),
+                  p.value("partitioned", false) ? "PARTITIONED" : p.value("fault_now", false) ? "yes" : "no");
+    out << line;
+  }
+  out << "\nfaults (job seconds; wall clock)\n";
+  for (const auto& f : w.value("faults", nlohmann::json::array())) {
+    std::string figure;
+    if (f.contains("bandwidth_mbps")) figure = fixed(f, "bandwidth_mbps", 1) + " Mbit/s";
+    if (f.contains("latency_ms")) (figure = "+").append(fixed(f, "latency_ms", 1)).append(" ms");
+    out << "  " << f.value("source", "?") << " " << f.value("kind", "?") << " " << f.value("sites", nlohmann::json::array()).dump()
+        << " " << figure << " from " << fixed(f, "from_s", 1) << " to " << fixed(f, "to_s", 1) << " s";
+    if (f.contains("from_wall")) out << " (" << fixed(f, "from_wall", 3) << " to " << fixed(f, "to_wall", 3) << ")";
+    out << (f.value("holds", false) ? "  HOLDS NOW" : "") << "\n";
   }
   return out.str();
 }

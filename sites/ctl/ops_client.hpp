@@ -13,5 +13,7 @@ nlohmann::json ops_call(const std::string& endpoint, const nlohmann::json& reque
 
 // The readable form of a status reply: members and their health, progress, last events.
 std::string status_table(const nlohmann::json& status);
+// The readable form of a wan reply: per peer measured and configured figures, then the faults.
+std::string wan_table(const nlohmann::json& wan);
 
 }  // namespace meridian

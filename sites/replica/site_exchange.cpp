@@ -10,10 +10,12 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "sites/replica/wan_control.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/round/local_steps.hpp"
+#include "transport/link/measured_link.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/zmq_link.hpp"
 
@@ -139,7 +141,12 @@ void SiteExchange::ensure_leader_side() {
                                                hash64(site_.data(), site_.size(), config_.job.seed));
     shaped_ = shaped.get();
     link_ = std::move(shaped);
+    wan_control_ = std::make_unique<WanControl>(config_, site_, wan_, *etcd_, log_, wall_clock_s);
   }
+  // Outside the shaping: it measures what the protocol's transfers get, emulated WAN included.
+  auto measured = std::make_unique<MeasuredLink>(std::move(link_), wall_clock_s, MeasuredLink::Options{});
+  measured_ = measured.get();
+  link_ = std::move(measured);
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
@@ -187,6 +194,8 @@ void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   const double t0 = clock_();
   wait_together(group, leader, [&] {
     const bool timed = wan_started();
+    // A site that (re)joins while an operator's partition holds must honour it from the start.
+    if (wan_control_) wan_control_->tick();
     return cross_->poll_join(kAttempt) && timed;
   });
   if (leader) log_.event("sites_joined", {{"site", site_}, {"sites", sites_}, {"ms", 1000 * (clock_() - t0)}});
@@ -400,6 +409,7 @@ void SiteExchange::rejoin(Communicator& group, bool leader, Trainer& trainer) {
 bool SiteExchange::job_over() { return cross_ && cross_->job_over(); }
 
 void SiteExchange::log_cross_site_events() {
+  if (wan_control_) wan_control_->tick();
   for (const auto& e : cross_->take_events())
     log_.event(e.kind, {{"site", site_}, {"peer", e.site}, {"number", e.number}, {"detail", e.detail}});
 }
@@ -427,6 +437,7 @@ void SiteExchange::reduce_across_sites(Communicator& group, bool leader, std::in
   if (leader) {
     ensure_leader_side();
     cross_->send_gradients(step, scratch_);
+    log_cross_site_events();
   }
   wait_together(group, leader, [&] { return cross_->poll_gradients(step, scratch_, kAttempt); });
   group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
@@ -470,6 +481,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
     out["wan_transfers_dropped"] = w.dropped_sent + w.dropped_received;
     out["wan_mean_transit_s"] = w.delivered > 0 ? w.transit_s / static_cast<double>(w.delivered) : 0.0;
   }
+  out["wan_links"] = measured_links();
   if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
   out["max_version_gap_s"] = max_version_gap_s_;
   // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5
@@ -478,6 +490,15 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
     out["bytes_per_param_round"] =
         static_cast<double>(t.bytes_sent) / (static_cast<double>(params) * rounds_ * (sites_ - 1));
     out["bytes_per_exchange"] = static_cast<double>(t.bytes_sent) / static_cast<double>(rounds_ * (sites_ - 1));
+  }
+  return out;
+}
+
+nlohmann::json SiteExchange::measured_links() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [address, figures] : measured_->figures()) {
+    const std::string* peer = cross_->known_site(address);
+    out[peer ? *peer : address] = to_json(figures);
   }
   return out;
 }
@@ -496,6 +517,8 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   out["deltas_refused"] = t.deltas_refused;
   out["deltas_screened_out"] = t.deltas_screened_out;
   for (const auto& [peer, bytes] : t.peers) out["wan"][peer] = {{"sent", bytes.sent}, {"received", bytes.received}};
+  out["links"] = measured_links();
+  if (wan_control_) out["wan_faults"] = wan_control_->figures();
   // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
   if (rounds_ > 0 && sites_ > 1)
     out["codec_ratio"] = static_cast<double>(t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));

@@ -38,7 +38,9 @@ class Trainer;
 class RunLog;
 class EtcdClient;
 class Link;
+class MeasuredLink;
 class ShapedLink;
+class WanControl;
 class WanSchedule;
 
 class SiteExchange {
@@ -94,7 +96,8 @@ class SiteExchange {
   // This site's share of the job summary: traffic, rounds, versions (leader only has traffic).
   nlohmann::json summary(std::size_t params) const;
   // The leader's cross-site figures for the site's metrics endpoint: version, staleness, live
-  // sites and quorum, traffic per peer, codec ratio, refused deltas. Empty for a one-site job.
+  // sites and quorum, traffic per peer, codec ratio, refused deltas, the link's measured figures
+  // per peer ("links") and, under an emulated WAN, its faults ("wan_faults"). Empty for a one-site job.
   nlohmann::json ops_figures(std::size_t params) const;
 
  private:
@@ -111,6 +114,8 @@ class SiteExchange {
   // Leader: what `cross_` has for the group; everyone: applies it. False when there was nothing.
   bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
   void log_cross_site_events();
+  // What the leader's link measured per peer site (round trip, bandwidth each way).
+  nlohmann::json measured_links() const;
 
   JobConfig config_;
   std::string site_;
@@ -130,8 +135,10 @@ class SiteExchange {
   std::shared_ptr<WanSchedule> wan_;  // the emulated WAN's schedule, when the job has one
   std::unique_ptr<EtcdClient> etcd_;
   std::unique_ptr<Link> link_;
-  ShapedLink* shaped_ = nullptr;  // link_, when it is shaped
+  ShapedLink* shaped_ = nullptr;  // inside link_, when it is shaped
+  MeasuredLink* measured_ = nullptr;  // link_
   std::unique_ptr<CrossSite> cross_;
+  std::unique_ptr<WanControl> wan_control_;  // when wan_
   std::vector<float> scratch_;
   bool outer_paused_ = false;
   std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet

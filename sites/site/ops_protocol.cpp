@@ -8,7 +8,8 @@ namespace {
 constexpr OpsCommand kAll[] = {OpsCommand::Status,     OpsCommand::Events,     OpsCommand::Checkpoints,
                                OpsCommand::Evict,      OpsCommand::Checkpoint, OpsCommand::SetLr,
                                OpsCommand::Rollback,   OpsCommand::Drain,      OpsCommand::Resume,
-                               OpsCommand::PauseOuter, OpsCommand::ResumeOuter};
+                               OpsCommand::PauseOuter, OpsCommand::ResumeOuter, OpsCommand::Wan,
+                               OpsCommand::WanAddFault, OpsCommand::WanClearFaults};
 
 std::string known_commands() {
   std::string out;
@@ -23,6 +24,41 @@ std::variant<double, std::string> positive(const nlohmann::json& j, const char* 
   if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0)
     return std::string(command) + ": \"" + key + "\" must be a number > 0, found " + it->dump();
   return it->get<double>();
+}
+
+// A time: seconds from the job's start as a number or text, or "+N" (from now); checked by the agent.
+std::optional<std::string> time_field(const nlohmann::json& j, const char* key, std::string& out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return std::string("wan-add-fault: missing \"") + key + "\" (seconds from the job's start, or \"+N\")";
+  if (it->is_number()) out = it->dump();
+  else if (it->is_string()) out = it->get<std::string>();
+  else return std::string("wan-add-fault: \"") + key + "\" must be a number or a string, found " + it->dump();
+  return std::nullopt;
+}
+
+std::optional<std::string> number_field(const nlohmann::json& j, const char* key, std::optional<double>& out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  if (!it->is_number()) return std::string("wan-add-fault: \"") + key + "\" must be a number, found " + it->dump();
+  out = it->get<double>();
+  return std::nullopt;
+}
+
+std::optional<std::string> parse_fault_fields(const nlohmann::json& j, OpsRequest& r) {
+  const auto kind = j.find("kind");
+  if (kind == j.end() || !kind->is_string()) return std::string("wan-add-fault: missing \"kind\" (a string)");
+  r.kind = kind->get<std::string>();
+  const auto sites = j.find("sites");
+  if (sites == j.end() || !sites->is_array() || sites->empty() || sites->size() > 1024)
+    return std::string("wan-add-fault: \"sites\" must be a non-empty array of site names");
+  for (const auto& s : *sites) {
+    if (!s.is_string()) return "wan-add-fault: \"sites\" must hold strings, found " + s.dump();
+    r.sites.push_back(s.get<std::string>());
+  }
+  if (auto e = time_field(j, "from", r.from_time)) return e;
+  if (auto e = time_field(j, "to", r.to_time)) return e;
+  if (auto e = number_field(j, "bandwidth_mbps", r.bandwidth_mbps)) return e;
+  return number_field(j, "latency_ms", r.latency_ms);
 }
 
 }  // namespace
@@ -40,12 +76,16 @@ std::string_view to_string(OpsCommand c) {
     case OpsCommand::Resume: return "resume";
     case OpsCommand::PauseOuter: return "pause-outer";
     case OpsCommand::ResumeOuter: return "resume-outer";
+    case OpsCommand::Wan: return "wan";
+    case OpsCommand::WanAddFault: return "wan-add-fault";
+    case OpsCommand::WanClearFaults: return "wan-clear-faults";
   }
   return "?";
 }
 
 bool changes_state(OpsCommand c) {
-  return c != OpsCommand::Status && c != OpsCommand::Events && c != OpsCommand::Checkpoints;
+  return c != OpsCommand::Status && c != OpsCommand::Events && c != OpsCommand::Checkpoints &&
+         c != OpsCommand::Wan;
 }
 
 bool token_matches(std::string_view expected, std::string_view given) {
@@ -106,6 +146,10 @@ std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text) {
       }
       break;
     }
+    case OpsCommand::WanAddFault: {
+      if (auto problem = parse_fault_fields(j, r)) return *problem;
+      break;
+    }
     default: break;
   }
   return r;
@@ -119,6 +163,11 @@ nlohmann::json to_json(const OpsRequest& r) {
   if (r.command == OpsCommand::Rollback) j["to"] = r.to;
   if (r.lr_scale) j["lr_scale"] = *r.lr_scale;
   if (r.command == OpsCommand::Events) j["since"] = r.since;
+  if (r.command == OpsCommand::WanAddFault) {
+    j.update({{"kind", r.kind}, {"sites", r.sites}, {"from", r.from_time}, {"to", r.to_time}});
+    if (r.bandwidth_mbps) j["bandwidth_mbps"] = *r.bandwidth_mbps;
+    if (r.latency_ms) j["latency_ms"] = *r.latency_ms;
+  }
   return j;
 }
 

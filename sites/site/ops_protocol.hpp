@@ -13,6 +13,10 @@
 //   {"command": "rollback", "to": "<checkpoint file or step>", "lr_scale": 0.5, "token": "..."}
 //   {"command": "drain", "token": "..."}          and "resume": leave the job cleanly / come back
 //   {"command": "pause-outer", "token": "..."}    and "resume-outer": stop / restart the outer exchange
+//   {"command": "wan"}                                     read-only: measured links, the WAN's faults
+//   {"command": "wan-add-fault", "kind": "partition", "sites": ["a"], "from": "+5", "to": "20",
+//    "bandwidth_mbps": 10, "latency_ms": 50, "token": "..."}   (times: job seconds, or "+N" from now)
+//   {"command": "wan-clear-faults", "token": "..."}
 //
 // Replies: {"ok": true, ...} or {"ok": false, "error": "<sentence>"}.
 #include <cstdint>
@@ -20,12 +24,16 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace meridian {
 
-enum class OpsCommand { Status, Events, Checkpoints, Evict, Checkpoint, SetLr, Rollback, Drain, Resume, PauseOuter, ResumeOuter };
+enum class OpsCommand {
+  Status, Events, Checkpoints, Evict, Checkpoint, SetLr, Rollback,
+  Drain, Resume, PauseOuter, ResumeOuter, Wan, WanAddFault, WanClearFaults
+};
 std::string_view to_string(OpsCommand c);
 
 struct OpsRequest {
@@ -36,6 +44,11 @@ struct OpsRequest {
   std::string to;                   // rollback: a checkpoint file, or a step whose checkpoint is meant
   std::optional<double> lr_scale;   // rollback
   std::int64_t since = 0;           // events
+  // wan-add-fault, as given: checked against the job by the agent (sim/emulator/operator_faults)
+  std::string kind;
+  std::vector<std::string> sites;
+  std::string from_time, to_time;
+  std::optional<double> bandwidth_mbps, latency_ms;
 };
 
 // The request, or what is wrong with it ("unknown command \"x\" (expected one of ...)").

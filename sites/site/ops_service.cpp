@@ -12,7 +12,9 @@
 #include "core/io/env.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/util/error.hpp"
+#include "sim/emulator/wan_start.hpp"
 #include "sites/site/agent.hpp"
+#include "sites/site/ops_wan.hpp"
 #include "sites/site/site_metrics.hpp"
 #include "sync/comm/store.hpp"
 #include "sync/control/control_health.hpp"
@@ -67,7 +69,8 @@ OpsService::OpsService(const JobConfig& config, std::string site, std::string to
       log_(log),
       board_(board),
       clock_(std::move(clock)),
-      socket_(std::make_unique<Socket>()) {
+      socket_(std::make_unique<Socket>()),
+      wan_(std::make_unique<OpsWan>(config, site_, log, wall_clock_s)) {
   auto& s = socket_->socket;
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxRequestBytes));
@@ -184,6 +187,10 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
       if (r.lr_scale) command["lr_scale"] = *r.lr_scale;
       return file_group_command(std::move(command));
     }
+    case OpsCommand::Wan: return wan_->report(board_.leader());
+    case OpsCommand::WanAddFault:
+      return wan_->add_fault({r.kind, r.sites, r.from_time, r.to_time, r.bandwidth_mbps, r.latency_ms});
+    case OpsCommand::WanClearFaults: return wan_->clear_faults();
   }
   return failure("unhandled command");
 }

@@ -5,7 +5,8 @@
 // that change anything need the site's ops token, and a refusal is logged (ops_refused).
 // Accepted changes are logged too (ops_command). Group commands (checkpoint, set-lr, rollback,
 // drain, resume, pause-outer, resume-outer) are filed in the site store for the replicas
-// (sites/replica/ops_inbox, site_mode). status also reads the job's etcd cluster (bounded).
+// (sites/replica/ops_inbox, site_mode). status also reads the job's etcd cluster (bounded). WAN fault
+// changes go to etcd for every site (ops_wan.hpp).
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -22,6 +23,8 @@ class RunLog;
 class SiteAgent;
 class SiteFiguresBoard;
 class Store;
+
+class OpsWan;
 
 class OpsService {
  public:
@@ -63,6 +66,7 @@ class OpsService {
   const SiteFiguresBoard& board_;
   std::function<double()> clock_;
   std::unique_ptr<Socket> socket_;
+  std::unique_ptr<OpsWan> wan_;
   std::string endpoint_;
   bool drain_filed_ = false, pause_filed_ = false;  // the last such command filed for the replicas
 };

@@ -74,6 +74,9 @@ class FaultJob {
   static constexpr int kLeaseTtl = 2;
 
   std::filesystem::path run_dir() const { return dir_ / name_; }
+  const std::filesystem::path& file() const { return file_; }
+  // More `--set KEY=VALUE` overrides for every site started from now on.
+  std::vector<std::string> sets;
 
   void start_all() {
     for (const auto& s : kSites) start(s);
@@ -85,8 +88,9 @@ class FaultJob {
     for (std::size_t i = 0; i < eps.size(); ++i) list += (i ? ",\"" : "\"") + eps[i] + "\"";
     list += "]";
     const auto log = dir_ / (site + "-" + std::to_string(++starts_[site]) + ".log");
-    procs_[site] = std::make_unique<ChildProcess>(
-        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", file_.string(), "--site", site, "--set", list}, log);
+    std::vector<std::string> argv = {MERIDIAN_BIN, "site", "--config", file_.string(), "--site", site, "--set", list};
+    for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
+    procs_[site] = std::make_unique<ChildProcess>(argv, log);
   }
 
   // The whole site (agent and replicas: one process group), at once; its exit code.

@@ -57,7 +57,7 @@ TEST_CASE("malformed requests get a sentence naming the problem") {
   CHECK(problem(R"({"command":5})") == "malformed request: missing \"command\" (a string)");
   CHECK(problem(R"({"command":"reboot"})") ==
         "unknown command \"reboot\" (expected one of status, events, checkpoints, evict, checkpoint, set-lr, rollback, "
-        "drain, resume, pause-outer, resume-outer)");
+        "drain, resume, pause-outer, resume-outer, wan, wan-add-fault, wan-clear-faults)");
   CHECK(problem(R"({"command":"status","token":1})") == "malformed request: \"token\" must be a string");
   CHECK(problem(R"({"command":"evict"})").starts_with("evict: \"replica\" must be a replica id"));
   CHECK(problem(R"({"command":"evict","replica":-1})").starts_with("evict:"));
@@ -83,10 +83,38 @@ TEST_CASE("only commands that change something need the token, and the token mus
   CHECK(changes_state(OpsCommand::Resume));
   CHECK(changes_state(OpsCommand::PauseOuter));
   CHECK(changes_state(OpsCommand::ResumeOuter));
+  CHECK_FALSE(changes_state(OpsCommand::Wan));
+  CHECK(changes_state(OpsCommand::WanAddFault));
+  CHECK(changes_state(OpsCommand::WanClearFaults));
   CHECK(token_matches("s3cret", "s3cret"));
   CHECK_FALSE(token_matches("s3cret", "s3cre"));
   CHECK_FALSE(token_matches("s3cret", "s3cret!"));
   CHECK_FALSE(token_matches("s3cret", "S3cret"));
   CHECK_FALSE(token_matches("s3cret", ""));
   CHECK_FALSE(token_matches("", ""));  // no token configured: nothing matches
+}
+
+TEST_CASE("wan commands: a fault as given (times as text or numbers), checked against the job by the agent") {
+  CHECK(ok(R"({"command":"wan"})").command == OpsCommand::Wan);
+  CHECK(ok(R"({"command":"wan-clear-faults","token":"t"})").command == OpsCommand::WanClearFaults);
+  const auto f = ok(R"({"command":"wan-add-fault","kind":"bandwidth","sites":["a","b"],"from":"+5","to":30,"bandwidth_mbps":10})");
+  CHECK(f.kind == "bandwidth");
+  CHECK(f.sites == std::vector<std::string>{"a", "b"});
+  CHECK(f.from_time == "+5");
+  CHECK(f.to_time == "30");
+  CHECK(f.bandwidth_mbps == 10);
+  CHECK_FALSE(f.latency_ms.has_value());
+  const char* text = R"({"command":"wan-add-fault","kind":"latency","sites":["c"],"from":"1","to":"2","latency_ms":5})";
+  CHECK(to_json(ok(text)) == nlohmann::json::parse(text));
+  CHECK(problem(R"({"command":"wan-add-fault"})") == "wan-add-fault: missing \"kind\" (a string)");
+  CHECK(problem(R"({"command":"wan-add-fault","kind":"partition","sites":[],"from":"1","to":"2"})")
+            .starts_with("wan-add-fault: \"sites\" must be a non-empty array"));
+  CHECK(problem(R"({"command":"wan-add-fault","kind":"partition","sites":[3],"from":"1","to":"2"})")
+            .starts_with("wan-add-fault: \"sites\" must hold strings"));
+  CHECK(problem(R"({"command":"wan-add-fault","kind":"partition","sites":["a"],"to":"2"})")
+            .starts_with("wan-add-fault: missing \"from\""));
+  CHECK(problem(R"({"command":"wan-add-fault","kind":"partition","sites":["a"],"from":[1],"to":"2"})")
+            .starts_with("wan-add-fault: \"from\" must be a number or a string"));
+  CHECK(problem(R"({"command":"wan-add-fault","kind":"latency","sites":["a"],"from":"1","to":"2","latency_ms":"x"})")
+            .starts_with("wan-add-fault: \"latency_ms\" must be a number"));
 }
