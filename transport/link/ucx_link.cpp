@@ -140,6 +140,18 @@ class UcxLink final : public Link {
     post(kHeader, peer, headers, sent.owner, true);
   }
 
+  // Hashed already: every frame, header and all, leaves at once.
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
+    MERIDIAN_CHECK(payload != nullptr, "no payload");
+    if (!UcxTransport::valid_address(peer))
+      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), hashes);
+    post(kData, sent.peer, sent.frames, sent.owner);
+  }
+
+  std::size_t chunk_bytes() const override { return chunk_bytes_; }
+
   std::optional<Received> receive(milliseconds timeout) override {
     // What already arrived is handled before the clock is looked at (next() takes it at once), so
     // that a zero timeout still makes progress.
