@@ -27,7 +27,8 @@
 // payload is hashed (~8 ms for 256 MiB on two cores), where the payload could have been on its way.
 // The receiver places and hashes each payload as it lands and checks it when its header comes (a
 // header that finds no payload has the chunk asked for again). Chunks asked for again, smaller
-// payloads and the copying form are 'D' frames.
+// payloads, the copying form and payloads handed over with their chunk hashes (nothing to wait
+// for) are 'D' frames.
 
 namespace meridian {
 namespace {
