@@ -14,9 +14,12 @@
 // into their place in the buffer; UCX active messages of chunk size carrying their offset in the
 // header, sent from the payload with the protocol UCX picks and received into the buffer. "fresh":
 // bare into newly allocated memory. "link": the payload handed to the link as a shared_ptr (kept,
-// not copied: how CrossSite sends its own deltas); "copy": handed as a span (the link keeps a
-// copy). Per kind: one warm-up of each path, then `repeats` rounds of {bare, fresh, link, copy};
-// GB/s = bytes / time (GB = 1e9 bytes), medians, and the ratios to bare.
+// not copied); "hashed" ("link (pre-hashed)"): the same, handed over with its chunk hashes, taken
+// before the run as the delta encoder takes them (how CrossSite sends its own deltas; their cost is
+// the encoder's, measured in bench_codec), so the sender reads none of the payload in the run;
+// "copy": handed as a span (the link keeps a copy). Per kind: one warm-up of each path, then
+// `repeats` rounds of {bare, fresh, link, hashed, copy}; GB/s = bytes / time (GB = 1e9 bytes),
+// medians, and the ratios to bare.
 #include <netinet/in.h>
 #include <ucp/api/ucp.h>
 
@@ -75,16 +78,18 @@ void check(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-// shared: the payload is handed to the link to keep (as CrossSite sends its own deltas); otherwise
-// the link keeps a copy of it.
-double link_run(Link& tx, Link& rx, const std::shared_ptr<const Bytes>& payload, std::uint64_t id, bool shared) {
+// How the payload is handed to the link: shared (kept, not copied), shared with its chunk hashes
+// (`hashes`, taken before the run), or as a span (the link keeps a copy).
+enum class Form { Shared, Hashed, Copied };
+
+double link_run(Link& tx, Link& rx, const std::shared_ptr<const Bytes>& payload, const ChunkHashes& hashes,
+                std::uint64_t id, Form form) {
   const std::string to = rx.address();
   std::optional<Received> got;
   const double s = timed([&] {
-                           if (shared)
-                             tx.send(to, id, 0, payload);
-                           else
-                             tx.send(to, id, 0, std::span<const std::byte>(*payload));
+                           if (form == Form::Shared) tx.send(to, id, 0, payload);
+                           if (form == Form::Hashed) tx.send(to, id, 0, payload, hashes);
+                           if (form == Form::Copied) tx.send(to, id, 0, std::span<const std::byte>(*payload));
                          },
                          [&] {
                            const auto deadline = Clock::now() + 60s;
@@ -242,14 +247,14 @@ double bare_ucx_run(BareUcx& u, const Bytes& payload, std::span<std::byte> out, 
 // -------------------------------------------------------------------------------------------------
 
 struct Result {
-  std::vector<double> bare, fresh, link, copy;
+  std::vector<double> bare, fresh, link, hashed, copy;
 };
 
 // One kind: warm-up, then `repeats` rounds of {bare into the reused buffer, bare into a new buffer,
-// link (shared payload), link (copied payload)}. bare(out) sends the payload into out; link(id,
-// shared) sends it as transfer id.
+// link (shared payload), link (shared, pre-hashed), link (copied payload)}. bare(out) sends the
+// payload into out; link(id, form) sends it as transfer id.
 Result measure(int repeats, const Bytes& payload, const std::function<double(std::span<std::byte>)>& bare,
-               const std::function<double(std::uint64_t, bool)>& link) {
+               const std::function<double(std::uint64_t, Form)>& link) {
   Result r;
   Bytes reused(payload.size());
   std::uint64_t id = 1;
@@ -260,8 +265,7 @@ Result measure(int repeats, const Bytes& payload, const std::function<double(std
     return s;
   };
   bare_into(reused);
-  link(id++, true);
-  link(id++, false);
+  for (const Form form : {Form::Shared, Form::Hashed, Form::Copied}) link(id++, form);
   for (int i = 0; i < repeats; ++i) {
     r.bare.push_back(bare_into(reused));
     // A receiver that hands each delta on needs new memory for each, as the link's Received does.
@@ -269,20 +273,22 @@ Result measure(int repeats, const Bytes& payload, const std::function<double(std
     std::unique_ptr<std::byte[]> fresh(new std::byte[payload.size()]);
     r.fresh.push_back(bare({fresh.get(), payload.size()}));
     check(std::equal(payload.begin(), payload.end(), fresh.get()), "bare transfer arrived wrong");
-    r.link.push_back(link(id++, true));
-    r.copy.push_back(link(id++, false));
+    r.link.push_back(link(id++, Form::Shared));
+    r.hashed.push_back(link(id++, Form::Hashed));
+    r.copy.push_back(link(id++, Form::Copied));
   }
   return r;
 }
 
 void report(const char* kind, const Result& r, double gb) {
   const double bare = gb / median(r.bare), fresh = gb / median(r.fresh), link = gb / median(r.link),
-               copy = gb / median(r.copy);
-  std::printf("%-4s %10.3f %10.3f %10.3f %9.0f%% %9.0f%% %10.3f %9.0f%%\n", kind, bare, fresh, link,
-              100.0 * link / bare, 100.0 * link / fresh, copy, 100.0 * copy / bare);
+               hashed = gb / median(r.hashed), copy = gb / median(r.copy);
+  std::printf("%-4s %10.3f %10.3f %10.3f %9.0f%% %9.0f%% %10.3f %9.0f%% %10.3f %9.0f%%\n", kind, bare, fresh, link,
+              100.0 * link / bare, 100.0 * link / fresh, hashed, 100.0 * hashed / bare, copy, 100.0 * copy / bare);
   for (const auto& [name, runs] : {std::pair{"bare", &r.bare}, std::pair{"fresh", &r.fresh},
-                                   std::pair{"link", &r.link}, std::pair{"copy", &r.copy}}) {
-    std::printf("     %-5s runs GB/s:", name);
+                                   std::pair{"link", &r.link}, std::pair{"hashed", &r.hashed},
+                                   std::pair{"copy", &r.copy}}) {
+    std::printf("     %-6s runs GB/s:", name);
     for (double s : *runs) std::printf(" %.3f", gb / s);
     std::printf("\n");
   }
@@ -308,15 +314,17 @@ int main(int argc, char** argv) {
   }
   std::printf("%zu MiB over 127.0.0.1 in %zu MiB chunks, median of %d interleaved runs per path\n", bytes >> 20,
               chunk >> 20, repeats);
-  std::printf("%-4s %10s %10s %10s %10s %10s %10s %10s\n", "kind", "bare GB/s", "fresh GB/s", "link GB/s",
-              "link/bare", "link/fresh", "copy GB/s", "copy/bare");
+  std::printf("%-4s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "kind", "bare GB/s", "fresh GB/s",
+              "link GB/s", "link/bare", "link/fresh", "hashed GB/s", "hashed/bare", "copy GB/s", "copy/bare");
+  // What the delta encoder hands CrossSite's link with each delta: outside the timed runs.
+  const ChunkHashes hashes = chunk_hashes(payload, chunk);
   {
     BareZmq z;
     auto tx = make_zmq_link("127.0.0.1", chunk), rx = make_zmq_link("127.0.0.1", chunk);
     report("zmq",
            measure(
                repeats, payload, [&](std::span<std::byte> out) { return bare_zmq_run(z, payload, out, chunk); },
-               [&](std::uint64_t id, bool share) { return link_run(*tx, *rx, shared, id, share); }),
+               [&](std::uint64_t id, Form form) { return link_run(*tx, *rx, shared, hashes, id, form); }),
            gb);
   }
   {
@@ -325,7 +333,7 @@ int main(int argc, char** argv) {
     report("ucx",
            measure(
                repeats, payload, [&](std::span<std::byte> out) { return bare_ucx_run(u, payload, out, chunk); },
-               [&](std::uint64_t id, bool share) { return link_run(*tx, *rx, shared, id, share); }),
+               [&](std::uint64_t id, Form form) { return link_run(*tx, *rx, shared, hashes, id, form); }),
            gb);
   }
   return 0;

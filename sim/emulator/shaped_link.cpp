@@ -45,24 +45,28 @@ void ShapedLink::stamp(const std::string& peer, std::uint64_t transfer_id) {
   inner_->send(peer, transfer_id | kStampBit, kStampTag, StampBook::payload(now));
 }
 
-void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                      std::span<const std::byte> payload) {
+bool ShapedLink::goes(const std::string& peer, std::uint64_t transfer_id) {
   if (apart(peer, clock_())) {
     ++shaping_.dropped_sent;
-    return;
+    return false;
   }
   stamp(peer, transfer_id);
-  inner_->send(peer, transfer_id, tag, payload);
+  return true;
+}
+
+void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                      std::span<const std::byte> payload) {
+  if (goes(peer, transfer_id)) inner_->send(peer, transfer_id, tag, payload);
 }
 
 void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                       std::shared_ptr<const std::vector<std::byte>> payload) {
-  if (apart(peer, clock_())) {
-    ++shaping_.dropped_sent;
-    return;
-  }
-  stamp(peer, transfer_id);
-  inner_->send(peer, transfer_id, tag, std::move(payload));
+  if (goes(peer, transfer_id)) inner_->send(peer, transfer_id, tag, std::move(payload));
+}
+
+void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                      std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) {
+  if (goes(peer, transfer_id)) inner_->send(peer, transfer_id, tag, std::move(payload), std::move(hashes));
 }
 
 void ShapedLink::admit(Received r) {

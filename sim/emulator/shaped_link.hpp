@@ -54,6 +54,9 @@ class ShapedLink : public LinkDecorator {
             std::span<const std::byte> payload) override;
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload) override;
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
+  std::size_t chunk_bytes() const override { return inner_->chunk_bytes(); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
 
   Shaping shaping() const { return shaping_; }
@@ -65,6 +68,8 @@ class ShapedLink : public LinkDecorator {
   };
 
   void stamp(const std::string& peer, std::uint64_t transfer_id);
+  // Whether a transfer to peer goes (stamped) or is dropped (counted) by a partition.
+  bool goes(const std::string& peer, std::uint64_t transfer_id);
   // The peer's site, remembered once known (a member's address keeps naming it after it left).
   const std::string* peer_site(const std::string& address);
   bool apart(const std::string& address, double now);

@@ -248,7 +248,9 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
       next_round_ = round + 1;
       DeltaAnnouncement a{site_,          round, state_.version(), tokens, encoded.size(),
                           hash64(std::span<const std::byte>(encoded)), last && i == count - 1, fragment};
-      cross_->submit(a, std::move(encoded));
+      // Hashed here, right after the encode, rather than by the link on the transfer's path.
+      ChunkHashes hashes = chunk_hashes(encoded, cross_->chunk_bytes());
+      cross_->submit(a, std::move(encoded), std::move(hashes));
     }
     ++rounds_;
     if (i + 1 < count) drain_backlog(group, leader, trainer, kMaxBacklog);

@@ -119,9 +119,11 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   }
 }
 
-void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded) {
+void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {
   MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size() && a.checksum == hash64(std::span<const std::byte>(encoded)),
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
+  MERIDIAN_CHECK(hashes.chunk_bytes == link_.chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
+                 "-byte chunks for a link of ", link_.chunk_bytes());
   const double now = clock_();
   if (last_submit_at_ > 0) {
     round_seconds_.push_back(now - last_submit_at_);
@@ -133,15 +135,14 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   announce_pending();
   announced_[{a.site, a.round}] = a;
   if (a.final) final_round_[a.site] = a.round;
-  // Shared with the link (sent to every member without a copy, kept for their requests).
-  const auto own = std::make_shared<const std::vector<std::byte>>(std::move(encoded));
+  const OwnDelta own{std::make_shared<const std::vector<std::byte>>(std::move(encoded)), std::move(hashes)};
   for (const auto& [site, member] : members_) {
     if (site == options_.site) continue;
-    send(member.address, LinkTag::Delta, a.round, own);
+    send(member.address, a.round, own);
     ++traffic_.deltas_sent;
-    in_flight_[a.round] += own->size();
+    in_flight_[a.round] += own.bytes->size();
   }
-  arrived_[{a.site, a.round}] = *own;  // a commit lists this site's own delta too
+  arrived_[{a.site, a.round}] = *own.bytes;  // a commit lists this site's own delta too
   verified_.erase({a.site, a.round});
   norms_.erase({a.site, a.round});
   own_[a.round] = own;
@@ -612,6 +613,12 @@ void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t numbe
   link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), std::move(bytes));
 }
 
+void CrossSite::send(const std::string& address, std::int64_t round, const OwnDelta& delta) {
+  count_sent(address, delta.bytes->size());
+  link_.send(address, next_transfer_id(address, LinkTag::Delta, round), static_cast<std::uint16_t>(LinkTag::Delta),
+             delta.bytes, delta.hashes);
+}
+
 template <class Map, class Pred>
 void CrossSite::recycle_if(Map& map, Pred pred) {
   for (auto it = map.begin(); it != map.end();) {
@@ -663,7 +670,7 @@ void CrossSite::handle(Received r) {
         const auto req = decode_delta_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
         const auto own = own_.find(req.round);
         if (req.site != options_.site || own == own_.end()) return;
-        send(r.peer, LinkTag::Delta, req.round, own->second);
+        send(r.peer, req.round, own->second);
       } catch (const Error&) {
         ++traffic_.deltas_refused;
       }
@@ -725,8 +732,8 @@ void CrossSite::refresh_members() {
   for (const auto& [site, m] : members) {
     const auto before = members_.find(site);
     if (site == options_.site || (before != members_.end() && before->second.incarnation == m.incarnation)) continue;
-    for (const auto& [round, bytes] : own_)
-      if (round > merged) send(m.address, LinkTag::Delta, round, bytes);
+    for (const auto& [round, own] : own_)
+      if (round > merged) send(m.address, round, own);
   }
   members_ = std::move(members);
   site_by_addr_.clear();

@@ -103,7 +103,12 @@ class CrossSite {
   std::int64_t next_round() const { return next_round_; }
 
   // DiLoCo: announces this site's delta for `a.round` and sends it to every other member.
-  void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded);
+  // `hashes`: the chunk hashes of `encoded` for this site's link (chunk_hashes with chunk_bytes()),
+  // taken right after encoding, so that the link sends the delta without reading it again. Wrong
+  // ones get the delta refused by every peer's link, never applied.
+  void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes);
+  // The chunk size of this site's link, which submit's hashes are taken with.
+  std::size_t chunk_bytes() const { return link_.chunk_bytes(); }
 
   struct Commit {
     CommitRecord record;
@@ -197,9 +202,16 @@ class CrossSite {
                                                           const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
-  // The same for bytes this site keeps (its own deltas): the link shares them instead of copying.
+  // The same for bytes the link may keep instead of copying (a state snapshot).
   void send(const std::string& address, LinkTag tag, std::int64_t number,
             std::shared_ptr<const std::vector<std::byte>> bytes);
+  // This site's delta of a round, kept for peers that ask for it again or join late: shared with the
+  // link (sent to every member without a copy), with the chunk hashes it was submitted with.
+  struct OwnDelta {
+    std::shared_ptr<const std::vector<std::byte>> bytes;
+    ChunkHashes hashes;
+  };
+  void send(const std::string& address, std::int64_t round, const OwnDelta& delta);
   void count_sent(const std::string& address, std::size_t bytes);
   std::uint64_t next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number);
 
@@ -254,7 +266,7 @@ class CrossSite {
   bool control_down_ = false;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   bool proposing_ = true;
-  std::map<std::int64_t, std::shared_ptr<const std::vector<std::byte>>> own_;  // by round; shared with the link
+  std::map<std::int64_t, OwnDelta> own_;  // by round
   std::map<std::int64_t, std::uint64_t> in_flight_;  // own rounds not merged yet: bytes sent to peers
   std::map<DeltaKey, double> requested_at_;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)

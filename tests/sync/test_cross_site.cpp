@@ -69,6 +69,21 @@ TEST_CASE("a delta that does not match its announcement is refused, fetched agai
   for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
 }
 
+TEST_CASE("a delta submitted with a wrong chunk hash is refused by its peers' links, never delivered") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});  // 200 KB deltas: 13 chunks of 16 KiB
+  sites[0]->submit(0, {}, {}, 0, [](ChunkHashes& h) { h.hashes[3] ^= 1; });
+  const auto refused = [&](int i) { return sites[i]->link->counters().rejected > 0; };
+  const double deadline = seconds_now() + 5;
+  while (!(refused(1) && refused(2)) && seconds_now() < deadline)
+    for (auto& s : sites) static_cast<void>(s->cross.poll_commit(s->state, 5ms));
+  for (int i = 1; i < 3; ++i) {
+    CHECK(refused(i));
+    CHECK(sites[i]->cross.traffic().bytes_received == 0);
+  }
+}
+
 TEST_CASE("transfers from a link that is no member of the job are refused") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);

@@ -133,6 +133,42 @@ TEST_CASE("copy_frames copies the payload and frames it as make_frames does") {
   }
 }
 
+TEST_CASE("hashed_frames from chunk_hashes frame a payload as make_frames does, reading none of it") {
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{300'000}, std::size_t{20} << 20}) {
+    CAPTURE(n);
+    const auto payload = random_bytes(n, 13);
+    const std::size_t chunk = n > 1'000'000 ? std::size_t{1} << 20 : 100'000;
+    const ChunkHashes hashes = chunk_hashes(payload, chunk);  // two threads from 16 MiB on
+    CHECK(hashes.chunk_bytes == chunk);
+    CHECK(hashes == chunk_hashes(payload, chunk, false));
+    const auto made = make_frames(4, 2, payload, chunk);
+    const auto hashed = hashed_frames(4, 2, payload, hashes);
+    REQUIRE(hashed.size() == made.size());
+    for (std::size_t i = 0; i < made.size(); ++i) {
+      CHECK(hashed[i].header == made[i].header);
+      CHECK(hashed[i].payload.data() == made[i].payload.data());
+      CHECK(hashed[i].payload.size() == made[i].payload.size());
+    }
+    CHECK(assemble(hashed) == payload);
+  }
+  const auto payload = random_bytes(250'000, 14);
+  ChunkHashes short_of_one = chunk_hashes(payload, 100'000);
+  short_of_one.hashes.pop_back();
+  CHECK_THROWS_AS(hashed_frames(1, 0, payload, short_of_one), InvariantError);  // a caller bug
+
+  // A wrong hash frames fine (nothing reads the payload) but its chunk is refused, never accepted.
+  ChunkHashes wrong = chunk_hashes(payload, 100'000);
+  wrong.hashes[1] ^= 1;
+  const auto frames = hashed_frames(1, 0, payload, wrong);
+  Assembler a;
+  CHECK(a.add(frames[0].header, frames[0].payload).verdict == Verdict::Accepted);
+  const auto refused = a.add(frames[1].header, frames[1].payload);
+  CHECK(refused.verdict == Verdict::Rejected);
+  CHECK(refused.rerequest == 1u);
+  CHECK(a.add(frames[2].header, frames[2].payload).verdict == Verdict::Accepted);
+  CHECK_FALSE(a.complete());
+}
+
 TEST_CASE("a damaged chunk that continues the payload is cut off again, its good copy then fits") {
   const auto payload = random_bytes(1'000'000, 12);
   const auto frames = make_frames(1, 0, payload, 100'000);  // 10 chunks, pieces of 64 KiB within each

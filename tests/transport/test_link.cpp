@@ -206,16 +206,23 @@ void a_thousand_faults(const LinkFactory& make) {
           " re-requests");
 }
 
-// Large payloads handed over shared (the UCX link sends their chunks' payloads ahead of their
-// headers, while it hashes them) from a faulty link: each arrives once and intact.
-void large_shared_payloads_survive_faults(const LinkFactory& make) {
+// Large payloads handed over shared from a faulty link: each arrives once and intact, the link
+// keeping the caller's buffer for re-requests. Without their hashes the UCX link sends their
+// chunks' payloads ahead of their headers, while it hashes them; `prehashed`: with the hashes
+// taken where they were made (as CrossSite's deltas are), sent at once without being read.
+void large_shared_payloads_survive_faults(const LinkFactory& make, bool prehashed) {
   constexpr std::size_t kLargeChunks = 1 << 20;
-  auto tx = make(every_fault(0.1, 18), kLargeChunks);
+  auto tx = make(every_fault(0.1, prehashed ? 19 : 18), kLargeChunks);
   auto rx = make({}, kLargeChunks);
+  REQUIRE(tx->chunk_bytes() == kLargeChunks);
   std::map<std::uint64_t, std::shared_ptr<const std::vector<std::byte>>> sent;
   for (std::uint64_t id = 1; id <= 3; ++id) {
     sent[id] = std::make_shared<const std::vector<std::byte>>(pattern((16 << 20) + id * 1'234'567, id));
-    tx->send(rx->address(), id, 9, sent[id]);
+    if (prehashed)
+      tx->send(rx->address(), id, 9, sent[id], chunk_hashes(*sent[id], tx->chunk_bytes()));
+    else
+      tx->send(rx->address(), id, 9, sent[id]);
+    CHECK(sent[id].use_count() >= 2);  // kept by the link, not copied
   }
   std::set<std::uint64_t> got;
   while (got.size() < sent.size()) {
@@ -230,6 +237,27 @@ void large_shared_payloads_survive_faults(const LinkFactory& make) {
   CHECK(rx->counters().rejected > 0);
   CHECK(rx->counters().rerequests > 0);
   CHECK(tx->counters().faults_injected > 0);
+}
+
+// A wrong precomputed hash is the receiver's to catch: that chunk is refused (re-requested, and
+// refused again, since its sender can only send it with the same header) and the transfer is never
+// delivered; the link goes on delivering others. Hashes for another chunk size are a caller bug.
+void a_wrong_precomputed_hash_is_caught(const LinkFactory& make) {
+  auto tx = make({});
+  auto rx = make({});
+  const auto payload = std::make_shared<const std::vector<std::byte>>(pattern(20 * kChunkBytes + 5, 30));
+  ChunkHashes wrong = chunk_hashes(*payload, tx->chunk_bytes());
+  wrong.hashes[7] ^= std::uint64_t{1} << 40;
+  tx->send(rx->address(), 1, 2, payload, wrong);
+  CHECK_FALSE(deliver(*rx, {tx.get()}, 500ms).has_value());
+  CHECK(rx->counters().rejected > 0);
+  CHECK(rx->counters().rerequests > 0);
+  CHECK_THROWS_AS(tx->send(rx->address(), 2, 2, payload, chunk_hashes(*payload, 2 * kChunkBytes)), InvariantError);
+  tx->send(rx->address(), 3, 2, payload, chunk_hashes(*payload, tx->chunk_bytes()));
+  const auto got = deliver(*rx, {tx.get()});
+  REQUIRE(got.has_value());
+  CHECK(got->transfer_id == 3);
+  CHECK(got->bytes == *payload);
 }
 
 // send_garbage writes malformed messages to an address in the implementation's own wire protocol
@@ -327,8 +355,10 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("truncated chunks are refused and re-requested") { truncated_chunks_are_rerequested(make); }
   SUBCASE("all faults together") { all_faults_at_once(make); }
   SUBCASE("a thousand faults of all four kinds: every transfer once and intact") { a_thousand_faults(make); }
-  SUBCASE("large shared payloads arrive intact through all four faults") { large_shared_payloads_survive_faults(make); }
+  SUBCASE("large shared payloads arrive intact through all four faults") { large_shared_payloads_survive_faults(make, false); }
   SUBCASE("a shared payload is sent to two peers and re-requested from") { shared_payloads_are_sent_and_kept(make); }
+  SUBCASE("pre-hashed payloads arrive intact through all four faults") { large_shared_payloads_survive_faults(make, true); }
+  SUBCASE("a wrong precomputed chunk hash is refused, never delivered") { a_wrong_precomputed_hash_is_caught(make); }
   SUBCASE("garbage frames are refused and the link keeps working") { garbage_is_refused(make, send_garbage); }
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
   SUBCASE("a recycled payload buffer receives the next transfer") { recycled_buffers_are_reused(make); }

@@ -137,15 +137,19 @@ namespace {
 // Payloads from this size on are hashed by two threads.
 constexpr std::size_t kTwoThreadBytes = std::size_t{16} << 20;
 
-// copy: where payload is copied to on the way, or empty (the frames then view payload).
-std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
-                             std::span<std::byte> copy, std::size_t chunk_bytes, bool parallel) {
+std::size_t chunk_count(std::size_t size, std::size_t chunk_bytes) {
   MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
-  MERIDIAN_CHECK(payload.size() <= kMaxTransferBytes, "payload of ", payload.size(), " bytes");
-  const std::size_t count = std::max<std::size_t>(1, (payload.size() + chunk_bytes - 1) / chunk_bytes);
+  MERIDIAN_CHECK(size <= kMaxTransferBytes, "payload of ", size, " bytes");
+  const std::size_t count = std::max<std::size_t>(1, (size + chunk_bytes - 1) / chunk_bytes);
   MERIDIAN_CHECK(count <= kMaxChunks, count, " chunks of ", chunk_bytes, " bytes: use larger chunks");
+  return count;
+}
+
+// The hashes of payload's chunks; copy: where payload is copied to on the way, or empty.
+std::vector<std::uint64_t> hashes_of(std::span<const std::byte> payload, std::span<std::byte> copy,
+                                     std::size_t chunk_bytes, bool parallel) {
+  const std::size_t count = chunk_count(payload.size(), chunk_bytes);
   std::vector<std::uint64_t> hashes(count);
-  const std::span<const std::byte> viewed = copy.data() != nullptr ? std::span<const std::byte>(copy) : payload;
   const auto hash_chunks = [&](std::size_t from, std::size_t to) noexcept {
     for (std::size_t i = from; i < to; ++i) {
       const std::size_t at = i * chunk_bytes, n = std::min(chunk_bytes, payload.size() - at);
@@ -167,16 +171,24 @@ std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::
   }
   hash_chunks(0, mine);
   if (helper.joinable()) helper.join();
+  return hashes;
+}
+
+// The frames of `viewed` (the payload, or its copy), whose chunks have these hashes.
+std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> viewed,
+                             std::size_t chunk_bytes, std::span<const std::uint64_t> hashes) {
+  const std::size_t count = chunk_count(viewed.size(), chunk_bytes);
+  MERIDIAN_CHECK(hashes.size() == count, hashes.size(), " chunk hashes for ", count, " chunks");
   ChunkHeader h;
   h.transfer_id = transfer_id;
   h.tag = tag;
   h.count = static_cast<std::uint32_t>(count);
-  h.total_bytes = payload.size();
+  h.total_bytes = viewed.size();
   h.total_hash = total_hash_of(hashes);
   std::vector<Frame> frames;
   frames.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const auto part = viewed.subspan(i * chunk_bytes, std::min(chunk_bytes, payload.size() - i * chunk_bytes));
+    const auto part = viewed.subspan(i * chunk_bytes, std::min(chunk_bytes, viewed.size() - i * chunk_bytes));
     h.index = static_cast<std::uint32_t>(i);
     h.offset = i * chunk_bytes;
     h.length = static_cast<std::uint32_t>(part.size());
@@ -188,9 +200,18 @@ std::vector<Frame> frames_of(std::uint64_t transfer_id, std::uint16_t tag, std::
 
 }  // namespace
 
+ChunkHashes chunk_hashes(std::span<const std::byte> payload, std::size_t chunk_bytes, bool parallel) {
+  return {chunk_bytes, hashes_of(payload, {}, chunk_bytes, parallel)};
+}
+
 std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
                                std::size_t chunk_bytes, bool parallel) {
-  return frames_of(transfer_id, tag, payload, {}, chunk_bytes, parallel);
+  return frames_of(transfer_id, tag, payload, chunk_bytes, hashes_of(payload, {}, chunk_bytes, parallel));
+}
+
+std::vector<Frame> hashed_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                                 const ChunkHashes& hashes) {
+  return frames_of(transfer_id, tag, payload, hashes.chunk_bytes, hashes.hashes);
 }
 
 std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
@@ -198,7 +219,7 @@ std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std
   MERIDIAN_CHECK(copy.size() == payload.size() && (copy.data() != nullptr || payload.empty()),
                  "a copy of ", copy.size(), " bytes for a payload of ", payload.size());
   if (payload.empty()) return make_frames(transfer_id, tag, payload, chunk_bytes);
-  return frames_of(transfer_id, tag, payload, copy, chunk_bytes, true);
+  return frames_of(transfer_id, tag, copy, chunk_bytes, hashes_of(payload, copy, chunk_bytes, true));
 }
 
 }  // namespace meridian

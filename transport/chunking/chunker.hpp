@@ -43,6 +43,19 @@ struct Frame {
 // The wire::ChunkHeader totalHash of a payload whose chunks have these payload hashes, in index order.
 std::uint64_t total_hash_of(std::span<const std::uint64_t> chunk_hashes);
 
+// The payload_hash of each chunk of a payload cut into chunks of chunk_bytes, in index order: what a
+// Link puts in the chunk headers. A producer that takes them where its bytes are made (the delta
+// encoder) hands them to the link (Link::send with ChunkHashes), which then sends without reading
+// the payload; the receiver checks every chunk against its header all the same.
+struct ChunkHashes {
+  std::size_t chunk_bytes = kDefaultChunkBytes;
+  std::vector<std::uint64_t> hashes;
+  bool operator==(const ChunkHashes&) const = default;
+};
+// Reads payload once, with two threads from 16 MiB on when `parallel`. 0 < chunk_bytes <= kMaxChunkBytes.
+ChunkHashes chunk_hashes(std::span<const std::byte> payload, std::size_t chunk_bytes = kDefaultChunkBytes,
+                         bool parallel = true);
+
 // Splits payload into chunks of at most chunk_bytes (0 < chunk_bytes <= kMaxChunkBytes), in order;
 // an empty payload still yields one (empty) chunk, so the receiver learns it is complete. The
 // frames view payload, which must outlive them. Reads payload once (the chunks' hashes), with two
@@ -50,6 +63,10 @@ std::uint64_t total_hash_of(std::span<const std::uint64_t> chunk_hashes);
 // carries the total hash); with one when the caller has other work for the other core.
 std::vector<Frame> make_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
                                std::size_t chunk_bytes = kDefaultChunkBytes, bool parallel = true);
+// The same frames, from the chunk hashes of payload (hashes.chunk_bytes are the chunks' size): reads
+// nothing of payload. A caller bug (MERIDIAN_CHECK) when there are not as many hashes as chunks.
+std::vector<Frame> hashed_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                                 const ChunkHashes& hashes);
 // The same frames, for a payload copied into `copy` (of payload's size) on the way: one pass that
 // copies and hashes each piece while it is in cache. The frames view copy.
 std::vector<Frame> copy_frames(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/util/error.hpp"
 #include "transport/chunking/chunker.hpp"
 
 namespace meridian {
@@ -32,6 +33,8 @@ class KeptTransfers {
   KeptTransfers(std::size_t max_transfers, std::size_t max_bytes, std::size_t chunk_bytes)
       : max_transfers_(max_transfers), max_bytes_(max_bytes), chunk_bytes_(chunk_bytes) {}
 
+  std::size_t chunk_bytes() const { return chunk_bytes_; }
+
   // Copies payload (the caller's buffer may be gone by the time of a re-request).
   const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                    std::span<const std::byte> payload) {
@@ -44,6 +47,16 @@ class KeptTransfers {
   const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                    std::shared_ptr<const std::vector<std::byte>> payload, bool parallel = true) {
     auto frames = make_frames(transfer_id, tag, *payload, chunk_bytes_, parallel);
+    const std::size_t bytes = payload->size();
+    return add(Sent{peer, transfer_id, std::move(payload), bytes, std::move(frames)});
+  }
+
+  // Shares payload, whose chunk hashes the caller took (ChunkHashes): reads none of its bytes.
+  const Sent& keep(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                   std::shared_ptr<const std::vector<std::byte>> payload, const ChunkHashes& hashes) {
+    MERIDIAN_CHECK(hashes.chunk_bytes == chunk_bytes_, "hashes of ", hashes.chunk_bytes, "-byte chunks for a link of ",
+                   chunk_bytes_);
+    auto frames = hashed_frames(transfer_id, tag, *payload, hashes);
     const std::size_t bytes = payload->size();
     return add(Sent{peer, transfer_id, std::move(payload), bytes, std::move(frames)});
   }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/chunking/chunker.hpp"
+
 namespace meridian {
 
 struct Received {
@@ -67,6 +69,15 @@ class Link {
   // For a payload the caller keeps anyway, or sends to several peers.
   virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                     std::shared_ptr<const std::vector<std::byte>> payload) = 0;
+  // The same, with the payload's chunk hashes taken where it was produced (chunk_hashes of
+  // transport/chunking, with this link's chunk_bytes()): the link sends at once, reading nothing
+  // of the payload. It trusts them only to build its headers; the receiver checks every chunk as
+  // always, so a wrong hash gets that chunk refused (and its transfer never delivered), never
+  // accepted. Hashes for another chunk size, or not one per chunk, are a caller bug.
+  virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+                    std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) = 0;
+  // The size a transfer is cut into chunks of (the last may be shorter).
+  virtual std::size_t chunk_bytes() const = 0;
   // Waits up to `timeout` for the next complete, verified transfer from any peer; nullopt on
   // timeout. Bad frames are refused and counted, a chunk that fails its checksum is re-requested
   // from its sender, and a transfer is delivered once. Re-requests from peers are answered here too.

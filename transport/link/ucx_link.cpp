@@ -27,7 +27,8 @@
 // payload is hashed (~8 ms for 256 MiB on two cores), where the payload could have been on its way.
 // The receiver places and hashes each payload as it lands and checks it when its header comes (a
 // header that finds no payload has the chunk asked for again). Chunks asked for again, smaller
-// payloads and the copying form are 'D' frames.
+// payloads, the copying form and payloads handed over with their chunk hashes (nothing to wait
+// for) are 'D' frames.
 
 namespace meridian {
 namespace {
@@ -139,6 +140,18 @@ class UcxLink final : public Link {
     for (std::size_t i = 0; i < headers.size(); ++i) headers[i].header = sent.frames[i].header;
     post(kHeader, peer, headers, sent.owner, true);
   }
+
+  // Hashed already: every frame, header and all, leaves at once.
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
+    MERIDIAN_CHECK(payload != nullptr, "no payload");
+    if (!UcxTransport::valid_address(peer))
+      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), hashes);
+    post(kData, sent.peer, sent.frames, sent.owner);
+  }
+
+  std::size_t chunk_bytes() const override { return chunk_bytes_; }
 
   std::optional<Received> receive(milliseconds timeout) override {
     // What already arrived is handled before the clock is looked at (next() takes it at once), so

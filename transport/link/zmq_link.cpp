@@ -88,6 +88,16 @@ class ZmqLink final : public Link {
     send_frames(socket, sent.frames, sent.owner);
   }
 
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
+    MERIDIAN_CHECK(payload != nullptr, "no payload");
+    zmq::socket_t& socket = dealer(peer);
+    const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), hashes);
+    send_frames(socket, sent.frames, sent.owner);
+  }
+
+  std::size_t chunk_bytes() const override { return sent_.chunk_bytes(); }
+
   std::optional<Received> receive(milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
     std::optional<Received> delivered;
