@@ -56,7 +56,6 @@ class ShapedLink : public LinkDecorator {
             std::shared_ptr<const std::vector<std::byte>> payload) override;
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
-  std::size_t chunk_bytes() const override { return inner_->chunk_bytes(); }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
 
   Shaping shaping() const { return shaping_; }

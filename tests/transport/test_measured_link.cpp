@@ -39,6 +39,11 @@ class WireLink : public Link {
             std::shared_ptr<const std::vector<std::byte>> payload) override {
     send(peer, id, tag, std::span<const std::byte>(*payload));
   }
+  void send(const std::string& peer, std::uint64_t id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes) override {
+    send(peer, id, tag, std::span<const std::byte>(*payload));
+  }
+  std::size_t chunk_bytes() const override { return 1 << 20; }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override {
     const double until = wire_.clock + static_cast<double>(timeout.count()) / 1000;
     auto& q = wire_.queues[address_];

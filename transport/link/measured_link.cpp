@@ -73,6 +73,12 @@ void MeasuredLink::send(const std::string& peer_address, std::uint64_t transfer_
   inner_->send(peer_address, transfer_id, tag, std::move(payload));
 }
 
+void MeasuredLink::send(const std::string& peer_address, std::uint64_t transfer_id, std::uint16_t tag,
+                        std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) {
+  stamp_if_measured(peer_address, transfer_id, payload->size());
+  inner_->send(peer_address, transfer_id, tag, std::move(payload), std::move(hashes));
+}
+
 void MeasuredLink::probe(double now) {
   for (auto& [address, p] : peers_) {
     if (now < p.next_probe) continue;

@@ -59,6 +59,8 @@ class MeasuredLink : public LinkDecorator {
             std::span<const std::byte> payload) override;
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload) override;
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
 
   // By peer address: every peer this link sent to or heard from.
