@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <type_traits>
 
 #include "core/runlog/run_log.hpp"
 #include "core/train/divergence_guard.hpp"
@@ -22,6 +23,7 @@
 #include "sync/group/state_sync.hpp"
 #include "sites/replica/ops_inbox.hpp"
 #include "sites/replica/site_exchange.hpp"
+#include "sites/replica/time_breakdown.hpp"
 #include "sync/parallel/bucket_reducer.hpp"
 
 namespace meridian {
@@ -161,6 +163,21 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   if (std::getenv("OMP_NUM_THREADS") == nullptr)
     omp_set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / c.replicas.count));
   StopSignals stop_signals;  // first, so every thread started below inherits the blocked mask
+  const double t_start = now();  // before the data is loaded: start-up counts from here
+  TimeBreakdown times(t_start);
+  using Part = TimeBreakdown::Part;
+  // Times `f` into `part`; what it returns is passed on.
+  const auto timed = [&](Part part, auto&& f) {
+    const double t0 = now();
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      times.add(part, now() - t0);
+    } else {
+      auto out = f();
+      times.add(part, now() - t0);
+      return out;
+    }
+  };
   RunLog log(c.job.run_dir);
   TcpStoreClient store(run.store_endpoint);
   Heartbeat heartbeat(run.store_endpoint, run.id,
@@ -171,8 +188,6 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   if (exchange.active())
     trainer.set_extras({[&](Checkpoint& out) { exchange.state().save(out); },
                         [&](const Checkpoint& in) { exchange.state().restore(in); }});
-  const double t_start = now();
-  double computing_s = 0;
   OpsFigures figures(t_start);
   OpsInbox inbox(store, env);
   std::int64_t ops_newest = 0;  // the newest operator command, as the step's all-reduce said
@@ -191,6 +206,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                         log, {{"site", run.site}, {"replica", run.id}});
   while (true) {
     const double t_join = now();
+    const bool rejoin = times.training_began();
     group.join(next_generation, join_timeout);
     const int accum = micro_batches_for(c, group.size());
     ReplicaSlot slot;
@@ -243,13 +259,16 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
       float filed = inbox.newest(leader);
       group.comm().allreduce(std::span<float>(&filed, 1), ReduceOp::Sum);
       inbox.skip_to(static_cast<std::int64_t>(filed));
+      if (rejoin) times.add(Part::Rejoin, now() - t_join);
       while (trainer.state().step < c.inner.steps && !switch_pending) {
         const double t_step = now();
+        times.training_begins(t_step);
         StepResult r;
         try {
           r = trainer.step();
-          computing_s += now() - t_step;
-          figures.computed(now() - t_step);
+          const double step_s = now() - t_step;
+          times.add(Part::Steps, step_s);
+          figures.computed(step_s);
         } catch (const Error& e) {
           if (!is_peer_failure(e)) throw;
           log.event("collective_failed", {{"site", run.site},
@@ -280,23 +299,36 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           }
         }
         const auto done = trainer.state().step;
-        if (leader && c.ops.metrics && (done % c.log.every == 0 || done == c.inner.steps))
-          figures.publish(store, exchange, trainer, r, computing_s, now());
         if (leader && (done % c.log.every == 0 || done == c.inner.steps))
-          log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
-                      {"version", exchange.state().version()}, {"generation", group.generation().number},
-                      {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens},
-                      {"utilization", computing_s / std::max(1e-9, now() - t_start)}});
-        if (exchange.round_ends(done))
-          exchange.end_round(group.comm(), leader, trainer, (done - 1) % exchange.inner_steps() + 1,
-                             done == c.inner.steps);
-        else
-          exchange.poll(group.comm(), leader, trainer);
+          timed(Part::Log, [&] {
+            const double computing_s = times.seconds(Part::Steps);
+            if (c.ops.metrics) figures.publish(store, exchange, trainer, r, computing_s, now());
+            log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
+                        {"version", exchange.state().version()}, {"generation", group.generation().number},
+                        {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens},
+                        {"utilization", computing_s / std::max(1e-9, now() - t_start)}});
+          });
+        {
+          // The exchange's own clocks split its calls into waits on other sites, applied versions
+          // and the rest: a round end's encoding and sending, or the per-step look.
+          const double t0 = now(), waited0 = exchange.waited_s(), applied0 = exchange.applied_s();
+          const bool round_end = exchange.round_ends(done);
+          if (round_end)
+            exchange.end_round(group.comm(), leader, trainer, (done - 1) % exchange.inner_steps() + 1,
+                               done == c.inner.steps);
+          else
+            exchange.poll(group.comm(), leader, trainer);
+          const double waited = exchange.waited_s() - waited0, applied = exchange.applied_s() - applied0;
+          times.add(done == c.inner.steps ? Part::EndWait : Part::CrossSiteWait, waited);
+          times.add(Part::Apply, applied);
+          times.add(round_end ? Part::RoundEnd : Part::Poll, now() - t0 - waited - applied);
+        }
         // Mid-run validation of what the job holds (the global weights, right after a round) for the loss curves.
-        if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps)
+        if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps) {
+          const double val = timed(Part::Eval, [&] { return trainer.validation_loss(); });
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
-                      {"version", exchange.state().version()}, {"val_loss", trainer.validation_loss()},
-                      {"tokens", trainer.state().tokens}});
+                      {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
+        }
         if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0) {
           const double t_check = now();
           const auto found = sdc.check(group.comm(), trainer);
@@ -315,7 +347,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                                        {"ms", 1000 * (now() - t_check)}});
           }
         }
-        if (group.rank() == 0 && c.checkpoint.every > 0 && done % c.checkpoint.every == 0) trainer.save_checkpoint();
+        if (group.rank() == 0 && c.checkpoint.every > 0 && done % c.checkpoint.every == 0)
+          timed(Part::Checkpoint, [&] { trainer.save_checkpoint(); });
       }
     } catch (const Error& e) {
       if (!is_peer_failure(e)) throw;
@@ -329,10 +362,14 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     }
     break;
   }
+  const double t_trained = now();
   const auto params_hash = hash64(std::span<const float>(trainer.model().params()));
   if (group.rank() == 0) {
     trainer.save_checkpoint();
+    const double t_eval = now();
     const double val = trainer.validation_loss();
+    const double eval_s = now() - t_eval;
+    times.add(Part::Eval, eval_s);
     log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", trainer.state().step},
                 {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
     auto summary = exchange.summary(trainer.model().params().size());
@@ -341,10 +378,12 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     summary["rollbacks"] = trainer.state().rollbacks;
     summary["lr_scale"] = trainer.state().lr_scale;
     summary["tokens"] = trainer.state().tokens;
-    summary["wall_s"] = now() - t_start;
-    // Time in training steps over the whole run (joins, waits on other sites, evaluation excluded).
-    summary["compute_utilization"] = computing_s / std::max(1e-9, now() - t_start);
     summary["params_hash"] = std::to_string(hash64(std::span<const float>(trainer.model().params())));
+    // compute_utilization: time in inner steps over the whole process; training_utilization:
+    // over the training phase (docs/wan.md). Finishing: all after training but the evaluation.
+    const double t_end = now();
+    times.add(Part::Finish, t_end - t_trained - eval_s);
+    summary.update(times.summary(t_end));
     log.summary(summary);
   }
   log.event("replica_done", {{"site", run.site},

@@ -49,6 +49,7 @@ CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
+  if (options_.watch) watch_ = std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe);
 }
 
 CrossSite::~CrossSite() {
@@ -159,12 +160,25 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
     if (clock_() >= next_control_) {
       next_control_ = clock_() + ms(options_.control_poll);
       std::optional<Commit> commit;
-      if (announce_pending()) control([&] { commit = check_control(state); });
+      if (announce_pending()) {
+        const bool read = control_read_due();
+        control([&] { commit = check_control(state, read); });
+      }
       if (commit) return commit;
     }
     pump(std::min(deadline, next_control_));  // at least once: peers' requests are answered here
     if (clock_() >= deadline) return std::nullopt;
   }
+}
+
+bool CrossSite::control_read_due() {
+  const bool due =
+      !watch_ || !watch_->watching() || read_back_ || control_down_ || watch_->changes() != watch_seen_;
+  if (!due) return false;
+  // Taken before the read: a change that lands while it runs moves the count again.
+  if (watch_) watch_seen_ = watch_->changes();
+  read_back_ = false;
+  return true;
 }
 
 bool CrossSite::announce_pending() {
@@ -199,9 +213,9 @@ void CrossSite::read_commits() {
   }
 }
 
-std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state) {
+std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, bool read) {
   const std::int64_t next = state.version() + 1;
-  read_commits();
+  if (read) read_commits();
   if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   if (auto adopted = catch_up(state)) return adopted;
@@ -229,8 +243,10 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     applied(record);
     return commit;
   }
-  refresh_members();
-  read_announcements();
+  if (read) {
+    refresh_members();
+    read_announcements();
+  }
   CommitView view = control_view(state);
   if (open_version_ != next) {
     open_version_ = next;
@@ -278,6 +294,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   }
   proposed_ = Commit{std::move(proposal), std::move(mean), {}, std::move(fragments)};
   next_control_ = clock_();  // read back whichever proposal won, now
+  read_back_ = true;
   return std::nullopt;
 }
 
