@@ -329,9 +329,12 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
                       {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
         }
-        if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0) {
+        // Alone in its group a replica has nobody to compare its weights with (across sites every
+        // version is checked against its commit's hash instead): no check, and no copy of the
+        // state for a rollback that no disagreement can call for.
+        if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0 && group.size() > 1) {
           const double t_check = now();
-          const auto found = sdc.check(group.comm(), trainer);
+          const auto found = timed(Part::Sdc, [&] { return sdc.check(group.comm(), trainer); });
           if (!found.verdict.agree) {
             figures.sdc_finding();
             std::vector<std::string> hashes;

@@ -5,8 +5,8 @@
 namespace meridian {
 namespace {
 
-constexpr const char* kNames[] = {"steps", "eval", "cross_site_wait", "end_wait",   "round_end", "apply",
-                                  "poll",  "log",  "checkpoint",      "rejoin",     "finish"};
+constexpr const char* kNames[] = {"steps", "eval",       "cross_site_wait", "end_wait", "round_end", "apply",
+                                  "poll",  "log",        "checkpoint",      "sdc",      "rejoin",    "finish"};
 static_assert(std::size(kNames) == static_cast<std::size_t>(TimeBreakdown::Part::kCount));
 
 }  // namespace

@@ -29,6 +29,7 @@ class TimeBreakdown {
     Poll,           // the per-step look for a version, when none was applied
     Log,            // metric lines and the figures published for the metrics endpoint
     Checkpoint,     // checkpoints during training
+    Sdc,            // comparing the weights of the site's replicas (silent data corruption)
     Rejoin,         // regrouping after a failed collective (after training began)
     Finish,         // the final checkpoint and summary, after training
     kCount

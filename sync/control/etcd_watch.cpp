@@ -33,8 +33,14 @@ struct EtcdWatch::Stream {
   net::io_context ioc;
 };
 
-EtcdWatch::EtcdWatch(const EtcdOptions& options, std::string prefix, std::chrono::milliseconds probe_every)
-    : options_(options), prefix_(std::move(prefix)), probe_every_(probe_every), stream_(std::make_unique<Stream>()) {
+EtcdWatch::EtcdWatch(const EtcdOptions& options, std::string prefix, std::chrono::milliseconds probe_every,
+                     std::vector<std::string> areas)
+    : options_(options),
+      prefix_(std::move(prefix)),
+      probe_every_(probe_every),
+      areas_(std::move(areas)),
+      area_changes_(std::make_unique<std::atomic<std::uint64_t>[]>(areas_.size())),
+      stream_(std::make_unique<Stream>()) {
   if (options.endpoints.empty()) throw make_error(ErrorKind::Config, "etcd watch: no endpoints");
   for (const auto& url : options.endpoints) endpoints_.push_back(etcd_host_port(url));
   prober_ = std::make_unique<EtcdClient>(options_);
@@ -167,14 +173,27 @@ bool EtcdWatch::handle(const std::string& line) {
   if (flag("canceled")) return false;
   if (flag("created")) {
     // What changed before the watch began is unknown: a change for the reader, published first.
-    ++changes_;
+    changed_everywhere();
     watching_ = true;
   }
-  if (const auto events = result.find("events"); events != result.end() && events->is_array() && !events->empty()) {
-    events_ += events->size();
-    ++changes_;
+  const auto events = result.find("events");
+  if (events == result.end() || !events->is_array() || events->empty()) return true;
+  for (const auto& e : *events) {
+    // The event's key says which area changed; one that cannot be read may be any of them.
+    std::optional<std::string> key;
+    if (const auto kv = e.find("kv"); e.is_object() && kv != e.end() && kv->is_object())
+      if (const auto k = kv->find("key"); k != kv->end() && k->is_string()) key = base64_decode(k->get<std::string>());
+    for (std::size_t i = 0; i < areas_.size(); ++i)
+      if (!key || key->rfind(areas_[i], 0) == 0) ++area_changes_[i];
   }
+  events_ += events->size();
+  ++changes_;
   return true;
+}
+
+void EtcdWatch::changed_everywhere() {
+  for (std::size_t i = 0; i < areas_.size(); ++i) ++area_changes_[i];
+  ++changes_;
 }
 
 bool EtcdWatch::probe() {
@@ -192,7 +211,7 @@ bool EtcdWatch::probe() {
     return false;
   }
   ++missed_;
-  ++changes_;
+  changed_everywhere();
   return ++silent_probes_ >= 2;
 }
 

@@ -8,7 +8,9 @@
 // A hint, not the data: the caller still reads what changed with its EtcdClient (linearizable,
 // and under the emulated WAN's `reachable` hook). changes() moves at every batch of events and
 // whenever the watch is (re)established, since what happened while it was down is unknown; take
-// its value *before* reading, so a change that lands during the read is seen next time. While
+// its value *before* reading, so a change that lands during the read is seen next time. Areas
+// (key prefixes under the watched one) have counts of their own, so a reader of several ranges
+// reads only the ones that changed; an event outside every area moves only the total. While
 // watching() is false (not connected yet, or the stream ended: its member died, lost its leader,
 // cancelled the watch) the thread connects again, to the next endpoint, after a pause growing to
 // one second; the caller polls meanwhile.
@@ -39,12 +41,13 @@ class EtcdWatch {
   // Uses options.endpoints and request_timeout (for connecting and until etcd confirms the watch),
   // and the whole of `options` for its probes. Throws Error(Config) for a malformed endpoint list.
   EtcdWatch(const EtcdOptions& options, std::string prefix,
-            std::chrono::milliseconds probe_every = std::chrono::milliseconds(1000));
+            std::chrono::milliseconds probe_every = std::chrono::milliseconds(1000), std::vector<std::string> areas = {});
   ~EtcdWatch();  // ends the stream and the thread
   EtcdWatch(const EtcdWatch&) = delete;
   EtcdWatch& operator=(const EtcdWatch&) = delete;
 
   std::uint64_t changes() const { return changes_.load(); }
+  std::uint64_t changes(std::size_t area) const { return area_changes_[area].load(); }
   bool watching() const { return watching_.load(); }
   std::uint64_t events() const { return events_.load(); }  // keys changed, as the stream said
   std::uint64_t missed() const { return missed_.load(); }  // probes that found a change the stream had not sent
@@ -58,11 +61,14 @@ class EtcdWatch {
   bool handle(const std::string& line);
   // True when the stream should be dropped: twice in a row, a change it did not send.
   bool probe();
+  void changed_everywhere();
 
   EtcdOptions options_;
   std::vector<std::pair<std::string, std::string>> endpoints_;
   std::string prefix_;
   std::chrono::milliseconds probe_every_;
+  std::vector<std::string> areas_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> area_changes_;
   std::unique_ptr<EtcdClient> prober_;  // the watch thread's own client
   std::optional<EtcdClient::PrefixState> probed_;
   std::uint64_t events_at_probe_ = 0;

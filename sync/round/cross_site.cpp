@@ -49,7 +49,9 @@ CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
-  if (options_.watch) watch_ = std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe);
+  if (options_.watch)
+    watch_ = std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
+                                         std::vector<std::string>{keys_.members(), keys_.deltas(), keys_.commits()});
 }
 
 CrossSite::~CrossSite() {
@@ -161,8 +163,8 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       next_control_ = clock_() + ms(options_.control_poll);
       std::optional<Commit> commit;
       if (announce_pending()) {
-        const bool read = control_read_due();
-        control([&] { commit = check_control(state, read); });
+        const Reads reads = control_reads_due();
+        control([&] { commit = check_control(state, reads); });
       }
       if (commit) return commit;
     }
@@ -171,14 +173,18 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
   }
 }
 
-bool CrossSite::control_read_due() {
-  const bool due =
-      !watch_ || !watch_->watching() || read_back_ || control_down_ || watch_->changes() != watch_seen_;
-  if (!due) return false;
-  // Taken before the read: a change that lands while it runs moves the count again.
-  if (watch_) watch_seen_ = watch_->changes();
+CrossSite::Reads CrossSite::control_reads_due() {
+  const bool all = !watch_ || !watch_->watching() || control_down_;
+  std::array<bool, 3> due{};
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    // Taken before the read: a change that lands while it runs moves the count again.
+    const auto now = watch_ ? watch_->changes(i) : 0;
+    due[i] = all || now != watch_seen_[i];
+    watch_seen_[i] = now;
+  }
+  Reads reads{due[0], due[1], due[2] || read_back_};
   read_back_ = false;
-  return true;
+  return reads;
 }
 
 bool CrossSite::announce_pending() {
@@ -213,9 +219,12 @@ void CrossSite::read_commits() {
   }
 }
 
-std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, bool read) {
+std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, Reads reads) {
   const std::int64_t next = state.version() + 1;
-  if (read) read_commits();
+  // All that is due, before any path below returns: a range left unread would wait for its next change.
+  if (reads.commits) read_commits();
+  if (reads.members) refresh_members();
+  if (reads.announcements) read_announcements();
   if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   if (auto adopted = catch_up(state)) return adopted;
@@ -242,10 +251,6 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     }
     applied(record);
     return commit;
-  }
-  if (read) {
-    refresh_members();
-    read_announcements();
   }
   CommitView view = control_view(state);
   if (open_version_ != next) {

@@ -10,6 +10,7 @@
 // Nothing here sleeps or owns a thread: the caller pumps it (poll_* with a time budget), so the
 // replicas of the site can stay in step between pumps. Peers' mistakes (a damaged or unannounced
 // delta, a malformed request) are refused and counted, never applied and never fatal.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -177,12 +178,15 @@ class CrossSite {
   void read_commits();
   // What the control plane shows, as the commit rule sees it (no deltas held yet).
   CommitView control_view(const OuterState& state) const;
-  // `read`: read the control plane first; otherwise decide on what was read before (and the
-  // deltas and time since), without a request.
-  std::optional<Commit> check_control(const OuterState& state, bool read);
-  // Whether the next look must read etcd: no watch established, a change it reported, a write of
-  // this site's own to read back, or the control plane down.
-  bool control_read_due();
+  // Which of the job's ranges in etcd a look reads first; the rest of it decides on what was read
+  // before (and the deltas and time since).
+  struct Reads {
+    bool members = true, announcements = true, commits = true;
+  };
+  std::optional<Commit> check_control(const OuterState& state, Reads reads);
+  // What the next look must read: every range without an established watch or with the control
+  // plane down; otherwise those the watch saw change, and the commits after this site proposed one.
+  Reads control_reads_due();
   std::optional<Commit> catch_up(const OuterState& state);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
@@ -213,7 +217,7 @@ class CrossSite {
   std::uint64_t incarnation_id_ = 0;
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<EtcdWatch> watch_;
-  std::uint64_t watch_seen_ = 0;  // watch_->changes() when etcd was last read
+  std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
   bool read_back_ = true;         // this site wrote (proposed): read the outcome at the next look
   double next_control_ = 0;
   std::map<std::string, MemberRecord> members_;      // by site

@@ -110,6 +110,25 @@ TEST_CASE("etcd watch: counts changes under its prefix, not beside it") {
   CHECK(watch.watching());
 }
 
+TEST_CASE("etcd watch: each area counts the events under it; being established counts in every area") {
+  testing::EtcdServer server;
+  if (!server.ok()) return;
+  EtcdClient etcd(EtcdOptions{{server.endpoint()}, 5000ms});
+  EtcdWatch watch(EtcdOptions{{server.endpoint()}}, "/job/", 1000ms, {"/job/members/", "/job/commits/"});
+  REQUIRE(eventually([&] { return watch.watching(); }));
+  const auto members = watch.changes(0), commits = watch.changes(1);
+  CHECK(members >= 1);
+  CHECK(commits >= 1);
+  etcd.put("/job/deltas/a", "in no area");
+  etcd.put("/job/commits/1", "c");
+  REQUIRE(eventually([&] { return watch.events() == 2; }));
+  CHECK(watch.changes(0) == members);
+  CHECK(watch.changes(1) == commits + 1);
+  etcd.put("/job/members/a", "m");
+  REQUIRE(eventually([&] { return watch.changes(0) == members + 1; }));
+  CHECK(watch.changes(1) == commits + 1);
+}
+
 TEST_CASE("etcd watch: with nothing listening it is not watching; destruction is prompt") {
   const auto port = free_loopback_port();
   const auto start = Clock::now();
