@@ -16,6 +16,7 @@
 #include "sync/control/etcd_watch.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/etcd_server.hpp"
+#include "tests/support/loopback_listener.hpp"
 
 using namespace meridian;
 using namespace std::chrono_literals;
@@ -39,15 +40,9 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 class SilentMember {
  public:
   SilentMember() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    REQUIRE(::listen(fd_, 16) == 0);
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
+    const auto listener = testing::listen_on_loopback(16);
+    fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] {
       for (;;) {
         const int c = ::accept(fd_, nullptr, nullptr);
