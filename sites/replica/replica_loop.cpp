@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <type_traits>
 
 #include "core/device/cuda_probe.hpp"
 #include "core/runlog/run_log.hpp"
@@ -23,6 +24,7 @@
 #include "sync/group/state_sync.hpp"
 #include "sites/replica/ops_inbox.hpp"
 #include "sites/replica/site_exchange.hpp"
+#include "sites/replica/time_breakdown.hpp"
 #include "sites/replica/site_mode.hpp"
 #include "sync/parallel/bucket_reducer.hpp"
 
@@ -180,6 +182,21 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   if (std::getenv("OMP_NUM_THREADS") == nullptr)
     omp_set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / c.replicas.count));
   StopSignals stop_signals;  // first, so every thread started below inherits the blocked mask
+  const double t_start = now();  // before the data is loaded: start-up counts from here
+  TimeBreakdown times(t_start);
+  using Part = TimeBreakdown::Part;
+  // Times `f` into `part`; what it returns is passed on.
+  const auto timed = [&](Part part, auto&& f) {
+    const double t0 = now();
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      times.add(part, now() - t0);
+    } else {
+      auto out = f();
+      times.add(part, now() - t0);
+      return out;
+    }
+  };
   RunLog log(c.job.run_dir);
   TcpStoreClient store(run.store_endpoint);
   Heartbeat heartbeat(run.store_endpoint, run.id,
@@ -191,8 +208,6 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   if (exchange.active())
     trainer.set_extras({[&](Checkpoint& out) { exchange.state().save(out); },
                         [&](const Checkpoint& in) { exchange.state().restore(in); }});
-  const double t_start = now();
-  double computing_s = 0;
   OpsFigures figures(t_start);
   SiteMode mode(store);
   bool is_leader = false;  // of the group joined last: the one that publishes the mode
@@ -217,6 +232,7 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                         log, {{"site", run.site}, {"replica", run.id}});
   while (true) {
     const double t_join = now();
+    const bool rejoin = times.training_began();
     group.join(next_generation, join_timeout);
     const int accum = micro_batches_for(c, group.size());
     ReplicaSlot slot;
@@ -311,14 +327,17 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
         mode.resumed(leader, detail);
         if (leader) log.event("resumed", detail);
       };
+      if (rejoin) times.add(Part::Rejoin, now() - t_join);
       if (mode.state() == SiteMode::State::Drained) sit_out();
       while (trainer.state().step < c.inner.steps && !switch_pending && !job_over) {
         const double t_step = now();
+        times.training_begins(t_step);
         StepResult r;
         try {
           r = trainer.step();
-          computing_s += now() - t_step;
-          figures.computed(now() - t_step);
+          const double step_s = now() - t_step;
+          times.add(Part::Steps, step_s);
+          figures.computed(step_s);
         } catch (const Error& e) {
           if (!is_peer_failure(e)) throw;
           log.event("collective_failed", {{"site", run.site},
@@ -342,36 +361,52 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           continue;
         }
         const auto done = trainer.state().step;
-        if (leader && c.ops.metrics && (done % c.log.every == 0 || done == c.inner.steps))
-          figures.publish(store, exchange, trainer, r, computing_s, now());
         if (leader && (done % c.log.every == 0 || done == c.inner.steps))
-          log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
-                      {"version", exchange.state().version()}, {"generation", group.generation().number},
-                      {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens},
-                      {"utilization", computing_s / std::max(1e-9, now() - t_start)}});
+          timed(Part::Log, [&] {
+            const double computing_s = times.seconds(Part::Steps);
+            if (c.ops.metrics) figures.publish(store, exchange, trainer, r, computing_s, now());
+            log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
+                        {"version", exchange.state().version()}, {"generation", group.generation().number},
+                        {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer.state().tokens},
+                        {"utilization", computing_s / std::max(1e-9, now() - t_start)}});
+          });
         const bool last = done == c.inner.steps;
         const bool draining = mode.state() == SiteMode::State::Draining && !last;
-        if (exchange.round_ends(done)) {
-          const std::int64_t in_round = (done - 1) % exchange.inner_steps() + 1;
-          // Paused, a round's steps go into the next round sent. The last round is always sent (so
-          // every site ends on one version), and so is a draining site's.
-          if (mode.outer_paused() && !last && !draining) {
-            exchange.skip_round(in_round);
-            exchange.poll(group.comm(), leader, trainer);
+        {
+          // The exchange's own clocks split its calls into waits on other sites, applied versions
+          // and the rest: a round end's encoding and sending, or the per-step look.
+          const double t0 = now(), waited0 = exchange.waited_s(), applied0 = exchange.applied_s();
+          const bool round_end = exchange.round_ends(done);
+          if (round_end) {
+            const std::int64_t in_round = (done - 1) % exchange.inner_steps() + 1;
+            // Paused, a round's steps go into the next round sent. The last round is always sent (so
+            // every site ends on one version), and so is a draining site's.
+            if (mode.outer_paused() && !last && !draining) {
+              exchange.skip_round(in_round);
+              exchange.poll(group.comm(), leader, trainer);
+            } else {
+              exchange.end_round(group.comm(), leader, trainer, in_round, last);
+            }
           } else {
-            exchange.end_round(group.comm(), leader, trainer, in_round, last);
+            exchange.poll(group.comm(), leader, trainer);
           }
-        } else {
-          exchange.poll(group.comm(), leader, trainer);
+          const double waited = exchange.waited_s() - waited0, applied = exchange.applied_s() - applied0;
+          times.add(last ? Part::EndWait : Part::CrossSiteWait, waited);
+          times.add(Part::Apply, applied);
+          times.add(round_end ? Part::RoundEnd : Part::Poll, now() - t0 - waited - applied);
         }
         // Mid-run validation of what the job holds (the global weights, right after a round) for the loss curves.
-        if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps)
+        if (leader && c.log.eval_every > 0 && done % c.log.eval_every == 0 && done != c.inner.steps) {
+          const double val = timed(Part::Eval, [&] { return trainer.validation_loss(); });
           log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", done},
-                      {"version", exchange.state().version()}, {"val_loss", trainer.validation_loss()},
-                      {"tokens", trainer.state().tokens}});
-        if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0) {
+                      {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
+        }
+        // Alone in its group a replica has nobody to compare its weights with (across sites every
+        // version is checked against its commit's hash instead): no check, and no copy of the
+        // state for a rollback that no disagreement can call for.
+        if (c.replicas.sdc_every > 0 && done % c.replicas.sdc_every == 0 && group.size() > 1) {
           const double t_check = now();
-          const auto found = sdc.check(group.comm(), trainer);
+          const auto found = timed(Part::Sdc, [&] { return sdc.check(group.comm(), trainer); });
           if (!found.verdict.agree) {
             figures.sdc_finding();
             std::vector<std::string> hashes;
@@ -387,7 +422,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
                                        {"ms", 1000 * (now() - t_check)}});
           }
         }
-        if (group.rank() == 0 && c.checkpoint.every > 0 && done % c.checkpoint.every == 0) trainer.save_checkpoint();
+        if (group.rank() == 0 && c.checkpoint.every > 0 && done % c.checkpoint.every == 0)
+          timed(Part::Checkpoint, [&] { trainer.save_checkpoint(); });
         // Drain: across sites once the round is sent (and merged), alone after this step.
         if (draining && (!exchange.active() || exchange.round_ends(done))) {
           nlohmann::json detail = {{"site", run.site}, {"replica", run.id}, {"step", done}};
@@ -410,10 +446,14 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     }
     break;
   }
+  const double t_trained = now();
   const auto params_hash = hash64(std::span<const float>(trainer.model().params()));
   if (group.rank() == 0) {
     trainer.save_checkpoint();
+    const double t_eval = now();
     const double val = trainer.validation_loss();
+    const double eval_s = now() - t_eval;
+    times.add(Part::Eval, eval_s);
     log.metric({{"time", unix_time_now()}, {"site", run.site}, {"replica", run.id}, {"step", trainer.state().step},
                 {"version", exchange.state().version()}, {"val_loss", val}, {"tokens", trainer.state().tokens}});
     auto summary = exchange.summary(trainer.param_count());
@@ -422,10 +462,12 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
     summary["rollbacks"] = trainer.state().rollbacks;
     summary["lr_scale"] = trainer.state().lr_scale;
     summary["tokens"] = trainer.state().tokens;
-    summary["wall_s"] = now() - t_start;
-    // Time in training steps over the whole run (joins, waits on other sites, evaluation excluded).
-    summary["compute_utilization"] = computing_s / std::max(1e-9, now() - t_start);
     summary["params_hash"] = std::to_string(hash64(std::span<const float>(trainer.model().params())));
+    // compute_utilization: time in inner steps over the whole process; training_utilization:
+    // over the training phase (docs/wan.md). Finishing: all after training but the evaluation.
+    const double t_end = now();
+    times.add(Part::Finish, t_end - t_trained - eval_s);
+    summary.update(times.summary(t_end));
     log.summary(summary);
   }
   log.event("replica_done", {{"site", run.site},

@@ -312,6 +312,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   std::uint8_t kind = !leader || !update ? kNothing : update->snapshot.empty() ? kCommit : kSnapshot;
   broadcast_value(group, kind);
   if (kind == kNothing) return false;
+  const double t0 = clock_();
   const std::int64_t from = state_.version();
   std::int64_t version = leader ? update->record.number : 0;
   std::uint64_t expected = leader ? update->record.params_hash : 0;
@@ -363,6 +364,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     fields["deltas"] = entries;
     log_.event(kind == kCommit ? "commit_applied" : "state_adopted", fields);
   }
+  applied_s_ += clock_() - t0;
   return true;
 }
 

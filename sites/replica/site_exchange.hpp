@@ -93,6 +93,8 @@ class SiteExchange {
   OuterState& state() { return state_; }
   std::int64_t rounds() const { return rounds_; }
   double waited_s() const { return waited_s_; }
+  // Time spent applying versions (or adopting a peer's state), joins included.
+  double applied_s() const { return applied_s_; }
   // This site's share of the job summary: traffic, rounds, versions (leader only has traffic).
   nlohmann::json summary(std::size_t params) const;
   // The leader's cross-site figures for the site's metrics endpoint: version, staleness, live
@@ -130,6 +132,7 @@ class SiteExchange {
   double last_version_at_ = 0;     // when this site last took a new version
   double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes
   double waited_s_ = 0;            // time the replicas spent waiting on other sites
+  double applied_s_ = 0;
   double started_at_ = 0;
   std::optional<double> rejoined_after_s_;  // from this process's start to its first peer state
   std::shared_ptr<WanSchedule> wan_;  // the emulated WAN's schedule, when the job has one

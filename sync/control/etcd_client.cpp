@@ -36,14 +36,8 @@ struct Endpoint {
 };
 
 Endpoint parse_endpoint(const std::string& url) {
-  std::string rest = url;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-  if (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const auto colon = rest.rfind(':');
-  if (rest.find("://") != std::string::npos || colon == std::string::npos || colon == 0 ||
-      colon + 1 == rest.size() || rest.find('/') != std::string::npos)
-    throw make_error(ErrorKind::Config, "etcd endpoint '", url, "': expected http://host:port");
-  return {rest.substr(0, colon), rest.substr(colon + 1)};
+  auto [host, port] = etcd_host_port(url);
+  return {std::move(host), std::move(port)};
 }
 
 // A malformed answer; EtcdClient::Impl::checked adds the endpoint that sent it.
@@ -106,20 +100,31 @@ std::vector<std::pair<std::string, std::string>> kvs_of(const Json& reply) {
   return out;
 }
 
-// The smallest key greater than every key starting with `prefix`; "\0" means "no upper end".
-std::string prefix_end(std::string prefix) {
-  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
-  if (prefix.empty()) return std::string(1, '\0');
-  prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
-  return prefix;
-}
-
 Json txn_put_if(Json compare, const std::string& key, const std::string& value) {
   return {{"compare", Json::array({std::move(compare)})},
           {"success", Json::array({{{"request_put", {{"key", base64_encode(key)}, {"value", base64_encode(value)}}}}})}};
 }
 
 }  // namespace
+
+std::pair<std::string, std::string> etcd_host_port(const std::string& url) {
+  std::string rest = url;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const auto colon = rest.rfind(':');
+  if (rest.find("://") != std::string::npos || colon == std::string::npos || colon == 0 ||
+      colon + 1 == rest.size() || rest.find('/') != std::string::npos)
+    throw make_error(ErrorKind::Config, "etcd endpoint '", url, "': expected http://host:port");
+  return {rest.substr(0, colon), rest.substr(colon + 1)};
+}
+
+// The smallest key greater than every key starting with `prefix`; "\0" means "no upper end".
+std::string etcd_prefix_end(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (prefix.empty()) return std::string(1, '\0');
+  prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
 
 struct EtcdClient::Impl {
   using Clock = std::chrono::steady_clock;
@@ -365,7 +370,7 @@ std::vector<std::pair<std::string, std::string>> EtcdClient::get_prefix(const st
 
 EtcdClient::PrefixRead EtcdClient::get_prefix_since(const std::string& prefix, std::int64_t since) {
   Json request = {{"key", base64_encode(prefix.empty() ? std::string(1, '\0') : prefix)},
-                  {"range_end", base64_encode(prefix_end(prefix))},
+                  {"range_end", base64_encode(etcd_prefix_end(prefix))},
                   {"sort_order", "ASCEND"},
                   {"sort_target", "KEY"}};
   if (since > 0) request["min_mod_revision"] = std::to_string(since);
@@ -378,6 +383,26 @@ EtcdClient::PrefixRead EtcdClient::get_prefix_since(const std::string& prefix, s
     for (std::size_t i = 0; i < out.kvs.size(); ++i)
       if (out.kvs[i].first.rfind(prefix, 0) != 0 || (i > 0 && !(out.kvs[i - 1].first < out.kvs[i].first)))
         throw bad_reply("prefix range answered keys out of range or order");
+    return out;
+  });
+}
+
+EtcdClient::PrefixState EtcdClient::prefix_state(const std::string& prefix) {
+  // count is the range's whole size whatever the limit; the one key returned is the newest.
+  const Json request = {{"key", base64_encode(prefix.empty() ? std::string(1, '\0') : prefix)},
+                        {"range_end", base64_encode(etcd_prefix_end(prefix))},
+                        {"limit", 1},
+                        {"sort_order", "DESCEND"},
+                        {"sort_target", "MOD"},
+                        {"keys_only", true}};
+  return impl_->checked("/v3/kv/range", request, [&](const Json& reply) {
+    PrefixState out;
+    out.count = int_field(reply, "count");
+    if (const auto kvs = reply.find("kvs"); kvs != reply.end()) {
+      if (!kvs->is_array() || kvs->size() > 1 || (kvs->size() == 1 && !(*kvs)[0].is_object()))
+        throw bad_reply("a limit-1 range answered more than one key");
+      if (kvs->size() == 1) out.newest_revision = int_field((*kvs)[0], "mod_revision");
+    }
     return out;
   });
 }

@@ -85,6 +85,11 @@ class EtcdLeaseGone : public Error {
   explicit EtcdLeaseGone(const std::string& what) : Error(ErrorKind::Peer, what) {}
 };
 
+// The end of the key range that holds every key starting with `prefix` (etcd's range_end).
+std::string etcd_prefix_end(std::string prefix);
+// "http://host:port" or "host:port" -> {host, port}; Error(Config) for anything else.
+std::pair<std::string, std::string> etcd_host_port(const std::string& url);
+
 class EtcdClient {
  public:
   // Throws Error(Config) for an empty or malformed endpoint list.
@@ -105,6 +110,14 @@ class EtcdClient {
     std::int64_t revision = 0;
   };
   PrefixRead get_prefix_since(const std::string& prefix, std::int64_t since);
+  // One cheap look at a prefix: how many keys it holds and the newest one's mod revision. Any
+  // put under it moves the revision, any delete the count (EtcdWatch checks itself with it).
+  struct PrefixState {
+    std::int64_t count = 0;
+    std::int64_t newest_revision = 0;
+    bool operator==(const PrefixState&) const = default;
+  };
+  PrefixState prefix_state(const std::string& prefix);
   // Creates key with value only if it does not exist. True if this call created it; false if the
   // key exists, which after a failover can be this call's own first attempt (see above).
   bool create_if_absent(const std::string& key, const std::string& value);

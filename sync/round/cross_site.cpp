@@ -49,6 +49,9 @@ CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
+  if (options_.watch)
+    watch_ = std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
+                                         std::vector<std::string>{keys_.members(), keys_.deltas(), keys_.commits()});
 }
 
 CrossSite::~CrossSite() {
@@ -160,12 +163,29 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
     if (clock_() >= next_control_) {
       next_control_ = clock_() + ms(options_.control_poll);
       std::optional<Commit> commit;
-      if (announce_pending()) control([&] { commit = check_control(state); });
+      if (announce_pending()) {
+        const Reads reads = control_reads_due();
+        control([&] { commit = check_control(state, reads); });
+      }
       if (commit) return commit;
     }
     pump(std::min(deadline, next_control_));  // at least once: peers' requests are answered here
     if (clock_() >= deadline) return std::nullopt;
   }
+}
+
+CrossSite::Reads CrossSite::control_reads_due() {
+  const bool all = !watch_ || !watch_->watching() || control_down_;
+  std::array<bool, 3> due{};
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    // Taken before the read: a change that lands while it runs moves the count again.
+    const auto now = watch_ ? watch_->changes(i) : 0;
+    due[i] = all || now != watch_seen_[i];
+    watch_seen_[i] = now;
+  }
+  Reads reads{due[0], due[1], due[2] || read_back_};
+  read_back_ = false;
+  return reads;
 }
 
 bool CrossSite::announce_pending() {
@@ -200,9 +220,12 @@ void CrossSite::read_commits() {
   }
 }
 
-std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state) {
+std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, Reads reads) {
   const std::int64_t next = state.version() + 1;
-  read_commits();
+  // All that is due, before any path below returns: a range left unread would wait for its next change.
+  if (reads.commits) read_commits();
+  if (reads.members) refresh_members();
+  if (reads.announcements) read_announcements();
   if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   if (auto adopted = catch_up(state)) return adopted;
@@ -230,8 +253,6 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     applied(record);
     return commit;
   }
-  refresh_members();
-  read_announcements();
   CommitView view = control_view(state);
   if (open_version_ != next) {
     open_version_ = next;
@@ -283,6 +304,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   }
   proposed_ = Commit{std::move(proposal), std::move(mean), {}, std::move(fragments)};
   next_control_ = clock_();  // read back whichever proposal won, now
+  read_back_ = true;
   return std::nullopt;
 }
 

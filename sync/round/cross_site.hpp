@@ -10,6 +10,7 @@
 // Nothing here sleeps or owns a thread: the caller pumps it (poll_* with a time budget), so the
 // replicas of the site can stay in step between pumps. Peers' mistakes (a damaged or unannounced
 // delta, a malformed request) are refused and counted, never applied and never fatal.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "sync/control/etcd_client.hpp"
+#include "sync/control/etcd_watch.hpp"
 #include "sync/control/lease_keeper.hpp"
 #include "sync/round/commit_deadline.hpp"
 #include "sync/round/commit_rule.hpp"
@@ -43,7 +45,11 @@ struct CrossSiteOptions {
   EtcdOptions etcd;  // for the lease keeper's own client
   std::int64_t lease_ttl_s = 10;
   std::chrono::milliseconds keepalive{2000};
-  std::chrono::milliseconds control_poll{20};       // between reads of the control plane while waiting
+  std::chrono::milliseconds control_poll{20};       // between looks at the control plane
+  // Whether to follow the job's keys with an etcd watch (EtcdWatch), so a look reads etcd only
+  // when something changed there; without one (or while it is down), every look reads.
+  bool watch = true;
+  std::chrono::milliseconds watch_probe{1000};  // how often the watch checks itself (EtcdWatch)
   std::chrono::milliseconds rerequest_after{1000};  // before asking a peer again for a missing delta
   std::chrono::milliseconds control_retry{1000};    // after etcd failed, before trying it again
   std::size_t keep_own_rounds = 8;                  // own deltas kept to answer requests
@@ -186,7 +192,15 @@ class CrossSite {
   void read_commits();
   // What the control plane shows, as the commit rule sees it (no deltas held yet).
   CommitView control_view(const OuterState& state) const;
-  std::optional<Commit> check_control(const OuterState& state);
+  // Which of the job's ranges in etcd a look reads first; the rest of it decides on what was read
+  // before (and the deltas and time since).
+  struct Reads {
+    bool members = true, announcements = true, commits = true;
+  };
+  std::optional<Commit> check_control(const OuterState& state, Reads reads);
+  // What the next look must read: every range without an established watch or with the control
+  // plane down; otherwise those the watch saw change, and the commits after this site proposed one.
+  Reads control_reads_due();
   std::optional<Commit> catch_up(const OuterState& state);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
@@ -223,6 +237,9 @@ class CrossSite {
   std::atomic<std::int64_t> lease_{0};
   std::uint64_t incarnation_id_ = 0;
   std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<EtcdWatch> watch_;
+  std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
+  bool read_back_ = true;         // this site wrote (proposed): read the outcome at the next look
   double next_control_ = 0;
   std::map<std::string, MemberRecord> members_;      // by site
   std::map<std::string, std::string> site_by_addr_;  // link address -> site

@@ -84,6 +84,7 @@ StateRequest decode_state_request(std::string_view bytes);
 class RoundKeys {
  public:
   explicit RoundKeys(const std::string& job) : prefix_("/meridian/" + job + "/") {}
+  std::string root() const { return prefix_; }  // every key of the job is under it
   std::string members() const { return prefix_ + "members/"; }
   std::string member(const std::string& site) const { return members() + site; }
   std::string deltas() const { return prefix_ + "deltas/"; }

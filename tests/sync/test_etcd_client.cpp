@@ -17,6 +17,7 @@
 #include "sync/control/etcd_client.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/etcd_server.hpp"
+#include "tests/support/loopback_listener.hpp"
 
 using namespace meridian;
 using namespace std::chrono_literals;
@@ -39,15 +40,9 @@ EtcdClient client_for(const std::string& endpoint, std::chrono::milliseconds tim
 class FakeServer {
  public:
   explicit FakeServer(std::string reply) : reply_(std::move(reply)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    REQUIRE(::listen(fd_, 8) == 0);
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
+    const auto listener = testing::listen_on_loopback(8);
+    fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] {
       const int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) return;  // shut down by the destructor
