@@ -296,6 +296,8 @@ std::string to_toml(const JobConfig& c) {
       << "snapshot_every = " << c.guard.snapshot_every << "\n"
       << "lr_factor = " << floating(c.guard.lr_factor) << "\n"
       << "max_attempts = " << c.guard.max_attempts << "\n"
+      << "loss_scale_floor_factor = " << floating(c.guard.loss_scale_floor_factor) << "\n"
+      << "loss_scale_halvings = " << c.guard.loss_scale_halvings << "\n"
       << "inject_lr_step = " << c.guard.inject_lr_step << "\n"
       << "inject_lr_factor = " << floating(c.guard.inject_lr_factor) << "\n"
       << "\n[ops]\n"

@@ -91,6 +91,10 @@ struct JobConfig {
     int snapshot_every = 50;        // K: steps between the in-memory states a rollback returns to
     double lr_factor = 0.5;         // the learning rate is multiplied by this at each rollback
     int max_attempts = 3;           // rollbacks before the run gives up with a report
+    // fp16: a loss scale at most this many times its floor (min_scale) is collapsing, and so is
+    // one that halved loss_scale_halvings times within the window.
+    double loss_scale_floor_factor = 4.0;
+    int loss_scale_halvings = 8;
     // Test hook: the step (0-based) whose learning rate is multiplied by inject_lr_factor, on the
     // first pass only (before any rollback); -1 = none.
     int inject_lr_step = -1;
