@@ -185,10 +185,31 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   std::optional<std::int64_t> next_generation;  // none: this process has not joined yet
   bool switch_pending = false;
   SdcGuard sdc;
-  // Across sites a rollback would also have to undo the outer state the sites share; there the
+  // Across sites a diverged site goes back to the newest version it holds, alone: the versions
+  // and rounds the sites share stay. The synchronous baseline has no versions to go back to: its
   // guard only reports, and a non-finite step still ends the run.
-  DivergenceGuard guard(c.guard, exchange.active() ? DivergenceGuard::Mode::DetectOnly : DivergenceGuard::Mode::Recover,
-                        log, {{"site", run.site}, {"replica", run.id}});
+  const auto guard_mode = !exchange.active()     ? DivergenceGuard::Mode::Recover
+                          : exchange.synchronous() ? DivergenceGuard::Mode::DetectOnly
+                                                   : DivergenceGuard::Mode::RecoverToVersion;
+  DivergenceGuard guard(c.guard, guard_mode, log, {{"site", run.site}, {"replica", run.id}},
+                        [&](Trainer& t) {
+                          auto fields = exchange.roll_back(t);
+                          figures.discarded(fields["discarded_steps"].get<std::int64_t>());
+                          return fields;
+                        });
+  inbox.on_version_rollback([&](Trainer& t, std::int64_t version, std::optional<double> scale) {
+    if (guard_mode != DivergenceGuard::Mode::RecoverToVersion)
+      throw make_error(ErrorKind::Usage, "rollback --to v", version, ": ",
+                       exchange.active() ? "a synchronous job has no versions of its own to go back to"
+                                         : "a one-site job has no versions");
+    if (version != exchange.state().version())
+      throw make_error(ErrorKind::Usage, "rollback --to v", version, ": this site holds version ",
+                       exchange.state().version(),
+                       version < exchange.state().version()
+                           ? " (going back to an older version would revert the whole job, which meridian does not do)"
+                           : " (not that one yet)");
+    return guard.force_rollback(t, scale.value_or(t.state().lr_scale));
+  });
   while (true) {
     const double t_join = now();
     group.join(next_generation, join_timeout);
@@ -261,7 +282,9 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           throw;
         }
         if (c.guard.enabled) {
-          if (guard.after_step(trainer, r) == DivergenceGuard::Outcome::RolledBack) {
+          // Across sites the steps go on (only the weights went back): the round still ends on time.
+          if (guard.after_step(trainer, r) == DivergenceGuard::Outcome::RolledBack &&
+              guard_mode == DivergenceGuard::Mode::Recover) {
             figures.discarded(r.step + 1 - trainer.state().step);
             continue;
           }
