@@ -3,7 +3,7 @@
 //
 //   meridianctl --config FILE --site NAME [--token T] [--json] COMMAND
 //     status | events [--follow] [--count N] | checkpoints | evict REPLICA | checkpoint
-//     | set-lr SCALE | rollback --to CHECKPOINT|STEP [--lr-scale X]
+//     | set-lr SCALE | rollback --to CHECKPOINT|STEP|vVERSION [--lr-scale X]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,8 +79,9 @@ int main(int argc, char** argv) {
   auto* checkpoint = app.add_subcommand("checkpoint", "write a checkpoint after the current step");
   auto* set_lr = app.add_subcommand("set-lr", "set the factor on the scheduled learning rate");
   set_lr->add_option("scale", request.scale, "factor > 0")->required()->check(CLI::PositiveNumber);
-  auto* rollback = app.add_subcommand("rollback", "return the site to a checkpoint");
-  rollback->add_option("--to", request.to, "checkpoint file, or its step")->required();
+  auto* rollback = app.add_subcommand("rollback", "return the site to a checkpoint, or (several sites) to its newest version");
+  rollback->add_option("--to", request.to, "checkpoint file, or its step; or v<N>: version N of a multi-site job")
+      ->required();
   double lr_scale = 0;
   rollback->add_option("--lr-scale", lr_scale, "learning-rate factor from there")->check(CLI::PositiveNumber);
   try {
@@ -94,7 +95,15 @@ int main(int argc, char** argv) {
       {rollback, OpsCommand::Rollback}};
   for (const auto& [sub, kind] : kinds)
     if (sub->parsed()) request.command = kind;
-  if (rollback->parsed() && lr_scale > 0) request.lr_scale = lr_scale;
+  if (rollback->parsed()) {
+    if (lr_scale > 0) request.lr_scale = lr_scale;
+    auto version = rollback_version(request.to);
+    if (const auto* problem = std::get_if<std::string>(&version)) {
+      std::fprintf(stderr, "meridianctl: %s\n", problem->c_str());
+      return 2;
+    }
+    request.version = std::get<std::optional<std::int64_t>>(version);
+  }
   try {
     const JobConfig config = load_job_config(config_path);
     if (token.empty()) {

@@ -1,10 +1,12 @@
 #pragma once
 // Operator commands the whole replica group applies at the same step (checkpoint now, set the
-// learning-rate scale, roll back to a checkpoint). The site agent files them in the site store
+// learning-rate scale, roll back to a checkpoint or, across sites, to the site's newest version). The site agent files them in the site store
 // (site_keys::ops_command(n), then bumps site_keys::ops_commands()); the leader reads the newest
 // number inside the step's control all-reduce, so every replica learns it together and applies
 // the same commands, in order, after the same step.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,11 @@ class Trainer;
 class OpsInbox {
  public:
   OpsInbox(Store& store, Env& env) : store_(store), env_(env) {}
+
+  // How `rollback` to a version is done here (a site of a multi-site job): the fields of what it
+  // did, or Error when this site cannot go to that version. Without one such a command is refused.
+  using VersionRollback = std::function<nlohmann::json(Trainer&, std::int64_t version, std::optional<double> lr_scale)>;
+  void on_version_rollback(VersionRollback rollback) { version_rollback_ = std::move(rollback); }
 
   // The newest command number filed, read by the leader (the others give 0 to the sum).
   float newest(bool leader);
@@ -36,6 +43,7 @@ class OpsInbox {
   Store& store_;
   Env& env_;
   std::int64_t applied_ = 0;
+  VersionRollback version_rollback_;
 };
 
 }  // namespace meridian

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,9 @@ class OpsService {
  private:
   nlohmann::json execute(const OpsRequest& r);
   nlohmann::json file_group_command(nlohmann::json command);
+  // A site of a multi-site job back to its newest version (the replicas check it is `version`);
+  // refused in a one-site or synchronous job, and for a version older than the site holds.
+  nlohmann::json rollback_to_version(std::int64_t version, std::optional<double> lr_scale);
   nlohmann::json checkpoints() const;
   nlohmann::json events(std::int64_t since, std::size_t max_bytes) const;
 
