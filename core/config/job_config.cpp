@@ -296,6 +296,7 @@ std::string to_toml(const JobConfig& c) {
       << "snapshot_every = " << c.guard.snapshot_every << "\n"
       << "lr_factor = " << floating(c.guard.lr_factor) << "\n"
       << "max_attempts = " << c.guard.max_attempts << "\n"
+      << "across_sites = " << boolean(c.guard.across_sites) << "\n"
       << "loss_scale_floor_factor = " << floating(c.guard.loss_scale_floor_factor) << "\n"
       << "loss_scale_halvings = " << c.guard.loss_scale_halvings << "\n"
       << "inject_lr_step = " << c.guard.inject_lr_step << "\n"

@@ -83,6 +83,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.guard.snapshot_every, "guard", "snapshot_every", 1);
   r.read(c.guard.lr_factor, "guard", "lr_factor", within(0, 1, true, false));
   r.read(c.guard.max_attempts, "guard", "max_attempts", 0);
+  r.read(c.guard.across_sites, "guard", "across_sites");
   r.read(c.guard.loss_scale_floor_factor, "guard", "loss_scale_floor_factor", at_least(1));
   r.read(c.guard.loss_scale_halvings, "guard", "loss_scale_halvings", 1);
   r.read(c.guard.inject_lr_step, "guard", "inject_lr_step", -1);

@@ -45,7 +45,7 @@ void DivergenceGuard::reset(const Trainer& trainer, bool report) {
   report_ = report;
   detector_.clear();
   pending_.reset();
-  if (mode_ != Mode::DetectOnly) {
+  if (keeps_states()) {
     trusted_ = trainer.snapshot();
     trusted_step_ = trainer.state().step;
   }
@@ -56,7 +56,7 @@ DivergenceGuard::Outcome DivergenceGuard::after_step(Trainer& trainer, const Ste
   const DivergenceVerdict v = detector_.judge(r.loss, r.grad_norm);
   if (!v.diverged()) {
     detector_.accept(r.loss, r.grad_norm);
-    if (mode_ == Mode::DetectOnly) return Outcome::Healthy;
+    if (!keeps_states()) return Outcome::Healthy;
     // The state a step started from is healthy once that step's loss and gradients are.
     if (pending_ && pending_step_ == r.step) {
       trusted_ = std::move(*pending_);
@@ -113,7 +113,7 @@ nlohmann::json DivergenceGuard::roll_back(Trainer& trainer) {
 }
 
 nlohmann::json DivergenceGuard::force_rollback(Trainer& trainer, double lr_scale) {
-  MERIDIAN_CHECK(mode_ == Mode::RecoverToVersion, "force_rollback outside a multi-site job");
+  MERIDIAN_CHECK(mode_ != Mode::Recover && to_version_, "force_rollback outside a multi-site job");
   auto fields = roll_back(trainer);
   trainer.set_guard_state(lr_scale, trainer.state().rollbacks);
   fields["lr_scale"] = lr_scale;
@@ -129,7 +129,8 @@ void DivergenceGuard::give_up(const Trainer& trainer, const StepResult& r) {
                                {"findings", findings_}});
   if (mode_ == Mode::DetectOnly)
     throw make_error(ErrorKind::Data, "training diverged at step ", r.step, ": loss ", r.loss, ", gradient norm ",
-                     r.grad_norm, " (a synchronous multi-site job does not roll back; lower inner.lr or raise inner.warmup_steps)");
+                     r.grad_norm, " (a site of this multi-site job does not roll back: it is synchronous, or [guard] across_sites is off; "
+                     "lower inner.lr or raise inner.warmup_steps)");
   throw make_error(ErrorKind::Data, "training diverged ", findings_.size(), " time(s) and ", trainer.state().rollbacks,
                    " rollback(s) (guard.max_attempts = ", options_.max_attempts, ", each to ",
                    mode_ == Mode::Recover ? "the last healthy state" : "the newest version this site held",

@@ -35,7 +35,8 @@ class DivergenceGuard {
   enum class Mode {
     Recover,           // roll back to the last healthy state and lower the learning rate
     RecoverToVersion,  // a site of a multi-site job: back to the newest version, lower the learning rate
-    DetectOnly,        // log spikes and go on; a non-finite step still ends the run (synchronous jobs)
+    DetectOnly,        // log spikes and go on; a non-finite step still ends the run (jobs of several sites
+                       // unless [guard] across_sites)
   };
   enum class Outcome { Healthy, RolledBack };
   // RecoverToVersion: puts the trainer's weights on the newest version the site holds and drops its
@@ -55,13 +56,16 @@ class DivergenceGuard {
   // `r` is void. Error(Data) when the attempts are spent.
   Outcome after_step(Trainer& trainer, const StepResult& r);
 
-  // RecoverToVersion, asked for by the operator: the same action at `lr_scale`, not counted as an
-  // attempt. Returns what it did (the version, the step the moments come from).
+  // The RecoverToVersion action asked for by the operator, in either mode given a `to_version`: at
+  // `lr_scale`, not counted as an attempt. Returns what it did (the version, the step the moments
+  // come from).
   nlohmann::json force_rollback(Trainer& trainer, double lr_scale);
 
  private:
   // Mode's action; the fields it adds to the rollback event.
   nlohmann::json roll_back(Trainer& trainer);
+  // Whether healthy states are kept: to roll back to, or for the moments of a forced rollback.
+  bool keeps_states() const { return mode_ != Mode::DetectOnly || to_version_ != nullptr; }
   [[noreturn]] void give_up(const Trainer& trainer, const StepResult& r);
   void event(const std::string& kind, nlohmann::json fields);
 

@@ -185,20 +185,23 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   std::optional<std::int64_t> next_generation;  // none: this process has not joined yet
   bool switch_pending = false;
   SdcGuard sdc;
-  // Across sites a diverged site goes back to the newest version it holds, alone: the versions
-  // and rounds the sites share stay. The synchronous baseline has no versions to go back to: its
-  // guard only reports, and a non-finite step still ends the run.
-  const auto guard_mode = !exchange.active()     ? DivergenceGuard::Mode::Recover
-                          : exchange.synchronous() ? DivergenceGuard::Mode::DetectOnly
-                                                   : DivergenceGuard::Mode::RecoverToVersion;
-  DivergenceGuard guard(c.guard, guard_mode, log, {{"site", run.site}, {"replica", run.id}},
-                        [&](Trainer& t) {
-                          auto fields = exchange.roll_back(t);
-                          figures.discarded(fields["discarded_steps"].get<std::int64_t>());
-                          return fields;
-                        });
+  // Across sites (DiLoCo, [guard] across_sites) a diverged site goes back to the newest version it
+  // holds, alone: the versions and rounds the sites share stay. Otherwise the guard only reports
+  // there, and a non-finite step still ends the run; the operator can still force the rollback.
+  const bool versions = exchange.active() && !exchange.synchronous();
+  const auto guard_mode = !exchange.active()                  ? DivergenceGuard::Mode::Recover
+                          : versions && c.guard.across_sites ? DivergenceGuard::Mode::RecoverToVersion
+                                                              : DivergenceGuard::Mode::DetectOnly;
+  DivergenceGuard::ToVersion to_version;
+  if (versions)
+    to_version = [&](Trainer& t) {
+      auto fields = exchange.roll_back(t);
+      figures.discarded(fields["discarded_steps"].get<std::int64_t>());
+      return fields;
+    };
+  DivergenceGuard guard(c.guard, guard_mode, log, {{"site", run.site}, {"replica", run.id}}, std::move(to_version));
   inbox.on_version_rollback([&](Trainer& t, std::int64_t version, std::optional<double> scale) {
-    if (guard_mode != DivergenceGuard::Mode::RecoverToVersion)
+    if (!versions)
       throw make_error(ErrorKind::Usage, "rollback --to v", version, ": ",
                        exchange.active() ? "a synchronous job has no versions of its own to go back to"
                                          : "a one-site job has no versions");

@@ -93,6 +93,7 @@ TEST_CASE("defaults and the default preset") {
   CHECK(c.guard.lr_factor == 0.5);
   CHECK(c.guard.max_attempts == 3);
   CHECK(c.guard.inject_lr_step == -1);
+  CHECK_FALSE(c.guard.across_sites);
   CHECK(c.guard.loss_scale_floor_factor == 4.0);
   CHECK(c.guard.loss_scale_halvings == 8);
   CHECK(c.guard.inject_lr_factor == 1.0);

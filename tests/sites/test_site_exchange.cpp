@@ -202,7 +202,7 @@ TEST_CASE("divergence guard across sites: a spiked site rolls back to its versio
   // median) that the guard rolls back too; at 1.5e-3 the clean run has none.
   const std::string inner = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 240\nbatch_per_replica = 4\n"
                             "[log]\nevery = 8\neval_every = 0\neval_windows = 64\n"
-                            "[guard]\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n";
+                            "[guard]\nacross_sites = true\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
   const std::vector<std::string> spike = {"guard.inject_lr_step=100", "guard.inject_lr_factor=300"};
   const auto clean = run_sites(dir, write_job(dir, "clean", outer, "", inner), etcd);
