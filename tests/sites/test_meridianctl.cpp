@@ -207,13 +207,13 @@ TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's new
   }
   TempDir dir("ctl-sites");
   const auto job = dir / "job.toml";
-  // A version every 40 steps: long enough for a command to reach the replicas before the next.
+  // A version every 200 steps: a command usually reaches the replicas before the next one.
   std::ofstream(job) << "[job]\nname = \"ops2\"\nseed = 5\nrun_dir = \"" << (dir / "run").string() << "\"\n"
                      << "[model]\npreset = \"tiny\"\n[data]\npath = \""
                      << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
                      << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 100000\n"
                      << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n[checkpoint]\nevery = 0\n"
-                     << "[outer]\nalgorithm = \"diloco\"\ninner_steps = 40\noverlap = false\n"
+                     << "[outer]\nalgorithm = \"diloco\"\ninner_steps = 200\noverlap = false\n"
                      << "[control]\nendpoints = [\"" << etcd.endpoint() << "\"]\n"
                      << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
   ::setenv("OMP_NUM_THREADS", "1", 1);
@@ -255,16 +255,19 @@ TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's new
   CHECK(ctl({"rollback", "--to", "vX"}, with_token).exit_code == 2);
 
   // The site's newest version: the replicas roll back to it (a new version may come in between:
-  // then they say which one they hold, and the operator asks again).
+  // then the agent or the replicas say which one the site holds, and the operator asks again).
   bool done = false;
+  int filed = 0;
   for (int attempt = 0; attempt < 10 && !done; ++attempt) {
     const auto f = ctl.status()["figures"];
     const std::int64_t v = f.value("version", std::int64_t{0});
     const auto r = ctl({"rollback", "--to", "v" + std::to_string(v), "--lr-scale", "0.5"}, with_token);
+    if (r.exit_code == 1 && r.err.find("this site holds version") != std::string::npos) continue;
     REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
+    ++filed;
     json outcome;
     REQUIRE(wait_for_event(run, [&](const json& e) {
-      if (!applied(e, "rollback") || e["number"] != attempt + 1) return false;
+      if (!applied(e, "rollback") || e["number"] != filed) return false;
       outcome = e;
       return true;
     }));
