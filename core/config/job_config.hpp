@@ -91,6 +91,15 @@ struct JobConfig {
     int snapshot_every = 50;        // K: steps between the in-memory states a rollback returns to
     double lr_factor = 0.5;         // the learning rate is multiplied by this at each rollback
     int max_attempts = 3;           // rollbacks before the run gives up with a report
+    // A site of a DiLoCo job of several sites: roll back to its newest version (true), or only
+    // report (false, the default: with these thresholds the outer steps' own gradient spikes are
+    // taken for divergences; measured on tests/sites/test_site_exchange's streaming job, 2 of 4
+    // runs gave up).
+    bool across_sites = false;
+    // fp16: a loss scale at most this many times its floor (min_scale) is collapsing, and so is
+    // one that halved loss_scale_halvings times within the window.
+    double loss_scale_floor_factor = 4.0;
+    int loss_scale_halvings = 8;
     // Test hook: the step (0-based) whose learning rate is multiplied by inject_lr_factor, on the
     // first pass only (before any rollback); -1 = none.
     int inject_lr_step = -1;

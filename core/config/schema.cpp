@@ -83,14 +83,19 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.guard.snapshot_every, "guard", "snapshot_every", 1);
   r.read(c.guard.lr_factor, "guard", "lr_factor", within(0, 1, true, false));
   r.read(c.guard.max_attempts, "guard", "max_attempts", 0);
+  r.read(c.guard.across_sites, "guard", "across_sites");
+  r.read(c.guard.loss_scale_floor_factor, "guard", "loss_scale_floor_factor", at_least(1));
+  r.read(c.guard.loss_scale_halvings, "guard", "loss_scale_halvings", 1);
   r.read(c.guard.inject_lr_step, "guard", "inject_lr_step", -1);
   r.read(c.guard.inject_lr_factor, "guard", "inject_lr_factor", above(0));
-  // Reported at whichever of the two was set (a window below the default min_history, alone, too).
-  if (c.guard.min_history > c.guard.window) {
-    const Setting* s = r.find("guard.min_history");
-    r.add(s ? s->origin : r.find("guard.window")->origin, "guard.min_history",
-          "expected at most guard.window = " + std::to_string(c.guard.window) + ", found " +
-              std::to_string(c.guard.min_history));
+  // More than the window holds would never be reached. Reported at whichever of the two was set
+  // (a window below the default min_history, alone, too; the halvings only when set).
+  for (const auto& [key, value] : {std::pair{"min_history", c.guard.min_history},
+                                   std::pair{"loss_scale_halvings", c.guard.loss_scale_halvings}}) {
+    const Setting* s = r.find(std::string("guard.") + key);
+    if (value <= c.guard.window || (s == nullptr && key != std::string_view("min_history"))) continue;
+    r.add(s ? s->origin : r.find("guard.window")->origin, std::string("guard.") + key,
+          "expected at most guard.window = " + std::to_string(c.guard.window) + ", found " + std::to_string(value));
   }
 
   r.read(c.ops.metrics, "ops", "metrics");

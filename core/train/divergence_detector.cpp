@@ -12,16 +12,32 @@ std::string_view to_string(Divergence d) {
     case Divergence::NonFinite: return "nonfinite";
     case Divergence::LossSpike: return "loss_spike";
     case Divergence::GradNormExplosion: return "grad_norm_explosion";
+    case Divergence::LossScaleCollapse: return "loss_scale_collapse";
   }
   return "?";
 }
 
-DivergenceVerdict DivergenceDetector::judge(double loss, double grad_norm) const {
+Divergence DivergenceDetector::judge_scale(const LossScaleReading& scale, DivergenceVerdict& v) const {
+  // Falls between consecutive scales the window saw, then to this step's: growth in between does
+  // not undo them (a scale that halves and regrows over and over is as sick as one that only falls).
+  std::optional<double> before;
+  for (const auto& s : window_) {
+    if (s.scale && before && *s.scale < *before) ++v.scale_halvings;
+    if (s.scale) before = s.scale;
+  }
+  if (before && scale.scale < *before) ++v.scale_halvings;
+  const bool near_floor = scale.scale <= options_.loss_scale_floor_factor * scale.floor;
+  return near_floor || v.scale_halvings >= options_.loss_scale_halvings ? Divergence::LossScaleCollapse
+                                                                         : Divergence::None;
+}
+
+DivergenceVerdict DivergenceDetector::judge(double loss, double grad_norm, std::optional<LossScaleReading> scale) const {
   DivergenceVerdict v;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     v.kind = Divergence::NonFinite;
     return v;
   }
+  if (scale && (v.kind = judge_scale(*scale, v)) != Divergence::None) return v;
   if (window_.size() < static_cast<std::size_t>(options_.min_history)) return v;
   const double n = static_cast<double>(window_.size());
   double sum = 0;
@@ -46,8 +62,8 @@ DivergenceVerdict DivergenceDetector::judge(double loss, double grad_norm) const
   return v;
 }
 
-void DivergenceDetector::accept(double loss, double grad_norm) {
-  window_.push_back({loss, grad_norm});
+void DivergenceDetector::accept(double loss, double grad_norm, std::optional<LossScaleReading> scale) {
+  window_.push_back({loss, grad_norm, scale ? std::optional<double>(scale->scale) : std::nullopt});
   while (window_.size() > static_cast<std::size_t>(options_.window)) window_.pop_front();
 }
 

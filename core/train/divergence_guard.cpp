@@ -24,8 +24,16 @@ std::string finding(const StepResult& r, const DivergenceVerdict& v) {
 
 }  // namespace
 
-DivergenceGuard::DivergenceGuard(const JobConfig::Guard& options, Mode mode, RunLog& log, nlohmann::json where)
-    : options_(options), mode_(mode), log_(log), where_(std::move(where)), detector_(options) {}
+DivergenceGuard::DivergenceGuard(const JobConfig::Guard& options, Mode mode, RunLog& log, nlohmann::json where,
+                                 ToVersion to_version)
+    : options_(options),
+      mode_(mode),
+      to_version_(std::move(to_version)),
+      log_(log),
+      where_(std::move(where)),
+      detector_(options) {
+  MERIDIAN_CHECK(mode_ != Mode::RecoverToVersion || to_version_, "RecoverToVersion needs a way to the version");
+}
 
 void DivergenceGuard::event(const std::string& kind, nlohmann::json fields) {
   if (!report_) return;
@@ -37,7 +45,7 @@ void DivergenceGuard::reset(const Trainer& trainer, bool report) {
   report_ = report;
   detector_.clear();
   pending_.reset();
-  if (mode_ == Mode::Recover) {
+  if (keeps_states()) {
     trusted_ = trainer.snapshot();
     trusted_step_ = trainer.state().step;
   }
@@ -48,7 +56,7 @@ DivergenceGuard::Outcome DivergenceGuard::after_step(Trainer& trainer, const Ste
   const DivergenceVerdict v = detector_.judge(r.loss, r.grad_norm);
   if (!v.diverged()) {
     detector_.accept(r.loss, r.grad_norm);
-    if (mode_ == Mode::DetectOnly) return Outcome::Healthy;
+    if (!keeps_states()) return Outcome::Healthy;
     // The state a step started from is healthy once that step's loss and gradients are.
     if (pending_ && pending_step_ == r.step) {
       trusted_ = std::move(*pending_);
@@ -83,16 +91,33 @@ DivergenceGuard::Outcome DivergenceGuard::after_step(Trainer& trainer, const Ste
   const std::int64_t attempt = trainer.state().rollbacks + 1;
   if (attempt > options_.max_attempts) give_up(trainer, r);
   const double lr_scale = trainer.state().lr_scale * options_.lr_factor;
-  trainer.restore(trusted_, "the healthy state of step " + std::to_string(trusted_step_));
+  nlohmann::json fields = roll_back(trainer);
   trainer.set_guard_state(lr_scale, attempt);
-  pending_.reset();
   recovering_until_ = r.step;
-  event("rollback", {{"from_step", r.step},
-                     {"to_step", trusted_step_},
-                     {"lr_scale", lr_scale},
-                     {"attempt", attempt},
-                     {"max_attempts", options_.max_attempts}});
+  fields.update({{"from_step", r.step}, {"lr_scale", lr_scale}, {"attempt", attempt}, {"max_attempts", options_.max_attempts}});
+  event("rollback", std::move(fields));
   return Outcome::RolledBack;
+}
+
+nlohmann::json DivergenceGuard::roll_back(Trainer& trainer) {
+  pending_.reset();
+  const std::string source = "the healthy state of step " + std::to_string(trusted_step_);
+  if (mode_ == Mode::Recover) {
+    trainer.restore(trusted_, source);
+    return {{"to_step", trusted_step_}};
+  }
+  trainer.restore_optimizer(trusted_, source);
+  nlohmann::json fields = to_version_(trainer);
+  fields.update({{"to_step", trainer.state().step}, {"moments_from_step", trusted_step_}});
+  return fields;
+}
+
+nlohmann::json DivergenceGuard::force_rollback(Trainer& trainer, double lr_scale) {
+  MERIDIAN_CHECK(mode_ != Mode::Recover && to_version_, "force_rollback outside a multi-site job");
+  auto fields = roll_back(trainer);
+  trainer.set_guard_state(lr_scale, trainer.state().rollbacks);
+  fields["lr_scale"] = lr_scale;
+  return fields;
 }
 
 void DivergenceGuard::give_up(const Trainer& trainer, const StepResult& r) {
@@ -104,9 +129,11 @@ void DivergenceGuard::give_up(const Trainer& trainer, const StepResult& r) {
                                {"findings", findings_}});
   if (mode_ == Mode::DetectOnly)
     throw make_error(ErrorKind::Data, "training diverged at step ", r.step, ": loss ", r.loss, ", gradient norm ",
-                     r.grad_norm, " (a multi-site job does not roll back; lower inner.lr or raise inner.warmup_steps)");
+                     r.grad_norm, " (a site of this multi-site job does not roll back: it is synchronous, or [guard] across_sites is off; "
+                     "lower inner.lr or raise inner.warmup_steps)");
   throw make_error(ErrorKind::Data, "training diverged ", findings_.size(), " time(s) and ", trainer.state().rollbacks,
-                   " rollback(s) (guard.max_attempts = ", options_.max_attempts,
+                   " rollback(s) (guard.max_attempts = ", options_.max_attempts, ", each to ",
+                   mode_ == Mode::Recover ? "the last healthy state" : "the newest version this site held",
                    ") did not cure it:", report, "\nlast healthy state: step ", trusted_step_,
                    ", learning rate scale ", trainer.state().lr_scale,
                    "; lower inner.lr or raise inner.warmup_steps, or raise guard.max_attempts");

@@ -55,6 +55,12 @@ GptConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source) {
   return shape;
 }
 
+void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, AdamW& opt) {
+  copy_exact(ckpt.get_pod<float>("adamw.m"), opt.m(), "adamw.m", source);
+  copy_exact(ckpt.get_pod<float>("adamw.v"), opt.v(), "adamw.v", source);
+  opt.set_steps_taken(ckpt.get_value<std::int64_t>("adamw.t"));
+}
+
 ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const GptConfig& expected,
                                std::span<float> params, AdamW& opt) {
   const GptConfig shape = checkpoint_shape(ckpt, source);
@@ -62,9 +68,7 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
     throw make_error(ErrorKind::Checkpoint, source, " is for a model of ", describe(shape),
                      ", but the config asks for ", describe(expected));
   copy_exact(ckpt.get_pod<float>("params"), params, "params", source);
-  copy_exact(ckpt.get_pod<float>("adamw.m"), opt.m(), "adamw.m", source);
-  copy_exact(ckpt.get_pod<float>("adamw.v"), opt.v(), "adamw.v", source);
-  opt.set_steps_taken(ckpt.get_value<std::int64_t>("adamw.t"));
+  decode_optimizer_state(ckpt, source, opt);
   ResumeState state;
   state.step = ckpt.get_value<std::int64_t>("train.step");
   state.tokens = ckpt.get_value<std::int64_t>("train.tokens");

@@ -38,6 +38,10 @@ Checkpoint encode_train_state(const GptConfig& shape, std::span<const float> par
 ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const GptConfig& expected,
                                std::span<float> params, AdamW& opt);
 
+// Only the AdamW records ("adamw.m", "adamw.v", "adamw.t"), into `opt`; Error(Checkpoint) naming
+// `source` when one is missing or mis-sized.
+void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, AdamW& opt);
+
 GptConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source);
 
 struct ModelSnapshot {

@@ -240,6 +240,10 @@ void Trainer::restore(const Checkpoint& state, const std::string& source) {
   if (extras_.restore) extras_.restore(state);
 }
 
+void Trainer::restore_optimizer(const Checkpoint& state, const std::string& source) {
+  decode_optimizer_state(state, source, opt_);
+}
+
 void Trainer::set_guard_state(double lr_scale, std::int64_t rollbacks) {
   MERIDIAN_CHECK(std::isfinite(lr_scale) && lr_scale > 0 && rollbacks >= 0, "lr_scale=", lr_scale,
                  " rollbacks=", rollbacks);

@@ -80,6 +80,10 @@ class Trainer {
   // records, and back: what a replica that lost its state heals from.
   Checkpoint snapshot() const;
   void restore(const Checkpoint& state, const std::string& source);
+  // Only the optimizer's moments from such a snapshot: weights, step, data position and extras
+  // stay. How a site of a multi-site job drops what a diverging step left in AdamW's statistics
+  // while its weights come from the job's newest version.
+  void restore_optimizer(const Checkpoint& state, const std::string& source);
 
   // State the layers above keep beside the trainer's (the outer optimizer of sync/): saved into
   // every snapshot and checkpoint, restored with them, so it heals and resumes with the weights.

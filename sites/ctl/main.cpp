@@ -3,7 +3,7 @@
 //
 //   meridianctl --config FILE --site NAME [--token T] [--json] COMMAND
 //     status | events [--follow] [--count N] | checkpoints | evict REPLICA | checkpoint
-//     | set-lr SCALE | rollback --to CHECKPOINT|STEP [--lr-scale X] | drain | resume
+//     | set-lr SCALE | rollback --to CHECKPOINT|STEP|vVERSION [--lr-scale X] | drain | resume
 //     | pause-outer | resume-outer
 //     | wan | wan add-fault --kind K --sites A,B --from T1 --to T2 [--bandwidth-mbps X] [--latency-ms Y]
 //     | wan clear-faults
@@ -84,8 +84,9 @@ int main(int argc, char** argv) {
   auto* checkpoint = app.add_subcommand("checkpoint", "write a checkpoint after the current step");
   auto* set_lr = app.add_subcommand("set-lr", "set the factor on the scheduled learning rate");
   set_lr->add_option("scale", request.scale, "factor > 0")->required()->check(CLI::PositiveNumber);
-  auto* rollback = app.add_subcommand("rollback", "return the site to a checkpoint");
-  rollback->add_option("--to", request.to, "checkpoint file, or its step")->required();
+  auto* rollback = app.add_subcommand("rollback", "return the site to a checkpoint, or (several sites) to its newest version");
+  rollback->add_option("--to", request.to, "checkpoint file, or its step; or v<N>: version N of a multi-site job")
+      ->required();
   double lr_scale = 0;
   rollback->add_option("--lr-scale", lr_scale, "learning-rate factor from there")->check(CLI::PositiveNumber);
   auto* drain = app.add_subcommand("drain", "stop contributing after the current round and leave the job cleanly");
@@ -118,7 +119,15 @@ int main(int argc, char** argv) {
       {pause_outer, OpsCommand::PauseOuter}, {resume_outer, OpsCommand::ResumeOuter}};
   for (const auto& [sub, kind] : kinds)
     if (sub->parsed()) request.command = kind;
-  if (rollback->parsed() && lr_scale > 0) request.lr_scale = lr_scale;
+  if (rollback->parsed()) {
+    if (lr_scale > 0) request.lr_scale = lr_scale;
+    auto version = rollback_version(request.to);
+    if (const auto* problem = std::get_if<std::string>(&version)) {
+      std::fprintf(stderr, "meridianctl: %s\n", problem->c_str());
+      return 2;
+    }
+    request.version = std::get<std::optional<std::int64_t>>(version);
+  }
   if (wan->parsed()) request.command = OpsCommand::Wan;
   if (clear_faults->parsed()) request.command = OpsCommand::WanClearFaults;
   if (add_fault->parsed()) {

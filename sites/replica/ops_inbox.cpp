@@ -31,6 +31,12 @@ OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool le
       } else if (kind == "set-lr") {
         trainer.set_guard_state(command.at("scale").get<double>(), trainer.state().rollbacks);
         result["scale"] = trainer.state().lr_scale;
+      } else if (kind == "rollback" && command.contains("version")) {
+        if (!version_rollback_) throw make_error(ErrorKind::Usage, "rollback to a version: this job has no versions");
+        std::optional<double> scale;
+        if (command.contains("lr_scale")) scale = command["lr_scale"].get<double>();
+        result.update(version_rollback_(trainer, command.at("version").get<std::int64_t>(), scale));
+        result["scale"] = trainer.state().lr_scale;
       } else if (kind == "rollback") {
         const std::string path = command.at("path").get<std::string>();
         const double scale = command.contains("lr_scale") ? command["lr_scale"].get<double>() : trainer.state().lr_scale;

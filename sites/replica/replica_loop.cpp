@@ -226,10 +226,34 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   std::optional<std::int64_t> next_generation;  // none: this process has not joined yet
   bool switch_pending = false;
   SdcGuard sdc;
-  // Across sites a rollback would also have to undo the outer state the sites share; there the
-  // guard only reports, and a non-finite step still ends the run.
-  DivergenceGuard guard(c.guard, exchange.active() ? DivergenceGuard::Mode::DetectOnly : DivergenceGuard::Mode::Recover,
-                        log, {{"site", run.site}, {"replica", run.id}});
+  // Across sites (DiLoCo, [guard] across_sites) a diverged site goes back to the newest version it
+  // holds, alone: the versions and rounds the sites share stay. Otherwise the guard only reports
+  // there, and a non-finite step still ends the run; the operator can still force the rollback.
+  const bool versions = exchange.active() && !exchange.synchronous();
+  const auto guard_mode = !exchange.active()                  ? DivergenceGuard::Mode::Recover
+                          : versions && c.guard.across_sites ? DivergenceGuard::Mode::RecoverToVersion
+                                                              : DivergenceGuard::Mode::DetectOnly;
+  DivergenceGuard::ToVersion to_version;
+  if (versions)
+    to_version = [&](Trainer& t) {
+      auto fields = exchange.roll_back(t);
+      figures.discarded(fields["discarded_steps"].get<std::int64_t>());
+      return fields;
+    };
+  DivergenceGuard guard(c.guard, guard_mode, log, {{"site", run.site}, {"replica", run.id}}, std::move(to_version));
+  inbox.on_version_rollback([&](Trainer& t, std::int64_t version, std::optional<double> scale) {
+    if (!versions)
+      throw make_error(ErrorKind::Usage, "rollback --to v", version, ": ",
+                       exchange.active() ? "a synchronous job has no versions of its own to go back to"
+                                         : "a one-site job has no versions");
+    if (version != exchange.state().version())
+      throw make_error(ErrorKind::Usage, "rollback --to v", version, ": this site holds version ",
+                       exchange.state().version(),
+                       version < exchange.state().version()
+                           ? " (going back to an older version would revert the whole job, which meridian does not do)"
+                           : " (not that one yet)");
+    return guard.force_rollback(t, scale.value_or(t.state().lr_scale));
+  });
   while (true) {
     const double t_join = now();
     const bool rejoin = times.training_began();
@@ -349,7 +373,9 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
           throw;
         }
         if (c.guard.enabled) {
-          if (guard.after_step(trainer, r) == DivergenceGuard::Outcome::RolledBack) {
+          // Across sites the steps go on (only the weights went back): the round still ends on time.
+          if (guard.after_step(trainer, r) == DivergenceGuard::Outcome::RolledBack &&
+              guard_mode == DivergenceGuard::Mode::Recover) {
             figures.discarded(r.step + 1 - trainer.state().step);
             continue;
           }

@@ -226,6 +226,9 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
                              bool last) {
   auto params = trainer.model().params();
   steps_in_round += std::exchange(carried_steps_, 0);  // a round that spans a pause carries its tokens
+  // A rollback in this round dropped the steps before it: the delta carries only those after.
+  const std::int64_t done = trainer.state().step;
+  if (rolled_back_at_ > done - steps_in_round) steps_in_round = std::max<std::int64_t>(1, done - rolled_back_at_);
   const std::int64_t tokens = steps_in_round * trainer.grad_accum() * group.size() * config_.inner.batch_per_replica *
                               config_.model.seq_len;
   // Streaming: the exchange that ends at step s (a multiple of H / P) is fragment s / (H / P) - 1,
@@ -234,7 +237,6 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
   // at a time, each once the one before it is (nearly) merged, so the end keeps no more in flight
   // than the run did.
   const int fragments = state_.fragments();
-  const std::int64_t done = trainer.state().step;
   const int due = static_cast<int>(((done + inner_steps_ - 1) / inner_steps_ - 1) % fragments);
   const int count = last ? fragments : 1;
   for (int i = 0; i < count; ++i) {
@@ -276,6 +278,18 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     broadcast_value(group, done);
     if (done) return;
   }
+}
+
+nlohmann::json SiteExchange::roll_back(Trainer& trainer) {
+  MERIDIAN_CHECK(active() && !synchronous(), "roll_back: a DiLoCo job of several sites only");
+  const std::int64_t step = trainer.state().step;
+  // The round ends after this step when it is a multiple of the round's length: it is all dropped.
+  const std::int64_t dropped = std::min((step - 1) % inner_steps_ + 1, step - std::max<std::int64_t>(rolled_back_at_, 0));
+  state_.drop_in_flight(trainer.model().params());
+  rolled_back_at_ = step;
+  return {{"to_version", state_.version()},
+          {"discarded_steps", dropped},
+          {"params_hash", std::to_string(OuterState::weights_hash(state_.global()))}};
 }
 
 void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep) {

@@ -90,6 +90,12 @@ class SiteExchange {
   // Sync: replaces the site's mean gradients and loss of this step by the mean over all sites.
   void reduce_across_sites(Communicator& group, bool leader, std::int64_t step, std::span<float> grads, double& loss);
 
+  // DiLoCo: the divergence guard's way back for this site (every member together): its in-flight
+  // round is dropped onto the newest version it holds (OuterState::drop_in_flight), the rest of
+  // the round counts only the steps from here. What the sites share is untouched; a delta it
+  // already announced is the peers' screen's to judge. The rollback event's fields.
+  nlohmann::json roll_back(Trainer& trainer);
+
   OuterState& state() { return state_; }
   std::int64_t rounds() const { return rounds_; }
   double waited_s() const { return waited_s_; }
@@ -129,6 +135,7 @@ class SiteExchange {
   int inner_steps_ = 0;
   std::int64_t rounds_ = 0;      // rounds this process ended
   std::int64_t next_round_ = 0;  // leader: the number of its next round
+  std::int64_t rolled_back_at_ = -1;  // the step of the latest rollback: a round counts its steps from there
   double last_version_at_ = 0;     // when this site last took a new version
   double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes
   double waited_s_ = 0;            // time the replicas spent waiting on other sites

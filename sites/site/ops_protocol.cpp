@@ -88,6 +88,15 @@ bool changes_state(OpsCommand c) {
          c != OpsCommand::Wan;
 }
 
+std::variant<std::optional<std::int64_t>, std::string> rollback_version(std::string_view to) {
+  if (to.empty() || to[0] != 'v' || to.find_first_of("/.") != std::string_view::npos) return std::nullopt;
+  const auto digits = to.substr(1);
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return "rollback: \"" + std::string(to) + "\" is no version: expected v<N> with N a version number, e.g. v12 (a checkpoint file named like this: ./" +
+           std::string(to) + ")";
+  return std::stoll(std::string(digits));
+}
+
 bool token_matches(std::string_view expected, std::string_view given) {
   if (expected.empty()) return false;
   unsigned char differ = expected.size() == given.size() ? 0 : 1;
@@ -129,8 +138,11 @@ std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text) {
     case OpsCommand::Rollback: {
       const auto to = j.find("to");
       if (to == j.end() || !to->is_string() || to->get<std::string>().empty())
-        return std::string("rollback: \"to\" must name a checkpoint (a file, or a step)");
+        return std::string("rollback: \"to\" must name a checkpoint (a file, or a step) or a version (v<N>)");
       r.to = to->get<std::string>();
+      auto version = rollback_version(r.to);
+      if (auto* e = std::get_if<std::string>(&version)) return *e;
+      r.version = std::get<std::optional<std::int64_t>>(version);
       if (j.contains("lr_scale")) {
         auto v = positive(j, "lr_scale", name);
         if (auto* e = std::get_if<std::string>(&v)) return *e;

@@ -10,7 +10,7 @@
 //   {"command": "evict", "replica": 1, "token": "..."}     changes state: needs the ops token
 //   {"command": "checkpoint", "token": "..."}
 //   {"command": "set-lr", "scale": 0.5, "token": "..."}
-//   {"command": "rollback", "to": "<checkpoint file or step>", "lr_scale": 0.5, "token": "..."}
+//   {"command": "rollback", "to": "<checkpoint file, step, or v<N>>", "lr_scale": 0.5, "token": "..."}
 //   {"command": "drain", "token": "..."}          and "resume": leave the job cleanly / come back
 //   {"command": "pause-outer", "token": "..."}    and "resume-outer": stop / restart the outer exchange
 //   {"command": "wan"}                                     read-only: measured links, the WAN's faults
@@ -42,6 +42,7 @@ struct OpsRequest {
   int replica = -1;                 // evict
   double scale = 0;                 // set-lr
   std::string to;                   // rollback: a checkpoint file, or a step whose checkpoint is meant
+  std::optional<std::int64_t> version;  // rollback: `to` is v<N>, a version of a multi-site job
   std::optional<double> lr_scale;   // rollback
   std::int64_t since = 0;           // events
   // wan-add-fault, as given: checked against the job by the agent (sim/emulator/operator_faults)
@@ -54,6 +55,12 @@ struct OpsRequest {
 // The request, or what is wrong with it ("unknown command \"x\" (expected one of ...)").
 std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text);
 nlohmann::json to_json(const OpsRequest& r);
+
+// Which of rollback's forms `to` is: v<N> (a version: N), or a checkpoint (nullopt: a step, or a
+// file). Any text that starts with 'v' and holds no '/' or '.' is meant as a version (checkpoint
+// files are ckpt-<step>.mrdn; a file named like a version is given as ./v12), so "v", "v1x" or
+// "v-2" are refused with the sentence saying so rather than looked for on disk.
+std::variant<std::optional<std::int64_t>, std::string> rollback_version(std::string_view to);
 
 // Commands that change what the site does need the token; the others only read.
 bool changes_state(OpsCommand c);

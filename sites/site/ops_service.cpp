@@ -175,8 +175,10 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
     case OpsCommand::PauseOuter:
     case OpsCommand::ResumeOuter: return change_mode(r.command);
     case OpsCommand::Rollback: {
+      if (r.version) return rollback_to_version(*r.version, r.lr_scale);
       if (config_.sites.size() > 1)
-        return failure("rollback: not in a job of several sites (the sites' shared outer state would have to roll back too)");
+        return failure("rollback: a site of a job of several sites goes back to a version, not to a checkpoint (the "
+                       "sites' shared outer state would have to roll back too): --to v<N>, N its newest version");
       CheckpointStore checkpoints(posix_env(), log_.dir() / "checkpoints", config_.checkpoint.keep);
       std::filesystem::path path = r.to;
       if (!r.to.empty() && r.to.find_first_not_of("0123456789") == std::string::npos && r.to.size() < 11)
@@ -234,6 +236,25 @@ nlohmann::json OpsService::control(std::int64_t lease) const {
   auto out = to_json(read_control_health({config_.control.endpoints, std::chrono::milliseconds(500)}, lease));
   if (lease == 0) out["lease"] = nullptr;  // not registered (starting, or drained)
   return out;
+}
+
+nlohmann::json OpsService::rollback_to_version(std::int64_t version, std::optional<double> lr_scale) {
+  const std::string what = "rollback --to v" + std::to_string(version) + ": ";
+  if (config_.sites.size() == 1)
+    return failure(what + "a one-site job has no versions; roll back to a checkpoint instead (--to STEP or --to FILE)");
+  if (config_.outer.algorithm == JobConfig::Outer::Algorithm::Sync)
+    return failure(what + "a synchronous job has no versions of its own to go back to");
+  // Versions only grow, so a published one at most trails the site's: one above `version` proves
+  // it older. A newer one is the replicas' to judge, against the version they hold then.
+  const auto figures = board_.leader();
+  if (const auto held = figures.find("version"); held != figures.end() && held->is_number_integer() &&
+                                                  held->get<std::int64_t>() > version)
+    return failure(what + "this site holds version " + std::to_string(held->get<std::int64_t>()) +
+                   "; going back to an older version would revert the whole job (a new commit of that version's "
+                   "weights, on every site), which meridian does not do: roll this site back to its newest version");
+  nlohmann::json command = {{"command", "rollback"}, {"version", version}};
+  if (lr_scale) command["lr_scale"] = *lr_scale;
+  return file_group_command(std::move(command));
 }
 
 nlohmann::json OpsService::file_group_command(nlohmann::json command) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,9 @@ class OpsService {
   // The job's etcd cluster (members, leader, the site's lease as the leader's figures name it;
   // 0: none), read with short timeouts; a one-site job says it has none.
   nlohmann::json control(std::int64_t lease) const;
+  // A site of a multi-site job back to its newest version (the replicas check it is `version`);
+  // refused in a one-site or synchronous job, and for a version older than the site holds.
+  nlohmann::json rollback_to_version(std::int64_t version, std::optional<double> lr_scale);
   nlohmann::json checkpoints() const;
   nlohmann::json events(std::int64_t since, std::size_t max_bytes) const;
 

@@ -78,6 +78,13 @@ void OuterState::rebase(std::span<float> local, int fragment) {
     }
 }
 
+void OuterState::drop_in_flight(std::span<float> local) {
+  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
+  std::copy(global_.begin(), global_.end(), local.begin());
+  start_ = global_;
+  for (auto& f : feedback_) f.reset();
+}
+
 void OuterState::save_optimizers(Checkpoint& checkpoint) const {
   const int n = fragments();
   if (n > 1) checkpoint.put_value("outer.fragments", std::int64_t{n});

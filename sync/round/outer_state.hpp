@@ -52,6 +52,13 @@ class OuterState {
   void rebase(std::span<float> local);
   void rebase(std::span<float> local, int fragment);
 
+  // A diverged site's way back (DESIGN.md: the divergence guard across sites): every in-flight
+  // round is dropped, local <- global, start <- global, over every fragment. The error-feedback
+  // residual restarts at zero too: it is what the codec left out of this site's latest deltas,
+  // the last of which may carry the divergence, and it is nobody else's. The version, momentum
+  // and everything the sites share stay as they are.
+  void drop_in_flight(std::span<float> local);
+
   // The weights and momentum one commit produces from the current version, and their hash; the
   // state itself is untouched, so a proposer can hash its proposal before anyone agrees to it.
   struct Outcome {

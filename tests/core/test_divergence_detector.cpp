@@ -1,11 +1,13 @@
 // The divergence detector: non-finite steps at once, loss spikes by z-score over a moving window
 // (with a floor on the deviation), gradient-norm explosions against the window's median, and no
-// spike or explosion verdict before the window holds min_history steps.
+// spike or explosion verdict before the window holds min_history steps; under fp16, a loss scale
+// (from a real LossScaler) that falls near its floor or halves too often over the window.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "core/optim/loss_scale.hpp"
 #include "core/train/divergence_detector.hpp"
 
 using namespace meridian;
@@ -94,4 +96,79 @@ TEST_CASE("the window keeps the last `window` healthy steps only") {
   d.clear();
   CHECK(d.history() == 0);
   CHECK(d.judge(60.0, 1.0).kind == Divergence::None);
+}
+
+namespace {
+
+// An fp16 run's scaler: starts at 1024, floor 1, never regrows within these tests.
+LossScaler scaler() {
+  LossScaleOptions o;
+  o.initial = 1024.0f;
+  o.min_scale = 1.0f;
+  o.growth_interval = 1000;
+  return LossScaler(o);
+}
+
+LossScaleReading reading(const LossScaler& s) { return {s.scale(), 1.0}; }
+
+}  // namespace
+
+TEST_CASE("loss scale: a scale within loss_scale_floor_factor of its floor is a collapse, from the first step") {
+  auto o = options();
+  o.loss_scale_floor_factor = 4.0;
+  o.loss_scale_halvings = 10;  // the falls alone would not do it here
+  DivergenceDetector d(o);
+  LossScaler s = scaler();
+  // 1024 -> 512 -> ... -> 8: healthy; 4 = 4 x the floor: collapsing, with healthy loss and gradients.
+  for (int i = 0; i < 7; ++i) {
+    s.update(true);
+    const auto v = d.judge(3.0, 1.0, reading(s));
+    CAPTURE(s.scale());
+    CHECK(v.kind == Divergence::None);
+    CHECK(v.scale_halvings == i);  // the window holds the earlier falls, this step adds none (1024 never seen)
+    d.accept(3.0, 1.0, reading(s));
+  }
+  CHECK(s.scale() == 8.0f);
+  s.update(true);
+  const auto collapsed = d.judge(3.0, 1.0, reading(s));
+  CHECK(collapsed.kind == Divergence::LossScaleCollapse);
+  CHECK(to_string(collapsed.kind) == "loss_scale_collapse");
+  CHECK(DivergenceDetector(o).judge(3.0, 1.0, LossScaleReading{3.9, 1.0}).kind == Divergence::LossScaleCollapse);
+  CHECK(DivergenceDetector(o).judge(3.0, 1.0).kind == Divergence::None);  // no scale: not an fp16 step
+}
+
+TEST_CASE("loss scale: loss_scale_halvings falls within the window are a collapse, spread wider they are not") {
+  auto o = options();  // window 10
+  o.loss_scale_floor_factor = 1.0;
+  o.loss_scale_halvings = 3;
+  // An overflow every 4th step: the third fall comes 8 steps after the first, inside the window.
+  {
+    DivergenceDetector d(o);
+    LossScaler s = scaler();
+    Divergence seen = Divergence::None;
+    int step = 0;
+    for (; step < 20 && seen == Divergence::None; ++step) {
+      s.update(step % 4 == 3);
+      const auto v = d.judge(3.0, 1.0, reading(s));
+      seen = v.kind;
+      if (seen == Divergence::None) d.accept(3.0, 1.0, reading(s));
+    }
+    CHECK(seen == Divergence::LossScaleCollapse);
+    CHECK(step == 12);  // falls at steps 3, 7, 11; the first (1024 -> 512) is against a scale the window saw
+    CHECK(s.scale() == 128.0f);
+  }
+  // An overflow every 6th step: at most two falls in any 11 steps (the window and this one).
+  {
+    DivergenceDetector d(o);
+    LossScaler s = scaler();
+    for (int step = 0; step < 54; ++step) {
+      s.update(step % 6 == 5);
+      const auto v = d.judge(3.0, 1.0, reading(s));
+      CAPTURE(step);
+      REQUIRE(v.kind == Divergence::None);
+      CHECK(v.scale_halvings <= 2);
+      d.accept(3.0, 1.0, reading(s));
+    }
+    CHECK(s.scale() == 2.0f);  // nine falls in all, 1024 / 2^9: one above the floor
+  }
 }

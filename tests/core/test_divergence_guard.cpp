@@ -1,7 +1,8 @@
 // The divergence guard on a real (tiny) training run: a learning-rate spike injected at one step
 // is detected, rolled back to the last healthy state with a lower learning rate, and recovered
 // from, ending close to a clean run (and far from an unguarded one); the rollback survives a
-// checkpoint; spent attempts end the run with a report.
+// checkpoint; spent attempts end the run with a report. Across sites (RecoverToVersion) the
+// weights go to the site's version instead and the steps go on.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "core/config/job_config.hpp"
 #include "core/io/env.hpp"
 #include "core/runlog/run_log.hpp"
+#include "core/train/divergence_guard.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -143,4 +145,60 @@ TEST_CASE("once the attempts are spent the run ends with a report naming the ste
   REQUIRE(gave_up.size() == 1);
   CHECK(gave_up[0]["step"] == 65);
   CHECK(events(config.job.run_dir, "rollback").empty());
+}
+
+TEST_CASE("across sites: the weights go to the version, the steps go on, the moments come from the healthy state") {
+  TempDir dir("guard-version");
+  const auto config = job(dir, "run", kSpike);
+  RunLog log(config.job.run_dir);
+  Trainer trainer(config, posix_env(), log, nullptr, fake_clock);
+  // The version this site holds: here the weights of step 60, as if a commit had brought them.
+  std::vector<float> version;
+  int calls = 0;
+  DivergenceGuard guard(config.guard, DivergenceGuard::Mode::RecoverToVersion, log, {{"site", "a"}}, [&](Trainer& t) {
+    ++calls;
+    std::copy(version.begin(), version.end(), t.model().params().begin());
+    return json{{"to_version", 0}};
+  });
+  guard.reset(trainer, true);
+  Checkpoint at_60;
+  // To step 100: far enough to see it recover (on this trajectory the detector flags step 116's
+  // gradient norm, 12.9x the median, a verdict of its own).
+  while (trainer.state().step < 100) {
+    const auto r = trainer.step();
+    if (trainer.state().step == 60) {
+      at_60 = trainer.snapshot();
+      version.assign(trainer.model().params().begin(), trainer.model().params().end());
+    }
+    const auto before = trainer.state().step;
+    if (guard.after_step(trainer, r) != DivergenceGuard::Outcome::RolledBack) continue;
+    CHECK(r.step == 65);
+    CHECK(trainer.state().step == before);  // no step is taken again: the site goes on with the others
+    const auto params = trainer.model().params();
+    CHECK(std::equal(params.begin(), params.end(), version.begin()));
+    const auto now = trainer.snapshot();
+    CHECK(now.get_pod<float>("adamw.m") == at_60.get_pod<float>("adamw.m"));
+    CHECK(now.get_pod<float>("adamw.v") == at_60.get_pod<float>("adamw.v"));
+    CHECK(trainer.state().lr_scale == 0.5);
+    CHECK(trainer.state().rollbacks == 1);
+  }
+  CHECK(calls == 1);
+  const auto rollback = events(config.job.run_dir, "rollback");
+  REQUIRE(rollback.size() == 1);
+  CHECK(rollback[0]["to_version"] == 0);
+  CHECK(rollback[0]["from_step"] == 65);
+  CHECK(rollback[0]["to_step"] == 66);
+  CHECK(rollback[0]["moments_from_step"] == 60);
+  CHECK(rollback[0]["site"] == "a");
+  const auto recovered = events(config.job.run_dir, "recovered");
+  REQUIRE(recovered.size() == 1);
+  CHECK(recovered[0]["step"] == 66);
+
+  // The operator's rollback: the same action, at the scale asked for, counted as no attempt.
+  const auto forced = guard.force_rollback(trainer, 0.25);
+  CHECK(calls == 2);
+  CHECK(forced["to_version"] == 0);
+  CHECK(trainer.state().lr_scale == 0.25);
+  CHECK(trainer.state().rollbacks == 1);
+  CHECK(trainer.state().step == 100);
 }

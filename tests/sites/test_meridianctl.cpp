@@ -1,12 +1,14 @@
 // meridianctl against a running site (`meridian site`, 2 replica processes on loopback): every
 // command, refusal without the ops token (logged), malformed input on the command line and on
-// the socket, and the agent still serving after all of it.
+// the socket, and the agent still serving after all of it. Against a job of two sites (real
+// etcd): rollback to the site's version, and the refusals of every other rollback.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/run_process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -41,8 +44,9 @@ std::filesystem::path write_job(const TempDir& dir) {
 
 struct Ctl {
   std::filesystem::path job;
+  std::string site = "local";
   ProcessResult operator()(std::vector<std::string> args, std::vector<std::string> env = {}) const {
-    std::vector<std::string> argv = {MERIDIANCTL_BIN, "--config", job.string(), "--site", "local"};
+    std::vector<std::string> argv = {MERIDIANCTL_BIN, "--config", job.string(), "--site", site};
     argv.insert(argv.end(), args.begin(), args.end());
     ProcessOptions o;
     o.timeout = std::chrono::seconds(30);
@@ -152,6 +156,15 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   CHECK(no_such.exit_code == 1);
   CHECK(no_such.err.find("no checkpoint /no/such/ckpt.mrdn") != std::string::npos);
   CHECK(events_of(read_jsonl(run / "events.jsonl"), "ops_command").size() == 3);
+  // Versions: a one-site job has none (refused by the agent); a malformed one is bad usage.
+  const auto version = ctl({"rollback", "--to", "v3"}, with_token);
+  CHECK(version.exit_code == 1);
+  CHECK(version.err.find("a one-site job has no versions") != std::string::npos);
+  for (const std::string bad : {"v", "v1x", "v-2", "v99999999999999999999"}) {
+    const auto r = ctl({"rollback", "--to", bad}, with_token);
+    CHECK_MESSAGE(r.exit_code == 2, r.describe());
+    CHECK(r.err.find("is no version: expected v<N>") != std::string::npos);
+  }
 
   // evict: the replica is killed, the group regroups, the slot is restarted.
   const auto evicted = ctl({"evict", "1"}, with_token);
@@ -223,4 +236,91 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   ::kill(site.pid(), SIGTERM);
   CHECK(site.wait_for(std::chrono::seconds(30)).has_value());
   CHECK_FALSE(std::filesystem::exists(run / "ops.json"));
+}
+
+TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's newest version, every other refused") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("ctl-sites");
+  const auto job = dir / "job.toml";
+  // A version every 200 steps: a command usually reaches the replicas before the next one.
+  std::ofstream(job) << "[job]\nname = \"ops2\"\nseed = 5\nrun_dir = \"" << (dir / "run").string() << "\"\n"
+                     << "[model]\npreset = \"tiny\"\n[data]\npath = \""
+                     << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
+                     << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 100000\n"
+                     << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n[checkpoint]\nevery = 0\n"
+                     << "[outer]\nalgorithm = \"diloco\"\ninner_steps = 200\noverlap = false\n"
+                     << "[control]\nendpoints = [\"" << etcd.endpoint() << "\"]\n"
+                     << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  ::setenv("MERIDIAN_OPS_TOKEN", kToken, 1);
+  std::vector<std::unique_ptr<ChildProcess>> sites;
+  for (const std::string site : {"a", "b"})
+    sites.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", job.string(), "--site", site}, dir / (site + ".log")));
+  ::unsetenv("MERIDIAN_OPS_TOKEN");
+  const auto run = dir / "run" / "a";
+  const Ctl ctl{job, "a"};
+  const std::vector<std::string> with_token = {std::string("MERIDIAN_OPS_TOKEN=") + kToken};
+  REQUIRE(wait_for_step(run, 5));
+  // Wait (bounded) until the site shows version 1 or later in its figures.
+  std::int64_t held = 0;
+  for (int i = 0; i < 600 && held < 1; ++i) {
+    const auto f = ctl.status()["figures"];
+    held = f.is_object() ? f.value("version", std::int64_t{0}) : 0;
+    if (held < 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(held >= 1);
+
+  // No token: refused and logged.
+  const auto refused = ctl({"rollback", "--to", "v" + std::to_string(held)});
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err.find("refused") != std::string::npos);
+  CHECK(events_of(read_jsonl(run / "events.jsonl"), "ops_refused").size() == 1);
+
+  // An older version: a job-wide revert, refused by the agent with the reason.
+  const auto older = ctl({"rollback", "--to", "v0"}, with_token);
+  CHECK(older.exit_code == 1);
+  CHECK(older.err.find("would revert the whole job") != std::string::npos);
+  // A checkpoint: not across sites.
+  const auto checkpoint = ctl({"rollback", "--to", "3"}, with_token);
+  CHECK(checkpoint.exit_code == 1);
+  CHECK(checkpoint.err.find("goes back to a version, not to a checkpoint") != std::string::npos);
+  // Malformed: bad usage, nothing sent.
+  CHECK(ctl({"rollback", "--to", "v1.5x"}, with_token).exit_code == 1);  // with a '.': a file, so a checkpoint
+  CHECK(ctl({"rollback", "--to", "vX"}, with_token).exit_code == 2);
+
+  // The site's newest version: the replicas roll back to it (a new version may come in between:
+  // then the agent or the replicas say which one the site holds, and the operator asks again).
+  bool done = false;
+  int filed = 0;
+  for (int attempt = 0; attempt < 10 && !done; ++attempt) {
+    const auto f = ctl.status()["figures"];
+    const std::int64_t v = f.value("version", std::int64_t{0});
+    const auto r = ctl({"rollback", "--to", "v" + std::to_string(v), "--lr-scale", "0.5"}, with_token);
+    if (r.exit_code == 1 && r.err.find("this site holds version") != std::string::npos) continue;
+    REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
+    ++filed;
+    json outcome;
+    REQUIRE(wait_for_event(run, [&](const json& e) {
+      if (!applied(e, "rollback") || e["number"] != filed) return false;
+      outcome = e;
+      return true;
+    }));
+    MESSAGE(outcome.dump());
+    if (outcome.contains("error")) {
+      CHECK(outcome["error"].get<std::string>().find("this site holds version") != std::string::npos);
+      continue;
+    }
+    CHECK(outcome["to_version"] == v);
+    CHECK(outcome["scale"] == 0.5);
+    done = true;
+  }
+  CHECK(done);
+  CHECK(ctl.status()["ok"] == true);
+  for (auto& s : sites) ::kill(s->pid(), SIGTERM);
+  for (auto& s : sites) CHECK(s->wait_for(std::chrono::seconds(30)).has_value());
 }

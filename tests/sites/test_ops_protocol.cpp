@@ -69,6 +69,27 @@ TEST_CASE("malformed requests get a sentence naming the problem") {
   CHECK(problem(R"({"command":"rollback"})").starts_with("rollback: \"to\" must name a checkpoint"));
   CHECK(problem(R"({"command":"rollback","to":"5","lr_scale":-2})").starts_with("rollback: \"lr_scale\" must be"));
   CHECK(problem(R"({"command":"events","since":-4})").starts_with("events: \"since\""));
+  CHECK(problem(R"({"command":"rollback","to":"v1x"})").starts_with("rollback: \"v1x\" is no version: expected v<N>"));
+}
+
+TEST_CASE("rollback's forms: v<N> is a version, a step or a file a checkpoint, anything else like a version refused") {
+  using Form = std::variant<std::optional<std::int64_t>, std::string>;
+  CHECK(rollback_version("v12") == Form(std::optional<std::int64_t>(12)));
+  CHECK(rollback_version("v0") == Form(std::optional<std::int64_t>(0)));
+  for (const char* checkpoint : {"12", "ckpt-12.mrdn", "./v12", "/runs/a/checkpoints/v1", "v1.mrdn", "x", "V3"})
+    CHECK(rollback_version(checkpoint) == Form(std::optional<std::int64_t>()));
+  for (const char* bad : {"v", "v1x", "v-2", "v 3", "v1234567890123456789"}) {
+    CAPTURE(bad);
+    const auto form = rollback_version(bad);
+    REQUIRE(std::holds_alternative<std::string>(form));
+    CHECK(std::get<std::string>(form).find("expected v<N>") != std::string::npos);
+  }
+  const auto parsed = parse_ops_request(R"({"command":"rollback","to":"v7","lr_scale":0.5})");
+  REQUIRE(std::holds_alternative<OpsRequest>(parsed));
+  CHECK(std::get<OpsRequest>(parsed).version == 7);
+  CHECK(to_json(std::get<OpsRequest>(parsed))["to"] == "v7");
+  const auto file = parse_ops_request(R"({"command":"rollback","to":"ckpt-7.mrdn"})");
+  CHECK_FALSE(std::get<OpsRequest>(file).version.has_value());
 }
 
 TEST_CASE("only commands that change something need the token, and the token must match exactly") {

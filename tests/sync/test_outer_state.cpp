@@ -250,3 +250,32 @@ TEST_CASE("streaming: each fragment has its own momentum, saved, restored and se
   const std::vector<float> mean(state.fragment(2).size, 0.004f);
   CHECK(behind.preview(mean, 2).hash == state.preview(mean, 2).hash);
 }
+
+TEST_CASE("a diverged site drops its in-flight rounds: local and start become the version it holds, its residual zero") {
+  const auto initial = ramp(300, 0.1f);
+  OuterState state(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  auto local = initial;
+  for (std::size_t j = 0; j < local.size(); ++j) local[j] -= 0.013f * static_cast<float>(j % 7);
+  state.encode_delta(local, 1);  // fragment 1's round sent: int8 leaves a residual behind
+  state.commit(1, state.preview(std::vector<float>(three_fragments()[1].size, 0.01f), 1));
+  state.rebase(local, 1);
+  for (auto& x : local) x += 5.0f;  // a diverging step's damage, in every fragment's in-flight round
+  Checkpoint before;
+  state.save(before);
+  REQUIRE(before.get_pod<float>("outer.residual") != std::vector<float>(initial.size(), 0.0f));
+
+  state.drop_in_flight(local);
+  CHECK(state.version() == 1);
+  CHECK(std::equal(local.begin(), local.end(), state.global().begin()));
+  CHECK(std::equal(local.begin(), local.end(), state.start().begin()));
+  Checkpoint after;
+  state.save(after);
+  CHECK(after.get_pod<float>("outer.residual") == std::vector<float>(initial.size(), 0.0f));
+  CHECK(after.get_pod<float>("outer.momentum.f1") == before.get_pod<float>("outer.momentum.f1"));  // shared: kept
+  // The next round measures only what follows: no progress, and no residual, is a zero delta.
+  for (int f = 0; f < 3; ++f) {
+    std::vector<float> delta(three_fragments()[static_cast<std::size_t>(f)].size);
+    decode(state.encode_delta(local, f), delta);
+    CHECK(std::all_of(delta.begin(), delta.end(), [](float d) { return d == 0.0f; }));
+  }
+}
