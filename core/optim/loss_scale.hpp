@@ -34,6 +34,7 @@ class LossScaler {
   // Error(Config) when the options are inconsistent (non-positive or unordered bounds, interval < 1).
   explicit LossScaler(const LossScaleOptions& options = {});
 
+  const LossScaleOptions& options() const { return options_; }
   float scale() const { return scale_; }
   int clean_steps() const { return clean_steps_; }
   std::int64_t skipped_steps() const { return skipped_; }

@@ -67,7 +67,7 @@ class CudaStep final : public DeviceStep {
     if (scaler_) {
       const bool finite = kernels::cuda::unscale_gradients(model_.grads(), model_.size(), 1.0f / scaler_->scale(),
                                                            model_.stream());
-      collapsing_ = scaler_->update(!finite).collapsing;
+      scaler_->update(!finite);
       if (!finite) return std::nullopt;
     }
     const double norm = std::sqrt(kernels::cuda::sum_squares(model_.grads(), model_.size(), model_.stream()));
@@ -78,7 +78,6 @@ class CudaStep final : public DeviceStep {
   }
 
   LossScaler* loss_scaler() override { return scaler_ ? &*scaler_ : nullptr; }
-  bool loss_scale_collapsing() const override { return collapsing_; }
 
   void adamw(float lr) override { opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy()); }
 
@@ -96,7 +95,6 @@ class CudaStep final : public DeviceStep {
   CudaGpt<T> model_;
   CudaAdamW opt_;
   std::optional<LossScaler> scaler_;  // fp16 only
-  bool collapsing_ = false;
 };
 
 }  // namespace

@@ -52,10 +52,8 @@ class DeviceStep {
   // backs off) when they overflowed, and the step must then be skipped.
   virtual std::optional<double> clip(double max_norm) = 0;
   // fp16: the dynamic loss scaler (null without loss scaling), part of the training state that
-  // checkpoints keep; and whether its last update found the scale at its collapse level (a
-  // divergence signal, core/optim/loss_scale.hpp).
+  // checkpoints keep; the divergence guard watches its scale fall (core/train/divergence_detector).
   virtual LossScaler* loss_scaler() = 0;
-  virtual bool loss_scale_collapsing() const = 0;
   virtual void adamw(float lr) = 0;
   // kernels::chunked_hash64 of the weights, computed where they are (8 bytes per 4 KiB come back).
   virtual std::uint64_t params_hash() = 0;

@@ -49,12 +49,16 @@ DivergenceVerdict DivergenceDetector::judge(double loss, double grad_norm, std::
   const double deviation = std::max(std::sqrt(squares / n), options_.min_rel_std * std::abs(v.mean_loss));
   v.z = deviation > 0 ? (loss - v.mean_loss) / deviation : 0;
 
+  // A norm of 0 is a step that took no gradient (an fp16 step skipped on overflow): not a sample.
   std::vector<double> norms;
   norms.reserve(window_.size());
-  for (const auto& s : window_) norms.push_back(s.grad_norm);
-  const auto mid = norms.begin() + static_cast<std::ptrdiff_t>(norms.size() / 2);
-  std::nth_element(norms.begin(), mid, norms.end());
-  v.median_grad_norm = *mid;
+  for (const auto& s : window_)
+    if (s.grad_norm > 0) norms.push_back(s.grad_norm);
+  if (!norms.empty()) {
+    const auto mid = norms.begin() + static_cast<std::ptrdiff_t>(norms.size() / 2);
+    std::nth_element(norms.begin(), mid, norms.end());
+    v.median_grad_norm = *mid;
+  }
   v.grad_ratio = v.median_grad_norm > 0 ? grad_norm / v.median_grad_norm : 0;
 
   if (deviation > 0 && v.z > options_.loss_z) v.kind = Divergence::LossSpike;

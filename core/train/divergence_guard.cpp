@@ -53,9 +53,12 @@ void DivergenceGuard::reset(const Trainer& trainer, bool report) {
 
 DivergenceGuard::Outcome DivergenceGuard::after_step(Trainer& trainer, const StepResult& r) {
   if (r.lr_injected) event("lr_spike_injected", {{"step", r.step}, {"lr", r.lr}, {"factor", options_.inject_lr_factor}});
-  const DivergenceVerdict v = detector_.judge(r.loss, r.grad_norm);
+  // fp16 on a GPU: the loss scale after this step, against the scaler's floor.
+  std::optional<LossScaleReading> scale;
+  if (r.loss_scale > 0) scale = LossScaleReading{r.loss_scale, r.loss_scale_floor};
+  const DivergenceVerdict v = detector_.judge(r.loss, r.grad_norm, scale);
   if (!v.diverged()) {
-    detector_.accept(r.loss, r.grad_norm);
+    detector_.accept(r.loss, r.grad_norm, scale);
     if (!keeps_states()) return Outcome::Healthy;
     // The state a step started from is healthy once that step's loss and gradients are.
     if (pending_ && pending_step_ == r.step) {

@@ -155,8 +155,10 @@ Trainer::Update Trainer::device_step(StepResult& r) {
     device_->upload_grads(model_.grads());
   }
   const auto norm = device_->clip(config_.inner.clip);
-  if (const LossScaler* scaler = device_->loss_scaler()) r.loss_scale = scaler->scale();
-  r.loss_scale_collapsing = device_->loss_scale_collapsing();
+  if (const LossScaler* scaler = device_->loss_scaler()) {
+    r.loss_scale = scaler->scale();
+    r.loss_scale_floor = scaler->options().min_scale;
+  }
   if (!norm) {
     r.skipped = true;
     return Update::Skipped;

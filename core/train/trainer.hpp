@@ -43,10 +43,10 @@ struct StepResult {
   bool lr_injected = false;  // guard.inject_lr_step hit this step (a test hook)
   // fp16 on a GPU: the gradients overflowed under the loss scale, so the update was skipped (the
   // step still counts: its batch is spent and the schedule moves on, as dynamic loss scaling
-  // does); grad_norm is then 0. loss_scale: the scale after this step (0 without loss scaling).
+  // does); grad_norm is then 0. loss_scale: the scale after this step (0 without loss scaling),
+  // and the scaler's floor; the divergence guard watches them.
   bool skipped = false;
-  double loss_scale = 0;
-  bool loss_scale_collapsing = false;
+  double loss_scale = 0, loss_scale_floor = 0;
 };
 
 struct TrainSummary {

@@ -85,6 +85,16 @@ TEST_CASE("a gradient norm above grad_norm_ratio x the window's median is an exp
   CHECK(exploded.grad_ratio == doctest::Approx(10.5));
 }
 
+TEST_CASE("a gradient norm of 0 (an fp16 step skipped on overflow) is no sample of the window's median") {
+  DivergenceDetector d = noisy(6);
+  for (int i = 0; i < 4; ++i) d.accept(3.0, 0.0);  // skipped steps: the median stays 1.0, not 0
+  const auto v = d.judge(3.0, 5.0);
+  CHECK(v.median_grad_norm == 1.0);
+  CHECK(v.grad_ratio == 5.0);
+  CHECK(v.kind == Divergence::None);
+  CHECK(d.judge(3.0, 11.0).kind == Divergence::GradNormExplosion);
+}
+
 TEST_CASE("the window keeps the last `window` healthy steps only") {
   DivergenceDetector d(options());
   for (int i = 0; i < 10; ++i) d.accept(10.0, 1.0);
