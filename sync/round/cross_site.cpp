@@ -77,7 +77,10 @@ bool CrossSite::control(const std::function<void()>& call) {
     control_down_ = true;
     return false;
   }
-  if (control_down_) events_.push_back({"control_restored", "", 0, ""});
+  if (control_down_) {
+    events_.push_back({"control_restored", "", 0, ""});
+    next_full_read_ = 0;  // the next look reads everything (options_.full_read)
+  }
   control_down_ = false;
   return true;
 }
@@ -175,7 +178,8 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
 }
 
 CrossSite::Reads CrossSite::control_reads_due() {
-  const bool all = !watch_ || !watch_->watching() || control_down_;
+  const bool all = !watch_ || !watch_->watching() || control_down_ || clock_() >= next_full_read_;
+  if (all) next_full_read_ = clock_() + ms(options_.full_read);
   std::array<bool, 3> due{};
   for (std::size_t i = 0; i < due.size(); ++i) {
     // Taken before the read: a change that lands while it runs moves the count again.

@@ -50,6 +50,10 @@ struct CrossSiteOptions {
   // when something changed there; without one (or while it is down), every look reads.
   bool watch = true;
   std::chrono::milliseconds watch_probe{1000};  // how often the watch checks itself (EtcdWatch)
+  // A look reads every range at least this often, and right after the control plane comes back,
+  // whatever the watch says: a stream that stalled through a partition may have missed changes
+  // its probe has not yet caught, and a site must not train on behind commits it never read.
+  std::chrono::milliseconds full_read{2000};
   std::chrono::milliseconds rerequest_after{1000};  // before asking a peer again for a missing delta
   std::chrono::milliseconds control_retry{1000};    // after etcd failed, before trying it again
   std::size_t keep_own_rounds = 8;                  // own deltas kept to answer requests
@@ -239,6 +243,7 @@ class CrossSite {
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<EtcdWatch> watch_;
   std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
+  double next_full_read_ = 0;  // clock_() from which a look reads every range (options_.full_read)
   bool read_back_ = true;         // this site wrote (proposed): read the outcome at the next look
   double next_control_ = 0;
   std::map<std::string, MemberRecord> members_;      // by site
