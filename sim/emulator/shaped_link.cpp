@@ -45,28 +45,13 @@ void ShapedLink::stamp(const std::string& peer, std::uint64_t transfer_id) {
   inner_->send(peer, transfer_id | kStampBit, kStampTag, StampBook::payload(now));
 }
 
-bool ShapedLink::goes(const std::string& peer, std::uint64_t transfer_id) {
+bool ShapedLink::before_send(const std::string& peer, std::uint64_t transfer_id, std::size_t) {
   if (apart(peer, clock_())) {
     ++shaping_.dropped_sent;
     return false;
   }
   stamp(peer, transfer_id);
   return true;
-}
-
-void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                      std::span<const std::byte> payload) {
-  if (goes(peer, transfer_id)) inner_->send(peer, transfer_id, tag, payload);
-}
-
-void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                      std::shared_ptr<const std::vector<std::byte>> payload) {
-  if (goes(peer, transfer_id)) inner_->send(peer, transfer_id, tag, std::move(payload));
-}
-
-void ShapedLink::send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-                      std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) {
-  if (goes(peer, transfer_id)) inner_->send(peer, transfer_id, tag, std::move(payload), std::move(hashes));
 }
 
 void ShapedLink::admit(Received r) {

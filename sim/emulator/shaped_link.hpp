@@ -50,12 +50,6 @@ class ShapedLink : public LinkDecorator {
              std::function<const std::string*(const std::string& address)> site_of, std::function<double()> clock,
              std::uint64_t seed, LinkModelOptions model = {});
 
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::span<const std::byte> payload) override;
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload) override;
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
 
   Shaping shaping() const { return shaping_; }
@@ -68,7 +62,7 @@ class ShapedLink : public LinkDecorator {
 
   void stamp(const std::string& peer, std::uint64_t transfer_id);
   // Whether a transfer to peer goes (stamped) or is dropped (counted) by a partition.
-  bool goes(const std::string& peer, std::uint64_t transfer_id);
+  bool before_send(const std::string& peer, std::uint64_t transfer_id, std::size_t bytes) override;
   // The peer's site, remembered once known (a member's address keeps naming it after it left).
   const std::string* peer_site(const std::string& address);
   bool apart(const std::string& address, double now);

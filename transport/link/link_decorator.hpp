@@ -1,7 +1,7 @@
 #pragma once
 // A Link that wraps another (the WAN emulator's shaping, the measurements) and passes through
 // what it does not change: the address peers reach, the chunk size, recycled buffers, the link's
-// counters.
+// counters, and every form of send, once the decorator's before_send let it go.
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,7 +19,24 @@ class LinkDecorator : public Link {
   void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
   Counters counters() const override { return inner_->counters(); }
 
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::span<const std::byte> payload) final {
+    if (before_send(peer, transfer_id, payload.size())) inner_->send(peer, transfer_id, tag, payload);
+  }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload) final {
+    if (before_send(peer, transfer_id, payload->size())) inner_->send(peer, transfer_id, tag, std::move(payload));
+  }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) final {
+    if (before_send(peer, transfer_id, payload->size()))
+      inner_->send(peer, transfer_id, tag, std::move(payload), std::move(hashes));
+  }
+
  protected:
+  // Before a transfer of `bytes` to peer leaves (its own stamps may go ahead of it): whether it goes.
+  virtual bool before_send(const std::string& peer, std::uint64_t transfer_id, std::size_t bytes) = 0;
+
   std::unique_ptr<Link> inner_;
 };
 

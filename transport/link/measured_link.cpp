@@ -53,30 +53,12 @@ MeasuredLink::PeerState& MeasuredLink::peer(const std::string& address) {
   return it->second;
 }
 
-void MeasuredLink::stamp_if_measured(const std::string& peer_address, std::uint64_t transfer_id, std::size_t bytes) {
+bool MeasuredLink::before_send(const std::string& peer_address, std::uint64_t transfer_id, std::size_t bytes) {
   MERIDIAN_CHECK(transfer_id < kEchoBit, transfer_id);
   peer(peer_address);
-  if (bytes < options_.min_bandwidth_bytes) return;
-  const double now = clock_();
-  inner_->send(peer_address, transfer_id | kOwnBit, kStartTag, StampBook::payload(now));
-}
-
-void MeasuredLink::send(const std::string& peer_address, std::uint64_t transfer_id, std::uint16_t tag,
-                        std::span<const std::byte> payload) {
-  stamp_if_measured(peer_address, transfer_id, payload.size());
-  inner_->send(peer_address, transfer_id, tag, payload);
-}
-
-void MeasuredLink::send(const std::string& peer_address, std::uint64_t transfer_id, std::uint16_t tag,
-                        std::shared_ptr<const std::vector<std::byte>> payload) {
-  stamp_if_measured(peer_address, transfer_id, payload->size());
-  inner_->send(peer_address, transfer_id, tag, std::move(payload));
-}
-
-void MeasuredLink::send(const std::string& peer_address, std::uint64_t transfer_id, std::uint16_t tag,
-                        std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) {
-  stamp_if_measured(peer_address, transfer_id, payload->size());
-  inner_->send(peer_address, transfer_id, tag, std::move(payload), std::move(hashes));
+  if (bytes >= options_.min_bandwidth_bytes)
+    inner_->send(peer_address, transfer_id | kOwnBit, kStartTag, StampBook::payload(clock_()));
+  return true;  // measuring never holds a transfer back
 }
 
 void MeasuredLink::probe(double now) {

@@ -55,12 +55,6 @@ class MeasuredLink : public LinkDecorator {
   // `clock`: wall-clock seconds.
   MeasuredLink(std::unique_ptr<Link> inner, std::function<double()> clock, Options options);
 
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::span<const std::byte> payload) override;
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload) override;
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
 
   // By peer address: every peer this link sent to or heard from.
@@ -81,7 +75,8 @@ class MeasuredLink : public LinkDecorator {
   };
 
   PeerState& peer(const std::string& address);
-  void stamp_if_measured(const std::string& peer, std::uint64_t transfer_id, std::size_t bytes);
+  // Registers the peer; a transfer big enough to measure gets its start stamp sent ahead.
+  bool before_send(const std::string& peer, std::uint64_t transfer_id, std::size_t bytes) override;
   void probe(double now);
   // Handles this decorator's own transfers; false for the caller's.
   bool consume(Received& r, double now);
