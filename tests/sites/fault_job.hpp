@@ -47,32 +47,42 @@ class FaultJob {
  public:
   static inline const std::vector<std::string> kSites = {"a", "b", "c"};
 
-  // `endpoints`: the etcd every site uses, unless `site_endpoints` names others for a site.
-  FaultJob(const std::string& name, std::vector<std::string> endpoints, const std::string& extra_toml = "",
-           std::map<std::string, std::vector<std::string>> site_endpoints = {}, int lease_ttl_s = kLeaseTtl)
-      : dir_(name), name_(name), endpoints_(std::move(endpoints)), site_endpoints_(std::move(site_endpoints)) {
-    ::setenv("OMP_NUM_THREADS", "1", 1);  // three sites share this machine's cores
-    file_ = dir_ / (name + ".toml");
-    std::ofstream(file_) << "[job]\nname = \"" << name << "\"\nseed = 7\nrun_dir = \"" << run_dir().string() << "\"\n"
-                         << "[model]\npreset = \"tiny\"\n[data]\npath = \""
-                         << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
-                         << "[inner]\nbatch_per_replica = 2\nsteps = " << kSteps << "\n"
-                         << "[log]\nevery = 50\neval_every = 0\neval_windows = 64\n"
-                         << "[checkpoint]\nevery = 200\n"
-                         << "[outer]\ninner_steps = " << kInnerSteps << "\n"
-                         << "[control]\nlease_ttl_s = " << lease_ttl_s << "\nkeepalive_ms = 500\n"
-                         << extra_toml << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n[[site]]\nname = \"c\"\n";
-    etcd_ = std::make_unique<EtcdClient>(EtcdOptions{endpoints_, std::chrono::milliseconds(5000)});
-  }
-  FaultJob(const FaultJob&) = delete;
-  FaultJob& operator=(const FaultJob&) = delete;
-
   // About 15 s on two cores, rounds of ~0.6 s: long enough for a site to die, be missed and come back while the
   // others still train.
   static constexpr int kSteps = 5000;
   static constexpr int kInnerSteps = 250;
   static constexpr int kLeaseTtl = 2;
 
+  struct Shape {
+    int steps = kSteps;  // a multiple of kInnerSteps
+    int lease_ttl_s = kLeaseTtl;
+  };
+
+  // `endpoints`: the etcd every site uses, unless `site_endpoints` names others for a site.
+  FaultJob(const std::string& name, std::vector<std::string> endpoints, const std::string& extra_toml = "",
+           std::map<std::string, std::vector<std::string>> site_endpoints = {})
+      : FaultJob(name, std::move(endpoints), extra_toml, std::move(site_endpoints), Shape{}) {}
+  FaultJob(const std::string& name, std::vector<std::string> endpoints, const std::string& extra_toml,
+           std::map<std::string, std::vector<std::string>> site_endpoints, Shape shape)
+      : dir_(name), name_(name), endpoints_(std::move(endpoints)), site_endpoints_(std::move(site_endpoints)),
+        steps_(shape.steps) {
+    ::setenv("OMP_NUM_THREADS", "1", 1);  // three sites share this machine's cores
+    file_ = dir_ / (name + ".toml");
+    std::ofstream(file_) << "[job]\nname = \"" << name << "\"\nseed = 7\nrun_dir = \"" << run_dir().string() << "\"\n"
+                         << "[model]\npreset = \"tiny\"\n[data]\npath = \""
+                         << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
+                         << "[inner]\nbatch_per_replica = 2\nsteps = " << steps_ << "\n"
+                         << "[log]\nevery = 50\neval_every = 0\neval_windows = 64\n"
+                         << "[checkpoint]\nevery = 200\n"
+                         << "[outer]\ninner_steps = " << kInnerSteps << "\n"
+                         << "[control]\nlease_ttl_s = " << shape.lease_ttl_s << "\nkeepalive_ms = 500\n"
+                         << extra_toml << "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n[[site]]\nname = \"c\"\n";
+    etcd_ = std::make_unique<EtcdClient>(EtcdOptions{endpoints_, std::chrono::milliseconds(5000)});
+  }
+  FaultJob(const FaultJob&) = delete;
+  FaultJob& operator=(const FaultJob&) = delete;
+
+  int steps() const { return steps_; }
   std::filesystem::path run_dir() const { return dir_ / name_; }
   const std::filesystem::path& file() const { return file_; }
   // More `--set KEY=VALUE` overrides for every site started from now on.
@@ -192,6 +202,7 @@ class FaultJob {
   std::string name_;
   std::vector<std::string> endpoints_;
   std::map<std::string, std::vector<std::string>> site_endpoints_;
+  int steps_;
   std::filesystem::path file_;
   std::unique_ptr<EtcdClient> etcd_;
   std::map<std::string, std::unique_ptr<ChildProcess>> procs_;

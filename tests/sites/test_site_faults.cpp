@@ -56,7 +56,7 @@ void check_outcome(FaultJob& job, const std::vector<std::string>& sites) {
   for (const auto& site : sites) {
     CAPTURE(site);
     const auto s = job.summary(site);
-    CHECK(s["steps"] == FaultJob::kSteps);
+    CHECK(s["steps"] == job.steps());
     if (!hash) hash = s["params_hash"];
     CHECK(s["params_hash"] == *hash);
     const double loss = s["final_val_loss"];
@@ -174,12 +174,19 @@ TEST_CASE("a partitioned site trains on alone, never commits, and re-syncs when 
   // membership lapses and the others commit without it) and ends while a and b still train. A
   // schedule is in seconds, not versions: on a loaded machine the first version may come after
   // kCutFrom (c is then cut off before it ever merged anything, still a partition).
-  // The job takes 8 s or more (a site alone, unhindered, ~7 s): the cut must end well before that.
-  constexpr double kCutFrom = 2, kCutTo = 5.5;
+  // The schedule is in seconds while the job's pace is not, and c, alone, trains as fast as a and
+  // b together: the job must go on well after the cut for c to re-sync before anyone finishes (c
+  // needs ~1-2 s to get etcd back and adopt a peer's state; at 5000 steps a run on a quiet machine
+  // ended 0.7 s after a cut to 5.5 s, c never re-synced). 10000 steps take ~12 s quiet, longer
+  // under load. The cut holds three versions or more at a sixth of the quiet pace (a and b commit
+  // ~3 a second quiet; other tests beside them on two cores slow them down).
+  constexpr double kCutFrom = 2, kCutTo = 6;
+  constexpr int kSteps = 10000;
   static_assert(kCutTo - kCutFrom > 1.5 * FaultJob::kLeaseTtl);
   const std::string schedule = "[[wan.fault]]\nkind = \"partition\"\nsites = [\"c\"]\nfrom_s = " +
                                std::to_string(kCutFrom) + "\nto_s = " + std::to_string(kCutTo) + "\n";
-  FaultJob job("partition", eps, schedule, {{"a", {eps[0], eps[1]}}, {"b", {eps[1], eps[0]}}, {"c", {eps[2]}}});
+  FaultJob job("partition", eps, schedule, {{"a", {eps[0], eps[1]}}, {"b", {eps[1], eps[0]}}, {"c", {eps[2]}}},
+               {.steps = kSteps});
   job.start_all();
   double start = 0;  // the job's start, which the sites agreed on in etcd
   job.wait_until([&] { return (start = job.wan_start().value_or(0)) > 0; }, 60, "the job's start in etcd");
@@ -226,7 +233,7 @@ TEST_CASE("a straggler holds the others back no longer than the commit deadline"
   fault_free_loss();
   // A lease of 5 s: c stays a member throughout, so only the deadline lets the others go on.
   constexpr int kTtl = 5;
-  FaultJob job("straggler", {etcd.endpoint()}, "", {}, kTtl);
+  FaultJob job("straggler", {etcd.endpoint()}, "", {}, {.lease_ttl_s = kTtl});
   job.start_all();
   job.wait_version(4);
   job.signal("c", SIGSTOP);
