@@ -67,15 +67,28 @@ std::string render_site_metrics(const std::string& site, const nlohmann::json& l
     p.family(f.name, f.type, f.help);
     p.sample(it->get<double>(), at);
   }
-  const auto wan = leader.find("wan");
-  if (wan == leader.end() || !wan->is_object() || wan->empty()) return p.text();
-  for (const char* direction : {"sent", "received"}) {
-    p.family(std::string("meridian_wan_bytes_") + direction + "_total", Type::Counter,
-             std::string("payload bytes ") + direction + " over the cross-site link, per peer");
-    for (const auto& [peer, bytes] : wan->items())
-      if (bytes.is_object() && bytes.contains(direction) && bytes[direction].is_number())
-        p.sample(bytes[direction].get<double>(), {{"site", site}, {"peer", peer}});
-  }
+  const auto per_peer = [&](const char* group, const char* key, const std::string& name, Type type,
+                            const std::string& help, double scale) {
+    const auto peers = leader.find(group);
+    if (peers == leader.end() || !peers->is_object()) return;
+    bool any = false;
+    for (const auto& [peer, figures] : peers->items()) {
+      if (!figures.is_object() || !figures.contains(key) || !figures[key].is_number()) continue;
+      if (!any) p.family(name, type, help);
+      any = true;
+      p.sample(figures[key].get<double>() * scale, {{"site", site}, {"peer", peer}});
+    }
+  };
+  for (const char* direction : {"sent", "received"})
+    per_peer("wan", direction, std::string("meridian_wan_bytes_") + direction + "_total", Type::Counter,
+             std::string("payload bytes ") + direction + " over the cross-site link, per peer", 1);
+  // The link as measured (MeasuredLink: probes and stamped transfers), medians over its window, in
+  // base units; a figure with no sample yet is left out.
+  per_peer("links", "rtt_ms", "meridian_wan_rtt_seconds", Type::Gauge, "measured round trip to the peer", 1e-3);
+  per_peer("links", "in_mbps", "meridian_wan_receive_bytes_per_second", Type::Gauge,
+           "measured bandwidth of the peer's transfers to this site", 1e6 / 8);
+  per_peer("links", "out_mbps", "meridian_wan_send_bytes_per_second", Type::Gauge,
+           "measured bandwidth of this site's transfers to the peer, as the peer saw it", 1e6 / 8);
   return p.text();
 }
 

@@ -6,10 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "sim/emulator/wan_start.hpp"
 #include "tests/sites/fault_job.hpp"
 #include "tests/support/etcd_server.hpp"
+#include "tests/support/http_get.hpp"
+#include "tests/support/prom_parser.hpp"
 #include "tests/support/run_process.hpp"
 
 using namespace meridian;
@@ -88,6 +91,22 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   MESSAGE("meridianctl wan at a:\n", table.out);
   CHECK(table.out.find("rtt_ms") != std::string::npos);
   CHECK(table.out.find("10.0 ms") != std::string::npos);
+  // The same figures on a's /metrics, in seconds, once its leader published them.
+  int port = 0;
+  for (const auto& e : job.events("a"))
+    if (e["event"] == "metrics_listening") port = e["port"];
+  REQUIRE(port > 0);
+  std::optional<double> scraped_rtt;
+  job.wait_until(
+      [&] {
+        const auto scrape = http_get(port, "/metrics");
+        const auto metrics = parse_prometheus(scrape.body);
+        if (scrape.status == 200 && metrics.has("meridian_wan_rtt_seconds"))
+          scraped_rtt = metrics.value("meridian_wan_rtt_seconds", {{"site", "a"}, {"peer", "b"}});
+        return scraped_rtt.has_value();
+      },
+      30, "a's measured round trip to b on /metrics");
+  CHECK(*scraped_rtt >= 2 * kLatencyMs / 1000 - 0.0005);
 
   // Refusals: no token (logged), malformed input (exit 2, said on stderr), impossible faults (exit 1).
   struct Refused {

@@ -25,7 +25,10 @@ const json kLeader = {{"step", 120},        {"loss", 2.5},        {"lr", 1e-3}, 
                       {"utilization", 0.9}, {"goodput", 0.96},    {"heals", 2},          {"heal_s", 0.3},
                       {"sdc_findings", 1},  {"version", 4},       {"staleness", 1},      {"live_sites", 3},
                       {"quorum", 3},        {"codec_ratio", 0.25}, {"deltas_refused", 2}, {"deltas_screened_out", 1},
-                      {"wan", {{"eu-west", {{"sent", 1000}, {"received", 900}}}, {"ap \"south\"", {{"sent", 5}, {"received", 6}}}}}};
+                      {"wan", {{"eu-west", {{"sent", 1000}, {"received", 900}}}, {"ap \"south\"", {{"sent", 5}, {"received", 6}}}}},
+                      // As SiteExchange::measured_links writes them; ap-south has no transfer measured yet.
+                      {"links", {{"eu-west", {{"rtt_ms", 24.5}, {"rtt_ms_min", 20.0}, {"in_mbps", 80.0}, {"out_mbps", 96.0}}},
+                                 {"ap-south", {{"rtt_ms", 150.0}}}}}};
 
 void store_text(Store& store, const std::string& text) {
   store.set(site_keys::figures(), std::as_bytes(std::span(text.data(), text.size())));
@@ -60,6 +63,12 @@ TEST_CASE("every figure the issue names is there, labelled, and reads back as va
   CHECK(e.value("meridian_wan_bytes_sent_total", {{"site", "us-east"}, {"peer", "eu-west"}}) == 1000);
   CHECK(e.value("meridian_wan_bytes_received_total", {{"peer", "eu-west"}}) == 900);
   CHECK(e.value("meridian_wan_bytes_sent_total", {{"peer", "ap \"south\""}}) == 5);
+  CHECK(e.value("meridian_wan_rtt_seconds", {{"site", "us-east"}, {"peer", "eu-west"}}) == doctest::Approx(0.0245));
+  CHECK(e.value("meridian_wan_rtt_seconds", {{"peer", "ap-south"}}) == doctest::Approx(0.150));
+  CHECK(e.value("meridian_wan_receive_bytes_per_second", {{"peer", "eu-west"}}) == doctest::Approx(10e6));
+  CHECK(e.value("meridian_wan_send_bytes_per_second", {{"peer", "eu-west"}}) == doctest::Approx(12e6));
+  CHECK_THROWS(e.value("meridian_wan_send_bytes_per_second", {{"peer", "ap-south"}}));  // none measured
+  CHECK(e.types.at("meridian_wan_rtt_seconds") == "gauge");
   CHECK(e.types.at("meridian_tokens_total") == "counter");
   CHECK(e.types.at("meridian_loss") == "gauge");
   for (const auto& s : e.samples) CHECK_MESSAGE(s.labels.at("site") == "us-east", s.name);
@@ -70,20 +79,26 @@ TEST_CASE("before the leader's first figures, and in a one-site job, only what i
   CHECK(none.has("meridian_up"));
   CHECK_FALSE(none.has("meridian_loss"));
   json local = kLeader;
-  for (const char* k : {"version", "staleness", "live_sites", "quorum", "codec_ratio", "wan"}) local.erase(k);
+  for (const char* k : {"version", "staleness", "live_sites", "quorum", "codec_ratio", "wan", "links"}) local.erase(k);
   const auto e = parse_prometheus(render_site_metrics("local", local, {0, 1, 1, 0, 0}));
   CHECK(e.has("meridian_loss"));
   CHECK_FALSE(e.has("meridian_version"));
   CHECK_FALSE(e.has("meridian_wan_bytes_sent_total"));
+  CHECK_FALSE(e.has("meridian_wan_rtt_seconds"));
 }
 
 TEST_CASE("figures of the wrong type are skipped, and garbage in the store is no figures at all") {
-  json bad = {{"loss", "high"}, {"step", nullptr}, {"tok_s", 10}, {"wan", {{"x", 5}, {"y", {{"sent", "a"}}}}}};
+  json bad = {{"loss", "high"},
+              {"step", nullptr},
+              {"tok_s", 10},
+              {"wan", {{"x", 5}, {"y", {{"sent", "a"}}}}},
+              {"links", {{"x", {{"rtt_ms", "fast"}}}, {"y", 3}}}};
   const auto e = parse_prometheus(render_site_metrics("s", bad, {}));
   CHECK_FALSE(e.has("meridian_loss"));
   CHECK_FALSE(e.has("meridian_step"));
   CHECK(e.value("meridian_tokens_per_second") == 10);
   CHECK_FALSE(e.has("meridian_wan_bytes_sent_total"));
+  CHECK_FALSE(e.has("meridian_wan_rtt_seconds"));
 
   MemoryStore store;
   SiteFiguresBoard board("s");
