@@ -37,7 +37,8 @@ std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const
 int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds) {
   if (view.next_fragment >= 0) {
     for (const auto& site : view.live_sites)
-      if (!rounds.contains(site) && !view.finished.contains(site)) return view.next_fragment;  // it may announce it
+      if (!rounds.contains(site) && !view.finished.contains(site) && !view.paused.contains(site))
+        return view.next_fragment;  // it may announce it
     for (const auto& [site, open] : rounds)
       for (const auto& a : open)
         if (a.fragment == view.next_fragment) return view.next_fragment;
@@ -47,6 +48,18 @@ int commit_fragment(const CommitView& view, const std::map<std::string, std::vec
     if (const auto key = std::pair(open.front().base_version, open.front().fragment); !oldest || key < *oldest)
       oldest = key;
   return oldest ? oldest->second : std::max(view.next_fragment, 0);
+}
+
+int awaited_sites(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds,
+                  int fragment) {
+  int awaited = 0;
+  for (const auto& site : view.live_sites) {
+    const auto open = rounds.find(site);
+    const bool offers = open != rounds.end() && std::any_of(open->second.begin(), open->second.end(),
+                                                            [&](const auto& a) { return a.fragment == fragment; });
+    awaited += !view.paused.contains(site) || offers;
+  }
+  return awaited;
 }
 
 std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options) {
@@ -70,7 +83,7 @@ std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, co
     }
   }
   if (entries.empty()) return std::nullopt;  // nothing that would move the weights
-  const int live = static_cast<int>(view.live_sites.size());  const bool quorum = options.quorum > 0 ? ready >= options.quorum : ready >= live;
+  const bool quorum = ready >= (options.quorum > 0 ? options.quorum : awaited_sites(view, rounds, fragment));
   const bool late = view.first_held_at && view.deadline_s && view.now >= *view.first_held_at + *view.deadline_s;
   if (!quorum && !late) return std::nullopt;
   return entries;

@@ -41,6 +41,9 @@ struct CommitView {
   // -1 when not known), and the sites that announced their final round (they announce no more).
   int next_fragment = 0;
   std::set<std::string> finished;
+  // Live sites whose outer exchange the operator paused: they announce nothing new, so a commit
+  // waits only for what they announced before.
+  std::set<std::string> paused;
 };
 
 // What each live site has open for the next commits: its rounds not merged yet whose base is
@@ -58,6 +61,11 @@ std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const
 // may still announce one; else the fragment of the oldest open round (oldest base, then lowest
 // fragment), so whatever is announced is merged in the end. 0 with one fragment.
 int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds);
+
+// How many sites a commit of `fragment` waits for when the quorum is "every live site": every
+// live site, but a paused one only while it has a round of that fragment open.
+int awaited_sites(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds,
+                  int fragment);
 
 // The entries of commit version+1, sorted by site, or nullopt while it is not due.
 //

@@ -298,13 +298,18 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     return std::nullopt;
   }
   auto [fragments, mean] = mean_of(next, *entries, state);
-  CommitRecord proposal{next,    *entries, state.preview(fragments, mean).hash, options_.site,
-                        applied_, commit_fragment(view, open_rounds(view, options_.rule))};
-  for (const auto& e : *entries) proposal.merged[e.site] = e.round;
+  const auto rounds = open_rounds(view, options_.rule);
+  const int fragment = commit_fragment(view, rounds);
+  CommitRecord proposal{next, *entries, state.preview(fragments, mean).hash, options_.site, applied_, fragment};
+  std::set<std::string> merging;
+  for (const auto& e : *entries) {
+    proposal.merged[e.site] = e.round;
+    merging.insert(e.site);
+  }
   ++traffic_.commits_proposed;
   if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) {
     ++traffic_.commits_won;
-    if (entries->size() < view.live_sites.size()) ++traffic_.commits_by_deadline;
+    if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
   }
   proposed_ = Commit{std::move(proposal), std::move(mean), {}, std::move(fragments)};
   next_control_ = clock_();  // read back whichever proposal won, now
@@ -437,7 +442,10 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   view.next_fragment =
       state.version() == 0 ? 0 : newest_fragment_ ? (*newest_fragment_ + 1) % options_.rule.fragments : -1;
   for (const auto& [site, round] : final_round_) view.finished.insert(site);
-  for (const auto& [site, member] : members_) view.live_sites.push_back(site);
+  for (const auto& [site, member] : members_) {
+    view.live_sites.push_back(site);
+    if (member.paused) view.paused.insert(site);
+  }
   view.applied = applied_;
   for (const auto& [key, a] : announced_) view.announced.push_back(a);
   view.refused = refused_;
@@ -659,6 +667,11 @@ void CrossSite::recycle_if(Map& map, Pred pred) {
 
 void CrossSite::pump(double until) {
   if (lease_ != 0 && (!keeper_ || keeper_->lost())) control([&] { register_member(); });
+  if (lease_ != 0 && member_record_stale_)
+    control([&] {
+      etcd_.put(keys_.member(options_.site), encode(member_record()), lease_);
+      member_record_stale_ = false;
+    });
   do {
     const double left = until - clock_();
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
@@ -722,13 +735,22 @@ void CrossSite::handle(Received r) {
   ++traffic_.deltas_refused;  // a tag of no protocol version we speak, or too far ahead
 }
 
+void CrossSite::set_proposing(bool proposing) {
+  member_record_stale_ = member_record_stale_ || proposing != proposing_;
+  proposing_ = proposing;
+}
+
+MemberRecord CrossSite::member_record() const {
+  return {options_.site, link_.address(), incarnation_id_, !proposing_};
+}
+
 void CrossSite::register_member() {
   keeper_.reset();
   if (incarnation_id_ == 0)
     incarnation_id_ = (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
   const std::int64_t lease = etcd_.grant_lease(options_.lease_ttl_s);
-  etcd_.put(keys_.member(options_.site), encode(MemberRecord{options_.site, link_.address(), incarnation_id_}),
-            lease);
+  member_record_stale_ = false;
+  etcd_.put(keys_.member(options_.site), encode(member_record()), lease);
   lease_ = lease;  // registered only once the key is on it: otherwise the next pump tries again
   EtcdOptions etcd = options_.etcd;
   keeper_ = std::make_unique<LeaseKeeper>(std::move(etcd), lease, options_.keepalive);

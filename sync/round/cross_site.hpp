@@ -155,8 +155,9 @@ class CrossSite {
   // renewing it; nothing registers it again until the next poll_join.
   void leave();
   // False while the operator paused the site's outer exchange: poll_commit proposes nothing (it
-  // still hands out the commits others make).
-  void set_proposing(bool proposing) { proposing_ = proposing; }
+  // still hands out the commits others make), and the membership record says so (from the next
+  // look at the control plane on), so the others' commits do not wait for this site's rounds.
+  void set_proposing(bool proposing);
   // Every other configured site announced its final round and is no member any more: the job
   // ended (for a site that sat it out). False while the control plane cannot be read.
   bool job_over();
@@ -185,6 +186,7 @@ class CrossSite {
   // Puts this site's member key on a fresh lease kept alive from another thread; again whenever
   // that lease was lost, so a site that was cut off or stopped for a while comes back.
   void register_member();
+  MemberRecord member_record() const;
   void refresh_members();
   const std::string* site_of(const std::string& address);
   void read_announcements();
@@ -288,6 +290,7 @@ class CrossSite {
   bool control_down_ = false;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   bool proposing_ = true;
+  bool member_record_stale_ = false;  // proposing_ changed since the membership record was written
   std::map<std::int64_t, OwnDelta> own_;  // by round
   std::map<std::int64_t, std::uint64_t> in_flight_;  // own rounds not merged yet: bytes sent to peers
   std::map<DeltaKey, double> requested_at_;

@@ -63,6 +63,7 @@ std::string encode(const MemberRecord& r) {
   w.setSite(r.site);
   w.setAddress(r.address);
   w.setIncarnation(r.incarnation);
+  w.setPaused(r.paused);
   return to_string(message);
 }
 
@@ -127,7 +128,7 @@ std::string encode(const DeltaRequest& r) {
 
 MemberRecord decode_member(std::string_view bytes) {
   return read_record<wire::MemberRecord>(bytes, "member record", [](auto rec) {
-    return MemberRecord{rec.getSite(), rec.getAddress(), rec.getIncarnation()};
+    return MemberRecord{rec.getSite(), rec.getAddress(), rec.getIncarnation(), rec.getPaused()};
   });
 }
 

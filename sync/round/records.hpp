@@ -21,6 +21,7 @@ struct MemberRecord {
   std::string site;
   std::string address;
   std::uint64_t incarnation = 0;
+  bool paused = false;  // pause-outer: no commit waits for a round it will not announce
   bool operator==(const MemberRecord&) const = default;
 };
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +136,11 @@ class TwoSites {
     return out;
   }
   bool member(const std::string& site) { return etcd_->get(RoundKeys(name_).member(site)).has_value(); }
+  // What the site's membership record says of its outer exchange; nullopt while it is no member.
+  std::optional<bool> member_paused(const std::string& site) {
+    const auto record = etcd_->get(RoundKeys(name_).member(site));
+    return record ? std::optional<bool>(decode_member(*record).paused) : std::nullopt;
+  }
 
   // Polls `done` every 20 ms for up to `limit_s`.
   bool wait_until(const std::function<bool()>& done, double limit_s = 60) {
@@ -234,8 +240,13 @@ TEST_CASE("a 2-site job: etcd in status, pause-outer / resume-outer, drain / res
   REQUIRE(job.ctl("b", {"pause-outer"}, true).exit_code == 0);
   const auto paused = job.wait_event("b", [](const json& e) { return applied(e, "pause-outer"); });
   const auto before_pause = job.announced("b");
+  // b's membership record says it is paused, so a's commits stop waiting for b's rounds.
+  REQUIRE(job.wait_until([&] { return job.member_paused("b") == true; }));
   const std::int64_t v_paused = job.newest_version();
   REQUIRE(job.wait_until([&] { return job.newest_version() >= v_paused + 3; }));
+  // a no longer waits for b, and may commit rounds it had queued at once: the pause lasts two of
+  // b's rounds too, so the delta after it spans them.
+  REQUIRE(job.wait_until([&] { return job.status("b")["figures"]["step"] >= paused["step"].get<std::int64_t>() + 2 * kInnerSteps; }));
   CHECK(job.announced("b").size() == before_pause.size());
   for (const auto& c : job.commits())
     if (c.number > v_paused + 1) CHECK(c.proposer == "a");  // the one after the pause may have been on its way
@@ -244,6 +255,7 @@ TEST_CASE("a 2-site job: etcd in status, pause-outer / resume-outer, drain / res
   // resume-outer: the next round's end sends one delta spanning the paused rounds, merged as usual.
   REQUIRE(job.ctl("b", {"resume-outer"}, true).exit_code == 0);
   REQUIRE(job.wait_until([&] { return job.announced("b").size() == before_pause.size() + 1; }));
+  CHECK(job.wait_until([&] { return job.member_paused("b") == false; }));  // its rounds are waited for again
   const auto spanning = job.announced("b").back();
   const auto step_paused = paused["step"].get<std::int64_t>();
   const auto resumed_outer = job.wait_event("b", [](const json& e) { return applied(e, "resume-outer"); });
@@ -288,6 +300,8 @@ TEST_CASE("a 2-site job: etcd in status, pause-outer / resume-outer, drain / res
 
   job.finish();
   const auto sa = job.summary("a"), sb = job.summary("b");
+  MESSAGE("versions a committed by the deadline (without b's delta): ", sa["commits_by_deadline"], " of ",
+          sa["commits_won"], " it won");
   CHECK(sa["version"] == sb["version"]);
   CHECK(sa["params_hash"] == sb["params_hash"]);
   CHECK(sb["steps"] == kSteps);

@@ -140,6 +140,37 @@ TEST_CASE("once the deadline passes the held deltas commit without the late site
   CHECK_FALSE(decide_commit(view, {}).has_value());  // a deadline with nothing here commits nothing
 }
 
+TEST_CASE("a paused site holds a commit back only with a round it announced before the pause") {
+  CommitView view;
+  view.version = 3;
+  view.live_sites = {"a", "b", "c"};
+  view.paused = {"c"};
+  view.announced = {delta("a", 3, 3), delta("b", 3, 3)};
+  hold_all(view);
+  // c announces nothing while paused: a and b's deltas are the whole version, no deadline needed.
+  auto entries = decide_commit(view, {});
+  REQUIRE(entries.has_value());
+  CHECK(entries->size() == 2);
+  CHECK(awaited_sites(view, open_rounds(view, {}), 0) == 2);
+  // A round c announced before its pause is open: the version waits for its bytes, then merges it.
+  view.announced.push_back(delta("c", 2, 3));
+  CHECK(awaited_sites(view, open_rounds(view, {}), 0) == 3);
+  CHECK_FALSE(decide_commit(view, {}).has_value());
+  hold_all(view);
+  entries = decide_commit(view, {});
+  REQUIRE(entries.has_value());
+  CHECK(entries->size() == 3);
+  // Streaming: a paused site is not waited for to announce the turn's fragment.
+  CommitRuleOptions two;
+  two.fragments = 2;
+  view.announced = {delta("a", 4, 3), delta("b", 4, 3)};
+  for (auto& a : view.announced) a.fragment = 0;
+  view.next_fragment = 1;
+  CHECK(commit_fragment(view, open_rounds(view, two)) == 0);
+  view.paused.clear();
+  CHECK(commit_fragment(view, open_rounds(view, two)) == 1);  // c may still announce fragment 1
+}
+
 TEST_CASE("streaming: a version is one fragment's turn, a site whose round was cut adds it and is back in turn") {
   CommitRuleOptions four;
   four.fragments = 4;

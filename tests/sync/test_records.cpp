@@ -10,16 +10,18 @@ using namespace meridian;
 TEST_CASE("round records survive encode and decode") {
   const MemberRecord m{"eu-west", "tcp://10.0.0.1:5555", 7};
   CHECK(decode_member(encode(m)) == m);
+  const MemberRecord paused{"eu-west", "tcp://10.0.0.1:5555", 7, true};
+  CHECK(decode_member(encode(paused)).paused);
   const DeltaAnnouncement a{"us-east", 12, 11, 65536, 834304, 0xdeadbeefcafef00dULL};
   CHECK(decode_announcement(encode(a)) == a);
-  const CommitRecord c{13, {{"a", 12, 11, 3.5, 1}, {"b", 12, 12, 7.0, 2}}, 0x1234567890abcdefULL, "b"};
+  const CommitRecord c{13, {{"a", 12, 11, 3.5, 1}, {"b", 12, 12, 7.0, 2}}, 0x1234567890abcdefULL, "b", {}};
   CHECK(decode_commit(encode(c)) == c);
   const DeltaRequest r{"a", 12};
   CHECK(decode_delta_request(encode(r)) == r);
 }
 
 TEST_CASE("round records refuse bytes that are not theirs, as peer errors") {
-  for (const std::string bad : {std::string(), std::string("xyz"), std::string(16, '\xff'), std::string(24, '\0')}) {
+  for (const std::string& bad : {std::string(), std::string("xyz"), std::string(16, '\xff'), std::string(24, '\0')}) {
     CAPTURE(bad.size());
     CHECK_THROWS_AS(decode_commit(bad), Error);
     try {
@@ -30,7 +32,7 @@ TEST_CASE("round records refuse bytes that are not theirs, as peer errors") {
     }
   }
   // Every truncation of a valid record is refused, never misread.
-  const std::string good = encode(CommitRecord{2, {{"a", 1, 1, 1.0, 9}}, 5, "a"});
+  const std::string good = encode(CommitRecord{2, {{"a", 1, 1, 1.0, 9}}, 5, "a", {}});
   for (std::size_t n = 0; n < good.size(); n += 8) CHECK_THROWS_AS(decode_commit(good.substr(0, n)), Error);
 }
 
