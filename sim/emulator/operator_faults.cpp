@@ -82,6 +82,12 @@ std::variant<WanFault, std::string> resolve_fault(const FaultRequest& request, c
     if (!seen.insert(s).second) return "sites: \"" + s + "\" is named twice";
   }
   f.sites = request.sites;
+  if (request.pair && f.kind == Kind::Partition)
+    return std::string("pair: a partition cuts its sites off from all others; a pair is for a bandwidth or latency "
+                       "fault on the link between two sites");
+  if (request.pair && f.sites.size() != 2)
+    return "pair: needs exactly 2 sites (the link between them), found " + std::to_string(f.sites.size());
+  f.pair = request.pair;
   if (f.kind == Kind::Partition && f.sites.size() == job.sites.size())
     return std::string("sites: a partition must leave some site on the other side, found every site");
   const auto from = job_seconds(request.from, "from", now_s);

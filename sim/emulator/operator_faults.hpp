@@ -47,12 +47,14 @@ struct FaultRequest {
   std::vector<std::string> sites;
   std::string from, to;
   std::optional<double> bandwidth_mbps, latency_ms;
+  bool pair = false;  // bandwidth or latency: only the link between the two `sites`
 };
 
 // The fault in job seconds, `now_s` seconds after the job's start, or the sentence saying why it
 // is refused: a job without [wan] emulation, a bad kind or time, unknown or repeated sites, a
 // partition of every site, to <= from, a start in the past (beyond kGraceS), a partition sooner
-// than kMinLeadS, a missing or extra figure for the kind.
+// than kMinLeadS, a missing or extra figure for the kind, a pair that is not two sites or is a
+// partition (as the config's [[wan.fault]] pair).
 std::variant<WanFault, std::string> resolve_fault(const FaultRequest& request, const JobConfig& job, double now_s);
 
 // Whether `f` holds at `t` seconds after the job's start (from_s <= t < to_s, as WanSchedule).

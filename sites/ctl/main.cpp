@@ -5,7 +5,7 @@
 //     status | events [--follow] [--count N] | checkpoints | evict REPLICA | checkpoint
 //     | set-lr SCALE | rollback --to CHECKPOINT|STEP|vVERSION [--lr-scale X] | drain | resume
 //     | pause-outer | resume-outer
-//     | wan | wan add-fault --kind K --sites A,B --from T1 --to T2 [--bandwidth-mbps X] [--latency-ms Y]
+//     | wan | wan add-fault --kind K --sites A,B --from T1 --to T2 [--bandwidth-mbps X] [--latency-ms Y] [--pair]
 //     | wan clear-faults
 #include <chrono>
 #include <cstdio>
@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   add_fault->add_option("--to", request.to_time, "ends: seconds from the job's start, or +N from now")->required();
   add_fault->add_option("--bandwidth-mbps", bandwidth, "bandwidth fault: the links' Mbit/s")->check(CLI::PositiveNumber);
   add_fault->add_option("--latency-ms", latency, "latency fault: one-way ms added")->check(CLI::PositiveNumber);
+  add_fault->add_flag("--pair", request.pair, "bandwidth or latency: only the link between the two --sites");
   auto* clear_faults = wan->add_subcommand("clear-faults", "remove the operator's faults (not the config's)");
   try {
     app.parse(argc, argv);

@@ -58,7 +58,12 @@ std::optional<std::string> parse_fault_fields(const nlohmann::json& j, OpsReques
   if (auto e = time_field(j, "from", r.from_time)) return e;
   if (auto e = time_field(j, "to", r.to_time)) return e;
   if (auto e = number_field(j, "bandwidth_mbps", r.bandwidth_mbps)) return e;
-  return number_field(j, "latency_ms", r.latency_ms);
+  if (auto e = number_field(j, "latency_ms", r.latency_ms)) return e;
+  if (const auto pair = j.find("pair"); pair != j.end()) {
+    if (!pair->is_boolean()) return "wan-add-fault: \"pair\" must be true or false, found " + pair->dump();
+    r.pair = pair->get<bool>();
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -179,6 +184,7 @@ nlohmann::json to_json(const OpsRequest& r) {
     j.update({{"kind", r.kind}, {"sites", r.sites}, {"from", r.from_time}, {"to", r.to_time}});
     if (r.bandwidth_mbps) j["bandwidth_mbps"] = *r.bandwidth_mbps;
     if (r.latency_ms) j["latency_ms"] = *r.latency_ms;
+    if (r.pair) j["pair"] = true;
   }
   return j;
 }

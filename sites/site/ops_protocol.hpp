@@ -15,7 +15,8 @@
 //   {"command": "pause-outer", "token": "..."}    and "resume-outer": stop / restart the outer exchange
 //   {"command": "wan"}                                     read-only: measured links, the WAN's faults
 //   {"command": "wan-add-fault", "kind": "partition", "sites": ["a"], "from": "+5", "to": "20",
-//    "bandwidth_mbps": 10, "latency_ms": 50, "token": "..."}   (times: job seconds, or "+N" from now)
+//    "bandwidth_mbps": 10, "latency_ms": 50, "pair": true, "token": "..."}   (times: job seconds, or "+N"
+//    from now; pair: only the link between the two sites)
 //   {"command": "wan-clear-faults", "token": "..."}
 //
 // Replies: {"ok": true, ...} or {"ok": false, "error": "<sentence>"}.
@@ -50,6 +51,7 @@ struct OpsRequest {
   std::vector<std::string> sites;
   std::string from_time, to_time;
   std::optional<double> bandwidth_mbps, latency_ms;
+  bool pair = false;
 };
 
 // The request, or what is wrong with it ("unknown command \"x\" (expected one of ...)").

@@ -191,7 +191,7 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
     }
     case OpsCommand::Wan: return wan_->report(board_.leader());
     case OpsCommand::WanAddFault:
-      return wan_->add_fault({r.kind, r.sites, r.from_time, r.to_time, r.bandwidth_mbps, r.latency_ms});
+      return wan_->add_fault({r.kind, r.sites, r.from_time, r.to_time, r.bandwidth_mbps, r.latency_ms, r.pair});
     case OpsCommand::WanClearFaults: return wan_->clear_faults();
   }
   return failure("unhandled command");

@@ -64,6 +64,11 @@ TEST_CASE("a request resolves to job seconds: +N counts from now") {
   CHECK(g.from_s == 50);
   const auto l = accepted({"latency", {"a"}, "+0", "+1", {}, 30.0}, 50);
   CHECK(l.latency_ms == 30);
+  CHECK_FALSE(l.pair);
+  // --pair: only the link between the two sites, and it survives the trip through etcd.
+  const auto p = accepted({"latency", {"a", "c"}, "+0", "+1", {}, 30.0, true}, 50);
+  CHECK(p.pair);
+  CHECK(decode_faults(encode_faults({p}), "test") == std::vector<WanFault>{p});
 }
 
 TEST_CASE("refusals name what is wrong") {
@@ -89,6 +94,10 @@ TEST_CASE("refusals name what is wrong") {
   CHECK(refusal({"bandwidth", {"a"}, "+1", "+2", {}, {}}, 0).find("needs bandwidth_mbps") != std::string::npos);
   CHECK(refusal({"bandwidth", {"a"}, "+1", "+2", 0.0, {}}, 0).find("must be a number > 0") != std::string::npos);
   CHECK(refusal({"latency", {"a"}, "+1", "+2", 5.0, 5.0}, 0).find("takes no bandwidth_mbps") != std::string::npos);
+  CHECK(refusal({"partition", {"a", "b"}, "+5", "+9", {}, {}, true}, 0).find("pair: a partition cuts") !=
+        std::string::npos);
+  CHECK(refusal({"bandwidth", {"a"}, "+1", "+2", 5.0, {}, true}, 0).find("needs exactly 2 sites") != std::string::npos);
+  CHECK(refusal({"bandwidth", {"a", "b", "c"}, "+1", "+2", 5.0, {}, true}, 0).find("found 3") != std::string::npos);
 }
 
 TEST_CASE("clearing removes what did not begin and what holds but cuts nobody off, a holding partition stays") {

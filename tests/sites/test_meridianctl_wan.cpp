@@ -131,14 +131,20 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
     CHECK(r.exit_code == no.exit_code);
     CHECK_MESSAGE(r.err.find(no.says) != std::string::npos, r.err);
   }
+  const auto pair_partition = ctl("a", {"wan", "add-fault", "--kind", "partition", "--sites", "b,c", "--pair", "--from",
+                                       "+4", "--to", "+8"}, true);
+  CHECK(pair_partition.exit_code == 1);
+  CHECK_MESSAGE(pair_partition.err.find("pair: a partition cuts") != std::string::npos, pair_partition.err);
   bool refusal_logged = false;
   for (const auto& e : job.events("a")) refusal_logged = refusal_logged || e["event"] == "ops_refused";
   CHECK(refusal_logged);
 
-  // A fault that has not begun goes with clear-faults, asked of another site's agent.
-  auto slow = ctl("b", {"wan", "add-fault", "--kind", "bandwidth", "--sites", "a,b", "--from", "+300", "--to", "+400",
-                        "--bandwidth-mbps", "5"}, true);
+  // A fault that has not begun goes with clear-faults, asked of another site's agent. This one
+  // slows only the a <-> b link (--pair).
+  auto slow = ctl("b", {"--json", "wan", "add-fault", "--kind", "bandwidth", "--sites", "a,b", "--pair", "--from", "+300",
+                        "--to", "+400", "--bandwidth-mbps", "5"}, true);
   REQUIRE_MESSAGE(slow.exit_code == 0, slow.describe());
+  CHECK(json::parse(slow.out)["fault"]["pair"] == true);
   CHECK(ctl("c", {"wan", "clear-faults"}).exit_code == 1);  // no token
   const auto cleared = ctl("c", {"--json", "wan", "clear-faults"}, true);
   REQUIRE_MESSAGE(cleared.exit_code == 0, cleared.describe());

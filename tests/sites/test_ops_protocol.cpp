@@ -46,6 +46,12 @@ TEST_CASE("every command parses with its arguments and goes back to the same JSO
                            R"({"command":"rollback","lr_scale":0.5,"to":"300"})", R"({"command":"events","since":7})"}) {
     CAPTURE(text);
     CHECK(to_json(ok(text)) == nlohmann::json::parse(text));
+  CHECK_FALSE(ok(text).pair);
+  const char* pair = R"({"command":"wan-add-fault","kind":"latency","sites":["a","c"],"from":"1","to":"2","latency_ms":5,"pair":true})";
+  CHECK(ok(pair).pair);
+  CHECK(to_json(ok(pair)) == nlohmann::json::parse(pair));
+  CHECK(problem(R"({"command":"wan-add-fault","kind":"latency","sites":["a","c"],"from":"1","to":"2","latency_ms":5,"pair":1})")
+            .starts_with("wan-add-fault: \"pair\" must be true or false"));
   }
 }
 
