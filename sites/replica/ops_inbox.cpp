@@ -1,5 +1,6 @@
 #include "sites/replica/ops_inbox.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/checkpoint/checkpoint.hpp"
@@ -10,6 +11,13 @@
 #include "sync/group/protocol.hpp"
 
 namespace meridian {
+
+std::int64_t OpsInbox::resume_after(const std::vector<std::optional<std::int64_t>>& applied, std::int64_t filed) {
+  std::optional<std::int64_t> known;
+  for (const auto& a : applied)
+    if (a) known = std::max(known.value_or(*a), *a);
+  return known.value_or(filed);
+}
 
 float OpsInbox::newest(bool leader) {
   if (!leader) return 0;

@@ -33,8 +33,18 @@ class OpsInbox {
 
   // The newest command number filed, read by the leader (the others give 0 to the sum).
   float newest(bool leader);
-  // At a (re)join, with the number the group agreed on: what was filed before is not replayed.
-  void skip_to(std::int64_t newest) { applied_ = newest; }
+  // The commands this replica applied, once it has been in a group (a fresh process: none known).
+  std::optional<std::int64_t> applied() const { return joined_ ? std::optional(applied_) : std::nullopt; }
+  // At a (re)join, with the number the group agreed on (resume_after): nothing up to it is applied.
+  void skip_to(std::int64_t applied) {
+    applied_ = applied;
+    joined_ = true;
+  }
+  // Where a (re)joining group goes on from. `applied`: per member, what it applied (applied()),
+  // nullopt for a fresh replica. A member that was in a group knows, and the group's state comes
+  // from such a member: a command filed while the group re-formed is applied, not lost. A group of
+  // fresh replicas does not replay what was filed before it: it starts after `filed`.
+  static std::int64_t resume_after(const std::vector<std::optional<std::int64_t>>& applied, std::int64_t filed);
 
   struct Applied {
     bool restored = false;            // the trainer's state was replaced (a rollback)
@@ -49,6 +59,7 @@ class OpsInbox {
   Env& env_;
   ModeHandler on_mode_;
   std::int64_t applied_ = 0;
+  bool joined_ = false;
   VersionRollback version_rollback_;
 };
 

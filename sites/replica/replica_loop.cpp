@@ -309,9 +309,16 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
       if (mode.state() != SiteMode::State::Drained) exchange.join(group.comm(), leader, trainer);
       guard.reset(trainer, leader);
       figures.joined(now() - t_join);
-      float filed = inbox.newest(leader);
-      group.comm().allreduce(std::span<float>(&filed, 1), ReduceOp::Sum);
-      inbox.skip_to(static_cast<std::int64_t>(filed));
+      // Each member's applied command count (+1; 0: a fresh replica) at its rank, the filed count
+      // last: one sum gathers them all.
+      std::vector<float> counts(static_cast<std::size_t>(group.size()) + 1, 0.0f);
+      if (const auto a = inbox.applied()) counts[static_cast<std::size_t>(group.rank())] = static_cast<float>(*a + 1);
+      counts.back() = inbox.newest(leader);
+      group.comm().allreduce(std::span<float>(counts), ReduceOp::Sum);
+      std::vector<std::optional<std::int64_t>> applied;
+      for (std::size_t r = 0; r + 1 < counts.size(); ++r)
+        applied.push_back(counts[r] > 0 ? std::optional(static_cast<std::int64_t>(counts[r]) - 1) : std::nullopt);
+      inbox.skip_to(OpsInbox::resume_after(applied, static_cast<std::int64_t>(counts.back())));
       // Operator commands up to `newest`, in the order filed; true when one replaced the trainer's state.
       const auto apply_commands = [&](std::int64_t newest) {
         const auto applied = inbox.apply(newest, trainer, leader);
