@@ -8,6 +8,7 @@
 #include <set>
 
 #include "sim/emulator/shaped_link.hpp"
+#include "tests/support/copying_link.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "transport/link/zmq_link.hpp"
 
@@ -19,20 +20,13 @@ namespace {
 
 // A loopback stand-in on a fake clock: a transfer "arrives" at a set time; waiting for one moves
 // the clock, as a real wait would.
-class FakeLink : public Link {
+class FakeLink : public testing::CopyingLink {
  public:
+  using CopyingLink::send;
   FakeLink(std::string address, double& clock) : address_(std::move(address)), clock_(clock) {}
   std::string address() const override { return address_; }
   void send(const std::string& peer, std::uint64_t id, std::uint16_t, std::span<const std::byte>) override {
     sent.emplace_back(peer, id);
-  }
-  void send(const std::string& peer, std::uint64_t id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload) override {
-    send(peer, id, tag, std::span<const std::byte>(*payload));
-  }
-  void send(const std::string& peer, std::uint64_t id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes) override {
-    send(peer, id, tag, std::span<const std::byte>(*payload));
   }
   std::size_t chunk_bytes() const override { return kDefaultChunkBytes; }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override {

@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/sites/run_meridianctl.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/run_process.hpp"
@@ -45,13 +46,8 @@ std::filesystem::path write_job(const TempDir& dir) {
 struct Ctl {
   std::filesystem::path job;
   std::string site = "local";
-  ProcessResult operator()(std::vector<std::string> args, std::vector<std::string> env = {}) const {
-    std::vector<std::string> argv = {MERIDIANCTL_BIN, "--config", job.string(), "--site", site};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ProcessOptions o;
-    o.timeout = std::chrono::seconds(30);
-    o.env = env.empty() ? std::vector<std::string>{"MERIDIAN_OPS_TOKEN="} : std::move(env);  // only a case's own
-    return run_process(argv, o);
+  ProcessResult operator()(const std::vector<std::string>& args, const std::string& token = "") const {
+    return run_meridianctl(job, site, args, token);
   }
   json status() const {
     const auto r = (*this)({"--json", "status"});
@@ -99,7 +95,7 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   ::unsetenv("MERIDIAN_OPS_TOKEN");
   REQUIRE(wait_for_step(run, 45));
   const Ctl ctl{job};
-  const std::vector<std::string> with_token = {std::string("MERIDIAN_OPS_TOKEN=") + kToken};
+  const std::string with_token = kToken;
 
   // status: JSON for scripts, a table for people. The leader publishes its figures every few
   // steps, so they may trail the metrics file a little: ask again (bounded) until they caught up.
@@ -264,7 +260,7 @@ TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's new
   ::unsetenv("MERIDIAN_OPS_TOKEN");
   const auto run = dir / "run" / "a";
   const Ctl ctl{job, "a"};
-  const std::vector<std::string> with_token = {std::string("MERIDIAN_OPS_TOKEN=") + kToken};
+  const std::string with_token = kToken;
   REQUIRE(wait_for_step(run, 5));
   // Wait (bounded) until the site shows version 1 or later in its figures.
   std::int64_t held = 0;

@@ -10,6 +10,7 @@
 
 #include "sim/emulator/wan_start.hpp"
 #include "tests/sites/fault_job.hpp"
+#include "tests/sites/run_meridianctl.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/prom_parser.hpp"
@@ -25,13 +26,8 @@ constexpr double kLatencyMs = 10;
 
 struct Ctl {
   const FaultJob& job;
-  ProcessResult operator()(const std::string& site, std::vector<std::string> args, bool with_token = false) const {
-    std::vector<std::string> argv = {MERIDIANCTL_BIN, "--config", job.file().string(), "--site", site};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ProcessOptions o;
-    o.timeout = std::chrono::seconds(30);
-    o.env = {std::string("MERIDIAN_OPS_TOKEN=") + (with_token ? kToken : "")};
-    return run_process(argv, o);
+  ProcessResult operator()(const std::string& site, const std::vector<std::string>& args, bool with_token = false) const {
+    return run_meridianctl(job.file(), site, args, with_token ? kToken : "");
   }
   json wan(const std::string& site) const {
     const auto r = (*this)(site, {"--json", "wan"});

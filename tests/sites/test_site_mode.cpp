@@ -28,6 +28,7 @@
 #include "sync/group/protocol.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/round/records.hpp"
+#include "tests/sites/run_meridianctl.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
@@ -108,13 +109,8 @@ class TwoSites {
   std::vector<json> events(const std::string& site) const { return read_jsonl(run_dir() / site / "events.jsonl"); }
   json summary(const std::string& site) const { return json::parse(std::ifstream(run_dir() / site / "summary.json")); }
 
-  ProcessResult ctl(const std::string& site, std::vector<std::string> args, bool token = false) const {
-    std::vector<std::string> argv = {MERIDIANCTL_BIN, "--config", file_.string(), "--site", site};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ProcessOptions o;
-    o.timeout = std::chrono::seconds(30);
-    o.env = {std::string("MERIDIAN_OPS_TOKEN=") + (token ? kToken : "")};
-    return run_process(argv, o);
+  ProcessResult ctl(const std::string& site, const std::vector<std::string>& args, bool token = false) const {
+    return run_meridianctl(file_, site, args, token ? kToken : "");
   }
   json status(const std::string& site) const {
     const auto r = ctl(site, {"--json", "status"});

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "tests/support/copying_link.hpp"
 #include "transport/link/measured_link.hpp"
 
 using namespace meridian;
@@ -24,8 +25,9 @@ struct Wire {
   std::uint64_t sent = 0;
 };
 
-class WireLink : public Link {
+class WireLink : public testing::CopyingLink {
  public:
+  using CopyingLink::send;
   WireLink(std::string address, Wire& wire) : address_(std::move(address)), wire_(wire) {}
   std::string address() const override { return address_; }
   void send(const std::string& peer, std::uint64_t id, std::uint16_t tag, std::span<const std::byte> payload) override {
@@ -34,14 +36,6 @@ class WireLink : public Link {
     if (!q.empty()) at = std::max(at, q.back().first);
     q.emplace_back(at, Received{address_, id, tag, {payload.begin(), payload.end()}});
     ++wire_.sent;
-  }
-  void send(const std::string& peer, std::uint64_t id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload) override {
-    send(peer, id, tag, std::span<const std::byte>(*payload));
-  }
-  void send(const std::string& peer, std::uint64_t id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes) override {
-    send(peer, id, tag, std::span<const std::byte>(*payload));
   }
   std::size_t chunk_bytes() const override { return 1 << 20; }
   std::optional<Received> receive(std::chrono::milliseconds timeout) override {
