@@ -232,11 +232,19 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   if (reads.announcements) read_announcements();
   if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
-  if (auto adopted = catch_up(state)) return adopted;
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
-  // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments.
-  if (newest_commit_ >= next + options_.rule.fragments) return std::nullopt;
-  if (const auto found = commits_.find(next); found != commits_.end()) {
+  // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
+  // site that holds the next commit's deltas (a paused one that follows, or one a burst of
+  // commits overtook) applies them: a few deltas cost far less than the whole model.
+  const auto found = commits_.find(next);
+  bool far_behind = newest_commit_ >= next + options_.rule.fragments;
+  if (far_behind && found != commits_.end()) {
+    take_in_received();  // judged on every delta that has come, not on those pump() has not read yet
+    far_behind = !holds_deltas_of(found->second);
+  }
+  if (auto adopted = catch_up(state, far_behind)) return adopted;
+  if (far_behind) return std::nullopt;
+  if (found != commits_.end()) {
     const CommitRecord& record = found->second;
     bool complete = true;
     for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
@@ -317,7 +325,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   return std::nullopt;
 }
 
-std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
+std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bool far_behind) {
   const std::int64_t next = state.version() + 1;
   if (snapshot_ && snapshot_->version >= next) {
     const auto record = commits_.find(snapshot_->version);
@@ -342,7 +350,6 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state) {
     applied(record->second);
     return commit;
   }
-  const bool far_behind = newest_commit_ >= next + options_.rule.fragments;
   const bool stuck = stuck_since_ && clock_() - *stuck_since_ >= ms(options_.catch_up_after);
   if (far_behind || stuck) {
     waiting_ = "a peer's state of version " + std::to_string(newest_commit_) + " or newer";
@@ -469,6 +476,15 @@ const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t
   }
   request(key.first, key.second);
   return nullptr;
+}
+
+bool CrossSite::holds_deltas_of(const CommitRecord& record) {
+  // All of them present first: held() would ask the owner of each one missing, for nothing when
+  // the site adopts a peer's state instead.
+  for (const auto& e : record.entries)
+    if (!arrived_.contains({e.site, e.round})) return false;
+  return std::all_of(record.entries.begin(), record.entries.end(),
+                     [&](const CommitEntry& e) { return held({e.site, e.round}, e.checksum) != nullptr; });
 }
 
 bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
@@ -680,6 +696,10 @@ void CrossSite::pump(double until) {
       return;  // what the caller waits for may have come: let it look
     }
   } while (clock_() < until);
+}
+
+void CrossSite::take_in_received() {
+  while (auto r = link_.receive(std::chrono::milliseconds(0))) handle(std::move(*r));
 }
 
 void CrossSite::handle(Received r) {

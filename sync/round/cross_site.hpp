@@ -58,7 +58,8 @@ struct CrossSiteOptions {
   std::chrono::milliseconds control_retry{1000};    // after etcd failed, before trying it again
   std::size_t keep_own_rounds = 8;                  // own deltas kept to answer requests
   // Stuck this long on a commit whose deltas do not come (their owner died, or dropped them), a
-  // site adopts a peer's state instead; behind by two versions or more it does so at once.
+  // site adopts a peer's state instead; behind by two versions or more it does so at once, unless
+  // it holds the deltas of the next one.
   std::chrono::milliseconds catch_up_after{3000};
   DeadlineOptions deadline;
   DeltaScreenOptions screen;
@@ -179,6 +180,7 @@ class CrossSite {
 
   // Receives and handles transfers until one was handled or `until`; at least one look at the link.
   void pump(double until);
+  void take_in_received();  // handles every transfer the link has ready now, without waiting
   // Erases the entries whose key matches, handing their bytes back to the link for reuse.
   template <class Map, class Pred>
   void recycle_if(Map& map, Pred pred);
@@ -207,11 +209,12 @@ class CrossSite {
   // What the next look must read: every range without an established watch or with the control
   // plane down; otherwise those the watch saw change, and the commits after this site proposed one.
   Reads control_reads_due();
-  std::optional<Commit> catch_up(const OuterState& state);
+  std::optional<Commit> catch_up(const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
   // The bytes of a delta matching `checksum`, or null after asking its owner again (rate-limited).
   const std::vector<std::byte>* held(const DeltaKey& key, std::uint64_t checksum);
+  bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
   // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);

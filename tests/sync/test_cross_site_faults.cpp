@@ -187,3 +187,46 @@ TEST_CASE("a site that fell behind adopts a peer's state, from another peer when
   CHECK(c.last->entries.size() >= 2);
   for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
 }
+
+TEST_CASE("a paused site that a burst of commits left behind applies their deltas, asking no peer's state") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
+  Site& a = *sites[0];
+  Site& b = *sites[1];
+  Site& c = *sites[2];
+  // c's outer exchange is paused: its record says so once it next pumps, and a and b stop waiting for it.
+  c.cross.set_proposing(false);
+  CHECK_FALSE(c.cross.poll_commit(c.state, 5ms).has_value());
+  const double paused_deadline = seconds_now() + 10;
+  while (!decode_member(*c.etcd.get(RoundKeys("job").member("c"))).paused) {
+    REQUIRE(seconds_now() < paused_deadline);
+    CHECK_FALSE(c.cross.poll_commit(c.state, 5ms).has_value());
+  }
+  // a and b commit three versions while c does not look: their deltas reach c's link all the same.
+  for (std::int64_t round = 0; round < 3; ++round) {
+    a.submit(round);
+    b.submit(round);
+    const double deadline = seconds_now() + 10;
+    while (a.state.version() <= round || b.state.version() <= round) {
+      REQUIRE(seconds_now() < deadline);
+      for (Site* s : {&a, &b})
+        if (s->state.version() <= round)
+          if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
+    }
+  }
+  // Three versions behind, c holds every delta they merged: it applies them one by one.
+  const double deadline = seconds_now() + 10;
+  while (c.state.version() < 3) {
+    REQUIRE(seconds_now() < deadline);
+    if (auto commit = c.cross.poll_commit(c.state, 5ms)) {
+      CHECK(commit->snapshot.empty());
+      CHECK(commit->record.number == c.state.version() + 1);
+      c.apply(*commit);
+    }
+  }
+  CHECK(OuterState::weights_hash(c.state.global()) == a.last->params_hash);
+  CHECK(c.cross.traffic().states_adopted == 0);
+  for (const auto& e : c.cross.take_events()) CHECK_MESSAGE(e.kind != "state_requested", e.kind, " ", e.detail);
+  CHECK(a.cross.traffic().states_sent + b.cross.traffic().states_sent == 0);
+}
