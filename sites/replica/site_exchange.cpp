@@ -226,6 +226,10 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
                              bool last) {
   auto params = trainer.model().params();
   steps_in_round += std::exchange(carried_steps_, 0);  // a round that spans a pause carries its tokens
+  // And its rounds, for the peers' norm screen. Streaming: a fragment is due once in P exchanges,
+  // so k exchanges skipped are at most ceil(k / P) rounds of the fragment sent now.
+  const int fragments = state_.fragments();
+  const int rounds_spanned = 1 + (std::exchange(carried_rounds_, 0) + fragments - 1) / fragments;
   // A rollback in this round dropped the steps before it: the delta carries only those after.
   const std::int64_t done = trainer.state().step;
   if (rolled_back_at_ > done - steps_in_round) steps_in_round = std::max<std::int64_t>(1, done - rolled_back_at_);
@@ -236,7 +240,6 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
   // fragment, from the one due on, so that all of every site's progress is merged in the end; one
   // at a time, each once the one before it is (nearly) merged, so the end keeps no more in flight
   // than the run did.
-  const int fragments = state_.fragments();
   const int due = static_cast<int>(((done + inner_steps_ - 1) / inner_steps_ - 1) % fragments);
   const int count = last ? fragments : 1;
   for (int i = 0; i < count; ++i) {
@@ -249,7 +252,8 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
       const std::int64_t round = std::max(cross_->next_round(), next_round_);
       next_round_ = round + 1;
       DeltaAnnouncement a{site_,          round, state_.version(), tokens, encoded.size(),
-                          hash64(std::span<const std::byte>(encoded)), last && i == count - 1, fragment};
+                          hash64(std::span<const std::byte>(encoded)), last && i == count - 1, fragment,
+                          rounds_spanned};
       // Hashed here, right after the encode, rather than by the link on the transfer's path.
       ChunkHashes hashes = chunk_hashes(encoded, cross_->chunk_bytes());
       cross_->submit(a, std::move(encoded), std::move(hashes));

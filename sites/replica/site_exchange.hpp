@@ -77,7 +77,10 @@ class SiteExchange {
   // steps are carried into the next round that is sent: skip_round) and the leader proposes no
   // commit, but the site still applies the versions others commit and rebases onto them.
   void pause_outer(bool paused);
-  void skip_round(std::int64_t steps_in_round) { carried_steps_ += steps_in_round; }
+  void skip_round(std::int64_t steps_in_round) {
+    carried_steps_ += steps_in_round;
+    ++carried_rounds_;
+  }
   // Drain, after end_round: waits until every round this site announced is merged (or can no
   // longer be), then gives up its membership in etcd (peers stop counting it at once) and stops
   // renewing it. Returns what to log: the version and the site's last round merged.
@@ -152,6 +155,7 @@ class SiteExchange {
   std::vector<float> scratch_;
   bool outer_paused_ = false;
   std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet
+  int carried_rounds_ = 0;          // and how many rounds they were
 };
 
 }  // namespace meridian

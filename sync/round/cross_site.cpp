@@ -498,7 +498,7 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   DeltaScreen::Verdict verdict;
   try {
     decode(*bytes, decoded);
-    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n);
+    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n, a.rounds);
   } catch (const Error& e) {
     verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
   }
@@ -699,7 +699,12 @@ void CrossSite::pump(double until) {
 }
 
 void CrossSite::take_in_received() {
-  while (auto r = link_.receive(std::chrono::milliseconds(0))) handle(std::move(*r));
+  // Bounded: a peer flooding the link must not hold this site's look at the control plane.
+  for (std::size_t n = 0; n < kMaxHeld * members_.size(); ++n) {
+    auto r = link_.receive(std::chrono::milliseconds(0));
+    if (!r) return;
+    handle(std::move(*r));
+  }
 }
 
 void CrossSite::handle(Received r) {

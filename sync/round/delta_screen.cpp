@@ -29,9 +29,13 @@ DeltaScreen::DeltaScreen(DeltaScreenOptions options) : options_(options) {
   if (options.min_history < 1 || options.min_history > options.window)
     throw make_error(ErrorKind::Config, "delta screen: min_history ", options.min_history, " must be in [1, window = ",
                      options.window, "]");
+  if (options.max_spanned_rounds < 1)
+    throw make_error(ErrorKind::Config, "delta screen: max_spanned_rounds ", options.max_spanned_rounds,
+                     " must be >= 1");
 }
 
-DeltaScreen::Verdict DeltaScreen::check(std::span<const float> decoded, std::size_t expected_size) const {
+DeltaScreen::Verdict DeltaScreen::check(std::span<const float> decoded, std::size_t expected_size, int rounds) const {
+  MERIDIAN_CHECK(rounds >= 1, "rounds=", rounds);
   if (decoded.size() != expected_size)
     return {false, "wrong size: " + std::to_string(decoded.size()) + " values, expected " + std::to_string(expected_size),
             0};
@@ -48,10 +52,12 @@ DeltaScreen::Verdict DeltaScreen::check(std::span<const float> decoded, std::siz
   const double norm = std::sqrt(sum);
   if (norms_.size() >= static_cast<std::size_t>(options_.min_history)) {
     const double median = median_norm();
-    if (median > 0 && norm > options_.max_norm_ratio * median)
+    const int spanned = std::min(rounds, options_.max_spanned_rounds);
+    if (median > 0 && norm > options_.max_norm_ratio * median * spanned)
       return {false,
               "norm " + number(norm) + " exceeds " + number(options_.max_norm_ratio) + " x the median " + number(median) +
-                  " of the last " + std::to_string(norms_.size()) + " accepted deltas",
+                  " of the last " + std::to_string(norms_.size()) + " accepted deltas" +
+                  (spanned > 1 ? " x " + std::to_string(spanned) + " rounds spanned" : ""),
               norm};
   }
   return {true, "", norm};

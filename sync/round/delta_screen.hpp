@@ -21,12 +21,16 @@ struct DeltaScreenOptions {
   double max_norm_ratio = 20;
   int window = 16;      // the latest accepted norms the median is taken over
   int min_history = 3;  // no norm check until this many norms are known (early rounds vary most)
+  // A delta that spans k rounds (its site's outer exchange was paused) is a sum of k rounds' deltas:
+  // its norm may be up to k times a round's, so its limit is k times as high, for k up to this.
+  // Capped, so that an announcement claiming many rounds cannot switch the check off.
+  int max_spanned_rounds = 64;
 };
 
 class DeltaScreen {
  public:
-  // Error(Config) when max_norm_ratio is not finite and > 1, window < 1, or min_history is not
-  // in [1, window] (a larger one would never let the norm check start).
+  // Error(Config) when max_norm_ratio is not finite and > 1, window < 1, min_history is not
+  // in [1, window] (a larger one would never let the norm check start), or max_spanned_rounds < 1.
   explicit DeltaScreen(DeltaScreenOptions options = {});
 
   struct Verdict {
@@ -37,9 +41,10 @@ class DeltaScreen {
 
   // Checks, in this order: decoded.size() == expected_size; every value finite (the first bad
   // one and its index are named); the L2 norm, summed in double in index order, at most
-  // max_norm_ratio x the median of the accepted norms once min_history of them are known (a zero
-  // median gives no scale and skips this check). Pure and bit-deterministic.
-  Verdict check(std::span<const float> decoded, std::size_t expected_size) const;
+  // max_norm_ratio x the median of the accepted norms x the rounds the delta spans (at most
+  // max_spanned_rounds) once min_history of them are known (a zero median gives no scale and
+  // skips this check). Pure and bit-deterministic.
+  Verdict check(std::span<const float> decoded, std::size_t expected_size, int rounds = 1) const;
 
   // Records the norm of a delta a commit merged; the oldest beyond `window` is forgotten. Call it
   // for each merged delta in the commit's listed order, so every site holds the same history.

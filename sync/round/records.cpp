@@ -48,6 +48,12 @@ int fragment_of(std::uint32_t field, const char* what) {
   return static_cast<int>(field);
 }
 
+int rounds_of(std::uint32_t field) {
+  if (field < 1 || field > (1u << 20))
+    throw make_error(ErrorKind::Peer, "delta announcement spans ", field, " rounds (1 to ", 1u << 20, " expected)");
+  return static_cast<int>(field);
+}
+
 std::string padded(std::int64_t n) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "%012lld", static_cast<long long>(n));
@@ -79,6 +85,8 @@ std::string encode(const DeltaAnnouncement& r) {
   w.setChecksum(r.checksum);
   w.setFinal(r.final);
   w.setFragment(fragment_field(r.fragment));
+  MERIDIAN_CHECK(r.rounds >= 1, "rounds=", r.rounds);
+  w.setRounds(static_cast<std::uint32_t>(r.rounds));
   return to_string(message);
 }
 
@@ -136,7 +144,8 @@ DeltaAnnouncement decode_announcement(std::string_view bytes) {
   return read_record<wire::DeltaAnnouncement>(bytes, "delta announcement", [](auto rec) {
     return DeltaAnnouncement{rec.getSite(),     rec.getRound(),    rec.getBaseVersion(),
                              rec.getTokens(),   rec.getBytes(),    rec.getChecksum(),
-                             rec.getFinal(),    fragment_of(rec.getFragment(), "delta announcement")};
+                             rec.getFinal(),    fragment_of(rec.getFragment(), "delta announcement"),
+                             rounds_of(rec.getRounds())};
   });
 }
 

@@ -34,6 +34,7 @@ struct DeltaAnnouncement {
   std::uint64_t checksum = 0;
   bool final = false;  // the site's last round
   int fragment = 0;    // streaming DiLoCo: the fragment its delta covers
+  int rounds = 1;      // rounds of training it spans: more after pause-outer (the norm screen allows for them)
   bool operator==(const DeltaAnnouncement&) const = default;
 };
 

@@ -61,10 +61,11 @@ struct Site {
   // This site's round: its weights moved by a site-specific amount from where the round began;
   // `tamper` may change them further (a diverged or malicious site).
   // `forge` may change the encoded bytes (values no honest encoder would write), `mishash` the
-  // chunk hashes they are submitted with. Streaming: the delta of `fragment` only.
+  // chunk hashes they are submitted with. Streaming: the delta of `fragment` only. `rounds`: the
+  // rounds the delta says it spans (a site whose outer exchange was paused).
   void submit(std::int64_t round, const std::function<void(std::vector<float>&)>& tamper = {},
               const std::function<void(std::vector<std::byte>&)>& forge = {}, int fragment = 0,
-              const std::function<void(ChunkHashes&)>& mishash = {}) {
+              const std::function<void(ChunkHashes&)>& mishash = {}, int rounds = 1) {
     auto local = std::vector<float>(state.start().begin(), state.start().end());
     const float shift = 1e-3f * static_cast<float>(name[0] - 'a' + 1);
     for (std::size_t i = 0; i < local.size(); ++i) local[i] -= shift * static_cast<float>(i % 7);
@@ -72,7 +73,7 @@ struct Site {
     auto bytes = state.encode_delta(local, fragment);
     if (forge) forge(bytes);
     const DeltaAnnouncement a{name,  round, state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes)),
-                              false, fragment};
+                              false, fragment, rounds};
     ChunkHashes hashes = chunk_hashes(bytes, cross.chunk_bytes());
     if (mishash) mishash(hashes);
     cross.submit(a, std::move(bytes), std::move(hashes));

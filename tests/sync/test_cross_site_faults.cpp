@@ -133,6 +133,37 @@ TEST_CASE("a delta with NaN, Inf or a hundred times the usual norm is refused ev
   for (const auto& [site, r] : poisoned) CHECK(flagged.contains(r));
 }
 
+TEST_CASE("a delta announced as spanning paused rounds is screened against that many rounds' norm") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
+  Site& b = *sites[1];
+  std::int64_t round = 0;
+  for (; round < 3; ++round) {  // the screen's history: three commits of ordinary deltas
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);
+  }
+  // b's delta 40 times as far as its usual one: past 20 x the median for one round, within it for three.
+  const auto far = [&](std::vector<float>& w) {
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = b.state.start()[i] + 40.0f * (w[i] - b.state.start()[i]);
+  };
+  for (const int rounds : {3, 1}) {
+    sites[0]->submit(round);
+    sites[2]->submit(round);
+    b.submit(round, far, {}, 0, {}, rounds);
+    ++round;
+    if (rounds == 1) b.submit(round++);  // refused: the honest round after it is merged instead
+    commit_all(sites);
+    REQUIRE(sites[0]->last->entries.size() == 3);
+    CHECK(sites[0]->last->entries[1].site == "b");
+    CHECK(sites[0]->last->entries[1].round == round - 1);
+  }
+  std::uint64_t screened_out = 0;
+  for (auto& s : sites) screened_out += s->cross.traffic().deltas_screened_out;
+  CHECK(screened_out >= 1);
+  CHECK_FALSE(merged_once(sites[0]->etcd, 5).contains({"b", round - 2}));
+}
+
 TEST_CASE("a site that fell behind adopts a peer's state, from another peer when the first does not answer") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);

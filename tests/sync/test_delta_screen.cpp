@@ -87,6 +87,20 @@ TEST_CASE("no norm check until min_history norms are known, then ratio x median"
   CHECK_FALSE(screen.check(with_norm(25.5f), 4).ok);
 }
 
+TEST_CASE("a delta spanning k rounds may be k times as large, for k up to max_spanned_rounds") {
+  DeltaScreen screen({.max_norm_ratio = 10, .window = 16, .min_history = 3, .max_spanned_rounds = 4});
+  for (double n : {1.0, 2.0, 3.0}) screen.accept(n);  // median 2: a round's limit is 20
+  CHECK_FALSE(screen.check(with_norm(60), 4).ok);
+  CHECK(screen.check(with_norm(60), 4, 3).ok);
+  const auto refused = screen.check(with_norm(61), 4, 3);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.reason == "norm 61 exceeds 10 x the median 2 of the last 3 accepted deltas x 3 rounds spanned");
+  // A count past the cap buys no more than the cap: a claim of many rounds cannot switch the check off.
+  CHECK(screen.check(with_norm(80), 4, 4).ok);
+  CHECK_FALSE(screen.check(with_norm(81), 4, 1000).ok);
+  CHECK_THROWS_AS(screen.check(with_norm(1), 4, 0), InvariantError);
+}
+
 TEST_CASE("the median is over the latest window norms only") {
   DeltaScreen screen({.max_norm_ratio = 2, .window = 3, .min_history = 1});
   for (double n : {1000.0, 1000.0, 1000.0}) screen.accept(n);
@@ -126,6 +140,7 @@ TEST_CASE("options are validated") {
   CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.window = 0}); }), "window 0"));
   CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.window = 4, .min_history = 5}); }), "min_history 5"));
   error_of(ErrorKind::Config, [] { DeltaScreen({.min_history = 0}); });
+  CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.max_spanned_rounds = 0}); }), "max_spanned_rounds 0"));
   DeltaScreen screen;
   CHECK_THROWS_AS(screen.accept(-1), InvariantError);
   CHECK_THROWS_AS(screen.accept(std::numeric_limits<double>::infinity()), InvariantError);

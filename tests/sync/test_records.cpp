@@ -85,3 +85,20 @@ TEST_CASE("streaming: announcements and commit entries carry their fragment, rec
     CHECK(e.kind() == ErrorKind::Peer);
   }
 }
+
+TEST_CASE("an announcement carries the rounds its delta spans: 1 in records from before, a count no site could skip refused") {
+  DeltaAnnouncement a{"us-east", 12, 11, 3 * 65536, 834304, 42};
+  CHECK(a.rounds == 1);
+  a.rounds = 3;
+  CHECK(decode_announcement(encode(a)) == a);
+  a.rounds = (1 << 20) + 1;
+  try {
+    decode_announcement(encode(a));
+    FAIL("decoded an impossible round count");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Peer);
+    CHECK(std::string(e.what()).find("spans 1048577 rounds") != std::string::npos);
+  }
+  a.rounds = 0;
+  CHECK_THROWS_AS(encode(a), InvariantError);
+}

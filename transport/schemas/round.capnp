@@ -31,6 +31,8 @@ struct DeltaAnnouncement {
   final @7 :Bool;          # the site's last round: it trains no further
   fragment @8 :UInt32;     # streaming DiLoCo: the fragment the delta covers (0 for DiLoCo, and in
                            # records from before fragments existed, which read as fragment 0)
+  rounds @9 :UInt32 = 1;   # rounds of training the delta spans: more than one after the outer
+                           # exchange was paused (older records read as 1)
 }
 
 struct SiteRound {
