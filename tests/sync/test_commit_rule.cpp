@@ -37,6 +37,20 @@ TEST_CASE("due when every live site's delta is here, entries sorted by site, wei
   CHECK((*entries)[2].weight == 300);
 }
 
+TEST_CASE("a delta spanning paused rounds weighs as one round's tokens") {
+  CommitView view;
+  view.version = 4;
+  view.live_sites = {"a", "b"};
+  view.announced = {delta("a", 4, 4, 100), delta("b", 1, 4, 3700)};
+  view.announced[1].rounds = 37;
+  hold_all(view);
+  const auto entries = decide_commit(view, {});
+  REQUIRE(entries.has_value());
+  REQUIRE(entries->size() == 2);
+  CHECK((*entries)[0].weight == 100);
+  CHECK((*entries)[1].weight == 100);
+}
+
 TEST_CASE("a quorum below the live sites commits without the rest") {
   CommitView view;
   view.version = 0;

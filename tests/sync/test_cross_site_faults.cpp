@@ -26,6 +26,32 @@ std::set<SiteRound> merged_once(EtcdClient& etcd, std::int64_t versions) {
   return merged;
 }
 
+// The norm screen's history: three commits of every site's ordinary delta. Returns the next round.
+std::int64_t ordinary_commits(std::vector<std::unique_ptr<Site>>& sites) {
+  std::int64_t round = 0;
+  for (; round < 3; ++round) {
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);
+  }
+  return round;
+}
+
+// Rounds 0 .. versions - 1 of a and b alone, each committed and applied by both; the third site
+// is not polled (gone, or not looking).
+void commit_by_two(Site& a, Site& b, std::int64_t versions) {
+  for (std::int64_t round = 0; round < versions; ++round) {
+    a.submit(round);
+    b.submit(round);
+    const double deadline = seconds_now() + 10;
+    while (a.state.version() <= round || b.state.version() <= round) {
+      REQUIRE(seconds_now() < deadline);
+      for (Site* s : {&a, &b})
+        if (s->state.version() <= round)
+          if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
+    }
+  }
+}
+
 std::uint64_t injected(const std::vector<std::unique_ptr<Site>>& sites) {
   std::uint64_t n = 0;
   for (const auto& s : sites) n += s->link->counters().faults_injected;
@@ -74,11 +100,7 @@ TEST_CASE("a delta with NaN, Inf or a hundred times the usual norm is refused ev
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& b = *sites[1];
-  std::int64_t round = 0;
-  for (; round < 3; ++round) {  // the screen's history: three commits of ordinary deltas
-    for (auto& s : sites) s->submit(round);
-    commit_all(sites);
-  }
+  std::int64_t round = ordinary_commits(sites);
   // The codec refuses to encode a non-finite value, so those are written into the bytes (fp32:
   // the raw floats after the header), as a broken or hostile peer would.
   const auto write_float = [](std::size_t index, float value) {
@@ -138,11 +160,7 @@ TEST_CASE("a delta announced as spanning paused rounds is screened against that 
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& b = *sites[1];
-  std::int64_t round = 0;
-  for (; round < 3; ++round) {  // the screen's history: three commits of ordinary deltas
-    for (auto& s : sites) s->submit(round);
-    commit_all(sites);
-  }
+  std::int64_t round = ordinary_commits(sites);
   // b's delta 40 times as far as its usual one: past 20 x the median for one round, within it for three.
   const auto far = [&](std::vector<float>& w) {
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = b.state.start()[i] + 40.0f * (w[i] - b.state.start()[i]);
@@ -174,17 +192,7 @@ TEST_CASE("a site that fell behind adopts a peer's state, from another peer when
   Site& b = *sites[1];
   // c goes away (its lease revoked): a and b commit four versions without it, sending it nothing.
   sites[2].reset();
-  for (std::int64_t round = 0; round < 4; ++round) {
-    a.submit(round);
-    b.submit(round);
-    const double deadline = seconds_now() + 10;
-    while (a.state.version() <= round || b.state.version() <= round) {
-      REQUIRE(seconds_now() < deadline);
-      for (Site* s : {&a, &b})
-        if (s->state.version() <= round)
-          if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
-    }
-  }
+  commit_by_two(a, b, 4);
   REQUIRE(a.state.version() == 4);
   // c comes back without its disk. a stops answering (alive, lease held, link silent): c asks a
   // first, then b.
@@ -235,17 +243,7 @@ TEST_CASE("a paused site that a burst of commits left behind applies their delta
     CHECK_FALSE(c.cross.poll_commit(c.state, 5ms).has_value());
   }
   // a and b commit three versions while c does not look: their deltas reach c's link all the same.
-  for (std::int64_t round = 0; round < 3; ++round) {
-    a.submit(round);
-    b.submit(round);
-    const double deadline = seconds_now() + 10;
-    while (a.state.version() <= round || b.state.version() <= round) {
-      REQUIRE(seconds_now() < deadline);
-      for (Site* s : {&a, &b})
-        if (s->state.version() <= round)
-          if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
-    }
-  }
+  commit_by_two(a, b, 3);
   // Three versions behind, c holds every delta they merged: it applies them one by one.
   const double deadline = seconds_now() + 10;
   while (c.state.version() < 3) {
