@@ -809,7 +809,10 @@ void CrossSite::refresh_members() {
       if (round > merged) send(m.address, round, own);
   }
   members_ = std::move(members);
-  site_by_addr_.clear();
+  // Not cleared: a site that left (drained, or finished) right after a commit merged its round may
+  // still have that delta on its way here, and a site with no other peer to take the version's
+  // state from would wait for it for good. Only the job's sites ever get here, and a delta is only
+  // used if a commit lists it with its checksum.
   for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
 }
 
