@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/jsonl.hpp"
+#include "tests/support/loopback_listener.hpp"
 #include "tests/support/prom_parser.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -118,7 +120,11 @@ TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the s
 TEST_CASE("attached replicas (started by a cluster launcher, RANK / MASTER_PORT) train with the agent") {
   TempDir dir("site-attach");
   const auto job = write_job(dir, "restart = false\n");
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  // A port the kernel just handed out and took back: one derived from the pid fell in the
+  // ephemeral range, where a parallel test's connection could hold it (the agent then exits 1).
+  const auto probe = listen_on_loopback(1);
+  const std::string port = std::to_string(probe.port);
+  ::close(probe.fd);
   ::setenv("WORLD_SIZE", "2", 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", port.c_str(), 1);
