@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -48,10 +50,19 @@ double rel_err(const A& got, const B& want) {
   return worst / scale;
 }
 
+inline const char* file_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
 }  // namespace meridian::testing
 
-#define CHECK_CLOSE(got, want, tolerance)                                                \
-  do {                                                                                   \
-    const double err_ = ::meridian::testing::rel_err(got, want);                         \
-    CHECK_MESSAGE(err_ <= (tolerance), #got " vs the CPU: relative error ", err_);       \
+// Every comparison also prints its error (`parity FILE:LINE EXPR err E tol T`, only where a GPU
+// ran the case): scripts/gpu-check.sh gathers them into the parity table of docs/gpu.md.
+#define CHECK_CLOSE(got, want, tolerance)                                                       \
+  do {                                                                                          \
+    const double err_ = ::meridian::testing::rel_err(got, want);                                \
+    std::printf("parity %s:%d %s err %.3e tol %.1e\n", ::meridian::testing::file_name(__FILE__), \
+                __LINE__, #got, err_, static_cast<double>(tolerance));                          \
+    CHECK_MESSAGE(err_ <= (tolerance), #got " vs the CPU: relative error ", err_);              \
   } while (0)

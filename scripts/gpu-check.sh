@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# One pass over meridian's GPU path, made for a short loan of a GPU machine:
+#   scripts/gpu-check.sh OUT_DIR
+# builds in place (build/gpu-check), then runs the CUDA parity suite, compute-sanitizer's memcheck
+# and racecheck, bench_gpu (GPT-2 124M, bf16: tokens/s and MFU), a single-site training run of
+# the reference model on the GPU beside the same run on the CPU, and a two-site DiLoCo job with
+# both sites on the GPU. Every part has a time limit inside one budget (GPU_CHECK_BUDGET_S, 540 s
+# by default), so a hang in one part still leaves the others' results. Without a GPU it builds and
+# reports every GPU part skipped, with the reason. OUT_DIR gets three files (the device tool
+# returns at most eight): summary.json (every part's status, seconds and figures), report.txt
+# (the same for reading, with each failing part's log tail) and logs.tar.gz (every log).
+# A machine that cannot fetch packages takes the dependencies from .gpu-deps/deps.tar.xz, made
+# beforehand by scripts/gpu-deps.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -eq 1 ] || { echo "usage: scripts/gpu-check.sh OUT_DIR" >&2; exit 2; }
+mkdir -p "$1" && OUT=$(cd "$1" && pwd) || exit 2
+SRC=$(pwd)
+BUILD=$SRC/build/gpu-check
+WORK=$(mktemp -d /tmp/gpu-check.XXXXXX)
+LOGS=$WORK/logs
+mkdir -p "$LOGS"
+PARTS=$LOGS/parts.jsonl
+START=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET_S:-540}
+# A training part's (steps, eval interval): long enough for the losses to say something.
+TRAIN_STEPS=600
+DILOCO_STEPS=300
+
+say() { echo "[gpu-check $(( $(date +%s) - START ))s] $*"; }
+seconds_left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+
+# record PART STATUS SECONDS DETAIL [FIGURES-JSON]
+record() {
+  python3 - "$@" >> "$PARTS" <<'EOF'
+import json, sys
+part, status, seconds, detail = sys.argv[1:5]
+figures = json.loads(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else {}
+print(json.dumps({"part": part, "status": status, "seconds": round(float(seconds), 1),
+                  "detail": detail, "figures": figures}))
+EOF
+  say "$1: $2 ${4:+($4)}"
+}
+
+# part NAME LIMIT_S CMD...: runs CMD with its output in $LOGS/NAME.log, within LIMIT_S and what
+# is left of the budget; records pass, fail (with the exit status) or timeout. Returns CMD's status.
+part() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$(( $(seconds_left) - 20 ))
+  (( limit > left )) && limit=$left
+  if (( limit < 10 )); then
+    record "$name" skipped 0 "budget of ${BUDGET}s spent before it could start"
+    return 125
+  fi
+  local t0 rc
+  t0=$(date +%s.%N)
+  timeout -k 10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  local dt
+  dt=$(python3 -c "import time; print(time.time() - $t0)")
+  case $rc in
+    0) record "$name" pass "$dt" "" ;;
+    124|137) record "$name" timeout "$dt" "stopped after ${limit}s" ;;
+    *) record "$name" fail "$dt" "exit status $rc" ;;
+  esac
+  return $rc
+}
+
+skip_all() {  # REASON PART...
+  local reason=$1
+  shift
+  for p in "$@"; do record "$p" skipped 0 "$reason"; done
+}
+
+# --- the machine ---------------------------------------------------------------------------------
+{
+  echo "date: $(date -u +%FT%TZ)"; uname -a; nproc; grep -m1 'model name' /proc/cpuinfo
+  nvidia-smi 2>&1 | head -20
+  nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
+  for tool in nvcc g++ cmake ctest python3 compute-sanitizer pkg-config etcd; do
+    printf '%s: ' "$tool"; command -v "$tool" || echo "not found"
+  done
+  PATH=$PATH:/usr/local/cuda/bin nvcc --version 2>&1 | tail -2; g++ --version 2>&1 | head -1; cmake --version 2>&1 | head -1
+  git -C "$SRC" log -1 --format='commit %H %s' 2>&1; git -C "$SRC" status --short 2>&1 | head -20
+} > "$LOGS/machine.log" 2>&1
+export PATH=$PATH:/usr/local/cuda/bin
+
+gpu_reason=""
+if ! command -v nvidia-smi > /dev/null; then
+  gpu_reason="no GPU: nvidia-smi is not on this machine (no NVIDIA driver)"
+elif ! nvidia-smi -L > "$LOGS/nvidia-smi-L.log" 2>&1 || ! grep -q '^GPU ' "$LOGS/nvidia-smi-L.log"; then
+  gpu_reason="no GPU: nvidia-smi -L says: $(head -c 300 "$LOGS/nvidia-smi-L.log" | tr '\n' ' ')"
+fi
+arch=""
+if [ -z "$gpu_reason" ]; then
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  say "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), sm_$arch"
+else
+  say "$gpu_reason"
+fi
+
+# --- dependencies --------------------------------------------------------------------------------
+deps_present() {
+  [ -f /usr/include/capnp/message.h ] && [ -f /usr/include/gloo/config.h ] && [ -x /usr/bin/etcd ] &&
+    command -v pkg-config > /dev/null
+}
+if deps_present; then
+  record deps pass 0 "installed on this machine"
+elif [ -f "$SRC/.gpu-deps/deps.tar.xz" ] && [ "$(id -u)" -eq 0 ]; then
+  # --skip-old-files: the machine's own files (newer C++ runtime and the like) are never replaced.
+  part deps 120 bash -c "tar -C / --skip-old-files -xJf '$SRC/.gpu-deps/deps.tar.xz' && ldconfig"
+  deps_present || record deps fail 0 "unpacked .gpu-deps/deps.tar.xz, still missing headers, etcd or pkg-config"
+else
+  record deps fail 0 "missing, and no .gpu-deps/deps.tar.xz to unpack as root (scripts/gpu-deps.sh makes it)"
+fi
+
+# --- build ---------------------------------------------------------------------------------------
+# Only the targets the checks run; the device's own architecture when there is a GPU (half the
+# device code to compile), both CI architectures otherwise.
+cmake_args=(-S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMERIDIAN_CUDA=ON
+            -DCMAKE_CUDA_ARCHITECTURES="${arch:-80;90}"
+            -DCMAKE_POLICY_VERSION_MINIMUM=3.5)  # Debian's older CMake package files under CMake 4
+command -v ninja > /dev/null && cmake_args+=(-G Ninja)
+# NCCL: the CUDA toolkit's own, else the one PyTorch's wheels bring.
+if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)
+  if [ -n "$nccl_lib" ]; then
+    cmake_args+=(-DMERIDIAN_NCCL_INCLUDE_DIR="$nccl_dir/include" -DMERIDIAN_NCCL_LIBRARY="$nccl_lib")
+    export LD_LIBRARY_PATH=$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+fi
+SUITE=(test_cuda_kernels test_cuda_gpt test_cuda_adamw test_cuda_trainer test_cuda_probe
+       test_chunk_hash test_loss_scale test_nccl_communicator)
+not_built="the configure step failed (configure.log)"
+if part configure 120 cmake "${cmake_args[@]}"; then
+  not_built="the build failed or ran out of time (build.log)"
+  # test_nccl_communicator exists only where NCCL was found; the suite reports a missing one.
+  targets=(meridian bench_gpu)
+  for t in "${SUITE[@]}"; do
+    grep -q "/$t.dir\$" "$BUILD/CMakeFiles/TargetDirectories.txt" && targets+=("$t")
+  done
+  part build $(( BUDGET - 200 )) cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" && not_built=""
+fi
+BIN=$BUILD/tests
+MERIDIAN=$BUILD/sites/meridian
+
+GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_gpt racecheck_gpt memcheck_trainer
+           bench_gpu train_gpu_fp32 train_gpu_bf16 train_cpu_twin diloco_2site_gpu)
+if [ -n "$not_built" ]; then
+  skip_all "$not_built" "${GPU_PARTS[@]}"
+elif [ -n "$gpu_reason" ]; then
+  skip_all "$gpu_reason" "${GPU_PARTS[@]}"
+else
+  # --- the parity suite, alone on the GPU ------------------------------------------------------
+  # timeout runs programs, not shell functions: each part is one command line.
+  part suite 150 bash -c 'failed=0; for t in "${@:2}"; do echo "=== $t"; "$1/$t" --no-version || failed=1; done
+                          exit $failed' suite "$BIN" "${SUITE[@]}"
+
+  # --- throughput, alone on the GPU --------------------------------------------------------------
+  part bench_gpu 90 "$BUILD/bench/bench_gpu" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3
+
+  # --- the rest side by side: each owns little of the GPU, and the CPU has 16 cores --------------
+  job_file() {  # NAME DEVICE PRECISION SITES STEPS
+    local f=$WORK/$1.toml
+    cat > "$f" <<EOF
+[job]
+name = "$1"
+run_dir = "$WORK/runs/$1"
+seed = 1337
+[model]
+preset = "small"
+[data]
+path = "$SRC/data/tinyshakespeare/input.txt"
+format = "text"
+val_fraction = 0.1
+[inner]
+lr = 3e-3
+min_lr_ratio = 0.1
+warmup_steps = 50
+schedule = "cosine"
+batch_per_replica = 8
+steps = $5
+clip = 1.0
+weight_decay = 0.1
+[log]
+every = 50
+eval_every = $(( $5 / 2 ))
+eval_windows = 128
+[checkpoint]
+every = 0
+keep = 1
+EOF
+    if [ "$4" -gt 1 ]; then
+      printf '[outer]\nalgorithm = "diloco"\ninner_steps = 50\nlr = 0.7\nmomentum = 0.9\nnesterov = true\ncodec = "int8"\nerror_feedback = true\n[transport]\nkind = "zmq"\n' >> "$f"
+    fi
+    for i in $(seq 1 "$4"); do
+      printf '[[site]]\nname = "site%d"\nreplicas = 1\ndevice = "%s"\n' "$i" "$2" >> "$f"
+      [ "$2" = cuda ] && printf 'precision = "%s"\n' "$3" >> "$f"
+    done
+    echo "$f"
+  }
+  memcheck=(compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3)
+  racecheck=(compute-sanitizer --tool racecheck --error-exitcode 3)
+  part memcheck_kernels 300 "${memcheck[@]}" "$BIN/test_cuda_kernels" --no-version &
+  part racecheck_kernels 300 "${racecheck[@]}" "$BIN/test_cuda_kernels" --no-version &
+  part memcheck_gpt 300 "${memcheck[@]}" "$BIN/test_cuda_gpt" --no-version &
+  part racecheck_gpt 300 "${racecheck[@]}" "$BIN/test_cuda_gpt" --no-version &
+  part memcheck_trainer 300 "${memcheck[@]}" "$BIN/test_cuda_trainer" --no-version &
+  OMP_NUM_THREADS=4 part train_cpu_twin 300 "$MERIDIAN" train --config "$(job_file cpu cpu fp32 1 $TRAIN_STEPS)" &
+  part train_gpu_fp32 200 "$MERIDIAN" train --config "$(job_file gpu_fp32 cuda fp32 1 $TRAIN_STEPS)" &
+  part train_gpu_bf16 200 "$MERIDIAN" train --config "$(job_file gpu_bf16 cuda bf16 1 $TRAIN_STEPS)" &
+  OMP_NUM_THREADS=2 part diloco_2site_gpu 300 "$MERIDIAN" launch "$(job_file diloco cuda fp32 2 $DILOCO_STEPS)" &
+  wait
+fi
+
+# --- results -------------------------------------------------------------------------------------
+say "collecting results"
+python3 "$SRC/scripts/gpu_check_report.py" "$WORK" "$OUT" "$(( $(date +%s) - START ))"
+cp "$LOGS/machine.log" "$LOGS/machine.txt" 2>/dev/null
+find "$WORK/runs" \( -name 'summary.json' -o -name 'metrics.jsonl' -o -name 'site.log' -o -name '*.toml' \) \
+  -exec cp --parents {} "$LOGS" \; 2>/dev/null
+cp "$WORK"/*.toml "$LOGS" 2>/dev/null
+tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs
+rm -rf "$WORK"
+say "done: $OUT/summary.json, $OUT/report.txt, $OUT/logs.tar.gz"
