@@ -13,10 +13,13 @@ archive=${1:-.gpu-deps/deps.tar.xz}
 # the programs load (shared libraries, etcd for `meridian launch`), and pkg-config itself.
 roots=(libboost-dev libasio-dev libzmq3-dev cppzmq-dev libucx-dev capnproto libcapnp-dev doctest-dev
        libgloo-dev libtomlplusplus-dev libopenblas-openmp-dev libxxhash-dev libcli11-dev
-       nlohmann-json3-dev etcd-server pkgconf)
+       nlohmann-json3-dev etcd-server pkgconf
+       # The compiler CI uses: GCC 13 follows P2468 (no rewritten operator== where a matching
+       # operator!= exists) and rejects Cap'n Proto 0.9.2's headers in C++20; GCC 12 takes them.
+       g++-12)
 # What any CUDA image already has, newer: the C and C++ runtimes and toolchain, the base system.
 # Leaving them out keeps the archive small; --skip-old-files would not replace them anyway.
-base='^(<.*>|adduser|cdebconf|debconf|dpkg|tar|passwd|install-info|gcc-12-base|lib(asan|atomic|lsan|tsan|ubsan|itm|gomp)[0-9]+|libgcc-s1|libgcc-12-dev|libc6(-dev)?|libc-dev-bin|linux-libc-dev|libstdc\+\+(6|-12-dev)|libcrypt(1|-dev)|libaudit.*|libcap-ng0|libpam.*|libselinux1|libsemanage.*|libsepol2|libdebian-installer4|libnewt.*|libslang2|libtextwrap1|libtinfo6|libreadline8|readline-common|libpcre2-8-0|liblzma5|libbz2-1.0|zlib1g|libicu.*|icu-devtools|libxml2(-dev)?|libtirpc.*|libnsl.*|rpcsvc-proto|krb5-multidev|libkrb5-dev|comerr-dev|libgssrpc4|libkadm5.*|libkdb5.*)$'
+base='^(<.*>|adduser|cdebconf|debconf|dpkg|tar|passwd|install-info|lib(asan|atomic|lsan|tsan|ubsan|itm|gomp|hwasan|quadmath)[0-9]+|libcc1-0|libgcc-s1|libc6(-dev)?|binutils.*|libbinutils|libctf.*|libgprofng.*|libjansson4|libsframe.*|libc-dev-bin|linux-libc-dev|libstdc\+\+6|libcrypt(1|-dev)|libaudit.*|libcap-ng0|libpam.*|libselinux1|libsemanage.*|libsepol2|libdebian-installer4|libnewt.*|libslang2|libtextwrap1|libtinfo6|libreadline8|readline-common|libpcre2-8-0|liblzma5|libbz2-1.0|zlib1g|libicu.*|icu-devtools|libxml2(-dev)?|libtirpc.*|libnsl.*|rpcsvc-proto|krb5-multidev|libkrb5-dev|comerr-dev|libgssrpc4|libkadm5.*|libkdb5.*)$'
 
 mapfile -t packages < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances --no-pre-depends "${roots[@]}" 2>/dev/null |
@@ -28,9 +31,11 @@ done
 
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-# Files and links only (tar adds the folders), without documentation or static archives.
+# Files and links only (tar adds the folders), without documentation, static archives (but the
+# two every link needs), the link-time optimiser or GCC 12's C compiler (C is only CMake's probes,
+# which the machine's own gcc answers).
 dpkg -L "${packages[@]}" | sort -u |
-  grep -Ev '^/usr/share/(doc|man|lintian|bug|info)/|\.a$' |
+  grep -Ev '^/usr/share/(doc|man|lintian|bug|info)/|/(lto1|cc1|x86_64-linux-gnu-lto-dump-12)$' | awk '!/\.a$/ || /\/libgcc(_eh)?\.a$/' |
   while read -r f; do [ -f "$f" ] || [ -L "$f" ] && printf '%s\n' "${f#/}"; done > "$list"
 # The generic names of OpenBLAS (libopenblas.so, its CMake config) are links through
 # /etc/alternatives that the maintainer scripts make, so dpkg -L does not list them: take every
