@@ -150,7 +150,7 @@ BIN=$BUILD/tests
 MERIDIAN=$BUILD/sites/meridian
 
 GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_gpt racecheck_gpt memcheck_trainer
-           bench_gpu train_gpu_fp32 train_gpu_bf16 train_cpu_twin diloco_2site_gpu)
+           bench_gpu bench_gpu_tiled train_gpu_fp32 train_gpu_bf16 train_cpu_twin diloco_2site_gpu)
 if [ -n "$not_built" ]; then
   skip_all "$not_built" "${GPU_PARTS[@]}"
 elif [ -n "$gpu_reason" ]; then
@@ -163,6 +163,8 @@ else
 
   # --- throughput, alone on the GPU --------------------------------------------------------------
   part bench_gpu 90 "$BUILD/bench/bench_gpu" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3
+  part bench_gpu_tiled 90 "$BUILD/bench/bench_gpu" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 \
+    --attention tiled
 
   # --- the rest side by side: each owns little of the GPU, and the CPU has 16 cores --------------
   job_file() {  # NAME DEVICE PRECISION SITES STEPS

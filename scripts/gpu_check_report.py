@@ -58,8 +58,16 @@ def suite(log):
 
 def sanitizer(log):
     text = log.read_text(errors="replace") if log.exists() else ""
-    m = re.findall(r"ERROR SUMMARY: (\d+) error", text)
-    return {"error_summary": int(m[-1]) if m else None}
+    # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: H hazards
+    # displayed (N errors, W warnings)".
+    m = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: .*\((\d+) errors?, (\d+) warning", text)
+    if not m:
+        return {"error_summary": None}
+    last = m[-1]
+    figures = {"error_summary": int(last[0] or last[1])}
+    if last[2]:
+        figures["warnings"] = int(last[2])
+    return figures
 
 
 def bench(log):
@@ -133,6 +141,7 @@ def main():
         s = sanitizer(logs / f"{name}.log")
         judge(name, s, s["error_summary"] == 0)
     judge("bench_gpu", bench(logs / "bench_gpu.log"))
+    judge("bench_gpu_tiled", bench(logs / "bench_gpu_tiled.log"))
     for name, precision in (("train_gpu_fp32", "fp32"), ("train_gpu_bf16", "bf16")):
         if name in parts and parts[name]["status"] != "skipped":
             judge(name, *compare_to_cpu(runs, name.removeprefix("train_"), precision))
