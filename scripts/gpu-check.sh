@@ -135,6 +135,9 @@ if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
 fi
 SUITE=(test_cuda_kernels test_cuda_gpt test_cuda_adamw test_cuda_trainer test_cuda_probe
        test_chunk_hash test_loss_scale test_nccl_communicator)
+# With a GPU the checks after the build need about 200 s of the budget; without one it is the build's.
+reserve=200
+[ -n "$gpu_reason" ] && reserve=20
 not_built="the configure step failed (configure.log)"
 if part configure 120 cmake "${cmake_args[@]}"; then
   not_built="the build failed or ran out of time (build.log)"
@@ -144,7 +147,7 @@ if part configure 120 cmake "${cmake_args[@]}"; then
     grep -q "/$t.dir\$" "$BUILD/CMakeFiles/TargetDirectories.txt" && targets+=("$t")
   done
   keep_going=(); [ -f "$BUILD/build.ninja" ] && keep_going=(-- -k 0)  # every compile error in one pass
-  part build $(( BUDGET - 200 )) cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" "${keep_going[@]}" && not_built=""
+  part build $(( BUDGET - reserve )) cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" "${keep_going[@]}" && not_built=""
 fi
 BIN=$BUILD/tests
 MERIDIAN=$BUILD/sites/meridian

@@ -26,9 +26,10 @@ namespace {
 template <class T>
 class CudaStep final : public DeviceStep {
  public:
-  CudaStep(const GptConfig& shape, const AdamWOptions& options, CudaAttention attention)
+  CudaStep(const GptConfig& shape, const AdamWOptions& options, CudaAttention attention,
+           const LossScaleOptions& loss_scale)
       : model_(shape, nullptr, attention), opt_(model_.layout(), options, model_.stream()) {
-    if constexpr (std::is_same_v<T, __half>) scaler_.emplace();
+    if constexpr (std::is_same_v<T, __half>) scaler_.emplace(loss_scale);
   }
 
   void upload_params(std::span<const float> host) override { model_.upload_params(host); }
@@ -107,11 +108,13 @@ std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOp
   const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
                                                                                 : CudaAttention::Materialized;
   switch (device.precision) {
-    case JobConfig::Site::Precision::Bf16: return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options, attention);
-    case JobConfig::Site::Precision::Fp16: return std::make_unique<CudaStep<__half>>(shape, options, attention);
+    case JobConfig::Site::Precision::Bf16:
+      return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options, attention, device.loss_scale);
+    case JobConfig::Site::Precision::Fp16:
+      return std::make_unique<CudaStep<__half>>(shape, options, attention, device.loss_scale);
     case JobConfig::Site::Precision::Fp32: break;
   }
-  return std::make_unique<CudaStep<float>>(shape, options, attention);
+  return std::make_unique<CudaStep<float>>(shape, options, attention, device.loss_scale);
 }
 
 }  // namespace meridian

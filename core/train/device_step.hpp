@@ -25,6 +25,7 @@ struct ComputeDevice {
   JobConfig::Site::Precision precision = JobConfig::Site::Precision::Fp32;
   JobConfig::Site::Attention attention = JobConfig::Site::Attention::Materialized;
   int index = 0;  // the CUDA device
+  LossScaleOptions loss_scale;  // fp16 only: the dynamic loss scaler's start and bounds
 };
 
 class DeviceStep {
