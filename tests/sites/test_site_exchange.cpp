@@ -197,12 +197,16 @@ TEST_CASE("divergence guard across sites: a spiked site rolls back to its versio
   }
   TempDir dir("guard");
   // AdamW, 240 steps in rounds of 8, without overlap (a run is a pure function of its inputs). The
-  // spike hits site a's step 100, inside a round (96..103): its damage is never announced. At lr
-  // 3e-3 these batches of 4 windows have spikes of their own (z 6.5, gradient norms 14x the
-  // median) that the guard rolls back too; at 1.5e-3 the clean run has none.
+  // spike hits site a's step 100, inside a round (96..103): its damage is never announced. These
+  // batches of 4 windows have spikes of their own, and where they fall depends on the CPU's
+  // arithmetic: at lr 3e-3, z 6.5 and gradient norms 14x the median; at 1.5e-3 on an AVX-512
+  // machine, a gradient norm 67x the median at step 232. The detector's bounds are raised far above
+  // those (loss z 20, norms 1000x) and still far below the injected spike's (z 65): this case is
+  // about what the guard does across sites, test_divergence_detector about what it detects.
   const std::string inner = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 240\nbatch_per_replica = 4\n"
                             "[log]\nevery = 8\neval_every = 0\neval_windows = 64\n"
-                            "[guard]\nacross_sites = true\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n";
+                            "[guard]\nacross_sites = true\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n"
+                            "loss_z = 20.0\ngrad_norm_ratio = 1000.0\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
   const std::vector<std::string> spike = {"guard.inject_lr_step=100", "guard.inject_lr_factor=300"};
   const auto clean = run_sites(dir, write_job(dir, "clean", outer, "", inner), etcd);
