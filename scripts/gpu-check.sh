@@ -23,21 +23,20 @@ mkdir -p "$LOGS"
 PARTS=$LOGS/parts.jsonl
 START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET_S:-540}
-# A training part's (steps, eval interval): long enough for the losses to say something.
+# The training parts' lengths: long enough for the losses to say something.
 TRAIN_STEPS=600
 DILOCO_STEPS=300
 
 say() { echo "[gpu-check $(( $(date +%s) - START ))s] $*"; }
 seconds_left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 
-# record PART STATUS SECONDS DETAIL [FIGURES-JSON]
+# record PART STATUS SECONDS DETAIL (gpu_check_report.py adds each part's figures)
 record() {
   python3 - "$@" >> "$PARTS" <<'EOF'
 import json, sys
 part, status, seconds, detail = sys.argv[1:5]
-figures = json.loads(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] else {}
 print(json.dumps({"part": part, "status": status, "seconds": round(float(seconds), 1),
-                  "detail": detail, "figures": figures}))
+                  "detail": detail, "figures": {}}))
 EOF
   say "$1: $2 ${4:+($4)}"
 }
@@ -170,41 +169,15 @@ else
     --attention tiled
 
   # --- the rest side by side: each owns little of the GPU, and the CPU has 16 cores --------------
-  job_file() {  # NAME DEVICE PRECISION SITES STEPS
-    local f=$WORK/$1.toml
-    cat > "$f" <<EOF
-[job]
-name = "$1"
-run_dir = "$WORK/runs/$1"
-seed = 1337
-[model]
-preset = "small"
-[data]
-path = "$SRC/data/tinyshakespeare/input.txt"
-format = "text"
-val_fraction = 0.1
-[inner]
-lr = 3e-3
-min_lr_ratio = 0.1
-warmup_steps = 50
-schedule = "cosine"
-batch_per_replica = 8
-steps = $5
-clip = 1.0
-weight_decay = 0.1
-[log]
-every = 50
-eval_every = $(( $5 / 2 ))
-eval_windows = 128
-[checkpoint]
-every = 0
-keep = 1
-EOF
-    if [ "$4" -gt 1 ]; then
-      printf '[outer]\nalgorithm = "diloco"\ninner_steps = 50\nlr = 0.7\nmomentum = 0.9\nnesterov = true\ncodec = "int8"\nerror_feedback = true\n[transport]\nkind = "zmq"\n' >> "$f"
-    fi
+  # NAME DEVICE PRECISION SITES STEPS: the shipped reference job (configs/single-site.toml) or,
+  # with several sites, the demo's DiLoCo job (configs/demo.toml), shortened, on DEVICE.
+  job_file() {
+    local f=$WORK/$1.toml base=single-site
+    [ "$4" -gt 1 ] && base=demo
+    printf 'include = "%s"\n[job]\nrun_dir = "%s"\n[inner]\nsteps = %d\n[log]\neval_every = %d\neval_windows = 128\n[checkpoint]\nevery = 0\n' \
+      "$SRC/configs/$base.toml" "$WORK/runs/$1" "$5" $(( $5 / 2 )) > "$f"
     for i in $(seq 1 "$4"); do
-      printf '[[site]]\nname = "site%d"\nreplicas = 1\ndevice = "%s"\n' "$i" "$2" >> "$f"
+      printf '[[site]]\nname = "site%d"\ndevice = "%s"\n' "$i" "$2" >> "$f"
       [ "$2" = cuda ] && printf 'precision = "%s"\n' "$3" >> "$f"
     done
     echo "$f"
@@ -226,7 +199,6 @@ fi
 # --- results -------------------------------------------------------------------------------------
 say "collecting results"
 python3 "$SRC/scripts/gpu_check_report.py" "$WORK" "$OUT" "$(( $(date +%s) - START ))"
-cp "$LOGS/machine.log" "$LOGS/machine.txt" 2>/dev/null
 find "$WORK/runs" \( -name 'summary.json' -o -name 'metrics.jsonl' -o -name 'site.log' -o -name '*.toml' \) \
   -exec cp --parents {} "$LOGS" \; 2>/dev/null
 cp "$WORK"/*.toml "$LOGS" 2>/dev/null

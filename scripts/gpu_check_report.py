@@ -72,16 +72,16 @@ def sanitizer(log):
 
 def bench(log):
     text = log.read_text(errors="replace") if log.exists() else ""
-    figures = {}
+    figures, lines = {}, []
     for line in text.splitlines():
         if line.startswith("{"):
             try:
                 figures = json.loads(line)
             except json.JSONDecodeError:
                 pass
-        elif line.startswith("device ") or line.startswith("MFU"):
-            figures.setdefault("lines", []).append(line)
-    return figures
+        elif line.startswith(("device ", "step median", "MFU")):
+            lines.append(line)
+    return {**figures, "lines": lines}
 
 
 def losses(run_dir):
