@@ -46,6 +46,12 @@ echo "meridian: ${m_all[*]} tokens/s (per round); median $m"
 echo "pytorch:  ${p_all[*]} tokens/s (per round); median $p"
 awk -v m="$m" -v p="$p" 'BEGIN { printf "meridian / pytorch: %.2fx\n", m / p }'
 
+# The inner optimizers' step cost, Muon against AdamW (bench/bench_optimizer.cpp), under the same lock.
+if [ -x "$BUILD_DIR/bench/bench_optimizer" ]; then
+  echo "--- optimizers"
+  "$BUILD_DIR/bench/bench_optimizer" 7 20
+fi
+
 # Delta codecs against memcpy of the same buffer (bench/bench_codec.cpp), under the same lock.
 if [ -x "$BUILD_DIR/bench/bench_codec" ]; then
   echo "--- codecs"

@@ -20,6 +20,7 @@ std::string_view to_string(JobConfig::Inner::Optimizer o) {
   switch (o) {
     case JobConfig::Inner::Optimizer::AdamW: return "adamw";
     case JobConfig::Inner::Optimizer::Sgd: return "sgd";
+    case JobConfig::Inner::Optimizer::Muon: return "muon";
   }
   return "?";
 }
@@ -56,6 +57,15 @@ std::string_view to_string(JobConfig::Outer::Codec c) {
     case JobConfig::Outer::Codec::Bf16: return "bf16";
     case JobConfig::Outer::Codec::Int8: return "int8";
     case JobConfig::Outer::Codec::Int4: return "int4";
+    case JobConfig::Outer::Codec::Sparse: return "sparse";
+  }
+  return "?";
+}
+
+std::string_view to_string(JobConfig::Outer::OverlapUpdate u) {
+  switch (u) {
+    case JobConfig::Outer::OverlapUpdate::Eager: return "eager";
+    case JobConfig::Outer::OverlapUpdate::Rebase: return "rebase";
   }
   return "?";
 }
@@ -210,11 +220,13 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "nesterov = " << boolean(c.outer.nesterov) << "\n"
       << "codec = " << quote(to_string(c.outer.codec)) << "\n"
       << "block = " << c.outer.block << "\n"
+      << "density = " << floating(c.outer.density) << "\n"
       << "error_feedback = " << boolean(c.outer.error_feedback) << "\n"
       << "max_staleness = " << c.outer.max_staleness << "\n"
       << "quorum = " << c.outer.quorum << "\n"
       << "deadline_ms = " << c.outer.deadline_ms << "\n"
       << "overlap = " << boolean(c.outer.overlap) << "\n"
+      << "overlap_update = " << quote(to_string(c.outer.overlap_update)) << "\n"
       << "staleness = " << quote(to_string(c.outer.staleness)) << "\n"
       << "delayed_nesterov = " << c.outer.delayed_nesterov << "\n"
       << "deadline_k = " << floating(c.outer.deadline_k) << "\n"
@@ -298,6 +310,7 @@ std::string to_toml(const JobConfig& c) {
       << "beta1 = " << floating(c.inner.beta1) << "\n"
       << "beta2 = " << floating(c.inner.beta2) << "\n"
       << "eps = " << floating(c.inner.eps) << "\n"
+      << "muon_momentum = " << floating(c.inner.muon_momentum) << "\n"
       << "\n[log]\n"
       << "every = " << c.log.every << "\n"
       << "eval_every = " << c.log.eval_every << "\n"

@@ -1,6 +1,8 @@
 #pragma once
 // The one typed configuration of a job, read from a TOML file (with optional `include` chains)
 // plus --set overrides. Everything downstream reads this struct, never TOML.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -48,7 +50,7 @@ struct JobConfig {
   } data;
 
   struct Inner {
-    enum class Optimizer { AdamW, Sgd };
+    enum class Optimizer { AdamW, Sgd, Muon };
     using Schedule = ScheduleKind;
     Optimizer optimizer = Optimizer::AdamW;
     double lr = 1e-3;
@@ -63,6 +65,7 @@ struct JobConfig {
     double beta1 = 0.9;
     double beta2 = 0.95;
     double eps = 1e-8;
+    double muon_momentum = 0.95;  // muon: its momentum on the matrices (AdamW's betas for the rest)
     bool operator==(const Inner&) const = default;
   } inner;
 
@@ -144,8 +147,12 @@ struct JobConfig {
   // The outer loop across sites: how often they synchronise and how the pseudo-gradient travels.
   struct Outer {
     enum class Algorithm { Sync, Diloco, Streaming };
-    enum class Codec { Fp32, Bf16, Int8, Int4 };
+    enum class Codec { Fp32, Bf16, Int8, Int4, Sparse };
     enum class Staleness { Inverse, Constant };  // sync/outer's StalenessDecay
+    // What an overlapping site trains on while its round's commit is on the way: the eager
+    // estimate of that commit (sync/outer eager_estimate), or its own weights until the commit
+    // comes and is rebased onto (rebase, the rule before eager updates).
+    enum class OverlapUpdate { Eager, Rebase };
     Algorithm algorithm = Algorithm::Diloco;
     int inner_steps = 50;  // H: inner steps between outer steps
     double lr = 0.7;
@@ -153,18 +160,22 @@ struct JobConfig {
     bool nesterov = true;
     Codec codec = Codec::Int8;
     int block = 512;  // elements per quantisation block (one fp32 scale each: int4 pays 4/512 bytes per value)
+    double density = 0.03;  // sparse: the share of each block's entries it sends (the largest)
     bool error_feedback = true;
     int max_staleness = 4;  // outer steps a late site's contribution may lag
     int quorum = 0;         // sites an outer step waits for; 0 = all live sites
     int deadline_ms = 0;    // how long an outer step waits for the quorum; 0 = adaptive
     // Asynchronous rounds and their fault tolerance.
     bool overlap = true;  // a site starts its next round at once instead of waiting for the commit
+    OverlapUpdate overlap_update = OverlapUpdate::Eager;
     Staleness staleness = Staleness::Inverse;  // a delta s versions late weighs 1/(1+s) (inverse) or 1 (constant)
     int delayed_nesterov = 0;  // 0 or 1: Nesterov at every commit; N > 1: momentum updated every N-th commit
     double deadline_k = 3.0;   // adaptive deadline = median + k * MAD of recent arrival lags (deadline_ms = 0)
     double max_norm_ratio = 20.0;      // refuse a delta whose norm exceeds this x the median of recent ones
     bool dynamic_inner_steps = false;  // a slower site runs fewer inner steps: floor(speed / fastest * H)
     int fragments = 1;  // streaming: parameter fragments synchronised in turn
+    // Sparse: the entries each block keeps, at least one.
+    int sparse_keep() const { return std::max(1, static_cast<int>(std::lround(density * block))); }
     bool operator==(const Outer&) const = default;
   } outer;
 
@@ -241,6 +252,9 @@ struct JobConfig {
   // The file the job was loaded from (absolute). Compared like the rest, so a config re-read from
   // to_toml() output written elsewhere equals the original once source is aligned.
   std::filesystem::path source;
+  // The settings the resolver derived from the job's shape because the file left them out
+  // ("outer.lr = 0.6 (3 sites, H = 50)"), for `meridian validate` to show.
+  std::vector<std::string> derived;
 
   bool operator==(const JobConfig&) const = default;
 };
@@ -252,6 +266,7 @@ std::string_view to_string(JobConfig::Replicas::OnFailure f);
 std::string_view to_string(JobConfig::Outer::Algorithm a);
 std::string_view to_string(JobConfig::Outer::Codec c);
 std::string_view to_string(JobConfig::Outer::Staleness s);
+std::string_view to_string(JobConfig::Outer::OverlapUpdate u);
 std::string_view to_string(JobConfig::Transport::Kind k);
 std::string_view to_string(JobConfig::Site::Device d);
 std::string_view to_string(JobConfig::Site::Precision p);

@@ -53,7 +53,8 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.data.val_fraction, "data", "val_fraction", within(0, 1, true, true));
   r.read_path(c.data.val_path, "data", "val_path");
 
-  r.read(c.inner.optimizer, "inner", "optimizer", {Inner::Optimizer::AdamW, Inner::Optimizer::Sgd});
+  r.read(c.inner.optimizer, "inner", "optimizer", {Inner::Optimizer::AdamW, Inner::Optimizer::Sgd, Inner::Optimizer::Muon});
+  r.read(c.inner.muon_momentum, "inner", "muon_momentum", within(0, 1, false, true));
   r.read(c.inner.lr, "inner", "lr", above(0));
   r.read(c.inner.min_lr_ratio, "inner", "min_lr_ratio", within(0, 1, false, false));
   r.read(c.inner.warmup_steps, "inner", "warmup_steps", 0);

@@ -1,6 +1,8 @@
 // The schema of the multi-site tables: the outer loop, transport, control plane and sites.
+#include <sstream>
 #include <charconv>
 
+#include "core/config/outer_defaults.hpp"
 #include "core/config/resolver.hpp"
 #include "core/model/param_layout.hpp"
 
@@ -145,19 +147,45 @@ void entry_view(const Layers& layers, const Setting& array, const toml::node& en
     }
 }
 
+namespace {
+
+// DiLoCo's outer settings the job file left out, from its shape (core/config/outer_defaults.hpp).
+void derive_outer(const Resolver& r, JobConfig& c) {
+  if (c.outer.algorithm == Outer::Algorithm::Sync || c.sites.size() < 2) return;
+  const auto d = outer_defaults(static_cast<int>(c.sites.size()), c.outer.inner_steps);
+  const auto note = [&](const char* key, double value) {
+    std::ostringstream line;
+    line << key << " = " << value << " (" << d.why << ")";
+    c.derived.push_back(line.str());
+  };
+  if (!r.find("outer.lr")) {
+    c.outer.lr = d.lr;
+    note("outer.lr", d.lr);
+  }
+  if (!r.find("outer.momentum")) {
+    c.outer.momentum = d.momentum;
+    note("outer.momentum", d.momentum);
+  }
+}
+
+}  // namespace
+
 void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.algorithm, "outer", "algorithm", {Outer::Algorithm::Sync, Outer::Algorithm::Diloco, Outer::Algorithm::Streaming});
   r.read(c.outer.inner_steps, "outer", "inner_steps", 1);
   r.read(c.outer.lr, "outer", "lr", above(0));
   r.read(c.outer.momentum, "outer", "momentum", within(0, 1, false, true));
   r.read(c.outer.nesterov, "outer", "nesterov");
-  r.read(c.outer.codec, "outer", "codec", {Outer::Codec::Fp32, Outer::Codec::Bf16, Outer::Codec::Int8, Outer::Codec::Int4});
+  r.read(c.outer.codec, "outer", "codec", {Outer::Codec::Fp32, Outer::Codec::Bf16, Outer::Codec::Int8, Outer::Codec::Int4,
+                                                Outer::Codec::Sparse});
   r.read(c.outer.block, "outer", "block", 2);
+  r.read(c.outer.density, "outer", "density", within(0, 1, true, false));
   r.read(c.outer.error_feedback, "outer", "error_feedback");
   r.read(c.outer.max_staleness, "outer", "max_staleness", 0);
   r.read(c.outer.quorum, "outer", "quorum", 0);
   r.read(c.outer.deadline_ms, "outer", "deadline_ms", 0);
   r.read(c.outer.overlap, "outer", "overlap");
+  r.read(c.outer.overlap_update, "outer", "overlap_update", {Outer::OverlapUpdate::Eager, Outer::OverlapUpdate::Rebase});
   r.read(c.outer.staleness, "outer", "staleness", {Outer::Staleness::Inverse, Outer::Staleness::Constant});
   r.read(c.outer.delayed_nesterov, "outer", "delayed_nesterov", 0);
   r.read(c.outer.deadline_k, "outer", "deadline_k", above(0));
@@ -185,6 +213,20 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
             "expected at most " + std::to_string(tensors) + " (the model's tensors; a fragment holds whole ones), found " +
                 std::to_string(c.outer.fragments));
   }
+  if (c.outer.codec == Outer::Codec::Sparse) {
+    // It drops most of every delta: only error feedback carries the rest into later rounds.
+    if (!c.outer.error_feedback) {
+      const Setting* s = r.find("outer.error_feedback");
+      r.add(s ? s->origin : r.table_origin("outer"), "outer.error_feedback",
+            "expected true with outer.codec = \"sparse\" (what it leaves out is sent in later rounds), found false");
+    }
+    if (c.outer.block > 65536) {
+      const Setting* s = r.find("outer.block");
+      r.add(s ? s->origin : r.table_origin("outer"), "outer.block",
+            "expected at most 65536 with outer.codec = \"sparse\" (positions are 16-bit), found " +
+                std::to_string(c.outer.block));
+    }
+  }
   // Delayed Nesterov is a Nesterov variant: with heavy ball asked for, one of the two is a mistake.
   if (c.outer.delayed_nesterov > 1 && !c.outer.nesterov) {
     const Setting* s = r.find("outer.delayed_nesterov");
@@ -200,6 +242,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   resolve_sites(r, layers, c);
 
   resolve_wan(r, layers, c);  // after the sites: links and faults name them
+  derive_outer(r, c);         // after the sites: they are its M
 }
 
 }  // namespace meridian::config_detail

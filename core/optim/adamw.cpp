@@ -1,5 +1,7 @@
 #include "core/optim/adamw.hpp"
 
+#include <utility>
+
 #include "core/util/error.hpp"
 #include "kernels/cpu/adamw.hpp"
 
@@ -16,8 +18,13 @@ std::vector<DecayRange> decay_ranges(const ParamLayout& layout) {
   return ranges;
 }
 
-AdamW::AdamW(const ParamLayout& layout, AdamWOptions options)
-    : options_(options), ranges_(decay_ranges(layout)), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {}
+AdamW::AdamW(const ParamLayout& layout, AdamWOptions options) : AdamW(layout, options, decay_ranges(layout)) {}
+
+AdamW::AdamW(const ParamLayout& layout, AdamWOptions options, std::vector<DecayRange> ranges)
+    : options_(options), ranges_(std::move(ranges)), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
+  for (const auto& r : ranges_)
+    MERIDIAN_CHECK(r.offset + r.count <= layout.total(), "range ", r.offset, "+", r.count, " of ", layout.total());
+}
 
 void AdamW::step(std::span<float> params, std::span<const float> grads, float lr) {
   MERIDIAN_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "params=", params.size(),

@@ -27,6 +27,8 @@ std::vector<DecayRange> decay_ranges(const ParamLayout& layout);
 class AdamW {
  public:
   AdamW(const ParamLayout& layout, AdamWOptions options);
+  // Over `ranges` of the layout only (the rest of its buffers untouched: Muon's, muon.hpp).
+  AdamW(const ParamLayout& layout, AdamWOptions options, std::vector<DecayRange> ranges);
 
   void step(std::span<float> params, std::span<const float> grads, float lr);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -100,6 +101,49 @@ std::vector<PlotMarker> markers_of(const Run& run) {
   return out;
 }
 
+// The mean of the sites' last validation losses, and the time of the last evaluation.
+std::optional<std::pair<double, double>> final_val(const std::vector<PlotSeries>& sites) {
+  double loss = 0, time = 0;
+  int n = 0;
+  for (const auto& s : sites) {
+    if (s.points.empty()) continue;
+    time = std::max(time, s.points.back().first);
+    loss += s.points.back().second;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return std::pair{loss / n, time};
+}
+
+std::optional<TimeToLoss> time_to_loss(const Run& run, const Run& base) {
+  const auto target = final_val(series_of(base, "time", "val_loss", "", false));
+  if (!target) return std::nullopt;
+  TimeToLoss out{target->first, target->second, std::nullopt};
+  double latest = 0;
+  const auto sites = series_of(run, "time", "val_loss", "", false);
+  for (const auto& s : sites) {
+    const auto at = first_reach(s.points, out.target);
+    if (!at) return out;
+    latest = std::max(latest, *at);
+  }
+  if (!sites.empty()) out.run_s = latest;
+  return out;
+}
+
+std::string time_to_loss_html(const TimeToLoss& t) {
+  char line[400];
+  if (t.run_s)
+    std::snprintf(line, sizeof line,
+                  "<p>The baseline ended at validation loss %.4f after %.0f s; this run reached it after %.0f s "
+                  "(%.2fx the baseline's time).</p>\n",
+                  t.target, t.baseline_s, *t.run_s, *t.run_s / t.baseline_s);
+  else
+    std::snprintf(line, sizeof line,
+                  "<p>The baseline ended at validation loss %.4f after %.0f s; this run never reached it.</p>\n",
+                  t.target, t.baseline_s);
+  return line;
+}
+
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -117,6 +161,17 @@ std::string summary_rows(const json& summary) {
 }
 
 }  // namespace
+
+std::optional<double> first_reach(const std::vector<std::pair<double, double>>& curve, double target) {
+  for (std::size_t i = 0; i < curve.size(); ++i) {
+    const auto [x, y] = curve[i];
+    if (y > target) continue;
+    if (i == 0) return x;
+    const auto [x0, y0] = curve[i - 1];
+    return x0 + (x - x0) * (y0 - target) / (y0 - y);  // y0 > target >= y
+  }
+  return std::nullopt;
+}
 
 ReportFiles write_report(const fs::path& run_dir, const std::optional<fs::path>& baseline, const fs::path& out_dir) {
   const Run run = load(run_dir);
@@ -145,10 +200,13 @@ ReportFiles write_report(const fs::path& run_dir, const std::optional<fs::path>&
        with_baseline("time", "loss"), markers},
       {"val_loss_tokens.svg", {"Validation loss against tokens", "tokens (all sites)", "validation loss"},
        with_baseline("tokens", "val_loss"), {}},
+      {"val_loss_time.svg", {"Validation loss against wall time", "seconds since start", "validation loss"},
+       with_baseline("time", "val_loss"), {}},
       {"utilization.svg", {"Compute utilization over time (share of wall time in training steps)", "seconds since start",
                            "utilization"}, series_of(run, "time", "utilization", "", false), markers},
   };
   ReportFiles files;
+  if (base) files.time_to_baseline_loss = time_to_loss(run, *base);
   std::string images;
   for (const auto& p : plots) {
     write_text(out_dir / p.file, svg_line_plot(p.spec, p.series, p.markers));
@@ -169,7 +227,8 @@ ReportFiles write_report(const fs::path& run_dir, const std::optional<fs::path>&
       "td{border:1px solid #ccc;padding:2px 8px}img{max-width:100%;border:1px solid #ddd}</style></head><body>\n"
       "<h1>meridian report</h1>\n<p>Run: <code>" + xml_escape(fs::absolute(run_dir).string()) + "</code>" +
       (baseline ? "; baseline (dashed): <code>" + xml_escape(fs::absolute(*baseline).string()) + "</code>" : "") +
-      "</p>\n<h2>Summary</h2>\n<table>\n" + summary_rows(run.summary) + "</table>\n" + images +
+      "</p>\n" + (files.time_to_baseline_loss ? time_to_loss_html(*files.time_to_baseline_loss) : "") +
+      "<h2>Summary</h2>\n<table>\n" + summary_rows(run.summary) + "</table>\n" + images +
       "<h2>Events on the timeline</h2>\n<table>\n" + marker_rows + "</table>\n<h2>Events by kind</h2>\n<table>\n" +
       event_rows + "</table>\n</body></html>\n";
   files.index = out_dir / "index.html";

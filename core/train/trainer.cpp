@@ -6,6 +6,8 @@
 #include "core/checkpoint/store.hpp"
 #include "core/data/tokens.hpp"
 #include "core/io/env.hpp"
+#include "core/optim/muon.hpp"
+#include "kernels/cpu/newton_schulz.hpp"
 #include "core/optim/grad_clip.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/runlog/progress.hpp"
@@ -44,6 +46,19 @@ AdamWOptions adamw_options(const JobConfig& c) {
           static_cast<float>(c.inner.weight_decay)};
 }
 
+bool uses_muon(const JobConfig& c) { return c.inner.optimizer == JobConfig::Inner::Optimizer::Muon; }
+
+// Under Muon, AdamW keeps the views Muon does not take (muon.hpp).
+AdamW make_adamw(const JobConfig& c, const ParamLayout& layout) {
+  return uses_muon(c) ? AdamW(layout, adamw_options(c), ranges_without_muon(layout)) : AdamW(layout, adamw_options(c));
+}
+
+std::optional<Muon> make_muon(const JobConfig& c, const ParamLayout& layout) {
+  if (!uses_muon(c)) return std::nullopt;
+  return Muon(layout, {static_cast<float>(c.inner.muon_momentum), true, kernels::kNewtonSchulzSteps,
+                       static_cast<float>(c.inner.weight_decay)});
+}
+
 }  // namespace
 
 Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
@@ -57,7 +72,8 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       grad_accum_(config.inner.grad_accum),
       data_(load_data(config)),
       model_(config.model),
-      opt_(model_.layout(), adamw_options(config)),
+      opt_(make_adamw(config, model_.layout())),
+      muon_(make_muon(config, model_.layout())),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
       sampler_(make_sampler(data_.train, config)) {
@@ -68,9 +84,9 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                      config.model.seq_len + 1);
   model_.init_weights(config.job.seed);
   if (device.kind == JobConfig::Site::Device::Cuda) {
-    if (config.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
-      throw make_error(ErrorKind::Config, "inner.optimizer = \"sgd\" runs on the CPU only; a site with device = "
-                                          "\"cuda\" trains with \"adamw\"");
+    if (config.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
+      throw make_error(ErrorKind::Config, "inner.optimizer = \"", to_string(config.inner.optimizer),
+                       "\" runs on the CPU only; a site with device = \"cuda\" trains with \"adamw\"");
     device_ = make_cuda_step(config.model, adamw_options(config), device);
     device_->upload_params(model_.params());
   }
@@ -130,8 +146,11 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   if (config_.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
     sgd_step(model_.layout(), model_.params(), model_.grads(), static_cast<float>(r.lr),
              static_cast<float>(config_.inner.weight_decay));
-  else
+  else {
+    // Muon's matrices first, with their momentum in AdamW's first moment; then AdamW the rest.
+    if (muon_) muon_->step(model_.params(), model_.grads(), opt_.m(), static_cast<float>(r.lr));
     opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
+  }
   return Update::Applied;
 }
 

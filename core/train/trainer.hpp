@@ -2,6 +2,7 @@
 // The single-replica training loop: data -> forward/backward (with grad accumulation) -> clip ->
 // AdamW, with evaluation, checkpoints, metrics and exact resume. Later layers (sync/, sites/) run
 // many of these and move the flat buffers it owns.
+#include <optional>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/data/tokens.hpp"
 #include "core/model/gpt.hpp"
 #include "core/optim/adamw.hpp"
+#include "core/optim/muon.hpp"
 #include "core/optim/schedule.hpp"
 #include "core/train/device_step.hpp"
 #include "core/train/train_checkpoint.hpp"
@@ -137,6 +139,7 @@ class Trainer {
   // too, hence mutable; device_ is null on the CPU.
   mutable Gpt<float> model_;
   mutable AdamW opt_;
+  std::optional<Muon> muon_;  // inner.optimizer = "muon": the matrices' half (its momentum lives in opt_.m())
   std::unique_ptr<DeviceStep> device_;
   mutable bool host_behind_ = false;     // the device stepped since the host weights were fetched
   mutable bool moments_behind_ = false;  // ... since the host moments were fetched

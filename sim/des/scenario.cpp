@@ -6,14 +6,19 @@
 
 namespace meridian::sim {
 
-double codec_bytes_per_param(JobConfig::Outer::Codec codec, int block) {
+double codec_bytes_per_param(const JobConfig::Outer& outer) {
   using Codec = JobConfig::Outer::Codec;
-  const double scale = 4.0 / std::max(1, block);
-  switch (codec) {
+  const int block = std::max(1, outer.block);
+  const double scale = 4.0 / block;
+  switch (outer.codec) {
     case Codec::Fp32: return 4;
     case Codec::Bf16: return 2;
     case Codec::Int8: return 1 + scale;
     case Codec::Int4: return 0.5 + scale;
+    case Codec::Sparse: {  // two levels, a u16 position and two bits per kept entry (sync/codec)
+      const int keep = std::min(block, outer.sparse_keep());
+      return (8.0 + 2.0 * keep + (keep + 3) / 4) / block;
+    }
   }
   return 4;
 }
@@ -91,7 +96,7 @@ Scenario build_scenario(const JobConfig& job) {
   }
   sc.seed = s.seed != 0 ? s.seed : job.job.seed;
   sc.wan = wan_of(job, sc.seed);
-  sc.delta_bytes = sc.params * codec_bytes_per_param(job.outer.codec, job.outer.block);
+  sc.delta_bytes = sc.params * codec_bytes_per_param(job.outer);
   sc.grad_bytes = sc.params * 4;   // sync sends fp32 mean gradients (sites/replica/site_exchange)
   sc.state_bytes = sc.params * 8;  // OuterState::snapshot: fp32 weights and outer momentum
   sc.inner_steps = job.outer.inner_steps;

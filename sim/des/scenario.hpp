@@ -63,7 +63,7 @@ struct Scenario {
 };
 
 // Bytes per parameter of an encoded delta; block-quantised codecs pay one fp32 scale per block.
-double codec_bytes_per_param(JobConfig::Outer::Codec codec, int block);
+double codec_bytes_per_param(const JobConfig::Outer& outer);
 // Forward and backward of a dense transformer: 6 x params x tokens.
 double step_compute_s(double params, double tokens, double peak_tflops, double mfu);
 // Ring all-reduce of `bytes` over n members: 2(n-1)/n x bytes / bandwidth + 2(n-1) hops of latency.

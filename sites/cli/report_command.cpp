@@ -24,6 +24,14 @@ Action add_report_command(CLI::App& app) {
     const auto files = write_report(run, baseline, out);
     for (const auto& p : files.plots) std::printf("%s\n", p.c_str());
     std::printf("%s\n", files.index.c_str());
+    if (const auto& t = files.time_to_baseline_loss) {
+      if (t->run_s)
+        std::printf("baseline final validation loss %.4f at %.0f s; this run reached it at %.0f s (%.2fx)\n", t->target,
+                    t->baseline_s, *t->run_s, *t->run_s / t->baseline_s);
+      else
+        std::printf("baseline final validation loss %.4f at %.0f s; this run never reached it\n", t->target,
+                    t->baseline_s);
+    }
     return 0;
   };
 }

@@ -20,6 +20,10 @@ Action add_validate_command(CLI::App& app) {
   return [opts] {
     auto result = try_load_job_config(opts->config, opts->overrides);
     if (const auto* config = std::get_if<JobConfig>(&result)) {
+      if (!config->derived.empty()) {
+        std::fputs("# Derived from the job's shape (the file leaves them out; a setting there wins):\n", stdout);
+        for (const auto& line : config->derived) std::printf("#   %s\n", line.c_str());
+      }
       std::fputs(to_toml(*config).c_str(), stdout);
       return 0;
     }

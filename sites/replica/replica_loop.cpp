@@ -165,7 +165,7 @@ Placement placement(const JobConfig& c, const std::string& site, int replica) {
   for (const auto& s : c.sites) {
     if (s.name != site || s.device != JobConfig::Site::Device::Cuda) continue;
     const int gpus = std::max(1, cuda_device_count());
-    return {{s.device, s.precision, s.attention, replica % gpus}, s.replicas <= gpus};
+    return {{s.device, s.precision, s.attention, replica % gpus, {}}, s.replicas <= gpus};
   }
   return {};
 }
@@ -206,8 +206,8 @@ int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now) {
   SiteExchange exchange(c, run.site, trainer.model().params(), log, now);
   stop_signals.on_stop([&] { exchange.leave(); });
   if (exchange.active())
-    trainer.set_extras({[&](Checkpoint& out) { exchange.state().save(out); },
-                        [&](const Checkpoint& in) { exchange.state().restore(in); }});
+    trainer.set_extras({[&](Checkpoint& out) { exchange.save(out); },
+                        [&](const Checkpoint& in) { exchange.restore(in); }});
   OpsFigures figures(t_start);
   SiteMode mode(store);
   bool is_leader = false;  // of the group joined last: the one that publishes the mode

@@ -1,10 +1,12 @@
 #include "sites/replica/site_exchange.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <algorithm>
 
+#include "core/checkpoint/checkpoint.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/train/trainer.hpp"
@@ -13,7 +15,9 @@
 #include "sites/replica/wan_control.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
+#include "sync/codec/codec.hpp"
 #include "sync/control/etcd_client.hpp"
+#include "sync/outer/delta_mean.hpp"
 #include "sync/round/local_steps.hpp"
 #include "transport/link/measured_link.hpp"
 #include "transport/link/ucx_link.hpp"
@@ -55,8 +59,9 @@ CodecOptions codec_options(const JobConfig& c) {
   const CodecKind kind = c.outer.codec == C::Fp32   ? CodecKind::Fp32
                          : c.outer.codec == C::Bf16 ? CodecKind::Bf16
                          : c.outer.codec == C::Int8 ? CodecKind::Int8
-                                                    : CodecKind::Int4;
-  return {kind, c.outer.block};
+                         : c.outer.codec == C::Int4 ? CodecKind::Int4
+                                                    : CodecKind::Sparse;
+  return {kind, c.outer.block, kind == CodecKind::Sparse ? c.outer.sparse_keep() : 0};
 }
 
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
@@ -99,6 +104,9 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
     fastest = std::max(fastest, s.speed);
   }
   if (me == nullptr) throw make_error(ErrorKind::Config, "site '", site_, "' is not a [[site]] of the job");
+  replicas_ = me->replicas;
+  eager_others_.resize(static_cast<std::size_t>(state_.fragments()));
+  eager_last_norm_.resize(static_cast<std::size_t>(state_.fragments()), 0.0);
   // Dynamic local updates: a slower site ends its rounds after fewer steps, so its deltas come as
   // often as the fastest site's and nobody's round is held back by it.
   if (config_.outer.dynamic_inner_steps) inner_steps_ = local_steps(me->speed, fastest, config_.outer.inner_steps);
@@ -247,6 +255,10 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     // Every member encodes: the bytes are only sent by the leader, but the error-feedback residual
     // they leave behind must be the same on every member.
     auto encoded = state_.encode_delta(params, fragment);
+    if (eager() && !last) {
+      fresh_.resize(state_.fragment(fragment).size);
+      decode(encoded, fresh_);  // what the peers will merge, codec error included
+    }
     if (leader) {
       ensure_leader_side();
       const std::int64_t round = std::max(cross_->next_round(), next_round_);
@@ -262,7 +274,8 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     if (i + 1 < count) drain_backlog(group, leader, trainer, kMaxBacklog);
   }
   if (config_.outer.overlap && !last) {
-    drain_backlog(group, leader, trainer, kMaxBacklog);
+    // Merged already (a peer ahead committed it during the drain): the version holds the truth.
+    if (drain_backlog(group, leader, trainer, kMaxBacklog) > 0 && eager()) step_ahead(params, due);
     return;
   }
   // Without overlap: the next version. In the last round: every version until all live sites'
@@ -296,7 +309,24 @@ nlohmann::json SiteExchange::roll_back(Trainer& trainer) {
           {"params_hash", std::to_string(OuterState::weights_hash(state_.global()))}};
 }
 
-void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep) {
+void SiteExchange::step_ahead(std::span<float> params, int fragment) {
+  // The site's share of a commit's tokens when every site's delta is in it.
+  const double share = static_cast<double>(replicas_) / static_cast<double>(data_replicas_);
+  const auto f = static_cast<std::size_t>(fragment);
+  double norm = 0;
+  for (const float x : fresh_) norm += static_cast<double>(x) * x;
+  norm = std::sqrt(norm);
+  // The others' mean is of the round before this one (usually): scaled by how this site's own
+  // delta changed since, as theirs did (eager_estimate).
+  const double prior = std::exchange(eager_last_norm_[f], norm);
+  const double scale = prior > 0 ? norm / prior : 1.0;
+  std::vector<float> estimate(fresh_.size());
+  eager_estimate(fresh_, eager_others_[f], share, scale, estimate);
+  state_.step_ahead(params, fragment, estimate);
+  ++eager_steps_;
+}
+
+std::int64_t SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep) {
   // Overlap by a round, not more: a site whose earlier rounds are still unmerged waits for a
   // version before training on. Otherwise a backlog formed while a peer was missed (before its
   // lease lapsed) never drains, every delta then merges several versions stale, and the job
@@ -314,6 +344,7 @@ void SiteExchange::drain_backlog(Communicator& group, bool leader, Trainer& trai
     backlog = leader ? cross_->backlog(state_) : 0;
     broadcast_value(group, backlog);
   }
+  return backlog;
 }
 
 void SiteExchange::poll(Communicator& group, bool leader, Trainer& trainer) {
@@ -348,6 +379,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     scratch_.resize(values);
     if (leader) scratch_ = std::move(update->mean_delta);
     group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
+    if (eager()) take_others_mean(group, fragments, leader ? std::move(update->others_mean) : std::vector<float>{});
     auto outcome = state_.preview(fragments, scratch_);
     if (outcome.hash != expected)
       throw make_error(ErrorKind::Data, "site ", site_, ": version ", version, " computed here hashes to ",
@@ -384,6 +416,23 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   }
   applied_s_ += clock_() - t0;
   return true;
+}
+
+void SiteExchange::take_others_mean(Communicator& group, const std::vector<int>& fragments,
+                                    std::vector<float> others) {
+  std::uint64_t values = others.size();
+  broadcast_value(group, values);
+  if (values == 0) return;  // no other site's delta in this commit: the proxies stay as they were
+  others.resize(values);
+  group.broadcast(std::as_writable_bytes(std::span<float>(others)), 0);
+  std::size_t at = 0;
+  for (const int f : fragments) {
+    const std::size_t n = state_.fragment(f).size;
+    MERIDIAN_CHECK(at + n <= others.size(), "others' mean of ", others.size(), " values, fragment ", f, " ends at ", at + n);
+    eager_others_[static_cast<std::size_t>(f)].assign(others.begin() + static_cast<std::ptrdiff_t>(at),
+                                                       others.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
 }
 
 std::int64_t SiteExchange::job_step(const std::map<std::string, std::int64_t>& merged) const {
@@ -468,6 +517,29 @@ void SiteExchange::reduce_across_sites(Communicator& group, bool leader, std::in
   ++rounds_;
 }
 
+void SiteExchange::save(Checkpoint& checkpoint) const {
+  state_.save(checkpoint);
+  const auto t = cross_ ? cross_->traffic() : CrossSiteTraffic{};
+  checkpoint.put_value("exchange.rounds", rounds_);
+  checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(earlier_sent_ + t.bytes_sent));
+  checkpoint.put_value("exchange.wan_bytes_received", static_cast<std::int64_t>(earlier_received_ + t.bytes_received));
+}
+
+void SiteExchange::restore(const Checkpoint& checkpoint) {
+  state_.restore(checkpoint);
+  const bool counted = rounds_ > 0 || (cross_ && cross_->traffic().bytes_sent > 0);
+  if (counted || !checkpoint.has("exchange.rounds")) return;  // older checkpoints: counts from here
+  const auto rounds = checkpoint.get_value<std::int64_t>("exchange.rounds");
+  const auto sent = checkpoint.get_value<std::int64_t>("exchange.wan_bytes_sent");
+  const auto received = checkpoint.get_value<std::int64_t>("exchange.wan_bytes_received");
+  if (rounds < 0 || sent < 0 || received < 0)
+    throw make_error(ErrorKind::Checkpoint, "records exchange.rounds / wan_bytes_sent / wan_bytes_received are negative: ",
+                     rounds, " / ", sent, " / ", received);
+  rounds_ = rounds;
+  earlier_sent_ = static_cast<std::uint64_t>(sent);
+  earlier_received_ = static_cast<std::uint64_t>(received);
+}
+
 nlohmann::json SiteExchange::summary(std::size_t params) const {
   nlohmann::json out = {{"site", site_},
                         {"sites", sites_},
@@ -476,9 +548,12 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
                         {"fragments", state_.fragments()},
                         {"params", params},
                         {"rounds", rounds_},
+                        {"eager_steps", eager_steps_},
                         {"version", state_.version()}};
   if (!cross_) return out;
-  const auto t = cross_->traffic();
+  auto t = cross_->traffic();
+  t.bytes_sent += earlier_sent_;
+  t.bytes_received += earlier_received_;
   out["wan_bytes_sent"] = t.bytes_sent;
   out["wan_bytes_received"] = t.bytes_received;
   out["deltas_refused"] = t.deltas_refused;
@@ -543,7 +618,7 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   if (wan_control_) out["wan_faults"] = wan_control_->figures();
   // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
   if (rounds_ > 0 && sites_ > 1)
-    out["codec_ratio"] = static_cast<double>(t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));
+    out["codec_ratio"] = static_cast<double>(earlier_sent_ + t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));
   return out;
 }
 

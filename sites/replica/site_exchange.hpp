@@ -34,6 +34,7 @@
 
 namespace meridian {
 
+class Checkpoint;
 class Trainer;
 class RunLog;
 class EtcdClient;
@@ -100,6 +101,11 @@ class SiteExchange {
   nlohmann::json roll_back(Trainer& trainer);
 
   OuterState& state() { return state_; }
+  // A training checkpoint's share of the exchange: the outer state, and the rounds and WAN bytes
+  // so far, so that a job's traffic figures count every launch of it. Restore takes the counts
+  // only into a process that has counted nothing yet (a resume, not a rollback).
+  void save(Checkpoint& checkpoint) const;
+  void restore(const Checkpoint& checkpoint);
   std::int64_t rounds() const { return rounds_; }
   double waited_s() const { return waited_s_; }
   // Time spent applying versions (or adopting a peer's state), joins included.
@@ -116,8 +122,18 @@ class SiteExchange {
   // Leader, under an emulated WAN: whether the job's start is known, agreeing on it if not yet.
   bool wan_started();
   void wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt);
-  // Applies versions until at most `keep` of this site's rounds are announced and not merged.
-  void drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep);
+  // Applies versions until at most `keep` of this site's rounds are announced and not merged;
+  // returns how many are (the same on every member).
+  std::int64_t drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep);
+  bool eager() const {
+    return config_.outer.overlap && config_.outer.overlap_update == JobConfig::Outer::OverlapUpdate::Eager;
+  }
+  // Eager overlap, right after this site sent `fragment`'s delta (fresh_): the working weights
+  // move to the estimate of the commit it is waiting for (OuterState::step_ahead).
+  void step_ahead(std::span<float> params, int fragment);
+  // Eager overlap, with a commit: every member keeps the other sites' mean of the fragments it
+  // changed (the leader's `others`, CrossSite::Commit::others_mean) as their proxy.
+  void take_others_mean(Communicator& group, const std::vector<int>& fragments, std::vector<float> others);
   // A site that was away goes on from the job's step (leader: `job_step`; the others learn it).
   void take_up_job(Communicator& group, bool leader, Trainer& trainer, std::int64_t job_step);
   // Leader: the first step after the newest round any other site announced or merged.
@@ -134,10 +150,13 @@ class SiteExchange {
   std::function<double()> clock_;
   int sites_ = 1;
   int data_offset_ = 0, data_replicas_ = 1;
+  int replicas_ = 1;  // this site's, as configured
   OuterState state_;
   int inner_steps_ = 0;
-  std::int64_t rounds_ = 0;      // rounds this process ended
+  std::int64_t rounds_ = 0;      // rounds this site ended, over every launch of the job
+  std::uint64_t earlier_sent_ = 0, earlier_received_ = 0;  // WAN bytes of the launches before this one
   std::int64_t next_round_ = 0;  // leader: the number of its next round
+  std::int64_t eager_steps_ = 0;  // rounds this process started at an eager estimate
   std::int64_t rolled_back_at_ = -1;  // the step of the latest rollback: a round counts its steps from there
   double last_version_at_ = 0;     // when this site last took a new version
   double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes
@@ -153,6 +172,9 @@ class SiteExchange {
   std::unique_ptr<CrossSite> cross_;
   std::unique_ptr<WanControl> wan_control_;  // when wan_
   std::vector<float> scratch_;
+  std::vector<float> fresh_;                      // eager: the decoded delta this site just sent
+  std::vector<std::vector<float>> eager_others_;  // eager, by fragment: the others' latest mean
+  std::vector<double> eager_last_norm_;           // eager, by fragment: the norm of this site's last delta
   bool outer_paused_ = false;
   std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet
   int carried_rounds_ = 0;          // and how many rounds they were

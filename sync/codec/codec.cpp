@@ -17,6 +17,7 @@ std::optional<CodecKind> parse_codec(std::string_view name) {
   if (name == "bf16") return CodecKind::Bf16;
   if (name == "int8") return CodecKind::Int8;
   if (name == "int4") return CodecKind::Int4;
+  if (name == "sparse") return CodecKind::Sparse;
   return std::nullopt;
 }
 
@@ -26,6 +27,7 @@ std::string_view to_string(CodecKind kind) {
     case CodecKind::Bf16: return "bf16";
     case CodecKind::Int8: return "int8";
     case CodecKind::Int4: return "int4";
+    case CodecKind::Sparse: return "sparse";
   }
   return "unknown";
 }
@@ -34,18 +36,24 @@ namespace {
 
 constexpr std::uint8_t kFormatVersion = 1;
 
-bool is_blockwise(CodecKind kind) { return kind == CodecKind::Int8 || kind == CodecKind::Int4; }
+bool is_blockwise(CodecKind kind) {
+  return kind == CodecKind::Int8 || kind == CodecKind::Int4 || kind == CodecKind::Sparse;
+}
 
-// Why the block is unusable for this kind, or nullptr.
-const char* block_problem(CodecKind kind, std::int64_t block) {
+// Why the block (or sparse's keep) is unusable for this kind, or nullptr.
+const char* block_problem(CodecKind kind, std::int64_t block, std::int64_t keep) {
+  if (kind != CodecKind::Sparse && keep != 0) return "keeps entries: only sparse does";
   if (!is_blockwise(kind)) return block == 0 ? nullptr : "must be 0 for a codec without scales";
   if (block < 1 || block > kCodecMaxBlock) return "must be in [1, 2^20]";
   if (kind == CodecKind::Int4 && block % 2 != 0) return "must be even for int4";
+  if (kind == CodecKind::Sparse && block > kSparseMaxBlock) return "must be at most 2^16 for sparse";
+  if (kind == CodecKind::Sparse && (keep < 1 || keep > block)) return "keeps entries outside [1, block]";
   return nullptr;
 }
 
-std::size_t size_for(std::size_t n, CodecKind kind, std::size_t block) {
+std::size_t size_for(std::size_t n, CodecKind kind, std::size_t block, std::size_t keep) {
   switch (kind) {
+    case CodecKind::Sparse: return kCodecHeaderBytes + sparse_size(n, block, keep);
     case CodecKind::Fp32: return kCodecHeaderBytes + 4 * n;
     case CodecKind::Bf16: return kCodecHeaderBytes + 2 * n;
     case CodecKind::Int8: return kCodecHeaderBytes + 4 * ((n + block - 1) / block) + n;
@@ -135,20 +143,24 @@ T read_le(const std::byte* p) {
 
 std::size_t encoded_size(std::size_t n, const CodecOptions& options) {
   const std::int64_t block = is_blockwise(options.kind) ? options.block : 0;
-  if (const char* problem = block_problem(options.kind, block))
-    throw make_error(ErrorKind::Config, "codec ", to_string(options.kind), ": block ", options.block, " ", problem);
-  return size_for(n, options.kind, static_cast<std::size_t>(block));
+  const std::int64_t keep = options.kind == CodecKind::Sparse ? options.keep : 0;
+  if (const char* problem = block_problem(options.kind, block, keep))
+    throw make_error(ErrorKind::Config, "codec ", to_string(options.kind), ": block ", options.block, " keep ", keep,
+                     ": ", problem);
+  return size_for(n, options.kind, static_cast<std::size_t>(block), static_cast<std::size_t>(keep));
 }
 
 void encode(std::span<const float> x, const CodecOptions& options, std::span<std::byte> out) {
   const std::size_t size = encoded_size(x.size(), options);
   MERIDIAN_CHECK(out.size() == size, "codec output buffer has ", out.size(), " bytes, needs ", size);
   const std::uint32_t block = is_blockwise(options.kind) ? static_cast<std::uint32_t>(options.block) : 0;
+  const std::uint16_t keep = options.kind == CodecKind::Sparse ? static_cast<std::uint16_t>(options.keep) : 0;
   const std::uint64_t n = x.size();
   std::byte* p = out.data();
   std::memset(p, 0, kCodecHeaderBytes);
   p[0] = static_cast<std::byte>(options.kind);
   p[1] = static_cast<std::byte>(kFormatVersion);
+  std::memcpy(p + 2, &keep, 2);
   std::memcpy(p + 4, &block, 4);
   std::memcpy(p + 8, &n, 8);
   p += kCodecHeaderBytes;
@@ -157,6 +169,7 @@ void encode(std::span<const float> x, const CodecOptions& options, std::span<std
     case CodecKind::Bf16: encode_bf16(x, p); break;
     case CodecKind::Int8: encode_blockwise<8>(x, block, p); break;
     case CodecKind::Int4: encode_blockwise<4>(x, block, p); break;
+    case CodecKind::Sparse: encode_sparse(x, block, keep, p); break;
   }
 }
 
@@ -166,20 +179,20 @@ void decode(std::span<const std::byte> in, std::span<float> y) {
                      kCodecHeaderBytes, "-byte header");
   const auto kind_id = read_le<std::uint8_t>(in.data());
   const auto version = read_le<std::uint8_t>(in.data() + 1);
-  const auto reserved = read_le<std::uint16_t>(in.data() + 2);
+  const auto keep = read_le<std::uint16_t>(in.data() + 2);
   const auto block = read_le<std::uint32_t>(in.data() + 4);
   const auto n = read_le<std::uint64_t>(in.data() + 8);
-  if (kind_id > static_cast<std::uint8_t>(CodecKind::Int4))
+  if (kind_id > static_cast<std::uint8_t>(CodecKind::Sparse))
     throw make_error(ErrorKind::Peer, "codec: unknown codec id ", int{kind_id});
   const auto kind = static_cast<CodecKind>(kind_id);
-  if (version != kFormatVersion || reserved != 0)
-    throw make_error(ErrorKind::Peer, "codec: unsupported format version ", int{version}, " (reserved ", reserved, ")");
-  if (const char* problem = block_problem(kind, block))
-    throw make_error(ErrorKind::Peer, "codec ", to_string(kind), ": block ", block, " ", problem);
+  if (version != kFormatVersion)
+    throw make_error(ErrorKind::Peer, "codec: unsupported format version ", int{version});
+  if (const char* problem = block_problem(kind, block, keep))
+    throw make_error(ErrorKind::Peer, "codec ", to_string(kind), ": block ", block, " keep ", keep, ": ", problem);
   // n is checked against the real output before it is used in any size arithmetic.
   if (n != y.size())
     throw make_error(ErrorKind::Peer, "codec: message carries ", n, " values, expected ", y.size());
-  const std::size_t want = size_for(y.size(), kind, block);
+  const std::size_t want = size_for(y.size(), kind, block, keep);
   if (in.size() != want)
     throw make_error(ErrorKind::Peer, "codec ", to_string(kind), ": message has ", in.size(), " bytes, expected ", want);
   const std::byte* p = in.data() + kCodecHeaderBytes;
@@ -188,6 +201,7 @@ void decode(std::span<const std::byte> in, std::span<float> y) {
     case CodecKind::Bf16: decode_bf16(p, y); break;
     case CodecKind::Int8: decode_blockwise<8>(p, block, y); break;
     case CodecKind::Int4: decode_blockwise<4>(p, block, y); break;
+    case CodecKind::Sparse: decode_sparse(p, block, keep, y); break;
   }
 }
 

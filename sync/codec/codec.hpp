@@ -3,8 +3,9 @@
 // step 2). A delta is a flat fp32 vector; what travels is a self-describing byte string.
 //
 // Wire format, all little-endian (the host must be little-endian; checked at compile time):
-//   header, 16 bytes: u8 kind | u8 format version (1) | u16 zero | u32 block | u64 n
-//     block is 0 for fp32 and bf16 (no scales), the elements per scale for int8 and int4.
+//   header, 16 bytes: u8 kind | u8 format version (1) | u16 keep | u32 block | u64 n
+//     block is 0 for fp32 and bf16 (no scales), the elements per scale for int8 and int4, the
+//     elements per selection for sparse; keep is the entries sparse keeps per block, 0 otherwise.
 //   fp32: n x f32.
 //   bf16: n x u16, the top half of the fp32 bits rounded to nearest, ties to even; values above
 //         the largest finite bf16 saturate to it instead of becoming Inf.
@@ -13,6 +14,13 @@
 //   int4: ceil(n/block) x f32 scales, then ceil(n/2) bytes; element i is the nibble (two's
 //         complement, low nibble first) of byte i/2; scale = max|x| / 7, q in [-7, 7]. block
 //         must be even so that every block owns whole bytes (blocks are coded in parallel).
+//   sparse: per block of len = min(block, what is left) values, kept = min(keep, len) of them:
+//         f32 lo | f32 hi | kept x u16 positions in the block, ascending | ceil(kept/4) bytes of
+//         2-bit codes, entry j at bits 2(j%4) of byte j/4, bit 0 the sign (1: negative), bit 1
+//         the magnitude (1: hi, 0: lo); unused bits zero. The kept entries are those of largest
+//         magnitude (ties to the lower position); lo and hi are the mean magnitudes of the kept
+//         entries below and above the middle of their range. The rest decode as zero: it is for
+//         error feedback to carry on. block <= 65536, 1 <= keep <= block.
 // A block whose scale would be subnormal is coded by division instead of by the reciprocal
 // (which would overflow), so its error bound carries an absolute slack of ~64 x denorm_min.
 //
@@ -29,22 +37,25 @@
 
 namespace meridian {
 
-enum class CodecKind : std::uint8_t { Fp32 = 0, Bf16 = 1, Int8 = 2, Int4 = 3 };
+enum class CodecKind : std::uint8_t { Fp32 = 0, Bf16 = 1, Int8 = 2, Int4 = 3, Sparse = 4 };
 
-// "fp32" | "bf16" | "int8" | "int4"; nullopt for anything else.
+// "fp32" | "bf16" | "int8" | "int4" | "sparse"; nullopt for anything else.
 std::optional<CodecKind> parse_codec(std::string_view name);
 std::string_view to_string(CodecKind kind);
 
 struct CodecOptions {
   CodecKind kind = CodecKind::Int8;
-  int block = 256;  // elements per scale (int8, int4); ignored by fp32 and bf16
+  int block = 256;  // elements per scale (int8, int4) or per selection (sparse); ignored by fp32 and bf16
+  int keep = 0;     // sparse: entries kept per block; ignored by the others
 };
 
 inline constexpr std::size_t kCodecHeaderBytes = 16;
 inline constexpr int kCodecMaxBlock = 1 << 20;
+inline constexpr int kSparseMaxBlock = 1 << 16;  // positions are u16
 
 // Encoded size in bytes for n values, header and scales included. Error(Config) when the options
-// are invalid for their kind (block outside [1, kCodecMaxBlock], or odd for int4).
+// are invalid for their kind (block outside [1, kCodecMaxBlock], or odd for int4; sparse: block
+// above kSparseMaxBlock, keep outside [1, block]).
 std::size_t encoded_size(std::size_t n, const CodecOptions& options);
 
 // Encodes x into out; out.size() must equal encoded_size(x.size(), options) (a caller bug

@@ -27,4 +27,11 @@ void encode_blockwise(std::span<const float> x, std::size_t block, std::byte* ou
 template <int Bits>
 void decode_blockwise(const std::byte* in, std::size_t block, std::span<float> y);
 
+// The sparse codec (sparse_codec.cpp): bytes of one block of `len` values, of n values, and the
+// payloads (out/in point just past the header).
+std::size_t sparse_block_bytes(std::size_t len, std::size_t keep);
+std::size_t sparse_size(std::size_t n, std::size_t block, std::size_t keep);
+void encode_sparse(std::span<const float> x, std::size_t block, std::size_t keep, std::byte* out);
+void decode_sparse(const std::byte* in, std::size_t block, std::size_t keep, std::span<float> y);
+
 }  // namespace meridian

@@ -255,12 +255,16 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     }
     // The winner is usually this site's own proposal: its mean is already computed.
     const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
-    Commit commit{record, {}, {}, {}};
+    Commit commit{record, {}, {}, {}, {}};
     if (ours) {
       commit.mean_delta = std::move(proposed_->mean_delta);
       commit.fragments = std::move(proposed_->fragments);
+      commit.others_mean = std::move(proposed_->others_mean);
     } else {
-      std::tie(commit.fragments, commit.mean_delta) = mean_of(record.number, record.entries, state);
+      auto means = mean_of(record.number, record.entries, state);
+      commit.fragments = std::move(means.fragments);
+      commit.mean_delta = std::move(means.mean);
+      commit.others_mean = std::move(means.others);
     }
     applied(record);
     return commit;
@@ -305,10 +309,10 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
                std::to_string(view.live_sites.size()) + " live sites)";
     return std::nullopt;
   }
-  auto [fragments, mean] = mean_of(next, *entries, state);
+  auto means = mean_of(next, *entries, state);
   const auto rounds = open_rounds(view, options_.rule);
   const int fragment = commit_fragment(view, rounds);
-  CommitRecord proposal{next, *entries, state.preview(fragments, mean).hash, options_.site, applied_, fragment};
+  CommitRecord proposal{next, *entries, state.preview(means.fragments, means.mean).hash, options_.site, applied_, fragment};
   std::set<std::string> merging;
   for (const auto& e : *entries) {
     proposal.merged[e.site] = e.round;
@@ -319,7 +323,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     ++traffic_.commits_won;
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
   }
-  proposed_ = Commit{std::move(proposal), std::move(mean), {}, std::move(fragments)};
+  proposed_ = Commit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(means.others)};
   next_control_ = clock_();  // read back whichever proposal won, now
   read_back_ = true;
   return std::nullopt;
@@ -346,7 +350,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     }
     ++traffic_.states_adopted;
     read_announcements();  // how far the others have got: the site fast-forwards to there
-    Commit commit{record->second, {}, std::move(snap.bytes), {}};
+    Commit commit{record->second, {}, std::move(snap.bytes), {}, {}};
     applied(record->second);
     return commit;
   }
@@ -552,20 +556,19 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   ++traffic_.requests_sent;
 }
 
-std::pair<std::vector<int>, std::vector<float>> CrossSite::mean_of(std::int64_t version,
-                                                                   const std::vector<CommitEntry>& entries,
-                                                                   const OuterState& state) {
-  std::vector<int> fragments;
-  for (const auto& e : entries) fragments.push_back(e.fragment);
-  std::sort(fragments.begin(), fragments.end());
-  fragments.erase(std::unique(fragments.begin(), fragments.end()), fragments.end());
-  std::vector<float> means;
-  for (const int fragment : fragments) {
+CrossSite::Means CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
+                                    const OuterState& state) {
+  Means out;
+  for (const auto& e : entries) out.fragments.push_back(e.fragment);
+  std::sort(out.fragments.begin(), out.fragments.end());
+  out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
+  bool others_seen = false;
+  for (const int fragment : out.fragments) {
     const std::size_t n = state.fragment(fragment).size;
     DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
     std::vector<std::vector<float>> decoded;
-    std::vector<std::span<const float>> views;
-    std::vector<double> weights;
+    std::vector<std::span<const float>> views, other_views;
+    std::vector<double> weights, other_weights;
     double weight = 0, tokens = 0;
     for (const auto& e : entries) {
       if (e.fragment != fragment) continue;
@@ -576,6 +579,10 @@ std::pair<std::vector<int>, std::vector<float>> CrossSite::mean_of(std::int64_t 
       if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
       views.emplace_back(decoded.back());
       weights.push_back(e.weight);
+      if (e.site != options_.site && e.weight > 0) {
+        other_views.emplace_back(decoded.back());
+        other_weights.push_back(e.weight);
+      }
       weight += e.weight;
       tokens += e.weight /
                 staleness_weight(1, staleness_of(version - 1, e.base_version, options_.rule), options_.rule.staleness);
@@ -587,9 +594,16 @@ std::pair<std::vector<int>, std::vector<float>> CrossSite::mean_of(std::int64_t 
     // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
     if (const double share = weight / tokens; share < 1.0)
       for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
-    means.insert(means.end(), mean.begin(), mean.end());
+    out.mean.insert(out.mean.end(), mean.begin(), mean.end());
+    std::fill(mean.begin(), mean.end(), 0.0f);
+    if (!other_views.empty()) {
+      weighted_mean(other_views, other_weights, mean);
+      others_seen = true;
+    }
+    out.others.insert(out.others.end(), mean.begin(), mean.end());
   }
-  return {std::move(fragments), std::move(means)};
+  if (!others_seen) out.others.clear();
+  return out;
 }
 
 void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {

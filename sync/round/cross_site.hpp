@@ -128,6 +128,10 @@ class CrossSite {
     std::vector<float> mean_delta;
     std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
     std::vector<int> fragments;
+    // The same layout as mean_delta, over the other sites' entries only (a fragment none of them
+    // covers: zeros); empty when no other site's delta is in the commit. What an eager site takes
+    // as its proxy for the others' next deltas (eager_estimate.hpp).
+    std::vector<float> others_mean;
   };
   // Pumps for up to `budget`; the commit of version state.version() + 1 once it exists and every
   // delta it lists is here and verified, or a verified peer snapshot of a newer version when this
@@ -220,9 +224,13 @@ class CrossSite {
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
   // What a commit of `version` applies: per fragment its entries cover, the weighted mean of those
-  // entries, scaled down by staleness (Commit::fragments and Commit::mean_delta).
-  std::pair<std::vector<int>, std::vector<float>> mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
-                                                          const OuterState& state);
+  // entries, scaled down by staleness (Commit::fragments and Commit::mean_delta), and the mean of
+  // the other sites' entries (Commit::others_mean).
+  struct Means {
+    std::vector<int> fragments;
+    std::vector<float> mean, others;
+  };
+  Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
   // The same for bytes the link may keep instead of copying (a state snapshot).

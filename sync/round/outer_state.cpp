@@ -78,6 +78,23 @@ void OuterState::rebase(std::span<float> local, int fragment) {
     }
 }
 
+void OuterState::step_ahead(std::span<float> local, int fragment, std::span<const float> estimate) {
+  const Fragment& f = this->fragment(fragment);
+  MERIDIAN_CHECK(local.size() == global_.size() && estimate.size() == f.size, "local=", local.size(), " global=",
+                 global_.size(), " estimate=", estimate.size(), " fragment=", f.size);
+  for (const auto& r : f.ranges)
+    MERIDIAN_CHECK(std::equal(local.begin() + static_cast<std::ptrdiff_t>(r.offset),
+                              local.begin() + static_cast<std::ptrdiff_t>(r.offset + r.count),
+                              start_.begin() + static_cast<std::ptrdiff_t>(r.offset)),
+                   "step_ahead: fragment ", fragment, " moved since its delta was encoded");
+  std::vector<float> ahead(f.size);
+  gather(f, global_, ahead);
+  OuterOptimizer optimizer = optimizers_[static_cast<std::size_t>(fragment)];
+  optimizer.step(ahead, estimate);
+  scatter(f, ahead, local);
+  scatter(f, ahead, start_);
+}
+
 void OuterState::drop_in_flight(std::span<float> local) {
   MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
   std::copy(global_.begin(), global_.end(), local.begin());

@@ -52,6 +52,13 @@ class OuterState {
   void rebase(std::span<float> local);
   void rebase(std::span<float> local, int fragment);
 
+  // Eager overlap: right after encode_delta(local, fragment), moves `fragment` of the working
+  // weights ahead to what the next commit would make of the current version if its mean were
+  // `estimate` (one outer step on a copy of the momentum), and starts the round there. Nothing
+  // the sites share changes: when the true commit comes, rebase puts the round's progress on it.
+  // InvariantError when the round has made progress since the encode (local != start there).
+  void step_ahead(std::span<float> local, int fragment, std::span<const float> estimate);
+
   // A diverged site's way back (DESIGN.md: the divergence guard across sites): every in-flight
   // round is dropped, local <- global, start <- global, over every fragment. The error-feedback
   // residual restarts at zero too: it is what the codec left out of this site's latest deltas,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/config/job_config.hpp"
+#include "core/config/outer_defaults.hpp"
 #include "core/config/wan_profiles.hpp"
 #include "core/util/error.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -384,6 +385,7 @@ TEST_CASE("to_toml round-trips to an equal config") {
   JobConfig again = load_ok(copy);
   CHECK(again.source == fs::absolute(copy).lexically_normal());
   again.source = original.source;
+  again.derived = original.derived;  // written out as settings: read back, they are the file's own
   CHECK(again == original);
   CHECK(again.data.val_path == dir.path() / "v \"q\".txt");
 
@@ -455,11 +457,47 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((c.wan.link.latency_ms == 50 && c.wan.link.loss == 0.01));
 }
 
+TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves them out; a setting wins") {
+  TempDir dir("config");
+  const auto sites = [](int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += "[[site]]\nname = \"s" + std::to_string(i) + "\"\n";
+    return out;
+  };
+  const JobConfig three = load_ok(write(dir / "three.toml", kData + sites(3)));
+  CHECK(three.outer.lr == outer_defaults(3, 50).lr);
+  CHECK(three.outer.momentum == outer_defaults(3, 50).momentum);
+  REQUIRE(three.derived.size() == 2);
+  CHECK(three.derived[0].starts_with("outer.lr = "));
+  CHECK(three.derived[0].find("(3 sites, H = 50)") != std::string::npos);
+  const JobConfig eight = load_ok(write(dir / "eight.toml", kData + sites(8)));
+  CHECK(eight.outer.lr >= three.outer.lr);  // more sites, a less noisy mean: a longer step along it
+  const JobConfig set = load_ok(write(dir / "set.toml", kData + "[outer]\nlr = 0.25\n" + sites(3)));
+  CHECK(set.outer.lr == 0.25);
+  REQUIRE(set.derived.size() == 1);
+  CHECK(set.derived[0].starts_with("outer.momentum = "));
+  CHECK(load_ok(write(dir / "cli.toml", kData + sites(3)), {"outer.lr=0.3"}).outer.lr == 0.3);
+  const JobConfig sync = load_ok(write(dir / "sync.toml", kData + "[outer]\nalgorithm = \"sync\"\n" + sites(3)));
+  CHECK(sync.derived.empty());
+  CHECK(load_ok(write(dir / "one.toml", kData)).derived.empty());
+  CHECK(load_ok(write(dir / "muon.toml", kData + "[inner]\noptimizer = \"muon\"\nmuon_momentum = 0.9\n")).inner.muon_momentum ==
+        0.9);
+}
+
 TEST_CASE("multi-site rules name file:line and the key") {
   TempDir dir("config");
   const std::pair<std::string, std::string> cases[] = {
       {"[outer]\ninner_steps = 0\n", ":2: outer.inner_steps: expected an integer >= 1, found 0"},
-      {"[outer]\ncodec = \"int3\"\n", ":2: outer.codec: expected one of \"fp32\", \"bf16\", \"int8\", \"int4\", found \"int3\""},
+      {"[outer]\ncodec = \"int3\"\n",
+       ":2: outer.codec: expected one of \"fp32\", \"bf16\", \"int8\", \"int4\", \"sparse\", found \"int3\""},
+      {"[outer]\ncodec = \"sparse\"\nerror_feedback = false\n",
+       ":3: outer.error_feedback: expected true with outer.codec = \"sparse\" (what it leaves out is sent in later "
+       "rounds), found false"},
+      {"[outer]\ncodec = \"sparse\"\nblock = 70000\n",
+       ":3: outer.block: expected at most 65536 with outer.codec = \"sparse\" (positions are 16-bit), found 70000"},
+      {"[outer]\ndensity = 0\n", ":2: outer.density: expected a number in (0, 1], found 0"},
+      {"[outer]\noverlap_update = \"late\"\n",
+       ":2: outer.overlap_update: expected one of \"eager\", \"rebase\", found \"late\""},
       {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n", ":4: site[1].name: duplicate site name \"a\" (lines 2 and 4)"},
       {"[[site]]\nname = \"a\"\nport = 7\n[[site]]\nname = \"b\"\nport = 7\n",
        ":6: site[1].port: port clash: 127.0.0.1:7 is also used by site \"a\" (line 3)"},

@@ -9,6 +9,8 @@
 #include "core/model/param_layout.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/grad_clip.hpp"
+#include "core/optim/muon.hpp"
+#include "kernels/cpu/newton_schulz.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/optim/schedule.hpp"
 #include "core/util/error.hpp"
@@ -208,4 +210,94 @@ TEST_CASE("sgd_step: p -= lr * (g + wd * p), decay only on the views marked for 
     const float decay = view.decay ? 0.01f : 0.0f;
     CHECK(after[i] == params[i] - 0.1f * (grads[i] + decay * params[i]));
   }
+}
+
+namespace {
+
+std::vector<double> random_matrix(int rows, int cols, unsigned seed) {
+  std::vector<double> g(static_cast<std::size_t>(rows) * cols);
+  unsigned x = seed;
+  for (auto& v : g) {
+    x = x * 1664525u + 1013904223u;
+    v = static_cast<double>(x >> 8) / static_cast<double>(1u << 24) - 0.5;
+  }
+  return g;
+}
+
+// X X^T of a rows x cols row-major matrix (rows <= cols).
+std::vector<double> gram(const std::vector<double>& x, int rows, int cols) {
+  std::vector<double> a(static_cast<std::size_t>(rows) * rows);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < rows; ++j)
+      for (int k = 0; k < cols; ++k) a[i * rows + j] += x[i * cols + k] * x[j * cols + k];
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("Newton-Schulz: singular values pulled to about 1, transposition commutes, float follows double") {
+  const int rows = 24, cols = 40;
+  const auto g = random_matrix(rows, cols, 3);
+  std::vector<double> out(g.size()), work(kernels::newton_schulz_work(rows, cols));
+  kernels::newton_schulz(g.data(), out.data(), rows, cols, kernels::kNewtonSchulzSteps, work.data());
+  // O O^T ~ I: the quintic leaves singular values in about [0.7, 1.2], so the diagonal sits near
+  // 1 and the rest near 0 (the input's Gram matrix is far from that: its diagonal spreads 3-fold).
+  const auto a = gram(out, rows, cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < rows; ++j) {
+      CAPTURE(i);
+      CAPTURE(j);
+      if (i == j) CHECK(a[i * rows + j] == doctest::Approx(1.0).epsilon(0.5));
+      else CHECK(std::abs(a[i * rows + j]) < 0.15);
+    }
+  // The tall shape is done on its transpose: NS(G^T) = NS(G)^T.
+  std::vector<double> gt(g.size()), outt(g.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) gt[c * rows + r] = g[r * cols + c];
+  kernels::newton_schulz(gt.data(), outt.data(), cols, rows, kernels::kNewtonSchulzSteps, work.data());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) CHECK(outt[c * rows + r] == doctest::Approx(out[r * cols + c]).epsilon(1e-9));
+  // The production float path against the double reference.
+  std::vector<float> gf(g.begin(), g.end()), outf(g.size()), workf(work.size());
+  kernels::newton_schulz(gf.data(), outf.data(), rows, cols, kernels::kNewtonSchulzSteps, workf.data());
+  double worst = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(outf[i] - out[i]));
+  CHECK(worst < 1e-4);
+}
+
+TEST_CASE("Muon: the layers' matrices take the orthogonalized momentum, AdamW keeps the rest, nothing overlaps") {
+  const auto layout = ParamLayout::gpt(kTiny);
+  const auto ranges = ranges_without_muon(layout);
+  std::vector<int> owner(layout.total(), 0);
+  for (const auto& r : ranges)
+    for (std::size_t i = r.offset; i < r.offset + r.count; ++i) ++owner[i];
+  std::size_t muon_values = 0;
+  for (const auto& v : layout.views()) {
+    CAPTURE(v.name);
+    const bool muon = muon_takes(v);
+    CHECK(muon == (v.name.find("weight") != std::string::npos && v.shape.size() == 2 && v.name.rfind("h.", 0) == 0));
+    if (muon) muon_values += v.numel;
+    for (std::size_t i = v.offset; i < v.offset + v.numel; ++i) CHECK(owner[i] == (muon ? 0 : 1));
+  }
+  CHECK(muon_values > 0);
+
+  // One step from zero momentum with Nesterov: u = g + mu * g; the matrix moves by
+  // lr * (0.2 sqrt(max(r, c)) NS(u) + wd W).
+  std::vector<float> params(layout.total(), 0.5f), grads(layout.total()), momentum(layout.total(), 0.0f);
+  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = std::sin(0.37f * static_cast<float>(i));
+  const auto before = params;
+  Muon muon(layout, {0.95f, true, kernels::kNewtonSchulzSteps, 0.1f});
+  muon.step(params, grads, momentum, 0.01f);
+  const auto& w = layout.at("h.0.mlp.c_fc.weight");
+  const int rows = static_cast<int>(w.shape[0]), cols = static_cast<int>(w.shape[1]);
+  std::vector<float> u(w.numel), o(w.numel), work(kernels::newton_schulz_work(rows, cols));
+  for (std::size_t i = 0; i < w.numel; ++i) u[i] = 1.95f * grads[w.offset + i];
+  kernels::newton_schulz(u.data(), o.data(), rows, cols, kernels::kNewtonSchulzSteps, work.data());
+  const float scale = 0.2f * std::sqrt(static_cast<float>(std::max(rows, cols)));
+  for (std::size_t i = 0; i < w.numel; ++i) {
+    CHECK(params[w.offset + i] == doctest::Approx(0.5f - 0.01f * (scale * o[i] + 0.1f * 0.5f)).epsilon(1e-5));
+    CHECK(momentum[w.offset + i] == grads[w.offset + i]);
+  }
+  const auto& wte = layout.at("wte.weight");
+  for (std::size_t i = wte.offset; i < wte.offset + wte.numel; ++i) CHECK(params[i] == before[i]);
 }

@@ -49,12 +49,12 @@ void write_run(const std::filesystem::path& dir, double loss_offset) {
 
 }  // namespace
 
-TEST_CASE("a run and its baseline: four plots and an index that shows them with the summary") {
+TEST_CASE("a run and its baseline: five plots and an index that shows them with the summary") {
   TempDir dir("report");
   write_run(dir / "run", 0);
   write_run(dir / "base", 0.1);
   const auto files = write_report(dir / "run", dir / "base", dir / "out");
-  REQUIRE(files.plots.size() == 4);
+  REQUIRE(files.plots.size() == 5);
   for (const auto& p : files.plots) CHECK_MESSAGE(read(p).starts_with("<svg"), p);
   const auto loss_tokens = read(dir / "out" / "loss_tokens.svg");
   for (const char* name : {">us-east<", ">eu-west<", ">baseline us-east<", ">baseline eu-west<"})
@@ -65,7 +65,8 @@ TEST_CASE("a run and its baseline: four plots and an index that shows them with 
   CHECK(read(dir / "out" / "utilization.svg").find(">us-east<") != std::string::npos);
   CHECK(read(dir / "out" / "val_loss_tokens.svg").find(">us-east<") != std::string::npos);
   const auto html = read(files.index);
-  for (const char* img : {"loss_tokens.svg", "loss_time.svg", "val_loss_tokens.svg", "utilization.svg"})
+  CHECK(read(dir / "out" / "val_loss_time.svg").find(">baseline us-east<") != std::string::npos);
+  for (const char* img : {"loss_tokens.svg", "loss_time.svg", "val_loss_tokens.svg", "val_loss_time.svg", "utilization.svg"})
     CHECK(html.find(std::string("<img src=\"") + img + "\"") != std::string::npos);
   CHECK(html.find("<td>final_val_loss</td><td>2.2</td>") != std::string::npos);
   CHECK(html.find("<td>model</td><td>tiny</td>") != std::string::npos);
@@ -82,4 +83,31 @@ TEST_CASE("a directory without metrics.jsonl is Error(Io) naming it") {
     CHECK(e.kind() == ErrorKind::Io);
     CHECK(std::string(e.what()).find("no metrics.jsonl in " + dir.path().string()) != std::string::npos);
   }
+}
+
+TEST_CASE("time to the baseline's final loss: interpolated between evaluations, on the last site to get there") {
+  CHECK(first_reach({{0, 3.0}, {10, 2.0}, {20, 1.0}}, 1.5) == doctest::Approx(15.0));
+  CHECK(first_reach({{0, 3.0}, {10, 2.0}}, 3.5) == doctest::Approx(0.0));
+  CHECK(!first_reach({{0, 3.0}, {10, 2.0}}, 1.9).has_value());
+  TempDir dir("reach");
+  // The baseline (offset 0) ends at 2.2 at 10 s; a run 0.3 lower on each evaluation gets there sooner.
+  const auto evals = [](const std::filesystem::path& run, double offset) {
+    std::filesystem::create_directories(run);
+    std::ofstream metrics(run / "metrics.jsonl");
+    for (int i = 0; i <= 10; i += 5)
+      for (const char* site : {"a", "b"})
+        metrics << json{{"time", 100.0 + i}, {"site", site}, {"val_loss", 3.2 - 0.1 * i - offset}}.dump() << "\n";
+  };
+  evals(dir / "base", 0);
+  evals(dir / "run", 0.25);
+  const auto files = write_report(dir / "run", dir / "base", dir / "out");
+  REQUIRE(files.time_to_baseline_loss.has_value());
+  const auto& t = *files.time_to_baseline_loss;
+  CHECK(t.target == doctest::Approx(2.2));
+  CHECK(t.baseline_s == doctest::Approx(10.0));
+  REQUIRE(t.run_s.has_value());
+  CHECK(*t.run_s == doctest::Approx(7.5));  // 3.2 - 0.25 - 0.1 t = 2.2
+  CHECK(read(files.index).find("this run reached it after 8 s (0.75x the baseline") != std::string::npos);
+  const auto never = write_report(dir / "base", dir / "run", dir / "out2");
+  CHECK(!never.time_to_baseline_loss->run_s.has_value());
 }

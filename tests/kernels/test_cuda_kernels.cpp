@@ -29,6 +29,7 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/newton_schulz.hpp"
 #include "kernels/cuda/adamw.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/attention_tiled.hpp"
@@ -41,6 +42,7 @@
 #include "kernels/cuda/gelu.hpp"
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/newton_schulz.hpp"
 #include "sync/codec/codec.hpp"
 #include "sync/codec/error_feedback.hpp"
 #include "tests/support/cuda_parity.hpp"
@@ -294,6 +296,21 @@ TEST_CASE("fused AdamW matches the CPU and writes the bf16 copy of the new weigh
   CHECK_CLOSE(d_v.download(), v, 1e-6);
   const auto copy = download(d_copy);
   for (std::size_t i = 0; i < n; ++i) REQUIRE(copy[i] == round_bf16(got[i]));
+}
+
+TEST_CASE("Muon's Newton-Schulz iteration matches the CPU, wide and tall") {
+  if (!have_gpu()) return;
+  for (const auto& [rows, cols] : {std::pair{128, 512}, std::pair{512, 128}, std::pair{96, 96}}) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    const auto g = inputs<float>(static_cast<std::size_t>(rows) * cols, 70 + rows);
+    std::vector<float> want(g.size()), work(cpu::newton_schulz_work(rows, cols));
+    cpu::newton_schulz(g.data(), want.data(), rows, cols, cpu::kNewtonSchulzSteps, work.data());
+    gpu::Blas blas;
+    DeviceBuffer<float> d_g(g), d_out(g.size()), d_work(work.size());
+    gpu::newton_schulz(blas, d_g.data(), d_out.data(), rows, cols, cpu::kNewtonSchulzSteps, d_work.data());
+    CHECK_CLOSE(d_out.download(), want, 1e-4);  // five chained products in fp32, summed in other orders
+  }
 }
 
 TEST_CASE("gradient norm, scaling and fp16 unscaling with overflow detection match the CPU") {

@@ -24,10 +24,18 @@ TEST_CASE("ring all-reduce: 2(n-1)/n x bytes / bandwidth + 2(n-1) hops") {
 
 TEST_CASE("codec bytes per parameter, block scales included") {
   using Codec = JobConfig::Outer::Codec;
-  CHECK(codec_bytes_per_param(Codec::Fp32, 512) == 4);
-  CHECK(codec_bytes_per_param(Codec::Bf16, 512) == 2);
-  CHECK(codec_bytes_per_param(Codec::Int8, 512) == doctest::Approx(1 + 4.0 / 512));
-  CHECK(codec_bytes_per_param(Codec::Int4, 256) == doctest::Approx(0.5 + 4.0 / 256));
+  const auto bytes = [](Codec codec, int block) {
+    JobConfig::Outer outer;
+    outer.codec = codec;
+    outer.block = block;
+    return codec_bytes_per_param(outer);
+  };
+  CHECK(bytes(Codec::Fp32, 512) == 4);
+  CHECK(bytes(Codec::Bf16, 512) == 2);
+  CHECK(bytes(Codec::Int8, 512) == doctest::Approx(1 + 4.0 / 512));
+  CHECK(bytes(Codec::Int4, 256) == doctest::Approx(0.5 + 4.0 / 256));
+  // Sparse, 3% of 512 kept (15): two levels, 15 positions and 15 two-bit codes per block.
+  CHECK(bytes(Codec::Sparse, 512) == doctest::Approx((8.0 + 30 + 4) / 512));
 }
 
 TEST_CASE("a job file without [sim] simulates itself: its sites, model, codec, H and steps") {

@@ -124,6 +124,51 @@ TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end wi
   CHECK(ucx.at("a")["wan_bytes_sent"] == zmq.at("a")["wan_bytes_sent"]);
 }
 
+TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not; both end with every site on one version") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("eager");
+  const std::string adamw = "[inner]\nlr = 0.003\nsteps = 64\nbatch_per_replica = 2\n[log]\nevery = 8\neval_every = 0\n"
+                            "eval_windows = 16\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = true\n";
+  const auto eager = run_sites(dir, write_job(dir, "eager", outer, "", adamw), etcd);
+  const auto rebase = run_sites(dir, write_job(dir, "rebase", outer + "overlap_update = \"rebase\"\n", "", adamw), etcd);
+  for (const auto* run : {&eager, &rebase}) {
+    CHECK(run->at("a")["params_hash"] == run->at("b")["params_hash"]);
+    CHECK(run->at("a")["rounds"] == 8);
+  }
+  // Every round but the last starts at the estimate, unless its own commit came first.
+  CHECK(eager.at("a")["eager_steps"].get<int>() >= 4);
+  CHECK(eager.at("b")["eager_steps"].get<int>() >= 4);
+  CHECK(rebase.at("a")["eager_steps"] == 0);
+}
+
+TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go on from the checkpoint") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("resumed-traffic");
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  const auto steps = [](int n) {
+    return "[inner]\noptimizer = \"sgd\"\nlr = 0.5\nclip = 0\nbatch_per_replica = 2\nsteps = " + std::to_string(n) +
+           "\n[log]\nevery = 4\neval_every = 0\neval_windows = 4\n";
+  };
+  const auto first = run_sites(dir, write_job(dir, "job", outer, "", steps(8)), etcd);
+  const auto second = run_sites(dir, write_job(dir, "job", outer, "", steps(16)), etcd);
+  CHECK(first.at("a")["rounds"] == 2);
+  CHECK(second.at("a")["rounds"] == 4);
+  // Lockstep int8 rounds of one model are the same size: twice the rounds, twice the bytes.
+  const double ratio = second.at("a")["wan_bytes_sent"].get<double>() / first.at("a")["wan_bytes_sent"].get<double>();
+  CHECK(ratio == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(second.at("a")["bytes_per_param_round"].get<double>() ==
+        doctest::Approx(first.at("a")["bytes_per_param_round"].get<double>()).epsilon(0.02));
+}
+
 TEST_CASE("dynamic local updates: a site half as fast ends its rounds after half the inner steps") {
   EtcdServer etcd;
   if (!etcd.ok()) {

@@ -205,8 +205,8 @@ TEST_CASE("malformed messages are a peer error, never a crash") {
     std::memset(big_n.data() + 8, 0xFF, 8);
     peer(big_n, 1000, "values, expected 1000");
     auto unknown = good;
-    unknown[0] = std::byte{4};
-    peer(unknown, 1000, "unknown codec id 4");
+    unknown[0] = std::byte{5};
+    peer(unknown, 1000, "unknown codec id 5");
     unknown[0] = std::byte{255};
     peer(unknown, 1000, "unknown codec id 255");
     auto version = good;
@@ -313,4 +313,108 @@ TEST_CASE("error feedback: residual, reset and a refused round") {
   CHECK(std::vector<float>(ef.residual().begin(), ef.residual().end()) == kept);
   ef.reset();
   for (float r : ef.residual()) CHECK(r == 0.0f);
+}
+
+// The sparse codec: 3% of each block of 512, as a job's default density keeps.
+const CodecOptions kSparse{CodecKind::Sparse, 512, 15};
+
+TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zero elsewhere; under 0.1 byte a value") {
+  CHECK(parse_codec("sparse") == CodecKind::Sparse);
+  const std::size_t n = 100003;  // 195 blocks, and a short last one of 163 values that keeps 15 too
+  const auto x = normal(n, 21);
+  const auto bytes = encoded(x, kSparse);
+  CHECK(bytes.size() == encoded_size(n, kSparse));
+  CHECK(encoded_size(n, kSparse) == 16 + 195 * (8 + 2 * 15 + 4) + (8 + 2 * 15 + 4));
+  CHECK(static_cast<double>(bytes.size()) / n < 0.1);
+  CHECK(encoded(x, kSparse) == bytes);  // deterministic
+  std::vector<float> y(n);
+  decode(bytes, y);
+  for (std::size_t start = 0; start < n; start += 512) {
+    const std::size_t end = std::min(n, start + 512);
+    std::vector<float> magnitudes;
+    for (std::size_t i = start; i < end; ++i) magnitudes.push_back(std::abs(x[i]));
+    std::nth_element(magnitudes.begin(), magnitudes.begin() + 14, magnitudes.end(), std::greater<>());
+    const float threshold = magnitudes[14];
+    int kept = 0;
+    for (std::size_t i = start; i < end; ++i) {
+      if (y[i] == 0.0f) continue;
+      ++kept;
+      CHECK(std::abs(x[i]) >= threshold);
+      CHECK(std::signbit(y[i]) == std::signbit(x[i]));
+    }
+    CHECK(kept == 15);
+  }
+  // Two levels, the means of the kept magnitudes below and above the middle of their range.
+  const std::vector<float> block{0.0f, 4.0f, -1.0f, 0.5f, -3.0f, 0.0f, 2.0f, 0.1f};
+  CHECK(round_trip(block, {CodecKind::Sparse, 8, 4}) ==
+        std::vector<float>{0.0f, 3.5f, -1.5f, 0.0f, -3.5f, 0.0f, 1.5f, 0.0f});
+  // Ties go to the lower position.
+  CHECK(round_trip(std::vector<float>{1, 1, 1, 1}, {CodecKind::Sparse, 4, 2}) == std::vector<float>{1, 1, 0, 0});
+}
+
+TEST_CASE("sparse: invalid options, non-finite input and malformed positions or levels") {
+  CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, 512, 0}); }) == ErrorKind::Config);
+  CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, 512, 513}); }) == ErrorKind::Config);
+  CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, (1 << 16) + 2, 4}); }) == ErrorKind::Config);
+  auto x = normal(2000, 3);
+  x[1500] = std::numeric_limits<float>::quiet_NaN();
+  std::string message;
+  CHECK(error_kind([&] { encoded(x, kSparse); }, &message) == ErrorKind::Data);
+  CHECK(message.find("index 1500") != std::string::npos);
+
+  const auto good = encoded(normal(1000, 4), kSparse);  // blocks of 42 bytes after the header
+  auto peer = [](std::vector<std::byte> bytes, const char* expect) {
+    std::vector<float> y(1000);
+    std::string message;
+    CHECK(error_kind([&] { decode(bytes, y); }, &message) == ErrorKind::Peer);
+    CHECK_MESSAGE(message.find(expect) != std::string::npos, message);
+  };
+  auto put = [](std::vector<std::byte> b, std::size_t at, auto v) {
+    std::memcpy(b.data() + at, &v, sizeof v);
+    return b;
+  };
+  peer(put(good, 16 + 42, -1.0f), "block 1: a level is negative or not finite");
+  peer(put(good, 16 + 4, std::numeric_limits<float>::infinity()), "block 0: a level");
+  peer(put(good, 16 + 8 + 2, std::uint16_t{0}), "block 0: positions are not ascending");  // second <= first
+  peer(put(good, 16 + 42 + 8 + 28, std::uint16_t{600}), "block 1: positions");  // past the block's 488 values
+  peer(put(good, 16 + 8 + 30 + 3, std::uint8_t{0xFF}), "unused code bits");  // 15 codes: the last 2 bits unused
+  peer(put(good, 2, std::uint16_t{0}), "keeps entries outside");
+  peer(put(good, 2, std::uint16_t{16}), "bytes, expected");  // another keep: another size
+  const auto x2 = normal(600, 13);
+  const auto clean = encoded(x2, {CodecKind::Sparse, 64, 4});
+  Rng rng(14);
+  for (int trial = 0; trial < 2000; ++trial) {
+    auto b = clean;
+    for (int flips = 0; flips < 3; ++flips) b[rng.below(b.size())] ^= static_cast<std::byte>(1 + rng.below(255));
+    std::vector<float> y(x2.size());
+    try {
+      decode(b, y);
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::Peer);
+      continue;
+    }
+    for (float v : y) REQUIRE(std::isfinite(v));
+  }
+}
+
+TEST_CASE("sparse with error feedback: what a round leaves out is sent later, the sent sum tracks the truth") {
+  const std::size_t n = 4096;
+  const auto step = normal(n, 31, 1e-3);
+  ErrorFeedback feedback(n);
+  std::vector<double> sent(n), truth(n);
+  std::vector<float> once(n);
+  for (int round = 1; round <= 200; ++round) {
+    decode(feedback.encode(step, kSparse), once);
+    for (std::size_t i = 0; i < n; ++i) {
+      sent[i] += once[i];
+      truth[i] += step[i];
+    }
+  }
+  // The gap is the residual: bounded, while the truth grew 200-fold.
+  double gap = 0, total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    gap += (sent[i] - truth[i]) * (sent[i] - truth[i]);
+    total += truth[i] * truth[i];
+  }
+  CHECK(std::sqrt(gap / total) < 0.2);
 }

@@ -279,3 +279,31 @@ TEST_CASE("a diverged site drops its in-flight rounds: local and start become th
     CHECK(std::all_of(delta.begin(), delta.end(), [](float d) { return d == 0.0f; }));
   }
 }
+
+TEST_CASE("eager: the round starts at the estimate's outer step, the true commit replaces it, nothing shared moves") {
+  const auto initial = ramp(256, 0.1f);
+  const OuterOptions outer{0.7f, 0.9f, true};
+  OuterState state(initial, outer, {CodecKind::Fp32, 0}, false);
+  auto local = initial;
+  for (auto& x : local) x -= 0.5f;
+  state.encode_delta(local);
+  const std::vector<float> estimate(initial.size(), 0.4f);
+  state.step_ahead(local, 0, estimate);
+  // One Nesterov step from version 0 on the estimate, on a copy of the momentum: 0.7 * (0.4 + 0.9 * 0.4).
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    CHECK(local[i] == doctest::Approx(initial[i] - 0.7f * (0.4f + 0.9f * 0.4f)));
+    CHECK(state.start()[i] == local[i]);
+  }
+  CHECK(state.version() == 0);
+  CHECK(std::equal(initial.begin(), initial.end(), state.global().begin()));
+  const auto next = state.preview(estimate);  // the state's own momentum is still zero
+  const auto m = next.optimizers[0].second.momentum_buffer();
+  CHECK(std::all_of(m.begin(), m.end(), [](float v) { return v == 0.4f; }));
+  // The round's progress from the estimate goes onto the true version when it comes.
+  for (auto& x : local) x -= 0.25f;
+  state.commit(1, state.preview(std::vector<float>(initial.size(), 0.5f)));
+  state.rebase(local);
+  for (std::size_t i = 0; i < local.size(); ++i) CHECK(local[i] == doctest::Approx(state.global()[i] - 0.25f));
+  // Only right after the encode: a round that already moved is a caller's bug.
+  CHECK_THROWS_AS(state.step_ahead(local, 0, estimate), InvariantError);
+}

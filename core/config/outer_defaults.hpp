@@ -1,0 +1,19 @@
+#pragma once
+// The outer optimizer of a DiLoCo job follows the job's shape: how many sites M merge each version
+// and how many inner steps H each delta spans. Where the job file leaves [outer] lr or momentum
+// out, the resolver takes these (an explicit setting always wins) and `meridian validate` says so.
+// The values and the sweeps behind them: docs/quality.md.
+#include <string>
+
+namespace meridian {
+
+struct OuterDefaults {
+  double lr = 0.7;
+  double momentum = 0.9;
+  std::string why;  // one line for `meridian validate`
+};
+
+// Pure: sites >= 1, inner_steps >= 1 (a caller's bug otherwise).
+OuterDefaults outer_defaults(int sites, int inner_steps);
+
+}  // namespace meridian
