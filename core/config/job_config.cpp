@@ -64,8 +64,8 @@ std::string_view to_string(JobConfig::Outer::Codec c) {
 
 std::string_view to_string(JobConfig::Outer::OverlapUpdate u) {
   switch (u) {
-    case JobConfig::Outer::OverlapUpdate::Eager: return "eager";
     case JobConfig::Outer::OverlapUpdate::Rebase: return "rebase";
+    case JobConfig::Outer::OverlapUpdate::Eager: return "eager";
   }
   return "?";
 }

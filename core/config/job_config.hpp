@@ -149,10 +149,10 @@ struct JobConfig {
     enum class Algorithm { Sync, Diloco, Streaming };
     enum class Codec { Fp32, Bf16, Int8, Int4, Sparse };
     enum class Staleness { Inverse, Constant };  // sync/outer's StalenessDecay
-    // What an overlapping site trains on while its round's commit is on the way: the eager
-    // estimate of that commit (sync/outer eager_estimate), or its own weights until the commit
-    // comes and is rebased onto (rebase, the rule before eager updates).
-    enum class OverlapUpdate { Eager, Rebase };
+    // What an overlapping site trains on while its round's commit is on the way: its own weights
+    // until the commit comes and is rebased onto (rebase), or the eager estimate of that commit
+    // (sync/outer eager_estimate), which measured worse on the demo (docs/quality.md).
+    enum class OverlapUpdate { Rebase, Eager };
     Algorithm algorithm = Algorithm::Diloco;
     int inner_steps = 50;  // H: inner steps between outer steps
     double lr = 0.7;
@@ -167,7 +167,7 @@ struct JobConfig {
     int deadline_ms = 0;    // how long an outer step waits for the quorum; 0 = adaptive
     // Asynchronous rounds and their fault tolerance.
     bool overlap = true;  // a site starts its next round at once instead of waiting for the commit
-    OverlapUpdate overlap_update = OverlapUpdate::Eager;
+    OverlapUpdate overlap_update = OverlapUpdate::Rebase;
     Staleness staleness = Staleness::Inverse;  // a delta s versions late weighs 1/(1+s) (inverse) or 1 (constant)
     int delayed_nesterov = 0;  // 0 or 1: Nesterov at every commit; N > 1: momentum updated every N-th commit
     double deadline_k = 3.0;   // adaptive deadline = median + k * MAD of recent arrival lags (deadline_ms = 0)

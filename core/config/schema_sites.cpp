@@ -185,7 +185,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.quorum, "outer", "quorum", 0);
   r.read(c.outer.deadline_ms, "outer", "deadline_ms", 0);
   r.read(c.outer.overlap, "outer", "overlap");
-  r.read(c.outer.overlap_update, "outer", "overlap_update", {Outer::OverlapUpdate::Eager, Outer::OverlapUpdate::Rebase});
+  r.read(c.outer.overlap_update, "outer", "overlap_update", {Outer::OverlapUpdate::Rebase, Outer::OverlapUpdate::Eager});
   r.read(c.outer.staleness, "outer", "staleness", {Outer::Staleness::Inverse, Outer::Staleness::Constant});
   r.read(c.outer.delayed_nesterov, "outer", "delayed_nesterov", 0);
   r.read(c.outer.deadline_k, "outer", "deadline_k", above(0));

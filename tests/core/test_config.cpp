@@ -497,7 +497,7 @@ TEST_CASE("multi-site rules name file:line and the key") {
        ":3: outer.block: expected at most 65536 with outer.codec = \"sparse\" (positions are 16-bit), found 70000"},
       {"[outer]\ndensity = 0\n", ":2: outer.density: expected a number in (0, 1], found 0"},
       {"[outer]\noverlap_update = \"late\"\n",
-       ":2: outer.overlap_update: expected one of \"eager\", \"rebase\", found \"late\""},
+       ":2: outer.overlap_update: expected one of \"rebase\", \"eager\", found \"late\""},
       {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n", ":4: site[1].name: duplicate site name \"a\" (lines 2 and 4)"},
       {"[[site]]\nname = \"a\"\nport = 7\n[[site]]\nname = \"b\"\nport = 7\n",
        ":6: site[1].port: port clash: 127.0.0.1:7 is also used by site \"a\" (line 3)"},

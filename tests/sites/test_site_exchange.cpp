@@ -134,8 +134,8 @@ TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not; bot
   const std::string adamw = "[inner]\nlr = 0.003\nsteps = 64\nbatch_per_replica = 2\n[log]\nevery = 8\neval_every = 0\n"
                             "eval_windows = 16\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = true\n";
-  const auto eager = run_sites(dir, write_job(dir, "eager", outer, "", adamw), etcd);
-  const auto rebase = run_sites(dir, write_job(dir, "rebase", outer + "overlap_update = \"rebase\"\n", "", adamw), etcd);
+  const auto eager = run_sites(dir, write_job(dir, "eager", outer + "overlap_update = \"eager\"\n", "", adamw), etcd);
+  const auto rebase = run_sites(dir, write_job(dir, "rebase", outer, "", adamw), etcd);  // the default
   for (const auto* run : {&eager, &rebase}) {
     CHECK(run->at("a")["params_hash"] == run->at("b")["params_hash"]);
     CHECK(run->at("a")["rounds"] == 8);
