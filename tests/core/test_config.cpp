@@ -247,7 +247,7 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[data]\nval_fraction = 1\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 1"},
       {"[data]\nval_fraction = 0.0\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 0"},
       {"[data]\nval_path = 5\npath = \"c.txt\"\n", ":2: data.val_path: expected a non-empty string (a file path), found integer 5"},
-      {"[inner]\noptimizer = \"lamb\"\n", ":2: inner.optimizer: expected one of \"adamw\", \"sgd\", found \"lamb\""},
+      {"[inner]\noptimizer = \"lamb\"\n", ":2: inner.optimizer: expected one of \"adamw\", \"sgd\", \"muon\", found \"lamb\""},
       {"[inner]\nlr = -0.5\n", ":2: inner.lr: expected a number > 0, found -0.5"},
       {"[inner]\nlr = nan\n", ":2: inner.lr: expected a number > 0, found nan"},
       {"[inner]\nlr = \"fast\"\n", ":2: inner.lr: expected a number > 0, found string \"fast\""},

@@ -159,7 +159,11 @@ TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go 
            "\n[log]\nevery = 4\neval_every = 0\neval_windows = 4\n";
   };
   const auto first = run_sites(dir, write_job(dir, "job", outer, "", steps(8)), etcd);
-  const auto second = run_sites(dir, write_job(dir, "job", outer, "", steps(16)), etcd);
+  // A relaunch starts a fresh control plane, as `meridian launch` does (it wipes its etcd member's
+  // data): the job's own state is in the sites' checkpoints.
+  EtcdServer fresh;
+  REQUIRE(fresh.ok());
+  const auto second = run_sites(dir, write_job(dir, "job", outer, "", steps(16)), fresh);
   CHECK(first.at("a")["rounds"] == 2);
   CHECK(second.at("a")["rounds"] == 4);
   // Lockstep int8 rounds of one model are the same size: twice the rounds, twice the bytes.
@@ -252,7 +256,8 @@ TEST_CASE("divergence guard across sites: a spiked site rolls back to its versio
                             "[log]\nevery = 8\neval_every = 0\neval_windows = 64\n"
                             "[guard]\nacross_sites = true\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n"
                             "loss_z = 20.0\ngrad_norm_ratio = 1000.0\n";
-  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
+  // The outer step the case was sized with (a 2-site job would otherwise take the derived lr).
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\nlr = 0.7\n";
   const std::vector<std::string> spike = {"guard.inject_lr_step=100", "guard.inject_lr_factor=300"};
   const auto clean = run_sites(dir, write_job(dir, "clean", outer, "", inner), etcd);
   const auto guarded = run_sites(dir, write_job(dir, "guarded", outer, "", inner), etcd, spike);

@@ -241,8 +241,11 @@ TEST_CASE("malformed messages are a peer error, never a crash") {
 TEST_CASE("corrupted bytes decode to finite values or a peer error") {
   const auto x = normal(600, 11);
   Rng rng(12);
-  for (CodecKind k : kAll) {
-    const auto good = encoded(x, {k, 64});
+  std::vector<CodecOptions> options{{CodecKind::Sparse, 64, 4}};
+  for (CodecKind k : kAll) options.push_back({k, 64});
+  for (const auto& o : options) {
+    CAPTURE(to_string(o.kind));
+    const auto good = encoded(x, o);
     for (int trial = 0; trial < 2000; ++trial) {
       auto b = good;
       for (int flips = 0; flips < 3; ++flips) b[rng.below(b.size())] ^= static_cast<std::byte>(1 + rng.below(255));
@@ -380,21 +383,7 @@ TEST_CASE("sparse: invalid options, non-finite input and malformed positions or 
   peer(put(good, 16 + 8 + 30 + 3, std::uint8_t{0xFF}), "unused code bits");  // 15 codes: the last 2 bits unused
   peer(put(good, 2, std::uint16_t{0}), "keeps entries outside");
   peer(put(good, 2, std::uint16_t{16}), "bytes, expected");  // another keep: another size
-  const auto x2 = normal(600, 13);
-  const auto clean = encoded(x2, {CodecKind::Sparse, 64, 4});
-  Rng rng(14);
-  for (int trial = 0; trial < 2000; ++trial) {
-    auto b = clean;
-    for (int flips = 0; flips < 3; ++flips) b[rng.below(b.size())] ^= static_cast<std::byte>(1 + rng.below(255));
-    std::vector<float> y(x2.size());
-    try {
-      decode(b, y);
-    } catch (const Error& e) {
-      REQUIRE(e.kind() == ErrorKind::Peer);
-      continue;
-    }
-    for (float v : y) REQUIRE(std::isfinite(v));
-  }
+  // Random corruption: "corrupted bytes decode to finite values or a peer error" covers sparse too.
 }
 
 TEST_CASE("sparse with error feedback: what a round leaves out is sent later, the sent sum tracks the truth") {
