@@ -166,6 +166,7 @@ void SiteExchange::ensure_leader_side() {
   o.deadline.k = config_.outer.deadline_k;
   o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
+  o.others_mean = eager();
   o.etcd = etcd;
   o.control_retry = std::chrono::milliseconds(1000);
   o.lease_ttl_s = config_.control.lease_ttl_s;

@@ -579,7 +579,7 @@ CrossSite::Means CrossSite::mean_of(std::int64_t version, const std::vector<Comm
       if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
       views.emplace_back(decoded.back());
       weights.push_back(e.weight);
-      if (e.site != options_.site && e.weight > 0) {
+      if (options_.others_mean && e.site != options_.site && e.weight > 0) {
         other_views.emplace_back(decoded.back());
         other_weights.push_back(e.weight);
       }
@@ -595,6 +595,7 @@ CrossSite::Means CrossSite::mean_of(std::int64_t version, const std::vector<Comm
     if (const double share = weight / tokens; share < 1.0)
       for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
     out.mean.insert(out.mean.end(), mean.begin(), mean.end());
+    if (!options_.others_mean) continue;
     std::fill(mean.begin(), mean.end(), 0.0f);
     if (!other_views.empty()) {
       weighted_mean(other_views, other_weights, mean);

@@ -63,6 +63,8 @@ struct CrossSiteOptions {
   std::chrono::milliseconds catch_up_after{3000};
   DeadlineOptions deadline;
   DeltaScreenOptions screen;
+  // Whether commits carry the other sites' mean (Commit::others_mean): only eager overlap reads it.
+  bool others_mean = false;
 };
 
 // What happened to a peer's delta or state that the site's log should say.
@@ -129,7 +131,7 @@ class CrossSite {
     std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
     std::vector<int> fragments;
     // The same layout as mean_delta, over the other sites' entries only (a fragment none of them
-    // covers: zeros); empty when no other site's delta is in the commit. What an eager site takes
+    // covers: zeros); empty when no other site's delta is in the commit, or options.others_mean is off. What an eager site takes
     // as its proxy for the others' next deltas (eager_estimate.hpp).
     std::vector<float> others_mean;
   };
