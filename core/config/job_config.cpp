@@ -347,7 +347,10 @@ std::string to_toml(const JobConfig& c) {
       << "on_failure = \"" << to_string(c.replicas.on_failure) << "\"\n"
       << "sdc_every = " << c.replicas.sdc_every << "\n"
       << "overlap_allreduce = " << (c.replicas.overlap_allreduce ? "true" : "false") << "\n"
-      << "store_port = " << c.replicas.store_port << "\n";
+      << "store_port = " << c.replicas.store_port << "\n"
+      << "\n[launch]\n"
+      << "max_site_restarts = " << c.launch.max_site_restarts << "\n"
+      << "restart_backoff_ms = " << c.launch.restart_backoff_ms << "\n";
   multisite_toml(out, c);
   config_detail::sim_toml(out, c.sim);
   return out.str();

@@ -76,6 +76,16 @@ struct JobConfig {
     bool operator==(const Log&) const = default;
   } log;
 
+  // What `meridian launch` does when a site's process dies (a crash, a kill): start it again, after
+  // restart_backoff_ms doubled at every restart (up to 30 s), at most max_site_restarts times over
+  // the launch. A site whose input is at fault (bad data or config, a checkpoint of another shape)
+  // is never restarted: the job stops and says why.
+  struct Launch {
+    int max_site_restarts = 3;
+    int restart_backoff_ms = 1000;
+    bool operator==(const Launch&) const = default;
+  } launch;
+
   struct Checkpoint {
     int every = 0;  // 0 = only at the end
     int keep = 3;

@@ -116,6 +116,9 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.replicas.overlap_allreduce, "replicas", "overlap_allreduce");
   r.read(c.replicas.store_port, "replicas", "store_port", 0);
 
+  r.read(c.launch.max_site_restarts, "launch", "max_site_restarts", 0);
+  r.read(c.launch.restart_backoff_ms, "launch", "restart_backoff_ms", 0);
+
   resolve_multisite(r, layers, c);  // after [replicas]: the implicit site takes its replica count
   resolve_sim(r, layers, c);
 

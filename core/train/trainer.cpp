@@ -14,32 +14,12 @@
 #include "core/runlog/run_log.hpp"
 #include "core/train/divergence_guard.hpp"
 #include "core/train/evaluate.hpp"
+#include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
 namespace {
-
-// Loads the training and validation tokens named by the config and checks them against the vocab.
-TrainVal load_data(const JobConfig& c) {
-  auto tokens = load_tokens(c.data.path, c.data.format);
-  check_vocab(tokens, c.model.vocab, c.data.path);
-  if (c.data.val_path) {
-    auto val = load_tokens(*c.data.val_path, c.data.format);
-    check_vocab(val, c.model.vocab, *c.data.val_path);
-    return {std::move(tokens), std::move(val)};
-  }
-  return split_train_val(std::move(tokens), c.data.val_fraction);
-}
-
-// The sampler checks that the tokens fill its windows but does not know where they came from.
-WindowSampler make_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c) {
-  try {
-    return WindowSampler(tokens, c.model.seq_len, c.job.seed);
-  } catch (const Error& e) {
-    throw make_error(e.kind(), c.data.path.string(), ": ", e.what());
-  }
-}
 
 AdamWOptions adamw_options(const JobConfig& c) {
   return {static_cast<float>(c.inner.beta1), static_cast<float>(c.inner.beta2), static_cast<float>(c.inner.eps),
@@ -70,18 +50,14 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       now_(std::move(now)),
       slot_(std::move(slot)),
       grad_accum_(config.inner.grad_accum),
-      data_(load_data(config)),
+      data_(load_job_data(config)),
       model_(config.model),
       opt_(make_adamw(config, model_.layout())),
       muon_(make_muon(config, model_.layout())),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
-      sampler_(make_sampler(data_.train, config)) {
-  if (eval_window_count(data_.val.size(), config.model.seq_len) == 0)
-    throw make_error(ErrorKind::Data, "validation data (", config.data.val_path ? config.data.val_path->string()
-                                                                                : config.data.path.string(),
-                     ") has ", data_.val.size(), " tokens, fewer than one window of seq_len+1 = ",
-                     config.model.seq_len + 1);
+      sampler_(make_job_sampler(data_.train, config)) {
+  check_validation_windows(data_, config);
   model_.init_weights(config.job.seed);
   if (device.kind == JobConfig::Site::Device::Cuda) {
     if (config.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)

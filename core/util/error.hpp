@@ -3,6 +3,7 @@
 //  * Error: expected failures caused by the outside world -- bad config, bad data, a corrupt
 //    checkpoint, a disk or peer problem. Typed, carries where it happened, recoverable.
 //  * InvariantError (via MERIDIAN_CHECK): a bug in meridian. Fails loudly with the operands.
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,15 @@ enum class ErrorKind {
 };
 
 std::string_view to_string(ErrorKind kind);
+
+// What a process exits with when an Error of `kind` ends it. The input's own faults (usage 2,
+// config 78, data 65, checkpoint 66: the sysexits codes where one fits) are permanent: running the
+// same command again fails the same way, so a supervisor reports them instead of restarting.
+// Everything else (io, peer, timeout) is 1, and a broken invariant is 70 (EX_SOFTWARE).
+int exit_code(ErrorKind kind);
+inline constexpr int kBugExitCode = 70;
+// The kind behind a permanent exit code; nullopt for any other code (restarting may help).
+std::optional<ErrorKind> permanent_failure(int exit_code);
 
 class Error : public std::runtime_error {
  public:

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config/job_config.hpp"
+#include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
 #include "sites/launch/launcher.hpp"
@@ -24,6 +25,8 @@ Action add_launch_command(CLI::App& app) {
     // Loaded here too, so a broken job file is reported once rather than by every site.
     const JobConfig config = load_job_config(opts->config, opts->overrides);
     require_devices(config);
+    // And its data: every replica loads the same files, and a bad one would only show in their logs.
+    check_job_data(config);
     std::error_code ec;
     // Sites are this same program; /proc/self/exe stays right even when argv[0] was relative.
     const auto program = std::filesystem::read_symlink("/proc/self/exe", ec);

@@ -45,13 +45,13 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return action();
   } catch (const meridian::Error& e) {
     std::fprintf(stderr, "meridian: %s error: %s\n", std::string(meridian::to_string(e.kind())).c_str(), e.what());
-    return e.kind() == meridian::ErrorKind::Usage ? 2 : 1;
+    return meridian::exit_code(e.kind());
   } catch (const meridian::InvariantError& e) {
     std::fprintf(stderr, "meridian: internal error (a bug): %s\n", e.what());
-    return 70;
+    return meridian::kBugExitCode;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "meridian: internal error (a bug): %s\n", e.what());
-    return 70;
+    return meridian::kBugExitCode;
   }
   return 2;
 }

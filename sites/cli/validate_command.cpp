@@ -1,10 +1,13 @@
-// `meridian validate FILE [--set k=v]...`: checks a job file without running anything, so a
-// multi-site job can be vetted on one machine before it is launched on many.
+// `meridian validate FILE [--set k=v]...`: checks a job file and its data without running anything,
+// so a multi-site job can be vetted on one machine before it is launched on many. A data problem is
+// an Error(Data) from check_job_data, reported by main like any other.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/config/job_config.hpp"
+#include "core/train/job_data.hpp"
+#include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
 
 namespace meridian::cli {
@@ -20,6 +23,9 @@ Action add_validate_command(CLI::App& app) {
   return [opts] {
     auto result = try_load_job_config(opts->config, opts->overrides);
     if (const auto* config = std::get_if<JobConfig>(&result)) {
+      // The data too, as a replica would load it at start-up: a missing, short or malformed file
+      // fails here rather than in every replica of a launched job.
+      check_job_data(*config);
       if (!config->derived.empty()) {
         std::fputs("# Derived from the job's shape (the file leaves them out; a setting there wins):\n", stdout);
         for (const auto& line : config->derived) std::printf("#   %s\n", line.c_str());
@@ -29,7 +35,7 @@ Action add_validate_command(CLI::App& app) {
     }
     // Every problem, not just the first: fixing a file one error per run is slow.
     for (const auto& p : std::get<std::vector<ConfigProblem>>(result)) std::fprintf(stderr, "%s\n", p.to_string().c_str());
-    return 1;
+    return exit_code(ErrorKind::Config);
   };
 }
 

@@ -96,7 +96,7 @@ std::optional<ExitStatus> LoggedChild::poll() {
   do r = ::waitpid(pid_, &status, WNOHANG);
   while (r < 0 && errno == EINTR);
   if (r == 0) return std::nullopt;
-  status_ = r > 0 ? decode(status) : ExitStatus{127, 0};  // ECHILD: count it as dead rather than wait forever
+  status_ = r > 0 ? decode(status) : ExitStatus{127, 0, {}};  // ECHILD: count it as dead rather than wait forever
   // Whatever it left in its process group (a site's replicas, when the agent crashed) goes with it.
   ::kill(-pid_, SIGKILL);
   return status_;
@@ -110,7 +110,7 @@ ExitStatus LoggedChild::kill_and_reap() {
   pid_t r;
   do r = ::waitpid(pid_, &status, 0);
   while (r < 0 && errno == EINTR);
-  status_ = r > 0 ? decode(status) : ExitStatus{127, 0};
+  status_ = r > 0 ? decode(status) : ExitStatus{127, 0, {}};
   return *status_;
 }
 

@@ -19,7 +19,9 @@
 #include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
+#include "core/runlog/run_log.hpp"
 #include "sites/launch/etcd_member.hpp"
+#include "sites/launch/site_restarts.hpp"
 
 namespace meridian {
 
@@ -94,6 +96,8 @@ struct SiteProcess {
   std::unique_ptr<LoggedChild> child;
   SiteView view;
   std::optional<ExitStatus> exit;
+  int restarts = 0;
+  std::optional<Clock::time_point> restart_at;  // failed, to be started again then
 };
 
 void say(const std::string& line) {
@@ -256,6 +260,203 @@ json job_summary(const JobConfig& config, const std::vector<json>& sites, double
                                          : json(nullptr)}};
 }
 
+namespace {
+
+int replica_count(const JobConfig& config) {
+  int replicas = 0;
+  for (const auto& s : config.sites) replicas += s.replicas;
+  return replicas;
+}
+
+// The sites share this machine's cores: OpenMP teams larger than a replica's share spin against
+// each other at every barrier, and busy-waiting workers steal cores from the other sites.
+std::vector<std::string> site_environment(const JobConfig& config) {
+  std::vector<std::string> set;
+  if (!std::getenv("OMP_NUM_THREADS"))
+    set.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                                      std::max(1, replica_count(config)))));
+  if (!std::getenv("OMP_WAIT_POLICY")) set.push_back("OMP_WAIT_POLICY=passive");
+  return child_environment(set);
+}
+
+// One line of <run_dir>/launch-events.jsonl: what the launcher itself saw happen to a site.
+void launch_event(const fs::path& file, const std::string& kind, json fields) {
+  fields["time"] = unix_time_now();
+  fields["event"] = kind;
+  std::ofstream(file, std::ios::app) << fields.dump() << "\n";
+}
+
+// The sites' processes of one launch: starting them, watching them, restarting the dead ones
+// (site_restarts.hpp) and stopping them all.
+class SiteFleet {
+ public:
+  enum class State { Running, Done, Failed };
+
+  // `pids`: what launch.json says besides the sites (the launcher's pid, etcd's, the endpoints).
+  SiteFleet(const JobConfig& config, const LaunchRun& run, std::vector<std::string> overrides,
+            std::vector<std::string> env, json pids, Clock::time_point t0)
+      : config_(config), run_(run), overrides_(std::move(overrides)), env_(std::move(env)), pids_(std::move(pids)),
+        t0_(t0), policy_(site_restart_policy(config)),
+        events_(fs::path(config.job.run_dir) / "launch-events.jsonl") {
+    std::error_code ec;
+    for (const auto& s : config.sites) {
+      SiteProcess p;
+      p.name = s.name;
+      p.dir = site_run_dir(config, s.name);
+      fs::create_directories(p.dir, ec);
+      if (ec) throw make_error(ErrorKind::Io, "cannot create ", p.dir.string(), ": ", ec.message());
+      p.view.metrics = p.dir / "metrics.jsonl";
+      // A resumed job appends to the same files: the progress view starts at this launch's lines.
+      p.view.offset = fs::exists(p.view.metrics, ec) ? fs::file_size(p.view.metrics, ec) : 0;
+      sites_.push_back(std::move(p));
+    }
+    for (auto& p : sites_) start(p);
+  }
+
+  std::vector<SiteProcess>& sites() { return sites_; }
+  const fs::path& events_file() const { return events_; }
+
+  std::vector<LoggedChild*> children() {
+    std::vector<LoggedChild*> out;
+    for (auto& s : sites_)
+      if (s.child) out.push_back(s.child.get());
+    return out;
+  }
+
+  // Reaps what exited and restarts what is due. Done when every site finished; Failed (after
+  // say()ing why) when a site failed for good; Running otherwise.
+  State poll() {
+    bool all_done = true;
+    for (auto& s : sites_) {
+      if (s.restart_at && Clock::now() >= *s.restart_at) restart(s);
+      if (s.restart_at) {
+        all_done = false;
+        continue;
+      }
+      if (s.exit) continue;
+      s.exit = s.child->poll();
+      if (!s.exit) {
+        all_done = false;
+        continue;
+      }
+      if (s.exit->success()) {
+        read_new_lines(s.view);
+        say(stamp(t0_) + " site " + s.name + " finished" +
+            (s.view.val_loss ? format(": val loss %.4f", *s.view.val_loss) : std::string()));
+        continue;
+      }
+      if (!failed(s)) return State::Failed;
+      all_done = false;
+    }
+    return all_done ? State::Done : State::Running;
+  }
+
+  // The exit status the launch ends with after Failed: the failed site's when its input was at
+  // fault (so a script can tell), 1 otherwise.
+  int failure_code() const { return failure_code_; }
+
+ private:
+  void start(SiteProcess& p) {
+    std::vector<std::string> argv = {run_.program.string(), "site", "--config", run_.config_path.string(),
+                                     "--site", p.name};
+    for (const auto& o : overrides_) argv.insert(argv.end(), {"--set", o});
+    const std::string header = p.restarts == 0 ? "--- meridian launch: site " + p.name + " ---"
+                                               : "--- meridian launch: site " + p.name + ", restart " +
+                                                     std::to_string(p.restarts) + " ---";
+    p.child = std::make_unique<LoggedChild>(argv, env_, p.dir / "site.log", header);
+    write_pids();
+  }
+
+  // Records the failure; schedules a restart (true) or says why the job cannot go on (false).
+  bool failed(SiteProcess& s) {
+    const auto log = s.dir / "site.log";
+    const std::string cause = last_error_line(log);
+    const SiteRestart next = decide_site_restart(*s.exit, s.restarts, policy_);
+    json fields = {{"site", s.name}, {"exit", describe(*s.exit)}, {"restarts", s.restarts}, {"restart", next.restart}};
+    if (!cause.empty()) fields["cause"] = cause;
+    if (next.restart) fields["restart_in_s"] = next.delay_s;
+    else fields["why_not"] = next.why_not;
+    launch_event(events_, "site_failed", fields);
+    if (next.restart) {
+      say(stamp(t0_) + " site " + s.name + " failed (" + describe(*s.exit) + "); restarting it in " +
+          format("%.1f s", next.delay_s) + " (restart " + std::to_string(s.restarts + 1) + " of at most " +
+          std::to_string(policy_.max_restarts) + ")");
+      s.restart_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(next.delay_s));
+      return true;
+    }
+    say(stamp(t0_) + " site " + s.name + " failed (" + describe(*s.exit) + "): " + next.why_not +
+        "; stopping the others");
+    if (!cause.empty()) say("meridian launch: site " + s.name + ": " + cause);
+    say("meridian launch: the end of " + log.string() + " (its replicas log to replica-<id>.log beside it):");
+    std::printf("%s", tail_lines(log, 20).c_str());
+    std::fflush(stdout);
+    failure_code_ = s.exit->permanent() ? s.exit->code : 1;
+    return false;
+  }
+
+  void restart(SiteProcess& s) {
+    s.restart_at.reset();
+    s.exit.reset();
+    s.restarts += 1;
+    start(s);
+    launch_event(events_, "site_restarted", {{"site", s.name}, {"restart", s.restarts}, {"pid", s.child->pid()}});
+    say(stamp(t0_) + " site " + s.name + " restarted (pid " + std::to_string(s.child->pid()) + ")");
+  }
+
+  // <run_dir>/launch.json: the pids of etcd and the sites, rewritten when a site restarts.
+  void write_pids() {
+    json sites = json::object();
+    for (const auto& s : sites_)
+      if (s.child) sites[s.name] = s.child->pid();
+    pids_["sites"] = sites;
+    write_file(fs::path(config_.job.run_dir) / "launch.json", pids_.dump(2) + "\n");
+  }
+
+  const JobConfig& config_;
+  const LaunchRun& run_;
+  std::vector<std::string> overrides_, env_;
+  json pids_;
+  Clock::time_point t0_;
+  SiteRestartPolicy policy_;
+  fs::path events_;
+  std::vector<SiteProcess> sites_;
+  int failure_code_ = 1;
+};
+
+// After every site finished: the job's metrics, events (the launcher's own among them) and
+// summary in run_dir, and the table on the terminal.
+void finish(const JobConfig& config, SiteFleet& fleet, double wall) {
+  const fs::path run_dir = config.job.run_dir;
+  std::vector<json> summaries;
+  for (const auto& s : fleet.sites()) {
+    const auto path = s.dir / "summary.json";
+    if (!fs::exists(path)) throw make_error(ErrorKind::Io, "site ", s.name, " finished but left no ", path.string());
+    summaries.push_back(read_json(path));
+  }
+  // A one-site job ran in run_dir itself: its files already are the job's (the launcher's own
+  // events stay in launch-events.jsonl beside them).
+  json summary = summaries.front();
+  if (fleet.sites().size() > 1) {
+    std::vector<std::pair<std::string, fs::path>> metrics, events;
+    for (const auto& s : fleet.sites()) {
+      metrics.emplace_back(s.name, s.dir / "metrics.jsonl");
+      events.emplace_back(s.name, s.dir / "events.jsonl");
+    }
+    events.emplace_back("launch", fleet.events_file());
+    write_file(run_dir / "metrics.jsonl", merge_jsonl_by_time(metrics));
+    write_file(run_dir / "events.jsonl", merge_jsonl_by_time(events));
+    summary = job_summary(config, summaries, wall);
+    write_file(run_dir / "summary.json", summary.dump(2) + "\n");
+  }
+  say(format("meridian launch: job %s done in %.1f s (%s), summary in %s", config.job.name.c_str(), wall,
+             fleet.sites().size() > 1 ? std::string(to_string(config.outer.algorithm)).c_str() : "one site",
+             (run_dir / "summary.json").c_str()));
+  print_table(summary, summaries);
+}
+
+}  // namespace
+
 int run_launch(const JobConfig& config, const LaunchRun& run) {
   const StopSignals stops;  // before any child exists, so no Ctrl-C is lost to the default action
   const auto t0 = Clock::now();
@@ -271,57 +472,21 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
     overrides.push_back("control.endpoints=[\"" + etcd->endpoint() + "\"]");
     say(stamp(t0) + " etcd " + etcd->endpoint() + " (log " + etcd->log_path().string() + ")");
   }
-
-  // The sites share this machine's cores: OpenMP teams larger than a replica's share spin against
-  // each other at every barrier, and busy-waiting workers steal cores from the other sites.
-  int replicas = 0;
-  for (const auto& s : config.sites) replicas += s.replicas;
-  std::vector<std::string> env_set;
-  if (!std::getenv("OMP_NUM_THREADS"))
-    env_set.push_back("OMP_NUM_THREADS=" +
-                      std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                     std::max(1, replicas))));
-  if (!std::getenv("OMP_WAIT_POLICY")) env_set.push_back("OMP_WAIT_POLICY=passive");
-  const auto env = child_environment(env_set);
-
-  std::vector<SiteProcess> sites;
-  json pids = json::object();
-  for (const auto& s : config.sites) {
-    SiteProcess p;
-    p.name = s.name;
-    p.dir = site_run_dir(config, s.name);
-    fs::create_directories(p.dir, ec);
-    if (ec) throw make_error(ErrorKind::Io, "cannot create ", p.dir.string(), ": ", ec.message());
-    p.view.metrics = p.dir / "metrics.jsonl";
-    // A resumed job appends to the same files: the progress view starts at this launch's lines.
-    p.view.offset = fs::exists(p.view.metrics, ec) ? fs::file_size(p.view.metrics, ec) : 0;
-    std::vector<std::string> argv = {run.program.string(), "site", "--config", run.config_path.string(),
-                                     "--site", s.name};
-    for (const auto& o : overrides) argv.insert(argv.end(), {"--set", o});
-    p.child = std::make_unique<LoggedChild>(argv, env, p.dir / "site.log", "--- meridian launch: site " + s.name + " ---");
-    pids[s.name] = p.child->pid();
-    sites.push_back(std::move(p));
-  }
-  write_file(run_dir / "launch.json",
-             json{{"launcher", ::getpid()},
-                  {"etcd", etcd ? json(etcd->pid()) : json(nullptr)},
-                  {"endpoints", etcd ? json::array({etcd->endpoint()}) : json(config.control.endpoints)},
-                  {"sites", pids}}
-                     .dump(2) +
-                 "\n");
+  SiteFleet fleet(config, run, overrides, site_environment(config),
+                  json{{"launcher", ::getpid()},
+                       {"etcd", etcd ? json(etcd->pid()) : json(nullptr)},
+                       {"endpoints", etcd ? json::array({etcd->endpoint()}) : json(config.control.endpoints)}},
+                  t0);
   std::string logs;
-  for (const auto& s : sites) logs += (logs.empty() ? "" : ", ") + (s.dir / "site.log").string();
-  say(stamp(t0) + " started " + std::to_string(sites.size()) + " site(s), " + std::to_string(replicas) +
-      " replica(s); logs: " + logs);
+  for (const auto& s : fleet.sites()) logs += (logs.empty() ? "" : ", ") + (s.dir / "site.log").string();
+  say(stamp(t0) + " started " + std::to_string(fleet.sites().size()) + " site(s), " +
+      std::to_string(replica_count(config)) + " replica(s); logs: " + logs);
 
-  std::vector<LoggedChild*> children;
-  for (auto& s : sites) children.push_back(s.child.get());
   // Sites first, etcd last: a site shutting down may still talk to the control plane.
   const auto stop_everything = [&] {
-    stop_children(children, std::chrono::seconds(10), &stops.set);
+    stop_children(fleet.children(), std::chrono::seconds(10), &stops.set);
     if (etcd) etcd->stop();
   };
-
   auto next_progress = t0 + std::chrono::seconds(2);
   for (;;) {
     if (const int sig = stops.wait(100'000'000)) {
@@ -329,28 +494,10 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
       stop_everything();
       return 128 + sig;
     }
-    bool all_done = true;
-    for (auto& s : sites) {
-      if (s.exit) continue;
-      s.exit = s.child->poll();
-      if (!s.exit) {
-        all_done = false;
-        continue;
-      }
-      if (s.exit->success()) {
-        read_new_lines(s.view);
-        say(stamp(t0) + " site " + s.name + " finished" +
-            (s.view.val_loss ? format(": val loss %.4f", *s.view.val_loss) : std::string()));
-        continue;
-      }
-      say(stamp(t0) + " site " + s.name + " failed (" + describe(*s.exit) + "); stopping the others");
+    const auto state = fleet.poll();
+    if (state == SiteFleet::State::Failed) {
       stop_everything();
-      const auto log = s.dir / "site.log";
-      say("meridian launch: site " + s.name + " failed; the end of " + log.string() +
-          " (its replicas log to replica-<id>.log beside it):");
-      std::printf("%s", tail_lines(log, 20).c_str());
-      std::fflush(stdout);
-      return 1;
+      return fleet.failure_code();
     }
     if (etcd && etcd->child()->poll()) {
       say(stamp(t0) + " the local etcd member exited; stopping every site");
@@ -360,38 +507,14 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
       std::fflush(stdout);
       return 1;
     }
-    if (all_done) break;
+    if (state == SiteFleet::State::Done) break;
     if (Clock::now() >= next_progress) {
-      say(progress_line(t0, sites, config.inner.steps));
+      say(progress_line(t0, fleet.sites(), config.inner.steps));
       next_progress += std::chrono::seconds(2);
     }
   }
   if (etcd) etcd->stop();
-  const double wall = seconds_since(t0);
-
-  std::vector<json> summaries;
-  for (const auto& s : sites) {
-    const auto path = s.dir / "summary.json";
-    if (!fs::exists(path)) throw make_error(ErrorKind::Io, "site ", s.name, " finished but left no ", path.string());
-    summaries.push_back(read_json(path));
-  }
-  // A one-site job ran in run_dir itself: its files already are the job's.
-  json summary = summaries.front();
-  if (sites.size() > 1) {
-    std::vector<std::pair<std::string, fs::path>> metrics, events;
-    for (const auto& s : sites) {
-      metrics.emplace_back(s.name, s.dir / "metrics.jsonl");
-      events.emplace_back(s.name, s.dir / "events.jsonl");
-    }
-    write_file(run_dir / "metrics.jsonl", merge_jsonl_by_time(metrics));
-    write_file(run_dir / "events.jsonl", merge_jsonl_by_time(events));
-    summary = job_summary(config, summaries, wall);
-    write_file(run_dir / "summary.json", summary.dump(2) + "\n");
-  }
-  say(format("meridian launch: job %s done in %.1f s (%s), summary in %s", config.job.name.c_str(), wall,
-             sites.size() > 1 ? std::string(to_string(config.outer.algorithm)).c_str() : "one site",
-             (run_dir / "summary.json").c_str()));
-  print_table(summary, summaries);
+  finish(config, fleet, seconds_since(t0));
   return 0;
 }
 

@@ -102,13 +102,17 @@ void SiteAgent::reap(double now) {
     nlohmann::json fields = {{"id", s.id}, {"incarnation", s.incarnation}};
     if (status->signal != 0) fields["signal"] = status->signal;
     else fields["exit_code"] = status->code;
+    if (!status->cause.empty()) fields["cause"] = status->cause;
+    if (status->permanent()) fields["permanent"] = true;
     event("replica_exited", fields);
     if (status->success()) {
       s.finished = true;
       finishing_ = true;
       say("replica " + std::to_string(s.id) + " finished");
     } else {
-      say("replica " + std::to_string(s.id) + " exited: " + describe(*status));
+      say("replica " + std::to_string(s.id) + " exited: " + describe(*status) +
+          (status->cause.empty() ? "" : ": " + status->cause) +
+          (status->permanent() ? "; not restarted: it would fail the same way" : ""));
       if (member(s) && !s.killed) note_cause(now);  // an eviction noted its cause when it happened
     }
   }
@@ -272,7 +276,8 @@ SiteOutcome SiteAgent::outcome() {
   for (const auto& s : slots_)
     failure_ += std::string(s.id == 0 ? ": " : "; ") + "replica " + std::to_string(s.id) + " ended with " +
                 (s.last_exit ? describe(*s.last_exit) : std::string("no exit status")) + " after " +
-                std::to_string(s.restarts) + " restart(s)";
+                std::to_string(s.restarts) + " restart(s)" +
+                (s.last_exit && !s.last_exit->cause.empty() ? " (" + s.last_exit->cause + ")" : "");
   failure_ += options_.restart ? " (max_restarts = " + std::to_string(options_.max_restarts) + ")"
                                : " ([replicas].restart = false)";
   event("site_failed", {{"reason", failure_}});
@@ -284,7 +289,14 @@ bool SiteAgent::member(const Slot& s) const {
 }
 
 bool SiteAgent::can_restart(const Slot& s) const {
-  return options_.restart && s.restarts < options_.max_restarts && !finishing_;
+  const bool permanent = s.last_exit && s.last_exit->permanent();
+  return options_.restart && s.restarts < options_.max_restarts && !finishing_ && !permanent;
+}
+
+std::optional<ErrorKind> SiteAgent::permanent_failure() const {
+  for (const auto& s : slots_)
+    if (!s.alive && !s.finished && s.last_exit && s.last_exit->permanent()) return s.last_exit->permanent();
+  return std::nullopt;
 }
 
 void SiteAgent::note_cause(double now) { cause_at_ = std::min(cause_at_.value_or(now), now); }
@@ -380,7 +392,10 @@ int run_site(const JobConfig& config, const SiteRun& run) {
     if (round % 5 == 0) board.update(store, agent.figures());
     ops.poll();
     if (outcome == SiteOutcome::Done) return 0;
-    if (outcome == SiteOutcome::Failed) throw make_error(ErrorKind::Peer, agent.failure());
+    // The site exits as its replicas did when their input is at fault, so the launcher above
+    // does not restart it either.
+    if (outcome == SiteOutcome::Failed)
+      throw make_error(agent.permanent_failure().value_or(ErrorKind::Peer), agent.failure());
     const timespec pause{0, 20'000'000};
     const int sig = ::sigtimedwait(&stop_signals, nullptr, &pause);
     if (sig > 0) {

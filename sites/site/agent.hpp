@@ -67,6 +67,9 @@ class SiteAgent {
   // False when `id` is no slot or its process is not running.
   bool evict_replica(int id, const std::string& reason, double now);
   const std::string& failure() const { return failure_; }
+  // After Failed: the kind of error a replica ended with when its input was at fault (bad data, a
+  // bad config, a checkpoint of another shape). Such a replica is not restarted; nullopt otherwise.
+  std::optional<ErrorKind> permanent_failure() const;
 
  private:
   struct Slot {

@@ -9,16 +9,37 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <cstring>
 
 #include "core/util/error.hpp"
 
 namespace meridian {
 
+std::optional<ErrorKind> ExitStatus::permanent() const {
+  if (signal != 0) return std::nullopt;
+  return permanent_failure(code);
+}
+
 std::string describe(const ExitStatus& s) {
   if (s.signal != 0) return "signal " + std::to_string(s.signal) + " (" + ::strsignal(s.signal) + ")";
+  if (const auto kind = s.permanent(); kind && *kind != ErrorKind::Usage)
+    return "exit code " + std::to_string(s.code) + " (" + std::string(to_string(*kind)) + " error)";
   return "exit code " + std::to_string(s.code);
+}
+
+std::string last_error_line(const std::filesystem::path& log) {
+  constexpr std::streamoff kTail = 64 * 1024;
+  std::ifstream in(log, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - kTail));
+  std::string found;
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("meridian: ")) found = line;
+  return found;
 }
 
 ProcessLauncher::ProcessLauncher(std::function<std::vector<std::string>(int id)> argv_for,
@@ -95,6 +116,7 @@ std::optional<ExitStatus> ProcessLauncher::poll(int id) {
   if (r > 0 && WIFEXITED(status)) s.code = WEXITSTATUS(status);
   if (r > 0 && WIFSIGNALED(status)) s.signal = WTERMSIG(status);
   if (r < 0) s.code = 127;  // not our child any more (ECHILD): count it as dead rather than wait forever
+  if (!s.success()) s.cause = last_error_line(log_dir_ / ("replica-" + std::to_string(id) + ".log"));
   return s;
 }
 
@@ -108,11 +130,11 @@ std::optional<ExitStatus> AttachedLauncher::poll(int id) {
   if (!live_[id]) return std::nullopt;
   if (gone_[id]) {
     live_[id] = gone_[id] = false;
-    return ExitStatus{0, SIGKILL};
+    return ExitStatus{0, SIGKILL, {}};
   }
   if (!store_.check(site_keys::done(id))) return std::nullopt;
   live_[id] = false;
-  return ExitStatus{0, 0};
+  return ExitStatus{0, 0, {}};
 }
 
 }  // namespace meridian

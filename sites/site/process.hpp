@@ -10,15 +10,27 @@
 #include <string>
 #include <vector>
 
+#include "core/util/error.hpp"
+
 namespace meridian {
 
 struct ExitStatus {
   int code = 0;    // exit status when it exited, else 0
   int signal = 0;  // the signal that ended it, else 0
+  // A failed process's own account: the last "meridian: ..." error line of its log, if any.
+  std::string cause;
   bool success() const { return signal == 0 && code == 0; }
+  // The kind of error it ended with when that is the input's own fault (error.hpp's exit codes):
+  // starting it again would fail the same way.
+  std::optional<ErrorKind> permanent() const;
 };
 
-std::string describe(const ExitStatus& s);  // "exit code 3" / "signal 9 (Killed)"
+// "exit code 3" / "exit code 65 (data error)" / "signal 9 (Killed)"
+std::string describe(const ExitStatus& s);
+
+// The last line of `log` that a meridian command printed on failing ("meridian: <kind> error: ..."
+// or "meridian: internal error ..."), read from the file's final 64 KiB; empty when there is none.
+std::string last_error_line(const std::filesystem::path& log);
 
 class Launcher {
  public:

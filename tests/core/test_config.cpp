@@ -363,6 +363,7 @@ TEST_CASE("to_toml round-trips to an equal config") {
                                                 "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
                                                 "clip = 1\nsteps = 12345\n"
                                                 "[checkpoint]\nevery = 100\n"
+                                                "[launch]\nmax_site_restarts = 7\nrestart_backoff_ms = 50\n"
                                                 "[guard]\nenabled = false\nwindow = 30\nloss_z = 4.5\n"
                                                 "lr_factor = 0.25\ninject_lr_step = 7\ninject_lr_factor = 100\n"
                                                 "[ops]\nmetrics = false\nmetrics_address = \"0.0.0.0\"\nmetrics_port = 9400\n"
@@ -423,6 +424,22 @@ TEST_CASE("[replicas]: defaults, values, and errors with file:line") {
   CHECK(all.find("bad.toml:5: replicas.restart: expected true or false, found") != std::string::npos);
   CHECK(all.find("bad.toml:6: replicas.on_failure: expected one of \"keep_batch\", \"scale\"") != std::string::npos);
   CHECK(all.find("bad.toml:7: replicas.store_port: expected an integer <= 65535, found 70000") != std::string::npos);
+}
+
+TEST_CASE("[launch]: defaults, values, and errors with file:line") {
+  meridian::testing::TempDir dir("cfg-launch");
+  std::ofstream(dir / "d.txt") << "data";
+  std::ofstream(dir / "ok.toml") << "[data]\npath = \"d.txt\"\n";
+  const auto d = load_job_config(dir / "ok.toml");
+  CHECK(d.launch.max_site_restarts == 3);
+  CHECK(d.launch.restart_backoff_ms == 1000);
+  const auto c = load_job_config(dir / "ok.toml", {"launch.max_site_restarts=0", "launch.restart_backoff_ms=20"});
+  CHECK(c.launch.max_site_restarts == 0);
+  CHECK(c.launch.restart_backoff_ms == 20);
+  std::ofstream(dir / "bad.toml") << "[data]\npath = \"d.txt\"\n[launch]\nmax_site_restarts = -1\n";
+  const auto lines = problems_of(dir / "bad.toml");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("bad.toml:4: launch.max_site_restarts: expected an integer >= 0, found -1") != std::string::npos);
 }
 
 TEST_CASE("multi-site tables: defaults, the implicit site, and values") {

@@ -22,6 +22,18 @@ TEST_CASE("MERIDIAN_CHECK reports the expression and the operands") {
   CHECK_NOTHROW(MERIDIAN_CHECK(a < b));
 }
 
+TEST_CASE("exit codes: the input's own faults are permanent and say their kind, the rest may be retried") {
+  using meridian::ErrorKind;
+  for (const auto kind : {ErrorKind::Usage, ErrorKind::Config, ErrorKind::Data, ErrorKind::Checkpoint}) {
+    INFO(meridian::to_string(kind));
+    CHECK(meridian::permanent_failure(meridian::exit_code(kind)) == kind);
+  }
+  CHECK(meridian::exit_code(ErrorKind::Data) == 65);
+  CHECK(meridian::exit_code(ErrorKind::Config) == 78);
+  for (const auto kind : {ErrorKind::Io, ErrorKind::Peer, ErrorKind::Timeout}) CHECK(meridian::exit_code(kind) == 1);
+  for (int code : {0, 1, 9, 137, meridian::kBugExitCode}) CHECK_FALSE(meridian::permanent_failure(code));
+}
+
 TEST_CASE("streaming hash equals one-shot hash, any flipped bit changes it") {
   std::string data(1000, 'x');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31);

@@ -37,7 +37,7 @@ struct FakeLauncher final : Launcher {
   }
   void signal(int id, int sig) override {
     signals.emplace_back(id, sig);
-    if (sig == SIGKILL && procs[id].alive) procs[id].exit = ExitStatus{0, SIGKILL};
+    if (sig == SIGKILL && procs[id].alive) procs[id].exit = ExitStatus{0, SIGKILL, {}};
   }
   std::optional<ExitStatus> poll(int id) override {
     auto& p = procs[id];
@@ -45,7 +45,7 @@ struct FakeLauncher final : Launcher {
     p.alive = false;
     return p.exit;
   }
-  void exit(int id, int code) { procs[id].exit = ExitStatus{code, 0}; }
+  void exit(int id, int code) { procs[id].exit = ExitStatus{code, 0, {}}; }
 };
 
 SiteAgentOptions opts(int replicas) {
@@ -255,6 +255,33 @@ TEST_CASE("restarts are bounded, when no replica can run the site fails") {
   CHECK(t.procs.started.size() == 1);
 }
 
+TEST_CASE("a replica whose input is at fault is not restarted: the site fails at once, naming the cause") {
+  Site s(opts(2));
+  s.form_group(2);
+  s.procs.procs[0].exit = ExitStatus{65, 0, "meridian: data error: data file /x does not exist"};
+  CHECK(s.agent.step() == SiteOutcome::Running);  // replica 1 still trains
+  CHECK(s.procs.started.size() == 2);             // and replica 0 stays down
+  const auto exited = s.events("replica_exited");
+  REQUIRE(exited.size() == 1);
+  CHECK(exited[0]["permanent"] == true);
+  CHECK(exited[0]["cause"] == "meridian: data error: data file /x does not exist");
+
+  s.procs.procs[1].exit = ExitStatus{65, 0, "meridian: data error: data file /x does not exist"};
+  CHECK(s.agent.step() == SiteOutcome::Failed);
+  CHECK(s.procs.started.size() == 2);
+  CHECK(s.agent.permanent_failure() == ErrorKind::Data);
+  INFO(s.agent.failure());
+  CHECK(s.agent.failure().find("exit code 65 (data error) after 0 restart(s) (meridian: data error: data file /x "
+                               "does not exist)") != std::string::npos);
+
+  // A crash is no fault of the input: restarted as before, and no permanent kind.
+  Site t(opts(1));
+  t.procs.procs[0].exit = ExitStatus{0, 9, ""};
+  CHECK(t.agent.step() == SiteOutcome::Running);
+  CHECK(t.procs.started.size() == 2);
+  CHECK_FALSE(t.agent.permanent_failure());
+}
+
 TEST_CASE("the site is done when its replicas finish, a finished replica re-forms nothing") {
   Site s(opts(2));
   s.form_group(2);
@@ -297,7 +324,8 @@ std::optional<ExitStatus> wait_for(ProcessLauncher& launcher, int id) {
 TEST_CASE("ProcessLauncher: output goes to the slot's log, exit codes and signals come back") {
   testing::TempDir dir("launcher");
   std::map<int, std::vector<std::string>> argv = {
-      {0, {"/bin/sh", "-c", "echo to-out; echo to-err >&2; exit 3"}},
+      {0, {"/bin/sh", "-c", "echo 'meridian: peer error: earlier'; echo to-out; echo 'meridian: data error: bad' >&2; "
+           "echo to-err >&2; exit 65"}},
       {1, {"/bin/sleep", "30"}},
       {2, {"/nonexistent/program"}},
   };
@@ -305,8 +333,9 @@ TEST_CASE("ProcessLauncher: output goes to the slot's log, exit codes and signal
   for (int id = 0; id < 3; ++id) launcher.start(id, 1);
   const auto exited = wait_for(launcher, 0);
   REQUIRE(exited);
-  CHECK(exited->code == 3);
-  CHECK(describe(*exited) == "exit code 3");
+  CHECK(exited->code == 65);
+  CHECK(describe(*exited) == "exit code 65 (data error)");
+  CHECK(exited->cause == "meridian: data error: bad");  // its last error line, not an earlier one
   std::ifstream log(dir.path() / "replica-0.log");
   std::stringstream text;
   text << log.rdbuf();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -184,10 +185,12 @@ std::string ckpt_name(int step) {
   return buf;
 }
 
-// stderr of a failed run: exit code 1 and the one "meridian: <kind> error: " line format.
+// stderr of a failed run: the kind's exit code (error.hpp) and the one "meridian: <kind> error: "
+// line format.
 void check_input_error(const ProcessResult& r, const std::string& kind) {
   INFO(r.describe());
-  CHECK(r.exit_code == 1);
+  const std::map<std::string, int> codes = {{"config", 78}, {"data", 65}, {"checkpoint", 66}, {"io", 1}};
+  CHECK(r.exit_code == codes.at(kind));
   CHECK(contains(r.err, "meridian: " + kind + " error: "));
   CHECK(!contains(r.err, "internal error"));
 }
@@ -311,7 +314,7 @@ TEST_CASE("train: running again with more steps resumes from the last checkpoint
   CHECK(fs::exists(job.run_dir / "checkpoints" / ckpt_name(6)));
 }
 
-TEST_CASE("train: config errors exit 1 naming file:line and the key, and write nothing") {
+TEST_CASE("train: config errors exit 78 naming file:line and the key, and write nothing") {
   TempDir dir("cli-config");
   Job job(dir, 6);
   std::string expected;
@@ -353,7 +356,7 @@ TEST_CASE("train: config errors exit 1 naming file:line and the key, and write n
   CHECK(r.out.empty());
 }
 
-TEST_CASE("device = \"cuda\" on a machine without a usable GPU: train, site and launch exit 1 at start-up saying why") {
+TEST_CASE("device = \"cuda\" on a machine without a usable GPU: train, site and launch exit 78 (config) at start-up saying why") {
   if (cuda_device_count() > 0) {
     MESSAGE("skipped: a CUDA device is present (tests/core/test_cuda_trainer.cpp trains on it)");
     return;
@@ -375,7 +378,7 @@ TEST_CASE("device = \"cuda\" on a machine without a usable GPU: train, site and 
   }
 }
 
-TEST_CASE("validate: a good job prints it resolved, a bad one lists every problem and exits 1") {
+TEST_CASE("validate: a good job prints it resolved, a bad one lists every problem and exits 78 (config)") {
   TempDir dir("cli-validate");
   Job job(dir, 6);
   job.write();
@@ -391,7 +394,7 @@ TEST_CASE("validate: a good job prints it resolved, a bad one lists every proble
   job.write();
   const auto bad = meridian_run({"validate", job.file.string(), "--set", "wan.loss=1.0"}, job.cwd);
   INFO(bad.describe());
-  CHECK(bad.exit_code == 1);
+  CHECK(bad.exit_code == 78);
   CHECK(bad.out.empty());
   const auto lines = lines_of(bad.err);
   REQUIRE(lines.size() == 3);
@@ -401,7 +404,7 @@ TEST_CASE("validate: a good job prints it resolved, a bad one lists every proble
   CHECK(contains(lines[2], "wan.loss: expected a number in [0, 1), found 1"));
 }
 
-TEST_CASE("train: a bad --set exits 1 naming the override and the key") {
+TEST_CASE("train: a bad --set exits 78 naming the override and the key") {
   TempDir dir("cli-set");
   const Job job(dir, 6);
   std::string set, expected;
@@ -428,7 +431,7 @@ TEST_CASE("train: a bad --set exits 1 naming the override and the key") {
   CHECK(!fs::exists(job.run_dir));
 }
 
-TEST_CASE("train: a missing job file or data file exits 1 naming it") {
+TEST_CASE("train: a missing job file or data file exits 78 or 65 naming it") {
   TempDir dir("cli-missing");
   SUBCASE("job file") {
     const auto r = meridian_run({"train", "--config", (dir / "nope.toml").string()}, dir.path());
@@ -447,7 +450,7 @@ TEST_CASE("train: a missing job file or data file exits 1 naming it") {
   }
 }
 
-TEST_CASE("train: bad data files exit 1 with a message naming the file") {
+TEST_CASE("train and validate: bad data files exit 65 with a message naming the file") {
   TempDir dir("cli-data");
   Job job(dir, 6);
   const fs::path data = dir / "data.bin";
@@ -484,9 +487,15 @@ TEST_CASE("train: bad data files exit 1 with a message naming the file") {
   check_input_error(r, "data");
   CHECK(contains(r.err, data.string()));
   for (const auto& e : expected) CHECK_MESSAGE(contains(r.err, e), e);
+  // validate finds the same, before anything runs.
+  const auto v = meridian_run({"validate", job.file.string()}, job.cwd);
+  INFO(v.describe());
+  check_input_error(v, "data");
+  CHECK(v.out.empty());
+  for (const auto& e : expected) CHECK_MESSAGE(contains(v.err, e), e);
 }
 
-TEST_CASE("train: a data file shorter than one window exits 1 naming the file") {
+TEST_CASE("train: a data file shorter than one window exits 65 naming the file") {
   TempDir dir("cli-short");
   Job job(dir, 6);
   write_bytes(dir / "short.txt", corpus_prefix(20));
@@ -536,7 +545,7 @@ TEST_CASE("eval: one JSON object whose loss equals evaluate() in-process for the
   CHECK(shard == j);
 }
 
-TEST_CASE("eval: bad data files exit 1 naming the file") {
+TEST_CASE("eval: bad data files exit 65 naming the file") {
   TempDir dir("cli-eval-data");
   const Job job(dir, 2);
   REQUIRE(job.train().exit_code == 0);
@@ -588,7 +597,7 @@ TEST_CASE("eval: a truncated newest checkpoint is skipped with a warning, and no
   CHECK(contains(r.err, (ckpts / ckpt_name(4)).string()));
   CHECK(contains(r.err, "truncated"));
 
-  // Every checkpoint bad (one truncated, one with a flipped byte): exit 1, nothing on stdout.
+  // Every checkpoint bad (one truncated, one with a flipped byte): exit 66, nothing on stdout.
   flip_byte(ckpts / ckpt_name(2), static_cast<std::streamoff>(fs::file_size(ckpts / ckpt_name(2)) / 2));
   for (const auto& sub : std::vector<std::vector<std::string>>{
            args, {"export", "--checkpoint", job.run_dir.string(), "--out", (dir / "exp").string()}}) {

@@ -167,6 +167,88 @@ TEST_CASE("Ctrl-C to launch stops every site and etcd: exit 130, nothing left ru
   CHECK(find_processes({job.string()}).empty());
 }
 
+TEST_CASE("kill -9 of a site under launch: the launcher restarts it, the job finishes, events say so") {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir("launch-restart");
+  // Rounds of 250 tiny steps: long enough for site b to die, come back and rejoin while a trains.
+  const auto job = write_job(dir, 3000);
+  ChildProcess launch({MERIDIAN_BIN, "launch", job.string(), "--set", "outer.inner_steps=250", "--set",
+                       "launch.restart_backoff_ms=200", "--set", "control.lease_ttl_s=2", "--set",
+                       "control.keepalive_ms=500", "--set", "log.every=50"},
+                      dir / "launch.log");
+  // Killed once it has trained past the first commit: it must rejoin from its peer.
+  bool committed = false;
+  for (int i = 0; i < 3000 && !committed; ++i) {
+    for (const auto& m : read_jsonl(dir / "run" / "b" / "metrics.jsonl"))
+      committed = committed || m.value("version", 0) >= 1;
+    if (!committed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  INFO(logs(dir));
+  REQUIRE_MESSAGE(committed, "site b saw no commit within 60 s");
+  const auto before = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);
+  REQUIRE(before.is_object());
+  const int victim = before["sites"]["b"].get<int>();
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  const auto code = launch.wait_for(std::chrono::seconds(120));
+  REQUIRE_MESSAGE(code.has_value(), "launch did not finish within 120 s of the kill");
+  CHECK(*code == 0);
+  const auto summary = json::parse(slurp(dir / "run" / "summary.json"), nullptr, false);
+  REQUIRE(summary.is_object());
+  CHECK(summary["same_final_weights"] == true);
+  const auto after = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);
+  CHECK(after["sites"]["b"].get<int>() != victim);  // launch.json names the live process
+  std::vector<json> failed, restarted;
+  for (const auto& e : read_jsonl(dir / "run" / "events.jsonl")) {
+    if (e.value("event", "") == "site_failed") failed.push_back(e);
+    if (e.value("event", "") == "site_restarted") restarted.push_back(e);
+  }
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0]["site"] == "b");
+  CHECK(failed[0]["exit"] == "signal 9 (Killed)");
+  CHECK(failed[0]["restart"] == true);
+  REQUIRE(restarted.size() == 1);
+  CHECK(restarted[0]["site"] == "b");
+  CHECK(restarted[0]["restart"] == 1);
+  const std::string out = slurp(dir / "launch.log");
+  CHECK(out.find("site b failed (signal 9 (Killed)); restarting it in 0.2 s") != std::string::npos);
+  CHECK(out.find("site b restarted") != std::string::npos);
+}
+
+TEST_CASE("launch: bad data stops it at once with the cause on the terminal; a checkpoint of another model is not restarted") {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir("launch-permanent");
+  // Caught before anything starts.
+  const auto job = write_job(dir, 20);
+  ChildProcess missing({MERIDIAN_BIN, "launch", job.string(), "--set", "data.path=\"nope.txt\""}, dir / "missing.log");
+  const auto missing_code = missing.wait_for(std::chrono::seconds(30));
+  REQUIRE(missing_code.has_value());
+  const std::string missing_out = slurp(dir / "missing.log");
+  INFO(missing_out);
+  CHECK(*missing_code == 65);
+  CHECK(missing_out.find("meridian: data error: data file ") != std::string::npos);
+  CHECK(missing_out.find("nope.txt does not exist") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "run" / "a"));
+
+  // Found by a replica at start-up: the sites exit with its code and the launcher stops at once.
+  launch_to_end(dir, {"--set", "checkpoint.every=10"});
+  ChildProcess other({MERIDIAN_BIN, "launch", job.string(), "--set", "model.n_layer=3", "--set", "inner.steps=40"},
+                     dir / "other.log");
+  const auto other_code = other.wait_for(std::chrono::seconds(60));
+  REQUIRE_MESSAGE(other_code.has_value(), "launch did not stop within 60 s");
+  const std::string out = slurp(dir / "other.log");
+  INFO(out);
+  CHECK(*other_code == 66);
+  CHECK(out.find("says its input is at fault") != std::string::npos);
+  CHECK(out.find("meridian: checkpoint error: ") != std::string::npos);
+  CHECK(out.find("restarting it") == std::string::npos);
+  for (const char* site : {"a", "b"}) {
+    const std::string log = slurp(dir / "run" / site / "replica-0.log");
+    INFO(log);
+    // One incarnation: the agent did not restart the replica either.
+    CHECK(log.find("incarnation 2") == std::string::npos);
+  }
+}
+
 TEST_CASE("the local etcd member: fresh data dir, healthy, and gone once stopped") {
   SKIP_WITHOUT_ETCD();
   TempDir dir("launch-etcd");
