@@ -215,11 +215,15 @@ void CrossSite::read_commits() {
         throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
                          record.entries.size(), " entries", fragments_ok ? "" : ", one of a fragment the job has not");
       newest_commit_ = std::max(newest_commit_, record.number);
+      unreadable_commits_.erase(record.number);
       commits_[record.number] = std::move(record);
     } catch (const Error& e) {
-      // Written once by compare-and-swap: a record nobody can read stops the job's versions
-      // there, and every site says so rather than guessing.
-      events_.push_back({"commit_unreadable", "", 0, e.what()});
+      // No site can have applied a record nobody can read. Left alone it would stop the job's
+      // versions there for good; propose() replaces it by compare-and-swap (while no newer commit
+      // shows that its version was committed before the damage), and every site says so.
+      const auto version = keys_.version_of_commit(key);
+      if (version) unreadable_commits_[*version] = value;
+      events_.push_back({"commit_unreadable", "", version.value_or(0), e.what()});
     }
   }
 }
@@ -319,7 +323,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     merging.insert(e.site);
   }
   ++traffic_.commits_proposed;
-  if (etcd_.create_if_absent(keys_.commit(next), encode(proposal))) {
+  if (claim_version(next, encode(proposal))) {
     ++traffic_.commits_won;
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
   }
@@ -327,6 +331,19 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   next_control_ = clock_();  // read back whichever proposal won, now
   read_back_ = true;
   return std::nullopt;
+}
+
+bool CrossSite::claim_version(std::int64_t version, const std::string& record) {
+  const auto junk = unreadable_commits_.find(version);
+  // A newer commit means this version was committed once and then damaged: others may have
+  // applied it, so it is never replaced (this site catches up from a peer's state instead).
+  if (junk == unreadable_commits_.end() || newest_commit_ > version)
+    return etcd_.create_if_absent(keys_.commit(version), record);
+  if (!etcd_.compare_and_swap(keys_.commit(version), junk->second, record)) return false;
+  events_.push_back({"commit_record_replaced", options_.site, version,
+                     "the unreadable record at " + keys_.commit(version) + " (" + std::to_string(junk->second.size()) +
+                         " bytes) gave way to this site's proposal"});
+  return true;
 }
 
 std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bool far_behind) {
@@ -806,6 +823,13 @@ void CrossSite::refresh_members() {
     } catch (const Error&) {
       // A record we cannot read is no member; its site looks absent until it writes a good one.
     }
+  }
+  // This site's own key gone (deleted by hand, or replaced by something unreadable) while it
+  // still holds its lease: it writes the key again, or its deltas would go unmerged for good.
+  if (lease_ != 0 && !members.contains(options_.site)) {
+    etcd_.put(keys_.member(options_.site), encode(member_record()), lease_);
+    members[options_.site] = member_record();
+    events_.push_back({"member_key_restored", options_.site, 0, keys_.member(options_.site)});
   }
   for (const auto& [site, m] : members) {
     auto [it, fresh] = incarnation_.try_emplace(site, m.incarnation);

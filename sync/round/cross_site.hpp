@@ -70,7 +70,7 @@ struct CrossSiteOptions {
 // What happened to a peer's delta or state that the site's log should say.
 struct CrossSiteEvent {
   // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
-  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable",
+  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable", "commit_record_replaced", "member_key_restored",
   // "control_unreachable", "control_restored"
   std::string kind;
   std::string site;  // the peer
@@ -193,6 +193,9 @@ class CrossSite {
   void handle(Received r);
   // Puts this site's member key on a fresh lease kept alive from another thread; again whenever
   // that lease was lost, so a site that was cut off or stopped for a while comes back.
+  // Creates commit `version` with `record`, or replaces an unreadable record there (read_commits);
+  // true when this site's record is the one in etcd now.
+  bool claim_version(std::int64_t version, const std::string& record);
   void register_member();
   MemberRecord member_record() const;
   void refresh_members();
@@ -273,6 +276,7 @@ class CrossSite {
   std::map<std::int64_t, CommitRecord> commits_;  // read from etcd, newer than what this site holds
   std::int64_t commits_revision_ = 0;
   std::int64_t newest_commit_ = 0;
+  std::map<std::int64_t, std::string> unreadable_commits_;  // by version: the bytes found there
   std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
   std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;

@@ -1,5 +1,7 @@
 #include "sync/round/records.hpp"
 
+#include <charconv>
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
@@ -179,5 +181,15 @@ std::string RoundKeys::delta(const std::string& site, std::int64_t round) const 
 }
 
 std::string RoundKeys::commit(std::int64_t version) const { return commits() + padded(version); }
+
+std::optional<std::int64_t> RoundKeys::version_of_commit(std::string_view key) const {
+  const std::string prefix = commits();
+  if (!key.starts_with(prefix)) return std::nullopt;
+  const auto digits = key.substr(prefix.size());
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v < 0 || commit(v) != key) return std::nullopt;
+  return v;
+}
 
 }  // namespace meridian

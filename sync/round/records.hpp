@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace meridian {
@@ -93,6 +94,8 @@ class RoundKeys {
   std::string delta(const std::string& site, std::int64_t round) const;
   std::string commits() const { return prefix_ + "commits/"; }
   std::string commit(std::int64_t version) const;
+  // The version a key under commits() names, when it is one commit(v) writes; else nullopt.
+  std::optional<std::int64_t> version_of_commit(std::string_view key) const;
 
  private:
   std::string prefix_;

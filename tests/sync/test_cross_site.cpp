@@ -5,8 +5,10 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <vector>
 
+#include "tests/support/run_process.hpp"
 #include "tests/sync/cross_site_fixture.hpp"
 
 using namespace meridian;
@@ -45,6 +47,82 @@ TEST_CASE("three sites: one commit per version, every site applies it to the sam
   // The commit log in etcd holds exactly versions 1..3.
   const auto log = sites[0]->etcd.get_prefix(RoundKeys("job").commits());
   CHECK(log.size() == 3);
+}
+
+TEST_CASE("a site whose member key was deleted, or overwritten with junk, writes it again and stays in the job") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
+  Site& b = *sites[1];
+  const std::string key = RoundKeys("job").member("b");
+  const auto damage = [&](bool junk) {
+    if (junk) {
+      sites[0]->etcd.put(key, "not a member record");
+      return;
+    }
+    const auto r = run_process({"/usr/bin/etcdctl", "--endpoints=" + etcd.endpoint(), "del", key},
+                               {.env = {"ETCDCTL_API=3"}});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
+    REQUIRE(r.out.find('1') != std::string::npos);  // one key deleted
+  };
+  for (std::int64_t round = 0; round < 2; ++round) {
+    damage(round == 1);
+    // b notices at its next look at the members (its watch fires on the change) and says so.
+    bool restored = false;
+    const double deadline = seconds_now() + 5;
+    while (!restored && seconds_now() < deadline) {
+      CHECK_FALSE(b.cross.poll_commit(b.state, 5ms).has_value());
+      for (const auto& e : b.cross.take_events())
+        restored = restored || (e.kind == "member_key_restored" && e.detail == key);
+    }
+    REQUIRE(restored);
+    const auto value = sites[0]->etcd.get(key);
+    REQUIRE(value.has_value());
+    CHECK(decode_member(*value).site == "b");
+    // And it is a member like the others: its delta is in the next commit.
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);
+    CHECK(sites[0]->last->entries.size() == 3);
+  }
+}
+
+TEST_CASE("junk where the next commit goes is replaced by a proposal; junk over a committed version is left alone") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
+  const RoundKeys keys("job");
+  // Junk at versions 1 and 2 before anyone proposed them: the job goes on through both.
+  sites[0]->etcd.put(keys.commit(1), "junk one");
+  sites[0]->etcd.put(keys.commit(2), "junk two");
+  for (std::int64_t round = 0; round < 3; ++round) {
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);
+  }
+  std::set<std::int64_t> replaced, unreadable;
+  for (auto& s : sites)
+    for (const auto& e : s->cross.take_events()) {
+      if (e.kind == "commit_record_replaced") replaced.insert(e.number);
+      if (e.kind == "commit_unreadable") unreadable.insert(e.number);
+    }
+  CHECK(replaced == std::set<std::int64_t>{1, 2});  // once each: one compare-and-swap won
+  CHECK(unreadable == std::set<std::int64_t>{1, 2});
+  for (std::int64_t v = 1; v <= 3; ++v) {
+    const auto value = sites[0]->etcd.get(keys.commit(v));
+    REQUIRE(value.has_value());
+    CHECK(decode_commit(*value).number == v);
+  }
+  for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == sites[0]->last->params_hash);
+
+  // Junk over version 2, committed and applied everywhere: a newer commit (3) says so, and no
+  // site ever writes a second version 2.
+  sites[0]->etcd.put(keys.commit(2), "damage");
+  for (auto& s : sites) s->submit(3);
+  commit_all(sites);
+  CHECK(sites[0]->etcd.get(keys.commit(2)) == "damage");
+  for (auto& s : sites) {
+    CHECK(s->state.version() == 4);
+    for (const auto& e : s->cross.take_events()) CHECK(e.kind != "commit_record_replaced");
+  }
 }
 
 TEST_CASE("a delta that does not match its announcement is refused, fetched again and never applied") {
