@@ -16,6 +16,7 @@
 
 #include "core/util/error.hpp"
 #include "sync/control/base64.hpp"
+#include "sync/control/etcd_answer.hpp"
 
 namespace meridian {
 
@@ -295,45 +296,17 @@ struct EtcdClient::Impl {
     }
 
     const auto& res = parser.get();
-    const std::string& text = res.body();
-    const auto garbled = [&](const std::string& what) {
-      failed = {Failure::Garbled, ErrorKind::Peer, what};
-      return std::nullopt;
-    };
-    Json reply = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!reply.is_object()) {
-      if (res.result() != http::status::ok)
-        return garbled(detail::concat("HTTP ", res.result_int(), " ", text.substr(0, 200)));
-      return garbled("answer is not a JSON object");
+    auto answer = classify_etcd_answer(static_cast<int>(res.result_int()), res.body());
+    switch (answer.kind) {
+      case EtcdAnswer::Kind::Ok: return std::move(answer.reply);
+      case EtcdAnswer::Kind::NoLeader: failed = {Failure::NoLeader, ErrorKind::Timeout, answer.message}; break;
+      case EtcdAnswer::Kind::Unavailable: failed = {Failure::Unavailable, ErrorKind::Timeout, answer.message}; break;
+      case EtcdAnswer::Kind::Garbled: failed = {Failure::Garbled, ErrorKind::Peer, answer.message}; break;
+      case EtcdAnswer::Kind::LeaseGone:
+        throw EtcdLeaseGone(detail::concat("etcd ", ep.name(), path, ": ", answer.message));
+      case EtcdAnswer::Kind::Refused: throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", answer.message);
     }
-    // Streaming endpoints (lease keep-alive) wrap each message in "result".
-    if (const auto it = reply.find("result"); it != reply.end() && it->is_object()) reply = Json(*it);
-    if (const auto it = reply.find("error"); it != reply.end()) {
-      // Unary calls answer {"error": "...", "code": N}; streaming ones {"error": {"grpc_code": N, "message": "..."}}.
-      std::string message = it->is_string() ? it->get<std::string>() : it->dump();
-      int code = -1;
-      if (const auto c = reply.find("code"); c != reply.end() && c->is_number_integer()) code = c->get<int>();
-      if (it->is_object()) {
-        if (const auto m = it->find("message"); m != it->end() && m->is_string()) message = m->get<std::string>();
-        if (const auto c = it->find("grpc_code"); c != it->end() && c->is_number_integer()) code = c->get<int>();
-      }
-      if (message == "etcdserver: no leader") {
-        failed = {Failure::NoLeader, ErrorKind::Timeout, message};
-        return std::nullopt;
-      }
-      // gRPC Unavailable (14) and DeadlineExceeded (4), and the gateway's own deadline (Unknown, 2):
-      // the member could not get an answer from the cluster in time.
-      if (code == 14 || code == 4 || message.find("context deadline exceeded") != std::string::npos) {
-        failed = {Failure::Unavailable, ErrorKind::Timeout, message};
-        return std::nullopt;
-      }
-      if (message.find("lease not found") != std::string::npos)
-        throw EtcdLeaseGone(detail::concat("etcd ", ep.name(), path, ": ", message));
-      throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", message);
-    }
-    if (res.result() != http::status::ok)
-      return garbled(detail::concat("HTTP ", res.result_int(), " ", text.substr(0, 200)));
-    return reply;
+    return std::nullopt;
   }
 };
 

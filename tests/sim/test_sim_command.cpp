@@ -42,7 +42,7 @@ TEST_CASE("sim: the demo job with a measured step time, every algorithm, files w
   CHECK(j["job_algorithm"] == "overlap");  // the demo's DiLoCo overlaps by default
 }
 
-TEST_CASE("sim: [sim] algorithms picks the rows, a bad [sim] key exits 1 naming it") {
+TEST_CASE("sim: [sim] algorithms picks the rows, a bad [sim] key exits 78 (config) naming it") {
   TempDir dir("sim");
   const auto job = (meridian::testing::source_dir() / "configs/demo.toml").string();
   const auto ok = meridian_sim({job, "--out", dir.path().string(), "--set", "sim.algorithms=[\"async\"]"});
@@ -50,9 +50,9 @@ TEST_CASE("sim: [sim] algorithms picks the rows, a bad [sim] key exits 1 naming 
   CHECK(ok.out.find("| async |") != std::string::npos);
   CHECK(ok.out.find("| sync |") == std::string::npos);
   const auto bad = meridian_sim({job, "--out", dir.path().string(), "--set", "sim.mfu=2"});
-  CHECK(bad.exit_code == 1);
+  CHECK(bad.exit_code == 78);
   CHECK(bad.err.find("sim.mfu") != std::string::npos);
   const auto unknown = meridian_sim({job, "--set", "sim.algorithms=[\"ring\"]"});
-  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.exit_code == 78);
   CHECK(unknown.err.find("sim.algorithms") != std::string::npos);
 }
