@@ -474,7 +474,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((c.wan.link.latency_ms == 50 && c.wan.link.loss == 0.01));
 }
 
-TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves them out; a setting wins") {
+TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves them out, a setting wins") {
   TempDir dir("config");
   const auto sites = [](int n) {
     std::string out;

@@ -28,7 +28,7 @@ TEST_CASE("ticks fall on round numbers 1, 2 or 5 x 10^k apart and cover the rang
   CHECK(nice_ticks(3, 3) == std::vector<double>{3});
 }
 
-TEST_CASE("series become paths with a legend; markers outside the range and non-finite points are left out") {
+TEST_CASE("series become paths with a legend, markers outside the range and non-finite points are left out") {
   PlotSeries a{"us-east", {{0, 5.5}, {100, 3.0}, {200, NAN}, {300, 2.0}}};
   PlotSeries b{"baseline <sync> & co", {{0, 5.4}, {300, 1.9}}, true};
   const auto svg = svg_line_plot({"Loss \"vs\" tokens", "tokens", "loss"}, {a, b},

@@ -214,7 +214,7 @@ TEST_CASE("kill -9 of a site under launch: the launcher restarts it, the job fin
   CHECK(out.find("site b restarted") != std::string::npos);
 }
 
-TEST_CASE("launch: bad data stops it at once with the cause on the terminal; a checkpoint of another model is not restarted") {
+TEST_CASE("launch: bad data stops it at once with the cause on the terminal, a checkpoint of another model is not restarted") {
   SKIP_WITHOUT_ETCD();
   TempDir dir("launch-permanent");
   // Caught before anything starts.
@@ -226,7 +226,7 @@ TEST_CASE("launch: bad data stops it at once with the cause on the terminal; a c
   INFO(missing_out);
   CHECK(*missing_code == 65);
   CHECK(missing_out.find("meridian: data error: data file ") != std::string::npos);
-  CHECK(missing_out.find("nope.txt does not exist") != std::string::npos);
+  CHECK(missing_out.find("nope.txt\" does not exist") != std::string::npos);
   CHECK(!std::filesystem::exists(dir / "run" / "a"));
 
   // Found by a replica at start-up: the sites exit with its code and the launcher stops at once.

@@ -41,7 +41,7 @@ TEST_CASE("GET /metrics answers the rendered text, once per scrape, as Prometheu
   }
 }
 
-TEST_CASE("wrong paths, methods and malformed requests get 404, 405 and 400; the server serves on") {
+TEST_CASE("wrong paths, methods and malformed requests get 404, 405 and 400, the server serves on") {
   MetricsServer server("127.0.0.1", 0, [] { return exposition(1); });
   CHECK(http_get(server.port(), "/").status == 404);
   CHECK(http_get(server.port(), "/metricsx").status == 404);
@@ -70,7 +70,7 @@ TEST_CASE("a renderer that throws costs that scrape a 500, not the server") {
   CHECK(http_get(server.port(), "/metrics").status == 200);
 }
 
-TEST_CASE("a port in use is Error(Io) naming it; an address that is not an IP is Error(Config)") {
+TEST_CASE("a port in use is Error(Io) naming it, an address that is not an IP is Error(Config)") {
   MetricsServer first("127.0.0.1", 0, [] { return exposition(1); });
   try {
     MetricsServer second("127.0.0.1", first.port(), [] { return exposition(1); });

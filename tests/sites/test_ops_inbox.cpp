@@ -30,7 +30,7 @@ void file(Store& store, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("resume_after: a member that was in a group knows what was applied; fresh replicas start after the filed") {
+TEST_CASE("resume_after: a member that was in a group knows what was applied, fresh replicas start after the filed") {
   using A = std::vector<std::optional<std::int64_t>>;
   CHECK(OpsInbox::resume_after({std::nullopt, std::nullopt}, 4) == 4);  // a fresh group: nothing replayed
   CHECK(OpsInbox::resume_after({3, std::nullopt}, 4) == 3);             // a survivor and a restarted replica

@@ -124,7 +124,7 @@ TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end wi
   CHECK(ucx.at("a")["wan_bytes_sent"] == zmq.at("a")["wan_bytes_sent"]);
 }
 
-TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not; both end with every site on one version") {
+TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, both end with every site on one version") {
   EtcdServer etcd;
   if (!etcd.ok()) {
     MESSAGE("skipped: no runnable etcd");

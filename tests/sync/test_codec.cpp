@@ -321,7 +321,7 @@ TEST_CASE("error feedback: residual, reset and a refused round") {
 // The sparse codec: 3% of each block of 512, as a job's default density keeps.
 const CodecOptions kSparse{CodecKind::Sparse, 512, 15};
 
-TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zero elsewhere; under 0.1 byte a value") {
+TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zero elsewhere, under 0.1 byte a value") {
   CHECK(parse_codec("sparse") == CodecKind::Sparse);
   const std::size_t n = 100003;  // 195 blocks, and a short last one of 163 values that keeps 15 too
   const auto x = normal(n, 21);

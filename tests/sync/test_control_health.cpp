@@ -29,7 +29,7 @@ const ControlHealth::Member* named(const ControlHealth& h, const std::string& na
 
 }  // namespace
 
-TEST_CASE("control health: members, leader and a lease of a live cluster; dead and stopped members unreachable") {
+TEST_CASE("control health: members, leader and a lease of a live cluster, dead and stopped members unreachable") {
   testing::EtcdCluster cluster;
   if (!cluster.ok()) {
     MESSAGE("skipped: no runnable etcd cluster (", cluster.why_not(), ")");

@@ -61,7 +61,7 @@ TEST_CASE("a site whose member key was deleted, or overwritten with junk, writes
       return;
     }
     const auto r = run_process({"/usr/bin/etcdctl", "--endpoints=" + etcd.endpoint(), "del", key},
-                               {.env = {"ETCDCTL_API=3"}});
+                               {.cwd = {}, .timeout = std::chrono::milliseconds(30000), .env = {"ETCDCTL_API=3"}});
     REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
     REQUIRE(r.out.find('1') != std::string::npos);  // one key deleted
   };
@@ -86,7 +86,7 @@ TEST_CASE("a site whose member key was deleted, or overwritten with junk, writes
   }
 }
 
-TEST_CASE("junk where the next commit goes is replaced by a proposal; junk over a committed version is left alone") {
+TEST_CASE("junk where the next commit goes is replaced by a proposal, junk over a committed version is left alone") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});

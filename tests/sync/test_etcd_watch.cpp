@@ -105,7 +105,7 @@ TEST_CASE("etcd watch: counts changes under its prefix, not beside it") {
   CHECK(watch.watching());
 }
 
-TEST_CASE("etcd watch: each area counts the events under it; being established counts in every area") {
+TEST_CASE("etcd watch: each area counts the events under it, being established counts in every area") {
   testing::EtcdServer server;
   if (!server.ok()) return;
   EtcdClient etcd(EtcdOptions{{server.endpoint()}, 5000ms});
@@ -124,7 +124,7 @@ TEST_CASE("etcd watch: each area counts the events under it; being established c
   CHECK(watch.changes(1) == commits + 1);
 }
 
-TEST_CASE("etcd watch: with nothing listening it is not watching; destruction is prompt") {
+TEST_CASE("etcd watch: with nothing listening it is not watching, destruction is prompt") {
   const auto port = free_loopback_port();
   const auto start = Clock::now();
   {

@@ -65,7 +65,7 @@ TEST_CASE("fragments hold every tensor exactly once, are balanced, deterministic
   }
 }
 
-TEST_CASE("one fragment is the whole model; more fragments than tensors is a config error") {
+TEST_CASE("one fragment is the whole model, more fragments than tensors is a config error") {
   const auto layout = ParamLayout::gpt(model(4));
   const auto one = plan_fragments(layout, 1);
   REQUIRE(one.size() == 1);
