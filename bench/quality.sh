@@ -7,7 +7,7 @@
 #   CASES="3:50:int8:eager:adamw" bench/quality.sh    # sites:H:codec:mode:optimizer, space separated
 #       mode: lockstep (overlap = false), rebase or eager (overlap = true with that overlap_update)
 #       optimizer: adamw or muon (the sync baseline of a muon case trains with muon too)
-#   SYNC_LRS="1e-3 2e-3 3e-3 5e-3"   the baseline's inner lr sweep: each case is compared with the best
+#   SYNC_LRS="1e-3 1.4e-3 2e-3 3e-3" the baseline's inner lr sweep: each case is compared with the best
 #   SEEDS="1 2 3"                     every run once per seed; the table gives the mean and the spread
 #   CORPUS=gutenberg                  the first 8 MB of ../shared/data/gutenberg_en instead of tiny shakespeare
 #   STEPS=600 OUT=runs/quality
@@ -23,7 +23,7 @@ fi
 MERIDIAN=$(pwd)/${MERIDIAN:-build/release/sites/meridian}
 OUT=${OUT:-runs/quality}
 CASES=${CASES:-"2:50:int8:lockstep:adamw 3:50:int8:lockstep:adamw 3:50:int8:eager:adamw 3:50:sparse:lockstep:adamw 4:50:int8:lockstep:adamw"}
-SYNC_LRS=${SYNC_LRS:-"1e-3 2e-3 3e-3 5e-3"}
+SYNC_LRS=${SYNC_LRS:-"1e-3 1.4e-3 2e-3 3e-3"}
 SEEDS=${SEEDS:-1337}
 STEPS=${STEPS:-600}
 mkdir -p "$OUT"
