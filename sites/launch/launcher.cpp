@@ -311,6 +311,7 @@ class SiteFleet {
       sites_.push_back(std::move(p));
     }
     for (auto& p : sites_) start(p);
+    write_pids();
   }
 
   std::vector<SiteProcess>& sites() { return sites_; }
@@ -364,7 +365,6 @@ class SiteFleet {
                                                : "--- meridian launch: site " + p.name + ", restart " +
                                                      std::to_string(p.restarts) + " ---";
     p.child = std::make_unique<LoggedChild>(argv, env_, p.dir / "site.log", header);
-    write_pids();
   }
 
   // Records the failure; schedules a restart (true) or says why the job cannot go on (false).
@@ -400,6 +400,7 @@ class SiteFleet {
     s.exit.reset();
     s.restarts += 1;
     start(s);
+    write_pids();
     launch_event(events_, "site_restarted", {{"site", s.name}, {"restart", s.restarts}, {"pid", s.child->pid()}});
     say(stamp(t0_) + " site " + s.name + " restarted (pid " + std::to_string(s.child->pid()) + ")");
   }
