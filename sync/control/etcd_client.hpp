@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "core/util/error.hpp"
+#include "sync/control/control_plane.hpp"
 
 namespace meridian {
 
@@ -70,27 +71,12 @@ struct EtcdOptions {
   std::function<bool()> reachable{};
 };
 
-// The members that answered could not serve: no leader (cut off from the majority, or between
-// leaders), or etcd's own request timeout; the others were unreachable. "No majority here": try
-// again later, and do not act as if the call had failed for good. Kind Timeout.
-class EtcdNoQuorum : public Error {
- public:
-  explicit EtcdNoQuorum(const std::string& what) : Error(ErrorKind::Timeout, what) {}
-};
-
-// etcd does not know the lease (it expired, was revoked, or never existed): keep_alive, and put
-// on that lease. The owner of the lease must grant a new one and register again. Kind Peer.
-class EtcdLeaseGone : public Error {
- public:
-  explicit EtcdLeaseGone(const std::string& what) : Error(ErrorKind::Peer, what) {}
-};
-
 // The end of the key range that holds every key starting with `prefix` (etcd's range_end).
 std::string etcd_prefix_end(std::string prefix);
 // "http://host:port" or "host:port" -> {host, port}; Error(Config) for anything else.
 std::pair<std::string, std::string> etcd_host_port(const std::string& url);
 
-class EtcdClient {
+class EtcdClient final : public ControlPlane {
  public:
   // Throws Error(Config) for an empty or malformed endpoint list.
   explicit EtcdClient(EtcdOptions options);
@@ -98,18 +84,11 @@ class EtcdClient {
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
 
-  void put(const std::string& key, const std::string& value, std::int64_t lease = 0);
-  std::optional<std::string> get(const std::string& key);
+  void put(const std::string& key, const std::string& value, std::int64_t lease = 0) override;
+  std::optional<std::string> get(const std::string& key) override;
   // Every key starting with `prefix` (all keys for an empty prefix), sorted by key.
-  std::vector<std::pair<std::string, std::string>> get_prefix(const std::string& prefix);
-  // Keys under `prefix` last modified at or after revision `since` (0: all of them), sorted by key,
-  // and the store's revision when it answered: pass revision + 1 next time to read only what
-  // changed in between. How the commit protocol follows announcements without re-reading them.
-  struct PrefixRead {
-    std::vector<std::pair<std::string, std::string>> kvs;
-    std::int64_t revision = 0;
-  };
-  PrefixRead get_prefix_since(const std::string& prefix, std::int64_t since);
+  std::vector<std::pair<std::string, std::string>> get_prefix(const std::string& prefix) override;
+  PrefixRead get_prefix_since(const std::string& prefix, std::int64_t since) override;
   // One cheap look at a prefix: how many keys it holds and the newest one's mod revision. Any
   // put under it moves the revision, any delete the count (EtcdWatch checks itself with it).
   struct PrefixState {
@@ -120,17 +99,17 @@ class EtcdClient {
   PrefixState prefix_state(const std::string& prefix);
   // Creates key with value only if it does not exist. True if this call created it; false if the
   // key exists, which after a failover can be this call's own first attempt (see above).
-  bool create_if_absent(const std::string& key, const std::string& value);
+  bool create_if_absent(const std::string& key, const std::string& value) override;
   // Replaces key's value only if it currently equals `expected` (a missing key never does). True if
   // this call swapped it; false otherwise, which after a failover can be this call's own first
   // attempt (see above).
-  bool compare_and_swap(const std::string& key, const std::string& expected, const std::string& value);
+  bool compare_and_swap(const std::string& key, const std::string& expected, const std::string& value) override;
 
-  std::int64_t grant_lease(std::int64_t ttl_seconds);
+  std::int64_t grant_lease(std::int64_t ttl_seconds) override;
   // One renewal; EtcdLeaseGone if the lease has already expired or was revoked.
-  void keep_alive(std::int64_t lease);
+  void keep_alive(std::int64_t lease) override;
   // A lease etcd no longer knows counts as revoked.
-  void revoke_lease(std::int64_t lease);
+  void revoke_lease(std::int64_t lease) override;
   // Seconds left and seconds granted; nullopt when etcd no longer knows the lease (expired, revoked).
   struct LeaseTtl {
     std::int64_t remaining_s = 0, granted_s = 0;

@@ -20,14 +20,23 @@
 
 namespace meridian {
 
-class LeaseKeeper {
+// A lease somebody keeps renewing for its owner: the etcd thread below, or the protocol
+// simulator's renewals on virtual time.
+class KeptLease {
+ public:
+  virtual ~KeptLease() = default;
+  // A renewal found the lease gone: the owner registers again on a new one.
+  virtual bool lost() const = 0;
+};
+
+class LeaseKeeper final : public KeptLease {
  public:
   LeaseKeeper(EtcdOptions options, std::int64_t lease, std::chrono::milliseconds every);
   ~LeaseKeeper();  // stops the thread; does not revoke the lease
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
-  bool lost() const { return lost_; }
+  bool lost() const override { return lost_; }
   std::int64_t renewals() const { return renewals_; }
   std::int64_t failures() const { return failures_; }  // renewals that reached no member that could make them
 

@@ -40,12 +40,13 @@ std::size_t held_from(const Map& m, const std::string& site) {
 
 }  // namespace
 
-CrossSite::CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std::function<double()> clock)
+CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, std::function<double()> clock)
     : options_(std::move(options)),
       keys_(options_.job),
       etcd_(etcd),
       link_(link),
       clock_(std::move(clock)),
+      incarnation_id_(options_.incarnation),
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
@@ -234,7 +235,12 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   if (reads.commits) read_commits();
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements();
-  if (const auto now = commits_.find(state.version()); now != commits_.end()) newest_fragment_ = now->second.fragment;
+  if (const auto now = commits_.find(state.version()); now != commits_.end()) {
+    newest_fragment_ = now->second.fragment;
+    // A site that restarted from its checkpoint holds this version without having applied its
+    // record here: what it merged must not be proposed again.
+    forget_merged(now->second);
+  }
   std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
   // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
@@ -337,6 +343,10 @@ bool CrossSite::claim_version(std::int64_t version, const std::string& record) {
   const auto junk = unreadable_commits_.find(version);
   // A newer commit means this version was committed once and then damaged: others may have
   // applied it, so it is never replaced (this site catches up from a peer's state instead).
+  if (options_.mutations.overwrite_commits) {
+    etcd_.put(keys_.commit(version), record);
+    return true;
+  }
   if (junk == unreadable_commits_.end() || newest_commit_ > version)
     return etcd_.create_if_absent(keys_.commit(version), record);
   if (!etcd_.compare_and_swap(keys_.commit(version), junk->second, record)) return false;
@@ -348,6 +358,10 @@ bool CrossSite::claim_version(std::int64_t version, const std::string& record) {
 
 std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bool far_behind) {
   const std::int64_t next = state.version() + 1;
+  if (readopt_) {
+    const CommitRecord again = std::exchange(readopt_, std::nullopt).value();
+    return Commit{again, std::vector<float>(state.size()), {}, {0}, {}};
+  }
   if (snapshot_ && snapshot_->version >= next) {
     const auto record = commits_.find(snapshot_->version);
     if (record == commits_.end()) return std::nullopt;  // its commit is not read yet: next time
@@ -369,6 +383,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     read_announcements();  // how far the others have got: the site fast-forwards to there
     Commit commit{record->second, {}, std::move(snap.bytes), {}, {}};
     applied(record->second);
+    if (options_.mutations.reapply_adopted) readopt_ = record->second;
     return commit;
   }
   const bool stuck = stuck_since_ && clock_() - *stuck_since_ >= ms(options_.catch_up_after);
@@ -387,6 +402,10 @@ void CrossSite::applied(const CommitRecord& record) {
   for (const auto& e : record.entries)
     if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
       screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
+  forget_merged(record);
+}
+
+void CrossSite::forget_merged(const CommitRecord& record) {
   // Records from before `merged` existed list only their entries.
   auto merged = record.merged;
   for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
@@ -484,7 +503,7 @@ const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t
   if (const auto it = arrived_.find(key); it != arrived_.end()) {
     // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
     if (const auto v = verified_.find(key); v != verified_.end() && v->second == checksum) return &it->second;
-    if (hash64(std::span<const std::byte>(it->second)) == checksum) {
+    if (options_.mutations.unverified_deltas || hash64(std::span<const std::byte>(it->second)) == checksum) {
       verified_[key] = checksum;
       return &it->second;
     }
@@ -717,7 +736,7 @@ void CrossSite::pump(double until) {
   if (lease_ != 0 && (!keeper_ || keeper_->lost())) control([&] { register_member(); });
   if (lease_ != 0 && member_record_stale_)
     control([&] {
-      etcd_.put(keys_.member(options_.site), encode(member_record()), lease_);
+      put_member_key();
       member_record_stale_ = false;
     });
   do {
@@ -809,8 +828,19 @@ void CrossSite::register_member() {
   member_record_stale_ = false;
   etcd_.put(keys_.member(options_.site), encode(member_record()), lease);
   lease_ = lease;  // registered only once the key is on it: otherwise the next pump tries again
-  EtcdOptions etcd = options_.etcd;
-  keeper_ = std::make_unique<LeaseKeeper>(std::move(etcd), lease, options_.keepalive);
+  keeper_ = options_.keep_lease ? options_.keep_lease(lease)
+                                : std::make_unique<LeaseKeeper>(options_.etcd, lease, options_.keepalive);
+}
+
+void CrossSite::put_member_key() {
+  try {
+    etcd_.put(keys_.member(options_.site), encode(member_record()), lease_);
+  } catch (const EtcdLeaseGone&) {
+    // The lease lapsed (the site stood still past its TTL) before its keeper noticed: a key on it
+    // cannot be written, so the site registers on a fresh one. Failing here instead would keep
+    // every later look failing the same way, and the site would never come back.
+    register_member();
+  }
 }
 
 void CrossSite::refresh_members() {
@@ -827,7 +857,7 @@ void CrossSite::refresh_members() {
   // This site's own key gone (deleted by hand, or replaced by something unreadable) while it
   // still holds its lease: it writes the key again, or its deltas would go unmerged for good.
   if (lease_ != 0 && !members.contains(options_.site)) {
-    etcd_.put(keys_.member(options_.site), encode(member_record()), lease_);
+    put_member_key();
     members[options_.site] = member_record();
     events_.push_back({"member_key_restored", options_.site, 0, keys_.member(options_.site)});
   }

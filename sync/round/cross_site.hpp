@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "sync/control/control_plane.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "sync/control/etcd_watch.hpp"
 #include "sync/control/lease_keeper.hpp"
@@ -36,6 +37,14 @@
 #include "transport/link/link.hpp"
 
 namespace meridian {
+
+// Deliberate protocol bugs, switched on only by the protocol simulator's tests, which must catch
+// each one (tests/sim/test_protocol_sim.cpp). All off in every real job.
+struct ProtocolMutations {
+  bool unverified_deltas = false;  // a delta's bytes are used without checking its announced checksum
+  bool overwrite_commits = false;  // a proposal overwrites a version's record instead of creating it
+  bool reapply_adopted = false;    // after adopting a peer's state, its version is handed out again as a commit
+};
 
 struct CrossSiteOptions {
   std::string job;
@@ -65,6 +74,13 @@ struct CrossSiteOptions {
   DeltaScreenOptions screen;
   // Whether commits carry the other sites' mean (Commit::others_mean): only eager overlap reads it.
   bool others_mean = false;
+  // Who renews this site's membership lease: empty, a LeaseKeeper thread with its own etcd client
+  // (`etcd`); the protocol simulator renews on virtual time instead.
+  std::function<std::unique_ptr<KeptLease>(std::int64_t lease)> keep_lease;
+  // This incarnation's id in the membership record: 0, drawn at random (the simulator sets it, so
+  // a seed replays exactly).
+  std::uint64_t incarnation = 0;
+  ProtocolMutations mutations;
 };
 
 // What happened to a peer's delta or state that the site's log should say.
@@ -101,7 +117,7 @@ struct CrossSiteTraffic {
 class CrossSite {
  public:
   // `clock`: seconds on a monotonic clock.
-  CrossSite(CrossSiteOptions options, EtcdClient& etcd, Link& link, std::function<double()> clock);
+  CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, std::function<double()> clock);
   ~CrossSite();  // revokes the lease, so peers see this site leave at once
   CrossSite(const CrossSite&) = delete;
   CrossSite& operator=(const CrossSite&) = delete;
@@ -197,6 +213,8 @@ class CrossSite {
   // true when this site's record is the one in etcd now.
   bool claim_version(std::int64_t version, const std::string& record);
   void register_member();
+  // Writes this site's member key on its lease, or registers anew when the lease is gone.
+  void put_member_key();
   MemberRecord member_record() const;
   void refresh_members();
   const std::string* site_of(const std::string& address);
@@ -221,6 +239,8 @@ class CrossSite {
   std::optional<Commit> catch_up(const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
+  // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
+  void forget_merged(const CommitRecord& record);
   // The bytes of a delta matching `checksum`, or null after asking its owner again (rate-limited).
   const std::vector<std::byte>* held(const DeltaKey& key, std::uint64_t checksum);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
@@ -253,12 +273,12 @@ class CrossSite {
 
   CrossSiteOptions options_;
   RoundKeys keys_;
-  EtcdClient& etcd_;
+  ControlPlane& etcd_;
   Link& link_;
   std::function<double()> clock_;
   std::atomic<std::int64_t> lease_{0};
-  std::uint64_t incarnation_id_ = 0;
-  std::unique_ptr<LeaseKeeper> keeper_;
+  std::uint64_t incarnation_id_;
+  std::unique_ptr<KeptLease> keeper_;
   std::unique_ptr<EtcdWatch> watch_;
   std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
   double next_full_read_ = 0;  // clock_() from which a look reads every range (options_.full_read)
@@ -298,6 +318,7 @@ class CrossSite {
     std::vector<std::byte> bytes;
   };
   std::optional<Snapshot> snapshot_;  // the newest peer state received
+  std::optional<CommitRecord> readopt_;  // ProtocolMutations::reapply_adopted only
   double state_requested_at_ = -1e300;
   std::size_t state_source_ = 0;  // rotates: a source that died mid-transfer is not asked again next
   std::map<std::string, double> served_at_;

@@ -1,0 +1,64 @@
+#pragma once
+// The protocol simulator's invariants (issue 16), judged from what every site did and what the
+// control plane holds when a run ends:
+//   * one linear commit history: versions 1..N, one record each, every site applying the same one;
+//   * the same weights hash on every site for each version;
+//   * each delta merged at most once, and only with the checksum of the bytes its site sent;
+//   * every delta carries exactly its site's progress since its previous one (rebases lose none);
+//   * no committed version lost: every site that finished holds version N;
+//   * the final weights equal a replay of the commit log, computed here apart from CrossSite.
+// Liveness (every live site finishes in time) is the simulator's, which knows the clock.
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sync/codec/codec.hpp"
+#include "sync/outer/outer_optimizer.hpp"
+#include "sync/round/commit_rule.hpp"
+#include "sync/round/records.hpp"
+
+namespace meridian {
+
+class Checker {
+ public:
+  Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule);
+
+  // A site sent the delta of `round`: its bytes, and the progress it trained since its last delta.
+  void submitted(const std::string& site, std::int64_t round, std::span<const std::byte> bytes,
+                 std::span<const float> progress);
+  // A site made `record` its newest version, its weights hashing to `hash` (adopted: from a peer's state).
+  void applied(const std::string& site, const CommitRecord& record, std::uint64_t hash, bool adopted);
+  // A site (re)started holding `version`: its next version is the one after it.
+  void restarted(const std::string& site, std::int64_t version);
+  void finished(const std::string& site, std::int64_t version, std::span<const float> global);
+  void fail(std::string what) { violations_.push_back(std::move(what)); }
+  // The end of a run: checks the control plane's commit log (every key under the job's commits).
+  void check_log(const RoundKeys& keys, const std::vector<std::pair<std::string, std::string>>& store);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  std::int64_t newest_version() const { return newest_; }
+
+ private:
+  std::vector<float> mean_of(const CommitRecord& record, std::size_t n) const;
+  void replay(const std::map<std::int64_t, CommitRecord>& log);
+
+  std::vector<float> initial_;
+  OuterOptions outer_;
+  CodecOptions codec_;
+  CommitRuleOptions rule_;
+  std::map<std::int64_t, CommitRecord> records_;          // the first record any site applied, by version
+  std::map<std::int64_t, std::uint64_t> hashes_;          // and its weights hash
+  std::map<std::string, std::int64_t> holds_;             // per site, the version it holds
+  // (site, round) -> every delta sent under it: a round whose announcement never reached the
+  // control plane before its site crashed is sent again, with other bytes, by the next incarnation.
+  std::multimap<std::pair<std::string, std::int64_t>, std::vector<std::byte>> sent_;
+  const std::vector<std::byte>* sent(const CommitEntry& e) const;  // the bytes its checksum names
+  std::map<std::string, std::pair<std::int64_t, std::vector<float>>> finals_;   // per site
+  std::int64_t newest_ = 0;
+  std::vector<std::string> violations_;
+};
+
+}  // namespace meridian

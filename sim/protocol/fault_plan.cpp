@@ -1,0 +1,47 @@
+#include "sim/protocol/fault_plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <sstream>
+
+namespace meridian {
+namespace {
+
+constexpr std::array<const char*, 12> kNames = {"crash",           "stop",         "partition",   "control outage",
+                                                "lost replies",    "slow replies", "message faults",
+                                                "member key deleted", "junk commit record", "drain",
+                                                "pause-outer",     "rollback"};
+
+}  // namespace
+
+std::string describe(const Fault& f, const std::vector<std::string>& sites) {
+  std::ostringstream out;
+  out.precision(3);
+  out << std::fixed << f.at << " fault: " << kNames[static_cast<std::size_t>(f.kind)];
+  if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults) out << " of " << sites[f.site];
+  if (f.duration > 0) out << " for " << f.duration << " s";
+  if (f.amount > 0) out << " (" << f.amount << ")";
+  return out.str();
+}
+
+std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) {
+  std::vector<Fault> faults;
+  for (int i = 0; i < count; ++i) {
+    Fault f;
+    f.kind = static_cast<Fault::Kind>(rng.below(kNames.size()));
+    f.site = static_cast<int>(rng.below(static_cast<std::uint64_t>(sites)));
+    const double longest = f.kind == Fault::Kind::Outage || f.kind == Fault::Kind::MessageFaults ? 2.0 : 5.0;
+    f.duration = f.kind == Fault::Kind::DeleteMember || f.kind == Fault::Kind::JunkCommit || f.kind == Fault::Kind::Rollback
+                     ? 0
+                     : 0.2 + rng.uniform() * longest;
+    f.at = rng.uniform() * std::max(0.0, window_s - f.duration);
+    if (f.kind == Fault::Kind::LostReplies || f.kind == Fault::Kind::MessageFaults) f.amount = 0.1 + 0.3 * rng.uniform();
+    if (f.kind == Fault::Kind::SlowReplies) f.amount = 0.02 + 0.2 * rng.uniform();
+    if (f.kind == Fault::Kind::Crash) f.amount = rng.uniform() < 0.4 ? 1 : 0;  // 1: the disk is lost too
+    faults.push_back(f);
+  }
+  std::sort(faults.begin(), faults.end(), [](const Fault& a, const Fault& b) { return a.at < b.at; });
+  return faults;
+}
+
+}  // namespace meridian

@@ -1,0 +1,38 @@
+#pragma once
+// The protocol simulator's random fault schedule: drawn from the seed, so a run replays exactly.
+// Every fault starts and (where it lasts) ends inside the window; the run then checks liveness.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/util/rng.hpp"
+
+namespace meridian {
+
+struct Fault {
+  enum class Kind {
+    Crash,          // the site's process dies; it restarts after `duration`, from its disk or without it
+    Stop,           // SIGSTOP for `duration`: a straggler, its lease may lapse
+    Partition,      // its link and its control-plane client cut off for `duration`
+    Outage,         // no site reaches the control plane for `duration`
+    LostReplies,    // a share of its control-plane calls applied with their answers lost
+    SlowReplies,    // its control-plane answers take long
+    MessageFaults,  // transfers lost, duplicated and corrupted, for everyone
+    DeleteMember,   // its membership key deleted from the control plane (damage)
+    JunkCommit,     // an unreadable record where the next version's commit goes (damage)
+    Drain,          // the operator drains the site, and resumes it after `duration`
+    PauseOuter,     // the operator pauses its outer exchange for `duration`
+    Rollback,       // the operator rolls it back to the newest version it holds
+  };
+  Kind kind = Kind::Crash;
+  double at = 0, duration = 0;
+  int site = 0;
+  double amount = 0;  // LostReplies: the share; SlowReplies: seconds; MessageFaults: each probability
+};
+
+std::string describe(const Fault& fault, const std::vector<std::string>& sites);
+
+// `count` faults over [0, window_s) for `sites` sites, each ended by window_s.
+std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s);
+
+}  // namespace meridian

@@ -1,0 +1,220 @@
+#include "sim/protocol/protocol_sim.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include "sim/protocol/fault_plan.hpp"
+
+namespace meridian {
+namespace {
+
+using namespace std::chrono_literals;
+
+SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
+  SimJob job;
+  for (int i = 0; i < options.sites; ++i) job.sites.push_back(std::string(1, static_cast<char>('a' + i)));
+  job.rounds = options.rounds;
+  job.seed = seed;
+  job.overlap = rng.uniform() < 0.75;
+  job.driver = options.driver;
+  CrossSiteOptions& c = job.cross;
+  c.lease_ttl_s = 2;
+  c.control_poll = 50ms;
+  c.rerequest_after = 300ms;
+  c.control_retry = 250ms;
+  c.catch_up_after = 2000ms;
+  c.mutations = options.mutations;
+  return job;
+}
+
+// The faults' starts and ends as actions on the clock, in order.
+struct Action {
+  double at = 0;
+  std::function<void()> run;
+};
+
+class Run {
+ public:
+  Run(std::uint64_t seed, const SimOptions& options)
+      : options_(options),
+        rng_(Rng::derive(seed, 0)),
+        job_(job_for(seed, options, rng_)),
+        store_(clock_),
+        network_(clock_, Rng::derive(seed, 1).next_u64()),
+        checker_(sim_initial_weights(job_.params), job_.outer, CodecOptions{CodecKind::Fp32}, job_.cross.rule),
+        world_{job_, faults_, clock_, store_, network_, checker_, {}} {
+    outcome_.seed = seed;
+    outcome_.overlap = job_.overlap;
+    if (options.trace) world_.trace = [this](const std::string& line) { outcome_.trace.push_back(line); };
+    for (const auto& name : job_.sites) sites_.push_back(std::make_unique<SimSite>(world_, name));
+  }
+
+  SimOutcome go();
+
+ private:
+  void plan();
+  void schedule(double at, std::function<void()> run) { actions_.push_back({at, std::move(run)}); }
+  void start(const Fault& f);
+  bool all_done() const {
+    return std::all_of(sites_.begin(), sites_.end(), [](const auto& s) { return s->done(); });
+  }
+  void trace(const std::string& line) {
+    if (world_.trace) world_.trace(line);
+  }
+
+  SimOptions options_;
+  Rng rng_;
+  SimJob job_;
+  ManualClock clock_;
+  ControlFaultState faults_;
+  MemoryStore store_;
+  SimNetwork network_;
+  Checker checker_;
+  SimWorld world_;
+  std::vector<std::unique_ptr<SimSite>> sites_;
+  std::vector<Action> actions_;
+  int message_faults_ = 0;
+  SimOutcome outcome_;
+};
+
+void Run::start(const Fault& f) {
+  SimSite& site = *sites_[static_cast<std::size_t>(f.site)];
+  const std::string& name = job_.sites[static_cast<std::size_t>(f.site)];
+  const double end = f.at + f.duration;
+  switch (f.kind) {
+    case Fault::Kind::Crash: {
+      // The disk is lost only while every other site is up: with it, a version only this site
+      // held would be gone, which no protocol can help.
+      const bool others_up = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) { return s.get() == &site || !s->down(); });
+      const bool lose_disk = f.amount > 0 && others_up;
+      site.crash();
+      schedule(end, [&site, lose_disk] { site.restart(lose_disk); });
+      return;
+    }
+    case Fault::Kind::Stop:
+      site.stop(true);
+      schedule(end, [&site] { site.stop(false); });
+      return;
+    case Fault::Kind::Partition:
+      site.cut_off(true);
+      schedule(end, [&site] { site.cut_off(false); });
+      return;
+    case Fault::Kind::Outage: {
+      const auto refresh = [this] { for (auto& s : sites_) s->apply_faults(); };
+      ++faults_.outages;
+      refresh();
+      schedule(end, [this, refresh] { --faults_.outages; refresh(); });
+      return;
+    }
+    case Fault::Kind::LostReplies:
+    case Fault::Kind::SlowReplies: {
+      auto& map = f.kind == Fault::Kind::LostReplies ? faults_.lost_reply : faults_.slow_reply_s;
+      map[name] = f.amount;
+      site.apply_faults();
+      schedule(end, [&map, &site, name] { map.erase(name); site.apply_faults(); });
+      return;
+    }
+    case Fault::Kind::MessageFaults: {
+      auto& o = network_.options();
+      ++message_faults_;
+      o.loss = o.duplicate = o.corrupt = f.amount;
+      schedule(end, [this] {
+        if (--message_faults_ == 0) network_.options().loss = network_.options().duplicate = network_.options().corrupt = 0;
+      });
+      return;
+    }
+    case Fault::Kind::DeleteMember:
+      store_.erase(RoundKeys(job_.name).member(name));
+      return;
+    case Fault::Kind::JunkCommit: {
+      // Where the next version's record goes, before anyone commits it.
+      const RoundKeys keys(job_.name);
+      std::int64_t v = 1;
+      while (store_.get(keys.commit(v))) ++v;
+      store_.create_if_absent(keys.commit(v), "\x01junk");
+      return;
+    }
+    case Fault::Kind::Drain:
+      site.drain();
+      schedule(end, [&site] { site.resume(); });
+      return;
+    case Fault::Kind::PauseOuter:
+      site.pause_outer(true);
+      schedule(end, [&site] { site.pause_outer(false); });
+      return;
+    case Fault::Kind::Rollback:
+      site.rollback();
+      return;
+  }
+}
+
+void Run::plan() {
+  const double window = 0.6 * static_cast<double>(job_.rounds) * job_.round_s;
+  auto faults = plan_faults(rng_, options_.sites, options_.faults, window);
+  outcome_.faults = static_cast<int>(faults.size());
+  for (const Fault& f : faults)
+    schedule(f.at, [this, f] {
+      trace(describe(f, job_.sites));
+      start(f);
+    });
+}
+
+SimOutcome Run::go() {
+  plan();
+  const double last_fault = options_.faults > 0 ? 0.6 * static_cast<double>(job_.rounds) * job_.round_s : 0;
+  outcome_.liveness_bound_s = static_cast<double>(job_.rounds + 10) * job_.round_s + 30;
+  const double give_up = last_fault + outcome_.liveness_bound_s;
+  double next_renewal = 0;
+  std::vector<std::size_t> order(sites_.size());
+  std::iota(order.begin(), order.end(), 0);
+  while (!all_done() && clock_.now() < give_up) {
+    // Actions scheduled while running (a fault's end) join the queue: take the earliest due each time.
+    while (true) {
+      auto due = std::min_element(actions_.begin(), actions_.end(), [](const Action& a, const Action& b) { return a.at < b.at; });
+      if (due == actions_.end() || due->at > clock_.now()) break;
+      auto run = std::move(due->run);
+      actions_.erase(due);
+      run();
+    }
+    if (clock_.now() >= next_renewal) {
+      for (auto& s : sites_) s->renew_lease();
+      next_renewal = clock_.now() + 0.5;
+    }
+    // A different interleaving every tick, from the seed.
+    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_.below(i)]);
+    for (const std::size_t i : order) sites_[i]->tick();
+    clock_.advance(options_.tick_s);
+  }
+  outcome_.virtual_s = clock_.now();
+  if (!all_done()) {
+    std::string what = "liveness: not every site finished within " + std::to_string(outcome_.liveness_bound_s) +
+                       " s of virtual time after the last fault:";
+    for (const auto& s : sites_) what += " [" + s->describe() + "]";
+    const RoundKeys keys(job_.name);
+    for (const auto& [key, value] : store_.dump()) {
+      if (!key.starts_with(keys.commits())) continue;
+      try {
+        const auto r = decode_commit(value);
+        if (r.number <= checker_.newest_version()) continue;
+        what += "; version " + std::to_string(r.number) + " by " + r.proposer + ":";
+        for (const auto& e : r.entries) what += " " + e.site + std::to_string(e.round);
+      } catch (const Error&) {
+        what += "; " + key + " unreadable";
+      }
+    }
+    checker_.fail(what);
+  }
+  checker_.check_log(RoundKeys(job_.name), store_.dump());
+  outcome_.violations = checker_.violations();
+  outcome_.versions = checker_.newest_version();
+  return outcome_;
+}
+
+}  // namespace
+
+SimOutcome simulate(std::uint64_t seed, const SimOptions& options) { return Run(seed, options).go(); }
+
+}  // namespace meridian
