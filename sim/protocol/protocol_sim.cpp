@@ -61,6 +61,12 @@ class Run {
   bool all_done() const {
     return std::all_of(sites_.begin(), sites_.end(), [](const auto& s) { return s->done(); });
   }
+  std::int64_t newest_commit() {
+    const RoundKeys keys(job_.name);
+    std::int64_t v = 0;
+    while (store_.get(keys.commit(v + 1))) ++v;
+    return v;
+  }
   void trace(const std::string& line) {
     if (world_.trace) world_.trace(line);
   }
@@ -86,10 +92,14 @@ void Run::start(const Fault& f) {
   const double end = f.at + f.duration;
   switch (f.kind) {
     case Fault::Kind::Crash: {
-      // The disk is lost only while every other site is up: with it, a version only this site
-      // held would be gone, which no protocol can help.
-      const bool others_up = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) { return s.get() == &site || !s->down(); });
-      const bool lose_disk = f.amount > 0 && others_up;
+      // The disk is lost only while every other site is up and holds the newest version: otherwise
+      // a version only this site held (or a delta only its journal kept) would be gone, which no
+      // protocol can help.
+      const std::int64_t newest = newest_commit();
+      const bool others_hold = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) {
+        return s.get() == &site || (!s->stopped() && s->version() == newest);
+      });
+      const bool lose_disk = f.amount > 0 && others_hold;
       site.crash();
       schedule(end, [&site, lose_disk] { site.restart(lose_disk); });
       return;

@@ -92,6 +92,7 @@ void SimSite::start(const Disk& disk) {
   o.site = name_;
   o.sites = world_.job.sites;
   o.watch = false;
+  o.journal = journal_;
   o.incarnation = Rng::derive(world_.job.seed, incarnations_ * 1000 + static_cast<std::uint64_t>(name_[0])).next_u64() | 1;
   Incarnation* raw = inc.get();
   o.keep_lease = [raw](std::int64_t id) {
@@ -153,7 +154,6 @@ void SimSite::train_half() {
   }
   inc.next_at = world_.clock.now() + world_.job.round_s / 2;
   if (++inc.now.half == 2) end_round();
-  save_disk();
 }
 
 void SimSite::end_round() {
@@ -177,6 +177,7 @@ void SimSite::end_round() {
   ++d.round;
   d.span = 0;
   inc.waiting_merge = !world_.job.overlap;
+  if (d.round % 3 == 0) save_disk();
 }
 
 void SimSite::apply(CrossSite::Commit& commit) {
@@ -210,7 +211,6 @@ void SimSite::apply(CrossSite::Commit& commit) {
     for (const auto& e : record.entries) merged += " " + e.site + std::to_string(e.round) + "@" + std::to_string(e.base_version);
     say("applied version " + std::to_string(record.number) + " from " + record.proposer + ":" + merged);
   }
-  save_disk();
 }
 
 void SimSite::finish() {
@@ -255,6 +255,7 @@ void SimSite::restart(bool lose_disk) {
   if (incarnation_ || done_) return;
   say(lose_disk ? "restarted without its disk" : "restarted from its disk");
   if (lose_disk) {
+    journal_ = std::make_shared<MemoryDeltaJournal>();
     const auto w = sim_initial_weights(world_.job.params);
     *disk_ = Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false), w,
                   std::vector<float>(w.size()), 0, 0, 0};
@@ -314,6 +315,8 @@ void SimSite::rollback() {
   std::fill(d.progress.begin(), d.progress.end(), 0.0f);
   say("rollback to version " + std::to_string(d.state.version()));
 }
+
+std::int64_t SimSite::version() const { return incarnation_ ? incarnation_->now.state.version() : -1; }
 
 std::string SimSite::describe() const {
   std::string s = name_;

@@ -73,6 +73,8 @@ class SimSite {
   void crash();                 // the process dies; its disk stays
   void restart(bool lose_disk);
   bool down() const { return !incarnation_; }
+  // The version it holds; -1 while down.
+  std::int64_t version() const;
   bool done() const { return done_; }
   void stop(bool stopped) { stopped_ = stopped; }  // SIGSTOP / SIGCONT
   bool stopped() const { return stopped_; }
@@ -100,7 +102,8 @@ class SimSite {
 
   SimWorld& world_;
   std::string name_;
-  std::unique_ptr<Disk> disk_;
+  std::unique_ptr<Disk> disk_;  // the latest checkpoint: every third round, as a real site's is now and then
+  std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false;

@@ -12,7 +12,7 @@ std::map<std::string, std::vector<DeltaAnnouncement>> open_rounds(const CommitVi
     if (std::find(view.live_sites.begin(), view.live_sites.end(), a.site) == view.live_sites.end()) continue;
     const auto applied = view.applied.find(a.site);
     if (applied != view.applied.end() && a.round <= applied->second) continue;
-    if (view.refused.contains({a.site, a.round})) continue;
+    if (a.withdrawn || view.refused.contains({a.site, a.round})) continue;
     if (a.fragment < 0 || a.fragment >= options.fragments) continue;  // no fragment of this job
     // A base newer than the newest version cannot be honest; a base too old would weigh nothing.
     const std::int64_t staleness = staleness_of(view.version, a.base_version, options);

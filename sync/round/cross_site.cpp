@@ -50,6 +50,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
+  read_journal();
   if (options_.watch)
     watch_ = std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
                                          std::vector<std::string>{keys_.members(), keys_.deltas(), keys_.commits()});
@@ -88,15 +89,22 @@ bool CrossSite::control(const std::function<void()>& call) {
 
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
-  // A restarted site continues after every round it announced before.
+  // A restarted site continues after every round it announced before, and withdraws those whose
+  // bytes it no longer has: the others would otherwise wait for them for good.
   const auto scan_own_rounds = [&] {
     for (const auto& [key, value] : etcd_.get_prefix(keys_.deltas() + options_.site + "/")) {
+      DeltaAnnouncement a;
       try {
-        const auto a = decode_announcement(value);
-        if (a.site == options_.site) next_round_ = std::max(next_round_, a.round + 1);
+        a = decode_announcement(value);
       } catch (const Error&) {
-        // Not ours to read: a record we cannot decode names no round.
+        continue;  // not ours to read: a record we cannot decode names no round
       }
+      if (a.site != options_.site || key != keys_.delta(a.site, a.round)) continue;
+      next_round_ = std::max(next_round_, a.round + 1);
+      if (a.withdrawn || own_.contains(a.round)) continue;
+      a.withdrawn = true;
+      etcd_.put(key, encode(a));
+      events_.push_back({"delta_withdrawn", options_.site, a.round, "announced by an earlier incarnation, its bytes lost"});
     }
     rounds_scanned_ = true;
   };
@@ -142,6 +150,8 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   announce_pending();
   announced_[{a.site, a.round}] = a;
   if (a.final) final_round_[a.site] = a.round;
+  // On disk before any peer can see it: a commit that lists it must find it after a restart.
+  if (options_.journal) options_.journal->write({a.site, a.round}, encoded);
   const OwnDelta own{std::make_shared<const std::vector<std::byte>>(std::move(encoded)), std::move(hashes)};
   for (const auto& [site, member] : members_) {
     if (site == options_.site) continue;
@@ -154,6 +164,9 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   norms_.erase({a.site, a.round});
   own_[a.round] = own;
   while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
+  // Kept as long as in memory, merged or not: a peer whose disk holds an older version than this
+  // site's may need them, and this site's own checkpoint may be older than the versions it merged.
+  if (options_.journal) options_.journal->erase_through(a.site, own_.begin()->first - 1);
   // A round dropped from own_ is one no commit took (too stale, or refused): no longer in flight.
   std::erase_if(in_flight_, [&](const auto& kv) { return !own_.contains(kv.first); });
   std::uint64_t in_flight = 0;
@@ -252,6 +265,12 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     take_in_received();  // judged on every delta that has come, not on those pump() has not read yet
     far_behind = !holds_deltas_of(found->second);
   }
+  // A state nobody serves (the only site that held versions that new restarted from an older
+  // checkpoint) must not stop the site for good: after catch_up_after it fetches the next
+  // commit's deltas instead (journals keep them), one version at a time.
+  if (!far_behind || found == commits_.end()) far_behind_since_.reset();
+  else if (!far_behind_since_) far_behind_since_ = clock_();
+  else if (clock_() - *far_behind_since_ >= ms(options_.catch_up_after)) far_behind = false;
   if (auto adopted = catch_up(state, far_behind)) return adopted;
   if (far_behind) return std::nullopt;
   if (found != commits_.end()) {
@@ -265,6 +284,8 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     }
     // The winner is usually this site's own proposal: its mean is already computed.
     const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
+    // On disk before it is applied: a restart from an older checkpoint can apply it again.
+    journal(record.entries);
     Commit commit{record, {}, {}, {}, {}};
     if (ours) {
       commit.mean_delta = std::move(proposed_->mean_delta);
@@ -329,6 +350,8 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     merging.insert(e.site);
   }
   ++traffic_.commits_proposed;
+  // Before the proposal can win: should this site die right after, what it committed is on its disk.
+  journal(*entries);
   if (claim_version(next, encode(proposal))) {
     ++traffic_.commits_won;
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
@@ -712,6 +735,30 @@ void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t numbe
                      std::shared_ptr<const std::vector<std::byte>> bytes) {
   count_sent(address, bytes->size());
   link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), std::move(bytes));
+}
+
+void CrossSite::read_journal() {
+  if (!options_.journal) return;
+  for (auto& [key, bytes] : options_.journal->load()) {
+    journaled_.insert(key);
+    arrived_[key] = bytes;  // checked against a commit's checksum before any use, like every delta
+    if (key.first != options_.site) continue;
+    auto hashes = chunk_hashes(bytes, link_.chunk_bytes());
+    own_[key.second] = OwnDelta{std::make_shared<const std::vector<std::byte>>(std::move(bytes)), std::move(hashes)};
+    next_round_ = std::max(next_round_, key.second + 1);
+  }
+}
+
+void CrossSite::journal(const std::vector<CommitEntry>& entries) {
+  if (!options_.journal) return;
+  for (const auto& e : entries) {
+    const DeltaKey key{e.site, e.round};
+    if (!journaled_.insert(key).second) continue;
+    options_.journal->write(key, arrived_.at(key));
+    const auto keep = static_cast<std::int64_t>(options_.keep_own_rounds);
+    options_.journal->erase_through(e.site, e.round - keep);
+    std::erase_if(journaled_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round - keep; });
+  }
 }
 
 void CrossSite::send(const std::string& address, std::int64_t round, const OwnDelta& delta) {

@@ -31,6 +31,7 @@
 #include "sync/control/lease_keeper.hpp"
 #include "sync/round/commit_deadline.hpp"
 #include "sync/round/commit_rule.hpp"
+#include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
 #include "sync/round/outer_state.hpp"
 #include "sync/round/records.hpp"
@@ -80,6 +81,9 @@ struct CrossSiteOptions {
   // This incarnation's id in the membership record: 0, drawn at random (the simulator sets it, so
   // a seed replays exactly).
   std::uint64_t incarnation = 0;
+  // Where this site keeps its own deltas until they are merged (delta_journal.hpp); read back
+  // when the site starts. Null: memory only (a restart loses them).
+  std::shared_ptr<DeltaJournal> journal;
   ProtocolMutations mutations;
 };
 
@@ -87,7 +91,7 @@ struct CrossSiteOptions {
 struct CrossSiteEvent {
   // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
   // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable", "commit_record_replaced", "member_key_restored",
-  // "control_unreachable", "control_restored"
+  // "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site)
   std::string kind;
   std::string site;  // the peer
   std::int64_t number = 0;  // its round, or the version
@@ -268,6 +272,9 @@ class CrossSite {
     ChunkHashes hashes;
   };
   void send(const std::string& address, std::int64_t round, const OwnDelta& delta);
+  void read_journal();
+  // Puts the deltas of a version about to be proposed or applied in the journal.
+  void journal(const std::vector<CommitEntry>& entries);
   void count_sent(const std::string& address, std::size_t bytes);
   std::uint64_t next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number);
 
@@ -290,6 +297,7 @@ class CrossSite {
   std::int64_t announced_revision_ = 0;               // etcd revision read up to
   std::map<std::string, std::int64_t> applied_;       // per site, the newest round merged
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
+  std::set<DeltaKey> journaled_;  // in options_.journal
   std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::set<DeltaKey> refused_;                  // screened out: never proposed
@@ -310,6 +318,7 @@ class CrossSite {
   std::int64_t open_version_ = -1;     // the version the arrival times below are for
   std::optional<double> first_held_at_;
   std::set<DeltaKey> seen_held_;
+  std::optional<double> far_behind_since_;  // since when it has waited for a peer's state, the next commit here
   std::optional<double> stuck_since_;  // since when the next commit exists but its deltas are not all here
   const OuterState* serving_ = nullptr;
   struct Snapshot {

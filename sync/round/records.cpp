@@ -89,6 +89,7 @@ std::string encode(const DeltaAnnouncement& r) {
   w.setFragment(fragment_field(r.fragment));
   MERIDIAN_CHECK(r.rounds >= 1, "rounds=", r.rounds);
   w.setRounds(static_cast<std::uint32_t>(r.rounds));
+  w.setWithdrawn(r.withdrawn);
   return to_string(message);
 }
 
@@ -147,7 +148,7 @@ DeltaAnnouncement decode_announcement(std::string_view bytes) {
     return DeltaAnnouncement{rec.getSite(),     rec.getRound(),    rec.getBaseVersion(),
                              rec.getTokens(),   rec.getBytes(),    rec.getChecksum(),
                              rec.getFinal(),    fragment_of(rec.getFragment(), "delta announcement"),
-                             rounds_of(rec.getRounds())};
+                             rounds_of(rec.getRounds()), rec.getWithdrawn()};
   });
 }
 

@@ -36,6 +36,9 @@ struct DeltaAnnouncement {
   bool final = false;  // the site's last round
   int fragment = 0;    // streaming DiLoCo: the fragment its delta covers
   int rounds = 1;      // rounds of training it spans: more after pause-outer (the norm screen allows for them)
+  // Its site restarted without the bytes (no disk, or its journal no longer had them): they will
+  // never come, so the round is no offer (commit_rule) and later rounds of the site do not wait for it.
+  bool withdrawn = false;
   bool operator==(const DeltaAnnouncement&) const = default;
 };
 

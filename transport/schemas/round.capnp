@@ -33,6 +33,8 @@ struct DeltaAnnouncement {
                            # records from before fragments existed, which read as fragment 0)
   rounds @9 :UInt32 = 1;   # rounds of training the delta spans: more than one after the outer
                            # exchange was paused (older records read as 1)
+  withdrawn @10 :Bool;     # its site restarted without these bytes: nobody will ever have them,
+                           # so no commit waits for this round
 }
 
 struct SiteRound {

@@ -1,0 +1,58 @@
+#pragma once
+// The deltas a site may need after a restart, on its disk: its own latest ones (written before any
+// peer can see them) and the peers' ones of the versions it applied (written before it applies
+// them). A site restarts from a checkpoint that may be versions old; with its journal it can still
+// apply every version it had applied, and hand out every delta of its own that a commit lists.
+// Without it, a site that was the only holder of a version (or of its own delta in a commit) left
+// a committed version nobody could ever apply, and the whole job waited for it for good (found by
+// the protocol simulator, docs/simulator.md). Each site's entries are kept for its latest
+// CrossSiteOptions::keep_own_rounds rounds.
+// FileDeltaJournal is the real one (a file per delta under the site's run directory, written whole
+// then renamed into place); MemoryDeltaJournal is the simulator's disk.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace meridian {
+
+class DeltaJournal {
+ public:
+  using Key = std::pair<std::string, std::int64_t>;  // (site, round)
+  virtual ~DeltaJournal() = default;
+  virtual void write(const Key& key, std::span<const std::byte> bytes) = 0;
+  // Forgets `site`'s rounds up to and including `round`.
+  virtual void erase_through(const std::string& site, std::int64_t round) = 0;
+  virtual std::map<Key, std::vector<std::byte>> load() const = 0;
+};
+
+class MemoryDeltaJournal final : public DeltaJournal {
+ public:
+  void write(const Key& key, std::span<const std::byte> bytes) override { deltas_[key].assign(bytes.begin(), bytes.end()); }
+  void erase_through(const std::string& site, std::int64_t round) override {
+    std::erase_if(deltas_, [&](const auto& kv) { return kv.first.first == site && kv.first.second <= round; });
+  }
+  std::map<Key, std::vector<std::byte>> load() const override { return deltas_; }
+
+ private:
+  std::map<Key, std::vector<std::byte>> deltas_;
+};
+
+// Error(Io) naming the file when one cannot be written or read; a file the journal did not write
+// (another name, a partial write's temporary) is left alone.
+class FileDeltaJournal final : public DeltaJournal {
+ public:
+  explicit FileDeltaJournal(std::filesystem::path dir);
+  void write(const Key& key, std::span<const std::byte> bytes) override;
+  void erase_through(const std::string& site, std::int64_t round) override;
+  std::map<Key, std::vector<std::byte>> load() const override;
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace meridian
