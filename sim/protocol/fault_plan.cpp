@@ -7,8 +7,8 @@
 namespace meridian {
 namespace {
 
-constexpr std::array<const char*, 12> kNames = {"crash",           "stop",         "partition",   "control outage",
-                                                "lost replies",    "slow replies", "message faults",
+constexpr std::array<const char*, 13> kNames = {"crash",           "stop",         "partition",   "control outage",
+                                                "lost replies",    "late writes",  "slow replies", "message faults",
                                                 "member key deleted", "junk commit record", "drain",
                                                 "pause-outer",     "rollback"};
 
@@ -35,7 +35,8 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) 
                      ? 0
                      : 0.2 + rng.uniform() * longest;
     f.at = rng.uniform() * std::max(0.0, window_s - f.duration);
-    if (f.kind == Fault::Kind::LostReplies || f.kind == Fault::Kind::MessageFaults) f.amount = 0.1 + 0.3 * rng.uniform();
+    if (f.kind == Fault::Kind::LostReplies || f.kind == Fault::Kind::LateWrites || f.kind == Fault::Kind::MessageFaults)
+      f.amount = 0.1 + 0.3 * rng.uniform();
     if (f.kind == Fault::Kind::SlowReplies) f.amount = 0.02 + 0.2 * rng.uniform();
     if (f.kind == Fault::Kind::Crash) f.amount = rng.uniform() < 0.4 ? 1 : 0;  // 1: the disk is lost too
     faults.push_back(f);

@@ -16,6 +16,7 @@ struct Fault {
     Partition,      // its link and its control-plane client cut off for `duration`
     Outage,         // no site reaches the control plane for `duration`
     LostReplies,    // a share of its control-plane calls applied with their answers lost
+    LateWrites,     // a share of its control-plane writes unanswered and applied up to a second later
     SlowReplies,    // its control-plane answers take long
     MessageFaults,  // transfers lost, duplicated and corrupted, for everyone
     DeleteMember,   // its membership key deleted from the control plane (damage)
@@ -27,7 +28,7 @@ struct Fault {
   Kind kind = Kind::Crash;
   double at = 0, duration = 0;
   int site = 0;
-  double amount = 0;  // LostReplies: the share; SlowReplies: seconds; MessageFaults: each probability
+  double amount = 0;  // LostReplies, LateWrites: the share; SlowReplies: seconds; MessageFaults: each probability
 };
 
 std::string describe(const Fault& fault, const std::vector<std::string>& sites);

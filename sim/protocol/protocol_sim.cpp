@@ -120,8 +120,11 @@ void Run::start(const Fault& f) {
       return;
     }
     case Fault::Kind::LostReplies:
+    case Fault::Kind::LateWrites:
     case Fault::Kind::SlowReplies: {
-      auto& map = f.kind == Fault::Kind::LostReplies ? faults_.lost_reply : faults_.slow_reply_s;
+      auto& map = f.kind == Fault::Kind::LostReplies  ? faults_.lost_reply
+                  : f.kind == Fault::Kind::LateWrites ? faults_.late_write
+                                                      : faults_.slow_reply_s;
       map[name] = f.amount;
       site.apply_faults();
       schedule(end, [&map, &site, name] { map.erase(name); site.apply_faults(); });

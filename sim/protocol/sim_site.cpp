@@ -276,6 +276,7 @@ void SimSite::apply_faults() {
   f.down = cut_ || world_.faults.outages > 0;
   f.lost_reply = world_.faults.lost_reply.contains(name_) ? world_.faults.lost_reply.at(name_) : 0;
   f.slow_reply_s = world_.faults.slow_reply_s.contains(name_) ? world_.faults.slow_reply_s.at(name_) : 0;
+  f.late_write = world_.faults.late_write.contains(name_) ? world_.faults.late_write.at(name_) : 0;
 }
 
 void SimSite::drain() {

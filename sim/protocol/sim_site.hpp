@@ -48,7 +48,7 @@ struct SimJob {
 // Faults of the control plane that hold now, per site; each client takes them on (re)start.
 struct ControlFaultState {
   int outages = 0;  // while > 0, no site reaches the control plane
-  std::map<std::string, double> lost_reply, slow_reply_s;
+  std::map<std::string, double> lost_reply, late_write, slow_reply_s;
 };
 
 // What every site shares: the world's clock, control plane and network, the checker, the trace.

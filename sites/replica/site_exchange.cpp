@@ -171,6 +171,8 @@ void SiteExchange::ensure_leader_side() {
   o.control_retry = std::chrono::milliseconds(1000);
   o.lease_ttl_s = config_.control.lease_ttl_s;
   o.keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
+  // The replica's run directory is its site's: a replica that leads after a restart reads it back.
+  o.journal = std::make_shared<FileDeltaJournal>(config_.job.run_dir / "delta-journal");
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *link_, clock_);
   cross_->serve_state(&state_);
   cross_->set_proposing(!outer_paused_);

@@ -1,10 +1,26 @@
 #include "sync/control/memory_control_plane.hpp"
 
 #include <type_traits>
+#include <utility>
 
 namespace meridian {
 
+void MemoryStore::later(double at, std::function<void()> write) { late_.emplace(at, std::move(write)); }
+
+void MemoryStore::settle() {
+  while (!late_.empty() && late_.begin()->first <= clock_.now()) {
+    auto write = std::move(late_.begin()->second);
+    late_.erase(late_.begin());
+    try {
+      write();
+    } catch (const Error&) {
+      // Refused when it was applied (its lease gone): as etcd would have answered, had anyone listened.
+    }
+  }
+}
+
 void MemoryStore::expire() {
+  settle();
   bool any = false;
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->second.expires_at > clock_.now()) {
@@ -114,8 +130,18 @@ auto MemoryControlPlane::call(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
+template <class F>
+auto MemoryControlPlane::write(const char* what, F&& f) -> decltype(f()) {
+  // The write outlives this client (a crashed site's last request): it holds the store, not the client.
+  if (!faults_.down && faults_.late_write > 0 && rng_.uniform() < faults_.late_write) {
+    store_.later(clock_.now() + faults_.late_write_s, [f] { f(); });
+    throw make_error(ErrorKind::Timeout, what, ": no answer; the member may still apply it (simulated)");
+  }
+  return call(what, std::forward<F>(f));
+}
+
 void MemoryControlPlane::put(const std::string& key, const std::string& value, std::int64_t lease) {
-  call("put", [&] { store_.put(key, value, lease); });
+  write("put", [store = &store_, key, value, lease] { store->put(key, value, lease); });
 }
 std::optional<std::string> MemoryControlPlane::get(const std::string& key) {
   return call("get", [&] { return store_.get(key); });
@@ -127,10 +153,10 @@ ControlPlane::PrefixRead MemoryControlPlane::get_prefix_since(const std::string&
   return call("range", [&] { return store_.get_prefix_since(prefix, since); });
 }
 bool MemoryControlPlane::create_if_absent(const std::string& key, const std::string& value) {
-  return call("txn", [&] { return store_.create_if_absent(key, value); });
+  return write("txn", [store = &store_, key, value] { return store->create_if_absent(key, value); });
 }
 bool MemoryControlPlane::compare_and_swap(const std::string& key, const std::string& expected, const std::string& value) {
-  return call("txn", [&] { return store_.compare_and_swap(key, expected, value); });
+  return write("txn", [store = &store_, key, expected, value] { return store->compare_and_swap(key, expected, value); });
 }
 std::int64_t MemoryControlPlane::grant_lease(std::int64_t ttl_seconds) {
   return call("lease grant", [&] { return store_.grant_lease(ttl_seconds); });

@@ -7,6 +7,9 @@
 //   lost_reply   the probability that a call is applied but its answer never comes (Error(Timeout)):
 //                the ambiguous case a real client must survive
 //   slow_reply_s how long each answer takes, on the virtual clock (the whole simulated world waits)
+//   late_write   the probability that a write's answer never comes and the write is applied only
+//                late_write_s later (a member that took it and stalled): its condition, if any,
+//                is judged then, as etcd judges a transaction when it applies it
 // Leases expire on virtual time: their keys go when the clock passes their deadline unrenewed.
 #include <cstdint>
 #include <functional>
@@ -37,6 +40,8 @@ class MemoryStore {
   void keep_alive(std::int64_t lease);
   void revoke_lease(std::int64_t lease);
   bool lease_alive(std::int64_t lease);
+  // Applies `write` at virtual time `at` (before whatever the store does first from then on).
+  void later(double at, std::function<void()> write);
   std::int64_t revision() const { return revision_; }
   // Every key and value, sorted: what a checker reads after a run.
   std::vector<std::pair<std::string, std::string>> dump();
@@ -51,7 +56,8 @@ class MemoryStore {
     double ttl_s = 0;
     double expires_at = 0;
   };
-  void expire();  // drops the leases the clock has passed, and their keys, in one revision
+  void expire();  // applies the late writes due, drops the leases the clock has passed and their keys
+  void settle();  // the late writes due
   void write(const std::string& key, std::string value, std::int64_t lease);
 
   ManualClock& clock_;
@@ -59,12 +65,15 @@ class MemoryStore {
   std::map<std::int64_t, Lease> leases_;
   std::int64_t revision_ = 1;
   std::int64_t next_lease_ = 0x1000;
+  std::multimap<double, std::function<void()>> late_;
 };
 
 struct ControlFaults {
   bool down = false;
   double lost_reply = 0;
   double slow_reply_s = 0;
+  double late_write = 0;
+  double late_write_s = 0.5;
 };
 
 class MemoryControlPlane final : public ControlPlane {
@@ -87,6 +96,9 @@ class MemoryControlPlane final : public ControlPlane {
   // Runs one call as the faults allow: refused while down, slowed, and its answer lost at random.
   template <class F>
   auto call(const char* what, F&& f) -> decltype(f());
+  // A write: as call(), or applied late without an answer (ControlFaults::late_write).
+  template <class F>
+  auto write(const char* what, F&& f) -> decltype(f());
 
   MemoryStore& store_;
   ManualClock& clock_;

@@ -92,6 +92,7 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
   const auto scan_own_rounds = [&] {
+    std::set<std::int64_t> announced;
     for (const auto& [key, value] : etcd_.get_prefix(keys_.deltas() + options_.site + "/")) {
       DeltaAnnouncement a;
       try {
@@ -101,10 +102,24 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
       }
       if (a.site != options_.site || key != keys_.delta(a.site, a.round)) continue;
       next_round_ = std::max(next_round_, a.round + 1);
+      announced.insert(a.round);
       if (a.withdrawn || own_.contains(a.round)) continue;
       a.withdrawn = true;
       etcd_.put(key, encode(a));
       events_.push_back({"delta_withdrawn", options_.site, a.round, "announced by an earlier incarnation, its bytes lost"});
+    }
+    // Journaled but never announced (it died in between, or the journal is an earlier job's): no
+    // commit can list them.
+    for (auto it = own_.begin(); it != own_.end();) {
+      if (announced.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      const DeltaKey key{options_.site, it->first};
+      arrived_.erase(key);
+      journaled_.erase(key);
+      if (options_.journal) options_.journal->erase(key);
+      it = own_.erase(it);
     }
     rounds_scanned_ = true;
   };
@@ -745,7 +760,6 @@ void CrossSite::read_journal() {
     if (key.first != options_.site) continue;
     auto hashes = chunk_hashes(bytes, link_.chunk_bytes());
     own_[key.second] = OwnDelta{std::make_shared<const std::vector<std::byte>>(std::move(bytes)), std::move(hashes)};
-    next_round_ = std::max(next_round_, key.second + 1);
   }
 }
 

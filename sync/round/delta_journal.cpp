@@ -60,6 +60,11 @@ void FileDeltaJournal::erase_through(const std::string& site, std::int64_t round
   }
 }
 
+void FileDeltaJournal::erase(const Key& key) {
+  std::error_code ec;
+  std::filesystem::remove(dir_ / key.first / file_name(key.second), ec);
+}
+
 std::map<DeltaJournal::Key, std::vector<std::byte>> FileDeltaJournal::load() const {
   std::map<Key, std::vector<std::byte>> out;
   std::error_code ec;

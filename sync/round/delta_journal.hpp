@@ -27,6 +27,7 @@ class DeltaJournal {
   virtual void write(const Key& key, std::span<const std::byte> bytes) = 0;
   // Forgets `site`'s rounds up to and including `round`.
   virtual void erase_through(const std::string& site, std::int64_t round) = 0;
+  virtual void erase(const Key& key) = 0;
   virtual std::map<Key, std::vector<std::byte>> load() const = 0;
 };
 
@@ -36,6 +37,7 @@ class MemoryDeltaJournal final : public DeltaJournal {
   void erase_through(const std::string& site, std::int64_t round) override {
     std::erase_if(deltas_, [&](const auto& kv) { return kv.first.first == site && kv.first.second <= round; });
   }
+  void erase(const Key& key) override { deltas_.erase(key); }
   std::map<Key, std::vector<std::byte>> load() const override { return deltas_; }
 
  private:
@@ -49,6 +51,7 @@ class FileDeltaJournal final : public DeltaJournal {
   explicit FileDeltaJournal(std::filesystem::path dir);
   void write(const Key& key, std::span<const std::byte> bytes) override;
   void erase_through(const std::string& site, std::int64_t round) override;
+  void erase(const Key& key) override;
   std::map<Key, std::vector<std::byte>> load() const override;
 
  private:
