@@ -2,6 +2,9 @@
 // clock, or are lost, duplicated, corrupted, or cut off by a partition, all from the seed.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "transport/link/sim_link.hpp"
 
 namespace meridian {
@@ -21,8 +24,9 @@ TEST_CASE("sim link: a transfer arrives after its latency, not before, whole and
   auto a = net.open("sim://a");
   auto b = net.open("sim://b");
   a->send("sim://b", 77, 3, std::span<const std::byte>(payload(100)));
+  clock.advance(0.099);
   CHECK_FALSE(b->receive(std::chrono::milliseconds(0)).has_value());
-  clock.advance(0.1);
+  clock.advance(0.002);
   const auto r = b->receive(std::chrono::milliseconds(0));
   REQUIRE(r.has_value());
   CHECK(r->peer == "sim://a");

@@ -1,0 +1,87 @@
+// The deterministic protocol simulator: the real CrossSite and OuterState of three sites under
+// seeded fault schedules (24 faults each), judged by sim/protocol/checker. Each seed costs about
+// 10 ms; a failing one replays exactly with `meridian-protosim --seed N --trace`.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+
+#include "sim/protocol/protocol_sim.hpp"
+
+namespace meridian {
+namespace {
+
+std::string report(const SimOutcome& o) {
+  std::string s = "seed " + std::to_string(o.seed) + " (meridian-protosim --seed " + std::to_string(o.seed) + " --trace):";
+  for (const auto& v : o.violations) s += "\n  " + v;
+  return s;
+}
+
+// The first seed in [0, limit) whose run breaks an invariant, or -1.
+long long first_caught(const SimOptions& options, long long limit) {
+  for (long long seed = 0; seed < limit; ++seed)
+    if (!simulate(static_cast<std::uint64_t>(seed), options).ok()) return seed;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("protocol simulator: 1,000 seeds with 24 faults each hold every invariant") {
+  const SimOptions options;
+  std::int64_t versions = 0;
+  for (std::uint64_t seed = 0; seed < 1000; ++seed) {
+    const auto outcome = simulate(seed, options);
+    INFO(report(outcome));
+    REQUIRE(outcome.ok());
+    CHECK(outcome.faults == 24);
+    versions += outcome.versions;
+  }
+  CHECK(versions > 1000 * 20);  // the job gets somewhere under its faults, not just stays safe
+}
+
+TEST_CASE("protocol simulator: a seed replays exactly, and another seed is another run") {
+  SimOptions options;
+  options.trace = true;
+  const auto one = simulate(4242, options);
+  const auto again = simulate(4242, options);
+  REQUIRE(one.trace.size() > 50);
+  CHECK(one.trace == again.trace);
+  CHECK(one.virtual_s == again.virtual_s);
+  CHECK(simulate(4243, options).trace != one.trace);
+}
+
+TEST_CASE("protocol simulator: two and four sites, and few rounds, hold every invariant too") {
+  for (const int sites : {2, 4}) {
+    SimOptions options;
+    options.sites = sites;
+    options.rounds = sites == 2 ? 8 : 24;
+    for (std::uint64_t seed = 0; seed < 150; ++seed) {
+      const auto outcome = simulate(seed, options);
+      INFO("sites=", sites, " ", report(outcome));
+      REQUIRE(outcome.ok());
+    }
+  }
+}
+
+// Proof that the checker can fail: each deliberate protocol bug is caught within 200 seeds (the
+// rates measured: 7% of seeds catch overwrite-commits, 36% unverified-deltas, 62% never-renew-lease,
+// over 95% the other two).
+TEST_CASE("protocol simulator: each of five protocol mutations is caught within 200 seeds") {
+  const std::vector<std::pair<const char*, std::function<void(SimOptions&)>>> mutations = {
+      {"a delta used without checking its checksum", [](SimOptions& o) { o.mutations.unverified_deltas = true; }},
+      {"a proposal overwrites a version's commit", [](SimOptions& o) { o.mutations.overwrite_commits = true; }},
+      {"an adopted version handed out again as a commit", [](SimOptions& o) { o.mutations.reapply_adopted = true; }},
+      {"a commit rebases the round from the wrong start", [](SimOptions& o) { o.driver.skip_rebase = true; }},
+      {"the membership lease never renewed", [](SimOptions& o) { o.driver.never_renew_lease = true; }},
+  };
+  for (const auto& [name, mutate] : mutations) {
+    SimOptions options;
+    mutate(options);
+    const long long seed = first_caught(options, 200);
+    INFO(std::string(name));
+    CHECK(seed >= 0);
+    MESSAGE(std::string(name), ": caught at seed ", seed);
+  }
+}
+
+}  // namespace meridian
