@@ -47,13 +47,16 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       link_(link),
       clock_(std::move(clock)),
       incarnation_id_(options_.incarnation),
+      gate_(clock_, options_.control_retry, options_.full_read,
+            options_.watch ? std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
+                                                         std::vector<std::string>{keys_.members(), keys_.deltas(),
+                                                                                  keys_.commits()})
+                           : nullptr),
+      log_(options_.job, options_.rule.fragments),
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
   read_journal();
-  if (options_.watch)
-    watch_ = std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
-                                         std::vector<std::string>{keys_.members(), keys_.deltas(), keys_.commits()});
 }
 
 CrossSite::~CrossSite() {
@@ -67,24 +70,9 @@ CrossSite::~CrossSite() {
 }
 
 bool CrossSite::control(const std::function<void()>& call) {
-  if (clock_() < control_retry_at_) return false;
-  try {
-    call();
-  } catch (const Error& e) {
-    // etcd unreachable, or no majority where this site can reach it: a partition or a dying
-    // member. The site trains on and tries again; it cannot commit meanwhile, so it cannot fork.
-    control_retry_at_ = clock_() + ms(options_.control_retry);
-    waiting_ = std::string("the control plane: ") + e.what();
-    if (!control_down_) events_.push_back({"control_unreachable", "", 0, e.what()});
-    control_down_ = true;
-    return false;
-  }
-  if (control_down_) {
-    events_.push_back({"control_restored", "", 0, ""});
-    next_full_read_ = 0;  // the next look reads everything (options_.full_read)
-  }
-  control_down_ = false;
-  return true;
+  if (gate_.run(call, events_)) return true;
+  if (gate_.down()) waiting_ = "the control plane: " + gate_.error();
+  return false;
 }
 
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
@@ -136,12 +124,12 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     for (const auto& s : options_.sites)
       if (!members_.contains(s)) missing.push_back(s);
     if (missing.empty()) {
-      control([&] { read_commits(); });  // a site that comes back learns how far behind it is
+      control([&] { log_.read(etcd_, events_); });  // a site that comes back learns how far behind it is
       return true;
     }
     // A job under way does not wait for its absent sites: this one (re)joins the live ones.
-    control([&] { read_commits(); });
-    if (newest_commit_ > 0) return true;
+    control([&] { log_.read(etcd_, events_); });
+    if (log_.newest() > 0) return true;
     waiting_ = "sites to join:";
     for (const auto& s : missing) waiting_ += " " + s;
     pump(std::min(deadline, clock_() + ms(options_.control_poll)));
@@ -154,12 +142,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
   MERIDIAN_CHECK(hashes.chunk_bytes == link_.chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
                  "-byte chunks for a link of ", link_.chunk_bytes());
-  const double now = clock_();
-  if (last_submit_at_ > 0) {
-    round_seconds_.push_back(now - last_submit_at_);
-    if (round_seconds_.size() > 8) round_seconds_.erase(round_seconds_.begin());
-  }
-  last_submit_at_ = now;
+  timing_.submitted(clock_());
   // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
   unannounced_.push_back(a);
   announce_pending();
@@ -196,7 +179,7 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       next_control_ = clock_() + ms(options_.control_poll);
       std::optional<Commit> commit;
       if (announce_pending()) {
-        const Reads reads = control_reads_due();
+        const ControlGate::Reads reads = gate_.reads_due();
         control([&] { commit = check_control(state, reads); });
       }
       if (commit) return commit;
@@ -204,21 +187,6 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
     pump(std::min(deadline, next_control_));  // at least once: peers' requests are answered here
     if (clock_() >= deadline) return std::nullopt;
   }
-}
-
-CrossSite::Reads CrossSite::control_reads_due() {
-  const bool all = !watch_ || !watch_->watching() || control_down_ || clock_() >= next_full_read_;
-  if (all) next_full_read_ = clock_() + ms(options_.full_read);
-  std::array<bool, 3> due{};
-  for (std::size_t i = 0; i < due.size(); ++i) {
-    // Taken before the read: a change that lands while it runs moves the count again.
-    const auto now = watch_ ? watch_->changes(i) : 0;
-    due[i] = all || now != watch_seen_[i];
-    watch_seen_[i] = now;
-  }
-  Reads reads{due[0], due[1], due[2] || read_back_};
-  read_back_ = false;
-  return reads;
 }
 
 bool CrossSite::announce_pending() {
@@ -230,66 +198,38 @@ bool CrossSite::announce_pending() {
   return true;
 }
 
-void CrossSite::read_commits() {
-  const auto read = etcd_.get_prefix_since(keys_.commits(), commits_revision_ + 1);
-  commits_revision_ = read.revision;
-  for (const auto& [key, value] : read.kvs) {
-    try {
-      auto record = decode_commit(value);
-      const bool fragments_ok =
-          record.fragment < options_.rule.fragments &&
-          std::all_of(record.entries.begin(), record.entries.end(),
-                      [&](const CommitEntry& e) { return e.fragment < options_.rule.fragments; });
-      if (key != keys_.commit(record.number) || record.entries.empty() || !fragments_ok)
-        throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
-                         record.entries.size(), " entries", fragments_ok ? "" : ", one of a fragment the job has not");
-      newest_commit_ = std::max(newest_commit_, record.number);
-      unreadable_commits_.erase(record.number);
-      commits_[record.number] = std::move(record);
-    } catch (const Error& e) {
-      // No site can have applied a record nobody can read. Left alone it would stop the job's
-      // versions there for good; propose() replaces it by compare-and-swap (while no newer commit
-      // shows that its version was committed before the damage), and every site says so.
-      const auto version = keys_.version_of_commit(key);
-      if (version) unreadable_commits_[*version] = value;
-      events_.push_back({"commit_unreadable", "", version.value_or(0), e.what()});
-    }
-  }
-}
-
-std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, Reads reads) {
+std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, ControlGate::Reads reads) {
   const std::int64_t next = state.version() + 1;
   // All that is due, before any path below returns: a range left unread would wait for its next change.
-  if (reads.commits) read_commits();
+  if (reads.commits) log_.read(etcd_, events_);
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements();
-  if (const auto now = commits_.find(state.version()); now != commits_.end()) {
-    newest_fragment_ = now->second.fragment;
+  if (const auto held = log_.forget_before(next)) {
+    newest_fragment_ = held->fragment;
     // A site that restarted from its checkpoint holds this version without having applied its
     // record here: what it merged must not be proposed again.
-    forget_merged(now->second);
+    forget_merged(*held);
   }
-  std::erase_if(commits_, [&](const auto& kv) { return kv.first < next; });
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
   // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
   // site that holds the next commit's deltas (a paused one that follows, or one a burst of
   // commits overtook) applies them: a few deltas cost far less than the whole model.
-  const auto found = commits_.find(next);
-  bool far_behind = newest_commit_ >= next + options_.rule.fragments;
-  if (far_behind && found != commits_.end()) {
+  const CommitRecord* found = log_.find(next);
+  bool far_behind = log_.newest() >= next + options_.rule.fragments;
+  if (far_behind && found) {
     take_in_received();  // judged on every delta that has come, not on those pump() has not read yet
-    far_behind = !holds_deltas_of(found->second);
+    far_behind = !holds_deltas_of(*found);
   }
   // A state nobody serves (the only site that held versions that new restarted from an older
   // checkpoint) must not stop the site for good: after catch_up_after it fetches the next
   // commit's deltas instead (journals keep them), one version at a time.
-  if (!far_behind || found == commits_.end()) far_behind_since_.reset();
+  if (!far_behind || !found) far_behind_since_.reset();
   else if (!far_behind_since_) far_behind_since_ = clock_();
   else if (clock_() - *far_behind_since_ >= ms(options_.catch_up_after)) far_behind = false;
   if (auto adopted = catch_up(state, far_behind)) return adopted;
   if (far_behind) return std::nullopt;
-  if (found != commits_.end()) {
-    const CommitRecord& record = found->second;
+  if (found) {
+    const CommitRecord& record = *found;
     bool complete = true;
     for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
     if (!complete) {
@@ -316,35 +256,14 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     return commit;
   }
   CommitView view = control_view(state);
-  if (open_version_ != next) {
-    open_version_ = next;
-    first_held_at_.reset();
-    seen_held_.clear();
-  }
   for (const auto& [key, a] : announced_) {
     if (!members_.contains(a.site) || !usable(a, state)) continue;
     view.held.insert(key);
-    if (seen_held_.insert(key).second) {
-      // How long after the version's first delta each later one arrives: what the deadline learns from.
-      if (first_held_at_) arrivals_.record(view.now - *first_held_at_);
-      else first_held_at_ = view.now;
-    }
+    timing_.held(next, key, view.now);
   }
   view.refused = refused_;  // usable() may have refused more just now
-  view.first_held_at = first_held_at_;
-  // Never cut a version shorter than half a round: a delta that late is jitter on a shared machine
-  // or link, not a straggler, and waiting for it costs an overlapping site nothing. Streaming: half
-  // a turn of P fragments (H steps, as DiLoCo's round), not half an exchange (H / P steps, short
-  // against a shared machine's jitter): a round cut from its version goes into the next one as an
-  // extra outer step of its fragment, momentum and all.
-  DeadlineOptions deadline = options_.deadline;
-  if (!round_seconds_.empty()) {
-    auto sorted = round_seconds_;
-    std::sort(sorted.begin(), sorted.end());
-    deadline.floor_s = std::max(deadline.floor_s, 0.5 * options_.rule.fragments * sorted[sorted.size() / 2]);
-    deadline.ceiling_s = std::max(deadline.ceiling_s, deadline.floor_s);
-  }
-  view.deadline_s = arrivals_.deadline_s(deadline);
+  view.first_held_at = timing_.first_held_at();
+  view.deadline_s = timing_.deadline_s(options_.deadline, options_.rule.fragments);
   const auto entries = decide_commit(view, options_.rule);
   if (!proposing_) {
     waiting_ = "a version another site proposes (the outer exchange is paused here)";
@@ -367,31 +286,14 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   ++traffic_.commits_proposed;
   // Before the proposal can win: should this site die right after, what it committed is on its disk.
   journal(*entries);
-  if (claim_version(next, encode(proposal))) {
+  if (log_.claim(etcd_, next, encode(proposal), options_.site, events_, options_.mutations.overwrite_commits)) {
     ++traffic_.commits_won;
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
   }
   proposed_ = Commit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(means.others)};
   next_control_ = clock_();  // read back whichever proposal won, now
-  read_back_ = true;
+  gate_.read_back();
   return std::nullopt;
-}
-
-bool CrossSite::claim_version(std::int64_t version, const std::string& record) {
-  const auto junk = unreadable_commits_.find(version);
-  // A newer commit means this version was committed once and then damaged: others may have
-  // applied it, so it is never replaced (this site catches up from a peer's state instead).
-  if (options_.mutations.overwrite_commits) {
-    etcd_.put(keys_.commit(version), record);
-    return true;
-  }
-  if (junk == unreadable_commits_.end() || newest_commit_ > version)
-    return etcd_.create_if_absent(keys_.commit(version), record);
-  if (!etcd_.compare_and_swap(keys_.commit(version), junk->second, record)) return false;
-  events_.push_back({"commit_record_replaced", options_.site, version,
-                     "the unreadable record at " + keys_.commit(version) + " (" + std::to_string(junk->second.size()) +
-                         " bytes) gave way to this site's proposal"});
-  return true;
 }
 
 std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bool far_behind) {
@@ -401,8 +303,8 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     return Commit{again, std::vector<float>(state.size()), {}, {0}, {}};
   }
   if (snapshot_ && snapshot_->version >= next) {
-    const auto record = commits_.find(snapshot_->version);
-    if (record == commits_.end()) return std::nullopt;  // its commit is not read yet: next time
+    const CommitRecord* record = log_.find(snapshot_->version);
+    if (!record) return std::nullopt;  // its commit is not read yet: next time
     Snapshot snap = std::move(*snapshot_);
     snapshot_.reset();
     // Checked here against the commit's hash, so the replicas adopt only what will pass.
@@ -410,7 +312,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
       const Checkpoint c = decode_checkpoint(snap.bytes, "the state snapshot from " + snap.from);
       const auto global = c.get_pod<float>("outer.global");
       if (c.get_value<std::int64_t>("outer.version") != snap.version || global.size() != state.size() ||
-          OuterState::weights_hash(global) != record->second.params_hash)
+          OuterState::weights_hash(global) != record->params_hash)
         throw make_error(ErrorKind::Peer, "its weights are not version ", snap.version, " of this model");
     } catch (const Error& e) {
       ++traffic_.states_refused;
@@ -419,16 +321,16 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     }
     ++traffic_.states_adopted;
     read_announcements();  // how far the others have got: the site fast-forwards to there
-    Commit commit{record->second, {}, std::move(snap.bytes), {}, {}};
-    applied(record->second);
-    if (options_.mutations.reapply_adopted) readopt_ = record->second;
+    Commit commit{*record, {}, std::move(snap.bytes), {}, {}};
+    applied(*record);
+    if (options_.mutations.reapply_adopted) readopt_ = *record;
     return commit;
   }
   const bool stuck = stuck_since_ && clock_() - *stuck_since_ >= ms(options_.catch_up_after);
   if (far_behind || stuck) {
-    waiting_ = "a peer's state of version " + std::to_string(newest_commit_) + " or newer";
+    waiting_ = "a peer's state of version " + std::to_string(log_.newest()) + " or newer";
     refresh_members();
-    request_state(newest_commit_);
+    request_state(log_.newest());
   }
   return std::nullopt;
 }
@@ -463,7 +365,7 @@ bool CrossSite::finished(const OuterState& state) {
   if (!announce_pending() || !control([&] {
         refresh_members();
         read_announcements();
-        read_commits();
+        log_.read(etcd_, events_);
       }))
     return false;
   for (const auto& [site, member] : members_)
@@ -471,15 +373,15 @@ bool CrossSite::finished(const OuterState& state) {
       waiting_ = "the final round of " + site;
       return false;
     }
-  if (newest_commit_ > state.version()) {
+  if (log_.newest() > state.version()) {
     const bool peer = std::any_of(members_.begin(), members_.end(), [&](const auto& m) { return m.first != options_.site; });
     if (peer) {
-      waiting_ = "version " + std::to_string(newest_commit_);
+      waiting_ = "version " + std::to_string(log_.newest());
       return false;
     }
     // Everyone else has finished and left: nobody holds the newer versions' deltas or state any
     // more. This site ends on what it has rather than wait forever, and says so.
-    events_.push_back({"catch_up_impossible", "", newest_commit_,
+    events_.push_back({"catch_up_impossible", "", log_.newest(),
                        "no live site left to take versions after " + std::to_string(state.version()) + " from"});
     return true;
   }
@@ -511,7 +413,7 @@ bool CrossSite::job_over() {
 }
 
 std::int64_t CrossSite::backlog(const OuterState& state) const {
-  if (control_down_) return 0;
+  if (gate_.down()) return 0;
   std::int64_t n = 0;
   for (const auto& [key, a] : announced_)
     n += key.first == options_.site && !refused_.contains(key) && a.fragment >= 0 &&

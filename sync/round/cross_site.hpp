@@ -30,11 +30,15 @@
 #include "sync/control/etcd_watch.hpp"
 #include "sync/control/lease_keeper.hpp"
 #include "sync/round/commit_deadline.hpp"
+#include "sync/round/commit_log.hpp"
 #include "sync/round/commit_rule.hpp"
+#include "sync/round/control_gate.hpp"
+#include "sync/round/cross_site_types.hpp"
 #include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
 #include "sync/round/outer_state.hpp"
 #include "sync/round/records.hpp"
+#include "sync/round/round_timing.hpp"
 #include "transport/link/link.hpp"
 
 namespace meridian {
@@ -85,37 +89,6 @@ struct CrossSiteOptions {
   // when the site starts. Null: memory only (a restart loses them).
   std::shared_ptr<DeltaJournal> journal;
   ProtocolMutations mutations;
-};
-
-// What happened to a peer's delta or state that the site's log should say.
-struct CrossSiteEvent {
-  // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
-  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable", "commit_record_replaced", "member_key_restored",
-  // "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site)
-  std::string kind;
-  std::string site;  // the peer
-  std::int64_t number = 0;  // its round, or the version
-  std::string detail;
-};
-
-struct CrossSiteTraffic {
-  std::uint64_t bytes_sent = 0;      // payload bytes this site put on its link, re-sends included
-  std::uint64_t bytes_received = 0;  // payload bytes of the transfers delivered to it
-  std::uint64_t deltas_sent = 0;     // (delta, peer) pairs
-  std::uint64_t deltas_refused = 0;  // delivered whole but not what the announcement or commit says
-  std::uint64_t frames_refused = 0;  // refused by the link (malformed, failed checksum)
-  std::uint64_t requests_sent = 0;   // deltas asked for again
-  std::uint64_t deltas_screened_out = 0;  // arrived intact but refused by the screen (NaN, norm, size)
-  std::uint64_t states_sent = 0, states_adopted = 0, states_refused = 0;
-  std::uint64_t commits_proposed = 0, commits_won = 0;
-  std::uint64_t commits_by_deadline = 0;  // won proposals made without every live site's delta
-  // The most bytes of this site's deltas at once that it had sent (to every peer) and no commit
-  // had merged yet: what its rounds keep in flight over the WAN.
-  std::uint64_t peak_bytes_in_flight = 0;
-  struct PeerBytes {
-    std::uint64_t sent = 0, received = 0;  // payload bytes handed to the link for it / delivered from it
-  };
-  std::map<std::string, PeerBytes> peers;  // by site (by link address while its site is unknown)
 };
 
 class CrossSite {
@@ -175,7 +148,7 @@ class CrossSite {
   // Sites whose membership key this site last read: the live ones.
   std::size_t live_sites() const { return members_.size(); }
   // The newest version any site committed, as far as this site has read.
-  std::int64_t newest_commit() const { return newest_commit_; }
+  std::int64_t newest_commit() const { return log_.newest(); }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
   std::int64_t lease() const { return lease_; }
   // The operator drained the site: revokes its lease (peers stop counting it at once) and stops
@@ -202,8 +175,6 @@ class CrossSite {
   const std::string* known_site(const std::string& address) const;
 
  private:
-  using DeltaKey = std::pair<std::string, std::int64_t>;  // (site, round)
-
   // Receives and handles transfers until one was handled or `until`; at least one look at the link.
   void pump(double until);
   void take_in_received();  // handles every transfer the link has ready now, without waiting
@@ -213,9 +184,6 @@ class CrossSite {
   void handle(Received r);
   // Puts this site's member key on a fresh lease kept alive from another thread; again whenever
   // that lease was lost, so a site that was cut off or stopped for a while comes back.
-  // Creates commit `version` with `record`, or replaces an unreadable record there (read_commits);
-  // true when this site's record is the one in etcd now.
-  bool claim_version(std::int64_t version, const std::string& record);
   void register_member();
   // Writes this site's member key on its lease, or registers anew when the lease is gone.
   void put_member_key();
@@ -223,23 +191,15 @@ class CrossSite {
   void refresh_members();
   const std::string* site_of(const std::string& address);
   void read_announcements();
-  // Runs etcd calls; on failure (etcd unreachable or without a majority here) notes it and returns
-  // false, and does not try again before control_retry: the site trains on meanwhile.
+  // Runs control-plane calls through the gate (control_gate.hpp); false when they failed or wait.
   bool control(const std::function<void()>& call);
   // Puts this site's announcements that etcd did not take yet; true when none is left.
   bool announce_pending();
-  void read_commits();
   // What the control plane shows, as the commit rule sees it (no deltas held yet).
   CommitView control_view(const OuterState& state) const;
-  // Which of the job's ranges in etcd a look reads first; the rest of it decides on what was read
-  // before (and the deltas and time since).
-  struct Reads {
-    bool members = true, announcements = true, commits = true;
-  };
-  std::optional<Commit> check_control(const OuterState& state, Reads reads);
-  // What the next look must read: every range without an established watch or with the control
-  // plane down; otherwise those the watch saw change, and the commits after this site proposed one.
-  Reads control_reads_due();
+  // One look: reads what `reads` says (the rest of it decides on what was read before, and the
+  // deltas and time since), then hands out, catches up or proposes.
+  std::optional<Commit> check_control(const OuterState& state, ControlGate::Reads reads);
   std::optional<Commit> catch_up(const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
@@ -286,10 +246,9 @@ class CrossSite {
   std::atomic<std::int64_t> lease_{0};
   std::uint64_t incarnation_id_;
   std::unique_ptr<KeptLease> keeper_;
-  std::unique_ptr<EtcdWatch> watch_;
-  std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
-  double next_full_read_ = 0;  // clock_() from which a look reads every range (options_.full_read)
-  bool read_back_ = true;         // this site wrote (proposed): read the outcome at the next look
+  ControlGate gate_;
+  CommitLog log_;
+  RoundTiming timing_;
   double next_control_ = 0;
   std::map<std::string, MemberRecord> members_;      // by site
   std::map<std::string, std::string> site_by_addr_;  // link address -> site
@@ -301,10 +260,6 @@ class CrossSite {
   std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::set<DeltaKey> refused_;                  // screened out: never proposed
-  std::map<std::int64_t, CommitRecord> commits_;  // read from etcd, newer than what this site holds
-  std::int64_t commits_revision_ = 0;
-  std::int64_t newest_commit_ = 0;
-  std::map<std::int64_t, std::string> unreadable_commits_;  // by version: the bytes found there
   std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
   std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;
@@ -312,12 +267,6 @@ class CrossSite {
   std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
   bool rounds_scanned_ = false;
   std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
-  ArrivalHistory arrivals_;
-  double last_submit_at_ = 0;
-  std::vector<double> round_seconds_;  // between this site's latest submits: a round's length
-  std::int64_t open_version_ = -1;     // the version the arrival times below are for
-  std::optional<double> first_held_at_;
-  std::set<DeltaKey> seen_held_;
   std::optional<double> far_behind_since_;  // since when it has waited for a peer's state, the next commit here
   std::optional<double> stuck_since_;  // since when the next commit exists but its deltas are not all here
   const OuterState* serving_ = nullptr;
@@ -333,8 +282,6 @@ class CrossSite {
   std::map<std::string, double> served_at_;
   std::vector<CrossSiteEvent> events_;
   std::vector<DeltaAnnouncement> unannounced_;
-  double control_retry_at_ = 0;
-  bool control_down_ = false;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   bool proposing_ = true;
   bool member_record_stale_ = false;  // proposing_ changed since the membership record was written

@@ -71,7 +71,7 @@ TEST_CASE("memory control plane: revoking a lease drops its keys at once") {
   CHECK(c.get("/other") == "b");
 }
 
-TEST_CASE("memory control plane: an outage refuses every call as no quorum; a lost reply was applied") {
+TEST_CASE("memory control plane: an outage refuses every call as no quorum, and a lost reply was applied") {
   ManualClock clock;
   MemoryStore store(clock);
   MemoryControlPlane c(store, clock, 7);

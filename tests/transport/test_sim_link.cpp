@@ -37,7 +37,7 @@ TEST_CASE("sim link: a transfer arrives after its latency, not before, whole and
   CHECK(a->counters().bytes_sent == 100);
 }
 
-TEST_CASE("sim link: a partition drops what crosses it; a reopened address starts empty") {
+TEST_CASE("sim link: a partition drops what crosses it, and a reopened address starts empty") {
   ManualClock clock;
   SimNetwork net(clock, 1, SimNetworkOptions{0.01, 0, 1e9, 0, 0, 0});
   auto a = net.open("sim://a");

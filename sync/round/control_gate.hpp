@@ -1,0 +1,47 @@
+#pragma once
+// How a site reaches the control plane. Every call goes through run(): a failure (unreachable,
+// no majority here, no answer) is noted, said once as an event, and calls are refused until
+// `retry` has passed, so the site trains on meanwhile; it cannot commit then, so it cannot fork.
+// And which of the job's ranges a look must read: every range without a watch, while the control
+// plane is down, right after it comes back and every `full_read` (a stream that stalled through a
+// partition may have missed changes its probe has not caught yet); otherwise those the watch saw
+// change, and the commits after this site wrote one.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sync/control/etcd_watch.hpp"
+#include "sync/round/cross_site_types.hpp"
+
+namespace meridian {
+
+class ControlGate {
+ public:
+  // `watch`: null for none (every look reads every range).
+  ControlGate(std::function<double()> clock, std::chrono::milliseconds retry, std::chrono::milliseconds full_read,
+              std::unique_ptr<EtcdWatch> watch);
+
+  bool run(const std::function<void()>& call, CrossSiteEvents& events);
+  bool down() const { return down_; }
+  const std::string& error() const { return error_; }  // what the latest failure said
+
+  struct Reads {
+    bool members = true, announcements = true, commits = true;
+  };
+  Reads reads_due();
+  void read_back() { read_back_ = true; }  // this site proposed: the next look reads the commits
+
+ private:
+  std::function<double()> clock_;
+  double retry_s_, full_read_s_;
+  std::unique_ptr<EtcdWatch> watch_;
+  std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
+  double next_full_read_ = 0, retry_at_ = 0;
+  bool down_ = false, read_back_ = true;
+  std::string error_;
+};
+
+}  // namespace meridian
