@@ -22,6 +22,11 @@ double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()) /
 // A link delivers each (sender, transfer id) once, whatever the tag, so every transfer needs its
 // own id, a delta sent again (asked for after it was lost or refused) included: the round (or
 // step) in the high bits, then 4 bits of tag, then 16 of attempt.
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attempt) {
   return (static_cast<std::uint64_t>(number) << 20) | (static_cast<std::uint64_t>(tag) << 16) | attempt;
 }
@@ -46,7 +51,9 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       etcd_(etcd),
       link_(link),
       clock_(std::move(clock)),
-      incarnation_id_(options_.incarnation),
+      membership_(JobMembershipOptions{options_.job, options_.site, sorted(options_.sites), options_.lease_ttl_s,
+                                    options_.keepalive, options_.etcd, options_.keep_lease, options_.incarnation},
+                  etcd_, link_.address()),
       gate_(clock_, options_.control_retry, options_.full_read,
             options_.watch ? std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
                                                          std::vector<std::string>{keys_.members(), keys_.deltas(),
@@ -59,15 +66,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
   read_journal();
 }
 
-CrossSite::~CrossSite() {
-  keeper_.reset();
-  if (lease_ == 0) return;
-  try {
-    etcd_.revoke_lease(lease_);
-  } catch (const Error&) {
-    // The lease then lapses after its TTL: peers learn the same, only later.
-  }
-}
+CrossSite::~CrossSite() = default;
 
 bool CrossSite::control(const std::function<void()>& call) {
   if (gate_.run(call, events_)) return true;
@@ -111,7 +110,7 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     }
     rounds_scanned_ = true;
   };
-  if ((!rounds_scanned_ && !control(scan_own_rounds)) || (lease_ == 0 && !control([&] { register_member(); }))) {
+  if ((!rounds_scanned_ && !control(scan_own_rounds)) || (!membership_.registered() && !control([&] { membership_.register_site(); }))) {
     pump(deadline);
     return false;
   }
@@ -122,7 +121,7 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     }
     std::vector<std::string> missing;
     for (const auto& s : options_.sites)
-      if (!members_.contains(s)) missing.push_back(s);
+      if (!membership_.member(s)) missing.push_back(s);
     if (missing.empty()) {
       control([&] { log_.read(etcd_, events_); });  // a site that comes back learns how far behind it is
       return true;
@@ -151,7 +150,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   // On disk before any peer can see it: a commit that lists it must find it after a restart.
   if (options_.journal) options_.journal->write({a.site, a.round}, encoded);
   const OwnDelta own{std::make_shared<const std::vector<std::byte>>(std::move(encoded)), std::move(hashes)};
-  for (const auto& [site, member] : members_) {
+  for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
     send(member.address, a.round, own);
     ++traffic_.deltas_sent;
@@ -257,7 +256,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   }
   CommitView view = control_view(state);
   for (const auto& [key, a] : announced_) {
-    if (!members_.contains(a.site) || !usable(a, state)) continue;
+    if (!membership_.member(a.site) || !usable(a, state)) continue;
     view.held.insert(key);
     timing_.held(next, key, view.now);
   }
@@ -265,7 +264,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   view.first_held_at = timing_.first_held_at();
   view.deadline_s = timing_.deadline_s(options_.deadline, options_.rule.fragments);
   const auto entries = decide_commit(view, options_.rule);
-  if (!proposing_) {
+  if (!membership_.proposing()) {
     waiting_ = "a version another site proposes (the outer exchange is paused here)";
     return std::nullopt;
   }
@@ -368,13 +367,14 @@ bool CrossSite::finished(const OuterState& state) {
         log_.read(etcd_, events_);
       }))
     return false;
-  for (const auto& [site, member] : members_)
+  const auto& members = membership_.members();
+  for (const auto& [site, member] : members)
     if (!final_round_.contains(site)) {
       waiting_ = "the final round of " + site;
       return false;
     }
   if (log_.newest() > state.version()) {
-    const bool peer = std::any_of(members_.begin(), members_.end(), [&](const auto& m) { return m.first != options_.site; });
+    const bool peer = std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.first != options_.site; });
     if (peer) {
       waiting_ = "version " + std::to_string(log_.newest());
       return false;
@@ -395,10 +395,8 @@ bool CrossSite::finished(const OuterState& state) {
 }
 
 void CrossSite::leave() {
-  keeper_.reset();
-  const std::int64_t lease = lease_.exchange(0);
+  const std::int64_t lease = membership_.leave();
   if (lease != 0) control([&] { etcd_.revoke_lease(lease); });  // else the lease lapses after its TTL
-  members_.erase(options_.site);
 }
 
 bool CrossSite::job_over() {
@@ -408,7 +406,7 @@ bool CrossSite::job_over() {
       }))
     return false;
   return std::all_of(options_.sites.begin(), options_.sites.end(), [&](const std::string& site) {
-    return site == options_.site || (final_round_.contains(site) && !members_.contains(site));
+    return site == options_.site || (final_round_.contains(site) && !membership_.member(site));
   });
 }
 
@@ -429,7 +427,7 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   view.next_fragment =
       state.version() == 0 ? 0 : newest_fragment_ ? (*newest_fragment_ + 1) % options_.rule.fragments : -1;
   for (const auto& [site, round] : final_round_) view.finished.insert(site);
-  for (const auto& [site, member] : members_) {
+  for (const auto& [site, member] : membership_.members()) {
     view.live_sites.push_back(site);
     if (member.paused) view.paused.insert(site);
   }
@@ -497,7 +495,7 @@ void CrossSite::request_state(std::int64_t min_version) {
   const double now = clock_();
   if (now - state_requested_at_ < ms(options_.rerequest_after)) return;
   std::vector<const MemberRecord*> peers;
-  for (const auto& [site, member] : members_)
+  for (const auto& [site, member] : membership_.members())
     if (site != options_.site) peers.push_back(&member);
   if (peers.empty()) return;
   state_requested_at_ = now;
@@ -520,8 +518,8 @@ void CrossSite::serve_state_to(const std::string& address, std::int64_t min_vers
 }
 
 void CrossSite::request(const std::string& site, std::int64_t round) {
-  const auto member = members_.find(site);
-  if (member == members_.end() || site == options_.site) return;
+  const auto member = membership_.members().find(site);
+  if (member == membership_.members().end() || site == options_.site) return;
   const double now = clock_();
   auto [it, fresh] = requested_at_.try_emplace({site, round}, now);
   // The delta is usually on its way: ask only once it is overdue, and then not too often.
@@ -585,7 +583,7 @@ CrossSite::Means CrossSite::mean_of(std::int64_t version, const std::vector<Comm
 
 void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {
   const auto bytes = std::as_bytes(values);
-  for (const auto& [site, member] : members_) {
+  for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
     send(member.address, LinkTag::Gradients, step, bytes);
   }
@@ -639,8 +637,8 @@ std::uint64_t CrossSite::next_transfer_id(const std::string& address, LinkTag ta
 }
 
 void CrossSite::count_sent(const std::string& address, std::size_t bytes) {
-  const auto it = site_by_addr_.find(address);
-  traffic_.peers[it == site_by_addr_.end() ? address : it->second].sent += bytes;
+  const std::string* site = membership_.site_at(address);
+  traffic_.peers[site == nullptr ? address : *site].sent += bytes;
 }
 
 void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes) {
@@ -696,12 +694,7 @@ void CrossSite::recycle_if(Map& map, Pred pred) {
 }
 
 void CrossSite::pump(double until) {
-  if (lease_ != 0 && (!keeper_ || keeper_->lost())) control([&] { register_member(); });
-  if (lease_ != 0 && member_record_stale_)
-    control([&] {
-      put_member_key();
-      member_record_stale_ = false;
-    });
+  if (membership_.registered()) control([&] { membership_.maintain(); });
   do {
     const double left = until - clock_();
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
@@ -714,7 +707,7 @@ void CrossSite::pump(double until) {
 
 void CrossSite::take_in_received() {
   // Bounded: a peer flooding the link must not hold this site's look at the control plane.
-  for (std::size_t n = 0; n < kMaxHeld * members_.size(); ++n) {
+  for (std::size_t n = 0; n < kMaxHeld * membership_.members().size(); ++n) {
     auto r = link_.receive(std::chrono::milliseconds(0));
     if (!r) return;
     handle(std::move(*r));
@@ -774,89 +767,27 @@ void CrossSite::handle(Received r) {
   ++traffic_.deltas_refused;  // a tag of no protocol version we speak, or too far ahead
 }
 
-void CrossSite::set_proposing(bool proposing) {
-  member_record_stale_ = member_record_stale_ || proposing != proposing_;
-  proposing_ = proposing;
-}
-
-MemberRecord CrossSite::member_record() const {
-  return {options_.site, link_.address(), incarnation_id_, !proposing_};
-}
-
-void CrossSite::register_member() {
-  keeper_.reset();
-  if (incarnation_id_ == 0)
-    incarnation_id_ = (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
-  const std::int64_t lease = etcd_.grant_lease(options_.lease_ttl_s);
-  member_record_stale_ = false;
-  etcd_.put(keys_.member(options_.site), encode(member_record()), lease);
-  lease_ = lease;  // registered only once the key is on it: otherwise the next pump tries again
-  keeper_ = options_.keep_lease ? options_.keep_lease(lease)
-                                : std::make_unique<LeaseKeeper>(options_.etcd, lease, options_.keepalive);
-}
-
-void CrossSite::put_member_key() {
-  try {
-    etcd_.put(keys_.member(options_.site), encode(member_record()), lease_);
-  } catch (const EtcdLeaseGone&) {
-    // The lease lapsed (the site stood still past its TTL) before its keeper noticed: a key on it
-    // cannot be written, so the site registers on a fresh one. Failing here instead would keep
-    // every later look failing the same way, and the site would never come back.
-    register_member();
-  }
-}
+void CrossSite::set_proposing(bool proposing) { membership_.set_proposing(proposing); }
 
 void CrossSite::refresh_members() {
-  std::map<std::string, MemberRecord> members;
-  for (const auto& [key, value] : etcd_.get_prefix(keys_.members())) {
-    try {
-      auto m = decode_member(value);
-      // Only configured sites take part; a key under another name is a stranger's.
-      if (std::binary_search(options_.sites.begin(), options_.sites.end(), m.site)) members[m.site] = std::move(m);
-    } catch (const Error&) {
-      // A record we cannot read is no member; its site looks absent until it writes a good one.
-    }
-  }
-  // This site's own key gone (deleted by hand, or replaced by something unreadable) while it
-  // still holds its lease: it writes the key again, or its deltas would go unmerged for good.
-  if (lease_ != 0 && !members.contains(options_.site)) {
-    put_member_key();
-    members[options_.site] = member_record();
-    events_.push_back({"member_key_restored", options_.site, 0, keys_.member(options_.site)});
-  }
-  for (const auto& [site, m] : members) {
-    auto [it, fresh] = incarnation_.try_emplace(site, m.incarnation);
-    if (fresh || it->second == m.incarnation) continue;
-    it->second = m.incarnation;
-    // The site restarted: what it announced before and never sent here is nowhere any more.
+  const auto change = membership_.refresh(events_);
+  // A site that restarted: what it announced before and never sent here is nowhere any more.
+  for (const auto& site : change.restarted)
     std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == site && !arrived_.contains(kv.first); });
-  }
   // A site that (re)joined missed what was sent before it came: it gets this site's deltas that
   // no commit merged yet now, rather than asking for each a second later.
   const auto merged = applied_.contains(options_.site) ? applied_.at(options_.site) : -1;
-  for (const auto& [site, m] : members) {
-    const auto before = members_.find(site);
-    if (site == options_.site || (before != members_.end() && before->second.incarnation == m.incarnation)) continue;
+  for (const MemberRecord* m : change.joined)
     for (const auto& [round, own] : own_)
-      if (round > merged) send(m.address, round, own);
-  }
-  members_ = std::move(members);
-  // Not cleared: a site that left (drained, or finished) right after a commit merged its round may
-  // still have that delta on its way here, and a site with no other peer to take the version's
-  // state from would wait for it for good. Only the job's sites ever get here, and a delta is only
-  // used if a commit lists it with its checksum.
-  for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
+      if (round > merged) send(m->address, round, own);
 }
 
 const std::string* CrossSite::site_of(const std::string& address) {
-  if (!site_by_addr_.contains(address)) control([&] { refresh_members(); });
-  return known_site(address);
+  if (!membership_.site_at(address)) control([&] { refresh_members(); });
+  return membership_.site_at(address);
 }
 
-const std::string* CrossSite::known_site(const std::string& address) const {
-  const auto it = site_by_addr_.find(address);
-  return it == site_by_addr_.end() ? nullptr : &it->second;
-}
+const std::string* CrossSite::known_site(const std::string& address) const { return membership_.site_at(address); }
 
 void CrossSite::read_announcements() {
   const auto read = etcd_.get_prefix_since(keys_.deltas(), announced_revision_ + 1);

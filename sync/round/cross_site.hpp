@@ -36,6 +36,7 @@
 #include "sync/round/cross_site_types.hpp"
 #include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
+#include "sync/round/job_membership.hpp"
 #include "sync/round/outer_state.hpp"
 #include "sync/round/records.hpp"
 #include "sync/round/round_timing.hpp"
@@ -146,11 +147,11 @@ class CrossSite {
   // trains on, whatever it has queued.
   std::int64_t backlog(const OuterState& state) const;
   // Sites whose membership key this site last read: the live ones.
-  std::size_t live_sites() const { return members_.size(); }
+  std::size_t live_sites() const { return membership_.members().size(); }
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const { return log_.newest(); }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
-  std::int64_t lease() const { return lease_; }
+  std::int64_t lease() const { return membership_.lease(); }
   // The operator drained the site: revokes its lease (peers stop counting it at once) and stops
   // renewing it; nothing registers it again until the next poll_join.
   void leave();
@@ -182,12 +183,7 @@ class CrossSite {
   template <class Map, class Pred>
   void recycle_if(Map& map, Pred pred);
   void handle(Received r);
-  // Puts this site's member key on a fresh lease kept alive from another thread; again whenever
-  // that lease was lost, so a site that was cut off or stopped for a while comes back.
-  void register_member();
-  // Writes this site's member key on its lease, or registers anew when the lease is gone.
-  void put_member_key();
-  MemberRecord member_record() const;
+  // Reads the members, and sends the sites that (re)joined this site's unmerged deltas.
   void refresh_members();
   const std::string* site_of(const std::string& address);
   void read_announcements();
@@ -243,15 +239,11 @@ class CrossSite {
   ControlPlane& etcd_;
   Link& link_;
   std::function<double()> clock_;
-  std::atomic<std::int64_t> lease_{0};
-  std::uint64_t incarnation_id_;
-  std::unique_ptr<KeptLease> keeper_;
+  JobMembership membership_;
   ControlGate gate_;
   CommitLog log_;
   RoundTiming timing_;
   double next_control_ = 0;
-  std::map<std::string, MemberRecord> members_;      // by site
-  std::map<std::string, std::string> site_by_addr_;  // link address -> site
   std::map<DeltaKey, DeltaAnnouncement> announced_;  // not merged yet
   std::int64_t announced_revision_ = 0;               // etcd revision read up to
   std::map<std::string, std::int64_t> applied_;       // per site, the newest round merged
@@ -261,7 +253,6 @@ class CrossSite {
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::set<DeltaKey> refused_;                  // screened out: never proposed
   std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
-  std::map<std::string, std::uint64_t> incarnation_;  // by site, as last seen in its member record
   std::int64_t next_round_ = 0;
   std::int64_t peers_newest_round_ = -1;
   std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
@@ -283,8 +274,6 @@ class CrossSite {
   std::vector<CrossSiteEvent> events_;
   std::vector<DeltaAnnouncement> unannounced_;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
-  bool proposing_ = true;
-  bool member_record_stale_ = false;  // proposing_ changed since the membership record was written
   std::map<std::int64_t, OwnDelta> own_;  // by round
   std::map<std::int64_t, std::uint64_t> in_flight_;  // own rounds not merged yet: bytes sent to peers
   std::map<DeltaKey, double> requested_at_;
