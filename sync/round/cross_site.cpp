@@ -60,6 +60,8 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
                                                                                   keys_.commits()})
                            : nullptr),
       log_(options_.job, options_.rule.fragments),
+      outbox_(options_.site, options_.journal, options_.keep_own_rounds),
+      transfer_(clock_, options_.rerequest_after, options_.catch_up_after),
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
@@ -79,38 +81,12 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
   const auto scan_own_rounds = [&] {
-    std::set<std::int64_t> announced;
-    for (const auto& [key, value] : etcd_.get_prefix(keys_.deltas() + options_.site + "/")) {
-      DeltaAnnouncement a;
-      try {
-        a = decode_announcement(value);
-      } catch (const Error&) {
-        continue;  // not ours to read: a record we cannot decode names no round
-      }
-      if (a.site != options_.site || key != keys_.delta(a.site, a.round)) continue;
-      next_round_ = std::max(next_round_, a.round + 1);
-      announced.insert(a.round);
-      if (a.withdrawn || own_.contains(a.round)) continue;
-      a.withdrawn = true;
-      etcd_.put(key, encode(a));
-      events_.push_back({"delta_withdrawn", options_.site, a.round, "announced by an earlier incarnation, its bytes lost"});
-    }
-    // Journaled but never announced (it died in between, or the journal is an earlier job's): no
-    // commit can list them.
-    for (auto it = own_.begin(); it != own_.end();) {
-      if (announced.contains(it->first)) {
-        ++it;
-        continue;
-      }
-      const DeltaKey key{options_.site, it->first};
+    for (const auto& key : outbox_.scan(etcd_, keys_, events_)) {
       arrived_.erase(key);
       journaled_.erase(key);
-      if (options_.journal) options_.journal->erase(key);
-      it = own_.erase(it);
     }
-    rounds_scanned_ = true;
   };
-  if ((!rounds_scanned_ && !control(scan_own_rounds)) || (!membership_.registered() && !control([&] { membership_.register_site(); }))) {
+  if ((!outbox_.scanned() && !control(scan_own_rounds)) || (!membership_.registered() && !control([&] { membership_.register_site(); }))) {
     pump(deadline);
     return false;
   }
@@ -143,32 +119,21 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
                  "-byte chunks for a link of ", link_.chunk_bytes());
   timing_.submitted(clock_());
   // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
-  unannounced_.push_back(a);
+  outbox_.queue(a);
   announce_pending();
   announced_[{a.site, a.round}] = a;
   if (a.final) final_round_[a.site] = a.round;
-  // On disk before any peer can see it: a commit that lists it must find it after a restart.
-  if (options_.journal) options_.journal->write({a.site, a.round}, encoded);
-  const OwnDelta own{std::make_shared<const std::vector<std::byte>>(std::move(encoded)), std::move(hashes)};
+  const Outbox::Delta& own = outbox_.keep(a, std::move(encoded), std::move(hashes));
   for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
     send(member.address, a.round, own);
     ++traffic_.deltas_sent;
-    in_flight_[a.round] += own.bytes->size();
+    outbox_.sent(a.round, own.bytes->size());
   }
   arrived_[{a.site, a.round}] = *own.bytes;  // a commit lists this site's own delta too
   verified_.erase({a.site, a.round});
   norms_.erase({a.site, a.round});
-  own_[a.round] = own;
-  while (own_.size() > options_.keep_own_rounds) own_.erase(own_.begin());
-  // Kept as long as in memory, merged or not: a peer whose disk holds an older version than this
-  // site's may need them, and this site's own checkpoint may be older than the versions it merged.
-  if (options_.journal) options_.journal->erase_through(a.site, own_.begin()->first - 1);
-  // A round dropped from own_ is one no commit took (too stale, or refused): no longer in flight.
-  std::erase_if(in_flight_, [&](const auto& kv) { return !own_.contains(kv.first); });
-  std::uint64_t in_flight = 0;
-  for (const auto& [round, bytes] : in_flight_) in_flight += bytes;
-  traffic_.peak_bytes_in_flight = std::max(traffic_.peak_bytes_in_flight, in_flight);
+  traffic_.peak_bytes_in_flight = std::max(traffic_.peak_bytes_in_flight, outbox_.in_flight_bytes());
 }
 
 std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
@@ -189,12 +154,7 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
 }
 
 bool CrossSite::announce_pending() {
-  while (!unannounced_.empty()) {
-    const auto& a = unannounced_.front();
-    if (!control([&] { etcd_.put(keys_.delta(a.site, a.round), encode(a)); })) return false;
-    unannounced_.erase(unannounced_.begin());
-  }
-  return true;
+  return !outbox_.pending() || control([&] { outbox_.announce(etcd_, keys_); });
 }
 
 std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, ControlGate::Reads reads) {
@@ -222,9 +182,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   // A state nobody serves (the only site that held versions that new restarted from an older
   // checkpoint) must not stop the site for good: after catch_up_after it fetches the next
   // commit's deltas instead (journals keep them), one version at a time.
-  if (!far_behind || !found) far_behind_since_.reset();
-  else if (!far_behind_since_) far_behind_since_ = clock_();
-  else if (clock_() - *far_behind_since_ >= ms(options_.catch_up_after)) far_behind = false;
+  if (transfer_.far_behind_long(far_behind && found)) far_behind = false;
   if (auto adopted = catch_up(state, far_behind)) return adopted;
   if (far_behind) return std::nullopt;
   if (found) {
@@ -233,7 +191,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
     if (!complete) {
       waiting_ = "the deltas of commit " + std::to_string(next);
-      if (!stuck_since_) stuck_since_ = clock_();
+      transfer_.note_stuck();
       return std::nullopt;
     }
     // The winner is usually this site's own proposal: its mean is already computed.
@@ -301,32 +259,22 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     const CommitRecord again = std::exchange(readopt_, std::nullopt).value();
     return Commit{again, std::vector<float>(state.size()), {}, {0}, {}};
   }
-  if (snapshot_ && snapshot_->version >= next) {
-    const CommitRecord* record = log_.find(snapshot_->version);
+  if (transfer_.has_newer_than(state.version())) {
+    const CommitRecord* record = log_.find(transfer_.received_version());
     if (!record) return std::nullopt;  // its commit is not read yet: next time
-    Snapshot snap = std::move(*snapshot_);
-    snapshot_.reset();
-    // Checked here against the commit's hash, so the replicas adopt only what will pass.
-    try {
-      const Checkpoint c = decode_checkpoint(snap.bytes, "the state snapshot from " + snap.from);
-      const auto global = c.get_pod<float>("outer.global");
-      if (c.get_value<std::int64_t>("outer.version") != snap.version || global.size() != state.size() ||
-          OuterState::weights_hash(global) != record->params_hash)
-        throw make_error(ErrorKind::Peer, "its weights are not version ", snap.version, " of this model");
-    } catch (const Error& e) {
+    auto bytes = transfer_.take(state, *record, events_);
+    if (!bytes) {
       ++traffic_.states_refused;
-      events_.push_back({"state_refused", snap.from, snap.version, e.what()});
       return std::nullopt;
     }
     ++traffic_.states_adopted;
     read_announcements();  // how far the others have got: the site fast-forwards to there
-    Commit commit{*record, {}, std::move(snap.bytes), {}, {}};
+    Commit commit{*record, {}, std::move(*bytes), {}, {}};
     applied(*record);
     if (options_.mutations.reapply_adopted) readopt_ = *record;
     return commit;
   }
-  const bool stuck = stuck_since_ && clock_() - *stuck_since_ >= ms(options_.catch_up_after);
-  if (far_behind || stuck) {
+  if (far_behind || transfer_.stuck_long()) {
     waiting_ = "a peer's state of version " + std::to_string(log_.newest()) + " or newer";
     refresh_members();
     request_state(log_.newest());
@@ -337,7 +285,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
 void CrossSite::applied(const CommitRecord& record) {
   proposed_.reset();
   newest_fragment_ = record.fragment;
-  stuck_since_.reset();
+  transfer_.applied();
   for (const auto& e : record.entries)
     if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
       screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
@@ -350,7 +298,7 @@ void CrossSite::forget_merged(const CommitRecord& record) {
   for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
   for (const auto& [site, round] : merged) {
     applied_[site] = std::max(applied_[site], round);
-    if (site == options_.site) std::erase_if(in_flight_, [&](const auto& kv) { return kv.first <= round; });
+    if (site == options_.site) outbox_.merged_through(round);
     const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
     std::erase_if(announced_, [&](const auto& kv) { return done(kv.first); });
     recycle_if(arrived_, done);
@@ -492,28 +440,16 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
 }
 
 void CrossSite::request_state(std::int64_t min_version) {
-  const double now = clock_();
-  if (now - state_requested_at_ < ms(options_.rerequest_after)) return;
-  std::vector<const MemberRecord*> peers;
-  for (const auto& [site, member] : membership_.members())
-    if (site != options_.site) peers.push_back(&member);
-  if (peers.empty()) return;
-  state_requested_at_ = now;
-  // The next peer each time: one that died or stalled mid-transfer is not the only one asked.
-  const MemberRecord& peer = *peers[state_source_++ % peers.size()];
-  send(peer.address, LinkTag::StateRequest, min_version, as_bytes(encode(StateRequest{min_version})));
-  events_.push_back({"state_requested", peer.site, min_version, ""});
+  const MemberRecord* peer = transfer_.next_source(membership_.members(), options_.site);
+  if (peer == nullptr) return;
+  send(peer->address, LinkTag::StateRequest, min_version, as_bytes(encode(StateRequest{min_version})));
+  events_.push_back({"state_requested", peer->site, min_version, ""});
 }
 
 void CrossSite::serve_state_to(const std::string& address, std::int64_t min_version) {
-  if (serving_ == nullptr || serving_->version() < min_version || serving_->version() == 0) return;
-  // A snapshot is the whole model: one per peer per re-request period, however often it asks.
-  const double now = clock_();
-  auto [it, fresh] = served_at_.try_emplace(address, now);
-  if (!fresh && now - it->second < ms(options_.rerequest_after)) return;
-  it->second = now;
-  send(address, LinkTag::State, serving_->version(),
-       std::make_shared<const std::vector<std::byte>>(serving_->snapshot()));
+  auto answer = transfer_.answer(address, min_version);
+  if (!answer) return;
+  send(address, LinkTag::State, answer->first, std::move(answer->second));
   ++traffic_.states_sent;
 }
 
@@ -653,13 +589,9 @@ void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t numbe
 }
 
 void CrossSite::read_journal() {
-  if (!options_.journal) return;
-  for (auto& [key, bytes] : options_.journal->load()) {
+  for (auto& [key, bytes] : outbox_.load(link_.chunk_bytes())) {
     journaled_.insert(key);
-    arrived_[key] = bytes;  // checked against a commit's checksum before any use, like every delta
-    if (key.first != options_.site) continue;
-    auto hashes = chunk_hashes(bytes, link_.chunk_bytes());
-    own_[key.second] = OwnDelta{std::make_shared<const std::vector<std::byte>>(std::move(bytes)), std::move(hashes)};
+    arrived_[key] = std::move(bytes);  // checked against a commit's checksum before any use, like every delta
   }
 }
 
@@ -675,7 +607,7 @@ void CrossSite::journal(const std::vector<CommitEntry>& entries) {
   }
 }
 
-void CrossSite::send(const std::string& address, std::int64_t round, const OwnDelta& delta) {
+void CrossSite::send(const std::string& address, std::int64_t round, const Outbox::Delta& delta) {
   count_sent(address, delta.bytes->size());
   link_.send(address, next_transfer_id(address, LinkTag::Delta, round), static_cast<std::uint16_t>(LinkTag::Delta),
              delta.bytes, delta.hashes);
@@ -739,9 +671,9 @@ void CrossSite::handle(Received r) {
     case LinkTag::DeltaRequest: {
       try {
         const auto req = decode_delta_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
-        const auto own = own_.find(req.round);
-        if (req.site != options_.site || own == own_.end()) return;
-        send(r.peer, req.round, own->second);
+        const Outbox::Delta* own = outbox_.find(req.round);
+        if (req.site != options_.site || own == nullptr) return;
+        send(r.peer, req.round, *own);
       } catch (const Error&) {
         ++traffic_.deltas_refused;
       }
@@ -761,7 +693,7 @@ void CrossSite::handle(Received r) {
       return;
     case LinkTag::State:
       // Kept until its commit is read and it is checked against it (catch_up); a newer one replaces it.
-      if (!snapshot_ || id > snapshot_->version) snapshot_ = Snapshot{id, *site, std::move(r.bytes)};
+      transfer_.received(id, *site, std::move(r.bytes));
       return;
   }
   ++traffic_.deltas_refused;  // a tag of no protocol version we speak, or too far ahead
@@ -778,7 +710,7 @@ void CrossSite::refresh_members() {
   // no commit merged yet now, rather than asking for each a second later.
   const auto merged = applied_.contains(options_.site) ? applied_.at(options_.site) : -1;
   for (const MemberRecord* m : change.joined)
-    for (const auto& [round, own] : own_)
+    for (const auto& [round, own] : outbox_.kept())
       if (round > merged) send(m->address, round, own);
 }
 

@@ -37,9 +37,11 @@
 #include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
 #include "sync/round/job_membership.hpp"
+#include "sync/round/outbox.hpp"
 #include "sync/round/outer_state.hpp"
 #include "sync/round/records.hpp"
 #include "sync/round/round_timing.hpp"
+#include "sync/round/state_transfer.hpp"
 #include "transport/link/link.hpp"
 
 namespace meridian {
@@ -104,10 +106,10 @@ class CrossSite {
   bool poll_join(std::chrono::milliseconds budget);
 
   // The state this site serves to peers that catch up (its leader's OuterState), from now on.
-  void serve_state(const OuterState* state) { serving_ = state; }
+  void serve_state(const OuterState* state) { transfer_.serve(state); }
   // After poll_join: the first round number this incarnation may use. A restarted site continues
   // after every round it ever announced, so no announcement key is reused.
-  std::int64_t next_round() const { return next_round_; }
+  std::int64_t next_round() const { return outbox_.next_round(); }
 
   // DiLoCo: announces this site's delta for `a.round` and sends it to every other member.
   // `hashes`: the chunk hashes of `encoded` for this site's link (chunk_hashes with chunk_bytes()),
@@ -221,13 +223,8 @@ class CrossSite {
   // The same for bytes the link may keep instead of copying (a state snapshot).
   void send(const std::string& address, LinkTag tag, std::int64_t number,
             std::shared_ptr<const std::vector<std::byte>> bytes);
-  // This site's delta of a round, kept for peers that ask for it again or join late: shared with the
-  // link (sent to every member without a copy), with the chunk hashes it was submitted with.
-  struct OwnDelta {
-    std::shared_ptr<const std::vector<std::byte>> bytes;
-    ChunkHashes hashes;
-  };
-  void send(const std::string& address, std::int64_t round, const OwnDelta& delta);
+  // This site's delta of a round: shared with the link (sent to every member without a copy).
+  void send(const std::string& address, std::int64_t round, const Outbox::Delta& delta);
   void read_journal();
   // Puts the deltas of a version about to be proposed or applied in the journal.
   void journal(const std::vector<CommitEntry>& entries);
@@ -243,6 +240,8 @@ class CrossSite {
   ControlGate gate_;
   CommitLog log_;
   RoundTiming timing_;
+  Outbox outbox_;
+  StateTransfer transfer_;
   double next_control_ = 0;
   std::map<DeltaKey, DeltaAnnouncement> announced_;  // not merged yet
   std::int64_t announced_revision_ = 0;               // etcd revision read up to
@@ -253,29 +252,12 @@ class CrossSite {
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::set<DeltaKey> refused_;                  // screened out: never proposed
   std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
-  std::int64_t next_round_ = 0;
   std::int64_t peers_newest_round_ = -1;
   std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
-  bool rounds_scanned_ = false;
   std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
-  std::optional<double> far_behind_since_;  // since when it has waited for a peer's state, the next commit here
-  std::optional<double> stuck_since_;  // since when the next commit exists but its deltas are not all here
-  const OuterState* serving_ = nullptr;
-  struct Snapshot {
-    std::int64_t version = 0;
-    std::string from;
-    std::vector<std::byte> bytes;
-  };
-  std::optional<Snapshot> snapshot_;  // the newest peer state received
   std::optional<CommitRecord> readopt_;  // ProtocolMutations::reapply_adopted only
-  double state_requested_at_ = -1e300;
-  std::size_t state_source_ = 0;  // rotates: a source that died mid-transfer is not asked again next
-  std::map<std::string, double> served_at_;
   std::vector<CrossSiteEvent> events_;
-  std::vector<DeltaAnnouncement> unannounced_;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
-  std::map<std::int64_t, OwnDelta> own_;  // by round
-  std::map<std::int64_t, std::uint64_t> in_flight_;  // own rounds not merged yet: bytes sent to peers
   std::map<DeltaKey, double> requested_at_;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)
   std::map<std::tuple<std::string, LinkTag, std::int64_t>, std::uint16_t> attempts_;  // sends so far

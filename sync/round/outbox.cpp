@@ -1,0 +1,94 @@
+#include "sync/round/outbox.hpp"
+
+#include <algorithm>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+
+Outbox::Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::size_t keep_rounds)
+    : site_(std::move(site)), journal_(std::move(journal)), keep_rounds_(keep_rounds) {}
+
+std::map<DeltaKey, std::vector<std::byte>> Outbox::load(std::size_t chunk_bytes) {
+  if (!journal_) return {};
+  auto all = journal_->load();
+  for (const auto& [key, bytes] : all) {
+    if (key.first != site_) continue;
+    kept_[key.second] = Delta{std::make_shared<const std::vector<std::byte>>(bytes), chunk_hashes(bytes, chunk_bytes)};
+  }
+  return all;
+}
+
+std::vector<DeltaKey> Outbox::scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents& events) {
+  std::set<std::int64_t> announced;
+  for (const auto& [key, value] : control.get_prefix(keys.deltas() + site_ + "/")) {
+    DeltaAnnouncement a;
+    try {
+      a = decode_announcement(value);
+    } catch (const Error&) {
+      continue;  // not ours to read: a record we cannot decode names no round
+    }
+    if (a.site != site_ || key != keys.delta(a.site, a.round)) continue;
+    next_round_ = std::max(next_round_, a.round + 1);
+    announced.insert(a.round);
+    if (a.withdrawn || kept_.contains(a.round)) continue;
+    a.withdrawn = true;
+    control.put(key, encode(a));
+    events.push_back({"delta_withdrawn", site_, a.round, "announced by an earlier incarnation, its bytes lost"});
+  }
+  // Journaled but never announced (it died in between, or the journal is an earlier job's): no
+  // commit can list them.
+  std::vector<DeltaKey> dropped;
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    if (announced.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    dropped.emplace_back(site_, it->first);
+    if (journal_) journal_->erase(dropped.back());
+    it = kept_.erase(it);
+  }
+  scanned_ = true;
+  return dropped;
+}
+
+const Outbox::Delta& Outbox::keep(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {
+  // On disk before any peer can see it: a commit that lists it must find it after a restart.
+  if (journal_) journal_->write({site_, a.round}, encoded);
+  auto& kept = kept_[a.round] = Delta{std::make_shared<const std::vector<std::byte>>(std::move(encoded)), std::move(hashes)};
+  const Delta* mine = &kept;
+  const auto round = a.round;
+  while (kept_.size() > keep_rounds_ && kept_.begin()->first != round) kept_.erase(kept_.begin());
+  // Kept as long as in memory, merged or not: a peer whose disk holds an older version than this
+  // site's may need them, and this site's own checkpoint may be older than the versions it merged.
+  if (journal_) journal_->erase_through(site_, kept_.begin()->first - 1);
+  // A round dropped here is one no commit took (too stale, or refused): no longer in flight.
+  std::erase_if(in_flight_, [&](const auto& kv) { return !kept_.contains(kv.first); });
+  return *mine;
+}
+
+void Outbox::merged_through(std::int64_t round) {
+  std::erase_if(in_flight_, [&](const auto& kv) { return kv.first <= round; });
+}
+
+std::uint64_t Outbox::in_flight_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [round, bytes] : in_flight_) total += bytes;
+  return total;
+}
+
+const Outbox::Delta* Outbox::find(std::int64_t round) const {
+  const auto it = kept_.find(round);
+  return it == kept_.end() ? nullptr : &it->second;
+}
+
+bool Outbox::announce(ControlPlane& control, const RoundKeys& keys) {
+  while (!unannounced_.empty()) {
+    const auto& a = unannounced_.front();
+    control.put(keys.delta(a.site, a.round), encode(a));
+    unannounced_.erase(unannounced_.begin());
+  }
+  return true;
+}
+
+}  // namespace meridian

@@ -1,0 +1,64 @@
+#pragma once
+// This site's own deltas: the latest `keep_rounds` kept to send again (to a peer that asks, or
+// that (re)joins), in the journal on disk before any peer can see them, counted in flight until
+// a commit merges them, and their announcements queued until the control plane takes them.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sync/control/control_plane.hpp"
+#include "sync/round/cross_site_types.hpp"
+#include "sync/round/delta_journal.hpp"
+#include "sync/round/records.hpp"
+#include "transport/chunking/chunker.hpp"
+
+namespace meridian {
+
+class Outbox {
+ public:
+  struct Delta {
+    std::shared_ptr<const std::vector<std::byte>> bytes;
+    ChunkHashes hashes;  // for the link, taken where the bytes were made
+  };
+  // `journal`: null for none (a restart then loses every delta).
+  Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::size_t keep_rounds);
+
+  // What the journal holds, read back at start: this site's rounds are kept again (their hashes
+  // for `chunk_bytes`-byte chunks); every entry, a peer's included, is returned.
+  std::map<DeltaKey, std::vector<std::byte>> load(std::size_t chunk_bytes);
+  // At the first join: the rounds this site announced before. Numbering goes on after them; the
+  // kept rounds never announced are dropped (returned); the announced ones whose bytes are gone
+  // are withdrawn, so that no commit waits for them.
+  std::vector<DeltaKey> scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents& events);
+  bool scanned() const { return scanned_; }
+  std::int64_t next_round() const { return next_round_; }
+
+  const Delta& keep(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes);
+  void sent(std::int64_t round, std::size_t bytes) { in_flight_[round] += bytes; }
+  void merged_through(std::int64_t round);
+  std::uint64_t in_flight_bytes() const;
+  const Delta* find(std::int64_t round) const;
+  const std::map<std::int64_t, Delta>& kept() const { return kept_; }
+
+  // Announcements the control plane has not taken yet, oldest first.
+  void queue(const DeltaAnnouncement& a) { unannounced_.push_back(a); }
+  bool pending() const { return !unannounced_.empty(); }
+  // Puts them until one fails (it throws: run through the gate); true when none is left.
+  bool announce(ControlPlane& control, const RoundKeys& keys);
+
+ private:
+  std::string site_;
+  std::shared_ptr<DeltaJournal> journal_;
+  std::size_t keep_rounds_;
+  std::map<std::int64_t, Delta> kept_;               // by round
+  std::map<std::int64_t, std::uint64_t> in_flight_;  // rounds not merged yet: bytes sent to peers
+  std::vector<DeltaAnnouncement> unannounced_;
+  std::int64_t next_round_ = 0;
+  bool scanned_ = false;
+};
+
+}  // namespace meridian
