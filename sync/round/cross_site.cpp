@@ -62,6 +62,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       log_(options_.job, options_.rule.fragments),
       outbox_(options_.site, options_.journal, options_.keep_own_rounds),
       transfer_(clock_, options_.rerequest_after, options_.catch_up_after),
+      book_(options_.site),
       screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
@@ -121,8 +122,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
   outbox_.queue(a);
   announce_pending();
-  announced_[{a.site, a.round}] = a;
-  if (a.final) final_round_[a.site] = a.round;
+  book_.add(a);
   const Outbox::Delta& own = outbox_.keep(a, std::move(encoded), std::move(hashes));
   for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
@@ -213,12 +213,12 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
     return commit;
   }
   CommitView view = control_view(state);
-  for (const auto& [key, a] : announced_) {
+  for (const auto& [key, a] : book_.announced()) {
     if (!membership_.member(a.site) || !usable(a, state)) continue;
     view.held.insert(key);
     timing_.held(next, key, view.now);
   }
-  view.refused = refused_;  // usable() may have refused more just now
+  view.refused = book_.refusals();  // usable() may have refused more just now
   view.first_held_at = timing_.first_held_at();
   view.deadline_s = timing_.deadline_s(options_.deadline, options_.rule.fragments);
   const auto entries = decide_commit(view, options_.rule);
@@ -234,7 +234,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   auto means = mean_of(next, *entries, state);
   const auto rounds = open_rounds(view, options_.rule);
   const int fragment = commit_fragment(view, rounds);
-  CommitRecord proposal{next, *entries, state.preview(means.fragments, means.mean).hash, options_.site, applied_, fragment};
+  CommitRecord proposal{next, *entries, state.preview(means.fragments, means.mean).hash, options_.site, book_.merged(), fragment};
   std::set<std::string> merging;
   for (const auto& e : *entries) {
     proposal.merged[e.site] = e.round;
@@ -297,10 +297,9 @@ void CrossSite::forget_merged(const CommitRecord& record) {
   auto merged = record.merged;
   for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
   for (const auto& [site, round] : merged) {
-    applied_[site] = std::max(applied_[site], round);
+    book_.merged(site, round);
     if (site == options_.site) outbox_.merged_through(round);
     const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
-    std::erase_if(announced_, [&](const auto& kv) { return done(kv.first); });
     recycle_if(arrived_, done);
     std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
     std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
@@ -317,7 +316,7 @@ bool CrossSite::finished(const OuterState& state) {
     return false;
   const auto& members = membership_.members();
   for (const auto& [site, member] : members)
-    if (!final_round_.contains(site)) {
+    if (!book_.finished(site)) {
       waiting_ = "the final round of " + site;
       return false;
     }
@@ -354,18 +353,13 @@ bool CrossSite::job_over() {
       }))
     return false;
   return std::all_of(options_.sites.begin(), options_.sites.end(), [&](const std::string& site) {
-    return site == options_.site || (final_round_.contains(site) && !membership_.member(site));
+    return site == options_.site || (book_.finished(site) && !membership_.member(site));
   });
 }
 
 std::int64_t CrossSite::backlog(const OuterState& state) const {
   if (gate_.down()) return 0;
-  std::int64_t n = 0;
-  for (const auto& [key, a] : announced_)
-    n += key.first == options_.site && !refused_.contains(key) && a.fragment >= 0 &&
-         a.fragment < options_.rule.fragments &&
-         staleness_of(state.version(), a.base_version, options_.rule) <= options_.rule.staleness.max_staleness;
-  return n;
+  return book_.backlog(state.version(), options_.rule);
 }
 
 CommitView CrossSite::control_view(const OuterState& state) const {
@@ -374,14 +368,11 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   view.version = state.version();
   view.next_fragment =
       state.version() == 0 ? 0 : newest_fragment_ ? (*newest_fragment_ + 1) % options_.rule.fragments : -1;
-  for (const auto& [site, round] : final_round_) view.finished.insert(site);
   for (const auto& [site, member] : membership_.members()) {
     view.live_sites.push_back(site);
     if (member.paused) view.paused.insert(site);
   }
-  view.applied = applied_;
-  for (const auto& [key, a] : announced_) view.announced.push_back(a);
-  view.refused = refused_;
+  book_.fill(view);
   return view;
 }
 
@@ -415,7 +406,7 @@ bool CrossSite::holds_deltas_of(const CommitRecord& record) {
 
 bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   const DeltaKey key{a.site, a.round};
-  if (refused_.contains(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
+  if (book_.refused(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
   const std::size_t n = state.fragment(a.fragment).size;
   const auto* bytes = held(key, a.checksum);  // hashed once; a different copy that arrived since is checked anew
   if (bytes == nullptr) return false;
@@ -433,7 +424,7 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
     return true;
   }
   // Intact bytes, exactly as announced, but values no commit may apply: the sender is flagged.
-  refused_.insert(key);
+  book_.refuse(key);
   ++traffic_.deltas_screened_out;
   events_.push_back({"delta_refused", a.site, a.round, verdict.reason});
   return false;
@@ -657,8 +648,7 @@ void CrossSite::handle(Received r) {
   const std::int64_t id = number_of(r.transfer_id);
   switch (static_cast<LinkTag>(r.tag)) {
     case LinkTag::Delta: {
-      const auto applied = applied_.find(*site);
-      const std::int64_t merged = applied == applied_.end() ? -1 : applied->second;
+      const std::int64_t merged = book_.merged_round(*site);
       if (id <= merged) return;  // merged already: a late copy
       if (held_from(arrived_, *site) >= kMaxHeld * static_cast<std::size_t>(options_.rule.fragments) &&
           !arrived_.contains({*site, id}))
@@ -705,10 +695,10 @@ void CrossSite::refresh_members() {
   const auto change = membership_.refresh(events_);
   // A site that restarted: what it announced before and never sent here is nowhere any more.
   for (const auto& site : change.restarted)
-    std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == site && !arrived_.contains(kv.first); });
+    book_.restarted(site, [&](const DeltaKey& key) { return arrived_.contains(key); });
   // A site that (re)joined missed what was sent before it came: it gets this site's deltas that
   // no commit merged yet now, rather than asking for each a second later.
-  const auto merged = applied_.contains(options_.site) ? applied_.at(options_.site) : -1;
+  const auto merged = book_.merged_round(options_.site);
   for (const MemberRecord* m : change.joined)
     for (const auto& [round, own] : outbox_.kept())
       if (round > merged) send(m->address, round, own);
@@ -721,23 +711,7 @@ const std::string* CrossSite::site_of(const std::string& address) {
 
 const std::string* CrossSite::known_site(const std::string& address) const { return membership_.site_at(address); }
 
-void CrossSite::read_announcements() {
-  const auto read = etcd_.get_prefix_since(keys_.deltas(), announced_revision_ + 1);
-  announced_revision_ = read.revision;
-  for (const auto& [key, value] : read.kvs) {
-    try {
-      auto a = decode_announcement(value);
-      if (key != keys_.delta(a.site, a.round)) continue;  // filed under another name: not trusted
-      if (a.final) final_round_[a.site] = a.round;
-      if (a.site != options_.site) peers_newest_round_ = std::max(peers_newest_round_, a.round);
-      const auto applied = applied_.find(a.site);
-      if (applied != applied_.end() && a.round <= applied->second) continue;
-      announced_[{a.site, a.round}] = std::move(a);
-    } catch (const Error&) {
-      ++traffic_.deltas_refused;
-    }
-  }
-}
+void CrossSite::read_announcements() { traffic_.deltas_refused += book_.read(etcd_, keys_); }
 
 CrossSiteTraffic CrossSite::traffic() const {
   CrossSiteTraffic t = traffic_;

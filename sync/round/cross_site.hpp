@@ -34,6 +34,7 @@
 #include "sync/round/commit_rule.hpp"
 #include "sync/round/control_gate.hpp"
 #include "sync/round/cross_site_types.hpp"
+#include "sync/round/delta_book.hpp"
 #include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
 #include "sync/round/job_membership.hpp"
@@ -143,7 +144,7 @@ class CrossSite {
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
   // The newest round any other site announced (merged or not), -1 before any: how far the job
   // has got, for a site that comes back.
-  std::int64_t peers_newest_round() const { return peers_newest_round_; }
+  std::int64_t peers_newest_round() const { return book_.peers_newest_round(); }
   // This site's rounds announced and still mergeable (not merged, not refused, not too stale for
   // the next version) while the control plane is reachable; 0 when it is not: a cut-off site
   // trains on, whatever it has queued.
@@ -243,16 +244,11 @@ class CrossSite {
   Outbox outbox_;
   StateTransfer transfer_;
   double next_control_ = 0;
-  std::map<DeltaKey, DeltaAnnouncement> announced_;  // not merged yet
-  std::int64_t announced_revision_ = 0;               // etcd revision read up to
-  std::map<std::string, std::int64_t> applied_;       // per site, the newest round merged
+  DeltaBook book_;
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
   std::set<DeltaKey> journaled_;  // in options_.journal
   std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
-  std::set<DeltaKey> refused_;                  // screened out: never proposed
-  std::map<std::string, std::int64_t> final_round_;  // by site, from its final announcement
-  std::int64_t peers_newest_round_ = -1;
   std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
   std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
   std::optional<CommitRecord> readopt_;  // ProtocolMutations::reapply_adopted only

@@ -1,0 +1,54 @@
+#pragma once
+// What the control plane says about the job's deltas, as one site has read it: the rounds
+// announced and not merged yet, the newest round merged per site, each site's final round, how far
+// the others have got, and the rounds this site refused for good (their values failed the screen).
+// The bytes themselves are the DeltaStore's.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "sync/control/control_plane.hpp"
+#include "sync/round/commit_rule.hpp"
+#include "sync/round/cross_site_types.hpp"
+#include "sync/round/records.hpp"
+
+namespace meridian {
+
+class DeltaBook {
+ public:
+  explicit DeltaBook(std::string site) : site_(std::move(site)) {}
+
+  // Reads the announcements written since the last read; returns how many could not be read.
+  std::uint64_t read(ControlPlane& control, const RoundKeys& keys);
+  void add(const DeltaAnnouncement& a);  // this site's own, as it submits it
+  // A commit merged `site`'s rounds up to `round`: none of them is open any more.
+  void merged(const std::string& site, std::int64_t round);
+  // `site` restarted: its announced rounds for which `arrived` is false are nowhere any more.
+  void restarted(const std::string& site, const std::function<bool(const DeltaKey&)>& arrived);
+  void refuse(const DeltaKey& key) { refused_.insert(key); }
+
+  const std::map<DeltaKey, DeltaAnnouncement>& announced() const { return announced_; }
+  const std::map<std::string, std::int64_t>& merged() const { return merged_; }
+  std::int64_t merged_round(const std::string& site) const;  // -1 before any
+  bool refused(const DeltaKey& key) const { return refused_.contains(key); }
+  const std::set<DeltaKey>& refusals() const { return refused_; }
+  bool finished(const std::string& site) const { return final_round_.contains(site); }
+  std::int64_t peers_newest_round() const { return peers_newest_round_; }
+  // The commit rule's view of all this (CommitView's announced, applied, refused, finished).
+  void fill(CommitView& view) const;
+  // This site's rounds still mergeable into the version after `version`.
+  std::int64_t backlog(std::int64_t version, const CommitRuleOptions& rule) const;
+
+ private:
+  std::string site_;
+  std::map<DeltaKey, DeltaAnnouncement> announced_;  // not merged yet
+  std::int64_t revision_ = 0;                         // control-plane revision read up to
+  std::map<std::string, std::int64_t> merged_;        // per site, the newest round merged
+  std::set<DeltaKey> refused_;
+  std::map<std::string, std::int64_t> final_round_;   // by site, from its final announcement
+  std::int64_t peers_newest_round_ = -1;
+};
+
+}  // namespace meridian
