@@ -99,7 +99,9 @@ void Run::start(const Fault& f) {
       const bool others_hold = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) {
         return s.get() == &site || (!s->stopped() && s->version() == newest);
       });
-      const bool lose_disk = f.amount > 0 && others_hold;
+      // And no write of its is still on its way to the control plane (late_write): one that lands
+      // after the restart would speak for bytes nobody has.
+      const bool lose_disk = f.amount > 0 && others_hold && store_.late_writes() == 0;
       site.crash();
       schedule(end, [&site, lose_disk] { site.restart(lose_disk); });
       return;

@@ -42,6 +42,7 @@ class MemoryStore {
   bool lease_alive(std::int64_t lease);
   // Applies `write` at virtual time `at` (before whatever the store does first from then on).
   void later(double at, std::function<void()> write);
+  std::size_t late_writes() const { return late_.size(); }  // not applied yet
   std::int64_t revision() const { return revision_; }
   // Every key and value, sorted: what a checker reads after a run.
   std::vector<std::pair<std::string, std::string>> dump();

@@ -81,12 +81,7 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
-  const auto scan_own_rounds = [&] {
-    for (const auto& key : outbox_.scan(etcd_, keys_, events_)) {
-      arrived_.erase(key);
-      journaled_.erase(key);
-    }
-  };
+  const auto scan_own_rounds = [&] { outbox_.scan(etcd_, keys_, events_); };
   if ((!outbox_.scanned() && !control(scan_own_rounds)) || (!membership_.registered() && !control([&] { membership_.register_site(); }))) {
     pump(deadline);
     return false;

@@ -19,8 +19,7 @@ std::map<DeltaKey, std::vector<std::byte>> Outbox::load(std::size_t chunk_bytes)
   return all;
 }
 
-std::vector<DeltaKey> Outbox::scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents& events) {
-  std::set<std::int64_t> announced;
+void Outbox::scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents& events) {
   for (const auto& [key, value] : control.get_prefix(keys.deltas() + site_ + "/")) {
     DeltaAnnouncement a;
     try {
@@ -30,26 +29,15 @@ std::vector<DeltaKey> Outbox::scan(ControlPlane& control, const RoundKeys& keys,
     }
     if (a.site != site_ || key != keys.delta(a.site, a.round)) continue;
     next_round_ = std::max(next_round_, a.round + 1);
-    announced.insert(a.round);
     if (a.withdrawn || kept_.contains(a.round)) continue;
     a.withdrawn = true;
     control.put(key, encode(a));
     events.push_back({"delta_withdrawn", site_, a.round, "announced by an earlier incarnation, its bytes lost"});
   }
-  // Journaled but never announced (it died in between, or the journal is an earlier job's): no
-  // commit can list them.
-  std::vector<DeltaKey> dropped;
-  for (auto it = kept_.begin(); it != kept_.end();) {
-    if (announced.contains(it->first)) {
-      ++it;
-      continue;
-    }
-    dropped.emplace_back(site_, it->first);
-    if (journal_) journal_->erase(dropped.back());
-    it = kept_.erase(it);
-  }
+  // Journaled but not announced (yet: an announcement can be applied late, after its site died)
+  // is kept, and numbering goes on after it: a round number is never used for other bytes.
+  if (!kept_.empty()) next_round_ = std::max(next_round_, kept_.rbegin()->first + 1);
   scanned_ = true;
-  return dropped;
 }
 
 const Outbox::Delta& Outbox::keep(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {

@@ -30,10 +30,10 @@ class Outbox {
   // What the journal holds, read back at start: this site's rounds are kept again (their hashes
   // for `chunk_bytes`-byte chunks); every entry, a peer's included, is returned.
   std::map<DeltaKey, std::vector<std::byte>> load(std::size_t chunk_bytes);
-  // At the first join: the rounds this site announced before. Numbering goes on after them; the
-  // kept rounds never announced are dropped (returned); the announced ones whose bytes are gone
-  // are withdrawn, so that no commit waits for them.
-  std::vector<DeltaKey> scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents& events);
+  // At the first join: the rounds this site announced (or journaled) before. Numbering goes on
+  // after them; the announced ones whose bytes are gone are withdrawn, so that no commit waits
+  // for them.
+  void scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents& events);
   bool scanned() const { return scanned_; }
   std::int64_t next_round() const { return next_round_; }
 
