@@ -92,12 +92,13 @@ void Run::start(const Fault& f) {
   const double end = f.at + f.duration;
   switch (f.kind) {
     case Fault::Kind::Crash: {
-      // The disk is lost only while every other site is up and holds the newest version: otherwise
-      // a version only this site held (or a delta only its journal kept) would be gone, which no
-      // protocol can help.
+      // The disk is lost only while every other site is up and holds the newest version, in memory
+      // and on its disk: otherwise a version only this site held (or a delta only its journal kept)
+      // could be gone for good after one more crash, which no protocol can help. (A version a site
+      // adopted as a whole state is on its disk only from its next checkpoint: no journal replays it.)
       const std::int64_t newest = newest_commit();
       const bool others_hold = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) {
-        return s.get() == &site || (!s->stopped() && s->version() == newest);
+        return s.get() == &site || (!s->stopped() && s->version() == newest && s->disk_version() == newest);
       });
       // And no write of its is still on its way to the control plane (late_write): one that lands
       // after the restart would speak for bytes nobody has.

@@ -318,6 +318,7 @@ void SimSite::rollback() {
 }
 
 std::int64_t SimSite::version() const { return incarnation_ ? incarnation_->now.state.version() : -1; }
+std::int64_t SimSite::disk_version() const { return disk_->state.version(); }
 
 std::string SimSite::describe() const {
   std::string s = name_;

@@ -73,8 +73,9 @@ class SimSite {
   void crash();                 // the process dies; its disk stays
   void restart(bool lose_disk);
   bool down() const { return !incarnation_; }
-  // The version it holds; -1 while down.
+  // The version it holds; -1 while down. On its disk: what a restart would come back with.
   std::int64_t version() const;
+  std::int64_t disk_version() const;
   bool done() const { return done_; }
   void stop(bool stopped) { stopped_ = stopped; }  // SIGSTOP / SIGCONT
   bool stopped() const { return stopped_; }

@@ -20,9 +20,9 @@ namespace meridian {
 
 class ControlGate {
  public:
-  // `watch`: null for none (every look reads every range).
-  ControlGate(std::function<double()> clock, std::chrono::milliseconds retry, std::chrono::milliseconds full_read,
-              std::unique_ptr<EtcdWatch> watch);
+  // `poll`: between looks; `watch`: null for none (every look reads every range).
+  ControlGate(std::function<double()> clock, std::chrono::milliseconds poll, std::chrono::milliseconds retry,
+              std::chrono::milliseconds full_read, std::unique_ptr<EtcdWatch> watch);
 
   bool run(const std::function<void()>& call, CrossSiteEvents& events);
   bool down() const { return down_; }
@@ -32,14 +32,25 @@ class ControlGate {
     bool members = true, announcements = true, commits = true;
   };
   Reads reads_due();
-  void read_back() { read_back_ = true; }  // this site proposed: the next look reads the commits
+  // When the next look is due; a look taken now puts the next one a poll later.
+  double next_look() const { return next_look_; }
+  bool look_due() {
+    if (clock_() < next_look_) return false;
+    next_look_ = clock_() + poll_s_;
+    return true;
+  }
+  // This site proposed: the next look is now, and reads the commits.
+  void look_now() {
+    next_look_ = clock_();
+    read_back_ = true;
+  }
 
  private:
   std::function<double()> clock_;
-  double retry_s_, full_read_s_;
+  double poll_s_, retry_s_, full_read_s_;
   std::unique_ptr<EtcdWatch> watch_;
   std::array<std::uint64_t, 3> watch_seen_{};  // watch_->changes(area) when each range was last read
-  double next_full_read_ = 0, retry_at_ = 0;
+  double next_look_ = 0, next_full_read_ = 0, retry_at_ = 0;
   bool down_ = false, read_back_ = true;
   std::string error_;
 };

@@ -36,12 +36,6 @@ std::int64_t number_of(std::uint64_t transfer_id) { return static_cast<std::int6
 // more would only make us hold its bytes. Streaming: P times as many rounds of 1/P the bytes.
 constexpr std::size_t kMaxHeld = 16;
 
-template <class Map>
-std::size_t held_from(const Map& m, const std::string& site) {
-  std::size_t n = 0;
-  for (auto it = m.lower_bound({site, INT64_MIN}); it != m.end() && it->first.first == site; ++it) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -54,7 +48,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       membership_(JobMembershipOptions{options_.job, options_.site, sorted(options_.sites), options_.lease_ttl_s,
                                     options_.keepalive, options_.etcd, options_.keep_lease, options_.incarnation},
                   etcd_, link_.address()),
-      gate_(clock_, options_.control_retry, options_.full_read,
+      gate_(clock_, options_.control_poll, options_.control_retry, options_.full_read,
             options_.watch ? std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
                                                          std::vector<std::string>{keys_.members(), keys_.deltas(),
                                                                                   keys_.commits()})
@@ -63,7 +57,10 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       outbox_(options_.site, options_.journal, options_.keep_own_rounds),
       transfer_(clock_, options_.rerequest_after, options_.catch_up_after),
       book_(options_.site),
-      screens_(static_cast<std::size_t>(std::max(options_.rule.fragments, 1)), DeltaScreen(options_.screen)) {
+      store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, options_.journal, options_.keep_own_rounds,
+                               options_.mutations.unverified_deltas},
+             link_),
+      gradients_(link_, kMaxHeld) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   std::sort(options_.sites.begin(), options_.sites.end());
   read_journal();
@@ -125,17 +122,14 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
     ++traffic_.deltas_sent;
     outbox_.sent(a.round, own.bytes->size());
   }
-  arrived_[{a.site, a.round}] = *own.bytes;  // a commit lists this site's own delta too
-  verified_.erase({a.site, a.round});
-  norms_.erase({a.site, a.round});
+  store_.put({a.site, a.round}, *own.bytes);  // a commit lists this site's own delta too
   traffic_.peak_bytes_in_flight = std::max(traffic_.peak_bytes_in_flight, outbox_.in_flight_bytes());
 }
 
 std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
   while (true) {
-    if (clock_() >= next_control_) {
-      next_control_ = clock_() + ms(options_.control_poll);
+    if (gate_.look_due()) {
       std::optional<Commit> commit;
       if (announce_pending()) {
         const ControlGate::Reads reads = gate_.reads_due();
@@ -143,7 +137,7 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       }
       if (commit) return commit;
     }
-    pump(std::min(deadline, next_control_));  // at least once: peers' requests are answered here
+    pump(std::min(deadline, gate_.next_look()));  // at least once: peers' requests are answered here
     if (clock_() >= deadline) return std::nullopt;
   }
 }
@@ -159,7 +153,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements();
   if (const auto held = log_.forget_before(next)) {
-    newest_fragment_ = held->fragment;
+    log_.hold(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
     // record here: what it merged must not be proposed again.
     forget_merged(*held);
@@ -180,33 +174,40 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   if (transfer_.far_behind_long(far_behind && found)) far_behind = false;
   if (auto adopted = catch_up(state, far_behind)) return adopted;
   if (far_behind) return std::nullopt;
-  if (found) {
-    const CommitRecord& record = *found;
-    bool complete = true;
-    for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
-    if (!complete) {
-      waiting_ = "the deltas of commit " + std::to_string(next);
-      transfer_.note_stuck();
-      return std::nullopt;
-    }
-    // The winner is usually this site's own proposal: its mean is already computed.
-    const bool ours = proposed_ && proposed_->record.number == next && proposed_->record.entries == record.entries;
-    // On disk before it is applied: a restart from an older checkpoint can apply it again.
-    journal(record.entries);
-    Commit commit{record, {}, {}, {}, {}};
-    if (ours) {
-      commit.mean_delta = std::move(proposed_->mean_delta);
-      commit.fragments = std::move(proposed_->fragments);
-      commit.others_mean = std::move(proposed_->others_mean);
-    } else {
-      auto means = mean_of(record.number, record.entries, state);
-      commit.fragments = std::move(means.fragments);
-      commit.mean_delta = std::move(means.mean);
-      commit.others_mean = std::move(means.others);
-    }
-    applied(record);
-    return commit;
+  if (found) return hand_out(*found, state);
+  propose(state);
+  return std::nullopt;
+}
+
+std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record, const OuterState& state) {
+  bool complete = true;
+  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
+  if (!complete) {
+    waiting_ = "the deltas of commit " + std::to_string(record.number);
+    transfer_.note_stuck();
+    return std::nullopt;
   }
+  // The winner is usually this site's own proposal: its mean is already computed.
+  const bool ours = proposed_ && proposed_->record.number == record.number && proposed_->record.entries == record.entries;
+  // On disk before it is applied: a restart from an older checkpoint can apply it again.
+  store_.journal(record.entries);
+  Commit commit{record, {}, {}, {}, {}};
+  if (ours) {
+    commit.mean_delta = std::move(proposed_->mean_delta);
+    commit.fragments = std::move(proposed_->fragments);
+    commit.others_mean = std::move(proposed_->others_mean);
+  } else {
+    auto means = mean_of(record.number, record.entries, state);
+    commit.fragments = std::move(means.fragments);
+    commit.mean_delta = std::move(means.mean);
+    commit.others_mean = std::move(means.others);
+  }
+  applied(record);
+  return commit;
+}
+
+void CrossSite::propose(const OuterState& state) {
+  const std::int64_t next = state.version() + 1;
   CommitView view = control_view(state);
   for (const auto& [key, a] : book_.announced()) {
     if (!membership_.member(a.site) || !usable(a, state)) continue;
@@ -219,12 +220,12 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   const auto entries = decide_commit(view, options_.rule);
   if (!membership_.proposing()) {
     waiting_ = "a version another site proposes (the outer exchange is paused here)";
-    return std::nullopt;
+    return;
   }
   if (!entries) {
     waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(view.held.size()) + " here, " +
                std::to_string(view.live_sites.size()) + " live sites)";
-    return std::nullopt;
+    return;
   }
   auto means = mean_of(next, *entries, state);
   const auto rounds = open_rounds(view, options_.rule);
@@ -237,23 +238,17 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   }
   ++traffic_.commits_proposed;
   // Before the proposal can win: should this site die right after, what it committed is on its disk.
-  journal(*entries);
+  store_.journal(*entries);
   if (log_.claim(etcd_, next, encode(proposal), options_.site, events_, options_.mutations.overwrite_commits)) {
     ++traffic_.commits_won;
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
   }
   proposed_ = Commit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(means.others)};
-  next_control_ = clock_();  // read back whichever proposal won, now
-  gate_.read_back();
-  return std::nullopt;
+  gate_.look_now();  // read back whichever proposal won, at once
 }
 
 std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bool far_behind) {
-  const std::int64_t next = state.version() + 1;
-  if (readopt_) {
-    const CommitRecord again = std::exchange(readopt_, std::nullopt).value();
-    return Commit{again, std::vector<float>(state.size()), {}, {0}, {}};
-  }
+  if (auto again = transfer_.take_again()) return Commit{*again, std::vector<float>(state.size()), {}, {0}, {}};
   if (transfer_.has_newer_than(state.version())) {
     const CommitRecord* record = log_.find(transfer_.received_version());
     if (!record) return std::nullopt;  // its commit is not read yet: next time
@@ -266,7 +261,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     read_announcements();  // how far the others have got: the site fast-forwards to there
     Commit commit{*record, {}, std::move(*bytes), {}, {}};
     applied(*record);
-    if (options_.mutations.reapply_adopted) readopt_ = *record;
+    if (options_.mutations.reapply_adopted) transfer_.hand_out_again(*record);
     return commit;
   }
   if (far_behind || transfer_.stuck_long()) {
@@ -279,11 +274,9 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
 
 void CrossSite::applied(const CommitRecord& record) {
   proposed_.reset();
-  newest_fragment_ = record.fragment;
+  log_.hold(record);
   transfer_.applied();
-  for (const auto& e : record.entries)
-    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
-      screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
+  store_.accept_norms(record);
   forget_merged(record);
 }
 
@@ -294,11 +287,7 @@ void CrossSite::forget_merged(const CommitRecord& record) {
   for (const auto& [site, round] : merged) {
     book_.merged(site, round);
     if (site == options_.site) outbox_.merged_through(round);
-    const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
-    recycle_if(arrived_, done);
-    std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
-    std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
-    std::erase_if(requested_at_, [&](const auto& kv) { return done(kv.first); });
+    store_.forget_through(site, round);
   }
 }
 
@@ -362,7 +351,7 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   view.now = clock_();
   view.version = state.version();
   view.next_fragment =
-      state.version() == 0 ? 0 : newest_fragment_ ? (*newest_fragment_ + 1) % options_.rule.fragments : -1;
+      state.version() == 0 ? 0 : log_.held_fragment() ? (*log_.held_fragment() + 1) % options_.rule.fragments : -1;
   for (const auto& [site, member] : membership_.members()) {
     view.live_sites.push_back(site);
     if (member.paused) view.paused.insert(site);
@@ -372,29 +361,16 @@ CommitView CrossSite::control_view(const OuterState& state) const {
 }
 
 const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t checksum) {
-  if (const auto it = arrived_.find(key); it != arrived_.end()) {
-    // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
-    if (const auto v = verified_.find(key); v != verified_.end() && v->second == checksum) return &it->second;
-    if (options_.mutations.unverified_deltas || hash64(std::span<const std::byte>(it->second)) == checksum) {
-      verified_[key] = checksum;
-      return &it->second;
-    }
-    ++traffic_.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
-    events_.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced checksum: asked again"});
-    link_.recycle(std::move(it->second));
-    arrived_.erase(it);
-    verified_.erase(key);
-    norms_.erase(key);
-  }
-  request(key.first, key.second);
-  return nullptr;
+  const auto* bytes = store_.verified(key, checksum, events_, traffic_);
+  if (bytes == nullptr) request(key.first, key.second);
+  return bytes;
 }
 
 bool CrossSite::holds_deltas_of(const CommitRecord& record) {
   // All of them present first: held() would ask the owner of each one missing, for nothing when
   // the site adopts a peer's state instead.
   for (const auto& e : record.entries)
-    if (!arrived_.contains({e.site, e.round})) return false;
+    if (!store_.has({e.site, e.round})) return false;
   return std::all_of(record.entries.begin(), record.entries.end(),
                      [&](const CommitEntry& e) { return held({e.site, e.round}, e.checksum) != nullptr; });
 }
@@ -402,22 +378,11 @@ bool CrossSite::holds_deltas_of(const CommitRecord& record) {
 bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   const DeltaKey key{a.site, a.round};
   if (book_.refused(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
-  const std::size_t n = state.fragment(a.fragment).size;
   const auto* bytes = held(key, a.checksum);  // hashed once; a different copy that arrived since is checked anew
   if (bytes == nullptr) return false;
-  if (norms_.contains(key)) return true;
-  std::vector<float> decoded(n);
-  DeltaScreen::Verdict verdict;
-  try {
-    decode(*bytes, decoded);
-    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n, a.rounds);
-  } catch (const Error& e) {
-    verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
-  }
-  if (verdict.ok) {
-    norms_[key] = verdict.norm;
-    return true;
-  }
+  if (store_.screened(key)) return true;
+  const auto verdict = store_.screen(a, *bytes, state.fragment(a.fragment).size);
+  if (verdict.ok) return true;
   // Intact bytes, exactly as announced, but values no commit may apply: the sender is flagged.
   book_.refuse(key);
   ++traffic_.deltas_screened_out;
@@ -442,65 +407,16 @@ void CrossSite::serve_state_to(const std::string& address, std::int64_t min_vers
 void CrossSite::request(const std::string& site, std::int64_t round) {
   const auto member = membership_.members().find(site);
   if (member == membership_.members().end() || site == options_.site) return;
-  const double now = clock_();
-  auto [it, fresh] = requested_at_.try_emplace({site, round}, now);
   // The delta is usually on its way: ask only once it is overdue, and then not too often.
-  if (fresh || now - it->second < ms(options_.rerequest_after)) return;
-  it->second = now;
+  if (!store_.ask_due({site, round}, clock_(), ms(options_.rerequest_after))) return;
   const std::string req = encode(DeltaRequest{site, round});
   send(member->second.address, LinkTag::DeltaRequest, round, as_bytes(req));
   ++traffic_.requests_sent;
 }
 
-CrossSite::Means CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
-                                    const OuterState& state) {
-  Means out;
-  for (const auto& e : entries) out.fragments.push_back(e.fragment);
-  std::sort(out.fragments.begin(), out.fragments.end());
-  out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
-  bool others_seen = false;
-  for (const int fragment : out.fragments) {
-    const std::size_t n = state.fragment(fragment).size;
-    DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
-    std::vector<std::vector<float>> decoded;
-    std::vector<std::span<const float>> views, other_views;
-    std::vector<double> weights, other_weights;
-    double weight = 0, tokens = 0;
-    for (const auto& e : entries) {
-      if (e.fragment != fragment) continue;
-      decoded.emplace_back(n);
-      decode(*held({e.site, e.round}, e.checksum), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
-      // Every site records the norm of every delta a commit merges (applied()), screened here or
-      // not, so all sites keep the same history and reach the same verdicts.
-      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
-      views.emplace_back(decoded.back());
-      weights.push_back(e.weight);
-      if (options_.others_mean && e.site != options_.site && e.weight > 0) {
-        other_views.emplace_back(decoded.back());
-        other_weights.push_back(e.weight);
-      }
-      weight += e.weight;
-      tokens += e.weight /
-                staleness_weight(1, staleness_of(version - 1, e.base_version, options_.rule), options_.rule.staleness);
-    }
-    std::vector<float> mean(n);
-    weighted_mean(views, weights, mean);
-    // A late delta also counts for less in absolute terms: the mean is scaled by the share of the
-    // tokens' weight that staleness left (1 when every delta is fresh), so a version made only of
-    // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
-    if (const double share = weight / tokens; share < 1.0)
-      for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
-    out.mean.insert(out.mean.end(), mean.begin(), mean.end());
-    if (!options_.others_mean) continue;
-    std::fill(mean.begin(), mean.end(), 0.0f);
-    if (!other_views.empty()) {
-      weighted_mean(other_views, other_weights, mean);
-      others_seen = true;
-    }
-    out.others.insert(out.others.end(), mean.begin(), mean.end());
-  }
-  if (!others_seen) out.others.clear();
-  return out;
+DeltaStore::Means CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
+                                     const OuterState& state) {
+  return store_.mean_of(version, entries, state, options_.rule, options_.site, options_.others_mean);
 }
 
 void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {
@@ -514,39 +430,12 @@ void CrossSite::send_gradients(std::int64_t step, std::span<const float> values)
 bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
   while (true) {
-    std::vector<std::vector<float>> theirs;
-    bool complete = true;
-    for (const auto& site : options_.sites) {
-      if (site == options_.site) continue;
-      const auto it = gradients_.find({site, step});
-      if (it == gradients_.end()) {
-        complete = false;
-        waiting_ = "gradients of step " + std::to_string(step) + " from " + site;
-        break;
-      }
-    }
-    if (complete) {
-      std::vector<float> own(values.begin(), values.end());
-      std::vector<std::vector<float>> copies;
-      std::vector<std::span<const float>> views;
-      for (const auto& site : options_.sites) {
-        if (site == options_.site) {
-          views.emplace_back(own);
-          continue;
-        }
-        const auto& bytes = gradients_.at({site, step});
-        if (bytes.size() != values.size_bytes())
-          throw make_error(ErrorKind::Peer, "site ", site, " sent ", bytes.size(), " bytes of gradients for step ",
-                           step, ", expected ", values.size_bytes());
-        copies.emplace_back(values.size());
-        std::memcpy(copies.back().data(), bytes.data(), bytes.size());
-        views.emplace_back(copies.back());
-      }
-      const std::vector<double> weights(views.size(), 1.0);
-      weighted_mean(views, weights, values);
-      recycle_if(gradients_, [&](const DeltaKey& k) { return k.second <= step; });
+    const auto missing = gradients_.missing(step, options_.sites, options_.site);
+    if (!missing) {
+      gradients_.mean(step, options_.sites, options_.site, values);
       return true;
     }
+    waiting_ = "gradients of step " + std::to_string(step) + " from " + *missing;
     pump(deadline);
     if (clock_() >= deadline) return false;
   }
@@ -575,22 +464,8 @@ void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t numbe
 }
 
 void CrossSite::read_journal() {
-  for (auto& [key, bytes] : outbox_.load(link_.chunk_bytes())) {
-    journaled_.insert(key);
-    arrived_[key] = std::move(bytes);  // checked against a commit's checksum before any use, like every delta
-  }
-}
-
-void CrossSite::journal(const std::vector<CommitEntry>& entries) {
-  if (!options_.journal) return;
-  for (const auto& e : entries) {
-    const DeltaKey key{e.site, e.round};
-    if (!journaled_.insert(key).second) continue;
-    options_.journal->write(key, arrived_.at(key));
-    const auto keep = static_cast<std::int64_t>(options_.keep_own_rounds);
-    options_.journal->erase_through(e.site, e.round - keep);
-    std::erase_if(journaled_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round - keep; });
-  }
+  // Checked against a commit's checksum before any use, like every delta.
+  for (auto& [key, bytes] : outbox_.load(link_.chunk_bytes())) store_.put(key, std::move(bytes), true);
 }
 
 void CrossSite::send(const std::string& address, std::int64_t round, const Outbox::Delta& delta) {
@@ -599,17 +474,6 @@ void CrossSite::send(const std::string& address, std::int64_t round, const Outbo
              delta.bytes, delta.hashes);
 }
 
-template <class Map, class Pred>
-void CrossSite::recycle_if(Map& map, Pred pred) {
-  for (auto it = map.begin(); it != map.end();) {
-    if (!pred(it->first)) {
-      ++it;
-      continue;
-    }
-    link_.recycle(std::move(it->second));
-    it = map.erase(it);
-  }
-}
 
 void CrossSite::pump(double until) {
   if (membership_.registered()) control([&] { membership_.maintain(); });
@@ -645,12 +509,10 @@ void CrossSite::handle(Received r) {
     case LinkTag::Delta: {
       const std::int64_t merged = book_.merged_round(*site);
       if (id <= merged) return;  // merged already: a late copy
-      if (held_from(arrived_, *site) >= kMaxHeld * static_cast<std::size_t>(options_.rule.fragments) &&
-          !arrived_.contains({*site, id}))
+      if (store_.held_from(*site) >= kMaxHeld * static_cast<std::size_t>(options_.rule.fragments) &&
+          !store_.has({*site, id}))
         break;
-      arrived_[{*site, id}] = std::move(r.bytes);
-      verified_.erase({*site, id});
-      norms_.erase({*site, id});
+      store_.arrive({*site, id}, std::move(r.bytes));
       return;
     }
     case LinkTag::DeltaRequest: {
@@ -665,8 +527,7 @@ void CrossSite::handle(Received r) {
       return;
     }
     case LinkTag::Gradients:
-      if (held_from(gradients_, *site) >= kMaxHeld) break;
-      gradients_[{*site, id}] = std::move(r.bytes);
+      if (!gradients_.put(*site, id, std::move(r.bytes))) break;
       return;
     case LinkTag::StateRequest:
       try {
@@ -690,13 +551,12 @@ void CrossSite::refresh_members() {
   const auto change = membership_.refresh(events_);
   // A site that restarted: what it announced before and never sent here is nowhere any more.
   for (const auto& site : change.restarted)
-    book_.restarted(site, [&](const DeltaKey& key) { return arrived_.contains(key); });
+    book_.restarted(site, [&](const DeltaKey& key) { return store_.has(key); });
   // A site that (re)joined missed what was sent before it came: it gets this site's deltas that
   // no commit merged yet now, rather than asking for each a second later.
   const auto merged = book_.merged_round(options_.site);
   for (const MemberRecord* m : change.joined)
-    for (const auto& [round, own] : outbox_.kept())
-      if (round > merged) send(m->address, round, own);
+    for (const auto& [round, own] : outbox_.announced_after(merged)) send(m->address, round, *own);
 }
 
 const std::string* CrossSite::site_of(const std::string& address) {

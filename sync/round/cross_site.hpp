@@ -37,6 +37,8 @@
 #include "sync/round/delta_book.hpp"
 #include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
+#include "sync/round/delta_store.hpp"
+#include "sync/round/gradient_inbox.hpp"
 #include "sync/round/job_membership.hpp"
 #include "sync/round/outbox.hpp"
 #include "sync/round/outer_state.hpp"
@@ -182,9 +184,6 @@ class CrossSite {
   // Receives and handles transfers until one was handled or `until`; at least one look at the link.
   void pump(double until);
   void take_in_received();  // handles every transfer the link has ready now, without waiting
-  // Erases the entries whose key matches, handing their bytes back to the link for reuse.
-  template <class Map, class Pred>
-  void recycle_if(Map& map, Pred pred);
   void handle(Received r);
   // Reads the members, and sends the sites that (re)joined this site's unmerged deltas.
   void refresh_members();
@@ -199,6 +198,10 @@ class CrossSite {
   // One look: reads what `reads` says (the rest of it decides on what was read before, and the
   // deltas and time since), then hands out, catches up or proposes.
   std::optional<Commit> check_control(const OuterState& state, ControlGate::Reads reads);
+  // The next version's commit, once every delta it lists is here (journaled first).
+  std::optional<Commit> hand_out(const CommitRecord& record, const OuterState& state);
+  // Proposes the next version when the commit rule says it is due and this site holds all it needs.
+  void propose(const OuterState& state);
   std::optional<Commit> catch_up(const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
@@ -211,14 +214,8 @@ class CrossSite {
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  // What a commit of `version` applies: per fragment its entries cover, the weighted mean of those
-  // entries, scaled down by staleness (Commit::fragments and Commit::mean_delta), and the mean of
-  // the other sites' entries (Commit::others_mean).
-  struct Means {
-    std::vector<int> fragments;
-    std::vector<float> mean, others;
-  };
-  Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state);
+  // What a commit of `version` applies (DeltaStore::mean_of, with this job's rule).
+  DeltaStore::Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
   // The same for bytes the link may keep instead of copying (a state snapshot).
@@ -227,8 +224,6 @@ class CrossSite {
   // This site's delta of a round: shared with the link (sent to every member without a copy).
   void send(const std::string& address, std::int64_t round, const Outbox::Delta& delta);
   void read_journal();
-  // Puts the deltas of a version about to be proposed or applied in the journal.
-  void journal(const std::vector<CommitEntry>& entries);
   void count_sent(const std::string& address, std::size_t bytes);
   std::uint64_t next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number);
 
@@ -243,19 +238,11 @@ class CrossSite {
   RoundTiming timing_;
   Outbox outbox_;
   StateTransfer transfer_;
-  double next_control_ = 0;
   DeltaBook book_;
-  std::map<DeltaKey, std::vector<std::byte>> arrived_;
-  std::set<DeltaKey> journaled_;  // in options_.journal
-  std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
-  std::map<DeltaKey, double> norms_;            // screened fine, with their norm
-  std::optional<int> newest_fragment_;  // streaming: whose turn the version this site holds was
-  std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
-  std::optional<CommitRecord> readopt_;  // ProtocolMutations::reapply_adopted only
+  DeltaStore store_;
   std::vector<CrossSiteEvent> events_;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
-  std::map<DeltaKey, double> requested_at_;
-  std::map<std::pair<std::string, std::int64_t>, std::vector<std::byte>> gradients_;  // (site, step)
+  GradientInbox gradients_;
   std::map<std::tuple<std::string, LinkTag, std::int64_t>, std::uint16_t> attempts_;  // sends so far
   CrossSiteTraffic traffic_;
   std::string waiting_;

@@ -29,6 +29,7 @@ void Outbox::scan(ControlPlane& control, const RoundKeys& keys, CrossSiteEvents&
     }
     if (a.site != site_ || key != keys.delta(a.site, a.round)) continue;
     next_round_ = std::max(next_round_, a.round + 1);
+    announced_.insert(a.round);
     if (a.withdrawn || kept_.contains(a.round)) continue;
     a.withdrawn = true;
     control.put(key, encode(a));
@@ -52,6 +53,7 @@ const Outbox::Delta& Outbox::keep(const DeltaAnnouncement& a, std::vector<std::b
   if (journal_) journal_->erase_through(site_, kept_.begin()->first - 1);
   // A round dropped here is one no commit took (too stale, or refused): no longer in flight.
   std::erase_if(in_flight_, [&](const auto& kv) { return !kept_.contains(kv.first); });
+  std::erase_if(announced_, [&](std::int64_t r) { return !kept_.contains(r); });
   return *mine;
 }
 
@@ -65,6 +67,13 @@ std::uint64_t Outbox::in_flight_bytes() const {
   return total;
 }
 
+std::vector<std::pair<std::int64_t, const Outbox::Delta*>> Outbox::announced_after(std::int64_t merged) const {
+  std::vector<std::pair<std::int64_t, const Delta*>> out;
+  for (const auto& [round, delta] : kept_)
+    if (round > merged && announced_.contains(round)) out.emplace_back(round, &delta);
+  return out;
+}
+
 const Outbox::Delta* Outbox::find(std::int64_t round) const {
   const auto it = kept_.find(round);
   return it == kept_.end() ? nullptr : &it->second;
@@ -74,6 +83,7 @@ bool Outbox::announce(ControlPlane& control, const RoundKeys& keys) {
   while (!unannounced_.empty()) {
     const auto& a = unannounced_.front();
     control.put(keys.delta(a.site, a.round), encode(a));
+    announced_.insert(a.round);
     unannounced_.erase(unannounced_.begin());
   }
   return true;

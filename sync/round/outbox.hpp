@@ -41,8 +41,11 @@ class Outbox {
   void sent(std::int64_t round, std::size_t bytes) { in_flight_[round] += bytes; }
   void merged_through(std::int64_t round);
   std::uint64_t in_flight_bytes() const;
-  const Delta* find(std::int64_t round) const;
-  const std::map<std::int64_t, Delta>& kept() const { return kept_; }
+  const Delta* find(std::int64_t round) const;  // any kept round: a peer that asks saw it announced
+  // The kept rounds after `merged` that the control plane has announced: what a site that
+  // (re)joins is sent. A journaled round never announced (an earlier job's, or one whose
+  // announcement never went out) is not pushed to anyone.
+  std::vector<std::pair<std::int64_t, const Delta*>> announced_after(std::int64_t merged) const;
 
   // Announcements the control plane has not taken yet, oldest first.
   void queue(const DeltaAnnouncement& a) { unannounced_.push_back(a); }
@@ -57,6 +60,7 @@ class Outbox {
   std::map<std::int64_t, Delta> kept_;               // by round
   std::map<std::int64_t, std::uint64_t> in_flight_;  // rounds not merged yet: bytes sent to peers
   std::vector<DeltaAnnouncement> unannounced_;
+  std::set<std::int64_t> announced_;  // kept rounds the control plane holds an announcement of
   std::int64_t next_round_ = 0;
   bool scanned_ = false;
 };

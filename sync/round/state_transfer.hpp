@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sync/round/cross_site_types.hpp"
@@ -51,6 +52,9 @@ class StateTransfer {
   }
   bool stuck_long() const { return stuck_since_ && clock_() - *stuck_since_ >= catch_up_s_; }
   bool far_behind_long(bool far_behind);
+  // ProtocolMutations::reapply_adopted (tests only): the adopted version, handed out again once.
+  void hand_out_again(const CommitRecord& record) { again_ = record; }
+  std::optional<CommitRecord> take_again() { return std::exchange(again_, std::nullopt); }
   void applied() { stuck_since_.reset(); }
 
  private:
@@ -67,6 +71,7 @@ class StateTransfer {
   std::size_t source_ = 0;
   std::map<std::string, double> served_at_;
   std::optional<double> stuck_since_, far_behind_since_;
+  std::optional<CommitRecord> again_;
 };
 
 }  // namespace meridian

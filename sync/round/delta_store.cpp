@@ -1,0 +1,161 @@
+#include "sync/round/delta_store.hpp"
+
+#include <algorithm>
+
+#include "core/util/error.hpp"
+#include "core/util/hash.hpp"
+#include "sync/codec/codec.hpp"
+#include "sync/outer/delta_mean.hpp"
+
+namespace meridian {
+
+DeltaStore::DeltaStore(DeltaStoreOptions options, Link& link)
+    : options_(std::move(options)),
+      link_(link),
+      screens_(static_cast<std::size_t>(std::max(options_.fragments, 1)), DeltaScreen(options_.screen)) {}
+
+void DeltaStore::put(const DeltaKey& key, std::vector<std::byte> bytes, bool journaled) {
+  arrived_[key] = std::move(bytes);
+  verified_.erase(key);
+  norms_.erase(key);
+  if (journaled) journaled_.insert(key);
+}
+
+void DeltaStore::arrive(const DeltaKey& key, std::vector<std::byte> bytes) {
+  if (verified_.contains(key)) {
+    link_.recycle(std::move(bytes));
+    return;
+  }
+  put(key, std::move(bytes));
+}
+
+std::size_t DeltaStore::held_from(const std::string& site) const {
+  std::size_t n = 0;
+  for (auto it = arrived_.lower_bound({site, INT64_MIN}); it != arrived_.end() && it->first.first == site; ++it) ++n;
+  return n;
+}
+
+const std::vector<std::byte>* DeltaStore::verified(const DeltaKey& key, std::uint64_t checksum,
+                                                   CrossSiteEvents& events, CrossSiteTraffic& traffic) {
+  const auto it = arrived_.find(key);
+  if (it == arrived_.end()) return nullptr;
+  // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
+  if (const auto v = verified_.find(key); v != verified_.end() && v->second == checksum) return &it->second;
+  if (options_.unverified || hash64(std::span<const std::byte>(it->second)) == checksum) {
+    verified_[key] = checksum;
+    return &it->second;
+  }
+  ++traffic.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
+  events.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced checksum: asked again"});
+  link_.recycle(std::move(it->second));
+  arrived_.erase(it);
+  verified_.erase(key);
+  norms_.erase(key);
+  return nullptr;
+}
+
+DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n) {
+  std::vector<float> decoded(n);
+  DeltaScreen::Verdict verdict;
+  try {
+    decode(bytes, decoded);
+    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n, a.rounds);
+  } catch (const Error& e) {
+    verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
+  }
+  if (verdict.ok) norms_[{a.site, a.round}] = verdict.norm;
+  return verdict;
+}
+
+bool DeltaStore::ask_due(const DeltaKey& key, double now, double rerequest_s) {
+  auto [it, fresh] = asked_at_.try_emplace(key, now);
+  if (fresh || now - it->second < rerequest_s) return false;
+  it->second = now;
+  return true;
+}
+
+void DeltaStore::accept_norms(const CommitRecord& record) {
+  for (const auto& e : record.entries)
+    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
+      screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
+}
+
+void DeltaStore::forget_through(const std::string& site, std::int64_t round) {
+  const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
+  for (auto it = arrived_.begin(); it != arrived_.end();) {
+    if (!done(it->first)) {
+      ++it;
+      continue;
+    }
+    link_.recycle(std::move(it->second));
+    it = arrived_.erase(it);
+  }
+  std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(asked_at_, [&](const auto& kv) { return done(kv.first); });
+}
+
+void DeltaStore::journal(const std::vector<CommitEntry>& entries) {
+  if (!options_.journal) return;
+  for (const auto& e : entries) {
+    const DeltaKey key{e.site, e.round};
+    if (!journaled_.insert(key).second) continue;
+    options_.journal->write(key, arrived_.at(key));
+    const auto keep = static_cast<std::int64_t>(options_.keep_rounds);
+    options_.journal->erase_through(e.site, e.round - keep);
+    std::erase_if(journaled_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round - keep; });
+  }
+}
+
+DeltaStore::Means DeltaStore::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
+                                      const OuterState& state, const CommitRuleOptions& rule, const std::string& self,
+                                      bool others_mean) {
+  Means out;
+  for (const auto& e : entries) out.fragments.push_back(e.fragment);
+  std::sort(out.fragments.begin(), out.fragments.end());
+  out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
+  bool others_seen = false;
+  for (const int fragment : out.fragments) {
+    const std::size_t n = state.fragment(fragment).size;
+    DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
+    std::vector<std::vector<float>> decoded;
+    std::vector<std::span<const float>> views, other_views;
+    std::vector<double> weights, other_weights;
+    double weight = 0, tokens = 0;
+    for (const auto& e : entries) {
+      if (e.fragment != fragment) continue;
+      decoded.emplace_back(n);
+      decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
+      // Every site records the norm of every delta a commit merges (accept_norms), screened here
+      // or not, so all sites keep the same history and reach the same verdicts.
+      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
+      views.emplace_back(decoded.back());
+      weights.push_back(e.weight);
+      if (others_mean && e.site != self && e.weight > 0) {
+        other_views.emplace_back(decoded.back());
+        other_weights.push_back(e.weight);
+      }
+      weight += e.weight;
+      tokens += e.weight / staleness_weight(1, staleness_of(version - 1, e.base_version, rule), rule.staleness);
+    }
+    std::vector<float> mean(n);
+    weighted_mean(views, weights, mean);
+    // A late delta also counts for less in absolute terms: the mean is scaled by the share of the
+    // tokens' weight that staleness left (1 when every delta is fresh), so a version made only of
+    // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
+    if (const double share = weight / tokens; share < 1.0)
+      for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
+    out.mean.insert(out.mean.end(), mean.begin(), mean.end());
+    if (!others_mean) continue;
+    std::fill(mean.begin(), mean.end(), 0.0f);
+    if (!other_views.empty()) {
+      weighted_mean(other_views, other_weights, mean);
+      others_seen = true;
+    }
+    out.others.insert(out.others.end(), mean.begin(), mean.end());
+  }
+  if (!others_seen) out.others.clear();
+  return out;
+}
+
+}  // namespace meridian

@@ -1,0 +1,85 @@
+#pragma once
+// The deltas' bytes one site holds: as they arrived (from the link, its own, or its journal),
+// which of them matched their announced checksum, their norms once screened, and when each
+// missing one was last asked for. A copy that does not match its checksum is dropped, never used.
+// Also the norm screens (one per fragment), the journal of the deltas of versions proposed or
+// applied here, and the weighted mean a commit applies.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sync/round/commit_rule.hpp"
+#include "sync/round/cross_site_types.hpp"
+#include "sync/round/delta_journal.hpp"
+#include "sync/round/delta_screen.hpp"
+#include "sync/round/outer_state.hpp"
+#include "sync/round/records.hpp"
+#include "transport/link/link.hpp"
+
+namespace meridian {
+
+struct DeltaStoreOptions {
+  int fragments = 1;
+  DeltaScreenOptions screen;
+  std::shared_ptr<DeltaJournal> journal;
+  std::size_t keep_rounds = 8;  // per site, in the journal
+  bool unverified = false;      // ProtocolMutations::unverified_deltas
+};
+
+class DeltaStore {
+ public:
+  // `link`: where bytes no longer needed go back for reuse.
+  DeltaStore(DeltaStoreOptions options, Link& link);
+
+  // A fresh copy of a delta (not verified, not screened yet). `journaled`: read from the journal.
+  void put(const DeltaKey& key, std::vector<std::byte> bytes, bool journaled = false);
+  // A copy from the link: kept unless a copy that matched its checksum is here already (a late
+  // duplicate, maybe damaged, must not replace the good one: its owner may be gone by now).
+  void arrive(const DeltaKey& key, std::vector<std::byte> bytes);
+  bool has(const DeltaKey& key) const { return arrived_.contains(key); }
+  std::size_t held_from(const std::string& site) const;
+  // The bytes of `key` if they match `checksum` (hashed once); a copy that does not is dropped
+  // and said (`delta_damaged`). Null when absent or dropped: the caller asks for it again.
+  const std::vector<std::byte>* verified(const DeltaKey& key, std::uint64_t checksum, CrossSiteEvents& events,
+                                         CrossSiteTraffic& traffic);
+  // Screens verified bytes once; the verdict (a delta that passed has a norm from then on).
+  DeltaScreen::Verdict screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n);
+  bool screened(const DeltaKey& key) const { return norms_.contains(key); }
+  // Whether asking `key`'s owner again is due: not at once (it is usually on its way), then once
+  // every `rerequest_s`.
+  bool ask_due(const DeltaKey& key, double now, double rerequest_s);
+
+  // What a commit merged: the screens learn its deltas' norms (every site the same history).
+  void accept_norms(const CommitRecord& record);
+  // Forgets `site`'s rounds up to `round` (merged), handing their bytes back to the link.
+  void forget_through(const std::string& site, std::int64_t round);
+  // Puts the deltas of a version about to be proposed or applied in the journal.
+  void journal(const std::vector<CommitEntry>& entries);
+
+  // What a commit of `version` applies: per fragment its entries cover, the weighted mean of those
+  // entries, scaled down by staleness, and (with `others_mean`) the mean of the other sites'
+  // entries. Every entry must be verified here.
+  struct Means {
+    std::vector<int> fragments;
+    std::vector<float> mean, others;
+  };
+  Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state,
+                const CommitRuleOptions& rule, const std::string& self, bool others_mean);
+
+ private:
+  DeltaStoreOptions options_;
+  Link& link_;
+  std::map<DeltaKey, std::vector<std::byte>> arrived_;
+  std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
+  std::map<DeltaKey, double> norms_;            // screened fine, with their norm
+  std::map<DeltaKey, double> asked_at_;
+  std::set<DeltaKey> journaled_;
+  std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
+};
+
+}  // namespace meridian
