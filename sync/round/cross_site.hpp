@@ -7,6 +7,11 @@
 // restarted without its disk) catches up by adopting a live peer's state instead. The bulk bytes
 // go over the Link; etcd holds only the small records of records.hpp.
 //
+// CrossSite coordinates parts with one job each (docs/ARCHITECTURE.md has the list):
+// JobMembership, ControlGate, CommitLog, DeltaBook, DeltaStore, Outbox, StateTransfer,
+// RoundTiming and GradientInbox. It runs on any ControlPlane, Link and clock: etcd, ZeroMQ or UCX
+// and the steady clock in a real site; in-memory ones on virtual time in the protocol simulator.
+//
 // Nothing here sleeps or owns a thread: the caller pumps it (poll_* with a time budget), so the
 // replicas of the site can stay in step between pumps. Peers' mistakes (a damaged or unannounced
 // delta, a malformed request) are refused and counted, never applied and never fatal.
