@@ -2,6 +2,7 @@
 // protocol end to end.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <numeric>
@@ -125,16 +126,18 @@ TEST_CASE("junk where the next commit goes is replaced by a proposal, junk over 
   }
 }
 
-TEST_CASE("a delta that does not match its announcement is refused, fetched again and never applied") {
+TEST_CASE("a delta that does not match its announcement is never applied, whether refused and fetched again or dropped as late") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
   Site& b = *sites[1];
   a.submit(0);
-  // b takes a's real delta in, then a forged one arrives under the same round from a's address
-  // (a different transfer id, as a re-send would have): it replaces the real one at b.
-  for (int i = 0; i < 20; ++i) CHECK_FALSE(b.cross.poll_commit(b.state, 5ms).has_value());
+  // A forged delta follows a's real one under the same round from a's address (a different
+  // transfer id, as a re-send would have). If it comes before b has checked the real one, it
+  // replaces it and is refused and fetched again; if after, it is dropped (DeltaStore::arrive: a
+  // copy that matched its checksum is never replaced). Which one depends on the two processes'
+  // timing; either way it is never applied.
   std::vector<std::byte> forged(encoded_size(kParams, {CodecKind::Fp32, 0}));
   encode(std::vector<float>(kParams, 1.0f), {CodecKind::Fp32, 0}, forged);
   a.link->send(b.link->address(), (std::uint64_t{0} << 20) | (1 << 16) | 999, static_cast<std::uint16_t>(LinkTag::Delta), forged);
@@ -142,9 +145,12 @@ TEST_CASE("a delta that does not match its announcement is refused, fetched agai
   sites[2]->submit(0);
   b.submit(0);
   commit_all(sites);
-  CHECK(b.cross.traffic().deltas_refused >= 1);
-  CHECK(b.cross.traffic().requests_sent >= 1);
+  if (b.cross.traffic().deltas_refused > 0) CHECK(b.cross.traffic().requests_sent >= 1);  // refused: fetched again
   for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
+  const auto& entries = b.last->entries;
+  const auto real = std::find_if(entries.begin(), entries.end(), [](const CommitEntry& e) { return e.site == "a"; });
+  REQUIRE(real != entries.end());
+  CHECK(real->checksum != hash64(std::span<const std::byte>(forged)));
 }
 
 TEST_CASE("a delta submitted with a wrong chunk hash is refused by its peers' links, never delivered") {
