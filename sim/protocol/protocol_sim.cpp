@@ -61,6 +61,7 @@ class Run {
   bool all_done() const {
     return std::all_of(sites_.begin(), sites_.end(), [](const auto& s) { return s->done(); });
   }
+  // The last key of the unbroken run of commit records from version 1 (a junk record counts).
   std::int64_t newest_commit() {
     const RoundKeys keys(job_.name);
     std::int64_t v = 0;
@@ -147,10 +148,7 @@ void Run::start(const Fault& f) {
       return;
     case Fault::Kind::JunkCommit: {
       // Where the next version's record goes, before anyone commits it.
-      const RoundKeys keys(job_.name);
-      std::int64_t v = 1;
-      while (store_.get(keys.commit(v))) ++v;
-      store_.create_if_absent(keys.commit(v), "\x01junk");
+      store_.create_if_absent(RoundKeys(job_.name).commit(newest_commit() + 1), "\x01junk");
       return;
     }
     case Fault::Kind::Drain:

@@ -1,16 +1,9 @@
 #include "sync/round/cross_site.hpp"
 
 #include <algorithm>
-#include <climits>
-#include <cstring>
-#include <random>
 
-#include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
-#include "sync/codec/codec.hpp"
-#include "sync/outer/delta_mean.hpp"
-#include "sync/round/fragments.hpp"
 
 namespace meridian {
 namespace {
@@ -22,9 +15,9 @@ double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()) /
 // A link delivers each (sender, transfer id) once, whatever the tag, so every transfer needs its
 // own id, a delta sent again (asked for after it was lost or refused) included: the round (or
 // step) in the high bits, then 4 bits of tag, then 16 of attempt.
-std::vector<std::string> sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
+CrossSiteOptions with_sites_sorted(CrossSiteOptions options) {
+  std::sort(options.sites.begin(), options.sites.end());
+  return options;
 }
 
 std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attempt) {
@@ -40,12 +33,12 @@ constexpr std::size_t kMaxHeld = 16;
 }  // namespace
 
 CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, std::function<double()> clock)
-    : options_(std::move(options)),
+    : options_(with_sites_sorted(std::move(options))),
       keys_(options_.job),
       etcd_(etcd),
       link_(link),
       clock_(std::move(clock)),
-      membership_(JobMembershipOptions{options_.job, options_.site, sorted(options_.sites), options_.lease_ttl_s,
+      membership_(JobMembershipOptions{options_.job, options_.site, options_.sites, options_.lease_ttl_s,
                                     options_.keepalive, options_.etcd, options_.keep_lease, options_.incarnation},
                   etcd_, link_.address()),
       gate_(clock_, options_.control_poll, options_.control_retry, options_.full_read,
@@ -62,7 +55,6 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
              link_),
       gradients_(link_, kMaxHeld) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
-  std::sort(options_.sites.begin(), options_.sites.end());
   read_journal();
 }
 

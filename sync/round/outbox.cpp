@@ -79,14 +79,13 @@ const Outbox::Delta* Outbox::find(std::int64_t round) const {
   return it == kept_.end() ? nullptr : &it->second;
 }
 
-bool Outbox::announce(ControlPlane& control, const RoundKeys& keys) {
+void Outbox::announce(ControlPlane& control, const RoundKeys& keys) {
   while (!unannounced_.empty()) {
     const auto& a = unannounced_.front();
     control.put(keys.delta(a.site, a.round), encode(a));
     announced_.insert(a.round);
     unannounced_.erase(unannounced_.begin());
   }
-  return true;
 }
 
 }  // namespace meridian

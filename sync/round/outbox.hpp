@@ -50,8 +50,8 @@ class Outbox {
   // Announcements the control plane has not taken yet, oldest first.
   void queue(const DeltaAnnouncement& a) { unannounced_.push_back(a); }
   bool pending() const { return !unannounced_.empty(); }
-  // Puts them until one fails (it throws: run through the gate); true when none is left.
-  bool announce(ControlPlane& control, const RoundKeys& keys);
+  // Puts them, oldest first; one that fails throws (run it through the gate) and stays queued.
+  void announce(ControlPlane& control, const RoundKeys& keys);
 
  private:
   std::string site_;
