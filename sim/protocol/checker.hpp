@@ -40,6 +40,7 @@ class Checker {
 
   const std::vector<std::string>& violations() const { return violations_; }
   std::int64_t newest_version() const { return newest_; }
+  const std::map<std::int64_t, CommitRecord>& records() const { return records_; }
 
  private:
   std::vector<float> mean_of(const CommitRecord& record, std::size_t n) const;

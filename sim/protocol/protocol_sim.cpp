@@ -21,7 +21,7 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   job.overlap = rng.uniform() < 0.75;
   job.driver = options.driver;
   CrossSiteOptions& c = job.cross;
-  c.lease_ttl_s = 2;
+  c.lease_ttl_s = options.lease_ttl_s;
   c.control_poll = 50ms;
   c.rerequest_after = 300ms;
   c.control_retry = 250ms;
@@ -55,7 +55,8 @@ class Run {
   SimOutcome go();
 
  private:
-  void plan();
+  double plan();  // when the fault window ends
+  void note_commits();
   void schedule(double at, std::function<void()> run) { actions_.push_back({at, std::move(run)}); }
   void start(const Fault& f);
   bool all_done() const {
@@ -165,20 +166,29 @@ void Run::start(const Fault& f) {
   }
 }
 
-void Run::plan() {
+double Run::plan() {
   const double window = 0.6 * static_cast<double>(job_.rounds) * job_.round_s;
-  auto faults = plan_faults(rng_, options_.sites, options_.faults, window);
+  auto faults = options_.plan ? *options_.plan : plan_faults(rng_, options_.sites, options_.faults, window);
   outcome_.faults = static_cast<int>(faults.size());
+  // A drawn schedule's faults end by the window's end; a stated one's by its last fault's.
+  double last = options_.plan || faults.empty() ? 0 : window;
+  for (const Fault& f : faults) last = std::max(last, f.at + f.duration);
   for (const Fault& f : faults)
     schedule(f.at, [this, f] {
       trace(describe(f, job_.sites));
       start(f);
     });
+  return last;
+}
+
+void Run::note_commits() {
+  for (auto it = checker_.records().upper_bound(static_cast<std::int64_t>(outcome_.history.size()));
+       it != checker_.records().end() && it->first == static_cast<std::int64_t>(outcome_.history.size()) + 1; ++it)
+    outcome_.history.push_back({it->second, clock_.now()});
 }
 
 SimOutcome Run::go() {
-  plan();
-  const double last_fault = options_.faults > 0 ? 0.6 * static_cast<double>(job_.rounds) * job_.round_s : 0;
+  const double last_fault = plan();
   outcome_.liveness_bound_s = static_cast<double>(job_.rounds + 10) * job_.round_s + 30;
   const double give_up = last_fault + outcome_.liveness_bound_s;
   double next_renewal = 0;
@@ -200,6 +210,7 @@ SimOutcome Run::go() {
     // A different interleaving every tick, from the seed.
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_.below(i)]);
     for (const std::size_t i : order) sites_[i]->tick();
+    note_commits();
     clock_.advance(options_.tick_s);
   }
   outcome_.virtual_s = clock_.now();

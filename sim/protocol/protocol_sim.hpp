@@ -5,9 +5,11 @@
 // seed costs milliseconds and replays bit-exactly: `meridian-protosim --seed N --trace` prints what
 // every site did. After the run the Checker judges the invariants; liveness is judged here.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/protocol/fault_plan.hpp"
 #include "sim/protocol/sim_site.hpp"
 
 namespace meridian {
@@ -17,9 +19,18 @@ struct SimOptions {
   int faults = 24;
   std::int64_t rounds = 24;
   double tick_s = 0.05;  // how often each site looks, in virtual seconds
+  double lease_ttl_s = 2;
   ProtocolMutations mutations;
   DriverMutations driver;
   bool trace = false;
+  // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
+  std::optional<std::vector<Fault>> plan;
+};
+
+// A version as the sites applied it, and when the first of them did (virtual seconds).
+struct SimCommit {
+  CommitRecord record;
+  double at = 0;
 };
 
 struct SimOutcome {
@@ -31,6 +42,7 @@ struct SimOutcome {
   int faults = 0;
   std::int64_t versions = 0;
   bool overlap = true;
+  std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }
 };
 

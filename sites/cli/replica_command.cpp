@@ -1,7 +1,7 @@
-#include <chrono>
 #include <string>
 #include <vector>
 
+#include "core/util/clock.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
@@ -37,8 +37,7 @@ Action add_replica_command(CLI::App& app) {
       opts->store = "tcp://" + launch.master_addr.value_or("127.0.0.1") + ":" + std::to_string(*launch.master_port);
     }
     ReplicaRun run{config_for_site(load_job_config(opts->config, opts->overrides), opts->site), opts->site, opts->id, opts->store};
-    auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
-    return run_replica(run, posix_env(), now);
+    return run_replica(run, posix_env(), steady_seconds);
   };
 }
 

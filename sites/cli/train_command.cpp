@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/util/clock.hpp"
 #include "core/config/job_config.hpp"
 #include "core/io/env.hpp"
 #include "core/runlog/progress.hpp"
@@ -27,9 +28,8 @@ Action add_train_command(CLI::App& app) {
     ProgressPrinter progress(stdout);
     progress.line("meridian train: " + config.job.name + ", " + describe(config.model) + ", run dir " +
                   config.job.run_dir.string());
-    auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
     const auto& site = config.sites.front();  // a one-process run trains as the job's first site
-    Trainer trainer(config, posix_env(), log, &progress, now, {}, {site.device, site.precision, site.attention, 0, {}});
+    Trainer trainer(config, posix_env(), log, &progress, steady_seconds, {}, {site.device, site.precision, site.attention, 0, {}});
     const auto summary = trainer.run();
     std::printf("done: %lld steps, %lld tokens, %.1f s, %.0f tokens/s, final val loss %.4f\n",
                 static_cast<long long>(summary.steps), static_cast<long long>(summary.tokens), summary.wall_s,

@@ -114,7 +114,8 @@ ExitStatus LoggedChild::kill_and_reap() {
   return *status_;
 }
 
-void stop_children(const std::vector<LoggedChild*>& children, std::chrono::milliseconds grace, const sigset_t* hurry) {
+void stop_children(const std::vector<LoggedChild*>& children, std::chrono::milliseconds grace,
+                   const BlockedStopSignals* hurry) {
   for (auto* c : children)
     if (c) c->signal(SIGTERM);
   const auto deadline = Clock::now() + grace;
@@ -123,11 +124,10 @@ void stop_children(const std::vector<LoggedChild*>& children, std::chrono::milli
     for (auto* c : children)
       if (c && !c->poll()) any = true;
     if (!any) break;
-    const timespec pause{0, 20'000'000};
     if (hurry) {
-      if (::sigtimedwait(hurry, nullptr, &pause) > 0) break;
+      if (hurry->wait(std::chrono::milliseconds(20))) break;
     } else {
-      ::nanosleep(&pause, nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
   for (auto* c : children)

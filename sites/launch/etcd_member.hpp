@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io/stop_signals.hpp"
 #include "sites/site/process.hpp"
 
 namespace meridian {
@@ -43,10 +44,10 @@ class LoggedChild {
 };
 
 // SIGTERM to every running child, up to `grace` for them to exit, then SIGKILL (process group)
-// and reap what remains. A signal in `hurry` arriving meanwhile (a second Ctrl-C) skips the rest
-// of the grace. `hurry` must be blocked by the caller (it is taken with sigtimedwait).
+// and reap what remains. A stop signal arriving meanwhile in `hurry` (a second Ctrl-C) skips the
+// rest of the grace.
 void stop_children(const std::vector<LoggedChild*>& children, std::chrono::milliseconds grace,
-                   const sigset_t* hurry = nullptr);
+                   const BlockedStopSignals* hurry = nullptr);
 
 // The child environment: this process's environ with `set` (NAME=value) replacing or adding.
 std::vector<std::string> child_environment(const std::vector<std::string>& set);

@@ -18,6 +18,7 @@
 
 #include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
+#include "core/io/stop_signals.hpp"
 #include "core/util/error.hpp"
 #include "core/runlog/run_log.hpp"
 #include "sites/launch/etcd_member.hpp"
@@ -164,24 +165,6 @@ void print_table(const json& summary, const std::vector<json>& sites) {
     say(format("  WAN traffic %.2f MB vs %.2f MB for synchronous fp32 gradients: %.1fx less", sent_mb, sync_mb,
                summary["reduction_vs_sync"].get<double>()));
 }
-
-// Blocks SIGINT/SIGTERM for this thread (and threads it starts) so the loop takes them with
-// sigtimedwait; the old mask comes back on return.
-struct StopSignals {
-  sigset_t set, old;
-  StopSignals() {
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    ::pthread_sigmask(SIG_BLOCK, &set, &old);
-  }
-  ~StopSignals() { ::pthread_sigmask(SIG_SETMASK, &old, nullptr); }
-  int wait(long ns) const {
-    const timespec t{0, ns};
-    const int sig = ::sigtimedwait(&set, nullptr, &t);
-    return sig > 0 ? sig : 0;
-  }
-};
 
 }  // namespace
 
@@ -459,7 +442,7 @@ void finish(const JobConfig& config, SiteFleet& fleet, double wall) {
 }  // namespace
 
 int run_launch(const JobConfig& config, const LaunchRun& run) {
-  const StopSignals stops;  // before any child exists, so no Ctrl-C is lost to the default action
+  const BlockedStopSignals stops;  // before any child exists, so no Ctrl-C is lost to the default action
   const auto t0 = Clock::now();
   const fs::path run_dir = config.job.run_dir;
   std::error_code ec;
@@ -485,12 +468,12 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
 
   // Sites first, etcd last: a site shutting down may still talk to the control plane.
   const auto stop_everything = [&] {
-    stop_children(fleet.children(), std::chrono::seconds(10), &stops.set);
+    stop_children(fleet.children(), std::chrono::seconds(10), &stops);
     if (etcd) etcd->stop();
   };
   auto next_progress = t0 + std::chrono::seconds(2);
   for (;;) {
-    if (const int sig = stops.wait(100'000'000)) {
+    if (const int sig = stops.wait(std::chrono::milliseconds(100))) {
       say(stamp(t0) + " " + ::strsignal(sig) + ": stopping every site");
       stop_everything();
       return 128 + sig;

@@ -44,6 +44,7 @@ class TimeBreakdown {
   }
   bool training_began() const { return training_began_.has_value(); }
   double seconds(Part part) const { return seconds_[static_cast<std::size_t>(part)]; }
+  double started() const { return started_; }
 
   // {"wall_s", "compute_utilization", "training_utilization", "time_s": {part: seconds,
   // "startup", "other"}}; the parts and start-up sum to wall_s, `other` being what is left.

@@ -1,12 +1,13 @@
 #include "sites/site/agent.hpp"
 
 #include <signal.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/io/stop_signals.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "sites/site/metrics_server.hpp"
 #include "sites/site/ops_service.hpp"
@@ -330,18 +331,9 @@ void terminate_all(ProcessLauncher& launcher, int replicas) {
 
 int run_site(const JobConfig& config, const SiteRun& run) {
   // SIGINT/SIGTERM are blocked in every thread (the store server's thread inherits the mask) and
-  // taken synchronously by the loop's sigtimedwait, which doubles as its 20 ms pause: no handler,
-  // no interrupted calls. Children unblock them before exec.
-  sigset_t stop_signals, old_mask;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
-  struct RestoreMask {
-    sigset_t mask;
-    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
-  } restore{old_mask};
-
+  // taken synchronously by the loop's wait, which doubles as its 20 ms pause: no handler, no
+  // interrupted calls. Children unblock them before exec.
+  const BlockedStopSignals stop_signals;
   RunLog log(config.job.run_dir);
   TcpStoreServer server(run.store_address, config.replicas.store_port);
   TcpStoreClient store(server.endpoint());
@@ -357,9 +349,7 @@ int run_site(const JobConfig& config, const SiteRun& run) {
       config.job.run_dir);
   AttachedLauncher attached(store);
   Launcher& replicas = run.attach ? static_cast<Launcher&>(attached) : launcher;
-  const auto clock = [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  };
+  const std::function<double()> clock = steady_seconds;
   auto options = site_agent_options(config, run.site);
   if (run.attach) options.restart = false;  // restarting is the cluster launcher's business
   SiteAgent agent(options, store, replicas, log, clock, stdout);
@@ -396,9 +386,7 @@ int run_site(const JobConfig& config, const SiteRun& run) {
     // does not restart it either.
     if (outcome == SiteOutcome::Failed)
       throw make_error(agent.permanent_failure().value_or(ErrorKind::Peer), agent.failure());
-    const timespec pause{0, 20'000'000};
-    const int sig = ::sigtimedwait(&stop_signals, nullptr, &pause);
-    if (sig > 0) {
+    if (const int sig = stop_signals.wait(std::chrono::milliseconds(20))) {
       log.event("site_stopped", {{"site", run.site}, {"signal", sig}});
       std::printf("meridian site %s: %s, stopping the replicas\n", run.site.c_str(), ::strsignal(sig));
       std::fflush(stdout);

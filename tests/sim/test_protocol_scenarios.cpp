@@ -1,0 +1,121 @@
+// Stated fault scenarios in the protocol simulator: the protocol's answers to a crashed site, a
+// partitioned one and a straggler, judged by what the commit log says and when (virtual time).
+// These were multi-process tests against real etcd that took a minute each; the wiring itself
+// keeps its smoke tests (tests/sites/test_site_faults.cpp).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/protocol/protocol_sim.hpp"
+
+namespace meridian {
+namespace {
+
+constexpr double kLeaseTtl = 2, kRound = 1;  // the simulator's job (SimOptions, protocol_sim.cpp)
+
+SimOptions scenario(Fault fault) {
+  SimOptions options;
+  options.trace = true;
+  options.plan = std::vector<Fault>{fault};
+  return options;
+}
+
+Fault fault(Fault::Kind kind, int site, double at, double duration, double amount = 0) {
+  Fault f;
+  f.kind = kind;
+  f.site = site;
+  f.at = at;
+  f.duration = duration;
+  f.amount = amount;
+  return f;
+}
+
+bool merges(const SimCommit& c, const std::string& site) {
+  return std::any_of(c.record.entries.begin(), c.record.entries.end(), [&](const CommitEntry& e) { return e.site == site; });
+}
+
+// The longest wait between two versions that committed in [from, to] (and the one before from).
+double longest_gap(const SimOutcome& o, double from, double to) {
+  double gap = 0, last = -1;
+  for (const auto& c : o.history) {
+    if (c.at > to) break;
+    if (last >= 0 && c.at >= from) gap = std::max(gap, c.at - last);
+    last = c.at;
+  }
+  return gap;
+}
+
+bool traced(const SimOutcome& o, const std::string& what) {
+  return std::any_of(o.trace.begin(), o.trace.end(), [&](const std::string& l) { return l.find(what) != std::string::npos; });
+}
+
+std::string report(const SimOutcome& o) {
+  std::string s = "seed " + std::to_string(o.seed) + (o.overlap ? " (overlap)" : " (lockstep)") + ":";
+  for (const auto& v : o.violations) s += "\n  " + v;
+  for (const auto& c : o.history) {
+    s += "\n  v" + std::to_string(c.record.number) + " at " + std::to_string(c.at) + " by " + c.record.proposer + ":";
+    for (const auto& e : c.record.entries) s += " " + e.site + std::to_string(e.round);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("scenario: a crashed site, with or without its disk, is left behind within a lease, then rejoins the commits") {
+  constexpr double kAt = 6, kDown = 6;
+  for (const double lose_disk : {0.0, 1.0})
+    for (std::uint64_t seed = 0; seed < 8; ++seed) {
+      const auto o = simulate(seed, scenario(fault(Fault::Kind::Crash, 2, kAt, kDown, lose_disk)));
+      INFO("lose disk ", lose_disk, " ", report(o));
+      REQUIRE(o.ok());
+      // The others wait for c's lease to lapse, and a round; then go on without it.
+      CHECK(longest_gap(o, kAt, kAt + kDown) <= kLeaseTtl + 2 * kRound);
+      CHECK(std::count_if(o.history.begin(), o.history.end(), [](const SimCommit& c) {
+              return c.at > kAt + kLeaseTtl + kRound && c.at < kAt + kDown;
+            }) >= 2);
+      // Back from its checkpoint (or from nothing), c catches up and its rounds are merged again.
+      CHECK(std::any_of(o.history.begin(), o.history.end(), [](const SimCommit& c) { return c.at > kAt + kDown && merges(c, "c"); }));
+      if (lose_disk > 0) CHECK(traced(o, "c: adopted a peer's state"));
+    }
+}
+
+TEST_CASE("scenario: a partitioned site is in no commit while cut off, and re-syncs when the cut heals") {
+  constexpr double kAt = 5, kCut = 7;
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    const auto o = simulate(seed, scenario(fault(Fault::Kind::Partition, 2, kAt, kCut)));
+    INFO(report(o));
+    REQUIRE(o.ok());
+    int without_c = 0;
+    for (const auto& c : o.history)
+      // A round of c's that reached the others before the cut may still go into the next version.
+      if (c.at > kAt + kLeaseTtl + kRound && c.at < kAt + kCut) {
+        CHECK(c.record.proposer != "c");
+        CHECK(!merges(c, "c"));
+        ++without_c;
+      }
+    CHECK(without_c >= 3);  // the majority went on committing through the cut
+    CHECK(traced(o, "c: event control_unreachable"));
+    CHECK(std::any_of(o.history.begin(), o.history.end(), [](const SimCommit& c) { return c.at > kAt + kCut && merges(c, "c"); }));
+  }
+}
+
+TEST_CASE("scenario: a straggler holds the others back no longer than the commit deadline, and stays a member") {
+  // As a real job's lease would be against its rounds: long enough that c stays a member while
+  // stopped, so only the deadline lets the others go on.
+  constexpr double kAt = 8, kStopped = 3, kTtl = 5;
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    auto options = scenario(fault(Fault::Kind::Stop, 2, kAt, kStopped));
+    options.lease_ttl_s = kTtl;
+    const auto o = simulate(seed, options);
+    INFO(report(o));
+    REQUIRE(o.ok());
+    CHECK(std::count_if(o.history.begin(), o.history.end(),
+                        [](const SimCommit& c) { return c.at > kAt && c.at < kAt + kStopped && !merges(c, "c"); }) >= 2);
+    CHECK(longest_gap(o, kAt, kAt + kStopped) <= 2 * kRound);
+    CHECK(!traced(o, "event member_key_restored"));
+    CHECK(std::any_of(o.history.begin(), o.history.end(), [](const SimCommit& c) { return c.at > kAt + kStopped && merges(c, "c"); }));
+  }
+}
+
+}  // namespace meridian
