@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""A soak of a real launched job under random faults (issue 16).
+
+Runs the demo job (configs/demo.toml: three sites, DiLoCo, int8) under `meridian launch` against a
+three-member etcd cluster that this script starts on loopback, and injects one fault a minute,
+drawn from the seed:
+  * kill -9 of a site's process (the launcher restarts it; it rejoins from its checkpoint or a peer);
+  * SIGSTOP of a site's processes (its agent and its replicas) for 10-30 s, then SIGCONT;
+  * a partition of a site for 10-30 s, through the job's WAN schedule ([[wan.fault]]);
+  * kill -9 of an etcd member, restarted from its data directory 10-30 s later.
+Then it runs the same job with no faults, and reports:
+  * goodput: the tokens the faulted job put into its model over what the sites would have trained
+    in the same wall time with no faults (the fault-free run's pace): wall-time lost to faults,
+    and steps a restarted site skipped by taking a peer's state, both count against it;
+  * the invariants: the launcher ended 0, every site trained to the last step and ended on the
+    same weights and version, every failed site was restarted, versions only grew in every
+    process's metrics, no record of the commit log was unreadable;
+  * the final validation loss against the fault-free run's.
+
+Everything listens on 127.0.0.1 only; every process this script starts is stopped when it ends,
+also on failure or Ctrl-C; the faulted job is given at most 1.5x the planned time plus 5 minutes.
+Usage: scripts/soak.py [--minutes 30] [--seed 1] [--out runs/soak] [--meridian build/release/sites/meridian]
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ETCD = "/usr/bin/etcd"
+STEPS_PER_MINUTE = 200  # the demo's pace per site on a quiet 2-core machine (its checkpoint comment)
+
+
+class Etcd:
+    """Three members on loopback; kill -9 and restart one by index."""
+
+    def __init__(self, root, base_port):
+        self.root, self.procs = root, {}
+        self.clients = [f"http://127.0.0.1:{base_port + 2 * i}" for i in range(3)]
+        self.peers = [f"http://127.0.0.1:{base_port + 2 * i + 1}" for i in range(3)]
+        self.cluster = ",".join(f"m{i}={p}" for i, p in enumerate(self.peers))
+        for i in range(3):
+            self.start(i, "new")
+
+    def start(self, i, state="existing"):
+        log = open(self.root / f"etcd-m{i}.log", "a")
+        self.procs[i] = subprocess.Popen(
+            [ETCD, "--name", f"m{i}", "--data-dir", str(self.root / f"m{i}"), "--listen-client-urls", self.clients[i],
+             "--advertise-client-urls", self.clients[i], "--listen-peer-urls", self.peers[i],
+             "--initial-advertise-peer-urls", self.peers[i], "--initial-cluster", self.cluster,
+             "--initial-cluster-state", state, "--heartbeat-interval", "100", "--election-timeout", "1000",
+             "--log-level", "warn"], stdout=log, stderr=log, start_new_session=True)
+
+    def up(self, i):
+        return self.procs[i].poll() is None
+
+    def kill(self, i):
+        self.procs[i].kill()
+        self.procs[i].wait()
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def job_file(path, run_dir, steps, endpoints, partitions):
+    text = (ROOT / "configs/demo.toml").read_text()
+    text = text.replace('run_dir = "../runs/demo"', f'run_dir = "{run_dir}"')
+    text = text.replace('path = "../data/tinyshakespeare/input.txt"', f'path = "{ROOT / "data/tinyshakespeare/input.txt"}"')
+    text = text.replace("steps = 2000", f"steps = {steps}")
+    text = text.replace('name = "demo"', 'name = "soak"', 1)
+    text += "\n[control]\nendpoints = [" + ", ".join(f'"{e}"' for e in endpoints) + "]\n"
+    text += "\n[launch]\nmax_site_restarts = 100\nrestart_backoff_ms = 1000\n"
+    for site, start, end in partitions:
+        text += f'\n[[wan.fault]]\nkind = "partition"\nsites = ["{site}"]\nfrom_s = {start:.1f}\nto_s = {end:.1f}\n'
+    path.write_text(text)
+    return path
+
+
+def plan(seed, minutes, sites):
+    rng = random.Random(seed)
+    faults = []
+    for minute in range(1, minutes):
+        kind = rng.choice(["kill_site", "stop_site", "partition", "kill_etcd"])
+        faults.append({"at": 60.0 * minute + rng.uniform(0, 20), "kind": kind, "site": rng.choice(sites),
+                       "member": rng.randrange(3), "for_s": rng.uniform(10, 30)})
+    return faults
+
+
+def read_jsonl(path):
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a torn last line of a killed process
+    return out
+
+
+def site_pid(run_dir, site):
+    try:
+        return json.loads((run_dir / "launch.json").read_text())["sites"][site]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def process_tree(pid):
+    """pid and its descendants, from /proc."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    return tree
+
+
+def signal_site(run_dir, site, sig):
+    """The site's agent and its replicas (they share the launcher's process group, so not killpg)."""
+    pid = site_pid(run_dir, site)
+    if not pid:
+        return False
+    for p in process_tree(pid):
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+    return True
+
+
+def run_job(meridian, job, log_path, limit_s, faults=(), etcd=None, run_dir=None, say=print):
+    """Launches the job and applies `faults` (times in seconds from the launch); returns (exit code, wall s)."""
+    t0 = time.monotonic()
+    log = open(log_path, "w")
+    launch = subprocess.Popen([meridian, "launch", str(job)], stdout=log, stderr=log, start_new_session=True)
+    pending = sorted(faults, key=lambda f: f["at"])
+    undo = []  # (time, action)
+    try:
+        while launch.poll() is None:
+            now = time.monotonic() - t0
+            if now > limit_s:
+                say(f"{now:7.1f} s: the job ran past its limit of {limit_s:.0f} s; stopping it")
+                break
+            for t, action in [u for u in undo if u[0] <= now]:
+                action()
+                undo.remove((t, action))
+            while pending and pending[0]["at"] <= now:
+                f = pending.pop(0)
+                say(f"{now:7.1f} s: {describe(f)}")
+                if f["kind"] == "kill_site":
+                    pid = site_pid(run_dir, f["site"])
+                    try:
+                        if pid:
+                            os.kill(pid, signal.SIGKILL)  # its replicas die with it (PR_SET_PDEATHSIG)
+                    except ProcessLookupError:
+                        pass
+                elif f["kind"] == "stop_site" and signal_site(run_dir, f["site"], signal.SIGSTOP):
+                    undo.append((now + f["for_s"], lambda s=f["site"]: signal_site(run_dir, s, signal.SIGCONT)))
+                elif f["kind"] == "kill_etcd" and all(etcd.up(i) for i in range(3)):
+                    etcd.kill(f["member"])
+                    undo.append((now + f["for_s"], lambda m=f["member"]: etcd.start(m)))
+            time.sleep(0.2)
+    finally:
+        for _, action in undo:
+            action()
+        if launch.poll() is None:
+            launch.send_signal(signal.SIGTERM)
+            try:
+                launch.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(launch.pid, signal.SIGKILL)
+                launch.wait()
+    return launch.returncode, time.monotonic() - t0
+
+
+def describe(f):
+    if f["kind"] == "kill_etcd":
+        return f"kill -9 of etcd member m{f['member']}, restarted after {f['for_s']:.0f} s"
+    what = {"kill_site": "kill -9 of site", "stop_site": "SIGSTOP of site", "partition": "partition of site"}[f["kind"]]
+    return f"{what} {f['site']}" + ("" if f["kind"] == "kill_site" else f" for {f['for_s']:.0f} s")
+
+
+def outcome(run_dir, sites, steps, every):
+    """The invariants, the final loss and the steps skipped, from what the launch left in run_dir."""
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    events = read_jsonl(run_dir / "events.jsonl")
+    broken, skipped = [], 0
+    per_site = {s.get("site"): s for s in summary.get("sites", [])}
+    for site in sites:
+        s = per_site.get(site, {})
+        if s.get("steps") != steps:
+            broken.append(f"site {site} ended at step {s.get('steps')} of {steps}")
+        # Every process of the site in time order: a step past the last logged one by more than a
+        # logging interval is progress taken from a peer, not trained here.
+        lines = sorted((m for m in read_jsonl(run_dir / site / "metrics.jsonl") if "loss" in m), key=lambda m: m["time"])
+        top, version = 0, {}
+        for m in lines:
+            if m["step"] > top + every:
+                skipped += m["step"] - top - every
+            top = max(top, m["step"])
+            key = (m.get("replica"), m.get("generation"))
+            if m.get("version", 0) < version.get(key, 0):
+                broken.append(f"site {site}: version went from {version[key]} to {m['version']} at step {m['step']}")
+            version[key] = m.get("version", 0)
+    if not summary.get("same_final_weights"):
+        broken.append("the sites did not end on the same weights")
+    versions = {s.get("version") for s in per_site.values()}
+    if len(versions) != 1:
+        broken.append(f"the sites ended on different versions: {sorted(versions, key=str)}")
+    for e in events:
+        if e.get("event") == "site_failed" and not e.get("restart"):
+            broken.append(f"site {e.get('site')} failed and was not restarted: {e.get('why_not')}")
+        if e.get("event") in ("commit_unreadable", "divergence_gave_up"):
+            broken.append(f"{e.get('event')} at site {e.get('site')}")
+    failed = sum(e.get("event") == "site_failed" for e in events)
+    restarted = sum(e.get("event") == "site_restarted" for e in events)
+    loss = summary.get("final_val_loss_mean", summary.get("final_val_loss"))
+    return {"broken": broken, "skipped_steps": skipped, "final_val_loss": loss, "site_failed": failed,
+            "site_restarted": restarted}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default=str(ROOT / "runs/soak"))
+    parser.add_argument("--meridian", default=str(ROOT / "build/release/sites/meridian"))
+    parser.add_argument("--etcd-port", type=int, default=24379)
+    args = parser.parse_args()
+    if not os.access(ETCD, os.X_OK):
+        sys.exit(f"soak: needs etcd at {ETCD} (scripts/setup.sh installs it)")
+    out = Path(args.out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    report = open(out / "soak.log", "w")
+
+    def say(line):
+        print(line, flush=True)
+        report.write(line + "\n")
+        report.flush()
+
+    sites = ["us-east", "eu-west", "ap-south"]
+    steps = args.minutes * STEPS_PER_MINUTE
+    faults = plan(args.seed, args.minutes, sites)
+    partitions = [(f["site"], f["at"], f["at"] + f["for_s"]) for f in faults if f["kind"] == "partition"]
+    say(f"soak: {args.minutes} min planned, {steps} steps a site, {len(faults)} faults (seed {args.seed}), in {out}")
+    results = {}
+    for name, plan_faults in (("faulted", faults), ("fault-free", [])):
+        (out / name).mkdir()
+        etcd = Etcd(out / name, args.etcd_port)
+        try:
+            time.sleep(2)  # the members elect a leader
+            run_dir = out / name / "run"
+            job = job_file(out / name / "job.toml", run_dir, steps, etcd.clients, partitions if plan_faults else [])
+            say(f"{name}: launching")
+            code, wall = run_job(args.meridian, job, out / name / "launch.log", 1.5 * 60 * args.minutes + 300,
+                                 plan_faults, etcd, run_dir, say)
+        finally:
+            etcd.stop()
+        results[name] = {"exit": code, "wall_s": wall, **outcome(run_dir, sites, steps, 50)}
+        say(f"{name}: exit {code} after {wall:.0f} s; {json.dumps(results[name])}")
+    faulted, clean = results["faulted"], results["fault-free"]
+    if faulted["exit"] != 0:
+        faulted["broken"].append(f"the launcher ended {faulted['exit']}")
+    useful = 1 - faulted["skipped_steps"] / (len(sites) * steps)
+    goodput = clean["wall_s"] / faulted["wall_s"] * useful
+    loss_gap = (faulted["final_val_loss"] / clean["final_val_loss"] - 1) if faulted["final_val_loss"] and clean[
+        "final_val_loss"] else None
+    verdict = {"minutes": args.minutes, "seed": args.seed, "faults": len(faults),
+               "faults_by_kind": {k: sum(f["kind"] == k for f in faults) for k in
+                                  ("kill_site", "stop_site", "partition", "kill_etcd")},
+               "goodput": goodput, "steps_skipped": faulted["skipped_steps"], "wall_s_faulted": faulted["wall_s"],
+               "wall_s_fault_free": clean["wall_s"], "invariants_broken": faulted["broken"] + clean["broken"],
+               "final_val_loss": faulted["final_val_loss"], "final_val_loss_fault_free": clean["final_val_loss"],
+               "loss_gap": loss_gap}
+    (out / "soak.json").write_text(json.dumps(verdict, indent=2) + "\n")
+    say(json.dumps(verdict, indent=2))
+    ok = not verdict["invariants_broken"] and goodput >= 0.9 and loss_gap is not None and abs(loss_gap) <= 0.03
+    say("soak: " + ("PASS" if ok else "FAIL") + " (goodput >= 90%, no invariant broken, loss within 3%)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
