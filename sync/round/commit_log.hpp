@@ -18,6 +18,7 @@ namespace meridian {
 class CommitLog {
  public:
   CommitLog(std::string job, int fragments) : keys_(std::move(job)), fragments_(fragments) {}
+  const RoundKeys& keys() const { return keys_; }
 
   // Reads the records written since the last read; each unreadable one is an event.
   void read(ControlPlane& control, CrossSiteEvents& events);

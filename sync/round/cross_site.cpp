@@ -12,18 +12,17 @@ std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes
 
 double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 
-// A link delivers each (sender, transfer id) once, whatever the tag, so every transfer needs its
-// own id, a delta sent again (asked for after it was lost or refused) included: the round (or
-// step) in the high bits, then 4 bits of tag, then 16 of attempt.
 CrossSiteOptions with_sites_sorted(CrossSiteOptions options) {
   std::sort(options.sites.begin(), options.sites.end());
   return options;
 }
 
-std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attempt) {
-  return (static_cast<std::uint64_t>(number) << 20) | (static_cast<std::uint64_t>(tag) << 16) | attempt;
+std::unique_ptr<EtcdWatch> watch_for(const CrossSiteOptions& o) {
+  if (!o.watch) return nullptr;
+  const RoundKeys keys(o.job);
+  return std::make_unique<EtcdWatch>(o.etcd, keys.root(), o.watch_probe,
+                                     std::vector<std::string>{keys.members(), keys.deltas(), keys.commits()});
 }
-std::int64_t number_of(std::uint64_t transfer_id) { return static_cast<std::int64_t>(transfer_id >> 20); }
 
 // Transfers held per peer and kind: an honest peer is at most a few rounds (steps) ahead of us;
 // more would only make us hold its bytes. Streaming: P times as many rounds of 1/P the bytes.
@@ -34,26 +33,21 @@ constexpr std::size_t kMaxHeld = 16;
 
 CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, std::function<double()> clock)
     : options_(with_sites_sorted(std::move(options))),
-      keys_(options_.job),
       etcd_(etcd),
-      link_(link),
+      courier_(link, [this](const std::string& address) { return membership_.site_at(address); }),
       clock_(std::move(clock)),
       membership_(JobMembershipOptions{options_.job, options_.site, options_.sites, options_.lease_ttl_s,
                                     options_.keepalive, options_.etcd, options_.keep_lease, options_.incarnation},
-                  etcd_, link_.address()),
-      gate_(clock_, options_.control_poll, options_.control_retry, options_.full_read,
-            options_.watch ? std::make_unique<EtcdWatch>(options_.etcd, keys_.root(), options_.watch_probe,
-                                                         std::vector<std::string>{keys_.members(), keys_.deltas(),
-                                                                                  keys_.commits()})
-                           : nullptr),
+                  etcd_, link.address()),
+      gate_(clock_, options_.control_poll, options_.control_retry, options_.full_read, watch_for(options_)),
       log_(options_.job, options_.rule.fragments),
       outbox_(options_.site, options_.journal, options_.keep_own_rounds),
       transfer_(clock_, options_.rerequest_after, options_.catch_up_after),
       book_(options_.site),
       store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, options_.journal, options_.keep_own_rounds,
                                options_.mutations.unverified_deltas},
-             link_),
-      gradients_(link_, kMaxHeld) {
+             link),
+      gradients_(link, kMaxHeld) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   read_journal();
 }
@@ -70,7 +64,7 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
-  const auto scan_own_rounds = [&] { outbox_.scan(etcd_, keys_, events_); };
+  const auto scan_own_rounds = [&] { outbox_.scan(etcd_, log_.keys(), events_); };
   if ((!outbox_.scanned() && !control(scan_own_rounds)) || (!membership_.registered() && !control([&] { membership_.register_site(); }))) {
     pump(deadline);
     return false;
@@ -100,8 +94,8 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
 void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {
   MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size() && a.checksum == hash64(std::span<const std::byte>(encoded)),
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
-  MERIDIAN_CHECK(hashes.chunk_bytes == link_.chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
-                 "-byte chunks for a link of ", link_.chunk_bytes());
+  MERIDIAN_CHECK(hashes.chunk_bytes == courier_.link().chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
+                 "-byte chunks for a link of ", courier_.link().chunk_bytes());
   timing_.submitted(clock_());
   // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
   outbox_.queue(a);
@@ -110,12 +104,12 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   const Outbox::Delta& own = outbox_.keep(a, std::move(encoded), std::move(hashes));
   for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
-    send(member.address, a.round, own);
-    ++traffic_.deltas_sent;
+    courier_.send(member.address, a.round, own);
+    ++counts().deltas_sent;
     outbox_.sent(a.round, own.bytes->size());
   }
   store_.put({a.site, a.round}, *own.bytes);  // a commit lists this site's own delta too
-  traffic_.peak_bytes_in_flight = std::max(traffic_.peak_bytes_in_flight, outbox_.in_flight_bytes());
+  counts().peak_bytes_in_flight = std::max(counts().peak_bytes_in_flight, outbox_.in_flight_bytes());
 }
 
 std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
@@ -135,7 +129,7 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
 }
 
 bool CrossSite::announce_pending() {
-  return !outbox_.pending() || control([&] { outbox_.announce(etcd_, keys_); });
+  return !outbox_.pending() || control([&] { outbox_.announce(etcd_, log_.keys()); });
 }
 
 std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, ControlGate::Reads reads) {
@@ -228,12 +222,12 @@ void CrossSite::propose(const OuterState& state) {
     proposal.merged[e.site] = e.round;
     merging.insert(e.site);
   }
-  ++traffic_.commits_proposed;
+  ++counts().commits_proposed;
   // Before the proposal can win: should this site die right after, what it committed is on its disk.
   store_.journal(*entries);
   if (log_.claim(etcd_, next, encode(proposal), options_.site, events_, options_.mutations.overwrite_commits)) {
-    ++traffic_.commits_won;
-    if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++traffic_.commits_by_deadline;
+    ++counts().commits_won;
+    if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++counts().commits_by_deadline;
   }
   proposed_ = Commit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(means.others)};
   gate_.look_now();  // read back whichever proposal won, at once
@@ -246,10 +240,10 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
     if (!record) return std::nullopt;  // its commit is not read yet: next time
     auto bytes = transfer_.take(state, *record, events_);
     if (!bytes) {
-      ++traffic_.states_refused;
+      ++counts().states_refused;
       return std::nullopt;
     }
-    ++traffic_.states_adopted;
+    ++counts().states_adopted;
     read_announcements();  // how far the others have got: the site fast-forwards to there
     Commit commit{*record, {}, std::move(*bytes), {}, {}};
     applied(*record);
@@ -353,7 +347,7 @@ CommitView CrossSite::control_view(const OuterState& state) const {
 }
 
 const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t checksum) {
-  const auto* bytes = store_.verified(key, checksum, events_, traffic_);
+  const auto* bytes = store_.verified(key, checksum, events_, counts());
   if (bytes == nullptr) request(key.first, key.second);
   return bytes;
 }
@@ -377,7 +371,7 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   if (verdict.ok) return true;
   // Intact bytes, exactly as announced, but values no commit may apply: the sender is flagged.
   book_.refuse(key);
-  ++traffic_.deltas_screened_out;
+  ++counts().deltas_screened_out;
   events_.push_back({"delta_refused", a.site, a.round, verdict.reason});
   return false;
 }
@@ -385,15 +379,15 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
 void CrossSite::request_state(std::int64_t min_version) {
   const MemberRecord* peer = transfer_.next_source(membership_.members(), options_.site);
   if (peer == nullptr) return;
-  send(peer->address, LinkTag::StateRequest, min_version, as_bytes(encode(StateRequest{min_version})));
+  courier_.send(peer->address, LinkTag::StateRequest, min_version, as_bytes(encode(StateRequest{min_version})));
   events_.push_back({"state_requested", peer->site, min_version, ""});
 }
 
 void CrossSite::serve_state_to(const std::string& address, std::int64_t min_version) {
   auto answer = transfer_.answer(address, min_version);
   if (!answer) return;
-  send(address, LinkTag::State, answer->first, std::move(answer->second));
-  ++traffic_.states_sent;
+  courier_.send(address, LinkTag::State, answer->first, std::move(answer->second));
+  ++counts().states_sent;
 }
 
 void CrossSite::request(const std::string& site, std::int64_t round) {
@@ -402,8 +396,8 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   // The delta is usually on its way: ask only once it is overdue, and then not too often.
   if (!store_.ask_due({site, round}, clock_(), ms(options_.rerequest_after))) return;
   const std::string req = encode(DeltaRequest{site, round});
-  send(member->second.address, LinkTag::DeltaRequest, round, as_bytes(req));
-  ++traffic_.requests_sent;
+  courier_.send(member->second.address, LinkTag::DeltaRequest, round, as_bytes(req));
+  ++counts().requests_sent;
 }
 
 DeltaStore::Means CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
@@ -415,7 +409,7 @@ void CrossSite::send_gradients(std::int64_t step, std::span<const float> values)
   const auto bytes = std::as_bytes(values);
   for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
-    send(member.address, LinkTag::Gradients, step, bytes);
+    courier_.send(member.address, LinkTag::Gradients, step, bytes);
   }
 }
 
@@ -433,38 +427,15 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
   }
 }
 
-std::uint64_t CrossSite::next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number) {
-  // Gradients are never sent twice, and a step's entry would only pile up.
-  const std::uint16_t attempt = tag == LinkTag::Gradients ? 0 : attempts_[{address, tag, number}]++;
-  return transfer_id(number, tag, attempt);
-}
 
-void CrossSite::count_sent(const std::string& address, std::size_t bytes) {
-  const std::string* site = membership_.site_at(address);
-  traffic_.peers[site == nullptr ? address : *site].sent += bytes;
-}
 
-void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes) {
-  count_sent(address, bytes.size());
-  link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), bytes);
-}
 
-void CrossSite::send(const std::string& address, LinkTag tag, std::int64_t number,
-                     std::shared_ptr<const std::vector<std::byte>> bytes) {
-  count_sent(address, bytes->size());
-  link_.send(address, next_transfer_id(address, tag, number), static_cast<std::uint16_t>(tag), std::move(bytes));
-}
 
 void CrossSite::read_journal() {
   // Checked against a commit's checksum before any use, like every delta.
-  for (auto& [key, bytes] : outbox_.load(link_.chunk_bytes())) store_.put(key, std::move(bytes), true);
+  for (auto& [key, bytes] : outbox_.load(courier_.link().chunk_bytes())) store_.put(key, std::move(bytes), true);
 }
 
-void CrossSite::send(const std::string& address, std::int64_t round, const Outbox::Delta& delta) {
-  count_sent(address, delta.bytes->size());
-  link_.send(address, next_transfer_id(address, LinkTag::Delta, round), static_cast<std::uint16_t>(LinkTag::Delta),
-             delta.bytes, delta.hashes);
-}
 
 
 void CrossSite::pump(double until) {
@@ -472,7 +443,7 @@ void CrossSite::pump(double until) {
   do {
     const double left = until - clock_();
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
-    if (auto r = link_.receive(wait)) {
+    if (auto r = courier_.receive(wait)) {
       handle(std::move(*r));
       return;  // what the caller waits for may have come: let it look
     }
@@ -482,7 +453,7 @@ void CrossSite::pump(double until) {
 void CrossSite::take_in_received() {
   // Bounded: a peer flooding the link must not hold this site's look at the control plane.
   for (std::size_t n = 0; n < kMaxHeld * membership_.members().size(); ++n) {
-    auto r = link_.receive(std::chrono::milliseconds(0));
+    auto r = courier_.receive(std::chrono::milliseconds(0));
     if (!r) return;
     handle(std::move(*r));
   }
@@ -491,12 +462,11 @@ void CrossSite::take_in_received() {
 void CrossSite::handle(Received r) {
   const std::string* site = site_of(r.peer);
   if (site == nullptr) {
-    ++traffic_.deltas_refused;  // not a member of this job (or not any more)
+    ++counts().deltas_refused;  // not a member of this job (or not any more)
     return;
   }
-  traffic_.bytes_received += r.bytes.size();
-  traffic_.peers[*site].received += r.bytes.size();
-  const std::int64_t id = number_of(r.transfer_id);
+  courier_.received(*site, r.bytes.size());
+  const std::int64_t id = transfer_number(r.transfer_id);
   switch (static_cast<LinkTag>(r.tag)) {
     case LinkTag::Delta: {
       const std::int64_t merged = book_.merged_round(*site);
@@ -512,9 +482,9 @@ void CrossSite::handle(Received r) {
         const auto req = decode_delta_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
         const Outbox::Delta* own = outbox_.find(req.round);
         if (req.site != options_.site || own == nullptr) return;
-        send(r.peer, req.round, *own);
+        courier_.send(r.peer, req.round, *own);
       } catch (const Error&) {
-        ++traffic_.deltas_refused;
+        ++counts().deltas_refused;
       }
       return;
     }
@@ -526,7 +496,7 @@ void CrossSite::handle(Received r) {
         const auto req = decode_state_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
         serve_state_to(r.peer, req.min_version);
       } catch (const Error&) {
-        ++traffic_.deltas_refused;
+        ++counts().deltas_refused;
       }
       return;
     case LinkTag::State:
@@ -534,7 +504,7 @@ void CrossSite::handle(Received r) {
       transfer_.received(id, *site, std::move(r.bytes));
       return;
   }
-  ++traffic_.deltas_refused;  // a tag of no protocol version we speak, or too far ahead
+  ++counts().deltas_refused;  // a tag of no protocol version we speak, or too far ahead
 }
 
 void CrossSite::set_proposing(bool proposing) { membership_.set_proposing(proposing); }
@@ -548,7 +518,7 @@ void CrossSite::refresh_members() {
   // no commit merged yet now, rather than asking for each a second later.
   const auto merged = book_.merged_round(options_.site);
   for (const MemberRecord* m : change.joined)
-    for (const auto& [round, own] : outbox_.announced_after(merged)) send(m->address, round, *own);
+    for (const auto& [round, own] : outbox_.announced_after(merged)) courier_.send(m->address, round, *own);
 }
 
 const std::string* CrossSite::site_of(const std::string& address) {
@@ -558,15 +528,9 @@ const std::string* CrossSite::site_of(const std::string& address) {
 
 const std::string* CrossSite::known_site(const std::string& address) const { return membership_.site_at(address); }
 
-void CrossSite::read_announcements() { traffic_.deltas_refused += book_.read(etcd_, keys_); }
+void CrossSite::read_announcements() { counts().deltas_refused += book_.read(etcd_, log_.keys()); }
 
-CrossSiteTraffic CrossSite::traffic() const {
-  CrossSiteTraffic t = traffic_;
-  const auto c = link_.counters();
-  t.bytes_sent = c.bytes_sent;
-  t.frames_refused = c.rejected;
-  return t;
-}
+CrossSiteTraffic CrossSite::traffic() const { return courier_.traffic(); }
 
 std::string CrossSite::describe_wait() const { return waiting_; }
 

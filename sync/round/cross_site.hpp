@@ -38,6 +38,7 @@
 #include "sync/round/commit_log.hpp"
 #include "sync/round/commit_rule.hpp"
 #include "sync/round/control_gate.hpp"
+#include "sync/round/courier.hpp"
 #include "sync/round/cross_site_types.hpp"
 #include "sync/round/delta_book.hpp"
 #include "sync/round/delta_journal.hpp"
@@ -125,7 +126,7 @@ class CrossSite {
   // ones get the delta refused by every peer's link, never applied.
   void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes);
   // The chunk size of this site's link, which submit's hashes are taken with.
-  std::size_t chunk_bytes() const { return link_.chunk_bytes(); }
+  std::size_t chunk_bytes() const { return courier_.link().chunk_bytes(); }
 
   struct Commit {
     CommitRecord record;
@@ -222,20 +223,12 @@ class CrossSite {
   // What a commit of `version` applies (DeltaStore::mean_of, with this job's rule).
   DeltaStore::Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state);
   void request(const std::string& site, std::int64_t round);
-  void send(const std::string& address, LinkTag tag, std::int64_t number, std::span<const std::byte> bytes);
-  // The same for bytes the link may keep instead of copying (a state snapshot).
-  void send(const std::string& address, LinkTag tag, std::int64_t number,
-            std::shared_ptr<const std::vector<std::byte>> bytes);
-  // This site's delta of a round: shared with the link (sent to every member without a copy).
-  void send(const std::string& address, std::int64_t round, const Outbox::Delta& delta);
   void read_journal();
-  void count_sent(const std::string& address, std::size_t bytes);
-  std::uint64_t next_transfer_id(const std::string& address, LinkTag tag, std::int64_t number);
+  CrossSiteTraffic& counts() { return courier_.counts(); }
 
   CrossSiteOptions options_;
-  RoundKeys keys_;
   ControlPlane& etcd_;
-  Link& link_;
+  Courier courier_;
   std::function<double()> clock_;
   JobMembership membership_;
   ControlGate gate_;
@@ -248,8 +241,6 @@ class CrossSite {
   std::vector<CrossSiteEvent> events_;
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   GradientInbox gradients_;
-  std::map<std::tuple<std::string, LinkTag, std::int64_t>, std::uint16_t> attempts_;  // sends so far
-  CrossSiteTraffic traffic_;
   std::string waiting_;
 };
 
