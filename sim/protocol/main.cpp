@@ -52,10 +52,12 @@ int run(int argc, char** argv) {
     else throw meridian::make_error(meridian::ErrorKind::Usage, "unknown argument ", arg);
   }
   const auto began = std::chrono::steady_clock::now();
-  std::uint64_t failed = 0, versions = 0;
+  std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
+    overflowed += outcome.overflowed;
+    seeds_overflowed += outcome.overflowed > 0;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
@@ -69,6 +71,8 @@ int run(int argc, char** argv) {
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(failed), options.faults,
               seeds ? static_cast<double>(versions) / static_cast<double>(seeds) : 0.0, seconds,
               seconds > 0 ? 60.0 * static_cast<double>(seeds) / seconds : 0.0);
+  std::printf("transfers dropped at a full queue: %llu, in %llu seeds\n", static_cast<unsigned long long>(overflowed),
+              static_cast<unsigned long long>(seeds_overflowed));
   return failed == 0 ? 0 : 1;
 }
 

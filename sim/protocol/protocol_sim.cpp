@@ -235,6 +235,7 @@ SimOutcome Run::go() {
   checker_.check_log(RoundKeys(job_.name), store_.dump());
   outcome_.violations = checker_.violations();
   outcome_.versions = checker_.newest_version();
+  outcome_.overflowed = network_.counters().overflowed;
   return outcome_;
 }
 

@@ -41,6 +41,7 @@ struct SimOutcome {
   double liveness_bound_s = 0;     // by when after the last fault every site had to finish
   int faults = 0;
   std::int64_t versions = 0;
+  std::uint64_t overflowed = 0;  // transfers dropped at a receiver's full queue (SimNetworkOptions)
   bool overlap = true;
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }

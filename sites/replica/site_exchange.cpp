@@ -573,6 +573,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["peak_bytes_in_flight"] = t.peak_bytes_in_flight;
   out["frames_duplicate"] = link.duplicates;
   out["frames_rerequested"] = link.rerequests;
+  out["frames_dropped"] = link.dropped;  // peers whose queue was full: dead, stopped or far behind
   out["waited_s"] = waited_s_;
   if (shaped_) {
     const auto w = shaped_->shaping();

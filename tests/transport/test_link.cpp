@@ -306,6 +306,24 @@ void receive_times_out(const LinkFactory& make) {
   CHECK_FALSE(link->receive(0ms).has_value());
 }
 
+// A peer that takes nothing (gone, its address left behind) never makes a send wait: past the
+// link's bound its frames are dropped, and the link goes on working with the others. Each
+// transfer is one small message, more of them than ZeroMQ's queue for one peer holds.
+void a_peer_that_takes_nothing_never_holds_sends(const LinkFactory& make) {
+  auto a = make({});
+  auto b = make({});
+  const std::string gone = make({})->address();
+  const auto payload = pattern(1000, 6);
+  constexpr std::uint64_t kTransfers = 1500;
+  for (std::uint64_t id = 1; id <= kTransfers; ++id) a->send(gone, id, 0, payload);
+  const auto c = a->counters();
+  CHECK(c.frames_sent + c.dropped == kTransfers);
+  a->send(b->address(), kTransfers + 1, 0, payload);
+  const auto got = deliver(*b, {a.get()});
+  REQUIRE(got.has_value());
+  CHECK(got->bytes == payload);
+}
+
 void recycled_buffers_are_reused(const LinkFactory& make) {
   auto a = make({});
   auto b = make({});
@@ -362,6 +380,7 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("garbage frames are refused and the link keeps working") { garbage_is_refused(make, send_garbage); }
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
   SUBCASE("a recycled payload buffer receives the next transfer") { recycled_buffers_are_reused(make); }
+  SUBCASE("a peer that takes nothing never holds a send") { a_peer_that_takes_nothing_never_holds_sends(make); }
 }
 
 // Whole messages that are not a chunk or a re-request, from a DEALER that is no link.
@@ -639,6 +658,13 @@ TEST_CASE("zmq link") {
             send_zmq_garbage);
   SUBCASE("binds the port it is given") {
     binds_the_port_it_is_given([](std::uint16_t port) { return make_zmq_link("127.0.0.1", kChunkBytes, {}, port); });
+  }
+  SUBCASE("frames past the queue of a peer that takes nothing are dropped and counted") {
+    auto a = make_zmq_link("127.0.0.1", kChunkBytes, {});
+    const std::string gone = make_zmq_link("127.0.0.1", kChunkBytes, {})->address();
+    for (std::uint64_t id = 1; id <= 1200; ++id) a->send(gone, id, 0, pattern(10, id));
+    CHECK(a->counters().frames_sent == 1000);  // the queue's bound, in messages
+    CHECK(a->counters().dropped == 200);
   }
 }
 

@@ -1,5 +1,6 @@
 // The simulated network behind Link: transfers arrive whole after their latency on the virtual
-// clock, or are lost, duplicated, corrupted, or cut off by a partition, all from the seed.
+// clock, or are lost, duplicated, corrupted, cut off by a partition, or dropped at a full queue,
+// all from the seed.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -55,10 +56,36 @@ TEST_CASE("sim link: a partition drops what crosses it, and a reopened address s
   CHECK_FALSE(b->receive(std::chrono::milliseconds(0)).has_value());
 }
 
+TEST_CASE("sim link: past its queue at a receiver that takes nothing, a sender's transfers are dropped") {
+  ManualClock clock;
+  SimNetworkOptions options{0.01, 0, 1e9, 0, 0, 0};
+  options.queue_transfers = 3;
+  SimNetwork net(clock, 1, options);
+  auto a = net.open("sim://a");
+  auto b = net.open("sim://b");
+  auto c = net.open("sim://c");
+  for (std::uint64_t i = 0; i < 5; ++i) a->send("sim://c", i, 1, std::span<const std::byte>(payload(8)));
+  c->send("sim://a", 9, 1, std::span<const std::byte>(payload(8)));  // the queue is per sender and receiver
+  b->send("sim://c", 7, 1, std::span<const std::byte>(payload(8)));
+  clock.advance(1);
+  CHECK(net.counters().overflowed == 2);
+  std::vector<std::uint64_t> ids;
+  while (auto r = c->receive(std::chrono::milliseconds(0))) ids.push_back(r->transfer_id);
+  CHECK(ids == std::vector<std::uint64_t>{0, 1, 2, 7});
+  CHECK(a->receive(std::chrono::milliseconds(0)).has_value());
+  // Taken, the queue has room again.
+  a->send("sim://c", 5, 1, std::span<const std::byte>(payload(8)));
+  clock.advance(1);
+  const auto r = c->receive(std::chrono::milliseconds(0));
+  REQUIRE(r.has_value());
+  CHECK(r->transfer_id == 5);
+  CHECK(net.counters().overflowed == 2);
+}
+
 TEST_CASE("sim link: loss, duplication and corruption at the rates asked, the same for the same seed") {
   const auto run = [](std::uint64_t seed) {
     ManualClock clock;
-    SimNetwork net(clock, seed, SimNetworkOptions{0.01, 0.05, 1e9, 0.2, 0.2, 0.2});
+    SimNetwork net(clock, seed, SimNetworkOptions{0.01, 0.05, 1e9, 0.2, 0.2, 0.2, 4000});
     auto a = net.open("sim://a");
     auto b = net.open("sim://b");
     for (std::uint64_t i = 0; i < 2000; ++i) a->send("sim://b", i, 1, std::span<const std::byte>(payload(64)));

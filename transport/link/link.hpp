@@ -47,6 +47,7 @@ class Link {
     std::uint64_t rejected = 0;         // frames refused (malformed, failed checksum, inconsistent)
     std::uint64_t duplicates = 0;       // chunks that had already been accepted or delivered
     std::uint64_t rerequests = 0;       // chunks this link asked a sender for again
+    std::uint64_t dropped = 0;          // frames not sent: the peer's queue was full (see send)
     std::uint64_t bytes_sent = 0;       // payload bytes of the frames sent
     // Faults this link did to its own frames (LinkFaults; tests only), by kind, and their sum.
     std::uint64_t corrupted = 0;   // frames sent with a byte of their payload flipped
@@ -60,7 +61,9 @@ class Link {
   // Where peers reach this link, e.g. tcp://127.0.0.1:PORT.
   virtual std::string address() const = 0;
   // Sends one transfer (all its frames) to peer; returns once handed to the transport, not when
-  // acknowledged. The link keeps the frames of its recent transfers to answer re-requests: this
+  // acknowledged. It never waits for a peer: frames to one whose queue is full (a peer that is
+  // dead, stopped or far behind takes nothing) are dropped and counted, like frames lost on the
+  // way, and the protocol asks again for what it misses. The link keeps the frames of its recent transfers to answer re-requests: this
   // form keeps a copy of payload (made in the pass that hashes it).
   virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                     std::span<const std::byte> payload) = 0;

@@ -48,6 +48,7 @@ class SimLink final : public Link {
 std::unique_ptr<Link> SimNetwork::open(const std::string& address) {
   Endpoint& e = endpoints_[address];
   e.inbox.clear();
+  e.waiting_from.clear();
   return std::make_unique<SimLink>(*this, address, ++e.generation);
 }
 
@@ -75,7 +76,13 @@ void SimNetwork::send(const std::string& from, const std::string& to, std::uint6
   }
   const int copies = rng_.uniform() < options_.duplicate ? 2 : 1;
   counters_.duplicated += copies - 1;
+  std::size_t& waiting = it->second.waiting_from[from];
   for (int c = 0; c < copies; ++c) {
+    if (waiting >= options_.queue_transfers) {
+      ++counters_.overflowed;
+      continue;
+    }
+    ++waiting;
     Received r{from, transfer_id, tag, std::vector<std::byte>(payload.begin(), payload.end())};
     if (!r.bytes.empty() && rng_.uniform() < options_.corrupt) {
       r.bytes[rng_.below(r.bytes.size())] ^= std::byte{0x20};
@@ -94,6 +101,7 @@ std::optional<Received> SimNetwork::take(const std::string& address, std::uint64
   if (inbox.empty() || inbox.begin()->first.first > clock_.now()) return std::nullopt;
   Received r = std::move(inbox.begin()->second);
   inbox.erase(inbox.begin());
+  --it->second.waiting_from[r.peer];
   ++counters_.delivered;
   return r;
 }

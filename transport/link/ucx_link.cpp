@@ -133,7 +133,7 @@ class UcxLink final : public Link {
                                           size, at, static_cast<std::uint32_t>(length)});
       ahead[i].payload = std::span<const std::byte>(*payload).subspan(at, length);
     }
-    post(kAhead, peer, ahead, payload);
+    if (!post(kAhead, peer, ahead, payload)) return;  // kept for nobody: no chunk of it will be asked for
     // Hashed by this thread alone: the transport's threads need the other core to move the payloads.
     const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), false);
     std::vector<Frame> headers(sent.frames.size());
@@ -178,20 +178,29 @@ class UcxLink final : public Link {
   }
 
   // Sends `frames` of kind `kind` to peer (all of a transfer's, or one asked for again), their
-  // payloads held by `owner`, as faults_ make them; fenced: after all sent to peer before.
-  void post(std::byte kind, const std::string& peer, std::span<const Frame> frames,
+  // payloads held by `owner`, as faults_ make them; fenced: after all sent to peer before. All
+  // are dropped while the peer's queue is full (false), unless they are headers of payloads
+  // already sent ahead (a fence): those would otherwise wait at the peer for nothing.
+  bool post(std::byte kind, const std::string& peer, std::span<const Frame> frames,
             const std::shared_ptr<const void>& owner, bool fence = false) {
     std::vector<Message> messages;
+    std::size_t bytes = 0;
     for (const WireFrame& w : faults_.wire(frames, owner, counters_)) {
       Message m = message(peer, kind, w.header);
       m.data = w.payload;
       m.owner = w.owner;
       m.fence = fence;
-      ++counters_.frames_sent;
-      counters_.bytes_sent += m.data.size();
+      bytes += m.data.size();
       messages.push_back(std::move(m));
     }
-    transport_.post(std::move(messages));
+    const std::size_t count = messages.size();
+    if (!transport_.post(std::move(messages), !fence)) {
+      counters_.dropped += count;
+      return false;
+    }
+    counters_.frames_sent += count;
+    counters_.bytes_sent += bytes;
+    return true;
   }
 
   void handle(const UcxTransport::Arrival& in, std::optional<Received>& delivered) {
@@ -257,8 +266,10 @@ class UcxLink final : public Link {
     for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
     std::vector<Message> messages;
     messages.push_back(message(peer, kRerequest, body));
-    transport_.post(std::move(messages));
-    ++counters_.rerequests;
+    if (transport_.post(std::move(messages)))
+      ++counters_.rerequests;
+    else
+      ++counters_.dropped;
   }
 
   void on_rerequest(const std::string& peer, std::span<const std::byte> body) {

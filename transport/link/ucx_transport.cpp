@@ -24,10 +24,8 @@ using std::chrono::milliseconds;
 constexpr unsigned kAmId = 0x4d;
 // Connections accepted at once, so that peers cannot make us hold unbounded state.
 constexpr std::size_t kMaxAccepted = 1024;
-// post() waits while this much is queued and not yet gone; a peer that takes nothing for
-// kPostTimeout meanwhile is gone.
+// post() drops what it is given for a peer while this much is queued for it and not yet gone.
 constexpr std::size_t kMaxQueuedBytes = std::size_t{1} << 30;
-constexpr milliseconds kPostTimeout{30'000};
 // Lets messages already posted leave the host when the transport is destroyed right after.
 constexpr milliseconds kLinger{1000};
 // How the progress thread waits for UCX. UCX signals arrivals on the worker's event fd, but not
@@ -233,18 +231,21 @@ UcxTransport::~UcxTransport() {
 
 bool UcxTransport::valid_address(const std::string& address) { return parse_address(address).has_value(); }
 
-void UcxTransport::post(std::vector<Message> messages) {
+bool UcxTransport::post(std::vector<Message> messages, bool may_drop) {
+  if (messages.empty()) return true;
   std::size_t bytes = 0;
   for (const Message& m : messages) bytes += m.data.size();
   {
-    std::unique_lock lock(mutex_);
-    // A peer that takes nothing must not make us hold unbounded memory.
-    if (!changed_.wait_for(lock, kPostTimeout, [&] { return queued_bytes_ <= kMaxQueuedBytes; }))
-      throw make_error(ErrorKind::Timeout, "peers took nothing for ", kPostTimeout.count(), " ms");
-    queued_bytes_ += bytes;
+    std::lock_guard lock(mutex_);
+    // A peer that takes nothing must neither make us hold unbounded memory nor stop this thread.
+    const std::string& peer = messages.front().peer;
+    const auto it = queued_bytes_.find(peer);
+    if (may_drop && it != queued_bytes_.end() && it->second > kMaxQueuedBytes) return false;
+    if (bytes > 0) queued_bytes_[peer] += bytes;
     for (Message& m : messages) outbox_.push_back(std::make_unique<Outgoing>(Outgoing{this, std::move(m)}));
   }
   ucp_worker_signal(worker_);
+  return true;
 }
 
 std::optional<UcxTransport::Arrival> UcxTransport::next(Clock::time_point deadline) {
@@ -419,14 +420,19 @@ void UcxTransport::run() {
 
 // Hands what arrived, and the room that messages leaving made, to the caller's side.
 void UcxTransport::publish() {
-  if (arrived_.empty() && left_bytes_ == 0) return;
+  if (arrived_.empty() && left_bytes_.empty()) return;
   {
     std::lock_guard lock(mutex_);
     for (Arrival& in : arrived_) incoming_.push_back(std::move(in));
-    queued_bytes_ -= left_bytes_;
+    for (const auto& [peer, bytes] : left_bytes_) {
+      if (bytes == 0) continue;
+      const auto it = queued_bytes_.find(peer);
+      MERIDIAN_CHECK(it != queued_bytes_.end() && it->second >= bytes, "peer ", peer, " left ", bytes, " bytes");
+      if ((it->second -= bytes) == 0) queued_bytes_.erase(it);
+    }
   }
   arrived_.clear();
-  left_bytes_ = 0;
+  left_bytes_.clear();
   changed_.notify_all();
 }
 
@@ -493,7 +499,7 @@ void UcxTransport::send(std::unique_ptr<Outgoing> out) {
     request = ucp_am_send_nbx(e->ep, kAmId, m.header.data(), m.header.size(), m.data.data(), m.data.size(), &param);
   }
   if (request == nullptr || UCS_PTR_IS_ERR(request)) {
-    left_bytes_ += m.data.size();  // gone already, or lost like a message to a dead peer
+    left_bytes_[m.peer] += m.data.size();  // gone already, or lost like a message to a dead peer
   } else {
     sending_[m.peer].insert(out->seq);
     ++in_flight_;
@@ -530,7 +536,7 @@ void UcxTransport::on_sent(void* request, ucs_status_t, void* user_data) {
     if (it->second.empty()) self->sending_.erase(it);
   }
   --out->transport->in_flight_;
-  out->transport->left_bytes_ += out->message.data.size();
+  out->transport->left_bytes_[out->message.peer] += out->message.data.size();
   ucp_request_free(request);
 }
 

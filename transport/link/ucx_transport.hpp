@@ -98,10 +98,11 @@ class UcxTransport {
   static bool valid_address(const std::string& address);
   std::size_t max_header() const { return max_header_; }
 
-  // Queues messages to be sent in order; returns at once unless more than a bound is already
-  // waiting to leave, then waits for room (Error(Timeout) when none comes). Messages to a peer that
-  // cannot be reached are dropped, as frames to a dead peer are lost.
-  void post(std::vector<Message> messages);
+  // Queues messages (to one peer) to be sent in order and returns at once. Never waits: while more
+  // than a bound is already waiting to leave for that peer (one that takes nothing), drops them
+  // and returns false, unless `may_drop` is false. Messages to a peer that cannot be reached are
+  // dropped later, as frames to a dead peer are lost.
+  bool post(std::vector<Message> messages, bool may_drop = true);
   // The next message that arrived, waiting until deadline; nullopt when none came.
   std::optional<Arrival> next(std::chrono::steady_clock::time_point deadline);
 
@@ -155,7 +156,7 @@ class UcxTransport {
   std::deque<std::unique_ptr<Outgoing>> outbox_;
   std::vector<void*> releases_;
   std::deque<Arrival> incoming_;
-  std::size_t queued_bytes_ = 0;  // posted and not yet gone
+  std::map<std::string, std::size_t> queued_bytes_;  // posted and not yet gone, by peer
   bool stopping_ = false;
 
   // The progress thread's.
@@ -173,7 +174,7 @@ class UcxTransport {
   std::map<ucp_ep_h, std::size_t> fetching_from_;  // the same by connection (reply endpoint)
   // Rendezvous data to fetch once its connection has room (kMaxFetches), with UCX's descriptor.
   std::map<ucp_ep_h, std::deque<std::pair<std::unique_ptr<Arrival>, void*>>> waiting_;
-  std::size_t left_bytes_ = 0;
+  std::map<std::string, std::size_t> left_bytes_;  // gone since the last publish(), by peer
   std::thread progress_;
 };
 

@@ -39,8 +39,9 @@ constexpr std::size_t kKeptTransfers = 64;
 constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 // ZeroMQ cuts off a peer that sends more than this in one part, before buffering it.
 constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes) + 4096;
-// A send blocks only while the peer's queue is full; a peer that takes nothing for this long is gone.
-constexpr int kSendTimeoutMs = 30'000;
+// Messages queued for one peer before sends to it are dropped (ZeroMQ's default, made explicit):
+// the bound on what a peer that takes nothing makes this link hold.
+constexpr int kSendQueueMessages = 1000;
 // Lets frames already handed over leave the host when the link is destroyed right after a send.
 constexpr int kLingerMs = 1000;
 // Below this a payload part is copied: ZeroMQ copies small messages anyway.
@@ -123,7 +124,7 @@ class ZmqLink final : public Link {
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::routing_id, address_);
     socket.set(zmq::sockopt::linger, kLingerMs);
-    socket.set(zmq::sockopt::sndtimeo, kSendTimeoutMs);
+    socket.set(zmq::sockopt::sndhwm, kSendQueueMessages);
     try {
       socket.connect(peer);
     } catch (const zmq::error_t& e) {
@@ -132,8 +133,9 @@ class ZmqLink final : public Link {
     return dealers_.emplace(peer, std::move(socket)).first->second;
   }
 
-  // owner: what b points into, when it is not to be copied.
-  void put(zmq::socket_t& socket, char kind, std::span<const std::byte> a, std::span<const std::byte> b,
+  // owner: what b points into, when it is not to be copied. False when the peer's queue is full.
+  // The queue's bound counts whole messages, so once the first part is taken the others are too.
+  bool put(zmq::socket_t& socket, char kind, std::span<const std::byte> a, std::span<const std::byte> b,
            const KeptPayload& owner) {
     zmq::message_t last;
     if (owner != nullptr && b.size() >= kZeroCopyBytes) {
@@ -144,19 +146,23 @@ class ZmqLink final : public Link {
     } else {
       last = zmq::message_t(b.data(), b.size());
     }
-    const bool sent = socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore) &&
-                      socket.send(zmq::buffer(a.data(), a.size()), zmq::send_flags::sndmore) &&
-                      socket.send(last, zmq::send_flags::none);
-    if (!sent) throw make_error(ErrorKind::Timeout, "a peer took no frames for ", kSendTimeoutMs, " ms");
+    constexpr auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+    return socket.send(zmq::buffer(&kind, 1), more) && socket.send(zmq::buffer(a.data(), a.size()), more) &&
+           socket.send(last, zmq::send_flags::dontwait);
   }
 
   // Sends `frames` (of a payload `owner` holds: all of a transfer, or one asked for again), as
-  // faults_ make them.
+  // faults_ make them. Once the peer's queue is full the rest are dropped: the transfer cannot
+  // complete, and its receiver will ask for it again.
   void send_frames(zmq::socket_t& socket, std::span<const Frame> frames, const KeptPayload& owner) {
-    for (const WireFrame& w : faults_.wire(frames, owner, counters_)) {
-      put(socket, kData, w.header, w.payload, w.owner);
+    const auto wire = faults_.wire(frames, owner, counters_);
+    for (std::size_t i = 0; i < wire.size(); ++i) {
+      if (!put(socket, kData, wire[i].header, wire[i].payload, wire[i].owner)) {
+        counters_.dropped += wire.size() - i;
+        return;
+      }
       ++counters_.frames_sent;
-      counters_.bytes_sent += w.payload.size();
+      counters_.bytes_sent += wire[i].payload.size();
     }
   }
 
@@ -207,9 +213,11 @@ class ZmqLink final : public Link {
     try {
       zmq::socket_t& socket = dealer(peer);
       const char kind = kRerequest;
-      if (socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore) &&
-          socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::none))
+      if (socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+          socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::dontwait))
         ++counters_.rerequests;
+      else
+        ++counters_.dropped;
     } catch (const Error&) {
       // The routing id is what the peer claims as its address; one we cannot reach gets no answer.
     }
