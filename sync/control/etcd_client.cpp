@@ -3,11 +3,6 @@
 // g++ 12 in C++20 mode needs <utility> ahead of the Asio/Beast headers (see BUILD-NOTES).
 #include <utility>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <algorithm>
 #include <charconv>
 #include <thread>
@@ -17,14 +12,13 @@
 #include "core/util/error.hpp"
 #include "sync/control/base64.hpp"
 #include "sync/control/etcd_answer.hpp"
+#include "sync/control/etcd_http.hpp"
 
 namespace meridian {
 
-namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using Json = nlohmann::json;
-using boost::system::error_code;
 
 namespace {
 
@@ -134,7 +128,7 @@ struct EtcdClient::Impl {
   std::chrono::milliseconds timeout{0}, request_timeout{0};
   std::size_t preferred = 0;  // the endpoint that answered last: where the next call starts
   std::function<bool()> reachable;
-  net::io_context ioc;
+  EtcdHttp http;
 
   // How an attempt on one endpoint ended when it brought no answer to return.
   enum class Failure {
@@ -150,12 +144,6 @@ struct EtcdClient::Impl {
     ErrorKind kind = ErrorKind::Io;
     std::string what;
   };
-
-  // Drives one asynchronous operation to its end; the stream's expiry bounds it.
-  void run() {
-    ioc.restart();
-    ioc.run();
-  }
 
   static long long ms_between(Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
@@ -237,17 +225,12 @@ struct EtcdClient::Impl {
   std::optional<Json> attempt(const Endpoint& ep, const std::string& path, const std::string& body,
                               Clock::time_point from, Clock::time_point until, Failed& failed) {
     const auto budget = ms_between(from, until);
-    beast::tcp_stream stream(ioc);
-    error_code ec;
-    net::ip::tcp::resolver resolver(ioc);
-    const auto addresses = resolver.resolve(ep.host, ep.port, ec);
-    if (ec) {
+    EtcdHttp::Connection connection(http);
+    auto ec = connection.connect(ep.host, ep.port, until);
+    if (connection.resolve_failed()) {
       failed = {Failure::NotSent, ErrorKind::Io, "cannot resolve: " + ec.message()};
       return std::nullopt;
     }
-    stream.expires_at(until);
-    stream.async_connect(addresses, [&](error_code e, const net::ip::tcp::endpoint&) { ec = e; });
-    run();
     if (ec == beast::error::timeout) {
       failed = {Failure::NotSent, ErrorKind::Timeout, detail::concat("no connection within ", budget, " ms")};
       return std::nullopt;
@@ -256,31 +239,14 @@ struct EtcdClient::Impl {
       failed = {Failure::NotSent, ErrorKind::Io, ec.message()};
       return std::nullopt;
     }
-
-    http::request<http::string_body> req{http::verb::post, path, 11};
-    req.set(http::field::host, ep.name());
-    req.set(http::field::content_type, "application/json");
-    // gRPC metadata through the gateway: a member without a leader rejects the request at once
-    // (etcd's WithRequireLeader) instead of holding it until its own request timeout.
-    req.set("Grpc-Metadata-Hasleader", "true");
-    req.keep_alive(false);
-    req.body() = body;
-    req.prepare_payload();
-    stream.expires_at(until);
-    http::async_write(stream, req, [&](error_code e, std::size_t) { ec = e; });
-    run();
-    if (ec) {
+    if ((ec = connection.post(path, body, until))) {
       // A request not written whole is one etcd never saw whole: the server discards it.
       failed = {Failure::NotSent, ec == beast::error::timeout ? ErrorKind::Timeout : ErrorKind::Io,
                 "request not sent: " + ec.message()};
       return std::nullopt;
     }
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxBody);
-    stream.expires_at(until);
-    http::async_read(stream, buffer, parser, [&](error_code e, std::size_t) { ec = e; });
-    run();
+    http::response<http::string_body> res;
+    ec = connection.read(res, kMaxBody, until);
     if (ec == beast::error::timeout) {
       failed = {Failure::Unanswered, ErrorKind::Timeout, detail::concat("no answer within ", budget, " ms")};
       return std::nullopt;
@@ -295,7 +261,6 @@ struct EtcdClient::Impl {
       return std::nullopt;
     }
 
-    const auto& res = parser.get();
     auto answer = classify_etcd_answer(static_cast<int>(res.result_int()), res.body());
     switch (answer.kind) {
       case EtcdAnswer::Kind::Ok: return std::move(answer.reply);

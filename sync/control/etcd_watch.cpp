@@ -3,23 +3,19 @@
 // g++ 12 in C++20 mode needs <utility> ahead of the Asio/Beast headers (see BUILD-NOTES).
 #include <utility>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.hpp"
 #include "sync/control/base64.hpp"
+#include "sync/control/etcd_http.hpp"
 
 namespace meridian {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 using Json = nlohmann::json;
 
 namespace {
@@ -30,7 +26,7 @@ constexpr std::size_t kMaxLine = 16u << 20;
 }  // namespace
 
 struct EtcdWatch::Stream {
-  net::io_context ioc;
+  EtcdHttp http;
 };
 
 EtcdWatch::EtcdWatch(const EtcdOptions& options, std::string prefix, std::chrono::milliseconds probe_every,
@@ -52,7 +48,7 @@ EtcdWatch::~EtcdWatch() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  stream_->ioc.stop();  // the thread's run_one() returns; it sees stop_ before running again
+  stream_->http.stop();  // the thread's step in progress ends; it sees stop_ before another
   cv_.notify_all();
   thread_.join();
 }
@@ -73,47 +69,20 @@ void EtcdWatch::run() {
 }
 
 bool EtcdWatch::follow(const std::string& host, const std::string& port) {
-  auto& ioc = stream_->ioc;
-  ioc.restart();
-  beast::error_code ec;
-  bool done = false;
-  // Runs handlers until the operation just started sets `done`; false when the watch is being
-  // destroyed (the stopped context runs nothing more, so no handler outlives this frame).
-  const auto complete = [&] {
-    done = false;
-    while (!done && !stop_)
-      if (ioc.run_one() == 0) return false;
-    return !stop_.load();
-  };
-  net::ip::tcp::resolver resolver(ioc);
-  const auto addresses = resolver.resolve(host, port, ec);
-  if (ec) return false;
-  beast::tcp_stream stream(ioc);
-  stream.expires_after(options_.request_timeout);
-  stream.async_connect(addresses, [&](beast::error_code e, const net::ip::tcp::endpoint&) { ec = e, done = true; });
-  if (!complete() || ec) return false;
-
-  http::request<http::string_body> req{http::verb::post, "/v3/watch", 11};
-  req.set(http::field::host, host + ":" + port);
-  req.set(http::field::content_type, "application/json");
-  // A member that loses its leader cancels the watch at once (the stream ends) instead of going silent.
-  req.set("Grpc-Metadata-Hasleader", "true");
-  req.body() = Json{{"create_request",
-                     {{"key", base64_encode(prefix_)}, {"range_end", base64_encode(etcd_prefix_end(prefix_))}}}}
-                   .dump();
-  req.prepare_payload();
-  http::async_write(stream, req, [&](beast::error_code e, std::size_t) { ec = e, done = true; });
-  if (!complete() || ec) return false;
-
-  beast::flat_buffer buffer;
-  http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);  // the stream lasts as long as the watch
-  http::async_read_header(stream, buffer, parser, [&](beast::error_code e, std::size_t) { ec = e, done = true; });
-  if (!complete() || ec || parser.get().result() != http::status::ok) return false;
+  EtcdHttp& http = stream_->http;
+  EtcdHttp::Connection connection(http);
+  // Until etcd confirms the watch, a member that took the request but does not answer costs one
+  // timeout; from then on the stream is quiet as long as nothing changes.
+  const auto until = EtcdHttp::Clock::now() + options_.request_timeout;
+  const Json request = {
+      {"create_request", {{"key", base64_encode(prefix_)}, {"range_end", base64_encode(etcd_prefix_end(prefix_))}}}};
+  if (connection.connect(host, port, until) || connection.post("/v3/watch", request.dump(), until) ||
+      connection.read_header(until) || connection.status() != 200)
+    return false;
 
   // The probes run on this thread between the stream's reads; one that finds the stream silent
   // twice closes it, which ends the read below.
-  net::steady_timer timer(ioc);
+  net::steady_timer timer(http.context());
   bool timer_pending = false;
   std::function<void()> arm = [&] {
     timer_pending = true;
@@ -122,7 +91,7 @@ bool EtcdWatch::follow(const std::string& host, const std::string& port) {
       timer_pending = false;
       if (e || stop_) return;
       if (watching_ && probe()) {
-        stream.socket().close(e);
+        connection.close();
         return;
       }
       arm();
@@ -130,21 +99,11 @@ bool EtcdWatch::follow(const std::string& host, const std::string& port) {
   };
   arm();
   std::string pending;
-  char chunk[8192];
   bool ok = true;
-  while (ok && !parser.is_done()) {
-    // Until etcd confirms the watch, a member that took the request but does not answer costs
-    // one timeout; from then on the stream is quiet as long as nothing changes.
-    if (watching_) stream.expires_never();
-    parser.get().body().data = chunk;
-    parser.get().body().size = sizeof chunk;
-    // read_some: back with whatever arrived (a message is far smaller than the buffer); a
-    // whole-message read would wait for the buffer to fill.
-    http::async_read_some(stream, buffer, parser, [&](beast::error_code e, std::size_t) { ec = e, done = true; });
-    if (!complete()) return watching_;
-    if (ec == http::error::need_buffer) ec = {};
+  while (ok && !connection.ended()) {
+    const auto ec = connection.read_some(pending, watching_ ? std::nullopt : std::optional(until));
+    if (stop_) return watching_;  // the context is stopped: nothing on it runs again
     if (ec) break;
-    pending.append(chunk, sizeof chunk - parser.get().body().size);
     for (std::size_t end; ok && (end = pending.find('\n')) != std::string::npos;) {
       const std::string line = pending.substr(0, end);
       pending.erase(0, end + 1);
@@ -155,7 +114,7 @@ bool EtcdWatch::follow(const std::string& host, const std::string& port) {
   // The timer's handler refers to this frame: let it run (cancelled) before leaving.
   timer.cancel();
   while (timer_pending && !stop_)
-    if (ioc.run_one() == 0) break;
+    if (http.context().run_one() == 0) break;
   probed_.reset();
   silent_probes_ = 0;
   return watching_;
