@@ -8,7 +8,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 
 #include "tests/sites/fault_job.hpp"

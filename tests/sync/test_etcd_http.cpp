@@ -67,111 +67,91 @@ class ScriptedServer {
 
 EtcdHttp::Clock::time_point in(std::chrono::milliseconds ms) { return EtcdHttp::Clock::now() + ms; }
 
+// A connection that has posted one request, which the server has read (`request`).
+struct Posted {
+  ScriptedServer server;
+  EtcdHttp http;
+  EtcdHttp::Connection connection{http};
+  std::string request;
+
+  explicit Posted(const std::string& path, const std::string& json = "{}") {
+    REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
+    auto taken = std::async(std::launch::async, [&] { return server.take_request(); });
+    REQUIRE_FALSE(connection.post(path, json, in(5s)));
+    request = taken.get();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("etcd http: a POST carries etcd's headers and its JSON, and the whole answer comes back") {
-  ScriptedServer server;
-  EtcdHttp http;
-  EtcdHttp::Connection connection(http);
-  REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
-  auto request = std::async(std::launch::async, [&] { return server.take_request(); });
-  REQUIRE_FALSE(connection.post("/v3/kv/range", R"({"key":"YQ=="})", in(5s)));
-  const std::string text = request.get();
+  Posted p("/v3/kv/range", R"({"key":"YQ=="})");
+  const std::string& text = p.request;
   CHECK(text.starts_with("POST /v3/kv/range HTTP/1.1\r\n"));
-  CHECK(text.find("Host: 127.0.0.1:" + server.port() + "\r\n") != std::string::npos);
+  CHECK(text.find("Host: 127.0.0.1:" + p.server.port() + "\r\n") != std::string::npos);
   CHECK(text.find("Content-Type: application/json\r\n") != std::string::npos);
   CHECK(text.find("Grpc-Metadata-Hasleader: true\r\n") != std::string::npos);
   CHECK(text.find("Connection: close\r\n") != std::string::npos);
   CHECK(text.ends_with("\r\n\r\n{\"key\":\"YQ==\"}"));
 
-  server.answer("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 13\r\n\r\n{\"code\":14}\r\n");
+  p.server.answer("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 13\r\n\r\n{\"code\":14}\r\n");
   http::response<http::string_body> answer;
-  REQUIRE_FALSE(connection.read(answer, 1 << 20, in(5s)));
+  REQUIRE_FALSE(p.connection.read(answer, 1 << 20, in(5s)));
   CHECK(answer.result_int() == 503);
   CHECK(answer.body() == "{\"code\":14}\r\n");
 }
 
 TEST_CASE("etcd http: an answer over its size limit is an error, not a buffer without end") {
-  ScriptedServer server;
-  EtcdHttp http;
-  EtcdHttp::Connection connection(http);
-  REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
-  auto request = std::async(std::launch::async, [&] { return server.take_request(); });
-  REQUIRE_FALSE(connection.post("/v3/kv/range", "{}", in(5s)));
-  request.get();
-  server.answer("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'x'));
+  Posted p("/v3/kv/range");
+  p.server.answer("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'x'));
   http::response<http::string_body> answer;
-  CHECK(connection.read(answer, 10, in(5s)) == http::error::body_limit);
+  CHECK(p.connection.read(answer, 10, in(5s)) == http::error::body_limit);
 }
 
 TEST_CASE("etcd http: a chunked answer over the size limit is an error too") {
-  ScriptedServer server;
-  EtcdHttp http;
-  EtcdHttp::Connection connection(http);
-  REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
-  auto request = std::async(std::launch::async, [&] { return server.take_request(); });
-  REQUIRE_FALSE(connection.post("/v3/kv/range", "{}", in(5s)));
-  request.get();
-  server.answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n01234567\r\n8\r\n89abcdef\r\n0\r\n\r\n");
+  Posted p("/v3/kv/range");
+  p.server.answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n01234567\r\n8\r\n89abcdef\r\n0\r\n\r\n");
   http::response<http::string_body> answer;
-  CHECK(connection.read(answer, 10, in(5s)) == http::error::body_limit);
+  CHECK(p.connection.read(answer, 10, in(5s)) == http::error::body_limit);
 }
 
 TEST_CASE("etcd http: a streamed answer comes as it arrives, line by line, until it ends") {
-  ScriptedServer server;
-  EtcdHttp http;
-  EtcdHttp::Connection connection(http);
-  REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
-  auto request = std::async(std::launch::async, [&] { return server.take_request(); });
-  REQUIRE_FALSE(connection.post("/v3/watch", "{}", in(5s)));
-  request.get();
-  server.answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
-  REQUIRE_FALSE(connection.read_header(in(5s)));
-  CHECK(connection.status() == 200);
+  Posted p("/v3/watch");
+  p.server.answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+  REQUIRE_FALSE(p.connection.read_header(in(5s)));
+  CHECK(p.connection.status() == 200);
   std::string got;
-  server.answer("10\r\n{\"created\":true}\r\n");
-  while (got.size() < 16) REQUIRE_FALSE(connection.read_some(got, std::nullopt));
+  p.server.answer("10\r\n{\"created\":true}\r\n");
+  while (got.size() < 16) REQUIRE_FALSE(p.connection.read_some(got, std::nullopt));
   CHECK(got == "{\"created\":true}");
-  CHECK_FALSE(connection.ended());
-  server.answer("2\r\n\n\n\r\n0\r\n\r\n");
-  while (!connection.ended()) REQUIRE_FALSE(connection.read_some(got, std::nullopt));
+  CHECK_FALSE(p.connection.ended());
+  p.server.answer("2\r\n\n\n\r\n0\r\n\r\n");
+  while (!p.connection.ended()) REQUIRE_FALSE(p.connection.read_some(got, std::nullopt));
   CHECK(got == "{\"created\":true}\n\n");
 }
 
 TEST_CASE("etcd http: a member that takes the request and never answers costs its deadline") {
-  ScriptedServer server;
-  EtcdHttp http;
-  EtcdHttp::Connection connection(http);
-  REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
-  auto request = std::async(std::launch::async, [&] { return server.take_request(); });
-  REQUIRE_FALSE(connection.post("/v3/kv/put", "{}", in(5s)));
-  request.get();
+  Posted p("/v3/kv/put");
   http::response<http::string_body> answer;
-  CHECK(connection.read(answer, 1 << 20, in(50ms)) == boost::beast::error::timeout);
-  // An address that does not resolve says so, apart from a refused connection.
-  EtcdHttp::Connection nowhere(http);
+  CHECK(p.connection.read(answer, 1 << 20, in(50ms)) == boost::beast::error::timeout);
+  // An address that does not resolve says so, apart from a refused p.connection.
+  EtcdHttp::Connection nowhere(p.http);
   CHECK(nowhere.connect("127.0.0.1", "no-such-service", in(5s)));
   CHECK(nowhere.resolve_failed());
-  CHECK_FALSE(connection.resolve_failed());
+  CHECK_FALSE(p.connection.resolve_failed());
 }
 
 TEST_CASE("etcd http: stop() from another thread ends a read that has no deadline, and every later step") {
-  ScriptedServer server;
-  EtcdHttp http;
-  EtcdHttp::Connection connection(http);
-  REQUIRE_FALSE(connection.connect("127.0.0.1", server.port(), in(5s)));
-  auto request = std::async(std::launch::async, [&] { return server.take_request(); });
-  REQUIRE_FALSE(connection.post("/v3/watch", "{}", in(5s)));
-  request.get();
-  server.answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
-  REQUIRE_FALSE(connection.read_header(in(5s)));
+  Posted p("/v3/watch");
+  p.server.answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+  REQUIRE_FALSE(p.connection.read_header(in(5s)));
   // Stopped before or during the read: either way it ends, aborted.
-  std::thread stopper([&] { http.stop(); });
+  std::thread stopper([&] { p.http.stop(); });
   std::string got;
-  CHECK(connection.read_some(got, std::nullopt) == boost::asio::error::operation_aborted);
+  CHECK(p.connection.read_some(got, std::nullopt) == boost::asio::error::operation_aborted);
   stopper.join();
-  EtcdHttp::Connection later(http);
-  CHECK(later.connect("127.0.0.1", server.port(), in(5s)) == boost::asio::error::operation_aborted);
+  EtcdHttp::Connection later(p.http);
+  CHECK(later.connect("127.0.0.1", p.server.port(), in(5s)) == boost::asio::error::operation_aborted);
 }
 
 }  // namespace meridian
