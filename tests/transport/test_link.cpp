@@ -659,12 +659,19 @@ TEST_CASE("zmq link") {
   SUBCASE("binds the port it is given") {
     binds_the_port_it_is_given([](std::uint16_t port) { return make_zmq_link("127.0.0.1", kChunkBytes, {}, port); });
   }
-  SUBCASE("frames past the queue of a peer that takes nothing are dropped and counted") {
-    auto a = make_zmq_link("127.0.0.1", kChunkBytes, {});
-    const std::string gone = make_zmq_link("127.0.0.1", kChunkBytes, {})->address();
-    for (std::uint64_t id = 1; id <= 1200; ++id) a->send(gone, id, 0, pattern(10, id));
-    CHECK(a->counters().frames_sent == 1000);  // the queue's bound, in messages
-    CHECK(a->counters().dropped == 200);
+  SUBCASE("past its queue's bound, a peer that takes nothing gets no more transfers, and the others do") {
+    // 64 KiB: 1,000-byte transfers cost 1,256 bytes each (payload and frame), so the 53rd is the
+    // last to find 64 KiB or less waiting, and nothing leaves for a peer that is gone.
+    auto a = make_zmq_link("127.0.0.1", kChunkBytes, {}, 0, 64 << 10);
+    auto b = make_zmq_link("127.0.0.1", kChunkBytes);
+    const std::string gone = make_zmq_link("127.0.0.1", kChunkBytes)->address();
+    for (std::uint64_t id = 1; id <= 100; ++id) a->send(gone, id, 0, pattern(1000, id));
+    CHECK(a->counters().frames_sent == 53);
+    CHECK(a->counters().dropped == 47);
+    a->send(b->address(), 101, 0, pattern(1000, 101));
+    const auto got = deliver(*b, {a.get()});
+    REQUIRE(got.has_value());
+    CHECK(got->bytes == pattern(1000, 101));
   }
 }
 

@@ -16,6 +16,9 @@
 
 namespace meridian {
 
+// How much a link holds waiting to leave for one peer before it drops that peer's transfers.
+inline constexpr std::size_t kLinkQueueBytes = std::size_t{1} << 30;
+
 struct Received {
   std::string peer;  // the sender's address(), which is also where to send an answer
   std::uint64_t transfer_id;
@@ -47,7 +50,7 @@ class Link {
     std::uint64_t rejected = 0;         // frames refused (malformed, failed checksum, inconsistent)
     std::uint64_t duplicates = 0;       // chunks that had already been accepted or delivered
     std::uint64_t rerequests = 0;       // chunks this link asked a sender for again
-    std::uint64_t dropped = 0;          // frames not sent: the peer's queue was full (see send)
+    std::uint64_t dropped = 0;          // frames not sent: their peer's queue was full (see send)
     std::uint64_t bytes_sent = 0;       // payload bytes of the frames sent
     // Faults this link did to its own frames (LinkFaults; tests only), by kind, and their sum.
     std::uint64_t corrupted = 0;   // frames sent with a byte of their payload flipped
@@ -61,9 +64,10 @@ class Link {
   // Where peers reach this link, e.g. tcp://127.0.0.1:PORT.
   virtual std::string address() const = 0;
   // Sends one transfer (all its frames) to peer; returns once handed to the transport, not when
-  // acknowledged. It never waits for a peer: frames to one whose queue is full (a peer that is
-  // dead, stopped or far behind takes nothing) are dropped and counted, like frames lost on the
-  // way, and the protocol asks again for what it misses. The link keeps the frames of its recent transfers to answer re-requests: this
+  // acknowledged. It never waits for a peer: while more than the link's queue_bytes (given where
+  // it is made) wait to leave for that peer (one that is dead, stopped or far behind takes
+  // nothing), the whole transfer is dropped and its frames counted, like frames lost on the way,
+  // and the protocol asks again for what it misses. The link keeps the frames of its recent transfers to answer re-requests: this
   // form keeps a copy of payload (made in the pass that hashes it).
   virtual void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
                     std::span<const std::byte> payload) = 0;

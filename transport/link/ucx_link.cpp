@@ -88,12 +88,14 @@ std::optional<Assembler::Placement> decode_placement(std::span<const std::byte> 
 
 class UcxLink final : public Link {
  public:
-  UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
+  UcxLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port,
+          std::size_t queue_bytes)
       : faults_(faults),
         chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
         sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
         transport_(bind_address, kMaxChunkBytes, port,
-                   [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); }) {
+                   [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); },
+                   queue_bytes) {
     // Every frame's header carries the address and at most a chunk header.
     const std::size_t largest = 2 + address().size() + std::max(encode_chunk_header({}).size(), kPlacementBytes);
     if (address().size() > 255 || largest > transport_.max_header())
@@ -295,8 +297,8 @@ class UcxLink final : public Link {
 }  // namespace
 
 std::unique_ptr<Link> make_ucx_link(const std::string& bind_address, std::size_t chunk_bytes,
-                                    const LinkFaults& faults, std::uint16_t port) {
-  return std::make_unique<UcxLink>(bind_address, chunk_bytes, faults, port);
+                                    const LinkFaults& faults, std::uint16_t port, std::size_t queue_bytes) {
+  return std::make_unique<UcxLink>(bind_address, chunk_bytes, faults, port, queue_bytes);
 }
 
 }  // namespace meridian

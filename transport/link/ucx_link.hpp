@@ -19,6 +19,7 @@ namespace meridian {
 // address() is "ucx://IP:PORT" ("ucx://[IPv6]:PORT"). 0 < chunk_bytes <= kMaxChunkBytes.
 // Error(Io) when UCX cannot start or the address cannot be bound.
 std::unique_ptr<Link> make_ucx_link(const std::string& bind_address, std::size_t chunk_bytes = kDefaultChunkBytes,
-                                    const LinkFaults& faults = {}, std::uint16_t port = 0);
+                                    const LinkFaults& faults = {}, std::uint16_t port = 0,
+                                    std::size_t queue_bytes = kLinkQueueBytes);
 
 }  // namespace meridian

@@ -24,8 +24,6 @@ using std::chrono::milliseconds;
 constexpr unsigned kAmId = 0x4d;
 // Connections accepted at once, so that peers cannot make us hold unbounded state.
 constexpr std::size_t kMaxAccepted = 1024;
-// post() drops what it is given for a peer while this much is queued for it and not yet gone.
-constexpr std::size_t kMaxQueuedBytes = std::size_t{1} << 30;
 // Lets messages already posted leave the host when the transport is destroyed right after.
 constexpr milliseconds kLinger{1000};
 // How the progress thread waits for UCX. UCX signals arrivals on the worker's event fd, but not
@@ -209,8 +207,9 @@ std::span<const std::byte> UcxTransport::Arrival::data() const {
 
 // --- the caller's side ---------------------------------------------------------------------------
 
-UcxTransport::UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port, Placer placer)
-    : max_data_(max_data), placer_(std::move(placer)) {
+UcxTransport::UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port, Placer placer,
+                           std::size_t queue_bytes)
+    : max_data_(max_data), queue_bytes_(queue_bytes), placer_(std::move(placer)) {
   try {
     start(bind_address, port);
     progress_ = std::thread([this] { run(); });
@@ -240,7 +239,7 @@ bool UcxTransport::post(std::vector<Message> messages, bool may_drop) {
     // A peer that takes nothing must neither make us hold unbounded memory nor stop this thread.
     const std::string& peer = messages.front().peer;
     const auto it = queued_bytes_.find(peer);
-    if (may_drop && it != queued_bytes_.end() && it->second > kMaxQueuedBytes) return false;
+    if (may_drop && it != queued_bytes_.end() && it->second > queue_bytes_) return false;
     if (bytes > 0) queued_bytes_[peer] += bytes;
     for (Message& m : messages) outbox_.push_back(std::make_unique<Outgoing>(Outgoing{this, std::move(m)}));
   }

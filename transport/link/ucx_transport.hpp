@@ -88,7 +88,9 @@ class UcxTransport {
   // bind_address is an interface address; port 0 lets the system choose. Messages with more
   // than max_data bytes of data are refused. Error(Io) when UCX cannot start or the address
   // cannot be bound. `placer` (optional) chooses where rendezvous data goes.
-  UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port = 0, Placer placer = {});
+  // queue_bytes: what post() lets wait to leave for one peer before it drops that peer's messages.
+  UcxTransport(const std::string& bind_address, std::size_t max_data, std::uint16_t port, Placer placer,
+               std::size_t queue_bytes);
   ~UcxTransport();
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -99,8 +101,8 @@ class UcxTransport {
   std::size_t max_header() const { return max_header_; }
 
   // Queues messages (to one peer) to be sent in order and returns at once. Never waits: while more
-  // than a bound is already waiting to leave for that peer (one that takes nothing), drops them
-  // and returns false, unless `may_drop` is false. Messages to a peer that cannot be reached are
+  // than queue_bytes is already waiting to leave for that peer (one that takes nothing), drops
+  // them and returns false, unless `may_drop` is false. Messages to a peer that cannot be reached are
   // dropped later, as frames to a dead peer are lost.
   bool post(std::vector<Message> messages, bool may_drop = true);
   // The next message that arrived, waiting until deadline; nullopt when none came.
@@ -136,6 +138,7 @@ class UcxTransport {
   std::string address_;
   std::size_t max_header_ = 0;
   std::size_t max_data_;
+  std::size_t queue_bytes_;
   Placer placer_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

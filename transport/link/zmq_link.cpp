@@ -1,6 +1,7 @@
 #include "transport/link/zmq_link.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -23,7 +24,7 @@
 // Chunk headers are self-describing and checksummed, so no envelope of ours is needed beyond that.
 // Answers to a re-request go back on this link's DEALER to the requester, like any chunk.
 // Payload parts are handed to ZeroMQ without a copy: each holds on to the payload the link keeps
-// (kept_bytes.hpp) until the I/O thread is done with it.
+// (kept_bytes.hpp) until the I/O thread is done with it, and counts in its peer's queue until then.
 
 namespace meridian {
 namespace {
@@ -39,15 +40,28 @@ constexpr std::size_t kKeptTransfers = 64;
 constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 // ZeroMQ cuts off a peer that sends more than this in one part, before buffering it.
 constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes) + 4096;
-// Messages queued for one peer before sends to it are dropped (ZeroMQ's default, made explicit):
-// the bound on what a peer that takes nothing makes this link hold.
-constexpr int kSendQueueMessages = 1000;
+// What a frame costs its peer's queue beyond its payload: its kind and header parts, ZeroMQ's own.
+constexpr std::size_t kFrameCost = 256;
 // Lets frames already handed over leave the host when the link is destroyed right after a send.
 constexpr int kLingerMs = 1000;
-// Below this a payload part is copied: ZeroMQ copies small messages anyway.
-constexpr std::size_t kZeroCopyBytes = 64 << 10;
-
 using KeptPayload = std::shared_ptr<const void>;
+// Bytes waiting to leave for one peer: added as frames are handed to ZeroMQ, taken off by its I/O
+// thread as it is done with each.
+using QueuedBytes = std::shared_ptr<std::atomic<std::size_t>>;
+
+// What a payload part holds until ZeroMQ frees it.
+struct PartHold {
+  KeptPayload owner;
+  QueuedBytes queued;
+  std::size_t cost;
+  static void release(void*, void* hint) {
+    auto* hold = static_cast<PartHold*>(hint);
+    *hold->queued -= hold->cost;
+    delete hold;
+  }
+};
+
+std::size_t chunks_of(std::size_t bytes, std::size_t chunk_bytes) { return std::max<std::size_t>(1, (bytes + chunk_bytes - 1) / chunk_bytes); }
 
 std::span<const std::byte> bytes_of(const zmq::message_t& m) {
   return {static_cast<const std::byte*>(m.data()), m.size()};
@@ -55,8 +69,10 @@ std::span<const std::byte> bytes_of(const zmq::message_t& m) {
 
 class ZmqLink final : public Link {
  public:
-  ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port)
-      : faults_(faults),
+  ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port,
+          std::size_t queue_bytes)
+      : queue_bytes_(queue_bytes),
+        faults_(faults),
         sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
         router_(context_, zmq::socket_type::router) {
     MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
@@ -76,25 +92,28 @@ class ZmqLink final : public Link {
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
-    zmq::socket_t& socket = dealer(peer);
+    Dealer& dealer = dealer_for(peer);
+    if (full(dealer, payload.size())) return;
     const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
-    send_frames(socket, sent.frames, sent.owner);
+    send_frames(dealer, sent.frames, sent.owner);
   }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload) override {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
-    zmq::socket_t& socket = dealer(peer);
+    Dealer& dealer = dealer_for(peer);
+    if (full(dealer, payload->size())) return;
     const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
-    send_frames(socket, sent.frames, sent.owner);
+    send_frames(dealer, sent.frames, sent.owner);
   }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
-    zmq::socket_t& socket = dealer(peer);
+    Dealer& dealer = dealer_for(peer);
+    if (full(dealer, payload->size())) return;
     const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), hashes);
-    send_frames(socket, sent.frames, sent.owner);
+    send_frames(dealer, sent.frames, sent.owner);
   }
 
   std::size_t chunk_bytes() const override { return sent_.chunk_bytes(); }
@@ -119,45 +138,58 @@ class ZmqLink final : public Link {
   }
 
  private:
-  zmq::socket_t& dealer(const std::string& peer) {
+  struct Dealer {
+    zmq::socket_t socket;
+    QueuedBytes queued = std::make_shared<std::atomic<std::size_t>>(0);
+  };
+
+  Dealer& dealer_for(const std::string& peer) {
     if (const auto it = dealers_.find(peer); it != dealers_.end()) return it->second;
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::routing_id, address_);
     socket.set(zmq::sockopt::linger, kLingerMs);
-    socket.set(zmq::sockopt::sndhwm, kSendQueueMessages);
+    socket.set(zmq::sockopt::sndhwm, 0);  // never full: this link bounds the queue itself, in bytes
     try {
       socket.connect(peer);
     } catch (const zmq::error_t& e) {
       throw make_error(ErrorKind::Peer, "cannot connect a link to \"", peer, "\": ", e.what());
     }
-    return dealers_.emplace(peer, std::move(socket)).first->second;
+    return dealers_.emplace(peer, Dealer{std::move(socket)}).first->second;
   }
 
-  // owner: what b points into, when it is not to be copied. False when the peer's queue is full.
-  // The queue's bound counts whole messages, so once the first part is taken the others are too.
-  bool put(zmq::socket_t& socket, char kind, std::span<const std::byte> a, std::span<const std::byte> b,
-           const KeptPayload& owner) {
-    zmq::message_t last;
-    if (owner != nullptr && b.size() >= kZeroCopyBytes) {
-      auto hold = std::make_unique<KeptPayload>(owner);
-      last = zmq::message_t(const_cast<std::byte*>(b.data()), b.size(),
-                            [](void*, void* h) { delete static_cast<KeptPayload*>(h); }, hold.get());
-      hold.release();  // the message's now: freed when ZeroMQ is done with b
-    } else {
-      last = zmq::message_t(b.data(), b.size());
+  // Whether a transfer of `bytes` to this peer is dropped: more than queue_bytes_ wait to leave.
+  bool full(const Dealer& dealer, std::size_t bytes) {
+    if (*dealer.queued <= queue_bytes_) return false;
+    counters_.dropped += chunks_of(bytes, sent_.chunk_bytes());
+    return true;
+  }
+
+  // One chunk frame: its kind, its header, and a payload part that holds its owner (a copy of the
+  // payload without one) and counts in the peer's queue until ZeroMQ is done with it. ZeroMQ puts
+  // no bound on the queue (full() is this link's), so the send never waits; it fails only when
+  // ZeroMQ has dropped the connection for good (a peer that broke its protocol).
+  bool put(Dealer& dealer, std::span<const std::byte> header, std::span<const std::byte> payload, KeptPayload owner) {
+    if (owner == nullptr) {
+      auto copy = std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end());
+      payload = *copy;
+      owner = std::move(copy);
     }
+    auto hold = std::make_unique<PartHold>(PartHold{std::move(owner), dealer.queued, payload.size() + kFrameCost});
+    *dealer.queued += hold->cost;
+    zmq::message_t last(const_cast<std::byte*>(payload.data()), payload.size(), &PartHold::release, hold.get());
+    hold.release();  // the message's now: released when ZeroMQ is done with the payload
     constexpr auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
-    return socket.send(zmq::buffer(&kind, 1), more) && socket.send(zmq::buffer(a.data(), a.size()), more) &&
-           socket.send(last, zmq::send_flags::dontwait);
+    return dealer.socket.send(zmq::buffer(&kData, 1), more) &&
+           dealer.socket.send(zmq::buffer(header.data(), header.size()), more) &&
+           dealer.socket.send(last, zmq::send_flags::dontwait);
   }
 
   // Sends `frames` (of a payload `owner` holds: all of a transfer, or one asked for again), as
-  // faults_ make them. Once the peer's queue is full the rest are dropped: the transfer cannot
-  // complete, and its receiver will ask for it again.
-  void send_frames(zmq::socket_t& socket, std::span<const Frame> frames, const KeptPayload& owner) {
+  // faults_ make them.
+  void send_frames(Dealer& dealer, std::span<const Frame> frames, const KeptPayload& owner) {
     const auto wire = faults_.wire(frames, owner, counters_);
     for (std::size_t i = 0; i < wire.size(); ++i) {
-      if (!put(socket, kData, wire[i].header, wire[i].payload, wire[i].owner)) {
+      if (!put(dealer, wire[i].header, wire[i].payload, wire[i].owner)) {
         counters_.dropped += wire.size() - i;
         return;
       }
@@ -211,10 +243,11 @@ class ZmqLink final : public Link {
     for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
     for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
     try {
-      zmq::socket_t& socket = dealer(peer);
+      Dealer& dealer = dealer_for(peer);
+      if (full(dealer, 0)) return;
       const char kind = kRerequest;
-      if (socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
-          socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::dontwait))
+      if (dealer.socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+          dealer.socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::dontwait))
         ++counters_.rerequests;
       else
         ++counters_.dropped;
@@ -234,15 +267,18 @@ class ZmqLink final : public Link {
       ++counters_.rejected;
       return;
     }
-    send_frames(dealer(peer), std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
+    Dealer& dealer = dealer_for(peer);
+    if (full(dealer, sent->frames[index].payload.size())) return;
+    send_frames(dealer, std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
   }
 
+  std::size_t queue_bytes_;
   FaultInjector faults_;
   KeptTransfers sent_;
   zmq::context_t context_{1};
   zmq::socket_t router_;
   std::string address_;
-  std::map<std::string, zmq::socket_t> dealers_;
+  std::map<std::string, Dealer> dealers_;
   IncomingTransfers incoming_;
   Counters counters_;
 };
@@ -250,8 +286,8 @@ class ZmqLink final : public Link {
 }  // namespace
 
 std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes,
-                                    const LinkFaults& faults, std::uint16_t port) {
-  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults, port);
+                                    const LinkFaults& faults, std::uint16_t port, std::size_t queue_bytes) {
+  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults, port, queue_bytes);
 }
 
 }  // namespace meridian

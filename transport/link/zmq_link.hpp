@@ -19,6 +19,7 @@ namespace meridian {
 // behind a firewall names its own in [[site]] port). 0 < chunk_bytes <= kMaxChunkBytes.
 // Error(Io) when the address cannot be bound.
 std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes = kDefaultChunkBytes,
-                                    const LinkFaults& faults = {}, std::uint16_t port = 0);
+                                    const LinkFaults& faults = {}, std::uint16_t port = 0,
+                                    std::size_t queue_bytes = kLinkQueueBytes);
 
 }  // namespace meridian
