@@ -272,6 +272,7 @@ void Trainer::save_checkpoint() {
   CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
   const auto path = store.save(state_.step, snapshot());
   log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}});
+  if (extras_.written) extras_.written();
 }
 
 TrainSummary Trainer::run(std::int64_t stop_after) {

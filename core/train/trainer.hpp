@@ -92,6 +92,7 @@ class Trainer {
   struct Extras {
     std::function<void(Checkpoint&)> save;
     std::function<void(const Checkpoint&)> restore;
+    std::function<void()> written;  // a checkpoint with the state `save` gave is on disk, whole
   };
   void set_extras(Extras extras) { extras_ = std::move(extras); }
 

@@ -223,7 +223,10 @@ void SimSite::finish() {
   incarnation_.reset();  // the process exits: its lease is revoked
 }
 
-void SimSite::save_disk() { *disk_ = incarnation_->now; }
+void SimSite::save_disk() {
+  *disk_ = incarnation_->now;
+  incarnation_->cross->durable(disk_->state.version());
+}
 
 void SimSite::log_events() {
   for (const auto& e : incarnation_->cross->take_events())

@@ -79,7 +79,7 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
   stops.on_stop([this] { exchange_.leave(); });
   if (exchange_.active())
     trainer_.set_extras({[this](Checkpoint& out) { exchange_.save(out); },
-                         [this](const Checkpoint& in) { exchange_.restore(in); }});
+                         [this](const Checkpoint& in) { exchange_.restore(in); }, [this] { exchange_.checkpointed(); }});
   inbox_.on_version_rollback(
       [this](Trainer& t, std::int64_t version, std::optional<double> scale) { return roll_back_to(t, version, scale); });
 }

@@ -173,6 +173,7 @@ void SiteExchange::ensure_leader_side() {
   o.keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
   // The replica's run directory is its site's: a replica that leads after a restart reads it back.
   o.journal = std::make_shared<FileDeltaJournal>(config_.job.run_dir / "delta-journal");
+  o.checkpoints = config_.checkpoint.every > 0;
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *link_, clock_);
   cross_->serve_state(&state_);
   cross_->set_proposing(!outer_paused_);

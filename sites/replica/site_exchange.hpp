@@ -105,6 +105,10 @@ class SiteExchange {
   // so far, so that a job's traffic figures count every launch of it. Restore takes the counts
   // only into a process that has counted nothing yet (a resume, not a rollback).
   void save(Checkpoint& checkpoint) const;
+  // A checkpoint with what save() gave is on disk: the delta journal may let go of what it holds.
+  void checkpointed() {
+    if (cross_) cross_->durable(state_.version());
+  }
   void restore(const Checkpoint& checkpoint);
   std::int64_t rounds() const { return rounds_; }
   double waited_s() const { return waited_s_; }

@@ -41,10 +41,10 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
                   etcd_, link.address()),
       gate_(clock_, options_.control_poll, options_.control_retry, options_.full_read, watch_for(options_)),
       log_(options_.job, options_.rule.fragments),
-      outbox_(options_.site, options_.journal, options_.keep_own_rounds),
+      outbox_(options_.site, options_.journal, options_.keep_own_rounds, options_.checkpoints),
       transfer_(clock_, options_.rerequest_after, options_.catch_up_after),
       book_(options_.site),
-      store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, options_.journal, options_.keep_own_rounds,
+      store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, outbox_.journal(), options_.keep_own_rounds,
                                options_.mutations.unverified_deltas},
              link),
       gradients_(link, kMaxHeld) {
@@ -270,6 +270,7 @@ void CrossSite::forget_merged(const CommitRecord& record) {
   // Records from before `merged` existed list only their entries.
   auto merged = record.merged;
   for (const auto& e : record.entries) merged[e.site] = std::max(merged[e.site], e.round);
+  outbox_.merged_in(record.number, merged);
   for (const auto& [site, round] : merged) {
     book_.merged(site, round);
     if (site == options_.site) outbox_.merged_through(round);

@@ -100,6 +100,9 @@ struct CrossSiteOptions {
   // Where this site keeps its own deltas until they are merged (delta_journal.hpp); read back
   // when the site starts. Null: memory only (a restart loses them).
   std::shared_ptr<DeltaJournal> journal;
+  // The site writes checkpoints and reports each through durable(): the journal keeps what the
+  // versions since the last one merged (durable_journal.hpp). False: it keeps a window of rounds.
+  bool checkpoints = true;
   ProtocolMutations mutations;
 };
 
@@ -116,6 +119,9 @@ class CrossSite {
 
   // The state this site serves to peers that catch up (its leader's OuterState), from now on.
   void serve_state(const OuterState* state) { transfer_.serve(state); }
+  // The site's checkpoint now holds `version` (written whole): its journal may let go of the
+  // deltas merged through it.
+  void durable(std::int64_t version) { outbox_.durable(version); }
   // After poll_join: the first round number this incarnation may use. A restarted site continues
   // after every round it ever announced, so no announcement key is reused.
   std::int64_t next_round() const { return outbox_.next_round(); }

@@ -6,8 +6,10 @@
 
 namespace meridian {
 
-Outbox::Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::size_t keep_rounds)
-    : site_(std::move(site)), journal_(std::move(journal)), keep_rounds_(keep_rounds) {}
+Outbox::Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::size_t keep_rounds, bool checkpoints)
+    : site_(std::move(site)),
+      journal_(journal ? std::make_shared<DurableJournal>(std::move(journal), checkpoints) : nullptr),
+      keep_rounds_(keep_rounds) {}
 
 std::map<DeltaKey, std::vector<std::byte>> Outbox::load(std::size_t chunk_bytes) {
   if (!journal_) return {};
@@ -48,8 +50,8 @@ const Outbox::Delta& Outbox::keep(const DeltaAnnouncement& a, std::vector<std::b
   const Delta* mine = &kept;
   const auto round = a.round;
   while (kept_.size() > keep_rounds_ && kept_.begin()->first != round) kept_.erase(kept_.begin());
-  // Kept as long as in memory, merged or not: a peer whose disk holds an older version than this
-  // site's may need them, and this site's own checkpoint may be older than the versions it merged.
+  // Kept as long as in memory, merged or not (a peer whose disk holds an older version than this
+  // site's may need them), and until this site's own checkpoint holds a version that merged them.
   if (journal_) journal_->erase_through(site_, kept_.begin()->first - 1);
   // A round dropped here is one no commit took (too stale, or refused): no longer in flight.
   std::erase_if(in_flight_, [&](const auto& kv) { return !kept_.contains(kv.first); });

@@ -12,7 +12,7 @@
 
 #include "sync/control/control_plane.hpp"
 #include "sync/round/cross_site_types.hpp"
-#include "sync/round/delta_journal.hpp"
+#include "sync/round/durable_journal.hpp"
 #include "sync/round/records.hpp"
 #include "transport/chunking/chunker.hpp"
 
@@ -24,8 +24,18 @@ class Outbox {
     std::shared_ptr<const std::vector<std::byte>> bytes;
     ChunkHashes hashes;  // for the link, taken where the bytes were made
   };
-  // `journal`: null for none (a restart then loses every delta).
-  Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::size_t keep_rounds);
+  // `journal`: null for none (a restart then loses every delta). It is kept as a DurableJournal
+  // (`checkpoints`: the site writes checkpoints and reports each through durable()), which the
+  // site's DeltaStore writes too.
+  Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::size_t keep_rounds, bool checkpoints);
+  std::shared_ptr<DeltaJournal> journal() const { return journal_; }
+  // A version applied or adopted, and what it merged; a version in the site's checkpoint.
+  void merged_in(std::int64_t version, const std::map<std::string, std::int64_t>& merged) {
+    if (journal_) journal_->merged(version, merged);
+  }
+  void durable(std::int64_t version) {
+    if (journal_) journal_->durable(version);
+  }
 
   // What the journal holds, read back at start: this site's rounds are kept again (their hashes
   // for `chunk_bytes`-byte chunks); every entry, a peer's included, is returned.
@@ -55,7 +65,7 @@ class Outbox {
 
  private:
   std::string site_;
-  std::shared_ptr<DeltaJournal> journal_;
+  std::shared_ptr<DurableJournal> journal_;
   std::size_t keep_rounds_;
   std::map<std::int64_t, Delta> kept_;               // by round
   std::map<std::int64_t, std::uint64_t> in_flight_;  // rounds not merged yet: bytes sent to peers
