@@ -5,11 +5,9 @@
 namespace meridian {
 
 void DurableJournal::merged(std::int64_t version, const std::map<std::string, std::int64_t>& merged) {
-  auto& rounds = pending_[version];
-  for (const auto& [site, round] : merged) {
-    const auto [it, fresh] = rounds.emplace(site, round);
-    if (!fresh) it->second = std::max(it->second, round);
-  }
+  // Without checkpoints nothing is ever durable: noted versions would only pile up. A record's
+  // `merged` is cumulative, so a version noted again (held at start, then applied) says the same.
+  if (checkpoints_) pending_[version] = merged;
 }
 
 void DurableJournal::durable(std::int64_t version) {

@@ -62,6 +62,9 @@ TEST_CASE("durable journal: a site that writes no checkpoints keeps the callers'
   CHECK(rounds_of(*inner, "a") == std::vector<std::int64_t>{7, 8, 9});
   journal.erase({"a", 8});
   CHECK(rounds_of(journal, "a") == std::vector<std::int64_t>{7, 9});
+  journal.merged(3, {{"a", 9}});  // noted, but nothing kept for it: it would never be durable
+  journal.durable(3);
+  CHECK(journal.floor("a") == -1);
 }
 
 }  // namespace meridian

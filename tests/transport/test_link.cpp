@@ -307,8 +307,9 @@ void receive_times_out(const LinkFactory& make) {
 }
 
 // A peer that takes nothing (gone, its address left behind) never makes a send wait: past the
-// link's bound its frames are dropped, and the link goes on working with the others. Each
-// transfer is one small message, more of them than ZeroMQ's queue for one peer holds.
+// link's bound its frames are dropped, and the link goes on working with the others. 1,500
+// small transfers are more messages than ZeroMQ's default queue for one peer (1,000), which the
+// link's first bound was and which made the 1,001st send wait 30 s.
 void a_peer_that_takes_nothing_never_holds_sends(const LinkFactory& make) {
   auto a = make({});
   auto b = make({});
