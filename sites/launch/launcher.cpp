@@ -97,7 +97,8 @@ struct SiteProcess {
   std::unique_ptr<LoggedChild> child;
   SiteView view;
   std::optional<ExitStatus> exit;
-  int restarts = 0;
+  SiteHistory history;
+  Clock::time_point started;
   std::optional<Clock::time_point> restart_at;  // failed, to be started again then
 };
 
@@ -344,25 +345,30 @@ class SiteFleet {
     std::vector<std::string> argv = {run_.program.string(), "site", "--config", run_.config_path.string(),
                                      "--site", p.name};
     for (const auto& o : overrides_) argv.insert(argv.end(), {"--set", o});
-    const std::string header = p.restarts == 0 ? "--- meridian launch: site " + p.name + " ---"
-                                               : "--- meridian launch: site " + p.name + ", restart " +
-                                                     std::to_string(p.restarts) + " ---";
+    const int restarts = p.history.restarts;
+    const std::string header = restarts == 0 ? "--- meridian launch: site " + p.name + " ---"
+                                             : "--- meridian launch: site " + p.name + ", restart " +
+                                                   std::to_string(restarts) + " ---";
     p.child = std::make_unique<LoggedChild>(argv, env_, p.dir / "site.log", header);
+    p.started = Clock::now();
   }
 
   // Records the failure; schedules a restart (true) or says why the job cannot go on (false).
   bool failed(SiteProcess& s) {
     const auto log = s.dir / "site.log";
     const std::string cause = last_error_line(log);
-    const SiteRestart next = decide_site_restart(*s.exit, s.restarts, policy_);
-    json fields = {{"site", s.name}, {"exit", describe(*s.exit)}, {"restarts", s.restarts}, {"restart", next.restart}};
+    const double ran_s = std::chrono::duration<double>(Clock::now() - s.started).count();
+    const SiteRestart next = decide_site_restart(*s.exit, s.history, ran_s, policy_);
+    s.history.crash_loop = next.crash_loop;
+    json fields = {{"site", s.name},   {"exit", describe(*s.exit)}, {"restarts", s.history.restarts},
+                   {"ran_s", ran_s},   {"restart", next.restart}};
     if (!cause.empty()) fields["cause"] = cause;
     if (next.restart) fields["restart_in_s"] = next.delay_s;
     else fields["why_not"] = next.why_not;
     launch_event(events_, "site_failed", fields);
     if (next.restart) {
       say(stamp(t0_) + " site " + s.name + " failed (" + describe(*s.exit) + "); restarting it in " +
-          format("%.1f s", next.delay_s) + " (restart " + std::to_string(s.restarts + 1) + " of at most " +
+          format("%.1f s", next.delay_s) + " (restart " + std::to_string(s.history.restarts + 1) + " of at most " +
           std::to_string(policy_.max_restarts) + ")");
       s.restart_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(next.delay_s));
@@ -381,10 +387,10 @@ class SiteFleet {
   void restart(SiteProcess& s) {
     s.restart_at.reset();
     s.exit.reset();
-    s.restarts += 1;
+    s.history.restarts += 1;
     start(s);
     write_pids();
-    launch_event(events_, "site_restarted", {{"site", s.name}, {"restart", s.restarts}, {"pid", s.child->pid()}});
+    launch_event(events_, "site_restarted", {{"site", s.name}, {"restart", s.history.restarts}, {"pid", s.child->pid()}});
     say(stamp(t0_) + " site " + s.name + " restarted (pid " + std::to_string(s.child->pid()) + ")");
   }
 

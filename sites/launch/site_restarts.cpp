@@ -12,15 +12,17 @@ SiteRestartPolicy site_restart_policy(const JobConfig& config) {
   return p;
 }
 
-SiteRestart decide_site_restart(const ExitStatus& status, int restarts, const SiteRestartPolicy& policy) {
+SiteRestart decide_site_restart(const ExitStatus& status, const SiteHistory& history, double ran_s,
+                                const SiteRestartPolicy& policy) {
   if (status.permanent())
     return {false, 0, describe(status) + " says its input is at fault: starting it again would fail the same way"};
-  if (restarts >= policy.max_restarts)
+  if (history.restarts >= policy.max_restarts)
     return {false, 0,
-            "it failed " + std::to_string(restarts + 1) + " time(s), launch.max_site_restarts = " +
+            "it failed " + std::to_string(history.restarts + 1) + " time(s), launch.max_site_restarts = " +
                 std::to_string(policy.max_restarts)};
-  const double delay = policy.backoff_s * std::ldexp(1.0, std::min(restarts, 30));
-  return {true, std::min(delay, policy.max_backoff_s), ""};
+  const int before = ran_s >= policy.healthy_s ? 0 : history.crash_loop;
+  const double delay = policy.backoff_s * std::ldexp(1.0, std::min(before, 30));
+  return {true, std::min(delay, policy.max_backoff_s), "", before + 1};
 }
 
 }  // namespace meridian
