@@ -14,6 +14,7 @@ PACKAGES=(
   libtomlplusplus-dev
   libopenblas-openmp-dev
   libxxhash-dev
+  libssl-dev
   libcli11-dev
   nlohmann-json3-dev
   etcd-server etcd-client

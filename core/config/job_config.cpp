@@ -86,6 +86,14 @@ std::string_view to_string(JobConfig::Transport::Kind k) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Transport::Network n) {
+  switch (n) {
+    case JobConfig::Transport::Network::Public: return "public";
+    case JobConfig::Transport::Network::Private: return "private";
+  }
+  return "?";
+}
+
 std::string_view to_string(JobConfig::Site::Device d) {
   switch (d) {
     case JobConfig::Site::Device::Cpu: return "cpu";
@@ -235,6 +243,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "fragments = " << c.outer.fragments << "\n"
       << "\n[transport]\n"
       << "kind = " << quote(to_string(c.transport.kind)) << "\n"
+      << "network = " << quote(to_string(c.transport.network)) << "\n"
       << "chunk_bytes = " << c.transport.chunk_bytes << "\n"
       << "\n[control]\n"
       << "endpoints = [";
@@ -337,8 +346,9 @@ std::string to_toml(const JobConfig& c) {
       << "metrics = " << boolean(c.ops.metrics) << "\n"
       << "metrics_address = " << config_detail::quote(c.ops.metrics_address) << "\n"
       << "metrics_port = " << c.ops.metrics_port << "\n"
-      << "port = " << c.ops.port << "\n"  // never the token: this text is stored in every checkpoint
-      << "\n[replicas]\n"
+      << "port = " << c.ops.port << "\n";
+  if (c.ops.token_file) out << "token_file = " << config_detail::quote(c.ops.token_file->string()) << "\n";
+  out << "\n[replicas]\n"
       << "count = " << c.replicas.count << "\n"
       << "restart = " << (c.replicas.restart ? "true" : "false") << "\n"
       << "max_restarts = " << c.replicas.max_restarts << "\n"

@@ -130,9 +130,10 @@ struct JobConfig {
     // The agent's command socket (meridianctl), always on 127.0.0.1; 0: a free port, written to
     // <site run dir>/ops.json for meridianctl to find.
     std::uint16_t port = 0;
-    // Needed by every command that changes anything. Empty: taken from MERIDIAN_OPS_TOKEN when the
-    // site starts; empty there too: such commands are refused.
-    std::string token;
+    // A file that holds the token every command that changes anything needs, readable by its owner
+    // only (sites/site/ops_token.hpp; MERIDIAN_OPS_TOKEN wins). Neither: such commands are refused.
+    // The token itself is never a setting: `token = "..."` is an error.
+    std::optional<std::filesystem::path> token_file;
     bool operator==(const Ops&) const = default;
   } ops;
 
@@ -191,7 +192,12 @@ struct JobConfig {
 
   struct Transport {
     enum class Kind { Zmq, Ucx };
+    // What joins the sites: the public internet or a line shared with others, or a network only
+    // the job's operator can reach. UCX encrypts nothing, so it carries deltas between sites only
+    // on a private one.
+    enum class Network { Public, Private };
     Kind kind = Kind::Zmq;
+    Network network = Network::Public;
     std::int64_t chunk_bytes = 4194304;
     bool operator==(const Transport&) const = default;
   } transport;
@@ -278,6 +284,7 @@ std::string_view to_string(JobConfig::Outer::Codec c);
 std::string_view to_string(JobConfig::Outer::Staleness s);
 std::string_view to_string(JobConfig::Outer::OverlapUpdate u);
 std::string_view to_string(JobConfig::Transport::Kind k);
+std::string_view to_string(JobConfig::Transport::Network n);
 std::string_view to_string(JobConfig::Site::Device d);
 std::string_view to_string(JobConfig::Site::Precision p);
 std::string_view to_string(JobConfig::Site::Attention a);

@@ -103,7 +103,12 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.ops.metrics_address, "ops", "metrics_address");
   r.read(c.ops.metrics_port, "ops", "metrics_port", 0);
   r.read(c.ops.port, "ops", "port", 0);
-  r.read(c.ops.token, "ops", "token");
+  r.read_path(c.ops.token_file, "ops", "token_file");
+  if (const Setting* s = r.lookup("ops", "token"))
+    r.add(s->origin, "ops.token",
+          "a secret does not belong in a job file (shared, and copied into every checkpoint) or on a command line "
+          "(`ps` shows it to every user): write it to a file only you can read and name that file in [ops] "
+          "token_file, or set MERIDIAN_OPS_TOKEN");
 
   using Replicas = JobConfig::Replicas;
   r.read(c.replicas.count, "replicas", "count", 1);

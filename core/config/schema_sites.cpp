@@ -236,10 +236,19 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   }
 
   r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
+  r.read(c.transport.network, "transport", "network",
+         {JobConfig::Transport::Network::Public, JobConfig::Transport::Network::Private});
   r.read(c.transport.chunk_bytes, "transport", "chunk_bytes", 1024);
 
   resolve_control(r, c);
   resolve_sites(r, layers, c);
+  if (c.sites.size() >= 2 && c.transport.kind == JobConfig::Transport::Kind::Ucx &&
+      c.transport.network == JobConfig::Transport::Network::Public) {
+    const Setting* s = r.find("transport.kind");
+    r.add(s ? s->origin : r.table_origin("transport"), "transport.kind",
+          "UCX encrypts nothing and authenticates no one: it may carry deltas between sites only over a network "
+          "that only this job's operator can reach; say so with [transport] network = \"private\"");
+  }
 
   resolve_wan(r, layers, c);  // after the sites: links and faults name them
   derive_outer(r, c);         // after the sites: they are its M

@@ -63,7 +63,7 @@ void Checker::finished(const std::string& site, std::int64_t version, std::span<
 const std::vector<std::byte>* Checker::sent(const CommitEntry& e) const {
   const auto [begin, end] = sent_.equal_range({e.site, e.round});
   for (auto it = begin; it != end; ++it)
-    if (hash64(std::span<const std::byte>(it->second)) == e.checksum) return &it->second;
+    if (sha256(it->second) == e.digest) return &it->second;
   return nullptr;
 }
 
@@ -132,7 +132,7 @@ void Checker::check_log(const RoundKeys& keys, const std::vector<std::pair<std::
     for (const auto& e : record.entries) {
       if (!merged.insert({e.site, e.round}).second) fail(say(e.site, "'s round ", e.round, " is merged twice, again in version ", v));
       if (sent(e) == nullptr)
-        return fail(say("version ", v, " merges ", e.site, "'s round ", e.round, " with a checksum of no bytes it sent"));
+        return fail(say("version ", v, " merges ", e.site, "'s round ", e.round, " with a digest of no bytes it sent"));
     }
   if (violations_.empty()) replay(log);
 }

@@ -3,7 +3,7 @@
 // control plane holds when a run ends:
 //   * one linear commit history: versions 1..N, one record each, every site applying the same one;
 //   * the same weights hash on every site for each version;
-//   * each delta merged at most once, and only with the checksum of the bytes its site sent;
+//   * each delta merged at most once, and only with the digest of the bytes its site sent;
 //   * every delta carries exactly its site's progress since its previous one (rebases lose none);
 //   * no committed version lost: every site that finished holds version N;
 //   * the final weights equal a replay of the commit log, computed here apart from CrossSite.
@@ -56,7 +56,7 @@ class Checker {
   // (site, round) -> every delta sent under it: a round whose announcement never reached the
   // control plane before its site crashed is sent again, with other bytes, by the next incarnation.
   std::multimap<std::pair<std::string, std::int64_t>, std::vector<std::byte>> sent_;
-  const std::vector<std::byte>* sent(const CommitEntry& e) const;  // the bytes its checksum names
+  const std::vector<std::byte>* sent(const CommitEntry& e) const;  // the bytes its digest names
   std::map<std::string, std::pair<std::int64_t, std::vector<float>>> finals_;   // per site
   std::int64_t newest_ = 0;
   std::vector<std::string> violations_;

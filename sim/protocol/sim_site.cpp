@@ -167,8 +167,7 @@ void SimSite::end_round() {
     return;
   }
   auto bytes = d.state.encode_delta(d.local);
-  const DeltaAnnouncement a{name_, d.round, d.state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes)),
-                            final, 0, d.span};
+  const DeltaAnnouncement a{name_, d.round, d.state.version(), 1000, bytes.size(), sha256(bytes), final, 0, d.span};
   world_.checker.submitted(name_, d.round, bytes, d.progress);
   std::fill(d.progress.begin(), d.progress.end(), 0.0f);
   auto hashes = chunk_hashes(bytes, inc.cross->chunk_bytes());

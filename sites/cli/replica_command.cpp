@@ -6,6 +6,7 @@
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
 #include "sites/site/launcher_env.hpp"
+#include "sites/site/store_secret.hpp"
 #include "sites/replica/replica_loop.hpp"
 
 namespace meridian::cli {
@@ -36,7 +37,9 @@ Action add_replica_command(CLI::App& app) {
         throw make_error(ErrorKind::Usage, "--store is required (or MASTER_ADDR and MASTER_PORT)");
       opts->store = "tcp://" + launch.master_addr.value_or("127.0.0.1") + ":" + std::to_string(*launch.master_port);
     }
-    ReplicaRun run{config_for_site(load_job_config(opts->config, opts->overrides), opts->site), opts->site, opts->id, opts->store};
+    JobConfig config = config_for_site(load_job_config(opts->config, opts->overrides), opts->site);
+    std::string secret = read_store_secret(config.job.run_dir, std::chrono::seconds(30));
+    ReplicaRun run{std::move(config), opts->site, opts->id, opts->store, std::move(secret)};
     return run_replica(run, posix_env(), steady_seconds);
   };
 }

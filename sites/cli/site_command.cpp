@@ -9,6 +9,7 @@
 #include "sites/cli/commands.hpp"
 #include "sites/site/agent.hpp"
 #include "sites/site/launcher_env.hpp"
+#include "sites/site/ops_token.hpp"
 
 namespace meridian::cli {
 
@@ -41,10 +42,8 @@ Action add_site_command(CLI::App& app) {
     // Replicas are this same program; /proc/self/exe stays right even when argv[0] was relative.
     const auto program = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (ec) throw make_error(ErrorKind::Io, "cannot find the meridian program (/proc/self/exe): ", ec.message());
-    // The token is a secret: a config file may be shared or checked in, the environment need not be.
-    const char* env_token = std::getenv("MERIDIAN_OPS_TOKEN");
     SiteRun run{opts->site, std::filesystem::absolute(opts->config), opts->overrides, program, opts->attach,
-                store_address, config.ops.token.empty() && env_token ? env_token : config.ops.token};
+                store_address, ops_token(config)};
     return run_site(config, run);
   };
 }

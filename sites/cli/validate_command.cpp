@@ -9,6 +9,7 @@
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
+#include "sites/site/ops_token.hpp"
 
 namespace meridian::cli {
 
@@ -26,6 +27,7 @@ Action add_validate_command(CLI::App& app) {
       // The data too, as a replica would load it at start-up: a missing, short or malformed file
       // fails here rather than in every replica of a launched job.
       check_job_data(*config);
+      ops_token(*config);  // a token file that is missing or open to other users fails here too
       if (!config->derived.empty()) {
         std::fputs("# Derived from the job's shape (the file leaves them out; a setting there wins):\n", stdout);
         for (const auto& line : config->derived) std::printf("#   %s\n", line.c_str());

@@ -1,7 +1,7 @@
 // meridianctl: an operator's handle on one running site. Exit codes: 0 done, 1 refused or failed
 // (the agent's sentence is printed), 2 bad usage.
 //
-//   meridianctl --config FILE --site NAME [--token T] [--json] COMMAND
+//   meridianctl --config FILE --site NAME [--token-file F] [--json] COMMAND
 //     status | events [--follow] [--count N] | checkpoints | evict REPLICA | checkpoint
 //     | set-lr SCALE | rollback --to CHECKPOINT|STEP|vVERSION [--lr-scale X] | drain | resume
 //     | pause-outer | resume-outer
@@ -17,10 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config/job_config.hpp"
+#include "core/io/secret_file.hpp"
 #include "core/util/error.hpp"
 #include "sim/emulator/operator_faults.hpp"
 #include "sites/ctl/ops_client.hpp"
 #include "sites/site/ops_protocol.hpp"
+#include "sites/site/ops_token.hpp"
 
 using nlohmann::json;
 using namespace meridian;
@@ -61,16 +63,18 @@ int print_reply(const json& reply, bool as_json, OpsCommand command) {
 
 int main(int argc, char** argv) {
   CLI::App app{"meridianctl: see and steer one running site"};
-  std::string config_path, site, token;
+  std::string config_path, site, token_file;
   bool as_json = false;
   int timeout_ms = 10000;
   app.add_option("--config", config_path, "the job file")->required();
   app.add_option("--site", site, "the site to talk to")->required();
-  app.add_option("--token", token, "the site's ops token (default: MERIDIAN_OPS_TOKEN, then [ops] token)");
+  app.add_option("--token-file", token_file,
+                 "a file holding the site's ops token, readable by you only (default: MERIDIAN_OPS_TOKEN, then "
+                 "[ops] token_file); never the token itself, which `ps` would show to every user");
   app.add_flag("--json", as_json, "print the agent's reply as JSON");
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for the agent")->check(CLI::Range(1, 600000));
   app.require_subcommand(1);
-  app.fallthrough();  // `meridianctl ... checkpoint --token T` as well as `--token T checkpoint`
+  app.fallthrough();  // `meridianctl ... checkpoint --token-file F` as well as `--token-file F checkpoint`
   OpsRequest request;
   bool follow = false;
   int count = 0;
@@ -152,11 +156,7 @@ int main(int argc, char** argv) {
   }
   try {
     const JobConfig config = load_job_config(config_path);
-    if (token.empty()) {
-      const char* env = std::getenv("MERIDIAN_OPS_TOKEN");
-      token = env && *env ? env : config.ops.token;
-    }
-    request.token = token;
+    request.token = token_file.empty() ? ops_token(config) : read_secret_file(token_file, "--token-file: the ops token");
     const std::string endpoint = agent_endpoint(config, site);
     const auto timeout = std::chrono::milliseconds(timeout_ms);
     if (request.command != OpsCommand::Events) return print_reply(ops_call(endpoint, to_json(request), timeout), as_json, request.command);

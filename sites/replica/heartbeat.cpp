@@ -6,9 +6,9 @@
 
 namespace meridian {
 
-Heartbeat::Heartbeat(const std::string& endpoint, int id, std::chrono::milliseconds every)
-    : thread_([this, endpoint, id, every] {
-        TcpStoreClient store(endpoint);
+Heartbeat::Heartbeat(const std::string& endpoint, const std::string& secret, int id, std::chrono::milliseconds every)
+    : thread_([this, endpoint, secret, id, every] {
+        TcpStoreClient store(endpoint, secret);
         while (!stop_) {
           try {
             store.add(site_keys::heartbeat(id), 1);

@@ -13,7 +13,7 @@ namespace meridian {
 
 class Heartbeat {
  public:
-  Heartbeat(const std::string& endpoint, int id, std::chrono::milliseconds every);
+  Heartbeat(const std::string& endpoint, const std::string& secret, int id, std::chrono::milliseconds every);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

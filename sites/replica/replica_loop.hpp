@@ -16,6 +16,7 @@ struct ReplicaRun {
   std::string site = "local";
   int id = 0;
   std::string store_endpoint;  // the site agent's rendezvous store, tcp://host:port
+  std::string store_secret;    // what the store asks of every request (sites/site/store_secret.hpp)
 };
 
 // Returns when training is done (0). Errors that the group cannot absorb propagate as Error.

@@ -57,8 +57,8 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
       now_(std::move(now)),
       times_(now_()),  // before the data is loaded: start-up counts from here
       log_(run.config.job.run_dir),
-      store_(run.store_endpoint),
-      heartbeat_(run.store_endpoint, run.id, std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
+      store_(run.store_endpoint, run.store_secret),
+      heartbeat_(run.store_endpoint, run.store_secret, run.id, std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
       trainer_(run.config, env, log_, nullptr, now_, {}, placement(run.config, run.site, run.id).device),
       exchange_(run.config, run.site, trainer_.model().params(), log_, now_),
       figures_(times_.started()),

@@ -267,9 +267,8 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
       ensure_leader_side();
       const std::int64_t round = std::max(cross_->next_round(), next_round_);
       next_round_ = round + 1;
-      DeltaAnnouncement a{site_,          round, state_.version(), tokens, encoded.size(),
-                          hash64(std::span<const std::byte>(encoded)), last && i == count - 1, fragment,
-                          rounds_spanned};
+      DeltaAnnouncement a{site_,          round,         state_.version(),       tokens,  encoded.size(),
+                          sha256(encoded), last && i == count - 1, fragment, rounds_spanned};
       // Hashed here, right after the encode, rather than by the link on the transfer's path.
       ChunkHashes hashes = chunk_hashes(encoded, cross_->chunk_bytes());
       cross_->submit(a, std::move(encoded), std::move(hashes));

@@ -11,6 +11,7 @@
 #include "core/util/error.hpp"
 #include "sites/site/metrics_server.hpp"
 #include "sites/site/ops_service.hpp"
+#include "sites/site/store_secret.hpp"
 #include "sync/comm/tcp_store.hpp"
 #include "sync/group/protocol.hpp"
 
@@ -335,8 +336,9 @@ int run_site(const JobConfig& config, const SiteRun& run) {
   // interrupted calls. Children unblock them before exec.
   const BlockedStopSignals stop_signals;
   RunLog log(config.job.run_dir);
-  TcpStoreServer server(run.store_address, config.replicas.store_port);
-  TcpStoreClient store(server.endpoint());
+  const StoreSecret secret(config.job.run_dir);
+  TcpStoreServer server(run.store_address, config.replicas.store_port, secret.value());
+  TcpStoreClient store(server.endpoint(), secret.value());
   const std::string endpoint = server.endpoint();
   ProcessLauncher launcher(
       [&](int id) {

@@ -126,7 +126,7 @@ struct SiteRun {
   std::filesystem::path program;
   bool attach = false;  // replicas are started by a cluster launcher, not by the agent
   std::string store_address = "127.0.0.1";  // the interface the store listens on
-  std::string ops_token;  // [ops] token, or MERIDIAN_OPS_TOKEN; empty: state-changing commands are refused
+  std::string ops_token;  // ops_token(): MERIDIAN_OPS_TOKEN or [ops] token_file; empty: state-changing commands are refused
 };
 
 // 0 when every replica finished; 128 + signal after SIGINT/SIGTERM (replicas terminated and reaped);

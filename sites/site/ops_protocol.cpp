@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/util/constant_time.hpp"
+
 namespace meridian {
 namespace {
 
@@ -103,11 +105,7 @@ std::variant<std::optional<std::int64_t>, std::string> rollback_version(std::str
 }
 
 bool token_matches(std::string_view expected, std::string_view given) {
-  if (expected.empty()) return false;
-  unsigned char differ = expected.size() == given.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    differ |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
-  return differ == 0;
+  return !expected.empty() && equal_in_constant_time(expected, given);
 }
 
 std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text) {

@@ -123,7 +123,7 @@ nlohmann::json OpsService::answer(std::string_view request) {
   if (auto* problem = std::get_if<std::string>(&parsed)) return failure(*problem);
   const auto& r = std::get<OpsRequest>(parsed);
   if (changes_state(r.command) && !token_matches(token_, r.token)) {
-    const std::string why = token_.empty() ? "this site has no ops token ([ops] token or MERIDIAN_OPS_TOKEN), so it "
+    const std::string why = token_.empty() ? "this site has no ops token ([ops] token_file or MERIDIAN_OPS_TOKEN), so it "
                                              "accepts no command that changes anything"
                                            : (r.token.empty() ? "no ops token given" : "wrong ops token");
     log_.event("ops_refused", {{"site", site_}, {"command", to_string(r.command)}, {"reason", why}});

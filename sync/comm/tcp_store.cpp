@@ -16,6 +16,7 @@
 
 #include <zmq.hpp>
 
+#include "core/util/constant_time.hpp"
 #include "core/util/error.hpp"
 #include "transport/schemas/store.capnp.h"
 #include "transport/schemas/wire_bytes.hpp"
@@ -82,7 +83,7 @@ std::pair<zmq::message_t, std::size_t> receive_rest(zmq::socket_t& socket, bool 
 // The server side: owns the ROUTER socket and the map; runs on the server's thread only.
 class StoreService {
  public:
-  explicit StoreService(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  StoreService(zmq::socket_t socket, std::string secret) : socket_(std::move(socket)), secret_(std::move(secret)) {}
 
   // Until the context shuts down (the server's destructor).
   void run() {
@@ -119,6 +120,9 @@ class StoreService {
       if (request.getVersion() != wire::STORE_SCHEMA_VERSION)
         throw make_error(ErrorKind::Peer, "store schema version ", request.getVersion(),
                          " is not supported; this server speaks version ", wire::STORE_SCHEMA_VERSION);
+      const auto secret = request.getSecret();
+      if (!equal_in_constant_time(secret_, {reinterpret_cast<const char*>(secret.begin()), secret.size()}))
+        return fail(peer, id, Failure::Kind::UNAUTHENTICATED, "not the site's store secret");
       const auto key = request.getKey();
       if (key.size() > kMaxStoreKeyBytes)
         throw make_error(ErrorKind::Peer, "a key of ", key.size(), " bytes exceeds the limit of ", kMaxStoreKeyBytes);
@@ -216,6 +220,7 @@ class StoreService {
   }
 
   zmq::socket_t socket_;
+  std::string secret_;
   std::map<std::string, std::vector<std::byte>> values_;
   std::multimap<Clock::time_point, Parked> parked_;  // gets waiting for their key, by deadline
 };
@@ -224,7 +229,9 @@ class StoreService {
 
 struct TcpStoreServer::Impl { zmq::context_t context{1}; std::thread thread; };
 
-TcpStoreServer::TcpStoreServer(const std::string& address, int port) : impl_(std::make_unique<Impl>()) {
+TcpStoreServer::TcpStoreServer(const std::string& address, int port, std::string secret)
+    : impl_(std::make_unique<Impl>()) {
+  MERIDIAN_CHECK(!secret.empty(), "a store server without a secret");
   zmq::socket_t socket(impl_->context, zmq::socket_type::router);
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
@@ -236,7 +243,8 @@ TcpStoreServer::TcpStoreServer(const std::string& address, int port) : impl_(std
   }
   endpoint_ = socket.get(zmq::sockopt::last_endpoint);  // names the port the system picked for "*"
   port_ = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
-  impl_->thread = std::thread([service = StoreService(std::move(socket))]() mutable { service.run(); });
+  impl_->thread =
+      std::thread([service = StoreService(std::move(socket), std::move(secret))]() mutable { service.run(); });
 }
 
 TcpStoreServer::~TcpStoreServer() {
@@ -245,7 +253,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 struct TcpStoreClient::Impl {
-  std::string endpoint;
+  std::string endpoint, secret;
   milliseconds io_timeout;
   zmq::context_t context{1};
   zmq::socket_t socket;
@@ -255,7 +263,8 @@ struct TcpStoreClient::Impl {
   int sockets_made = 0;  // monitor endpoints are named per socket
   std::uint64_t next_id = 1;
 
-  Impl(const std::string& endpoint, milliseconds io_timeout) : endpoint(endpoint), io_timeout(io_timeout) {
+  Impl(const std::string& endpoint, std::string secret, milliseconds io_timeout)
+      : endpoint(endpoint), secret(std::move(secret)), io_timeout(io_timeout) {
     reconnect();
   }
 
@@ -303,6 +312,7 @@ struct TcpStoreClient::Impl {
     request.setVersion(wire::STORE_SCHEMA_VERSION);
     request.setId(id);
     request.setKey(capnp::Text::Reader(key.data(), key.size()));
+    request.setSecret(as_data(std::as_bytes(std::span(secret.data(), secret.size()))));
     fill(request);
     const auto deadline = Clock::now() + wait;
     const auto broken = [&](ErrorKind kind, const std::string& why) {
@@ -351,8 +361,8 @@ struct TcpStoreClient::Impl {
   }
 };
 
-TcpStoreClient::TcpStoreClient(const std::string& endpoint, milliseconds io_timeout)
-    : impl_(std::make_unique<Impl>(endpoint, io_timeout)) {}
+TcpStoreClient::TcpStoreClient(const std::string& endpoint, std::string secret, milliseconds io_timeout)
+    : impl_(std::make_unique<Impl>(endpoint, std::move(secret), io_timeout)) {}
 
 TcpStoreClient::~TcpStoreClient() = default;
 

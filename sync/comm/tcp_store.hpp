@@ -19,14 +19,15 @@ namespace meridian {
 inline constexpr std::size_t kMaxStoreKeyBytes = 4096;
 inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{1} << 20;
 
-// Serves a map of keys to bytes on tcp://address:port (port 0: a free one) from its own thread;
+// Serves a map of keys to bytes on tcp://address:port (port 0: a free one) from its own thread, to
+// clients that give its secret (any other request is refused, before its key is even read);
 // stops and joins on destruction. A GET for a missing key is parked and answered when the key is
 // set (or with a timeout error after the client's stated timeout), without blocking other clients.
 // Malformed, oversized or wrong-version requests get an error reply; the server keeps serving.
 class TcpStoreServer {
  public:
-  // Error(Io) when the address cannot be bound.
-  TcpStoreServer(const std::string& address, int port);
+  // Error(Io) when the address cannot be bound. An empty secret is a bug (core/io/secret_file makes one).
+  TcpStoreServer(const std::string& address, int port, std::string secret);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -44,13 +45,13 @@ class TcpStoreServer {
 // One per thread: ZeroMQ sockets are not thread-safe. Every call is bounded in time: Error(Timeout)
 // when the server does not answer within io_timeout (get: its own timeout plus io_timeout),
 // Error(Peer) when the connection drops while a call waits, the reply is malformed or the server
-// refuses the request. Keys longer than kMaxStoreKeyBytes and values longer than
+// refuses the request (unauthenticated: the wrong secret). Keys longer than kMaxStoreKeyBytes and values longer than
 // kMaxStoreValueBytes are refused with Error(Data) before anything is sent; an endpoint that is
 // not "tcp://host:port" with Error(Config).
 class TcpStoreClient final : public Store {
  public:
-  explicit TcpStoreClient(const std::string& endpoint,
-                          std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
+  TcpStoreClient(const std::string& endpoint, std::string secret,
+                 std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
   ~TcpStoreClient() override;
   TcpStoreClient(const TcpStoreClient&) = delete;
   TcpStoreClient& operator=(const TcpStoreClient&) = delete;

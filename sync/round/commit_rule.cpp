@@ -79,7 +79,7 @@ std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, co
       // such delta made 95% of its version and the job's validation loss rose from 1.83 to 1.92.
       const double weight = staleness_weight(a->tokens / std::max(1, a->rounds),
                                              staleness_of(view.version, a->base_version, options), options.staleness);
-      if (weight > 0) mine.push_back({site, a->round, a->base_version, weight, a->checksum, a->fragment});
+      if (weight > 0) mine.push_back({site, a->round, a->base_version, weight, a->digest, a->fragment});
       if (a == last) {
         entries.insert(entries.end(), mine.begin(), mine.end());
         ready += !mine.empty();

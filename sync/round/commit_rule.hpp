@@ -31,7 +31,7 @@ struct CommitView {
   std::vector<std::string> live_sites;          // holding a membership key now
   std::map<std::string, std::int64_t> applied;  // per site, the newest round a commit merged
   std::vector<DeltaAnnouncement> announced;     // every announcement seen, in any order
-  std::set<SiteRound> held;                     // deltas here, matching their checksum, screened fine
+  std::set<SiteRound> held;                     // deltas here, matching their digest, screened fine
   std::set<SiteRound> refused;                  // deltas this site will never merge (bad values)
   // When the first delta that could go into version + 1 was held here, and how long after it the
   // rest may take (commit_deadline.hpp); no deadline: wait for the quorum only.

@@ -47,11 +47,33 @@ void Courier::received(const std::string& site, std::size_t bytes) {
   traffic_.peers[site].received += bytes;
 }
 
+bool Courier::vouch(const std::string& address, double now, const std::function<void()>& refresh) {
+  constexpr std::size_t kMaxVouched = 4096;
+  if (site_at_(address) != nullptr) return true;
+  if (vouched_.size() >= kMaxVouched) vouched_.clear();
+  if (!vouched_.insert(address).second) return false;  // asked about already: the periodic reads will list it
+  if (now - stranger_second_ >= 1) stranger_second_ = now, stranger_reads_ = 0;
+  if (stranger_reads_ >= kStrangerReads) return false;
+  ++stranger_reads_;
+  refresh();
+  return site_at_(address) != nullptr;
+}
+
+void Courier::report_refusals(double now, CrossSiteEvents& events) {
+  if (now - refusals_reported_at_ < kRefusalReportS) return;
+  const auto refused = link_.take_refusals();
+  if (refused.empty()) return;
+  refusals_reported_at_ = now;
+  for (const auto& [sender, frames] : refused)
+    events.push_back({"link_refused", sender, static_cast<std::int64_t>(frames),
+                      "frames from a sender that is not a member of the job, refused"});
+}
+
 CrossSiteTraffic Courier::traffic() const {
   CrossSiteTraffic t = traffic_;
   const auto c = link_.counters();
   t.bytes_sent = c.bytes_sent;
-  t.frames_refused = c.rejected;
+  t.frames_refused = c.rejected + c.strangers;
   return t;
 }
 

@@ -92,7 +92,9 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
 }
 
 void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {
-  MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size() && a.checksum == hash64(std::span<const std::byte>(encoded)),
+  // Its digest is taken where the bytes were made and not checked again here: a second SHA-256
+  // pass over a large delta costs as much as the first. Every receiver checks it.
+  MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size(),
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
   MERIDIAN_CHECK(hashes.chunk_bytes == courier_.link().chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
                  "-byte chunks for a link of ", courier_.link().chunk_bytes());
@@ -167,7 +169,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
 
 std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record, const OuterState& state) {
   bool complete = true;
-  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.checksum) != nullptr && complete;
+  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.digest) != nullptr && complete;
   if (!complete) {
     waiting_ = "the deltas of commit " + std::to_string(record.number);
     transfer_.note_stuck();
@@ -347,8 +349,8 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   return view;
 }
 
-const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, std::uint64_t checksum) {
-  const auto* bytes = store_.verified(key, checksum, events_, counts());
+const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, const Digest& digest) {
+  const auto* bytes = store_.verified(key, digest, events_, counts());
   if (bytes == nullptr) request(key.first, key.second);
   return bytes;
 }
@@ -359,13 +361,13 @@ bool CrossSite::holds_deltas_of(const CommitRecord& record) {
   for (const auto& e : record.entries)
     if (!store_.has({e.site, e.round})) return false;
   return std::all_of(record.entries.begin(), record.entries.end(),
-                     [&](const CommitEntry& e) { return held({e.site, e.round}, e.checksum) != nullptr; });
+                     [&](const CommitEntry& e) { return held({e.site, e.round}, e.digest) != nullptr; });
 }
 
 bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   const DeltaKey key{a.site, a.round};
   if (book_.refused(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
-  const auto* bytes = held(key, a.checksum);  // hashed once; a different copy that arrived since is checked anew
+  const auto* bytes = held(key, a.digest);  // hashed once; a different copy that arrived since is checked anew
   if (bytes == nullptr) return false;
   if (store_.screened(key)) return true;
   const auto verdict = store_.screen(a, *bytes, state.fragment(a.fragment).size);
@@ -433,7 +435,7 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
 
 
 void CrossSite::read_journal() {
-  // Checked against a commit's checksum before any use, like every delta.
+  // Checked against a commit's digest before any use, like every delta.
   for (auto& [key, bytes] : outbox_.load(courier_.link().chunk_bytes())) store_.put(key, std::move(bytes), true);
 }
 
@@ -448,6 +450,7 @@ void CrossSite::pump(double until) {
       handle(std::move(*r));
       return;  // what the caller waits for may have come: let it look
     }
+    courier_.report_refusals(clock_(), events_);
   } while (clock_() < until);
 }
 
@@ -455,7 +458,7 @@ void CrossSite::take_in_received() {
   // Bounded: a peer flooding the link must not hold this site's look at the control plane.
   for (std::size_t n = 0; n < kMaxHeld * membership_.members().size(); ++n) {
     auto r = courier_.receive(std::chrono::milliseconds(0));
-    if (!r) return;
+    if (!r) return courier_.report_refusals(clock_(), events_);
     handle(std::move(*r));
   }
 }
@@ -512,6 +515,10 @@ void CrossSite::set_proposing(bool proposing) { membership_.set_proposing(propos
 
 void CrossSite::refresh_members() {
   const auto change = membership_.refresh(events_);
+  if (change.new_addresses)
+    courier_.list_peers(membership_.addresses(), [this](const std::string& address) {
+      return courier_.vouch(address, clock_(), [this] { control([this] { refresh_members(); }); });
+    });
   // A site that restarted: what it announced before and never sent here is nowhere any more.
   for (const auto& site : change.restarted)
     book_.restarted(site, [&](const DeltaKey& key) { return store_.has(key); });

@@ -58,7 +58,7 @@ namespace meridian {
 // Deliberate protocol bugs, switched on only by the protocol simulator's tests, which must catch
 // each one (tests/sim/test_protocol_sim.cpp). All off in every real job.
 struct ProtocolMutations {
-  bool unverified_deltas = false;  // a delta's bytes are used without checking its announced checksum
+  bool unverified_deltas = false;  // a delta's bytes are used without checking its announced digest
   bool overwrite_commits = false;  // a proposal overwrites a version's record instead of creating it
   bool reapply_adopted = false;    // after adopting a peer's state, its version is handed out again as a commit
 };
@@ -219,8 +219,8 @@ class CrossSite {
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
   void forget_merged(const CommitRecord& record);
-  // The bytes of a delta matching `checksum`, or null after asking its owner again (rate-limited).
-  const std::vector<std::byte>* held(const DeltaKey& key, std::uint64_t checksum);
+  // The bytes of a delta matching `digest`, or null after asking its owner again (rate-limited).
+  const std::vector<std::byte>* held(const DeltaKey& key, const Digest& digest);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
   // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
   bool usable(const DeltaAnnouncement& a, const OuterState& state);

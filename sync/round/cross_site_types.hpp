@@ -14,7 +14,8 @@ using DeltaKey = std::pair<std::string, std::int64_t>;  // (site, round)
 struct CrossSiteEvent {
   // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
   // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable", "commit_record_replaced", "member_key_restored",
-  // "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site)
+  // "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site),
+  // "link_refused" (frames from a sender that is no member: site is its claimed name, number the frames)
   std::string kind;
   std::string site;  // the peer
   std::int64_t number = 0;  // its round, or the version

@@ -35,18 +35,18 @@ std::size_t DeltaStore::held_from(const std::string& site) const {
   return n;
 }
 
-const std::vector<std::byte>* DeltaStore::verified(const DeltaKey& key, std::uint64_t checksum,
+const std::vector<std::byte>* DeltaStore::verified(const DeltaKey& key, const Digest& digest,
                                                    CrossSiteEvents& events, CrossSiteTraffic& traffic) {
   const auto it = arrived_.find(key);
   if (it == arrived_.end()) return nullptr;
   // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
-  if (const auto v = verified_.find(key); v != verified_.end() && v->second == checksum) return &it->second;
-  if (options_.unverified || hash64(std::span<const std::byte>(it->second)) == checksum) {
-    verified_[key] = checksum;
+  if (const auto v = verified_.find(key); v != verified_.end() && v->second == digest) return &it->second;
+  if (options_.unverified || sha256(it->second) == digest) {
+    verified_[key] = digest;
     return &it->second;
   }
   ++traffic.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
-  events.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced checksum: asked again"});
+  events.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced digest: asked again"});
   link_.recycle(std::move(it->second));
   arrived_.erase(it);
   verified_.erase(key);
@@ -125,7 +125,7 @@ DeltaStore::Means DeltaStore::mean_of(std::int64_t version, const std::vector<Co
     for (const auto& e : entries) {
       if (e.fragment != fragment) continue;
       decoded.emplace_back(n);
-      decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their checksum) are no delta of this model
+      decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their digest) are no delta of this model
       // Every site records the norm of every delta a commit merges (accept_norms), screened here
       // or not, so all sites keep the same history and reach the same verdicts.
       if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;

@@ -1,7 +1,7 @@
 #pragma once
 // The deltas' bytes one site holds: as they arrived (from the link, its own, or its journal),
-// which of them matched their announced checksum, their norms once screened, and when each
-// missing one was last asked for. A copy that does not match its checksum is dropped, never used.
+// which of them matched their announced digest, their norms once screened, and when each
+// missing one was last asked for. A copy that does not match its digest is dropped, never used.
 // Also the norm screens (one per fragment), the journal of the deltas of versions proposed or
 // applied here, and the weighted mean a commit applies.
 #include <cstddef>
@@ -38,14 +38,14 @@ class DeltaStore {
 
   // A fresh copy of a delta (not verified, not screened yet). `journaled`: read from the journal.
   void put(const DeltaKey& key, std::vector<std::byte> bytes, bool journaled = false);
-  // A copy from the link: kept unless a copy that matched its checksum is here already (a late
+  // A copy from the link: kept unless a copy that matched its digest is here already (a late
   // duplicate, maybe damaged, must not replace the good one: its owner may be gone by now).
   void arrive(const DeltaKey& key, std::vector<std::byte> bytes);
   bool has(const DeltaKey& key) const { return arrived_.contains(key); }
   std::size_t held_from(const std::string& site) const;
-  // The bytes of `key` if they match `checksum` (hashed once); a copy that does not is dropped
+  // The bytes of `key` if they match `digest` (hashed once); a copy that does not is dropped
   // and said (`delta_damaged`). Null when absent or dropped: the caller asks for it again.
-  const std::vector<std::byte>* verified(const DeltaKey& key, std::uint64_t checksum, CrossSiteEvents& events,
+  const std::vector<std::byte>* verified(const DeltaKey& key, const Digest& digest, CrossSiteEvents& events,
                                          CrossSiteTraffic& traffic);
   // Screens verified bytes once; the verdict (a delta that passed has a norm from then on).
   DeltaScreen::Verdict screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n);
@@ -75,7 +75,7 @@ class DeltaStore {
   DeltaStoreOptions options_;
   Link& link_;
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
-  std::map<DeltaKey, std::uint64_t> verified_;  // arrived_ entries whose bytes matched this checksum
+  std::map<DeltaKey, Digest> verified_;  // arrived_ entries whose bytes matched this digest
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::map<DeltaKey, double> asked_at_;
   std::set<DeltaKey> journaled_;

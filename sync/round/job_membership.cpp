@@ -87,13 +87,21 @@ JobMembership::Change JobMembership::refresh(CrossSiteEvents& events) {
   }
   members_ = std::move(members);
   for (const auto& site : joined) change.joined.push_back(&members_.at(site));
+  const std::size_t known = site_by_addr_.size();
   for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
+  change.new_addresses = site_by_addr_.size() > known;
   return change;
 }
 
 const std::string* JobMembership::site_at(const std::string& address) const {
   const auto it = site_by_addr_.find(address);
   return it == site_by_addr_.end() ? nullptr : &it->second;
+}
+
+std::set<std::string> JobMembership::addresses() const {
+  std::set<std::string> addresses;
+  for (const auto& [address, site] : site_by_addr_) addresses.insert(address);
+  return addresses;
 }
 
 std::int64_t JobMembership::leave() {

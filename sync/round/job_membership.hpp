@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@ class JobMembership {
   struct Change {
     std::vector<const MemberRecord*> joined;
     std::vector<std::string> restarted;
+    bool new_addresses = false;  // addresses() grew
   };
   // Reads the members. This site's own key gone (deleted by hand, or replaced by something
   // unreadable) while it holds its lease: it writes the key again, or its deltas would go
@@ -56,6 +58,8 @@ class JobMembership {
   bool member(const std::string& site) const { return members_.contains(site); }
   // The member site at a link address as last read (null if none), without reading anything.
   const std::string* site_at(const std::string& address) const;
+  // Every member's link address read so far (the link exchanges with these only).
+  std::set<std::string> addresses() const;
   // Stops renewing and forgets itself; returns the lease for the caller to revoke (0: none).
   std::int64_t leave();
   void set_proposing(bool proposing);

@@ -56,6 +56,15 @@ int rounds_of(std::uint32_t field) {
   return static_cast<int>(field);
 }
 
+capnp::Data::Reader data_of(const Digest& d) { return {reinterpret_cast<const kj::byte*>(d.data()), d.size()}; }
+
+Digest digest_of(capnp::Data::Reader data, const char* what) {
+  Digest d{};
+  if (data.size() != d.size()) throw make_error(ErrorKind::Peer, what, " has a digest of ", data.size(), " bytes, not ", d.size());
+  std::memcpy(d.data(), data.begin(), d.size());
+  return d;
+}
+
 std::string padded(std::int64_t n) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "%012lld", static_cast<long long>(n));
@@ -84,7 +93,7 @@ std::string encode(const DeltaAnnouncement& r) {
   w.setBaseVersion(r.base_version);
   w.setTokens(r.tokens);
   w.setBytes(r.bytes);
-  w.setChecksum(r.checksum);
+  w.setDigest(data_of(r.digest));
   w.setFinal(r.final);
   w.setFragment(fragment_field(r.fragment));
   MERIDIAN_CHECK(r.rounds >= 1, "rounds=", r.rounds);
@@ -105,7 +114,7 @@ std::string encode(const CommitRecord& r) {
     entries[i].setRound(e.round);
     entries[i].setBaseVersion(e.base_version);
     entries[i].setWeight(e.weight);
-    entries[i].setChecksum(e.checksum);
+    entries[i].setDigest(data_of(e.digest));
     entries[i].setFragment(fragment_field(e.fragment));
   }
   w.setParamsHash(r.params_hash);
@@ -146,7 +155,7 @@ MemberRecord decode_member(std::string_view bytes) {
 DeltaAnnouncement decode_announcement(std::string_view bytes) {
   return read_record<wire::DeltaAnnouncement>(bytes, "delta announcement", [](auto rec) {
     return DeltaAnnouncement{rec.getSite(),     rec.getRound(),    rec.getBaseVersion(),
-                             rec.getTokens(),   rec.getBytes(),    rec.getChecksum(),
+                             rec.getTokens(),   rec.getBytes(),    digest_of(rec.getDigest(), "delta announcement"),
                              rec.getFinal(),    fragment_of(rec.getFragment(), "delta announcement"),
                              rounds_of(rec.getRounds()), rec.getWithdrawn()};
   });
@@ -157,7 +166,8 @@ CommitRecord decode_commit(std::string_view bytes) {
     CommitRecord r;
     r.number = rec.getNumber();
     for (auto e : rec.getEntries())
-      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(), e.getChecksum(),
+      r.entries.push_back({e.getSite(), e.getRound(), e.getBaseVersion(), e.getWeight(),
+                           digest_of(e.getDigest(), "commit entry"),
                            fragment_of(e.getFragment(), "commit entry")});
     r.params_hash = rec.getParamsHash();
     r.proposer = rec.getProposer();

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/util/digest.hpp"
+
 namespace meridian {
 
 struct MemberRecord {
@@ -32,7 +34,7 @@ struct DeltaAnnouncement {
   std::int64_t base_version = 0;
   std::int64_t tokens = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t checksum = 0;
+  Digest digest{};     // SHA-256 of the encoded delta (core/util/digest.hpp)
   bool final = false;  // the site's last round
   int fragment = 0;    // streaming DiLoCo: the fragment its delta covers
   int rounds = 1;      // rounds of training it spans: more after pause-outer (the norm screen allows for them)
@@ -47,7 +49,7 @@ struct CommitEntry {
   std::int64_t round = 0;
   std::int64_t base_version = 0;
   double weight = 0;
-  std::uint64_t checksum = 0;
+  Digest digest{};   // the announced one: no other bytes are merged under this entry
   int fragment = 0;  // streaming DiLoCo: the fragment the delta covers
   bool operator==(const CommitEntry&) const = default;
 };

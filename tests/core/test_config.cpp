@@ -102,7 +102,7 @@ TEST_CASE("defaults and the default preset") {
   CHECK(c.ops.metrics_address == "127.0.0.1");
   CHECK(c.ops.metrics_port == 0);
   CHECK(c.ops.port == 0);
-  CHECK(c.ops.token.empty());
+  CHECK_FALSE(c.ops.token_file.has_value());
   CHECK(c.source == fs::absolute(file).lexically_normal());
 }
 
@@ -394,11 +394,17 @@ TEST_CASE("to_toml round-trips to an equal config") {
   changed.inner.eps = 2e-10;
   CHECK_FALSE(changed == original);
 
-  // The ops token is a secret, and to_toml's text is stored in every checkpoint: it is left out.
-  JobConfig with_token = original;
-  with_token.ops.token = "s3cret-token";
-  CHECK(to_toml(with_token).find("s3cret-token") == std::string::npos);
-  CHECK(load_ok(write(dir / "token.toml", kData + "[ops]\ntoken = \"abc\"\n")).ops.token == "abc");
+  // The ops token is a secret: a job file names the file that holds it, and never holds it itself,
+  // not even through --set (which `ps` would show on every process the job starts).
+  const JobConfig with_file = load_ok(write(dir / "token.toml", kData + "[ops]\ntoken_file = \"secrets/ops.token\"\n"));
+  CHECK(with_file.ops.token_file == dir.path() / "secrets/ops.token");
+  CHECK(to_toml(with_file).find("token_file = ") != std::string::npos);
+  std::string problem = only_problem(dir, kData + "[ops]\ntoken = \"abc\"\n");
+  CHECK(problem.find("job.toml:4") != std::string::npos);
+  CHECK(problem.find("ops.token: a secret does not belong in a job file") != std::string::npos);
+  problem = only_problem(dir, kData, {"ops.token=abc"});
+  CHECK(problem.find("--set") != std::string::npos);
+  CHECK(problem.find("token_file") != std::string::npos);
 }
 
 TEST_CASE("[replicas]: defaults, values, and errors with file:line") {
@@ -449,6 +455,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((d.outer.algorithm == JobConfig::Outer::Algorithm::Diloco && d.outer.inner_steps == 50 && d.outer.lr == 0.7));
   CHECK((d.outer.codec == JobConfig::Outer::Codec::Int8 && d.outer.block == 512 && d.outer.max_staleness == 4));
   CHECK((d.transport.kind == JobConfig::Transport::Kind::Zmq && d.transport.chunk_bytes == 4194304));
+  CHECK(d.transport.network == JobConfig::Transport::Network::Public);
   CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 5 && d.control.keepalive_ms == 1000));
   CHECK((d.outer.overlap && d.outer.staleness == JobConfig::Outer::Staleness::Inverse && d.outer.delayed_nesterov == 0));
   CHECK((d.outer.deadline_k == 3.0 && d.outer.max_norm_ratio == 20.0 && !d.outer.dynamic_inner_steps));
@@ -457,7 +464,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK(d.wan == JobConfig::Wan{});
   const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"streaming\"\ninner_steps = 16\n"
       "codec = \"int4\"\nmomentum = 0\nquorum = 2\noverlap = false\nstaleness = \"constant\"\ndelayed_nesterov = 4\n"
-      "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nchunk_bytes = 1024\n"
+      "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nnetwork = \"private\"\nchunk_bytes = 1024\n"
       "[control]\nendpoints = [\"http://10.0.0.1:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
       "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
       "precision = \"bf16\"\nattention = \"tiled\"\n[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
@@ -466,12 +473,28 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((c.outer.deadline_k == 2.5 && c.outer.max_norm_ratio == 20.0 && c.outer.dynamic_inner_steps));
   CHECK(c.outer.fragments == 8);
   CHECK((c.transport.kind == JobConfig::Transport::Kind::Ucx && c.transport.chunk_bytes == 1024));
+  CHECK(c.transport.network == JobConfig::Transport::Network::Private);
   CHECK((c.control.endpoints == std::vector<std::string>{"http://10.0.0.1:2379"} && c.control.keepalive_ms == 999));
   REQUIRE(c.sites.size() == 2);
   CHECK(c.sites[0] == JobConfig::Site{"eu", "h1", 7000, 4, JobConfig::Site::Device::Cuda, 0.5,
                                       JobConfig::Site::Precision::Bf16, JobConfig::Site::Attention::Tiled});
   CHECK(c.sites[1] == JobConfig::Site{.name = "us", .host = "h2", .port = 7000});  // other hosts: no clash
   CHECK((c.wan.link.latency_ms == 50 && c.wan.link.loss == 0.01));
+}
+
+TEST_CASE("UCX between sites only on a network the job calls private, and validate says why") {
+  TempDir dir("config");
+  const std::string two_sites = "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
+  const std::string problem = only_problem(dir, kData + "[transport]\nkind = \"ucx\"\n" + two_sites);
+  CHECK(problem.find("job.toml:4") != std::string::npos);
+  CHECK(problem.find("transport.kind: UCX encrypts nothing") != std::string::npos);
+  CHECK(problem.find("network = \"private\"") != std::string::npos);
+  CHECK(load_ok(write(dir / "private.toml", kData + "[transport]\nkind = \"ucx\"\nnetwork = \"private\"\n" + two_sites))
+            .transport.kind == JobConfig::Transport::Kind::Ucx);
+  CHECK(load_ok(write(dir / "one.toml", kData + "[transport]\nkind = \"ucx\"\n")).transport.kind ==
+        JobConfig::Transport::Kind::Ucx);  // one site: nothing crosses a network
+  CHECK(only_problem(dir, kData + "[transport]\nnetwork = \"lan\"\n").find("one of \"public\", \"private\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves them out, a setting wins") {

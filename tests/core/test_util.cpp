@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/util/constant_time.hpp"
+#include "core/util/digest.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "core/util/rng.hpp"
@@ -44,6 +46,31 @@ TEST_CASE("streaming hash equals one-shot hash, any flipped bit changes it") {
   const auto base = hash64(data.data(), data.size());
   data[517] ^= 0x10;
   CHECK(hash64(data.data(), data.size()) != base);
+}
+
+TEST_CASE("sha256 gives FIPS 180-2's test vectors, and any flipped bit changes it") {
+  const auto of = [](const std::string& text) { return sha256(std::as_bytes(std::span(text.data(), text.size()))); };
+  const auto hex = [](const Digest& d) {
+    std::string out;
+    for (const std::byte b : d) out += "0123456789abcdef"[std::to_integer<int>(b) >> 4], out += "0123456789abcdef"[std::to_integer<int>(b) & 15];
+    return out;
+  };
+  CHECK(hex(of("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(hex(of("")) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(short_hex(of("abc")) == "ba7816bf8f01");
+  std::string text(1000, 'x');
+  const Digest before = of(text);
+  text[517] ^= 4;
+  CHECK(of(text) != before);
+}
+
+TEST_CASE("a secret is compared in constant time: equal only when every byte and the length agree") {
+  CHECK(equal_in_constant_time("s3cret", "s3cret"));
+  CHECK_FALSE(equal_in_constant_time("s3cret", "s3creT"));
+  CHECK_FALSE(equal_in_constant_time("s3cret", "s3cre"));
+  CHECK_FALSE(equal_in_constant_time("s3cret", "s3cret!"));
+  CHECK_FALSE(equal_in_constant_time("s3cret", ""));
+  CHECK(equal_in_constant_time("", ""));
 }
 
 TEST_CASE("Rng is reproducible from its state and derived streams differ") {

@@ -103,7 +103,7 @@ TEST_CASE("protocol simulator: deleted member keys and junk commit records are r
 // over 95% the other two).
 TEST_CASE("protocol simulator: each of five protocol mutations is caught within 200 seeds") {
   const std::vector<std::pair<const char*, std::function<void(SimOptions&)>>> mutations = {
-      {"a delta used without checking its checksum", [](SimOptions& o) { o.mutations.unverified_deltas = true; }},
+      {"a delta used without checking its digest", [](SimOptions& o) { o.mutations.unverified_deltas = true; }},
       {"a proposal overwrites a version's commit", [](SimOptions& o) { o.mutations.overwrite_commits = true; }},
       {"an adopted version handed out again as a commit", [](SimOptions& o) { o.mutations.reapply_adopted = true; }},
       {"a commit rebases the round from the wrong start", [](SimOptions& o) { o.driver.skip_rebase = true; }},

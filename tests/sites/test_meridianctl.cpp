@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "core/io/secret_file.hpp"
+#include "sync/comm/tcp_store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/sites/run_meridianctl.hpp"
 #include "tests/support/etcd_server.hpp"
@@ -25,6 +27,8 @@
 
 using namespace meridian::testing;
 using nlohmann::json;
+using meridian::TcpStoreClient;
+using meridian::write_secret_file;
 
 namespace {
 
@@ -66,6 +70,17 @@ bool wait_for_event(const std::filesystem::path& run, const std::function<bool(c
   return false;
 }
 
+// How many processes have `text` in their command line, as `ps` shows it to any user.
+int processes_showing(const std::string& text) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    n += line.find(text) != std::string::npos;
+  }
+  return n;
+}
+
 bool applied(const json& e, const std::string& command) {
   return e.value("event", "") == "ops_applied" && e.value("command", "") == command;
 }
@@ -96,6 +111,9 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   REQUIRE(wait_for_step(run, 45));
   const Ctl ctl{job};
   const std::string with_token = kToken;
+  const auto token_file = dir / "ops.token", wrong_file = dir / "wrong.token";
+  write_secret_file(token_file, kToken);
+  write_secret_file(wrong_file, "wrong");
 
   // status: JSON for scripts, a table for people. The leader publishes its figures every few
   // steps, so they may trail the metrics file a little: ask again (bounded) until they caught up.
@@ -120,7 +138,7 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
 
   // Without the token (or with a wrong one) nothing changes, and the attempt is logged.
   for (const auto& args : {std::vector<std::string>{"evict", "1"}, {"set-lr", "0.25"}, {"checkpoint"},
-                           {"--token", "wrong", "evict", "1"}}) {
+                           {"--token-file", wrong_file.string(), "evict", "1"}}) {
     const auto r = ctl(args);
     CHECK_MESSAGE(r.exit_code == 1, r.describe());
     CHECK(r.err.find("refused") != std::string::npos);
@@ -132,7 +150,7 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   const auto set_lr = ctl({"set-lr", "0.25"}, with_token);
   CHECK_MESSAGE(set_lr.exit_code == 0, set_lr.describe());
   CHECK(wait_for_event(run, [](const json& e) { return applied(e, "set-lr") && e["scale"] == 0.25; }));
-  CHECK(ctl({"checkpoint", "--token", kToken}).exit_code == 0);
+  CHECK(ctl({"checkpoint", "--token-file", token_file.string()}).exit_code == 0);
   CHECK(wait_for_event(run, [](const json& e) { return applied(e, "checkpoint"); }));
 
   // checkpoints: listed and verified.
@@ -229,6 +247,30 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   CHECK(raw_request(endpoint, {std::string(100, '{')})["ok"] == false);
   CHECK(ctl.status()["ok"] == true);  // still serving
 
+  // Around the token: a command filed straight into the site's store, without its secret, is
+  // refused and never reaches a replica; the token is on no process's command line; a token
+  // file others can read is refused, as is the token given with --set.
+  const json started = events_of(read_jsonl(run / "events.jsonl"), "site_start").at(0);
+  for (const std::string secret : {"", "guessed"}) {
+    TcpStoreClient outsider(started["store"].get<std::string>(), secret, std::chrono::seconds(5));
+    const std::string command = R"({"command":"set-lr","scale":0.01})";
+    CHECK_THROWS_WITH(outsider.set("ops/cmd/4", std::as_bytes(std::span(command.data(), command.size()))),
+                      doctest::Contains("not the site's store secret"));
+    CHECK_THROWS_WITH(outsider.add("ops/cmds", 1), doctest::Contains("not the site's store secret"));
+  }
+  const auto step_now = ctl.status()["figures"].value("step", 0);
+  CHECK(wait_for_step(run, step_now + 10));
+  for (const auto& e : read_jsonl(run / "events.jsonl")) CHECK_FALSE((applied(e, "set-lr") && e["scale"] == 0.01));
+  CHECK(processes_showing(kToken) == 0);
+  CHECK(processes_showing("--store") >= 2);  // the two replicas' command lines: the look itself works
+  std::filesystem::permissions(token_file, std::filesystem::perms::others_read, std::filesystem::perm_options::add);
+  const auto open_file = ctl({"checkpoint", "--token-file", token_file.string()});
+  CHECK(open_file.exit_code == 1);  // meridianctl: 1 for whatever failed, the reason on stderr
+  CHECK(open_file.err.find("is open to other users (mode 0604)") != std::string::npos);
+  const auto on_command_line = run_process({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local", "--set", "ops.token=abc"}, {});
+  CHECK(on_command_line.exit_code == 78);
+  CHECK(on_command_line.err.find("a secret does not belong in a job file") != std::string::npos);
+
   ::kill(site.pid(), SIGTERM);
   CHECK(site.wait_for(std::chrono::seconds(30)).has_value());
   CHECK_FALSE(std::filesystem::exists(run / "ops.json"));
@@ -272,7 +314,7 @@ TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's new
   REQUIRE(held >= 1);
 
   // No token: refused and logged.
-  const auto refused = ctl({"rollback", "--to", "v" + std::to_string(held)});
+  const auto refused = ctl({"rollback", "--to", std::string("v").append(std::to_string(held))});
   CHECK(refused.exit_code == 1);
   CHECK(refused.err.find("refused") != std::string::npos);
   CHECK(events_of(read_jsonl(run / "events.jsonl"), "ops_refused").size() == 1);
@@ -296,7 +338,7 @@ TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's new
   for (int attempt = 0; attempt < 10 && !done; ++attempt) {
     const auto f = ctl.status()["figures"];
     const std::int64_t v = f.value("version", std::int64_t{0});
-    const auto r = ctl({"rollback", "--to", "v" + std::to_string(v), "--lr-scale", "0.5"}, with_token);
+    const auto r = ctl({"rollback", "--to", std::string("v").append(std::to_string(v)), "--lr-scale", "0.5"}, with_token);
     if (r.exit_code == 1 && r.err.find("this site holds version") != std::string::npos) continue;
     REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
     ++filed;

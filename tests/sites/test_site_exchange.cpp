@@ -117,7 +117,7 @@ TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end wi
   // Without overlap a run is a pure function of its inputs, whatever the timing.
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int4\"\noverlap = false\n";
   const auto zmq = run_sites(dir, write_job(dir, "zmq", outer + "[transport]\nkind = \"zmq\"\nchunk_bytes = 4096\n"), etcd);
-  const auto ucx = run_sites(dir, write_job(dir, "ucx", outer + "[transport]\nkind = \"ucx\"\nchunk_bytes = 4096\n"), etcd);
+  const auto ucx = run_sites(dir, write_job(dir, "ucx", outer + "[transport]\nkind = \"ucx\"\nnetwork = \"private\"\nchunk_bytes = 4096\n"), etcd);
   CHECK(zmq.at("a")["version"] == 3);
   CHECK(ucx.at("a")["params_hash"] == zmq.at("a")["params_hash"]);
   CHECK(ucx.at("b")["params_hash"] == zmq.at("b")["params_hash"]);

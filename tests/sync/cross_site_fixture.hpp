@@ -72,8 +72,7 @@ struct Site {
     if (tamper) tamper(local);
     auto bytes = state.encode_delta(local, fragment);
     if (forge) forge(bytes);
-    const DeltaAnnouncement a{name,  round, state.version(), 1000, bytes.size(), hash64(std::span<const std::byte>(bytes)),
-                              false, fragment, rounds};
+    const DeltaAnnouncement a{name, round, state.version(), 1000, bytes.size(), sha256(bytes), false, fragment, rounds};
     ChunkHashes hashes = chunk_hashes(bytes, cross.chunk_bytes());
     if (mishash) mishash(hashes);
     cross.submit(a, std::move(bytes), std::move(hashes));

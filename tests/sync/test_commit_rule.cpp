@@ -7,7 +7,7 @@ using namespace meridian;
 namespace {
 
 DeltaAnnouncement delta(std::string site, std::int64_t round, std::int64_t base, std::int64_t tokens = 100) {
-  return {std::move(site), round, base, tokens, 10, 1};
+  return {std::move(site), round, base, tokens, 10, Digest{std::byte{1}}};
 }
 
 // A view in which every announced delta is here and fine.

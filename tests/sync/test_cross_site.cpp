@@ -136,7 +136,7 @@ TEST_CASE("a delta that does not match its announcement is never applied, whethe
   // A forged delta follows a's real one under the same round from a's address (a different
   // transfer id, as a re-send would have). If it comes before b has checked the real one, it
   // replaces it and is refused and fetched again; if after, it is dropped (DeltaStore::arrive: a
-  // copy that matched its checksum is never replaced). Which one depends on the two processes'
+  // copy that matched its digest is never replaced). Which one depends on the two processes'
   // timing; either way it is never applied.
   std::vector<std::byte> forged(encoded_size(kParams, {CodecKind::Fp32, 0}));
   encode(std::vector<float>(kParams, 1.0f), {CodecKind::Fp32, 0}, forged);
@@ -150,7 +150,7 @@ TEST_CASE("a delta that does not match its announcement is never applied, whethe
   const auto& entries = b.last->entries;
   const auto real = std::find_if(entries.begin(), entries.end(), [](const CommitEntry& e) { return e.site == "a"; });
   REQUIRE(real != entries.end());
-  CHECK(real->checksum != hash64(std::span<const std::byte>(forged)));
+  CHECK(real->digest != sha256(forged));
 }
 
 TEST_CASE("a delta submitted with a wrong chunk hash is refused by its peers' links, never delivered") {
@@ -168,18 +168,29 @@ TEST_CASE("a delta submitted with a wrong chunk hash is refused by its peers' li
   }
 }
 
-TEST_CASE("transfers from a link that is no member of the job are refused") {
+TEST_CASE("transfers from a link that is no member of the job are refused by the link and named in one event") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
+  Site& a = *sites[0];
   auto stranger = make_zmq_link("127.0.0.1");
   const std::vector<std::byte> junk(64, std::byte{7});
-  stranger->send(sites[0]->link->address(), 0, static_cast<std::uint16_t>(LinkTag::Delta), junk);
-  const double deadline = seconds_now() + 5;
-  while (sites[0]->cross.traffic().deltas_refused == 0 && seconds_now() < deadline)
-    sites[0]->cross.poll_commit(sites[0]->state, 5ms);
-  CHECK(sites[0]->cross.traffic().deltas_refused == 1);
-  CHECK(sites[0]->state.version() == 0);
+  std::vector<CrossSiteEvent> refusals;
+  for (std::uint64_t id = 0; id < 3; ++id) {
+    stranger->send(a.link->address(), id, static_cast<std::uint16_t>(LinkTag::Delta), junk);
+    const double deadline = seconds_now() + 5;
+    while (a.link->counters().strangers <= id && seconds_now() < deadline) a.cross.poll_commit(a.state, 5ms);
+    for (const auto& e : a.cross.take_events())
+      if (e.kind == "link_refused") refusals.push_back(e);
+  }
+  CHECK(a.link->counters().strangers == 3);
+  CHECK(a.cross.traffic().frames_refused == 3);
+  CHECK(a.cross.traffic().deltas_refused == 0);  // refused before the protocol saw a byte
+  // The first refusal is reported at once, the next two wait for the next report (10 s on).
+  REQUIRE(refusals.size() == 1);
+  CHECK(refusals[0].site == stranger->address());
+  CHECK(refusals[0].number == 1);
+  CHECK(a.state.version() == 0);
 }
 
 TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gradients") {

@@ -28,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// What the site agent would draw at random (core/io/secret_file); any fixed text will do here.
+constexpr const char* kSecret = "test-store-secret";
+
 std::vector<std::byte> bytes(const std::string& s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   return {p, p + s.size()};
@@ -59,6 +62,7 @@ std::string set_request(std::uint64_t id, const std::string& key, std::size_t va
   request.setVersion(version);
   request.setId(id);
   request.setKey(key);
+  request.setSecret(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(kSecret), std::strlen(kSecret)));
   request.initSet(static_cast<unsigned>(value_bytes));
   return serialize(message);
 }
@@ -117,10 +121,10 @@ class RawPeer {
 }  // namespace
 
 TEST_CASE("set, get, check and add round-trip through the server") {
-  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
   CHECK(server.port() > 0);
   CHECK(server.endpoint() == "tcp://127.0.0.1:" + std::to_string(server.port()));
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
 
   CHECK_FALSE(client.check("addr/0"));
   client.set("addr/0", bytes("10.0.0.1:2000"));
@@ -145,12 +149,12 @@ TEST_CASE("set, get, check and add round-trip through the server") {
 }
 
 TEST_CASE("a get waits for a set made later by another client") {
-  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
   auto waiter = std::async(std::launch::async, [&] {
-    TcpStoreClient client(server.endpoint(), 5s);
+    TcpStoreClient client(server.endpoint(), kSecret, 5s);
     return text(client.get("rank/1", 20s));
   });
-  TcpStoreClient setter(server.endpoint(), 5s);
+  TcpStoreClient setter(server.endpoint(), kSecret, 5s);
   // Other keys and other clients are served while the get is parked.
   setter.set("other", bytes("x"));
   CHECK(text(setter.get("other", 1s)) == "x");
@@ -159,8 +163,8 @@ TEST_CASE("a get waits for a set made later by another client") {
 }
 
 TEST_CASE("a get that times out says which key it waited for") {
-  TcpStoreServer server("127.0.0.1", 0);
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
   const auto start = Clock::now();
   const Error e = error_of([&] { client.get("group/3/leader", 200ms); });
   const auto elapsed = Clock::now() - start;
@@ -174,12 +178,12 @@ TEST_CASE("a get that times out says which key it waited for") {
 }
 
 TEST_CASE("concurrent adds from 4 threads x 1000 are atomic") {
-  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
   std::vector<std::vector<std::int64_t>> seen(4);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      TcpStoreClient client(server.endpoint(), 10s);
+      TcpStoreClient client(server.endpoint(), kSecret, 10s);
       for (int i = 0; i < 1000; ++i) seen[t].push_back(client.add("counter", 1));
     });
   for (auto& t : threads) t.join();
@@ -188,17 +192,17 @@ TEST_CASE("concurrent adds from 4 threads x 1000 are atomic") {
   CHECK(all.size() == 4000);  // every add saw a distinct value: no two were merged
   CHECK(*all.begin() == 1);
   CHECK(*all.rbegin() == 4000);
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
   CHECK(client.add("counter", 0) == 4000);
 }
 
 TEST_CASE("many clients rendezvous through one server") {
-  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
   constexpr int kClients = 16;
   std::vector<std::future<std::string>> ranks;
   for (int r = 0; r < kClients; ++r)
     ranks.push_back(std::async(std::launch::async, [&, r] {
-      TcpStoreClient client(server.endpoint(), 10s);
+      TcpStoreClient client(server.endpoint(), kSecret, 10s);
       client.set("addr/" + std::to_string(r), bytes("host" + std::to_string(r)));
       client.add("joined", 1);
       std::string all;  // every rank reads every address, most of them before they are set
@@ -208,12 +212,12 @@ TEST_CASE("many clients rendezvous through one server") {
   std::string expected;
   for (int r = 0; r < kClients; ++r) expected += "host" + std::to_string(r) + ",";
   for (auto& r : ranks) CHECK(r.get() == expected);
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
   CHECK(client.add("joined", 0) == kClients);
 }
 
 TEST_CASE("malformed and hostile requests get error replies and the server keeps serving") {
-  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
   RawPeer raw(server.endpoint());
   using Kind = wire::StoreResponse::Failure::Kind;
 
@@ -258,7 +262,7 @@ TEST_CASE("malformed and hostile requests get error replies and the server keeps
   }
 
   // An add on a value that is not a counter is refused rather than clobbering it; so is overflow.
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
   client.set("name", bytes("abc"));
   Error e = error_of([&] { client.add("name", 1); });
   CHECK(e.kind() == ErrorKind::Peer);
@@ -271,9 +275,40 @@ TEST_CASE("malformed and hostile requests get error replies and the server keeps
   CHECK(client.check("k") == false);  // none of the bent sets were applied
 }
 
+// What issue 17 found: any local process could file an operator's command for the replicas
+// (ops/cmd/<n>, then ops/cmds) and have it applied, bypassing the ops token.
+TEST_CASE("a request without the store's secret is refused, and nothing it asks for is done") {
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
+  TcpStoreClient site(server.endpoint(), kSecret, 5s);
+  CHECK(site.add("ops/cmds", 0) == 0);
+  for (const std::string wrong : {"", "test-store-secreT", "test-store-secret-and-more", "x"}) {
+    CAPTURE(wrong);
+    TcpStoreClient outsider(server.endpoint(), wrong, 5s);
+    const Error e = error_of([&] { outsider.set("ops/cmd/1", bytes(R"({"command":"set-lr","scale":0.01})")); });
+    CHECK(e.kind() == ErrorKind::Peer);
+    CHECK(std::string(e.what()).find("not the site's store secret") != std::string::npos);
+    CHECK(error_of([&] { outsider.add("ops/cmds", 1); }).kind() == ErrorKind::Peer);
+    CHECK(error_of([&] { outsider.check("ops/cmds"); }).kind() == ErrorKind::Peer);
+    CHECK(error_of([&] { outsider.get("ops/cmds", 0ms); }).kind() == ErrorKind::Peer);
+  }
+  RawPeer raw(server.endpoint());
+  capnp::MallocMessageBuilder message;  // a well-formed request with no secret at all
+  auto request = message.initRoot<wire::StoreRequest>();
+  request.setVersion(wire::STORE_SCHEMA_VERSION);
+  request.setId(3);
+  request.setKey("ops/cmds");
+  request.setAdd(1);
+  const auto answer = raw.exchange({serialize(message)});
+  CHECK(answer.id == 3);
+  CHECK(answer.kind == wire::StoreResponse::Failure::Kind::UNAUTHENTICATED);
+
+  CHECK_FALSE(site.check("ops/cmd/1"));
+  CHECK(site.add("ops/cmds", 0) == 0);
+}
+
 TEST_CASE("the client refuses oversized keys and values before sending") {
-  TcpStoreServer server("127.0.0.1", 0);
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
   CHECK(error_of([&] { client.check(std::string(kMaxStoreKeyBytes + 1, 'k')); }).kind() == ErrorKind::Data);
   const std::vector<std::byte> too_big(kMaxStoreValueBytes + 1);
   CHECK(error_of([&] { client.set("v", too_big); }).kind() == ErrorKind::Data);
@@ -286,7 +321,7 @@ TEST_CASE("a malformed reply is Error(Peer) and an unanswered call is Error(Time
   zmq::socket_t fake(context, zmq::socket_type::router);
   fake.set(zmq::sockopt::linger, 0);
   fake.bind("tcp://127.0.0.1:*");
-  TcpStoreClient client(fake.get(zmq::sockopt::last_endpoint), 300ms);
+  TcpStoreClient client(fake.get(zmq::sockopt::last_endpoint), kSecret, 300ms);
   auto answer = std::async(std::launch::async, [&] {
     zmq::message_t peer, request;
     REQUIRE(fake.recv(peer).has_value());
@@ -306,8 +341,8 @@ TEST_CASE("a malformed reply is Error(Peer) and an unanswered call is Error(Time
 }
 
 TEST_CASE("a server that goes away fails calls within the io timeout") {
-  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
-  TcpStoreClient client(server->endpoint(), 300ms);
+  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, kSecret);
+  TcpStoreClient client(server->endpoint(), kSecret, 300ms);
   client.set("k", bytes("v"));
   server.reset();
   for (int i = 0; i < 2; ++i) {
@@ -325,7 +360,7 @@ TEST_CASE("a get parked on a server that dies fails at once, not at its own time
   fake->bind("tcp://127.0.0.1:*");
   const std::string endpoint = fake->get(zmq::sockopt::last_endpoint);
   auto waiter = std::async(std::launch::async, [&] {
-    TcpStoreClient client(endpoint, 300ms);
+    TcpStoreClient client(endpoint, kSecret, 300ms);
     const auto start = Clock::now();
     const Error e = error_of([&] { client.get("never", 60s); });
     return std::make_pair(e.kind(), Clock::now() - start);
@@ -340,13 +375,13 @@ TEST_CASE("a get parked on a server that dies fails at once, not at its own time
 }
 
 TEST_CASE("a port in use and a malformed endpoint are typed errors") {
-  TcpStoreServer server("127.0.0.1", 0);
-  CHECK(error_of([&] { TcpStoreServer("127.0.0.1", server.port()); }).kind() == ErrorKind::Io);
-  CHECK(error_of([] { TcpStoreClient("not-an-endpoint"); }).kind() == ErrorKind::Config);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
+  CHECK(error_of([&] { TcpStoreServer("127.0.0.1", server.port(), kSecret); }).kind() == ErrorKind::Io);
+  CHECK(error_of([] { TcpStoreClient("not-an-endpoint", kSecret); }).kind() == ErrorKind::Config);
 }
 
 TEST_CASE("a forked child process sets a key the parent waits for") {
-  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
@@ -354,14 +389,14 @@ TEST_CASE("a forked child process sets a key the parent waits for") {
     ::alarm(30);  // a child that hangs dies instead of hanging the parent's waitpid
     int status = 1;
     try {
-      TcpStoreClient client(server.endpoint(), 5s);
+      TcpStoreClient client(server.endpoint(), kSecret, 5s);
       client.set("child/pid", bytes(std::to_string(::getpid())));
       status = client.add("children", 1) == 1 ? 0 : 2;
     } catch (...) {
     }
     ::_exit(status);
   }
-  TcpStoreClient client(server.endpoint(), 5s);
+  TcpStoreClient client(server.endpoint(), kSecret, 5s);
   const std::string pid = text(client.get("child/pid", 20s));
   int status = -1;
   REQUIRE(::waitpid(child, &status, 0) == child);

@@ -110,6 +110,7 @@ void several_in_flight(const LinkFactory& make) {
 Link::Counters survives(const LinkFactory& make, const LinkFaults& faults, int n = 12) {
   auto tx = make(faults);
   auto rx = make({});
+  rx->set_peers({tx->address()}, nullptr);  // re-requests go to listed peers only
   std::map<std::uint64_t, std::vector<std::byte>> sent;
   for (std::uint64_t id = 1; id <= static_cast<std::uint64_t>(n); ++id) {
     sent[id] = pattern(id * 40'000 + 1, id);
@@ -162,6 +163,7 @@ void a_thousand_faults(const LinkFactory& make) {
   constexpr std::size_t kSmallChunks = 4 << 10;
   auto tx = make(every_fault(0.08, 16), kSmallChunks);
   auto rx = make({}, kSmallChunks);
+  rx->set_peers({tx->address()}, nullptr);
   std::map<std::uint64_t, std::vector<std::byte>> sent;
   std::set<std::uint64_t> delivered;
   std::uint64_t id = 0;
@@ -214,6 +216,7 @@ void large_shared_payloads_survive_faults(const LinkFactory& make, bool prehashe
   constexpr std::size_t kLargeChunks = 1 << 20;
   auto tx = make(every_fault(0.1, prehashed ? 19 : 18), kLargeChunks);
   auto rx = make({}, kLargeChunks);
+  rx->set_peers({tx->address()}, nullptr);
   REQUIRE(tx->chunk_bytes() == kLargeChunks);
   std::map<std::uint64_t, std::shared_ptr<const std::vector<std::byte>>> sent;
   for (std::uint64_t id = 1; id <= 3; ++id) {
@@ -245,6 +248,7 @@ void large_shared_payloads_survive_faults(const LinkFactory& make, bool prehashe
 void a_wrong_precomputed_hash_is_caught(const LinkFactory& make) {
   auto tx = make({});
   auto rx = make({});
+  rx->set_peers({tx->address()}, nullptr);
   const auto payload = std::make_shared<const std::vector<std::byte>>(pattern(20 * kChunkBytes + 5, 30));
   ChunkHashes wrong = chunk_hashes(*payload, tx->chunk_bytes());
   wrong.hashes[7] ^= std::uint64_t{1} << 40;
@@ -268,6 +272,8 @@ void shared_payloads_are_sent_and_kept(const LinkFactory& make) {
   auto tx = make({.corrupt_probability = 0.3, .seed = 15});
   auto rx1 = make({});
   auto rx2 = make({});
+  rx1->set_peers({tx->address()}, nullptr);
+  rx2->set_peers({tx->address()}, nullptr);
   const auto payload = std::make_shared<const std::vector<std::byte>>(pattern(3'000'001, 15));
   tx->send(rx1->address(), 1, 4, payload);
   tx->send(rx2->address(), 1, 4, payload);
@@ -322,6 +328,35 @@ void a_peer_that_takes_nothing_never_holds_sends(const LinkFactory& make) {
   a->send(b->address(), kTransfers + 1, 0, payload);
   const auto got = deliver(*b, {a.get()});
   REQUIRE(got.has_value());
+  CHECK(got->bytes == payload);
+}
+
+// A receiver that lists its peers takes transfers from them only: a stranger's frames are refused
+// and counted by its name (test_peer_gate has the forged names of issue 17).
+void only_listed_peers_are_taken_in(const LinkFactory& make) {
+  auto member = make({});
+  auto stranger = make({});
+  auto rx = make({});
+  const auto payload = pattern(100'000, 8);
+  stranger->send(rx->address(), 1, 0, payload);
+  auto got = deliver(*rx, {stranger.get()});  // no list yet: anyone
+  REQUIRE(got.has_value());
+  CHECK(got->peer == stranger->address());
+
+  rx->set_peers({member->address()}, nullptr);
+  stranger->send(rx->address(), 2, 0, payload);
+  CHECK_FALSE(deliver(*rx, {stranger.get()}, 300ms).has_value());
+  CHECK(rx->counters().strangers > 0);
+  const auto refused = rx->take_refusals();
+  REQUIRE(refused.size() == 1);
+  CHECK(refused.begin()->first == stranger->address());
+  CHECK(refused.begin()->second == rx->counters().strangers);
+  CHECK(rx->take_refusals().empty());
+
+  member->send(rx->address(), 3, 0, payload);
+  got = deliver(*rx, {member.get()});
+  REQUIRE(got.has_value());
+  CHECK(got->peer == member->address());
   CHECK(got->bytes == payload);
 }
 
@@ -382,6 +417,7 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("receive returns nothing within its bound") { receive_times_out(make); }
   SUBCASE("a recycled payload buffer receives the next transfer") { recycled_buffers_are_reused(make); }
   SUBCASE("a peer that takes nothing never holds a send") { a_peer_that_takes_nothing_never_holds_sends(make); }
+  SUBCASE("once peers are listed, only they are taken in") { only_listed_peers_are_taken_in(make); }
 }
 
 // Whole messages that are not a chunk or a re-request, from a DEALER that is no link.

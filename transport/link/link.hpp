@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +54,7 @@ class Link {
     std::uint64_t duplicates = 0;       // chunks that had already been accepted or delivered
     std::uint64_t rerequests = 0;       // chunks this link asked a sender for again
     std::uint64_t dropped = 0;          // frames not sent: their peer's queue was full (see send)
+    std::uint64_t strangers = 0;        // frames refused from senders not among the peers (set_peers)
     std::uint64_t bytes_sent = 0;       // payload bytes of the frames sent
     // Faults this link did to its own frames (LinkFaults; tests only), by kind, and their sum.
     std::uint64_t corrupted = 0;   // frames sent with a byte of their payload flipped
@@ -93,6 +97,14 @@ class Link {
   // transfers into that memory instead of fresh pages (bounded; see buffer_pool.hpp).
   virtual void recycle(std::vector<std::byte> bytes) = 0;
   virtual Counters counters() const = 0;
+  // The peers this link exchanges with from now on: the job's members' link addresses as the
+  // control plane lists them (each call replaces the list). Frames from any other sender are then
+  // refused before they hold any state, unless `vouch` (may be null; called inside receive())
+  // says the sender is a member after all. Whatever the list, a link opens a connection only where
+  // its caller sends or to a listed peer, never to a name a message gives (see peer_gate.hpp).
+  virtual void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) = 0;
+  // Senders refused since the last call, by printable name, with their frame counts (bounded).
+  virtual std::map<std::string, std::uint64_t> take_refusals() = 0;
 };
 
 }  // namespace meridian

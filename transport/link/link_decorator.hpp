@@ -1,7 +1,7 @@
 #pragma once
 // A Link that wraps another (the WAN emulator's shaping, the measurements) and passes through
 // what it does not change: the address peers reach, the chunk size, recycled buffers, the link's
-// counters, and every form of send, once the decorator's before_send let it go.
+// counters, the peers and their refusals, and every form of send, once the decorator's before_send let it go.
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +18,10 @@ class LinkDecorator : public Link {
   std::size_t chunk_bytes() const override { return inner_->chunk_bytes(); }
   void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
   Counters counters() const override { return inner_->counters(); }
+  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
+    inner_->set_peers(std::move(peers), std::move(vouch));
+  }
+  std::map<std::string, std::uint64_t> take_refusals() override { return inner_->take_refusals(); }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) final {

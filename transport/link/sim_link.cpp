@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/util/error.hpp"
+#include "transport/link/peer_gate.hpp"
 
 namespace meridian {
 
@@ -31,18 +32,26 @@ class SimLink final : public Link {
   std::size_t chunk_bytes() const override { return 1 << 20; }
   // Never waits: in a simulated world time moves only when the simulator moves it.
   std::optional<Received> receive(std::chrono::milliseconds) override {
-    auto r = network_.take(address_, generation_);
-    if (r) ++counters_.frames_received;
-    return r;
+    while (auto r = network_.take(address_, generation_)) {
+      ++counters_.frames_received;
+      if (gate_.let_in(r->peer)) return r;
+      ++counters_.strangers;
+    }
+    return std::nullopt;
   }
   void recycle(std::vector<std::byte>) override {}
   Counters counters() const override { return counters_; }
+  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
+    gate_.set(std::move(peers), std::move(vouch));
+  }
+  std::map<std::string, std::uint64_t> take_refusals() override { return gate_.take_refusals(); }
 
  private:
   SimNetwork& network_;
   std::string address_;
   std::uint64_t generation_;
   Counters counters_;
+  PeerGate gate_;
 };
 
 std::unique_ptr<Link> SimNetwork::open(const std::string& address) {

@@ -8,6 +8,7 @@
 #include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
 #include "transport/link/kept_bytes.hpp"
+#include "transport/link/peer_gate.hpp"
 #include "transport/link/ucx_transport.hpp"
 
 // Wire format. Every frame is one UCP active message (ucx_transport.cpp) whose header is
@@ -19,7 +20,8 @@
 //        leaves once the peer has fetched every 'P' sent to it before
 //   'R': body = transfer id u64 LE, chunk index u32 LE; no data   "send me this chunk again"
 // A UCP receiver learns nothing about who sent a message, so each frame names its sender, as the
-// DEALER's routing id does in zmq_link; it is what the peer claims, and answers go to it.
+// DEALER's routing id does in zmq_link; it is what the peer claims, and answers go to it only when
+// this link sent to it before or it is a listed peer (peer_gate.hpp): never to a new address.
 //
 // A large payload the caller shares (the form CrossSite sends its deltas in) goes out as 'P'
 // frames at once, while the link hashes it, and its headers follow as 'H' frames: every chunk
@@ -105,11 +107,16 @@ class UcxLink final : public Link {
   std::string address() const override { return transport_.address(); }
   Counters counters() const override { return counters_; }
   void recycle(std::vector<std::byte> bytes) override { incoming_.recycle(std::move(bytes)); }
+  std::map<std::string, std::uint64_t> take_refusals() override { return gate_.take_refusals(); }
+
+  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
+    std::erase_if(contacted_, [&](const std::string& peer) { return !peers.contains(peer); });
+    gate_.set(std::move(peers), std::move(vouch));
+  }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
-    if (!UcxTransport::valid_address(peer))
-      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    contact(peer);
     const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
     post(kData, sent.peer, sent.frames, sent.owner);
   }
@@ -117,8 +124,7 @@ class UcxLink final : public Link {
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload) override {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
-    if (!UcxTransport::valid_address(peer))
-      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    contact(peer);
     const std::size_t size = payload->size();
     const std::size_t count = (size + chunk_bytes_ - 1) / chunk_bytes_;
     // (Too many chunks or bytes: keep() refuses the transfer before anything leaves.)
@@ -147,8 +153,7 @@ class UcxLink final : public Link {
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
-    if (!UcxTransport::valid_address(peer))
-      throw make_error(ErrorKind::Peer, "\"", peer, "\" is not a UCX link address (ucx://IP:PORT)");
+    contact(peer);
     const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), hashes);
     post(kData, sent.peer, sent.frames, sent.owner);
   }
@@ -168,6 +173,14 @@ class UcxLink final : public Link {
   }
 
  private:
+  // A peer the caller sends to, which re-requests may go to from now on. Error(Peer) for a string
+  // that is no UCX link address.
+  void contact(const std::string& peer) {
+    if (!UcxTransport::valid_address(peer))
+      throw make_error(ErrorKind::Peer, "\"", printable_name(peer), "\" is not a UCX link address (ucx://IP:PORT)");
+    contacted_.insert(peer);
+  }
+
   Message message(const std::string& peer, std::byte kind, std::span<const std::byte> body) const {
     Message m{peer, {}, {}, nullptr};
     const std::string& from = transport_.address();
@@ -211,6 +224,10 @@ class UcxLink final : public Link {
     if (!in.refused() && h.size() >= 2 && h.size() >= 2 + std::size_t(h[1])) {
       const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
       const auto body = h.subspan(2 + std::size_t(h[1]));
+      if (!gate_.let_in(peer)) {
+        ++counters_.strangers;
+        return;
+      }
       if ((h[0] == kData || h[0] == kAhead) && in.placed() != nullptr)
         return on_landed(std::static_pointer_cast<IncomingTransfers::Claim>(in.placed()), delivered);
       if (h[0] == kData) return on_chunk(peer, body, in.data(), delivered);
@@ -247,6 +264,7 @@ class UcxLink final : public Link {
     if (h.size() < 2 || h.size() < 2 + std::size_t(h[1])) return std::nullopt;
     const std::string peer(reinterpret_cast<const char*>(h.data()) + 2, std::size_t(h[1]));
     const auto body = h.subspan(2 + std::size_t(h[1]));
+    if (!gate_.admits(peer)) return std::nullopt;  // refused in handle(), holding no place
     std::optional<IncomingTransfers::Place> place;
     if (h[0] == kData) place = incoming_.place(peer, body, length);
     if (h[0] == kAhead)
@@ -262,7 +280,8 @@ class UcxLink final : public Link {
   }
 
   void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
-    if (!UcxTransport::valid_address(peer)) return;  // what the peer claims to be; not an address: no answer
+    // A name a message gives is never dialled: only a peer sent to before, or a listed one.
+    if (!contacted_.contains(peer) && !(gate_.listed(peer) && UcxTransport::valid_address(peer))) return;
     std::byte body[kRerequestBytes];
     for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
     for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
@@ -288,6 +307,8 @@ class UcxLink final : public Link {
 
   FaultInjector faults_;
   std::size_t chunk_bytes_;
+  PeerGate gate_;
+  std::set<std::string> contacted_;  // peers the caller sent to (the listed ones, once peers are set)
   KeptTransfers sent_;
   IncomingTransfers incoming_;
   Counters counters_;

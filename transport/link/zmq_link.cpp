@@ -16,6 +16,7 @@
 #include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
 #include "transport/link/kept_bytes.hpp"
+#include "transport/link/peer_gate.hpp"
 
 // Wire format. The ROUTER prefixes every message with the sending DEALER's routing id, which is
 // the sender's address; after it comes one kind byte and the body:
@@ -23,6 +24,8 @@
 //   'R' [transfer id u64 LE, chunk index u32 LE]   "send me this chunk of your transfer again"
 // Chunk headers are self-describing and checksummed, so no envelope of ours is needed beyond that.
 // Answers to a re-request go back on this link's DEALER to the requester, like any chunk.
+// The routing id is only what the sender claims: re-requests and their answers go to it only over a
+// connection this link already has or to a listed peer (peer_gate.hpp), never to a new address.
 // Payload parts are handed to ZeroMQ without a copy: each holds on to the payload the link keeps
 // (kept_bytes.hpp) until the I/O thread is done with it, and counts in its peer's queue until then.
 
@@ -89,6 +92,13 @@ class ZmqLink final : public Link {
   std::string address() const override { return address_; }
   Counters counters() const override { return counters_; }
   void recycle(std::vector<std::byte> bytes) override { incoming_.recycle(std::move(bytes)); }
+  std::map<std::string, std::uint64_t> take_refusals() override { return gate_.take_refusals(); }
+
+  // Connections to peers no longer listed are closed: the link's sockets stay as many as its peers.
+  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
+    std::erase_if(dealers_, [&](const auto& entry) { return !peers.contains(entry.first); });
+    gate_.set(std::move(peers), std::move(vouch));
+  }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::span<const std::byte> payload) override {
@@ -143,18 +153,32 @@ class ZmqLink final : public Link {
     QueuedBytes queued = std::make_shared<std::atomic<std::size_t>>(0);
   };
 
+  // The connection to a peer the caller sends to, made on first use. Error(Peer) when ZeroMQ
+  // refuses the address or has no socket left.
   Dealer& dealer_for(const std::string& peer) {
     if (const auto it = dealers_.find(peer); it != dealers_.end()) return it->second;
-    zmq::socket_t socket(context_, zmq::socket_type::dealer);
-    socket.set(zmq::sockopt::routing_id, address_);
-    socket.set(zmq::sockopt::linger, kLingerMs);
-    socket.set(zmq::sockopt::sndhwm, 0);  // never full: this link bounds the queue itself, in bytes
     try {
+      zmq::socket_t socket(context_, zmq::socket_type::dealer);
+      socket.set(zmq::sockopt::routing_id, address_);
+      socket.set(zmq::sockopt::linger, kLingerMs);
+      socket.set(zmq::sockopt::sndhwm, 0);  // never full: this link bounds the queue itself, in bytes
       socket.connect(peer);
+      return dealers_.emplace(peer, Dealer{std::move(socket)}).first->second;
     } catch (const zmq::error_t& e) {
-      throw make_error(ErrorKind::Peer, "cannot connect a link to \"", peer, "\": ", e.what());
+      throw make_error(ErrorKind::Peer, "cannot connect a link to \"", printable_name(peer), "\": ", e.what());
     }
-    return dealers_.emplace(peer, Dealer{std::move(socket)}).first->second;
+  }
+
+  // The connection to answer a sender on: one this link has, or a new one to a listed peer; null
+  // for any other name a message gives, or when it cannot be made.
+  Dealer* answerable(const std::string& peer) {
+    if (const auto it = dealers_.find(peer); it != dealers_.end()) return &it->second;
+    if (!gate_.listed(peer)) return nullptr;
+    try {
+      return &dealer_for(peer);
+    } catch (const Error&) {
+      return nullptr;
+    }
   }
 
   // Whether a transfer of `bytes` to this peer is dropped: more than queue_bytes_ wait to leave.
@@ -179,9 +203,13 @@ class ZmqLink final : public Link {
     zmq::message_t last(const_cast<std::byte*>(payload.data()), payload.size(), &PartHold::release, hold.get());
     hold.release();  // the message's now: released when ZeroMQ is done with the payload
     constexpr auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
-    return dealer.socket.send(zmq::buffer(&kData, 1), more) &&
-           dealer.socket.send(zmq::buffer(header.data(), header.size()), more) &&
-           dealer.socket.send(last, zmq::send_flags::dontwait);
+    try {
+      return dealer.socket.send(zmq::buffer(&kData, 1), more) &&
+             dealer.socket.send(zmq::buffer(header.data(), header.size()), more) &&
+             dealer.socket.send(last, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      return false;  // counted as dropped, as a frame lost on the way
+    }
   }
 
   // Sends `frames` (of a payload `owner` holds: all of a transfer, or one asked for again), as
@@ -220,6 +248,10 @@ class ZmqLink final : public Link {
     }
     ++counters_.frames_received;
     const std::string peer = identity.to_string();
+    if (!gate_.let_in(peer)) {
+      ++counters_.strangers;
+      return true;
+    }
     const char kind = parts.empty() || parts[0].size() != 1 ? '\0' : *parts[0].data<char>();
     if (kind == kData && count == 3) {
       on_chunk(peer, parts[1], parts[2], delivered);
@@ -242,18 +274,19 @@ class ZmqLink final : public Link {
     std::byte body[kRerequestBytes];
     for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
     for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
+    Dealer* dealer = answerable(peer);
+    if (dealer == nullptr || full(*dealer, 0)) return;
+    const char kind = kRerequest;
+    constexpr auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
     try {
-      Dealer& dealer = dealer_for(peer);
-      if (full(dealer, 0)) return;
-      const char kind = kRerequest;
-      if (dealer.socket.send(zmq::buffer(&kind, 1), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
-          dealer.socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::dontwait))
+      if (dealer->socket.send(zmq::buffer(&kind, 1), more) &&
+          dealer->socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::dontwait)) {
         ++counters_.rerequests;
-      else
-        ++counters_.dropped;
-    } catch (const Error&) {
-      // The routing id is what the peer claims as its address; one we cannot reach gets no answer.
+        return;
+      }
+    } catch (const zmq::error_t&) {
     }
+    ++counters_.dropped;
   }
 
   void on_rerequest(const std::string& peer, std::span<const std::byte> body) {
@@ -267,9 +300,9 @@ class ZmqLink final : public Link {
       ++counters_.rejected;
       return;
     }
-    Dealer& dealer = dealer_for(peer);
-    if (full(dealer, sent->frames[index].payload.size())) return;
-    send_frames(dealer, std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
+    Dealer* dealer = answerable(peer);
+    if (dealer == nullptr || full(*dealer, sent->frames[index].payload.size())) return;
+    send_frames(*dealer, std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
   }
 
   std::size_t queue_bytes_;
@@ -279,6 +312,7 @@ class ZmqLink final : public Link {
   zmq::socket_t router_;
   std::string address_;
   std::map<std::string, Dealer> dealers_;
+  PeerGate gate_;
   IncomingTransfers incoming_;
   Counters counters_;
 };

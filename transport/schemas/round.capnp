@@ -8,7 +8,8 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("meridian::wire");
 
 # Bumped on any change a peer of the previous version would misread; readers refuse other versions.
-const roundSchemaVersion :UInt16 = 1;
+# 2: deltas are named by a SHA-256 digest (version 1's 64-bit XXH3 checksum is no longer written).
+const roundSchemaVersion :UInt16 = 2;
 
 # "members/<site>", on the site's lease: the site is alive and reachable at `address`.
 struct MemberRecord {
@@ -27,7 +28,7 @@ struct DeltaAnnouncement {
   baseVersion @3 :Int64;   # the global version the round started from
   tokens @4 :Int64;        # tokens the site trained on in this round: its weight in the mean
   bytes @5 :UInt64;        # size of the encoded delta
-  checksum @6 :UInt64;     # XXH3-64 of the encoded delta
+  checksumV1 @6 :UInt64;   # version 1 only; unused
   final @7 :Bool;          # the site's last round: it trains no further
   fragment @8 :UInt32;     # streaming DiLoCo: the fragment the delta covers (0 for DiLoCo, and in
                            # records from before fragments existed, which read as fragment 0)
@@ -35,6 +36,7 @@ struct DeltaAnnouncement {
                            # exchange was paused (older records read as 1)
   withdrawn @10 :Bool;     # its site restarted without these bytes: nobody will ever have them,
                            # so no commit waits for this round
+  digest @11 :Data;        # SHA-256 of the encoded delta (32 bytes): its identity
 }
 
 struct SiteRound {
@@ -47,9 +49,10 @@ struct CommitEntry {
   round @1 :Int64;
   baseVersion @2 :Int64;
   weight @3 :Float64;
-  checksum @4 :UInt64;
+  checksumV1 @4 :UInt64;  # version 1 only; unused
   fragment @5 :UInt32;  # streaming DiLoCo: the fragment the delta covers (0 for DiLoCo, and in
                         # records from before fragments existed)
+  digest @6 :Data;      # the announced SHA-256 of the delta: the one set of bytes this commit merges
 }
 
 # "commits/<version>", written once by compare-and-swap: version = outer_step(version - 1, the

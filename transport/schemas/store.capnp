@@ -22,6 +22,10 @@ struct StoreRequest {
     check @5 :Void;
     add @6 :Int64;    # the delta
   }
+  # The site's store secret (sites/site: written by the agent, readable by its owner only). A
+  # request without it is refused: a local process that is not one of the site's must not be able
+  # to change what its replicas read (an operator's command filed under ops/cmd, for one).
+  secret @7 :Data;
 }
 
 struct StoreResponse {
@@ -43,6 +47,7 @@ struct StoreResponse {
       invalid @0;  # malformed, oversized, wrong version, or not applicable (add on a non-counter)
       timeout @1;  # a get's key did not appear within the time the get allowed
       busy @2;     # the server holds too many parked gets to take another
+      unauthenticated @3;  # the request did not carry the store's secret
     }
   }
 }

@@ -1,0 +1,19 @@
+#pragma once
+// A delta's identity in announcements and commits: SHA-256 of its encoded bytes (OpenSSL). XXH3
+// (hash.hpp) catches damage on the way and is what chunk frames carry; it cannot tell who made
+// the bytes, since anyone can build two payloads with the same XXH3. A site that sends different
+// bytes to different peers under one announcement cannot match its digest with more than one.
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string>
+
+namespace meridian {
+
+using Digest = std::array<std::byte, 32>;
+
+Digest sha256(std::span<const std::byte> bytes);
+// The first 12 hex digits, for logs and messages.
+std::string short_hex(const Digest& digest);
+
+}  // namespace meridian

@@ -1,0 +1,34 @@
+#pragma once
+// The site's store secret. The agent makes a fresh one at each start and writes it into the site's
+// run dir, readable by its owner only (core/io/secret_file); its replicas, its own or a cluster
+// launcher's that share the run dir, read it there. The store refuses any request without it, so
+// a process of another user cannot file an operator's command, or anything else, for the replicas.
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+namespace meridian {
+
+inline std::filesystem::path store_secret_file(const std::filesystem::path& site_run_dir) {
+  return site_run_dir / "store.secret";
+}
+
+// The agent's: a fresh secret in the file for as long as the agent runs, removed when it ends.
+class StoreSecret {
+ public:
+  explicit StoreSecret(const std::filesystem::path& site_run_dir);
+  ~StoreSecret();
+  StoreSecret(const StoreSecret&) = delete;
+  StoreSecret& operator=(const StoreSecret&) = delete;
+  const std::string& value() const { return value_; }
+
+ private:
+  std::filesystem::path path_;
+  std::string value_;
+};
+
+// A replica's: the secret its agent wrote, waited for up to `wait` (a cluster launcher may start
+// replicas before the agent has written it). Error(Config) when it does not come or is open to others.
+std::string read_store_secret(const std::filesystem::path& site_run_dir, std::chrono::milliseconds wait);
+
+}  // namespace meridian
