@@ -92,8 +92,8 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
 }
 
 void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {
-  // Its digest is taken where the bytes were made and not checked again here: a second SHA-256
-  // pass over a large delta costs as much as the first. Every receiver checks it.
+  // Its digest is taken where the bytes were made and trusted here: a second SHA-256 pass over a
+  // large delta costs as much as the first. Every receiver checks it.
   MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size(),
                  "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
   MERIDIAN_CHECK(hashes.chunk_bytes == courier_.link().chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
@@ -110,7 +110,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
     ++counts().deltas_sent;
     outbox_.sent(a.round, own.bytes->size());
   }
-  store_.put({a.site, a.round}, *own.bytes);  // a commit lists this site's own delta too
+  store_.put_own({a.site, a.round}, *own.bytes, a.digest);  // a commit lists this site's own delta too
   counts().peak_bytes_in_flight = std::max(counts().peak_bytes_in_flight, outbox_.in_flight_bytes());
 }
 

@@ -21,6 +21,11 @@ void DeltaStore::put(const DeltaKey& key, std::vector<std::byte> bytes, bool jou
   if (journaled) journaled_.insert(key);
 }
 
+void DeltaStore::put_own(const DeltaKey& key, std::vector<std::byte> bytes, const Digest& digest) {
+  put(key, std::move(bytes));
+  verified_[key] = digest;
+}
+
 void DeltaStore::arrive(const DeltaKey& key, std::vector<std::byte> bytes) {
   if (verified_.contains(key)) {
     link_.recycle(std::move(bytes));

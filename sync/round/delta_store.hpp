@@ -38,6 +38,8 @@ class DeltaStore {
 
   // A fresh copy of a delta (not verified, not screened yet). `journaled`: read from the journal.
   void put(const DeltaKey& key, std::vector<std::byte> bytes, bool journaled = false);
+  // This site's own delta, with the digest taken where it was made: not hashed a second time.
+  void put_own(const DeltaKey& key, std::vector<std::byte> bytes, const Digest& digest);
   // A copy from the link: kept unless a copy that matched its digest is here already (a late
   // duplicate, maybe damaged, must not replace the good one: its owner may be gone by now).
   void arrive(const DeltaKey& key, std::vector<std::byte> bytes);
