@@ -19,7 +19,7 @@
 // the encoder's, measured in bench_codec), so the sender reads none of the payload in the run;
 // "copy": handed as a span (the link keeps a copy). Per kind: one warm-up of each path, then
 // `repeats` rounds of {bare, fresh, link, hashed, copy}; GB/s = bytes / time (GB = 1e9 bytes),
-// medians, and the ratios to bare.
+// medians, and the ratios to bare. Then the ZeroMQ link over CURVE against itself in plaintext.
 #include <netinet/in.h>
 #include <ucp/api/ucp.h>
 
@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -41,6 +42,7 @@
 
 #include "bench/stats.hpp"
 #include "core/util/rng.hpp"
+#include "transport/link/curve.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/ucx_transport.hpp"
 #include "transport/link/zmq_link.hpp"
@@ -294,6 +296,34 @@ void report(const char* kind, const Result& r, double gb) {
   }
 }
 
+// CURVE's cost: the ZeroMQ link in plaintext and over CURVE (its sites' keypairs made here), each
+// handed the payload pre-hashed as CrossSite sends its own deltas, one warm-up each, then
+// `repeats` rounds of {plaintext, CURVE}; medians and their ratio.
+void compare_curve(int repeats, const std::shared_ptr<const Bytes>& payload, const ChunkHashes& hashes,
+                   std::size_t chunk, double gb) {
+  const CurveKeypair a = make_curve_keypair(), b = make_curve_keypair();
+  const std::set<std::string> keys{a.public_key, b.public_key};
+  auto tx = make_zmq_link("127.0.0.1", chunk), rx = make_zmq_link("127.0.0.1", chunk);
+  auto ctx = make_zmq_link("127.0.0.1", chunk, {}, 0, kLinkQueueBytes, LinkCurve{a, keys});
+  auto crx = make_zmq_link("127.0.0.1", chunk, {}, 0, kLinkQueueBytes, LinkCurve{b, keys});
+  std::vector<double> plain, curve;
+  std::uint64_t id = 1;
+  link_run(*tx, *rx, payload, hashes, id++, Form::Hashed);
+  link_run(*ctx, *crx, payload, hashes, id++, Form::Hashed);
+  for (int i = 0; i < repeats; ++i) {
+    plain.push_back(link_run(*tx, *rx, payload, hashes, id++, Form::Hashed));
+    curve.push_back(link_run(*ctx, *crx, payload, hashes, id++, Form::Hashed));
+  }
+  const double p = gb / median(plain), c = gb / median(curve);
+  std::printf("zmq link (pre-hashed), plaintext %.3f GB/s, CURVE %.3f GB/s: CURVE/plaintext %.0f%%\n", p, c,
+              100.0 * c / p);
+  for (const auto& [name, runs] : {std::pair{"plain", &plain}, std::pair{"curve", &curve}}) {
+    std::printf("     %-6s runs GB/s:", name);
+    for (double s : *runs) std::printf(" %.3f", gb / s);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -327,6 +357,7 @@ int main(int argc, char** argv) {
                [&](std::uint64_t id, Form form) { return link_run(*tx, *rx, shared, hashes, id, form); }),
            gb);
   }
+  compare_curve(repeats, shared, hashes, chunk, gb);
   {
     BareUcx u;
     auto tx = make_ucx_link("127.0.0.1", chunk), rx = make_ucx_link("127.0.0.1", chunk);

@@ -244,14 +244,17 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "\n[transport]\n"
       << "kind = " << quote(to_string(c.transport.kind)) << "\n"
       << "network = " << quote(to_string(c.transport.network)) << "\n"
-      << "chunk_bytes = " << c.transport.chunk_bytes << "\n"
-      << "\n[control]\n"
+      << "chunk_bytes = " << c.transport.chunk_bytes << "\n";
+  if (c.transport.link_key_file) out << "link_key_file = " << quote(c.transport.link_key_file->string()) << "\n";
+  if (c.transport.link_public_key_file)
+    out << "link_public_key_file = " << quote(c.transport.link_public_key_file->string()) << "\n";
+  out << "\n[control]\n"
       << "endpoints = [";
   for (size_t i = 0; i < c.control.endpoints.size(); ++i) out << (i ? ", " : "") << quote(c.control.endpoints[i]);
   out << "]\n"
       << "lease_ttl_s = " << c.control.lease_ttl_s << "\n"
       << "keepalive_ms = " << c.control.keepalive_ms << "\n";
-  for (const auto& site : c.sites)
+  for (const auto& site : c.sites) {
     out << "\n[[site]]\n"
         << "name = " << quote(site.name) << "\n"
         << "host = " << quote(site.host) << "\n"
@@ -261,6 +264,8 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
         << "precision = " << quote(to_string(site.precision)) << "\n"
         << "attention = " << quote(to_string(site.attention)) << "\n"
         << "speed = " << floating(site.speed) << "\n";
+    if (!site.link_public_key.empty()) out << "link_public_key = " << quote(site.link_public_key) << "\n";
+  }
   wan_toml(out, c.wan);
 }
 

@@ -199,6 +199,12 @@ struct JobConfig {
     Kind kind = Kind::Zmq;
     Network network = Network::Public;
     std::int64_t chunk_bytes = 4194304;
+    // This site's CURVE secret key (a file only its owner reads; `meridian keys` writes it). With
+    // it the links speak CURVE: encrypted, and each site proves the key its [[site]] entry lists.
+    std::optional<std::filesystem::path> link_key_file;
+    // Where each site's public key is, for sites whose [[site]] entry lists none ("{site}" in the
+    // path stands for the site's name).
+    std::optional<std::filesystem::path> link_public_key_file;
     bool operator==(const Transport&) const = default;
   } transport;
 
@@ -228,6 +234,7 @@ struct JobConfig {
     double speed = 1.0;  // relative speed hint, for balancing work across sites
     Precision precision = Precision::Fp32;
     Attention attention = Attention::Materialized;
+    std::string link_public_key = "";  // Z85, 40 characters: the CURVE key its link proves ("" without CURVE)
     bool operator==(const Site&) const = default;
   };
   // Never empty: a job without [[site]] entries has one site "local" with [replicas].count replicas.

@@ -1,6 +1,8 @@
 // The schema of the multi-site tables: the outer loop, transport, control plane and sites.
 #include <sstream>
+#include <algorithm>
 #include <charconv>
+#include <string_view>
 
 #include "core/config/outer_defaults.hpp"
 #include "core/config/resolver.hpp"
@@ -56,6 +58,40 @@ void resolve_control(Resolver& r, JobConfig& c) {
   }
 }
 
+// A CURVE key as Z85 writes it (40 characters of its alphabet); libzmq decodes it where it is used.
+bool is_z85_key(const std::string& key) {
+  static constexpr std::string_view kZ85 =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+  return key.size() == 40 && key.find_first_not_of(kZ85) == std::string::npos;
+}
+
+// CURVE on the links: all or nothing. With this site's key file named, every site's public key is
+// known, listed in its entry or in link_public_key_file; keys without the secret's file are a
+// mistake. "{site}" in either path stands for the site's name, so one job file serves every site
+// (and `meridian launch`). UCX has no CURVE.
+void resolve_link_keys(Resolver& r, JobConfig& c) {
+  r.read_path(c.transport.link_key_file, "transport", "link_key_file");
+  r.read_path(c.transport.link_public_key_file, "transport", "link_public_key_file");
+  const bool any_key = c.transport.link_public_key_file ||
+                       std::any_of(c.sites.begin(), c.sites.end(), [](const Site& s) { return !s.link_public_key.empty(); });
+  if (!c.transport.link_key_file) {
+    if (any_key)
+      r.add(r.table_origin("transport"), "transport.link_key_file",
+            "the sites' CURVE public keys are given: name the file of this site's secret key too (\"{site}\" in "
+            "it stands for the site's name), as `meridian keys` writes them");
+    return;
+  }
+  const Setting* file = r.find("transport.link_key_file");
+  if (c.transport.kind == JobConfig::Transport::Kind::Ucx)
+    r.add(file->origin, "transport.link_key_file", "UCX has no CURVE: keys are for [transport] kind = \"zmq\"");
+  if (c.transport.link_public_key_file) return;
+  for (size_t i = 0; i < c.sites.size(); ++i)
+    if (c.sites[i].link_public_key.empty())
+      r.add(file->origin, "site[" + std::to_string(i) + "].link_public_key",
+            "the links speak CURVE (transport.link_key_file): site " + quote(c.sites[i].name) +
+                " must list the public key it proves, or transport.link_public_key_file say where it is");
+}
+
 // One [[site]] entry, read by its own resolver over a view whose table is "site[i]".
 Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const toml::node& entry, size_t i,
                   Layers& view) {
@@ -81,6 +117,11 @@ Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const
                                               "tiled kernel runs on GPUs only), found " + quote(to_string(site.attention)));
   }
   sr.read(site.speed, table, "speed", above(0));
+  sr.read(site.link_public_key, table, "link_public_key");
+  if (const Setting* k = sr.find(table + ".link_public_key"); k && !is_z85_key(site.link_public_key))
+    sr.add(k->origin, table + ".link_public_key",
+           "expected a CURVE public key (40 characters of Z85, as `meridian keys` writes it), found " +
+               quote(site.link_public_key));
   sr.report_unknown();
   r.absorb(sr);
   return site;
@@ -242,6 +283,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
 
   resolve_control(r, c);
   resolve_sites(r, layers, c);
+  resolve_link_keys(r, c);
   if (c.sites.size() >= 2 && c.transport.kind == JobConfig::Transport::Kind::Ucx &&
       c.transport.network == JobConfig::Transport::Network::Public) {
     const Setting* s = r.find("transport.kind");

@@ -19,6 +19,7 @@ Action add_launch_command(CLI::App& app);
 Action add_validate_command(CLI::App& app);
 Action add_sim_command(CLI::App& app);
 Action add_report_command(CLI::App& app);
+Action add_keys_command(CLI::App& app);
 
 }  // namespace meridian::cli
 

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       {"validate", "check a job file and print it resolved, or list every problem",
        meridian::cli::add_validate_command},
       {"report", "plots (SVG) and an index.html of a run directory", meridian::cli::add_report_command},
+      {"keys", "write the CURVE keypairs of a job's links, a directory per site", meridian::cli::add_keys_command},
       {"sim", "predict a job at scale (sites, WAN, failures) on a virtual clock, per algorithm",
        meridian::cli::add_sim_command},
   };

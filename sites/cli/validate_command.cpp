@@ -1,7 +1,9 @@
 // `meridian validate FILE [--set k=v]...`: checks a job file and its data without running anything,
 // so a multi-site job can be vetted on one machine before it is launched on many. A data problem is
 // an Error(Data) from check_job_data, reported by main like any other.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -9,18 +11,48 @@
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
+#include "sites/keys/link_keys.hpp"
 #include "sites/site/ops_token.hpp"
 
 namespace meridian::cli {
+
+namespace {
+
+// The CURVE secret keys a host holds: the named site's, which must be there; without a site, every
+// site's that is here (a host holds its own only), and at least one. Each must be its owner's
+// alone and the key its site's entry lists.
+void check_link_keys(const JobConfig& config, const std::string& site) {
+  if (!site.empty() && std::none_of(config.sites.begin(), config.sites.end(), [&](const auto& s) { return s.name == site; }))
+    throw make_error(ErrorKind::Config, "--site ", site, ": the job has no [[site]] of that name");
+  if (!config.transport.link_key_file) return;
+  if (!site.empty()) {
+    link_curve(config, site);
+    return;
+  }
+  int found = 0;
+  for (const auto& s : config.sites) {
+    if (!std::filesystem::exists(link_key_file(config, s.name))) continue;
+    link_curve(config, s.name);
+    ++found;
+  }
+  if (found == 0)
+    throw make_error(ErrorKind::Config, "[transport] link_key_file ", config.transport.link_key_file->string(),
+                     ": no site's secret key is on this host (`meridian keys` writes them; --site names the one "
+                     "this host runs)");
+}
+
+}  // namespace
 
 Action add_validate_command(CLI::App& app) {
   struct Options {
     std::string config;
     std::vector<std::string> overrides;
+    std::string site;
   };
   auto opts = std::make_shared<Options>();
   app.add_option("file", opts->config, "job file (TOML)")->required();
   app.add_option("--set", opts->overrides, "override a config key: --set inner.lr=3e-3 (repeatable)");
+  app.add_option("--site", opts->site, "the site this host runs: its secret key file must be there (CURVE)");
   return [opts] {
     auto result = try_load_job_config(opts->config, opts->overrides);
     if (const auto* config = std::get_if<JobConfig>(&result)) {
@@ -28,6 +60,7 @@ Action add_validate_command(CLI::App& app) {
       // fails here rather than in every replica of a launched job.
       check_job_data(*config);
       ops_token(*config);  // a token file that is missing or open to other users fails here too
+      check_link_keys(*config, opts->site);
       if (!config->derived.empty()) {
         std::fputs("# Derived from the job's shape (the file leaves them out; a setting there wins):\n", stdout);
         for (const auto& line : config->derived) std::printf("#   %s\n", line.c_str());

@@ -21,6 +21,7 @@
 #include "core/io/stop_signals.hpp"
 #include "core/util/error.hpp"
 #include "core/runlog/run_log.hpp"
+#include "sites/keys/link_keys.hpp"
 #include "sites/launch/etcd_member.hpp"
 #include "sites/launch/site_restarts.hpp"
 
@@ -445,6 +446,24 @@ void finish(const JobConfig& config, SiteFleet& fleet, double wall) {
   print_table(summary, summaries);
 }
 
+// A job of several sites over ZeroMQ that lists no keys still runs over CURVE: keys for its sites
+// in <run_dir>/keys (kept, so a relaunch resumes with the same), and the settings that name them.
+std::optional<std::vector<std::string>> throwaway_link_keys(const JobConfig& config, const fs::path& run_dir) {
+  if (config.sites.size() < 2 || config.transport.kind != JobConfig::Transport::Kind::Zmq ||
+      config.transport.link_key_file)
+    return std::nullopt;
+  const fs::path dir = run_dir / "keys";
+  const bool kept = std::all_of(config.sites.begin(), config.sites.end(),
+                                [&](const auto& s) { return fs::exists(dir / s.name / "link.key"); });
+  if (!kept) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);  // a partial set, of another job's shape
+    write_link_keys(config, dir);
+  }
+  return std::vector<std::string>{"transport.link_key_file=" + (dir / "{site}" / "link.key").string(),
+                                  "transport.link_public_key_file=" + (dir / "{site}" / "link.pub").string()};
+}
+
 }  // namespace
 
 int run_launch(const JobConfig& config, const LaunchRun& run) {
@@ -461,6 +480,10 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
     etcd = std::make_unique<EtcdMember>(run_dir);
     overrides.push_back("control.endpoints=[\"" + etcd->endpoint() + "\"]");
     say(stamp(t0) + " etcd " + etcd->endpoint() + " (log " + etcd->log_path().string() + ")");
+  }
+  if (const auto keys = throwaway_link_keys(config, run_dir)) {
+    overrides.insert(overrides.end(), keys->begin(), keys->end());
+    say(stamp(t0) + " links over CURVE, with keys made for this run in " + (run_dir / "keys").string());
   }
   SiteFleet fleet(config, run, overrides, site_environment(config),
                   json{{"launcher", ::getpid()},

@@ -12,6 +12,7 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "sites/keys/link_keys.hpp"
 #include "sites/replica/wan_control.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
@@ -67,7 +68,8 @@ CodecOptions codec_options(const JobConfig& c) {
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
   const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);
   switch (c.transport.kind) {
-    case JobConfig::Transport::Kind::Zmq: return make_zmq_link(site.host, chunk, {}, site.port);
+    case JobConfig::Transport::Kind::Zmq:
+      return make_zmq_link(site.host, chunk, {}, site.port, kLinkQueueBytes, link_curve(c, site.name));
     case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk, {}, site.port);
   }
   throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
@@ -142,6 +144,7 @@ void SiteExchange::ensure_leader_side() {
     if (s.name == site_) me = &s;
   }
   link_ = make_link(config_, *me);
+  o.link_keys = listed_link_keys(config_);
   if (wan_) {
     // The link asks CrossSite for a peer's site without reading etcd: it runs inside its pumps.
     auto site_of = [this](const std::string& address) { return cross_ ? cross_->known_site(address) : nullptr; };

@@ -97,6 +97,9 @@ struct CrossSiteOptions {
   // This incarnation's id in the membership record: 0, drawn at random (the simulator sets it, so
   // a seed replays exactly).
   std::uint64_t incarnation = 0;
+  // Each site's CURVE public key as the job lists it (empty: the links speak no CURVE): a member
+  // record whose address names another key is not believed (JobMembership).
+  std::map<std::string, std::string> link_keys;
   // Where this site keeps its own deltas until they are merged (delta_journal.hpp); read back
   // when the site starts. Null: memory only (a restart loses them).
   std::shared_ptr<DeltaJournal> journal;

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/util/error.hpp"
+#include "transport/link/curve.hpp"
 
 namespace meridian {
 
@@ -62,7 +63,8 @@ JobMembership::Change JobMembership::refresh(CrossSiteEvents& events) {
     try {
       auto m = decode_member(value);
       // Only configured sites take part; a key under another name is a stranger's.
-      if (std::binary_search(options_.sites.begin(), options_.sites.end(), m.site)) members[m.site] = std::move(m);
+      if (std::binary_search(options_.sites.begin(), options_.sites.end(), m.site) && names_its_key(m))
+        members[m.site] = std::move(m);
     } catch (const Error&) {
       // A record we cannot read is no member; its site looks absent until it writes a good one.
     }
@@ -91,6 +93,14 @@ JobMembership::Change JobMembership::refresh(CrossSiteEvents& events) {
   for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
   change.new_addresses = site_by_addr_.size() > known;
   return change;
+}
+
+bool JobMembership::names_its_key(const MemberRecord& m) const {
+  // The job's list of keys says who a site is, not the control plane: a record whose address names
+  // another key than its site's would have this site send its deltas to whoever holds that key.
+  if (options_.link_keys.empty()) return true;
+  const auto it = options_.link_keys.find(m.site);
+  return it != options_.link_keys.end() && split_curve_address(m.address).public_key == it->second;
 }
 
 const std::string* JobMembership::site_at(const std::string& address) const {

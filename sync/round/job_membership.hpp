@@ -31,6 +31,8 @@ struct JobMembershipOptions {
   EtcdOptions etcd;  // the LeaseKeeper's own client, unless keep_lease says otherwise
   std::function<std::unique_ptr<KeptLease>(std::int64_t lease)> keep_lease;
   std::uint64_t incarnation = 0;  // 0: drawn at random at the first registration
+  // Each site's CURVE public key as the job lists it (empty: the links speak no CURVE).
+  std::map<std::string, std::string> link_keys;
 };
 
 class JobMembership {
@@ -68,6 +70,7 @@ class JobMembership {
 
  private:
   MemberRecord record() const;
+  bool names_its_key(const MemberRecord& m) const;
   void put_key();  // this site's key on its lease, or a new registration when the lease is gone
 
   JobMembershipOptions options_;

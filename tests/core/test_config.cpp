@@ -497,6 +497,44 @@ TEST_CASE("UCX between sites only on a network the job calls private, and valida
         std::string::npos);
 }
 
+TEST_CASE("CURVE keys on the links: all sites list one and the file names this site's secret, or none does") {
+  TempDir dir("config");
+  // Z85 keys from ZeroMQ's own CURVE test (public halves).
+  const std::string ka = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", kb = "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID";
+  const auto site = [](const std::string& name, const std::string& key) {
+    return "[[site]]\nname = \"" + name + "\"\n" + (key.empty() ? "" : "link_public_key = \"" + key + "\"\n");
+  };
+  const JobConfig c = load_ok(write(dir / "curve.toml", kData + "[transport]\nlink_key_file = \"keys/{site}/link.key\"\n" +
+                                                            site("a", ka) + site("b", kb)));
+  REQUIRE(c.transport.link_key_file.has_value());
+  CHECK(*c.transport.link_key_file == dir / "keys/{site}/link.key");  // beside the file that names it
+  CHECK(c.sites[0].link_public_key == ka);
+  CHECK(c.sites[1].link_public_key == kb);
+  // Read back from its own text, the config is the same (but for where it came from).
+  const auto same_again = [&](const JobConfig& config, const char* name) {
+    JobConfig again = load_ok(write(dir / name, to_toml(config)));
+    again.source = config.source;
+    again.derived = config.derived;
+    return again == config;
+  };
+  CHECK(same_again(c, "again.toml"));
+
+  std::string problem = only_problem(dir, kData + "[transport]\nlink_key_file = \"k\"\n" + site("a", ka) + site("b", ""));
+  CHECK(problem.find("site[1].link_public_key") != std::string::npos);
+  CHECK(problem.find("site \"b\" must list the public key it proves") != std::string::npos);
+  problem = only_problem(dir, kData + site("a", ka) + site("b", kb));
+  CHECK(problem.find("transport.link_key_file: the sites' CURVE public keys are given") != std::string::npos);
+  const JobConfig files = load_ok(write(dir / "files.toml", kData + "[transport]\nlink_key_file = \"k/{site}.key\"\n"
+                                                                "link_public_key_file = \"k/{site}.pub\"\n" + site("a", "") + site("b", kb)));
+  CHECK(*files.transport.link_public_key_file == dir / "k/{site}.pub");
+  CHECK(same_again(files, "files-again.toml"));
+  problem = only_problem(dir, kData + "[transport]\nlink_key_file = \"k\"\n" + site("a", ka) + site("b", "too short"));
+  CHECK(problem.find("site[1].link_public_key: expected a CURVE public key") != std::string::npos);
+  problem = only_problem(dir, kData + "[transport]\nkind = \"ucx\"\nnetwork = \"private\"\nlink_key_file = \"k\"\n" +
+                                  site("a", ka) + site("b", kb));
+  CHECK(problem.find("UCX has no CURVE") != std::string::npos);
+}
+
 TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves them out, a setting wins") {
   TempDir dir("config");
   const auto sites = [](int n) {

@@ -3,6 +3,8 @@
 // exit codes and messages of config, data, checkpoint and usage errors.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -402,6 +404,66 @@ TEST_CASE("validate: a good job prints it resolved, a bad one lists every proble
                         ": outer.inner_steps: expected an integer >= 1, found 0");
   CHECK(contains(lines[1], job.file.string() + ":" + std::to_string(job.line_of("codec")) + ": outer.codec: "));
   CHECK(contains(lines[2], "wan.loss: expected a number in [0, 1), found 1"));
+}
+
+TEST_CASE("keys: a keypair per site, never overwritten, and validate holds each site's key file to its listed key") {
+  TempDir dir("cli-keys");
+  Job job(dir, 6);
+  job.lines.insert(job.lines.end(), {"[[site]]", "name = \"a\"", "[[site]]", "name = \"b\""});
+  job.write();
+  const fs::path keys = dir / "keys";
+  const auto made = meridian_run({"keys", job.file.string(), "--out", keys.string()}, job.cwd);
+  INFO(made.describe());
+  REQUIRE(made.exit_code == 0);
+  CHECK(contains(made.out, "link_key_file = \"" + keys.string() + "/{site}/link.key\""));
+  const auto listed = [&](const std::string& site) {
+    const std::string mark = "name = \"" + site + "\": link_public_key = \"";
+    const auto at = made.out.find(mark);
+    REQUIRE(at != std::string::npos);
+    return made.out.substr(at + mark.size(), 40);
+  };
+  const std::string key_a = listed("a"), key_b = listed("b");
+  CHECK(key_a != key_b);
+  CHECK(read_file(keys / "a" / "link.pub") == key_a + "\n");
+  struct stat st{};
+  REQUIRE(::stat((keys / "a" / "link.key").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(::stat((keys / "a").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  const auto again = meridian_run({"keys", job.file.string(), "--out", keys.string()}, job.cwd);
+  CHECK(again.exit_code == 78);
+  CHECK(contains(again.err, "keys are never overwritten"));
+  CHECK(read_file(keys / "a" / "link.pub") == key_a + "\n");
+
+  const std::vector<std::string> base = job.lines;
+  const auto list_keys = [&](const std::string& for_a, const std::string& for_b) {
+    job.lines = base;  // ... [[site]] name = "a" [[site]] name = "b"
+    job.lines.insert(job.lines.end() - 2, "link_public_key = \"" + for_a + "\"");
+    job.lines.push_back("link_public_key = \"" + for_b + "\"");
+    job.lines.insert(job.lines.end() - 6, {"[transport]", "link_key_file = \"keys/{site}/link.key\""});
+    job.write();
+  };
+  list_keys(key_a, key_b);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--site", "a"}, std::vector<std::string>{}}) {
+    std::vector<std::string> argv{"validate", job.file.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto ok = meridian_run(argv, job.cwd);
+    INFO(ok.describe());
+    CHECK(ok.exit_code == 0);
+    CHECK(contains(ok.out, "link_public_key = \"" + key_b + "\""));
+  }
+  CHECK(contains(meridian_run({"validate", job.file.string(), "--site", "zz"}, job.cwd).err, "no [[site]] of that name"));
+
+  list_keys(key_b, key_a);  // the entries swapped: each file holds another site's key
+  const auto swapped = meridian_run({"validate", job.file.string(), "--site", "a"}, job.cwd);
+  CHECK(swapped.exit_code == 78);
+  CHECK(contains(swapped.err, "holds the secret key of " + key_a + ", but site a's listed key is " + key_b));
+
+  list_keys(key_a, key_b);
+  ::chmod((keys / "a" / "link.key").c_str(), 0644);
+  const auto open = meridian_run({"validate", job.file.string(), "--site", "a"}, job.cwd);
+  CHECK(open.exit_code == 78);
+  CHECK(contains(open.err, "chmod 600"));
 }
 
 TEST_CASE("train: a bad --set exits 78 naming the override and the key") {

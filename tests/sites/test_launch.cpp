@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -117,7 +118,18 @@ TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the
   const auto metrics = read_jsonl(dir / "run" / "metrics.jsonl");
   CHECK(sites_in(metrics) == std::set<std::string>{"a", "b"});
   for (std::size_t i = 1; i < metrics.size(); ++i) CHECK(metrics[i - 1]["time"] <= metrics[i]["time"]);
-  CHECK(sites_in(read_jsonl(dir / "run" / "events.jsonl")) == std::set<std::string>{"a", "b"});
+  const auto events = read_jsonl(dir / "run" / "events.jsonl");
+  CHECK(sites_in(events) == std::set<std::string>{"a", "b"});
+  // The job lists no keys: its links still speak CURVE, with keys made for the run.
+  int curve_links = 0;
+  for (const auto& e : events)
+    if (e.value("event", "") == "link_open") curve_links += e["address"].get<std::string>().find(";curve=") != std::string::npos;
+  CHECK(curve_links >= 2);
+  for (const char* site : {"a", "b"}) {
+    struct stat st{};
+    REQUIRE(::stat((dir / "run" / "keys" / site / "link.key").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
 }
 
 TEST_CASE("launch with outer.algorithm = sync: a round per step, fp32 gradients on the wire") {

@@ -20,9 +20,11 @@
 #include "core/util/rng.hpp"
 #include "transport/chunking/assembler.hpp"
 #include "transport/chunking/chunker.hpp"
+#include "transport/link/curve.hpp"
 #include "transport/link/faults.hpp"
 #include "transport/link/incoming.hpp"
 #include "transport/link/link.hpp"
+#include "transport/link/peer_gate.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/ucx_transport.hpp"
 #include "transport/link/zmq_link.hpp"
@@ -349,7 +351,7 @@ void only_listed_peers_are_taken_in(const LinkFactory& make) {
   CHECK(rx->counters().strangers > 0);
   const auto refused = rx->take_refusals();
   REQUIRE(refused.size() == 1);
-  CHECK(refused.begin()->first == stranger->address());
+  CHECK(refused.begin()->first == printable_name(stranger->address()));
   CHECK(refused.begin()->second == rx->counters().strangers);
   CHECK(rx->take_refusals().empty());
 
@@ -420,12 +422,39 @@ void run_suite(const LinkFactory& make, const std::function<std::size_t(const st
   SUBCASE("once peers are listed, only they are taken in") { only_listed_peers_are_taken_in(make); }
 }
 
-// Whole messages that are not a chunk or a re-request, from a DEALER that is no link.
+// The job's keys for the CURVE links of the suite: each link takes the next keypair.
+const std::vector<CurveKeypair>& job_keypairs() {
+  static const std::vector<CurveKeypair> keys = [] {
+    std::vector<CurveKeypair> k;
+    for (int i = 0; i < 4; ++i) k.push_back(make_curve_keypair());
+    return k;
+  }();
+  return keys;
+}
+
+std::unique_ptr<Link> make_curve_link(const LinkFaults& faults, std::size_t chunk) {
+  static std::size_t next = 0;
+  const auto& keys = job_keypairs();
+  std::set<std::string> listed;
+  for (const auto& k : keys) listed.insert(k.public_key);
+  return make_zmq_link("127.0.0.1", chunk, faults, 0, kLinkQueueBytes, LinkCurve{keys[next++ % keys.size()], listed});
+}
+
+// Whole messages that are not a chunk or a re-request, from a DEALER that is no link (one that
+// holds a job's key, for a CURVE link: any other is not let connect at all).
 std::size_t send_zmq_garbage(const std::string& address) {
   zmq::context_t context(1);
   zmq::socket_t raw(context, zmq::socket_type::dealer);
   raw.set(zmq::sockopt::linger, 1000);
-  raw.connect(address);
+  const CurveAddress target = split_curve_address(address);
+  if (target.public_key) {
+    const CurveKeypair& own = job_keypairs().front();
+    raw.set(zmq::sockopt::routing_id, curve_address("tcp://127.0.0.1:1", own.public_key));
+    raw.set(zmq::sockopt::curve_serverkey, *target.public_key);
+    raw.set(zmq::sockopt::curve_publickey, own.public_key);
+    raw.set(zmq::sockopt::curve_secretkey, own.secret_key);
+  }
+  raw.connect(target.endpoint);
   const std::vector<std::vector<std::string>> messages = {
       {"junk"}, {"D", "not a header", "payload"}, {"R", "short"}, {"D", "a", "b", "c", "d"}, {"", ""}};
   for (const auto& parts : messages)
@@ -710,6 +739,10 @@ TEST_CASE("zmq link") {
     REQUIRE(got.has_value());
     CHECK(got->bytes == pattern(1000, 101));
   }
+}
+
+TEST_CASE("zmq link with CURVE") {
+  run_suite({make_curve_link}, send_zmq_garbage);
 }
 
 TEST_CASE("ucx link") {

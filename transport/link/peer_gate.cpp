@@ -10,6 +10,13 @@ std::string printable_name(const std::string& name) {
   return out;
 }
 
+void note_refusal(std::map<std::string, std::uint64_t>& refused, const std::string& name) {
+  if (refused.contains(name) || refused.size() < PeerGate::kMaxNamed)
+    ++refused[name];
+  else
+    ++refused[PeerGate::kOtherSenders];
+}
+
 void PeerGate::set(std::set<std::string> peers, Vouch vouch) {
   std::lock_guard lock(mutex_);
   peers_ = std::move(peers);
@@ -29,13 +36,13 @@ bool PeerGate::let_in(const std::string& sender) {
     vouch = vouch_;
   }
   if (vouch && (*vouch)(sender)) return true;
-  std::lock_guard lock(mutex_);
-  const std::string name = printable_name(sender);
-  if (refused_.contains(name) || refused_.size() < kMaxNamed)
-    ++refused_[name];
-  else
-    ++refused_[kOtherSenders];
+  refuse(printable_name(sender));
   return false;
+}
+
+void PeerGate::refuse(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  note_refusal(refused_, name);
 }
 
 bool PeerGate::listed(const std::string& peer) const {

@@ -25,6 +25,9 @@ namespace meridian {
 // A sender's name as a log may show it: at most PeerGate::kMaxNameChars, printable characters only
 // (what a sender claims is anyone's bytes).
 std::string printable_name(const std::string& name);
+// Counts one refusal of `name` (printable already) in `refused`: a new name is kept while fewer
+// than PeerGate::kMaxNamed are, else counted under PeerGate::kOtherSenders.
+void note_refusal(std::map<std::string, std::uint64_t>& refused, const std::string& name);
 
 class PeerGate {
  public:
@@ -42,6 +45,8 @@ class PeerGate {
   // The same for a frame that arrived, asking the voucher about a sender not listed: a sender
   // refused is counted and remembered.
   bool let_in(const std::string& sender);
+  // Counts a frame the link refused for a reason of its own, under `name` (printable).
+  void refuse(const std::string& name);
   // Whether a link may open a connection to `peer` for a message's sake (to re-request a chunk):
   // only a listed one.
   bool listed(const std::string& peer) const;

@@ -17,6 +17,7 @@
 #include "transport/link/incoming.hpp"
 #include "transport/link/kept_bytes.hpp"
 #include "transport/link/peer_gate.hpp"
+#include "transport/link/zap_handler.hpp"
 
 // Wire format. The ROUTER prefixes every message with the sending DEALER's routing id, which is
 // the sender's address; after it comes one kind byte and the body:
@@ -26,6 +27,9 @@
 // Answers to a re-request go back on this link's DEALER to the requester, like any chunk.
 // The routing id is only what the sender claims: re-requests and their answers go to it only over a
 // connection this link already has or to a listed peer (peer_gate.hpp), never to a new address.
+// With CURVE (LinkCurve) the routing id is the sender's address with its key, and every message's
+// User-Id is the key its connection proved (ZAP): the two must agree, so a site holding one of the
+// job's keys cannot speak for another.
 // Payload parts are handed to ZeroMQ without a copy: each holds on to the payload the link keeps
 // (kept_bytes.hpp) until the I/O thread is done with it, and counts in its peer's queue until then.
 
@@ -73,26 +77,39 @@ std::span<const std::byte> bytes_of(const zmq::message_t& m) {
 class ZmqLink final : public Link {
  public:
   ZmqLink(const std::string& bind_address, std::size_t chunk_bytes, const LinkFaults& faults, std::uint16_t port,
-          std::size_t queue_bytes)
+          std::size_t queue_bytes, std::optional<LinkCurve> curve)
       : queue_bytes_(queue_bytes),
         faults_(faults),
         sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
+        curve_(std::move(curve)),
+        zap_(curve_ ? std::make_unique<ZapHandler>(context_, curve_->job_keys) : nullptr),
         router_(context_, zmq::socket_type::router) {
     MERIDIAN_CHECK(chunk_bytes > 0 && chunk_bytes <= kMaxChunkBytes, "chunk_bytes=", chunk_bytes);
     router_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::maxmsgsize, kMaxPartBytes);
+    if (curve_) {
+      router_.set(zmq::sockopt::curve_server, true);
+      router_.set(zmq::sockopt::curve_secretkey, curve_->own.secret_key);
+      router_.set(zmq::sockopt::zap_domain, "meridian");
+    }
     try {
       router_.bind("tcp://" + bind_address + ":" + (port == 0 ? std::string("*") : std::to_string(port)));
     } catch (const zmq::error_t& e) {
       throw make_error(ErrorKind::Io, "cannot bind a link to ", bind_address, ": ", e.what());
     }
     address_ = router_.get(zmq::sockopt::last_endpoint);
+    if (curve_) address_ = curve_address(address_, curve_->own.public_key);
   }
 
   std::string address() const override { return address_; }
   Counters counters() const override { return counters_; }
   void recycle(std::vector<std::byte> bytes) override { incoming_.recycle(std::move(bytes)); }
-  std::map<std::string, std::uint64_t> take_refusals() override { return gate_.take_refusals(); }
+  std::map<std::string, std::uint64_t> take_refusals() override {
+    auto refused = gate_.take_refusals();
+    if (zap_)
+      for (auto& [name, count] : zap_->take_refusals()) refused[name] += count;
+    return refused;
+  }
 
   // Connections to peers no longer listed are closed: the link's sockets stay as many as its peers.
   void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
@@ -157,12 +174,21 @@ class ZmqLink final : public Link {
   // refuses the address or has no socket left.
   Dealer& dealer_for(const std::string& peer) {
     if (const auto it = dealers_.find(peer); it != dealers_.end()) return it->second;
+    const CurveAddress target = split_curve_address(peer);
+    if (curve_ && !(target.public_key && is_curve_key(*target.public_key)))
+      throw make_error(ErrorKind::Peer, "cannot connect a link to \"", printable_name(peer),
+                       "\": its address names no CURVE key, and this link speaks only CURVE");
     try {
       zmq::socket_t socket(context_, zmq::socket_type::dealer);
       socket.set(zmq::sockopt::routing_id, address_);
       socket.set(zmq::sockopt::linger, kLingerMs);
       socket.set(zmq::sockopt::sndhwm, 0);  // never full: this link bounds the queue itself, in bytes
-      socket.connect(peer);
+      if (curve_) {
+        socket.set(zmq::sockopt::curve_serverkey, *target.public_key);
+        socket.set(zmq::sockopt::curve_publickey, curve_->own.public_key);
+        socket.set(zmq::sockopt::curve_secretkey, curve_->own.secret_key);
+      }
+      socket.connect(target.endpoint);
       return dealers_.emplace(peer, Dealer{std::move(socket)}).first->second;
     } catch (const zmq::error_t& e) {
       throw make_error(ErrorKind::Peer, "cannot connect a link to \"", printable_name(peer), "\": ", e.what());
@@ -248,6 +274,11 @@ class ZmqLink final : public Link {
     }
     ++counters_.frames_received;
     const std::string peer = identity.to_string();
+    if (curve_ && !proves_key(parts, peer)) {
+      gate_.refuse(printable_name(split_curve_address(peer).endpoint) + " (not with its key)");
+      ++counters_.strangers;
+      return true;
+    }
     if (!gate_.let_in(peer)) {
       ++counters_.strangers;
       return true;
@@ -261,6 +292,15 @@ class ZmqLink final : public Link {
       ++counters_.rejected;
     }
     return true;
+  }
+
+  // Whether the message's connection proved (ZAP's User-Id) the key the sender's address names.
+  // The routing id part is the ROUTER's own: the metadata rides on the parts that came on the wire.
+  static bool proves_key(const std::vector<zmq::message_t>& parts, const std::string& peer) {
+    const auto claimed = split_curve_address(peer).public_key;
+    if (!claimed || parts.empty()) return false;
+    const char* proved = zmq_msg_gets(parts[0].handle(), "User-Id");
+    return proved != nullptr && *claimed == proved;
   }
 
   void on_chunk(const std::string& peer, const zmq::message_t& header, const zmq::message_t& payload,
@@ -308,7 +348,9 @@ class ZmqLink final : public Link {
   std::size_t queue_bytes_;
   FaultInjector faults_;
   KeptTransfers sent_;
+  std::optional<LinkCurve> curve_;
   zmq::context_t context_{1};
+  std::unique_ptr<ZapHandler> zap_;  // before router_: bound before it binds, gone after it closes
   zmq::socket_t router_;
   std::string address_;
   std::map<std::string, Dealer> dealers_;
@@ -320,8 +362,9 @@ class ZmqLink final : public Link {
 }  // namespace
 
 std::unique_ptr<Link> make_zmq_link(const std::string& bind_address, std::size_t chunk_bytes,
-                                    const LinkFaults& faults, std::uint16_t port, std::size_t queue_bytes) {
-  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults, port, queue_bytes);
+                                    const LinkFaults& faults, std::uint16_t port, std::size_t queue_bytes,
+                                    std::optional<LinkCurve> curve) {
+  return std::make_unique<ZmqLink>(bind_address, chunk_bytes, faults, port, queue_bytes, std::move(curve));
 }
 
 }  // namespace meridian

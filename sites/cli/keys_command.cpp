@@ -1,0 +1,40 @@
+// `meridian keys FILE --out DIR`: the CURVE keypairs of a job's links, one directory per site laid
+// out to be copied to that site's host (sites/keys/link_keys.hpp), and what the job file then says.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config/job_config.hpp"
+#include "sites/cli/commands.hpp"
+#include "sites/keys/link_keys.hpp"
+
+namespace meridian::cli {
+
+Action add_keys_command(CLI::App& app) {
+  struct Options {
+    std::string config;
+    std::vector<std::string> overrides;
+    std::string out;
+  };
+  auto opts = std::make_shared<Options>();
+  app.add_option("file", opts->config, "job file (TOML): its [[site]] entries get a keypair each")->required();
+  app.add_option("--set", opts->overrides, "override a config key (repeatable)");
+  app.add_option("--out", opts->out, "directory to write <site>/link.key and <site>/link.pub into")->required();
+  return [opts] {
+    const JobConfig config = load_job_config(opts->config, opts->overrides);
+    const std::filesystem::path out = std::filesystem::absolute(opts->out).lexically_normal();
+    const auto keys = write_link_keys(config, out);
+    std::printf("# CURVE keys of job %s, one directory per site under %s: copy each to its site's host\n"
+                "# (link.key is its secret), and every link.pub to every host, or list the keys.\n"
+                "# In the job file:\n[transport]\nlink_key_file = \"%s/{site}/link.key\"\n"
+                "link_public_key_file = \"%s/{site}/link.pub\"  # or, in each [[site]] entry:\n",
+                config.job.name.c_str(), out.c_str(), out.c_str(), out.c_str());
+    for (const auto& [site, key] : keys)
+      std::printf("#   name = \"%s\": link_public_key = \"%s\"\n", site.c_str(), key.c_str());
+    return 0;
+  };
+}
+
+}  // namespace meridian::cli
