@@ -193,6 +193,62 @@ TEST_CASE("transfers from a link that is no member of the job are refused by the
   CHECK(a.state.version() == 0);
 }
 
+TEST_CASE("over CURVE: the job commits, an outsider's key is refused at the handshake and named, a member record with another key is not believed") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  std::map<std::string, CurveKeypair> pairs;
+  std::map<std::string, std::string> keys;
+  std::set<std::string> job_keys;
+  for (const char* name : {"a", "b", "c"}) {
+    pairs[name] = make_curve_keypair();
+    keys[name] = pairs[name].public_key;
+    job_keys.insert(pairs[name].public_key);
+  }
+  std::vector<std::unique_ptr<Site>> sites;
+  for (const char* name : {"a", "b", "c"})
+    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
+                                           16 << 10, CommitRuleOptions{}, FragmentPlan{}, LinkCurve{pairs[name], job_keys},
+                                           keys));
+  join_all(sites);
+  for (auto& s : sites) CHECK(s->link->address().find(";curve=" + keys[s->name]) != std::string::npos);
+
+  // An outsider with a key of its own sends a delta to a: nothing of it gets through, and a names it.
+  const CurveKeypair outsider_keys = make_curve_keypair();
+  auto outsider = make_zmq_link("127.0.0.1", 16 << 10, {}, 0, kLinkQueueBytes,
+                                LinkCurve{outsider_keys, {outsider_keys.public_key, keys["a"]}});
+  outsider->send(sites[0]->link->address(), 0, static_cast<std::uint16_t>(LinkTag::Delta), std::vector<std::byte>(64));
+  std::vector<CrossSiteEvent> refusals;
+  const double deadline = seconds_now() + 5;
+  while (refusals.empty() && seconds_now() < deadline) {
+    sites[0]->cross.poll_commit(sites[0]->state, 5ms);
+    for (const auto& e : sites[0]->cross.take_events())
+      if (e.kind == "link_refused") refusals.push_back(e);
+  }
+  REQUIRE(refusals.size() == 1);
+  CHECK(refusals[0].site == "key " + outsider_keys.public_key.substr(0, 8) + " from 127.0.0.1");
+  CHECK(sites[0]->link->counters().frames_received == 0);
+
+  // c's record rewritten to name the outsider's key at c's endpoint: the others no longer believe it.
+  const std::string forged = curve_address(split_curve_address(sites[2]->link->address()).endpoint,
+                                           outsider_keys.public_key);
+  sites[0]->etcd.put(RoundKeys("job").member("c"), encode(MemberRecord{"c", forged, 99, false}));
+  // a and b read the members meanwhile (c, not polled, does not write its record again yet).
+  const double read_by = seconds_now() + 1;
+  while (seconds_now() < read_by)
+    for (int i = 0; i < 2; ++i) sites[i]->cross.poll_commit(sites[i]->state, 5ms);
+  for (int i = 0; i < 2; ++i) CHECK(sites[i]->cross.known_site(forged) == nullptr);
+
+  // The job still commits, every site on the same bits (c writes its own record again), and no
+  // site ever took the forged address for c's.
+  for (auto& s : sites) s->submit(0);
+  commit_all(sites);
+  for (auto& s : sites) {
+    CHECK(s->state.version() == 1);
+    CHECK(*s->last == *sites[0]->last);
+    CHECK(s->cross.known_site(forged) == nullptr);
+  }
+}
+
 TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gradients") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
