@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/util/error.hpp"
+#include "transport/link/curve.hpp"
 #include "transport/link/peer_gate.hpp"
 
 namespace meridian {
@@ -19,7 +20,7 @@ constexpr std::size_t kRequestFrames = 7;
 constexpr std::size_t kCurveKeyBytes = 32;
 
 std::string z85(const zmq::message_t& key) {
-  std::array<char, 41> text{};
+  std::array<char, kCurveKeyChars + 1> text{};
   zmq_z85_encode(text.data(), static_cast<const std::uint8_t*>(key.data()), kCurveKeyBytes);
   return text.data();
 }
@@ -85,7 +86,6 @@ void ZapHandler::answer() {
       status = "200", text = "OK", user = key;
     } else {
       status = "400", text = "this key is not one of the job's";
-      ++refused_count_;
       const std::string name = "key " + key.substr(0, 8) + " from " + printable_name(request[3].to_string());
       std::lock_guard lock(mutex_);
       note_refusal(refused_, name);

@@ -8,7 +8,6 @@
 //
 // It answers on a thread of its own: a peer's handshake must not wait for the site's training
 // step to end, as the link's own work does.
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -31,7 +30,6 @@ class ZapHandler {
   // The refused handshakes since the last call, "key <first 8 characters> from <address>", with
   // their counts (at most PeerGate::kMaxNamed names, the rest counted together).
   std::map<std::string, std::uint64_t> take_refusals();
-  std::uint64_t refused() const { return refused_count_; }
 
  private:
   void run();
@@ -42,7 +40,6 @@ class ZapHandler {
   zmq::socket_t stop_rx_, stop_tx_;  // the destructor's word to the thread, without a poll timeout
   std::mutex mutex_;
   std::map<std::string, std::uint64_t> refused_;
-  std::atomic<std::uint64_t> refused_count_{0};
   std::thread thread_;
 };
 
