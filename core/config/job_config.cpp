@@ -70,6 +70,14 @@ std::string_view to_string(JobConfig::Outer::OverlapUpdate u) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Outer::PartialCommit p) {
+  switch (p) {
+    case JobConfig::Outer::PartialCommit::Scaled: return "scaled";
+    case JobConfig::Outer::PartialCommit::Averaged: return "averaged";
+  }
+  return "?";
+}
+
 std::string_view to_string(JobConfig::Outer::Staleness s) {
   switch (s) {
     case JobConfig::Outer::Staleness::Inverse: return "inverse";
@@ -236,6 +244,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "overlap = " << boolean(c.outer.overlap) << "\n"
       << "overlap_update = " << quote(to_string(c.outer.overlap_update)) << "\n"
       << "staleness = " << quote(to_string(c.outer.staleness)) << "\n"
+      << "partial_commit = " << quote(to_string(c.outer.partial_commit)) << "\n"
       << "delayed_nesterov = " << c.outer.delayed_nesterov << "\n"
       << "deadline_k = " << floating(c.outer.deadline_k) << "\n"
       << "max_norm_ratio = " << floating(c.outer.max_norm_ratio) << "\n"

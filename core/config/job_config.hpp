@@ -164,6 +164,10 @@ struct JobConfig {
     // until the commit comes and is rebased onto (rebase), or the eager estimate of that commit
     // (sync/outer eager_estimate), which measured worse on the demo (docs/quality.md).
     enum class OverlapUpdate { Rebase, Eager };
+    // How far a commit that lacks some sites' deltas moves the weights: by its share of a full
+    // round's tokens, the missing sites counting as zero (scaled), or as far as a full round
+    // (averaged: the mean of what it has). sync/round/commit_rule.hpp commit_share.
+    enum class PartialCommit { Scaled, Averaged };
     Algorithm algorithm = Algorithm::Diloco;
     int inner_steps = 50;  // H: inner steps between outer steps
     double lr = 0.7;
@@ -180,6 +184,7 @@ struct JobConfig {
     bool overlap = true;  // a site starts its next round at once instead of waiting for the commit
     OverlapUpdate overlap_update = OverlapUpdate::Rebase;
     Staleness staleness = Staleness::Inverse;  // a delta s versions late weighs 1/(1+s) (inverse) or 1 (constant)
+    PartialCommit partial_commit = PartialCommit::Scaled;
     int delayed_nesterov = 0;  // 0 or 1: Nesterov at every commit; N > 1: momentum updated every N-th commit
     double deadline_k = 3.0;   // adaptive deadline = median + k * MAD of recent arrival lags (deadline_ms = 0)
     double max_norm_ratio = 20.0;      // refuse a delta whose norm exceeds this x the median of recent ones
@@ -290,6 +295,7 @@ std::string_view to_string(JobConfig::Outer::Algorithm a);
 std::string_view to_string(JobConfig::Outer::Codec c);
 std::string_view to_string(JobConfig::Outer::Staleness s);
 std::string_view to_string(JobConfig::Outer::OverlapUpdate u);
+std::string_view to_string(JobConfig::Outer::PartialCommit p);
 std::string_view to_string(JobConfig::Transport::Kind k);
 std::string_view to_string(JobConfig::Transport::Network n);
 std::string_view to_string(JobConfig::Site::Device d);

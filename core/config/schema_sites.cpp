@@ -228,6 +228,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.overlap, "outer", "overlap");
   r.read(c.outer.overlap_update, "outer", "overlap_update", {Outer::OverlapUpdate::Rebase, Outer::OverlapUpdate::Eager});
   r.read(c.outer.staleness, "outer", "staleness", {Outer::Staleness::Inverse, Outer::Staleness::Constant});
+  r.read(c.outer.partial_commit, "outer", "partial_commit", {Outer::PartialCommit::Scaled, Outer::PartialCommit::Averaged});
   r.read(c.outer.delayed_nesterov, "outer", "delayed_nesterov", 0);
   r.read(c.outer.deadline_k, "outer", "deadline_k", above(0));
   r.read(c.outer.max_norm_ratio, "outer", "max_norm_ratio", above(1));

@@ -71,18 +71,15 @@ std::vector<float> Checker::mean_of(const CommitRecord& record, std::size_t n) c
   std::vector<std::vector<float>> decoded;
   std::vector<std::span<const float>> views;
   std::vector<double> weights;
-  double weight = 0, tokens = 0;
   for (const auto& e : record.entries) {
     decoded.emplace_back(n);
     decode(*sent(e), decoded.back());
     views.emplace_back(decoded.back());
     weights.push_back(e.weight);
-    weight += e.weight;
-    tokens += e.weight / staleness_weight(1, staleness_of(record.number - 1, e.base_version, rule_), rule_.staleness);
   }
   std::vector<float> mean(n);
   weighted_mean(views, weights, mean);
-  if (const double share = weight / tokens; share < 1.0)
+  if (const double share = commit_share(record.number, record.entries, record.round_tokens, rule_); share < 1.0)
     for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
   return mean;
 }

@@ -161,6 +161,7 @@ void SiteExchange::ensure_leader_side() {
   o.rule.quorum = config_.outer.quorum;
   o.rule.staleness.max_staleness = config_.outer.max_staleness;
   o.rule.staleness.decay = staleness_decay(config_);
+  o.rule.scale_partial = config_.outer.partial_commit == JobConfig::Outer::PartialCommit::Scaled;
   o.rule.fragments = state_.fragments();
   // Rounds come P times as often, each 1/P of the model: a site keeps P times as many of its own
   // to send again (the same bytes), so a peer that missed some while the control plane was away

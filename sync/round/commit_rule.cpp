@@ -93,4 +93,29 @@ std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, co
   return entries;
 }
 
+double full_round_tokens(const CommitView& view, const std::vector<CommitEntry>& entries) {
+  std::set<std::string> counted(view.finished.begin(), view.finished.end());
+  for (const auto& site : view.live_sites)
+    if (!view.paused.contains(site)) counted.insert(site);
+  for (const auto& e : entries) counted.insert(e.site);
+  double total = 0;
+  for (const auto& site : counted)
+    if (const auto it = view.round_tokens.find(site); it != view.round_tokens.end()) total += it->second;
+  return total;
+}
+
+double commit_share(std::int64_t version, const std::vector<CommitEntry>& entries, double round_tokens,
+                    const CommitRuleOptions& options) {
+  double weight = 0, tokens = 0;
+  for (const auto& e : entries) {
+    weight += e.weight;
+    // A peer's record may list a delta too stale to weigh anything: its weight is its tokens then.
+    const double decay = staleness_weight(1, std::max<std::int64_t>(0, staleness_of(version - 1, e.base_version, options)),
+                                          options.staleness);
+    tokens += decay > 0 ? e.weight / decay : e.weight;
+  }
+  const double whole = std::max(tokens, round_tokens);
+  return whole > 0 ? weight / whole : 1.0;  // no weight at all: weighted_mean refuses the commit
+}
+
 }  // namespace meridian

@@ -21,6 +21,10 @@ struct CommitRuleOptions {
   // Streaming DiLoCo: offers name one of this many fragments, and a delta's staleness counts (an
   // estimate of) the commits of its own fragment since its base (fragments.hpp). 1: DiLoCo.
   int fragments = 1;
+  // A commit that lacks some sites' deltas (the deadline cut them, or the others finished) moves
+  // the weights by its share of a full round's tokens, the missing sites counting as zero, as in
+  // synchronous DiLoCo. false: by the mean of the deltas it has, however few.
+  bool scale_partial = true;
 };
 
 using SiteRound = std::pair<std::string, std::int64_t>;
@@ -44,6 +48,8 @@ struct CommitView {
   // Live sites whose outer exchange the operator paused: they announce nothing new, so a commit
   // waits only for what they announced before.
   std::set<std::string> paused;
+  // Per site, the tokens one round of its newest announcement trained on (tokens / rounds).
+  std::map<std::string, double> round_tokens;
 };
 
 // What each live site has open for the next commits: its rounds not merged yet whose base is
@@ -79,5 +85,17 @@ int awaited_sites(const CommitView& view, const std::map<std::string, std::vecto
 // at least one held; the commit lists the held offers only, so a site whose delta is late (a
 // straggler, a partition) is merged in a later version with its staleness weight.
 std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options);
+
+// The tokens of a full round for a commit of `entries`: the round tokens of every site that trains
+// on (live and not paused), has finished (it trains no more, so it counts as zero progress, not as
+// absent), or is among the entries. A site whose lease lapsed is out: the job goes on without it.
+double full_round_tokens(const CommitView& view, const std::vector<CommitEntry>& entries);
+
+// How far a commit of `entries` (one fragment's) moves the weights, as a share of their weighted
+// mean: the entries' weight over the tokens they hold, or over `round_tokens` when that is more. 1
+// for fresh deltas of a full round; less when staleness discounted some, or sites are missing.
+// Pure, so every site scales a version alike from its record.
+double commit_share(std::int64_t version, const std::vector<CommitEntry>& entries, double round_tokens,
+                    const CommitRuleOptions& options);
 
 }  // namespace meridian

@@ -177,7 +177,9 @@ std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record,
     return std::nullopt;
   }
   // The winner is usually this site's own proposal: its mean is already computed.
-  const bool ours = proposed_ && proposed_->record.number == record.number && proposed_->record.entries == record.entries;
+  // Another proposal of the same entries may count the round's tokens otherwise: its mean differs.
+  const bool ours = proposed_ && proposed_->record.number == record.number &&
+                    proposed_->record.entries == record.entries && proposed_->record.round_tokens == record.round_tokens;
   // On disk before it is applied: a restart from an older checkpoint can apply it again.
   store_.journal(record.entries);
   Commit commit{record, {}, {}, {}, {}};
@@ -186,7 +188,7 @@ std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record,
     commit.fragments = std::move(proposed_->fragments);
     commit.others_mean = std::move(proposed_->others_mean);
   } else {
-    auto means = mean_of(record.number, record.entries, state);
+    auto means = mean_of(record, state);
     commit.fragments = std::move(means.fragments);
     commit.mean_delta = std::move(means.mean);
     commit.others_mean = std::move(means.others);
@@ -216,10 +218,12 @@ void CrossSite::propose(const OuterState& state) {
                std::to_string(view.live_sites.size()) + " live sites)";
     return;
   }
-  auto means = mean_of(next, *entries, state);
   const auto rounds = open_rounds(view, options_.rule);
   const int fragment = commit_fragment(view, rounds);
-  CommitRecord proposal{next, *entries, state.preview(means.fragments, means.mean).hash, options_.site, book_.merged(), fragment};
+  CommitRecord proposal{next, *entries, 0, options_.site, book_.merged(), fragment,
+                        options_.rule.scale_partial ? full_round_tokens(view, *entries) : 0.0};
+  auto means = mean_of(proposal, state);
+  proposal.params_hash = state.preview(means.fragments, means.mean).hash;
   std::set<std::string> merging;
   for (const auto& e : *entries) {
     proposal.merged[e.site] = e.round;
@@ -404,9 +408,8 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   ++counts().requests_sent;
 }
 
-DeltaStore::Means CrossSite::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
-                                     const OuterState& state) {
-  return store_.mean_of(version, entries, state, options_.rule, options_.site, options_.others_mean);
+DeltaStore::Means CrossSite::mean_of(const CommitRecord& record, const OuterState& state) {
+  return store_.mean_of(record, state, options_.rule, options_.site, options_.others_mean);
 }
 
 void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {

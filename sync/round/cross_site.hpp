@@ -229,8 +229,8 @@ class CrossSite {
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  // What a commit of `version` applies (DeltaStore::mean_of, with this job's rule).
-  DeltaStore::Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state);
+  // What a commit applies (DeltaStore::mean_of, with this job's rule).
+  DeltaStore::Means mean_of(const CommitRecord& record, const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void read_journal();
   CrossSiteTraffic& counts() { return courier_.counts(); }

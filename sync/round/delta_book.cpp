@@ -14,7 +14,7 @@ std::uint64_t DeltaBook::read(ControlPlane& control, const RoundKeys& keys) {
     try {
       auto a = decode_announcement(value);
       if (key != keys.delta(a.site, a.round)) continue;  // filed under another name: not trusted
-      if (a.final) final_round_[a.site] = a.round;
+      note(a);
       if (a.site != site_) peers_newest_round_ = std::max(peers_newest_round_, a.round);
       if (a.round <= merged_round(a.site)) continue;
       announced_[{a.site, a.round}] = std::move(a);
@@ -27,7 +27,16 @@ std::uint64_t DeltaBook::read(ControlPlane& control, const RoundKeys& keys) {
 
 void DeltaBook::add(const DeltaAnnouncement& a) {
   announced_[{a.site, a.round}] = a;
+  note(a);
+}
+
+void DeltaBook::note(const DeltaAnnouncement& a) {
   if (a.final) final_round_[a.site] = a.round;
+  auto& [round, tokens] = round_tokens_.try_emplace(a.site, -1, 0.0).first->second;
+  if (a.round > round && a.tokens >= 0) {
+    round = a.round;
+    tokens = static_cast<double>(a.tokens) / std::max(1, a.rounds);
+  }
 }
 
 void DeltaBook::merged(const std::string& site, std::int64_t round) {
@@ -49,6 +58,7 @@ void DeltaBook::fill(CommitView& view) const {
   view.applied = merged_;
   for (const auto& [key, a] : announced_) view.announced.push_back(a);
   view.refused = refused_;
+  for (const auto& [site, newest] : round_tokens_) view.round_tokens[site] = newest.second;
 }
 
 std::int64_t DeltaBook::backlog(std::int64_t version, const CommitRuleOptions& rule) const {

@@ -36,12 +36,13 @@ class DeltaBook {
   const std::set<DeltaKey>& refusals() const { return refused_; }
   bool finished(const std::string& site) const { return final_round_.contains(site); }
   std::int64_t peers_newest_round() const { return peers_newest_round_; }
-  // The commit rule's view of all this (CommitView's announced, applied, refused, finished).
   void fill(CommitView& view) const;
   // This site's rounds still mergeable into the version after `version`.
   std::int64_t backlog(std::int64_t version, const CommitRuleOptions& rule) const;
 
  private:
+  void note(const DeltaAnnouncement& a);  // its final round, its round's tokens
+
   std::string site_;
   std::map<DeltaKey, DeltaAnnouncement> announced_;  // not merged yet
   std::int64_t revision_ = 0;                         // control-plane revision read up to
@@ -49,6 +50,7 @@ class DeltaBook {
   std::set<DeltaKey> refused_;
   std::map<std::string, std::int64_t> final_round_;   // by site, from its final announcement
   std::int64_t peers_newest_round_ = -1;
+  std::map<std::string, std::pair<std::int64_t, double>> round_tokens_;  // by site: its newest round, one round's tokens
 };
 
 }  // namespace meridian

@@ -112,11 +112,10 @@ void DeltaStore::journal(const std::vector<CommitEntry>& entries) {
   }
 }
 
-DeltaStore::Means DeltaStore::mean_of(std::int64_t version, const std::vector<CommitEntry>& entries,
-                                      const OuterState& state, const CommitRuleOptions& rule, const std::string& self,
-                                      bool others_mean) {
+DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule,
+                                      const std::string& self, bool others_mean) {
   Means out;
-  for (const auto& e : entries) out.fragments.push_back(e.fragment);
+  for (const auto& e : record.entries) out.fragments.push_back(e.fragment);
   std::sort(out.fragments.begin(), out.fragments.end());
   out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
   bool others_seen = false;
@@ -126,9 +125,10 @@ DeltaStore::Means DeltaStore::mean_of(std::int64_t version, const std::vector<Co
     std::vector<std::vector<float>> decoded;
     std::vector<std::span<const float>> views, other_views;
     std::vector<double> weights, other_weights;
-    double weight = 0, tokens = 0;
-    for (const auto& e : entries) {
+    std::vector<CommitEntry> entries;
+    for (const auto& e : record.entries) {
       if (e.fragment != fragment) continue;
+      entries.push_back(e);
       decoded.emplace_back(n);
       decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their digest) are no delta of this model
       // Every site records the norm of every delta a commit merges (accept_norms), screened here
@@ -140,15 +140,13 @@ DeltaStore::Means DeltaStore::mean_of(std::int64_t version, const std::vector<Co
         other_views.emplace_back(decoded.back());
         other_weights.push_back(e.weight);
       }
-      weight += e.weight;
-      tokens += e.weight / staleness_weight(1, staleness_of(version - 1, e.base_version, rule), rule.staleness);
     }
     std::vector<float> mean(n);
     weighted_mean(views, weights, mean);
-    // A late delta also counts for less in absolute terms: the mean is scaled by the share of the
-    // tokens' weight that staleness left (1 when every delta is fresh), so a version made only of
-    // stale deltas moves the weights less than a fresh one. Same inputs, same bits on every site.
-    if (const double share = weight / tokens; share < 1.0)
+    // A late delta, or a missing site, also counts in absolute terms: a version made of stale
+    // deltas, or of one site's of three, moves the weights less than a full round's. Same inputs,
+    // same bits on every site.
+    if (const double share = commit_share(record.number, entries, record.round_tokens, rule); share < 1.0)
       for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
     out.mean.insert(out.mean.end(), mean.begin(), mean.end());
     if (!others_mean) continue;

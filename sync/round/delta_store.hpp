@@ -63,15 +63,15 @@ class DeltaStore {
   // Puts the deltas of a version about to be proposed or applied in the journal.
   void journal(const std::vector<CommitEntry>& entries);
 
-  // What a commit of `version` applies: per fragment its entries cover, the weighted mean of those
-  // entries, scaled down by staleness, and (with `others_mean`) the mean of the other sites'
-  // entries. Every entry must be verified here.
+  // What a commit applies: per fragment its entries cover, the weighted mean of those entries,
+  // scaled by commit_share (staleness, missing sites), and (with `others_mean`) the mean of the
+  // other sites' entries. Every entry must be verified here.
   struct Means {
     std::vector<int> fragments;
     std::vector<float> mean, others;
   };
-  Means mean_of(std::int64_t version, const std::vector<CommitEntry>& entries, const OuterState& state,
-                const CommitRuleOptions& rule, const std::string& self, bool others_mean);
+  Means mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule,
+                const std::string& self, bool others_mean);
 
  private:
   DeltaStoreOptions options_;

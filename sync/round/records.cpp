@@ -1,6 +1,7 @@
 #include "sync/round/records.hpp"
 
 #include <charconv>
+#include <cmath>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -126,6 +127,7 @@ std::string encode(const CommitRecord& r) {
     merged[i++].setRound(round);
   }
   w.setFragment(fragment_field(r.fragment));
+  w.setRoundTokens(r.round_tokens);
   return to_string(message);
 }
 
@@ -173,6 +175,9 @@ CommitRecord decode_commit(std::string_view bytes) {
     r.proposer = rec.getProposer();
     for (auto m : rec.getMerged()) r.merged[m.getSite()] = m.getRound();
     r.fragment = fragment_of(rec.getFragment(), "commit record");
+    r.round_tokens = rec.getRoundTokens();
+    if (!std::isfinite(r.round_tokens) || r.round_tokens < 0)
+      throw make_error(ErrorKind::Peer, "commit record ", r.number, " says a round holds ", r.round_tokens, " tokens");
     return r;
   });
 }

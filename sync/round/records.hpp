@@ -63,6 +63,9 @@ struct CommitRecord {
   // adopted a peer's state) needs to know which deltas are already in.
   std::map<std::string, std::int64_t> merged;
   int fragment = 0;  // streaming DiLoCo: whose turn this version is (its entries may add late rounds of others)
+  // The tokens of a full round, every site that trains on counted (commit_rule.hpp round_tokens);
+  // 0: a commit moves the weights by its entries' mean, however few sites they are.
+  double round_tokens = 0;
   bool operator==(const CommitRecord&) const = default;
 };
 

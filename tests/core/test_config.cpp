@@ -197,8 +197,11 @@ TEST_CASE("--set reaches the asynchronous [outer] keys") {
   const auto file = write(dir / "job.toml", kData + "[outer]\noverlap = true\n");
   const JobConfig c = load_ok(file, {"outer.overlap=false", "outer.staleness=constant", "outer.delayed_nesterov=5",
                                      "outer.deadline_k=4", "outer.max_norm_ratio=1e3", "outer.dynamic_inner_steps=true",
-                                     "outer.algorithm=streaming", "outer.fragments=2", "control.lease_ttl_s=10", "control.keepalive_ms=2000"});
+                                     "outer.algorithm=streaming", "outer.fragments=2", "control.lease_ttl_s=10", "control.keepalive_ms=2000",
+                                     "outer.partial_commit=averaged"});
   CHECK_FALSE(c.outer.overlap);
+  CHECK(c.outer.partial_commit == JobConfig::Outer::PartialCommit::Averaged);
+  CHECK(JobConfig{}.outer.partial_commit == JobConfig::Outer::PartialCommit::Scaled);
   CHECK(c.outer.staleness == JobConfig::Outer::Staleness::Constant);
   CHECK(c.outer.delayed_nesterov == 5);
   CHECK(c.outer.deadline_k == 4.0);
@@ -208,6 +211,8 @@ TEST_CASE("--set reaches the asynchronous [outer] keys") {
   CHECK((c.control.lease_ttl_s == 10 && c.control.keepalive_ms == 2000));
   CHECK(only_problem(dir, kData, {"outer.max_norm_ratio=0.5"}) ==
         "--set outer.max_norm_ratio=0.5: outer.max_norm_ratio: expected a number > 1, found 0.5");
+  CHECK(only_problem(dir, kData, {"outer.partial_commit=full"}) ==
+        "--set outer.partial_commit=full: outer.partial_commit: expected one of \"scaled\", \"averaged\", found \"full\"");
   CHECK(only_problem(dir, kData, {"outer.fragmets=2"}) ==
         "--set outer.fragmets=2: outer.fragmets: unknown key (did you mean fragments?)");
 }

@@ -154,6 +154,36 @@ TEST_CASE("once the deadline passes the held deltas commit without the late site
   CHECK_FALSE(decide_commit(view, {}).has_value());  // a deadline with nothing here commits nothing
 }
 
+TEST_CASE("a full round counts every site that trains on or has finished, not one whose lease lapsed") {
+  CommitView view;
+  view.live_sites = {"a", "b", "p"};
+  view.paused = {"p"};
+  view.finished = {"f"};
+  view.round_tokens = {{"a", 100}, {"b", 200}, {"p", 400}, {"f", 800}, {"gone", 1600}};
+  const std::vector<CommitEntry> a_only{{"a", 3, 3, 100, Digest{}}};
+  CHECK(full_round_tokens(view, a_only) == 100 + 200 + 800);  // p paused, "gone" not live
+  const std::vector<CommitEntry> with_p{{"a", 3, 3, 100, Digest{}}, {"p", 3, 3, 400, Digest{}}};
+  CHECK(full_round_tokens(view, with_p) == 100 + 200 + 400 + 800);  // a paused site's round before its pause counts
+  view.live_sites.push_back("new");  // nothing announced yet: nothing known to count
+  CHECK(full_round_tokens(view, a_only) == 100 + 200 + 800);
+}
+
+TEST_CASE("a commit moves the weights by its share of a full round: missing sites count as zero, stale deltas less") {
+  const CommitRuleOptions rule;  // inverse decay
+  const std::vector<CommitEntry> one{{"a", 5, 5, 100, Digest{}}};
+  CHECK(commit_share(6, one, 0, rule) == 1.0);    // no full round given: the mean of what it has
+  CHECK(commit_share(6, one, 100, rule) == 1.0);  // it is the whole round
+  CHECK(commit_share(6, one, 300, rule) == doctest::Approx(1.0 / 3));
+  // b's delta is a version late (weight 100 / 2): half of it counts, with or without the full round.
+  const std::vector<CommitEntry> late{{"a", 5, 5, 100, Digest{}}, {"b", 4, 4, 50, Digest{}}};
+  CHECK(commit_share(6, late, 0, rule) == doctest::Approx(150.0 / 200));
+  CHECK(commit_share(6, late, 300, rule) == doctest::Approx(150.0 / 300));
+  // A record that lists a delta beyond max_staleness (no site proposes one) is read at its weight.
+  const std::vector<CommitEntry> ancient{{"a", 1, 0, 100, Digest{}}};
+  CHECK(commit_share(20, ancient, 300, rule) == doctest::Approx(1.0 / 3));
+  CHECK(commit_share(6, {}, 0, rule) == 1.0);
+}
+
 TEST_CASE("a paused site holds a commit back only with a round it announced before the pause") {
   CommitView view;
   view.version = 3;

@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +38,22 @@ TEST_CASE("round records survive encode and decode") {
   CHECK(decode_commit(encode(c)) == c);
   const DeltaRequest r{"a", 12};
   CHECK(decode_delta_request(encode(r)) == r);
+}
+
+TEST_CASE("a commit carries a full round's tokens: 0 in records from before, a negative or NaN count refused") {
+  CommitRecord c{13, {{"a", 12, 11, 3.5, digest(1)}}, 7, "a", {}, 0, 196608.0};
+  CHECK(decode_commit(encode(c)).round_tokens == 196608.0);
+  c.round_tokens = 0;
+  CHECK(decode_commit(encode(c)).round_tokens == 0);
+  for (const double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    c.round_tokens = bad;
+    try {
+      decode_commit(encode(c));
+      FAIL("accepted ", bad);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Peer);
+    }
+  }
 }
 
 TEST_CASE("round records refuse bytes that are not theirs, as peer errors") {

@@ -67,6 +67,10 @@ struct CommitRecord {
   merged @5 :List(SiteRound);  # per site, the newest round merged up to this version (this one included)
   fragment @6 :UInt32;         # streaming DiLoCo: whose turn this version is (0 for DiLoCo); the
                                # next version is the next fragment's (sync/round/commit_rule.hpp)
+  roundTokens @7 :Float64;     # the tokens of a full round, every site that trains on counted: a
+                               # commit missing some sites' deltas moves the weights by its share
+                               # of it (commit_rule.hpp commit_share). 0, as in older records: by
+                               # its entries' own tokens
 }
 
 # Sent over a link: "send me your state (OuterState::snapshot) if you hold at least this version":
