@@ -61,6 +61,9 @@ struct ProtocolMutations {
   bool unverified_deltas = false;  // a delta's bytes are used without checking its announced digest
   bool overwrite_commits = false;  // a proposal overwrites a version's record instead of creating it
   bool reapply_adopted = false;    // after adopting a peer's state, its version is handed out again as a commit
+  // An equivocating site (first) sends one peer (second) other bytes than it announced, under the
+  // same announcement and with chunk checks that pass: the peers must catch it and refuse it.
+  std::pair<std::string, std::string> equivocation;
 };
 
 struct CrossSiteOptions {
@@ -203,7 +206,6 @@ class CrossSite {
   // Reads the members, and sends the sites that (re)joined this site's unmerged deltas.
   void refresh_members();
   const std::string* site_of(const std::string& address);
-  void read_announcements();
   // Runs control-plane calls through the gate (control_gate.hpp); false when they failed or wait.
   bool control(const std::function<void()>& call);
   // Puts this site's announcements that etcd did not take yet; true when none is left.
@@ -222,8 +224,13 @@ class CrossSite {
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
   void forget_merged(const CommitRecord& record);
-  // The bytes of a delta matching `digest`, or null after asking its owner again (rate-limited).
+  // The bytes of a delta matching `digest`, or null after asking its owner again (rate-limited),
+  // or after disputing it: its owner sent other bytes than it announced, twice.
   const std::vector<std::byte>* held(const DeltaKey& key, const Digest& digest);
+  // Reads the announcements (and disputes: each logged once) since the last read.
+  void read_announcements();
+  // Sends this site's delta of `round` to `site` (ProtocolMutations::equivocation forges it).
+  void send_delta(const std::string& site, const std::string& address, std::int64_t round, const Outbox::Delta& own);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
   // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
   bool usable(const DeltaAnnouncement& a, const OuterState& state);

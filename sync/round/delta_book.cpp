@@ -12,6 +12,10 @@ std::uint64_t DeltaBook::read(ControlPlane& control, const RoundKeys& keys) {
   std::uint64_t unreadable = 0;
   for (const auto& [key, value] : read.kvs) {
     try {
+      if (RoundKeys::is_dispute(key)) {
+        read_dispute(key, value, keys);
+        continue;
+      }
       auto a = decode_announcement(value);
       if (key != keys.delta(a.site, a.round)) continue;  // filed under another name: not trusted
       note(a);
@@ -23,6 +27,35 @@ std::uint64_t DeltaBook::read(ControlPlane& control, const RoundKeys& keys) {
     }
   }
   return unreadable;
+}
+
+void DeltaBook::read_dispute(const std::string& key, const std::string& value, const RoundKeys& keys) {
+  auto d = decode_dispute(value);
+  // Filed under another name, or by the accused about itself: not trusted.
+  if (key != keys.dispute(d.site, d.round, d.by) || d.by == d.site) throw make_error(ErrorKind::Peer, "dispute ", key);
+  if (banned_.contains(d.site)) return;
+  banned_.emplace(d.site, d);
+  read_disputes_.push_back(std::move(d));
+}
+
+std::set<DeltaKey> DeltaBook::refusals() const {
+  std::set<DeltaKey> out = refused_;
+  for (const auto& [key, a] : announced_)
+    if (banned(key.first)) out.insert(key);
+  return out;
+}
+
+void DeltaBook::dispute(const DeltaDispute& d) {
+  if (!banned_.emplace(d.site, d).second) return;
+  unfiled_.push_back(d);
+}
+
+void DeltaBook::file_disputes(ControlPlane& control, const RoundKeys& keys) {
+  while (!unfiled_.empty()) {
+    const DeltaDispute& d = unfiled_.front();
+    control.put(keys.dispute(d.site, d.round, d.by), encode(d));
+    unfiled_.erase(unfiled_.begin());
+  }
 }
 
 void DeltaBook::add(const DeltaAnnouncement& a) {
@@ -57,14 +90,17 @@ void DeltaBook::fill(CommitView& view) const {
   for (const auto& [site, round] : final_round_) view.finished.insert(site);
   view.applied = merged_;
   for (const auto& [key, a] : announced_) view.announced.push_back(a);
-  view.refused = refused_;
+  view.refused = refusals();
+  // No commit waits for a site caught equivocating, nor counts its rounds in a full one: like a
+  // paused site's, every round it offers is refused.
+  for (const auto& [site, d] : banned_) view.paused.insert(site);
   for (const auto& [site, newest] : round_tokens_) view.round_tokens[site] = newest.second;
 }
 
 std::int64_t DeltaBook::backlog(std::int64_t version, const CommitRuleOptions& rule) const {
   std::int64_t n = 0;
   for (const auto& [key, a] : announced_)
-    n += key.first == site_ && !refused_.contains(key) && a.fragment >= 0 && a.fragment < rule.fragments &&
+    n += key.first == site_ && !refused(key) && a.fragment >= 0 && a.fragment < rule.fragments &&
          staleness_of(version, a.base_version, rule) <= rule.staleness.max_staleness;
   return n;
 }

@@ -18,7 +18,12 @@ void DeltaStore::put(const DeltaKey& key, std::vector<std::byte> bytes, bool jou
   arrived_[key] = std::move(bytes);
   verified_.erase(key);
   norms_.erase(key);
-  if (journaled) journaled_.insert(key);
+  if (journaled) {
+    journaled_.insert(key);
+    journal_copies_.insert(key);
+  } else {
+    journal_copies_.erase(key);
+  }
 }
 
 void DeltaStore::put_own(const DeltaKey& key, std::vector<std::byte> bytes, const Digest& digest) {
@@ -46,17 +51,28 @@ const std::vector<std::byte>* DeltaStore::verified(const DeltaKey& key, const Di
   if (it == arrived_.end()) return nullptr;
   // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
   if (const auto v = verified_.find(key); v != verified_.end() && v->second == digest) return &it->second;
-  if (options_.unverified || sha256(it->second) == digest) {
+  const Digest seen = options_.unverified ? digest : sha256(it->second);
+  if (seen == digest) {
     verified_[key] = digest;
     return &it->second;
   }
   ++traffic.deltas_refused;  // damaged past the link's checks, or not the delta that was announced
+  if (!journal_copies_.erase(key)) {
+    WrongCopies& wrong = wrong_[key];
+    ++wrong.count;
+    wrong.seen = seen;
+  }
   events.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced digest: asked again"});
   link_.recycle(std::move(it->second));
   arrived_.erase(it);
   verified_.erase(key);
   norms_.erase(key);
   return nullptr;
+}
+
+const DeltaStore::WrongCopies* DeltaStore::wrong_copies(const DeltaKey& key) const {
+  const auto it = wrong_.find(key);
+  return it == wrong_.end() ? nullptr : &it->second;
 }
 
 DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n) {
@@ -98,6 +114,8 @@ void DeltaStore::forget_through(const std::string& site, std::int64_t round) {
   std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
   std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
   std::erase_if(asked_at_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(journal_copies_, done);
+  std::erase_if(wrong_, [&](const auto& kv) { return done(kv.first); });
 }
 
 void DeltaStore::journal(const std::vector<CommitEntry>& entries) {

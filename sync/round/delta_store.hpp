@@ -49,6 +49,13 @@ class DeltaStore {
   // and said (`delta_damaged`). Null when absent or dropped: the caller asks for it again.
   const std::vector<std::byte>* verified(const DeltaKey& key, const Digest& digest, CrossSiteEvents& events,
                                          CrossSiteTraffic& traffic);
+  // The copies of `key` that came whole through the link and did not match their digest, and the
+  // digest of the last: its sender sent bytes other than it announced (journal copies do not count).
+  struct WrongCopies {
+    int count = 0;
+    Digest seen{};
+  };
+  const WrongCopies* wrong_copies(const DeltaKey& key) const;
   // Screens verified bytes once; the verdict (a delta that passed has a norm from then on).
   DeltaScreen::Verdict screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n);
   bool screened(const DeltaKey& key) const { return norms_.contains(key); }
@@ -81,6 +88,8 @@ class DeltaStore {
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::map<DeltaKey, double> asked_at_;
   std::set<DeltaKey> journaled_;
+  std::set<DeltaKey> journal_copies_;  // arrived_ entries read from the journal, not from the link
+  std::map<DeltaKey, WrongCopies> wrong_;
   std::vector<DeltaScreen> screens_;  // by fragment: each fragment's deltas have norms of their own
 };
 

@@ -131,6 +131,18 @@ std::string encode(const CommitRecord& r) {
   return to_string(message);
 }
 
+std::string encode(const DeltaDispute& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::DeltaDispute>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setSite(r.site);
+  w.setRound(r.round);
+  w.setBy(r.by);
+  w.setAnnounced(data_of(r.announced));
+  w.setSeen(data_of(r.seen));
+  return to_string(message);
+}
+
 std::string encode(const StateRequest& r) {
   capnp::MallocMessageBuilder message;
   auto w = message.initRoot<wire::StateRequest>();
@@ -182,6 +194,13 @@ CommitRecord decode_commit(std::string_view bytes) {
   });
 }
 
+DeltaDispute decode_dispute(std::string_view bytes) {
+  return read_record<wire::DeltaDispute>(bytes, "delta dispute", [](auto rec) {
+    return DeltaDispute{rec.getSite(), rec.getRound(), rec.getBy(), digest_of(rec.getAnnounced(), "delta dispute"),
+                        digest_of(rec.getSeen(), "delta dispute")};
+  });
+}
+
 DeltaRequest decode_delta_request(std::string_view bytes) {
   return read_record<wire::DeltaRequest>(bytes, "delta request",
                                          [](auto rec) { return DeltaRequest{rec.getSite(), rec.getRound()}; });
@@ -194,6 +213,10 @@ StateRequest decode_state_request(std::string_view bytes) {
 
 std::string RoundKeys::delta(const std::string& site, std::int64_t round) const {
   return deltas() + site + "/" + padded(round);
+}
+
+std::string RoundKeys::dispute(const std::string& site, std::int64_t round, const std::string& by) const {
+  return delta(site, round) + std::string(kDisputedBy) + by;
 }
 
 std::string RoundKeys::commit(std::int64_t version) const { return commits() + padded(version); }

@@ -6,6 +6,7 @@
 // Keys, under "/meridian/<job>/":
 //   members/<site>          MemberRecord, on the site's lease
 //   deltas/<site>/<round>   DeltaAnnouncement (round zero-padded, so keys sort by round)
+//   deltas/<site>/<round>/disputed-by/<by>   DeltaDispute: <site> equivocated
 //   commits/<version>       CommitRecord (zero-padded), created once: the commit log
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,18 @@ struct CommitRecord {
   bool operator==(const CommitRecord&) const = default;
 };
 
+// Site `by` received `site`'s delta of `round`, intact through its link, hashing to `seen` rather
+// than to the `announced` digest: `site` equivocated (sent other peers other bytes, or other bytes
+// than it announced). Filed under RoundKeys::dispute, read by every site.
+struct DeltaDispute {
+  std::string site;
+  std::int64_t round = 0;
+  std::string by;
+  Digest announced{};
+  Digest seen{};
+  bool operator==(const DeltaDispute&) const = default;
+};
+
 struct StateRequest {
   std::int64_t min_version = 0;
   bool operator==(const StateRequest&) const = default;
@@ -85,12 +98,14 @@ std::string encode(const MemberRecord& r);
 std::string encode(const DeltaAnnouncement& r);
 std::string encode(const CommitRecord& r);
 std::string encode(const DeltaRequest& r);
+std::string encode(const DeltaDispute& r);
 std::string encode(const StateRequest& r);
 MemberRecord decode_member(std::string_view bytes);
 DeltaAnnouncement decode_announcement(std::string_view bytes);
 CommitRecord decode_commit(std::string_view bytes);
 DeltaRequest decode_delta_request(std::string_view bytes);
 StateRequest decode_state_request(std::string_view bytes);
+DeltaDispute decode_dispute(std::string_view bytes);
 
 class RoundKeys {
  public:
@@ -100,12 +115,16 @@ class RoundKeys {
   std::string member(const std::string& site) const { return members() + site; }
   std::string deltas() const { return prefix_ + "deltas/"; }
   std::string delta(const std::string& site, std::int64_t round) const;
+  // Under deltas(), so the reads and the watch of the announcements see disputes too.
+  std::string dispute(const std::string& site, std::int64_t round, const std::string& by) const;
+  static bool is_dispute(std::string_view key) { return key.find(kDisputedBy) != std::string_view::npos; }
   std::string commits() const { return prefix_ + "commits/"; }
   std::string commit(std::int64_t version) const;
   // The version a key under commits() names, when it is one commit(v) writes; else nullopt.
   std::optional<std::int64_t> version_of_commit(std::string_view key) const;
 
  private:
+  static constexpr std::string_view kDisputedBy = "/disputed-by/";
   std::string prefix_;
 };
 

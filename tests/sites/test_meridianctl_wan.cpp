@@ -55,9 +55,9 @@ TEST_CASE("meridianctl wan: measured links, refusals, and an operator partition 
   // start in, so that meridianctl (which would read [ops] token from the job file) has it only when given.
   FaultJob job("wanctl", {etcd.endpoint()},
                "[wan]\nlatency_ms = " + std::to_string(kLatencyMs) + "\nbandwidth_mbps = 100.0\n");
-  // ~25 s unloaded (ctest runs this program alone): the partition below, over ~13 s after the
+  // ~19 s unloaded (ctest runs this program alone): the partition below, over ~13 s after the
   // start, must end while all train.
-  job.sets = {"inner.steps=8000"};
+  job.sets = {"inner.steps=6000"};
   const Ctl ctl{job};
   ::setenv("MERIDIAN_OPS_TOKEN", kToken, 1);
   job.start_all();

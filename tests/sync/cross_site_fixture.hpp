@@ -38,18 +38,20 @@ struct Site {
   Site(const std::string& job, const std::string& name, const std::string& endpoint, CodecOptions codec,
        const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10, CommitRuleOptions rule = {},
        FragmentPlan plan = {}, std::optional<LinkCurve> curve = std::nullopt,
-       std::map<std::string, std::string> link_keys = {})
+       std::map<std::string, std::string> link_keys = {}, ProtocolMutations mutations = {})
       : link(make_zmq_link("127.0.0.1", chunk_bytes, faults, 0, kLinkQueueBytes, std::move(curve))),
         etcd(EtcdOptions{{endpoint}, 5000ms}),
-        cross(options(job, name, endpoint, rule, std::move(link_keys)), etcd, *link, seconds_now),
+        cross(options(job, name, endpoint, rule, std::move(link_keys), std::move(mutations)), etcd, *link, seconds_now),
         state(initial_weights(), {}, codec, true, std::move(plan)),
         name(name) {
     cross.serve_state(&state);
   }
 
   static CrossSiteOptions options(const std::string& job, const std::string& name, const std::string& endpoint,
-                                  CommitRuleOptions rule, std::map<std::string, std::string> link_keys = {}) {
+                                  CommitRuleOptions rule, std::map<std::string, std::string> link_keys = {},
+                                  ProtocolMutations mutations = {}) {
     CrossSiteOptions o;
+    o.mutations = std::move(mutations);
     o.link_keys = std::move(link_keys);
     o.rule = rule;
     o.job = job;

@@ -249,6 +249,65 @@ TEST_CASE("over CURVE: the job commits, an outsider's key is refused at the hand
   }
 }
 
+TEST_CASE("over CURVE, a site that sends one peer other bytes than it announced is caught by it, and every site refuses its rounds") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  std::map<std::string, CurveKeypair> pairs;
+  std::map<std::string, std::string> keys;
+  std::set<std::string> job_keys;
+  for (const char* name : {"a", "b", "c"}) {
+    pairs[name] = make_curve_keypair();
+    keys[name] = pairs[name].public_key;
+    job_keys.insert(pairs[name].public_key);
+  }
+  // a equivocates towards c: its bytes are authenticated by CURVE and pass c's chunk checks, they
+  // just are not the delta a announced (nor what b gets).
+  ProtocolMutations lie;
+  lie.equivocation = {"a", "c"};
+  std::vector<std::unique_ptr<Site>> sites;
+  for (const char* name : {"a", "b", "c"})
+    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
+                                           16 << 10, CommitRuleOptions{}, FragmentPlan{}, LinkCurve{pairs[name], job_keys},
+                                           keys, lie));
+  join_all(sites);
+  Site& a = *sites[0];
+  Site& c = *sites[2];
+  // Only a's round is out, so no version can be due while c looks at it and asks a for it again.
+  a.submit(0);
+  std::map<std::string, std::vector<CrossSiteEvent>> events;
+  const auto poll = [&](Site& s) {
+    CHECK_FALSE(s.cross.poll_commit(s.state, 5ms).has_value());
+    for (auto& e : s.cross.take_events()) events[s.name].push_back(std::move(e));
+  };
+  const auto logged = [&](const std::string& site, const std::string& kind) {
+    return std::any_of(events[site].begin(), events[site].end(),
+                       [&](const CrossSiteEvent& e) { return e.kind == kind && e.site == "a" && e.number == 0; });
+  };
+  double deadline = seconds_now() + 10;
+  while (!logged("c", "delta_equivocation") && seconds_now() < deadline) {
+    poll(a);
+    poll(c);
+  }
+  REQUIRE(logged("c", "delta_equivocation"));
+  CHECK(c.cross.traffic().deltas_refused >= 2);  // the bytes came twice, whole, and were not a's delta
+  // The dispute reaches a and b through etcd.
+  deadline = seconds_now() + 10;
+  while (!(logged("a", "delta_disputed") && logged("b", "delta_disputed")) && seconds_now() < deadline)
+    for (auto& s : sites) poll(*s);
+  CHECK(logged("a", "delta_disputed"));
+  CHECK(logged("b", "delta_disputed"));
+
+  // b and c go on without a: no version waits for a's rounds or merges them, a's next one included.
+  for (auto& s : sites) s->submit(s->name == "a" ? 1 : 0);
+  commit_all(sites);
+  for (auto& s : sites) {
+    CHECK(*s->last == *sites[1]->last);
+    for (const auto& e : s->last->entries) CHECK(e.site != "a");
+  }
+  CHECK(sites[1]->last->entries.size() == 2);
+  CHECK(sites[1]->last->round_tokens == 2000);  // a's round counts for nothing, not as missing
+}
+
 TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gradients") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);

@@ -40,6 +40,17 @@ TEST_CASE("round records survive encode and decode") {
   CHECK(decode_delta_request(encode(r)) == r);
 }
 
+TEST_CASE("a dispute survives encode and decode, and lives under the announcement it disputes") {
+  const DeltaDispute d{"a", 12, "c", digest(1), digest(2)};
+  CHECK(decode_dispute(encode(d)) == d);
+  const RoundKeys keys("job");
+  const std::string key = keys.dispute("a", 12, "c");
+  CHECK(key.starts_with(keys.delta("a", 12) + "/"));
+  CHECK(RoundKeys::is_dispute(key));
+  CHECK_FALSE(RoundKeys::is_dispute(keys.delta("a", 12)));
+  CHECK_THROWS_AS(decode_dispute(encode(DeltaRequest{"a", 12})), Error);
+}
+
 TEST_CASE("a commit carries a full round's tokens: 0 in records from before, a negative or NaN count refused") {
   CommitRecord c{13, {{"a", 12, 11, 3.5, digest(1)}}, 7, "a", {}, 0, 196608.0};
   CHECK(decode_commit(encode(c)).round_tokens == 196608.0);

@@ -80,6 +80,18 @@ struct StateRequest {
   minVersion @1 :Int64;
 }
 
+# "deltas/<site>/<round>/disputed-by/<by>": site `by` received from `site`, intact through its
+# link, bytes other than the announcement names. A site that says one thing to some peers and
+# another to others is believed by none from then on: every site refuses its rounds.
+struct DeltaDispute {
+  version @0 :UInt16;
+  site @1 :Text;       # who sent them
+  round @2 :Int64;
+  by @3 :Text;         # who received them
+  announced @4 :Data;  # the SHA-256 the announcement names
+  seen @5 :Data;       # the SHA-256 of the bytes that came
+}
+
 # Sent over a link: "send me this delta again" (it was lost or arrived damaged).
 struct DeltaRequest {
   version @0 :UInt16;
