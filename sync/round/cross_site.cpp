@@ -309,8 +309,15 @@ bool CrossSite::finished(const OuterState& state) {
       waiting_ = "version " + std::to_string(log_.newest());
       return false;
     }
-    // Everyone else has finished and left: nobody holds the newer versions' deltas or state any
-    // more. This site ends on what it has rather than wait forever, and says so.
+    // Everyone else has finished and left. A site a look behind them may hold the next version's
+    // deltas all the same (they were sent to it before the commit): it applies it on its own.
+    take_in_received();
+    if (const CommitRecord* next = log_.find(state.version() + 1); next && holds_deltas_of(*next)) {
+      waiting_ = "version " + std::to_string(next->number) + ", whose deltas are here";
+      return false;
+    }
+    // Nobody holds the newer versions' deltas or state any more. This site ends on what it has
+    // rather than wait forever, and says so.
     events_.push_back({"catch_up_impossible", "", log_.newest(),
                        "no live site left to take versions after " + std::to_string(state.version()) + " from"});
     return true;
