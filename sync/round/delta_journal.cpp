@@ -29,6 +29,15 @@ std::int64_t round_of(const std::string& name) {
   return ec == std::errc() && end == digits.data() + digits.size() ? round : -1;
 }
 
+std::vector<std::byte> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw make_error(ErrorKind::Io, "cannot read the delta journal file ", path.string());
+  std::vector<std::byte> out(bytes.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
 }  // namespace
 
 FileDeltaJournal::FileDeltaJournal(std::filesystem::path dir) : dir_(std::move(dir)) {
@@ -72,16 +81,17 @@ std::map<DeltaJournal::Key, std::vector<std::byte>> FileDeltaJournal::load() con
     if (!site.is_directory()) continue;
     for (const auto& entry : std::filesystem::directory_iterator(site.path(), ec)) {
       const auto r = round_of(entry.path().filename().string());
-      if (r < 0) continue;
-      std::ifstream in(entry.path(), std::ios::binary);
-      const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (in.bad()) throw make_error(ErrorKind::Io, "cannot read the delta journal file ", entry.path().string());
-      auto& v = out[{site.path().filename().string(), r}];
-      v.resize(bytes.size());
-      std::memcpy(v.data(), bytes.data(), bytes.size());
+      if (r >= 0) out[{site.path().filename().string(), r}] = read_file(entry.path());
     }
   }
   return out;
+}
+
+std::optional<std::vector<std::byte>> FileDeltaJournal::read(const Key& key) const {
+  const auto path = dir_ / key.first / file_name(key.second);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  return read_file(path);
 }
 
 }  // namespace meridian

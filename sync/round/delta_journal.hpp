@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -29,6 +30,8 @@ class DeltaJournal {
   virtual void erase_through(const std::string& site, std::int64_t round) = 0;
   virtual void erase(const Key& key) = 0;
   virtual std::map<Key, std::vector<std::byte>> load() const = 0;
+  // One entry; nullopt when the journal does not hold it.
+  virtual std::optional<std::vector<std::byte>> read(const Key& key) const = 0;
 };
 
 class MemoryDeltaJournal final : public DeltaJournal {
@@ -39,6 +42,10 @@ class MemoryDeltaJournal final : public DeltaJournal {
   }
   void erase(const Key& key) override { deltas_.erase(key); }
   std::map<Key, std::vector<std::byte>> load() const override { return deltas_; }
+  std::optional<std::vector<std::byte>> read(const Key& key) const override {
+    const auto it = deltas_.find(key);
+    return it == deltas_.end() ? std::nullopt : std::optional(it->second);
+  }
 
  private:
   std::map<Key, std::vector<std::byte>> deltas_;
@@ -53,6 +60,7 @@ class FileDeltaJournal final : public DeltaJournal {
   void erase_through(const std::string& site, std::int64_t round) override;
   void erase(const Key& key) override;
   std::map<Key, std::vector<std::byte>> load() const override;
+  std::optional<std::vector<std::byte>> read(const Key& key) const override;
 
  private:
   std::filesystem::path dir_;

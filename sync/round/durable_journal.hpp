@@ -34,6 +34,7 @@ class DurableJournal final : public DeltaJournal {
   void erase_through(const std::string& site, std::int64_t round) override;
   void erase(const Key& key) override { inner_->erase(key); }
   std::map<Key, std::vector<std::byte>> load() const override { return inner_->load(); }
+  std::optional<std::vector<std::byte>> read(const Key& key) const override { return inner_->read(key); }
 
  private:
   std::shared_ptr<DeltaJournal> inner_;

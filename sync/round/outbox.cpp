@@ -12,6 +12,7 @@ Outbox::Outbox(std::string site, std::shared_ptr<DeltaJournal> journal, std::siz
       keep_rounds_(keep_rounds) {}
 
 std::map<DeltaKey, std::vector<std::byte>> Outbox::load(std::size_t chunk_bytes) {
+  chunk_bytes_ = chunk_bytes;
   if (!journal_) return {};
   auto all = journal_->load();
   for (const auto& [key, bytes] : all) {
@@ -76,9 +77,15 @@ std::vector<std::pair<std::int64_t, const Outbox::Delta*>> Outbox::announced_aft
   return out;
 }
 
-const Outbox::Delta* Outbox::find(std::int64_t round) const {
-  const auto it = kept_.find(round);
-  return it == kept_.end() ? nullptr : &it->second;
+const Outbox::Delta* Outbox::find(std::int64_t round) {
+  if (const auto it = kept_.find(round); it != kept_.end()) return &it->second;
+  if (const auto it = recalled_.find(round); it != recalled_.end()) return &it->second;
+  auto bytes = journal_ ? journal_->read({site_, round}) : std::nullopt;
+  if (!bytes) return nullptr;
+  if (recalled_.size() >= keep_rounds_) recalled_.erase(recalled_.begin());
+  auto hashes = chunk_hashes(*bytes, chunk_bytes_);
+  auto& recalled = recalled_[round] = Delta{std::make_shared<const std::vector<std::byte>>(std::move(*bytes)), std::move(hashes)};
+  return &recalled;
 }
 
 void Outbox::announce(ControlPlane& control, const RoundKeys& keys) {

@@ -51,7 +51,10 @@ class Outbox {
   void sent(std::int64_t round, std::size_t bytes) { in_flight_[round] += bytes; }
   void merged_through(std::int64_t round);
   std::uint64_t in_flight_bytes() const;
-  const Delta* find(std::int64_t round) const;  // any kept round: a peer that asks saw it announced
+  // Any kept round (a peer that asks saw it announced), or one that has left the window but not
+  // the journal: a site far behind keeps sending rounds while a version that merged an older one
+  // waits for its bytes (simulator seed 326199: nobody could apply it).
+  const Delta* find(std::int64_t round);
   // The kept rounds after `merged` that the control plane has announced: what a site that
   // (re)joins is sent. A journaled round never announced (an earlier job's, or one whose
   // announcement never went out) is not pushed to anyone.
@@ -68,6 +71,8 @@ class Outbox {
   std::shared_ptr<DurableJournal> journal_;
   std::size_t keep_rounds_;
   std::map<std::int64_t, Delta> kept_;               // by round
+  std::map<std::int64_t, Delta> recalled_;           // read back from the journal for a peer, at most keep_rounds_
+  std::size_t chunk_bytes_ = kDefaultChunkBytes;     // the link's, for the hashes of recalled rounds
   std::map<std::int64_t, std::uint64_t> in_flight_;  // rounds not merged yet: bytes sent to peers
   std::vector<DeltaAnnouncement> unannounced_;
   std::set<std::int64_t> announced_;  // kept rounds the control plane holds an announcement of

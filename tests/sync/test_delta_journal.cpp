@@ -39,8 +39,12 @@ void exercise(DeltaJournal& j) {
   CHECK_FALSE(all.contains({"a", 1}));
   CHECK(all.contains({"a", 2}));
   CHECK(all.contains({"b", 1}));  // another site's rounds stay
+  CHECK(j.read({"a", 2}) == bytes_of({5, 6}));  // one entry alone
+  CHECK(j.read({"b", 1}) == bytes_of({}));
+  CHECK_FALSE(j.read({"a", 1}).has_value());
   j.erase({"b", 1});
   CHECK(j.load().size() == 1);
+  CHECK_FALSE(j.read({"b", 1}).has_value());
 }
 
 }  // namespace
