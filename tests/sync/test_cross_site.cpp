@@ -17,6 +17,30 @@ using namespace meridian::testing;
 using namespace std::chrono_literals;
 
 
+namespace {
+
+// Sites a, b and c joined over CURVE, each with a keypair of its own and the job's three public
+// keys (`keys`, by site, filled in).
+std::vector<std::unique_ptr<Site>> curve_sites(const EtcdServer& etcd, std::map<std::string, std::string>& keys,
+                                               const ProtocolMutations& mutations = {}) {
+  std::map<std::string, CurveKeypair> pairs;
+  std::set<std::string> job_keys;
+  for (const char* name : {"a", "b", "c"}) {
+    pairs[name] = make_curve_keypair();
+    keys[name] = pairs[name].public_key;
+    job_keys.insert(pairs[name].public_key);
+  }
+  std::vector<std::unique_ptr<Site>> sites;
+  for (const char* name : {"a", "b", "c"})
+    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
+                                           16 << 10, CommitRuleOptions{}, FragmentPlan{}, LinkCurve{pairs[name], job_keys},
+                                           keys, mutations));
+  join_all(sites);
+  return sites;
+}
+
+}  // namespace
+
 TEST_CASE("three sites: one commit per version, every site applies it to the same bits") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
@@ -196,20 +220,8 @@ TEST_CASE("transfers from a link that is no member of the job are refused by the
 TEST_CASE("over CURVE: the job commits, an outsider's key is refused at the handshake and named, a member record with another key is not believed") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  std::map<std::string, CurveKeypair> pairs;
   std::map<std::string, std::string> keys;
-  std::set<std::string> job_keys;
-  for (const char* name : {"a", "b", "c"}) {
-    pairs[name] = make_curve_keypair();
-    keys[name] = pairs[name].public_key;
-    job_keys.insert(pairs[name].public_key);
-  }
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"})
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
-                                           16 << 10, CommitRuleOptions{}, FragmentPlan{}, LinkCurve{pairs[name], job_keys},
-                                           keys));
-  join_all(sites);
+  auto sites = curve_sites(etcd, keys);
   for (auto& s : sites) CHECK(s->link->address().find(";curve=" + keys[s->name]) != std::string::npos);
 
   // An outsider with a key of its own sends a delta to a: nothing of it gets through, and a names it.
@@ -252,24 +264,12 @@ TEST_CASE("over CURVE: the job commits, an outsider's key is refused at the hand
 TEST_CASE("over CURVE, a site that sends one peer other bytes than it announced is caught by it, and every site refuses its rounds") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  std::map<std::string, CurveKeypair> pairs;
-  std::map<std::string, std::string> keys;
-  std::set<std::string> job_keys;
-  for (const char* name : {"a", "b", "c"}) {
-    pairs[name] = make_curve_keypair();
-    keys[name] = pairs[name].public_key;
-    job_keys.insert(pairs[name].public_key);
-  }
   // a equivocates towards c: its bytes are authenticated by CURVE and pass c's chunk checks, they
   // just are not the delta a announced (nor what b gets).
   ProtocolMutations lie;
   lie.equivocation = {"a", "c"};
-  std::vector<std::unique_ptr<Site>> sites;
-  for (const char* name : {"a", "b", "c"})
-    sites.push_back(std::make_unique<Site>("job", name, etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
-                                           16 << 10, CommitRuleOptions{}, FragmentPlan{}, LinkCurve{pairs[name], job_keys},
-                                           keys, lie));
-  join_all(sites);
+  std::map<std::string, std::string> keys;
+  auto sites = curve_sites(etcd, keys, lie);
   Site& a = *sites[0];
   Site& c = *sites[2];
   // Only a's round is out, so no version can be due while c looks at it and asks a for it again.
