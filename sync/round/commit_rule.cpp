@@ -95,8 +95,9 @@ std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, co
 
 double full_round_tokens(const CommitView& view, const std::vector<CommitEntry>& entries) {
   std::set<std::string> counted(view.finished.begin(), view.finished.end());
-  for (const auto& site : view.live_sites)
-    if (!view.paused.contains(site)) counted.insert(site);
+  counted.insert(view.live_sites.begin(), view.live_sites.end());
+  // A paused site (or one caught equivocating) offers nothing: it counts only with a round it sent.
+  std::erase_if(counted, [&](const std::string& site) { return view.paused.contains(site); });
   for (const auto& e : entries) counted.insert(e.site);
   double total = 0;
   for (const auto& site : counted)

@@ -87,8 +87,9 @@ int awaited_sites(const CommitView& view, const std::map<std::string, std::vecto
 std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options);
 
 // The tokens of a full round for a commit of `entries`: the round tokens of every site that trains
-// on (live and not paused), has finished (it trains no more, so it counts as zero progress, not as
-// absent), or is among the entries. A site whose lease lapsed is out: the job goes on without it.
+// on (live) or has finished (it trains no more, so it counts as zero progress, not as absent),
+// unless paused (or caught equivocating: DeltaBook puts those among the paused), and of every site
+// among the entries. A site whose lease lapsed is out: the job goes on without it.
 double full_round_tokens(const CommitView& view, const std::vector<CommitEntry>& entries);
 
 // How far a commit of `entries` (one fragment's) moves the weights, as a share of their weighted

@@ -166,6 +166,8 @@ TEST_CASE("a full round counts every site that trains on or has finished, not on
   CHECK(full_round_tokens(view, with_p) == 100 + 200 + 400 + 800);  // a paused site's round before its pause counts
   view.live_sites.push_back("new");  // nothing announced yet: nothing known to count
   CHECK(full_round_tokens(view, a_only) == 100 + 200 + 800);
+  view.paused.insert("f");  // finished, and caught equivocating: its rounds were refused, it counts for nothing
+  CHECK(full_round_tokens(view, a_only) == 100 + 200);
 }
 
 TEST_CASE("a commit moves the weights by its share of a full round: missing sites count as zero, stale deltas less") {
