@@ -242,6 +242,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "quorum = " << c.outer.quorum << "\n"
       << "deadline_ms = " << c.outer.deadline_ms << "\n"
       << "overlap = " << boolean(c.outer.overlap) << "\n"
+      << "overlap_steps = " << c.outer.overlap_steps << "\n"
       << "overlap_update = " << quote(to_string(c.outer.overlap_update)) << "\n"
       << "staleness = " << quote(to_string(c.outer.staleness)) << "\n"
       << "partial_commit = " << quote(to_string(c.outer.partial_commit)) << "\n"

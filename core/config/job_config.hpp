@@ -182,6 +182,10 @@ struct JobConfig {
     int deadline_ms = 0;    // how long an outer step waits for the quorum; 0 = adaptive
     // Asynchronous rounds and their fault tolerance.
     bool overlap = true;  // a site starts its next round at once instead of waiting for the commit
+    // With overlap: the inner steps a site trains past a round's end before it waits for that
+    // round's commit (Streaming DiLoCo's tau). Bounds how stale the base of a round's progress
+    // gets; at inner_steps or more, a site may run a whole round ahead. Left out: H / 10.
+    int overlap_steps = 5;
     OverlapUpdate overlap_update = OverlapUpdate::Rebase;
     Staleness staleness = Staleness::Inverse;  // a delta s versions late weighs 1/(1+s) (inverse) or 1 (constant)
     PartialCommit partial_commit = PartialCommit::Scaled;

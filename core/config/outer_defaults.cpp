@@ -1,5 +1,6 @@
 #include "core/config/outer_defaults.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/util/error.hpp"
@@ -20,6 +21,15 @@ OuterDefaults outer_defaults(int sites, int inner_steps) {
   why << sites << " sites, H = " << inner_steps;
   d.why = why.str();
   return d;
+}
+
+int overlap_steps_default(int inner_steps) {
+  MERIDIAN_CHECK(inner_steps >= 1, "inner_steps=", inner_steps);
+  // Every step trained past a round's end builds on weights the commit then moves; the rebase
+  // keeps that progress, but it was computed at a stale point. Left unbounded, sites sharing
+  // machines drift apart by half a round and more, and the demo lost 3-5 points to it
+  // (docs/quality.md). A tenth of the round still hides a commit that takes that long.
+  return std::max(1, inner_steps / 10);
 }
 
 }  // namespace meridian

@@ -17,4 +17,8 @@ struct OuterDefaults {
 // Pure: sites >= 1, inner_steps >= 1 (a caller's bug otherwise).
 OuterDefaults outer_defaults(int sites, int inner_steps);
 
+// How many steps an overlapping site trains past a round's end before it waits for that round's
+// commit, where the job file does not say: a tenth of the round, at least one.
+int overlap_steps_default(int inner_steps);
+
 }  // namespace meridian

@@ -207,6 +207,11 @@ void derive_outer(const Resolver& r, JobConfig& c) {
     c.outer.momentum = d.momentum;
     note("outer.momentum", d.momentum);
   }
+  if (c.outer.overlap && !r.find("outer.overlap_steps")) {
+    c.outer.overlap_steps = overlap_steps_default(c.outer.inner_steps);
+    c.derived.push_back("outer.overlap_steps = " + std::to_string(c.outer.overlap_steps) +
+                        " (a tenth of outer.inner_steps: a round's progress starts at most that many steps stale)");
+  }
 }
 
 }  // namespace
@@ -226,6 +231,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.quorum, "outer", "quorum", 0);
   r.read(c.outer.deadline_ms, "outer", "deadline_ms", 0);
   r.read(c.outer.overlap, "outer", "overlap");
+  r.read(c.outer.overlap_steps, "outer", "overlap_steps", 1);
   r.read(c.outer.overlap_update, "outer", "overlap_update", {Outer::OverlapUpdate::Rebase, Outer::OverlapUpdate::Eager});
   r.read(c.outer.staleness, "outer", "staleness", {Outer::Staleness::Inverse, Outer::Staleness::Constant});
   r.read(c.outer.partial_commit, "outer", "partial_commit", {Outer::PartialCommit::Scaled, Outer::PartialCommit::Averaged});

@@ -282,7 +282,9 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
   }
   if (config_.outer.overlap && !last) {
     // Merged already (a peer ahead committed it during the drain): the version holds the truth.
-    if (drain_backlog(group, leader, trainer, kMaxBacklog) > 0 && eager()) step_ahead(params, due);
+    const std::int64_t backlog = drain_backlog(group, leader, trainer, kMaxBacklog);
+    if (backlog > 0 && eager()) step_ahead(params, due);
+    since_sent_ = backlog > 0 ? 0 : -1;
     return;
   }
   // Without overlap: the next version. In the last round: every version until all live sites'
@@ -357,6 +359,12 @@ std::int64_t SiteExchange::drain_backlog(Communicator& group, bool leader, Train
 void SiteExchange::poll(Communicator& group, bool leader, Trainer& trainer) {
   // A paused site follows the versions others commit whether it overlaps its rounds or not.
   if (!active() || synchronous() || (!config_.outer.overlap && !outer_paused_)) return;
+  // The overlap's bound: past it the round's progress would build on too stale a base.
+  if (since_sent_ >= 0 && ++since_sent_ >= config_.outer.overlap_steps && !outer_paused_) {
+    since_sent_ = -1;
+    drain_backlog(group, leader, trainer, 0);
+    return;
+  }
   std::optional<CrossSite::Commit> update;
   if (leader) update = cross_->poll_commit(state_, std::chrono::milliseconds(0));
   apply_update(group, leader, trainer, std::move(update));
@@ -410,6 +418,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   last_version_at_ = now;
   if (leader) {
     json fields = {{"site", site_},
+                   {"step", trainer.state().step},
                    {"version", version},
                    {"from_version", from},
                    {"proposer", update->record.proposer},

@@ -69,7 +69,9 @@ class SiteExchange {
   // DiLoCo: sends this round's delta. Without overlap, or in the last round, waits for the
   // version(s) that follow; otherwise returns at once.
   void end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round, bool last);
-  // DiLoCo with overlap (or paused), after every step: applies the next version if it is here, without waiting.
+  // DiLoCo with overlap (or paused), after every step: applies the next version if it is here,
+  // without waiting, but for the step [outer] overlap_steps after a round's end: from there the
+  // site waits until its rounds are merged.
   void poll(Communicator& group, bool leader, Trainer& trainer);
   // From a signal-handling thread: gives up this site's membership at once (peers need not wait
   // for the lease to lapse). Safe while the replica's own thread is anywhere.
@@ -182,6 +184,7 @@ class SiteExchange {
   bool outer_paused_ = false;
   std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet
   int carried_rounds_ = 0;          // and how many rounds they were
+  int since_sent_ = -1;             // overlap: steps since this site sent a round; -1 when it waits for none
 };
 
 }  // namespace meridian

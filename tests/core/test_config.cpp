@@ -550,14 +550,15 @@ TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves 
   const JobConfig three = load_ok(write(dir / "three.toml", kData + sites(3)));
   CHECK(three.outer.lr == outer_defaults(3, 50).lr);
   CHECK(three.outer.momentum == outer_defaults(3, 50).momentum);
-  REQUIRE(three.derived.size() == 2);
+  REQUIRE(three.derived.size() == 3);
   CHECK(three.derived[0].starts_with("outer.lr = "));
   CHECK(three.derived[0].find("(3 sites, H = 50)") != std::string::npos);
+  CHECK(three.derived[2].starts_with("outer.overlap_steps = 5 "));
   const JobConfig eight = load_ok(write(dir / "eight.toml", kData + sites(8)));
   CHECK(eight.outer.lr >= three.outer.lr);  // more sites, a less noisy mean: a longer step along it
   const JobConfig set = load_ok(write(dir / "set.toml", kData + "[outer]\nlr = 0.25\n" + sites(3)));
   CHECK(set.outer.lr == 0.25);
-  REQUIRE(set.derived.size() == 1);
+  REQUIRE(set.derived.size() == 2);
   CHECK(set.derived[0].starts_with("outer.momentum = "));
   CHECK(load_ok(write(dir / "cli.toml", kData + sites(3)), {"outer.lr=0.3"}).outer.lr == 0.3);
   const JobConfig sync = load_ok(write(dir / "sync.toml", kData + "[outer]\nalgorithm = \"sync\"\n" + sites(3)));
@@ -565,6 +566,19 @@ TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves 
   CHECK(load_ok(write(dir / "one.toml", kData)).derived.empty());
   CHECK(load_ok(write(dir / "muon.toml", kData + "[inner]\noptimizer = \"muon\"\nmuon_momentum = 0.9\n")).inner.muon_momentum ==
         0.9);
+}
+
+TEST_CASE("the overlap's bound follows H when the file leaves it out, a setting wins, lockstep derives none") {
+  TempDir dir("config");
+  const std::string sites = "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
+  CHECK(load_ok(write(dir / "h50.toml", kData + sites)).outer.overlap_steps == 5);
+  CHECK(load_ok(write(dir / "h8.toml", kData + "[outer]\ninner_steps = 8\n" + sites)).outer.overlap_steps == 1);
+  CHECK(load_ok(write(dir / "h200.toml", kData + "[outer]\ninner_steps = 200\n" + sites)).outer.overlap_steps == 20);
+  CHECK(load_ok(write(dir / "set.toml", kData + "[outer]\noverlap_steps = 50\n" + sites)).outer.overlap_steps == 50);
+  CHECK(load_ok(write(dir / "cli.toml", kData + sites), {"outer.overlap_steps=2"}).outer.overlap_steps == 2);
+  const JobConfig lockstep = load_ok(write(dir / "lockstep.toml", kData + "[outer]\noverlap = false\n" + sites));
+  for (const auto& line : lockstep.derived) CHECK_FALSE(line.starts_with("outer.overlap_steps"));
+  CHECK(only_problem(dir, kData + "[outer]\noverlap_steps = 0\n" + sites).find("outer.overlap_steps") != std::string::npos);
 }
 
 TEST_CASE("multi-site rules name file:line and the key") {

@@ -146,6 +146,40 @@ TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, bot
   CHECK(rebase.at("a")["eager_steps"] == 0);
 }
 
+// The most steps site a trained past the end of one of its rounds before it applied the version
+// that merged that round (rounds of `h` steps from step 0).
+std::int64_t max_commit_lag(const std::filesystem::path& events, int h) {
+  std::int64_t lag = 0;
+  for (const auto& e : read_jsonl(events)) {
+    if (e.value("event", "") != "commit_applied" || e["site"] != "a") continue;
+    for (const auto& d : e["deltas"])
+      if (d["site"] == "a") lag = std::max(lag, e["step"].get<std::int64_t>() - (d["round"].get<std::int64_t>() + 1) * h);
+  }
+  return lag;
+}
+
+TEST_CASE("overlap_steps bounds how far a site trains past a round's end before its commit is applied") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("overlap-steps");
+  // 100 ms each way between the sites: a commit comes many of the tiny model's steps after a round ends.
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = true\n";
+  const std::string inner = "[inner]\noptimizer = \"sgd\"\nlr = 0.5\nclip = 0\nbatch_per_replica = 2\nsteps = 48\n"
+                            "[log]\nevery = 8\neval_every = 0\neval_windows = 4\n[wan]\nlatency_ms = 100.0\n";
+  for (const int tau : {1, 8}) {
+    const std::string name = "tau" + std::to_string(tau);
+    const auto run =
+        run_sites(dir, write_job(dir, name, outer + "overlap_steps = " + std::to_string(tau) + "\n", "", inner), etcd);
+    CHECK(run.at("a")["params_hash"] == run.at("b")["params_hash"]);
+    const std::int64_t lag = max_commit_lag(dir / name / "a" / "events.jsonl", 8);
+    if (tau == 1) CHECK(lag <= 1);
+    else CHECK(lag >= 3);  // unbounded, the round's commit comes several steps late
+  }
+}
+
 TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go on from the checkpoint") {
   EtcdServer etcd;
   if (!etcd.ok()) {
