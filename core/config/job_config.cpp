@@ -308,6 +308,7 @@ std::string to_toml(const JobConfig& c) {
       << "name = " << config_detail::quote(c.job.name) << "\n"
       << "run_dir = " << config_detail::quote(c.job.run_dir.string()) << "\n"
       << "seed = " << c.job.seed << "\n"
+      << "insecure = " << (c.job.insecure ? "true" : "false") << "\n"
       << "\n[model]\n"
       << "preset = " << config_detail::quote(c.model_preset) << "\n"
       << "n_layer = " << c.model.n_layer << "\n"

@@ -34,6 +34,9 @@ struct JobConfig {
     std::string name = "meridian";
     std::filesystem::path run_dir;  // absolute; defaults to <cwd>/runs/<name>
     std::uint64_t seed = 1337;
+    // Plaintext off this machine: etcd over http:// and links without CURVE to other hosts. Refused
+    // unless the job says so here (docs/security.md).
+    bool insecure = false;
     bool operator==(const Job&) const = default;
   } job;
 

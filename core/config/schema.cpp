@@ -42,6 +42,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read_path(run_dir, "job", "run_dir");
   c.job.run_dir = run_dir.value_or((fs::current_path() / "runs" / c.job.name).lexically_normal());
   r.read(c.job.seed, "job", "seed", 0);
+  r.read(c.job.insecure, "job", "insecure");
 
   resolve_model(r, c);
 

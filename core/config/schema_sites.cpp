@@ -15,9 +15,9 @@ namespace {
 using Outer = JobConfig::Outer;
 using Site = JobConfig::Site;
 
-// "http://host:port" or "https://host:port" with a port in 1..65535: what an etcd client dials.
+// "http://host:port" with a port in 1..65535: what meridian's etcd client dials (no TLS yet).
 bool is_endpoint(std::string_view url) {
-  for (std::string_view scheme : {"http://", "https://"})
+  for (std::string_view scheme : {"http://"})
     if (url.starts_with(scheme)) {
       url.remove_prefix(scheme.size());
       const auto colon = url.rfind(':');
@@ -28,6 +28,39 @@ bool is_endpoint(std::string_view url) {
       return res.ec == std::errc() && res.ptr == port.data() + port.size() && value >= 1 && value <= 65535;
     }
   return false;
+}
+
+// Whether traffic to `host` stays on this machine.
+bool is_loopback(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
+}
+
+// The host of an endpoint is_endpoint accepted.
+std::string_view endpoint_host(std::string_view url) {
+  url.remove_prefix(url.find("://") + 3);
+  return url.substr(0, url.rfind(':'));
+}
+
+// Plaintext that leaves the machine is refused unless [job] insecure = true: anyone on the path
+// could read or forge it (issue 17). Traffic on loopback never leaves this host.
+void refuse_plaintext(Resolver& r, const JobConfig& c) {
+  if (c.job.insecure) return;
+  const std::string why = " (or say [job] insecure = true to send it in plaintext anyway)";
+  for (const auto& url : c.control.endpoints)
+    if (!is_loopback(endpoint_host(url))) {
+      r.add(r.find("control.endpoints")->origin, "control.endpoints",
+            "etcd at " + quote(url) + " is on another host and meridian's etcd client speaks plain HTTP only so far: "
+            "its keys, commits included, would cross the network readable and forgeable" + why);
+      break;
+    }
+  if (c.sites.size() < 2 || c.transport.kind != JobConfig::Transport::Kind::Zmq || c.transport.link_key_file) return;
+  for (const auto& site : c.sites)
+    if (!is_loopback(site.host)) {
+      r.add(r.table_origin("transport"), "transport.link_key_file",
+            "site " + quote(site.name) + " is on host " + quote(site.host) +
+                ": deltas between hosts travel over CURVE; name this site's key (`meridian keys` writes them)" + why);
+      return;
+    }
 }
 
 void resolve_control(Resolver& r, JobConfig& c) {
@@ -299,6 +332,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
           "that only this job's operator can reach; say so with [transport] network = \"private\"");
   }
 
+  refuse_plaintext(r, c);
   resolve_wan(r, layers, c);  // after the sites: links and faults name them
   derive_outer(r, c);         // after the sites: they are its M
 }
