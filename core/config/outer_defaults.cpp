@@ -9,14 +9,16 @@ namespace meridian {
 
 OuterDefaults outer_defaults(int sites, int inner_steps) {
   MERIDIAN_CHECK(sites >= 1 && inner_steps >= 1, "sites=", sites, " inner_steps=", inner_steps);
-  // The best outer learning rate rises with the sites a version averages (their mean delta is less
-  // noisy, so a longer step along it pays) and with H, and does not depend on the model's size
-  // (Charles et al. 2025, "Communication-efficient language model training scales reliably and
-  // robustly", at H = 30: about 0.4 for one site, 0.6 for 2-4, 0.8 for 8). At H = 50 with 3 sites
-  // 0.7 beat 0.6 by 0.8% here (docs/quality.md): a tenth more from H = 50 on.
+  // Measured, lockstep, the QUALITY job at its synchronous twin's best inner lr (docs/quality.md,
+  // "The outer optimizer, swept"): Nesterov momentum 0.6 beat 0.9 at every shape tried (2, 3, 4 and
+  // 8 sites, H = 20, 50 and 100) and on the demo's 2,000 steps; with it an outer lr of 1.0 was best
+  // at H = 50 and 100 (1.2 no better, 1.5 diverged) and 0.8 at H = 20. The papers' 0.9 momentum
+  // comes from runs of thousands of rounds; a job of tens of rounds never lets it build up, and the
+  // stale half of its step then drags the weights (0.7 / 0.9 is an effective step of 7 rounds'
+  // mean delta, 1.0 / 0.6 one of 2.5). No dependence on the number of sites was measured.
   OuterDefaults d;
-  d.lr = (sites <= 1 ? 0.4 : sites <= 4 ? 0.6 : 0.8) + (inner_steps >= 50 ? 0.1 : 0.0);
-  d.momentum = 0.9;
+  d.lr = inner_steps >= 50 ? 1.0 : 0.8;
+  d.momentum = 0.6;
   std::ostringstream why;
   why << sites << " sites, H = " << inner_steps;
   d.why = why.str();
@@ -26,9 +28,9 @@ OuterDefaults outer_defaults(int sites, int inner_steps) {
 int overlap_steps_default(int inner_steps) {
   MERIDIAN_CHECK(inner_steps >= 1, "inner_steps=", inner_steps);
   // Every step trained past a round's end builds on weights the commit then moves; the rebase
-  // keeps that progress, but it was computed at a stale point. Left unbounded, sites sharing
-  // machines drift apart by half a round and more, and the demo lost 3-5 points to it
-  // (docs/quality.md). A tenth of the round still hides a commit that takes that long.
+  // keeps that progress, but it was computed at a stale point. Left unbounded, sites sharing a
+  // machine drift apart by half a round and more (docs/quality.md). A tenth of the round still
+  // hides a commit that takes that long.
   return std::max(1, inner_steps / 10);
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // The outer optimizer of a DiLoCo job follows the job's shape: how many sites M merge each version
-// and how many inner steps H each delta spans (lr 0.6 for 2-4 sites and 0.8 for more, a tenth
-// more from H = 50 on; momentum 0.9). Where the job file leaves [outer] lr or momentum
-// out, the resolver takes these (an explicit setting always wins) and `meridian validate` says so.
-// The values and the sweeps behind them: docs/quality.md.
+// and how many inner steps H each delta spans (Nesterov momentum 0.6; lr 1.0 from H = 50 on, 0.8
+// below). Where the job file leaves [outer] lr or momentum out, the resolver takes these (an
+// explicit setting always wins) and `meridian validate` says so. The sweeps behind them:
+// docs/quality.md.
 #include <string>
 
 namespace meridian {
