@@ -80,40 +80,19 @@ std::pair<zmq::message_t, std::size_t> receive_rest(zmq::socket_t& socket, bool 
   return {std::move(first), count};
 }
 
-// The server side: owns the ROUTER socket and the map; runs on the server's thread only.
-class StoreService {
- public:
-  StoreService(zmq::socket_t socket, std::string secret) : socket_(std::move(socket)), secret_(std::move(secret)) {}
+}  // namespace
 
-  // Until the context shuts down (the server's destructor).
-  void run() {
-    for (;;) {
-      try {
-        const auto timeout = parked_.empty() ? milliseconds(-1)
-            : std::max(std::chrono::ceil<milliseconds>(parked_.begin()->first - Clock::now()), milliseconds(0));
-        zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
-        if (poll_ready(items, timeout)) receive_one();
-        expire(Clock::now());
-      } catch (const zmq::error_t& e) {
-        // Nothing but ETERM is expected from a bound ROUTER; otherwise say why answers stop.
-        if (e.num() != ETERM) std::fprintf(stderr, "meridian: store server stopped: %s\n", e.what());
-        return;
-      }
-    }
-  }
-
- private:
+// The server side's state; runs on the server's thread only (or a test's).
+struct StoreRequests::Impl {
   struct Parked { std::string key, peer; std::uint64_t id; std::uint32_t timeout_ms; };
 
-  void receive_one() {
-    zmq::message_t peer_frame;
-    if (!socket_.recv(peer_frame, zmq::recv_flags::dontwait)) return;
-    const auto [frame, parts] = receive_rest(socket_, peer_frame.more());
-    const std::string peer = peer_frame.to_string();
+  Impl(std::string secret, Reply reply) : secret_(std::move(secret)), reply_(std::move(reply)) {}
+
+  void receive(const std::string& peer, std::span<const std::byte> frame, std::size_t parts) {
     if (parts != 1) return fail(peer, 0, Failure::Kind::INVALID, detail::concat("a request is 1 frame, not ", parts));
     std::uint64_t id = 0;
     try {
-      const kj::Array<capnp::word> words = aligned_words(frame);
+      const kj::Array<capnp::word> words = meridian::aligned_words(frame, "a frame");
       capnp::FlatArrayMessageReader reader(words, kReaderOptions);
       const StoreRequest::Reader request = reader.getRoot<StoreRequest>();
       id = request.getId();
@@ -214,16 +193,60 @@ class StoreService {
     response.setVersion(wire::STORE_SCHEMA_VERSION);
     response.setId(id);
     fill(response);
-    // Never block the server: a peer that is gone or not reading loses its reply (ROUTER drops it).
-    if (socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
-      (void)socket_.send(encode(message), zmq::send_flags::dontwait);
+    const kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+    const auto bytes = words.asBytes();
+    reply_(peer, {reinterpret_cast<const std::byte*>(bytes.begin()), bytes.size()});
   }
 
-  zmq::socket_t socket_;
   std::string secret_;
+  Reply reply_;
   std::map<std::string, std::vector<std::byte>> values_;
   std::multimap<Clock::time_point, Parked> parked_;  // gets waiting for their key, by deadline
 };
+
+StoreRequests::StoreRequests(std::string secret, Reply reply)
+    : impl_(std::make_unique<Impl>(std::move(secret), std::move(reply))) {}
+StoreRequests::~StoreRequests() = default;
+void StoreRequests::receive(const std::string& peer, std::span<const std::byte> frame, std::size_t parts) {
+  impl_->receive(peer, frame, parts);
+}
+void StoreRequests::expire(Clock::time_point now) { impl_->expire(now); }
+std::optional<Clock::time_point> StoreRequests::next_due() const {
+  if (impl_->parked_.empty()) return std::nullopt;
+  return impl_->parked_.begin()->first;
+}
+
+namespace {
+
+// The server's thread: the ROUTER socket's requests to `requests`, their answers back, until the
+// context shuts down (the server's destructor).
+void serve_store(zmq::socket_t socket, std::string secret) {
+  StoreRequests requests(std::move(secret), [&socket](const std::string& peer, std::span<const std::byte> frame) {
+    // Never block the server: a peer that is gone or not reading loses its reply (ROUTER drops it).
+    if (socket.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      (void)socket.send(zmq::message_t(frame.data(), frame.size()), zmq::send_flags::dontwait);
+  });
+  for (;;) {
+    try {
+      const auto due = requests.next_due();
+      const auto timeout = !due ? milliseconds(-1)
+          : std::max(std::chrono::ceil<milliseconds>(*due - Clock::now()), milliseconds(0));
+      zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
+      if (poll_ready(items, timeout)) {
+        zmq::message_t peer_frame;
+        if (socket.recv(peer_frame, zmq::recv_flags::dontwait)) {
+          const auto [frame, parts] = receive_rest(socket, peer_frame.more());
+          requests.receive(peer_frame.to_string(), {static_cast<const std::byte*>(frame.data()), frame.size()}, parts);
+        }
+      }
+      requests.expire(Clock::now());
+    } catch (const zmq::error_t& e) {
+      // Nothing but ETERM is expected from a bound ROUTER; otherwise say why answers stop.
+      if (e.num() != ETERM) std::fprintf(stderr, "meridian: store server stopped: %s\n", e.what());
+      return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -243,8 +266,9 @@ TcpStoreServer::TcpStoreServer(const std::string& address, int port, std::string
   }
   endpoint_ = socket.get(zmq::sockopt::last_endpoint);  // names the port the system picked for "*"
   port_ = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
-  impl_->thread =
-      std::thread([service = StoreService(std::move(socket), std::move(secret))]() mutable { service.run(); });
+  impl_->thread = std::thread([socket = std::move(socket), secret = std::move(secret)]() mutable {
+    serve_store(std::move(socket), std::move(secret));
+  });
 }
 
 TcpStoreServer::~TcpStoreServer() {

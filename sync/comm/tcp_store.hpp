@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +20,30 @@ namespace meridian {
 // limits keep one hostile or buggy peer from making the server hold arbitrary amounts of memory.
 inline constexpr std::size_t kMaxStoreKeyBytes = 4096;
 inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{1} << 20;
+
+// What the server makes of the requests it receives, apart from its socket: every check of a
+// request, the map of keys to bytes and the parked gets. The server's thread drives one; a test or
+// a fuzz target (fuzz/fuzz_store.cpp) can drive one without a network. Each answer goes to `reply`
+// as the peer's routing id and the encoded StoreResponse.
+class StoreRequests {
+ public:
+  using Reply = std::function<void(const std::string& peer, std::span<const std::byte> frame)>;
+  StoreRequests(std::string secret, Reply reply);
+  ~StoreRequests();
+  StoreRequests(const StoreRequests&) = delete;
+  StoreRequests& operator=(const StoreRequests&) = delete;
+
+  // A message of `parts` frames from `peer`, the first of them `frame`: answered, refused or parked.
+  void receive(const std::string& peer, std::span<const std::byte> frame, std::size_t parts);
+  // Answers the parked gets whose time is up by `now` with a timeout failure.
+  void expire(std::chrono::steady_clock::time_point now);
+  // When the first parked get's time is up; nullopt when none is parked.
+  std::optional<std::chrono::steady_clock::time_point> next_due() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Serves a map of keys to bytes on tcp://address:port (port 0: a free one) from its own thread, to
 // clients that give its secret (any other request is refused, before its key is even read);
