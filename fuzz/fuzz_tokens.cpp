@@ -1,0 +1,54 @@
+// Token data (core/data): a file as `meridian` loads its [data] path, from a file under /dev/shm;
+// the first byte picks the format (text, or an llm.c .bin shard), the vocabulary, the validation
+// split and the sampling (seq_len, streams) the tokens then go through, as a site's replicas do.
+// Promises checked: a shard's tokens are the bytes after its header; the split keeps every token;
+// every sampled window lies within the tokens; nothing but Error(Data/Config) is thrown.
+#include <algorithm>
+
+#include "core/data/sampler.hpp"
+#include "core/data/tokens.hpp"
+#include "fuzz/fuzz_common.hpp"
+
+int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size) {
+  using namespace meridian;
+  meridian::fuzz::Input in(data, size);
+  const auto how = in.take<std::uint8_t>();
+  const auto seq = in.take<std::uint8_t>();
+  const auto file_bytes = in.rest();
+  const DataFormat format = how & 1 ? DataFormat::LlmcBin : DataFormat::Text;
+  const int vocab = how & 2 ? 50257 : 256;
+  const double val_fraction = ((how >> 2) & 3) * 0.25;  // 0, 0.25, 0.5, 0.75
+  const int n_streams = 1 + ((how >> 4) & 3);
+  const int seq_len = 1 + seq % 64;
+  try {
+    const meridian::fuzz::TempFile file(how & 1 ? "train.bin" : "train.txt", file_bytes);
+    auto tokens = load_tokens(file.path(), format);
+    if (format == DataFormat::LlmcBin) {
+      MERIDIAN_FUZZ_EXPECT(file_bytes.size() == 1024 + 2 * tokens.size());
+      MERIDIAN_FUZZ_EXPECT(std::memcmp(file_bytes.data() + 1024, tokens.data(), 2 * tokens.size()) == 0);
+    } else {
+      MERIDIAN_FUZZ_EXPECT(tokens.size() == file_bytes.size());
+    }
+    check_vocab(tokens, vocab, file.path());
+    const std::size_t n = tokens.size();
+    auto split = split_train_val(std::move(tokens), val_fraction);
+    MERIDIAN_FUZZ_EXPECT(split.train.size() + split.val.size() == n);
+    (void)eval_window_count(split.val.size(), seq_len);
+    for (int stream = 0; stream < n_streams; ++stream) {
+      WindowSampler sampler(split.train, seq_len, /*seed=*/how, stream, n_streams);
+      const int batch = 3;
+      std::vector<std::uint16_t> inputs(static_cast<std::size_t>(batch * seq_len)), targets(inputs.size());
+      for (int step = 0; step < 4; ++step) {
+        sampler.next_group_batch(batch, step % 2, 2, inputs.data(), targets.data());
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+          MERIDIAN_FUZZ_EXPECT(inputs[i] < vocab && targets[i] < vocab);
+      }
+      sampler.seek({7, sampler.windows_per_epoch() - 1});
+      sampler.next_batch(batch, inputs.data(), targets.data());
+    }
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+MERIDIAN_FUZZ_TARGET(tokens)
