@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one libFuzzer program of fuzz/ for a while (docs/security.md, "Fuzzing").
+# Runs one libFuzzer program of fuzz/ for a while (docs/security.md: "Every decoder ... is fuzzed").
 #   cmake --preset fuzz && cmake --build --preset fuzz -j 2 --target fuzz_<name>
 #   fuzz/run.sh <name> [seconds, default 600]
 # libFuzzer starts from the kept corpus fuzz/corpus/<name>/ and grows its own under
