@@ -78,8 +78,10 @@ namespace {
 
 constexpr const char* kToken = "mode-t0ken";
 constexpr int kInnerSteps = 100;
-// Long enough for the steering below on a loaded 2-core machine (it needs ~1300 steps of the job).
-constexpr int kSteps = 3000;
+// Long enough for the steering below on a loaded 2-core machine (it needs ~1300 steps of b's). While
+// b's outer exchange is paused nothing holds a back: on an idle machine of this kind a ran ~2,700
+// steps in those ~2 s and, at 3,000, ended before b resumed, leaving b's spanning round unmerged.
+constexpr int kSteps = 6000;
 
 // A 2-site job (a: 1 replica, b: 2) on a real etcd, each site a `meridian site` process.
 class TwoSites {
