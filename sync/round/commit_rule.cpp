@@ -57,7 +57,8 @@ int awaited_sites(const CommitView& view, const std::map<std::string, std::vecto
     const auto open = rounds.find(site);
     const bool offers = open != rounds.end() && std::any_of(open->second.begin(), open->second.end(),
                                                             [&](const auto& a) { return a.fragment == fragment; });
-    awaited += !view.paused.contains(site) || offers;
+    // A paused site announces nothing new, and a finished one nothing more.
+    awaited += (!view.paused.contains(site) && !view.finished.contains(site)) || offers;
   }
   return awaited;
 }

@@ -69,7 +69,7 @@ std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const
 int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds);
 
 // How many sites a commit of `fragment` waits for when the quorum is "every live site": every
-// live site, but a paused one only while it has a round of that fragment open.
+// live site, but a paused or finished one only while it has a round of that fragment open.
 int awaited_sites(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds,
                   int fragment);
 

@@ -215,10 +215,9 @@ TEST_CASE("dynamic local updates: a site half as fast ends its rounds after half
   }
   TempDir dir("dynamic");
   const auto run = run_sites(
-      // overlap_steps = 4, a whole round, as before the bound: with the derived 1, b (rounds of 2)
-      // hung in 1 of 6 runs after a finished, its round 3 never committed (open bug, closing note
-      // of 2026-11-27: reproduce by running this case with overlap_steps = 1 in a loop).
-      dir, write_job(dir, "dynamic", "algorithm = \"diloco\"\ninner_steps = 4\ndynamic_inner_steps = true\noverlap_steps = 4\n",
+      // overlap_steps derived: 1. Before a finished site stopped being waited for, b's round after
+      // a's end waited for a's delta here in 1 run of 6 (commit_rule's awaited_sites).
+      dir, write_job(dir, "dynamic", "algorithm = \"diloco\"\ninner_steps = 4\ndynamic_inner_steps = true\n",
                      "speed = 0.5\n"),
       etcd);
   CHECK(run.at("a")["rounds"] == 3);  // 12 steps in rounds of 4

@@ -217,6 +217,28 @@ TEST_CASE("a paused site holds a commit back only with a round it announced befo
   CHECK(commit_fragment(view, open_rounds(view, two)) == 1);  // c may still announce fragment 1
 }
 
+TEST_CASE("a site whose final round is merged is not waited for: the others' rounds commit without it") {
+  // Seen with a bounded overlap and a slower site's shorter rounds: a had ended, its final round
+  // merged, and stayed live waiting for b's final round; b's next round waited for a's delta,
+  // which would never come, and b waited for that round's commit: neither moved again.
+  CommitView view;
+  view.version = 5;
+  view.live_sites = {"a", "b"};
+  view.applied = {{"a", 3}, {"b", 4}};
+  view.announced = {delta("a", 3, 4), delta("b", 5, 5)};
+  view.announced[0].final = true;
+  view.finished = {"a"};
+  hold_all(view);
+  CHECK(awaited_sites(view, open_rounds(view, {}), 0) == 1);
+  const auto entries = decide_commit(view, {});
+  REQUIRE(entries.has_value());
+  REQUIRE(entries->size() == 1);
+  CHECK((*entries)[0].site == "b");
+  // Its final round still open: it is waited for, as any site with a round to merge.
+  view.applied["a"] = 2;
+  CHECK(awaited_sites(view, open_rounds(view, {}), 0) == 2);
+}
+
 TEST_CASE("streaming: a version is one fragment's turn, a site whose round was cut adds it and is back in turn") {
   CommitRuleOptions four;
   four.fragments = 4;
