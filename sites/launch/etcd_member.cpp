@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "core/util/error.hpp"
+#include "sites/keys/certificates.hpp"
 
 extern char** environ;
 
@@ -205,7 +206,17 @@ std::string loopback_http_get(int port, const std::string& path, std::chrono::mi
   return out;
 }
 
-EtcdMember::EtcdMember(const std::filesystem::path& run_dir, const std::string& binary) : binary_(binary) {
+EtcdTls write_loopback_tls(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::remove(dir / "ca.key", ec);  // throwaway: a new CA each time
+  write_certificate_authority(dir, "meridian loopback");
+  write_certificate(dir, dir / "etcd.crt", dir / "etcd.key", {"127.0.0.1", "localhost"});
+  return {dir / "ca.crt", dir / "etcd.crt", dir / "etcd.key"};
+}
+
+EtcdMember::EtcdMember(const std::filesystem::path& run_dir, std::optional<EtcdTls> tls, const std::string& binary)
+    : binary_(binary) {
+  spec_.tls = std::move(tls);
   spec_.data_dir = run_dir / "etcd";
   spec_.log = run_dir / "etcd.log";
   if (::access(binary.c_str(), X_OK) != 0)
@@ -288,18 +299,30 @@ void EtcdMember::spawn(const std::string& state, const std::string& header) {
   const std::string client = endpoint();
   const std::string peer = peer_url();
   const std::string cluster = spec_.initial_cluster.empty() ? spec_.name + "=" + peer : spec_.initial_cluster;
-  child_.emplace(std::vector<std::string>{binary_, "--name", spec_.name, "--data-dir", spec_.data_dir.string(),
-                                          "--listen-client-urls", client, "--advertise-client-urls", client,
-                                          "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                          "--initial-cluster", cluster, "--initial-cluster-state", state,
-                                          "--heartbeat-interval", std::to_string(spec_.heartbeat_ms),
-                                          "--election-timeout", std::to_string(spec_.election_ms),
-                                          "--logger", "zap", "--log-level", "warn"},
-                 child_environment({}), spec_.log, header + ", client " + client + ", peer " + peer + " ---");
+  std::vector<std::string> argv{binary_, "--name", spec_.name, "--data-dir", spec_.data_dir.string(),
+                                "--listen-client-urls", client, "--advertise-client-urls", client,
+                                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                                "--initial-cluster", cluster, "--initial-cluster-state", state,
+                                "--heartbeat-interval", std::to_string(spec_.heartbeat_ms),
+                                "--election-timeout", std::to_string(spec_.election_ms),
+                                "--logger", "zap", "--log-level", "warn"};
+  for (auto& flag : tls_flags()) argv.push_back(std::move(flag));
+  child_.emplace(argv, child_environment({}), spec_.log, header + ", client " + client + ", peer " + peer + " ---");
+}
+
+std::vector<std::string> EtcdMember::tls_flags() const {
+  if (!spec_.tls) return {};
+  const auto& t = *spec_.tls;
+  return {"--cert-file", t.cert_file.string(), "--key-file", t.key_file.string(), "--trusted-ca-file",
+          t.ca_file.string(), "--client-cert-auth",
+          "--peer-cert-file", t.cert_file.string(), "--peer-key-file", t.key_file.string(), "--peer-trusted-ca-file",
+          t.ca_file.string(), "--peer-client-cert-auth",
+          "--listen-metrics-urls", "http://127.0.0.1:" + std::to_string(spec_.metrics_port)};
 }
 
 bool EtcdMember::healthy(std::chrono::milliseconds timeout) {
-  return loopback_http_get(spec_.client_port, "/health", timeout).find("\"health\":\"true\"") != std::string::npos;
+  const int port = spec_.tls ? spec_.metrics_port : spec_.client_port;
+  return loopback_http_get(port, "/health", timeout).find("\"health\":\"true\"") != std::string::npos;
 }
 
 bool EtcdMember::wait_healthy(Clock::time_point deadline) {
@@ -320,7 +343,9 @@ bool EtcdMember::start_once(int attempt, Clock::time_point deadline) {
     throw make_error(ErrorKind::Io, "cannot remove the old etcd data in ", spec_.data_dir.string(), ": ", ec.message());
   spec_.client_port = free_loopback_port();
   spec_.peer_port = free_loopback_port();
-  if (spec_.client_port == 0 || spec_.peer_port == 0 || spec_.client_port == spec_.peer_port) return false;
+  spec_.metrics_port = spec_.tls ? free_loopback_port() : 0;
+  const std::set<int> ports{spec_.client_port, spec_.peer_port, spec_.metrics_port};
+  if (spec_.client_port == 0 || spec_.peer_port == 0 || ports.size() != (spec_.tls ? 3u : 2u)) return false;
   spawn("new", "--- meridian launch: etcd attempt " + std::to_string(attempt + 1));
   if (wait_healthy(deadline)) return true;  // false: exited (most likely a port was taken in between) or too slow
   child_->kill_and_reap();

@@ -18,6 +18,7 @@
 
 #include "core/io/stop_signals.hpp"
 #include "sites/site/process.hpp"
+#include "sync/control/etcd_tls.hpp"
 
 namespace meridian {
 
@@ -78,12 +79,20 @@ class EtcdMember {
     // absorb; a lone member elects itself after one election timeout.
     int heartbeat_ms = 10;
     int election_ms = 100;
+    // Mutual TLS for clients and peers alike: this member's certificate (one for both ends) and
+    // the job's CA, which every client and peer certificate must chain to. Its /health then
+    // answers on a plain loopback port of its own (metrics_port, etcd's --listen-metrics-urls),
+    // which serves health and metrics only.
+    std::optional<EtcdTls> tls;
+    int metrics_port = 0;
   };
 
   // The single member of `meridian launch`: data in <run_dir>/etcd (removed first: the commit log
-  // of an earlier launch would only confuse this one), log in <run_dir>/etcd.log, free ports.
-  // Ready when /health answers (within ~15 s); Error(Io) naming the log file when it does not start.
-  explicit EtcdMember(const std::filesystem::path& run_dir, const std::string& binary = kBinary);
+  // of an earlier launch would only confuse this one), log in <run_dir>/etcd.log, free ports,
+  // TLS with `tls` when given. Ready when /health answers (within ~15 s); Error(Io) naming the log
+  // file when it does not start.
+  explicit EtcdMember(const std::filesystem::path& run_dir, std::optional<EtcdTls> tls = std::nullopt,
+                      const std::string& binary = kBinary);
   // One member of a static cluster, started and not waited for: a member of a cluster becomes
   // healthy only once a majority of its members run, so start them all, then wait_healthy() each.
   // The data dir is used as found: an empty one makes a new member, one that holds this member's
@@ -94,8 +103,9 @@ class EtcdMember {
   EtcdMember& operator=(const EtcdMember&) = delete;
 
   const std::string& name() const { return spec_.name; }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(spec_.client_port); }
-  std::string peer_url() const { return "http://127.0.0.1:" + std::to_string(spec_.peer_port); }
+  std::string endpoint() const { return scheme() + "127.0.0.1:" + std::to_string(spec_.client_port); }
+  std::string peer_url() const { return scheme() + "127.0.0.1:" + std::to_string(spec_.peer_port); }
+  const std::optional<EtcdTls>& tls() const { return spec_.tls; }
   int client_port() const { return spec_.client_port; }
   const std::filesystem::path& data_dir() const { return spec_.data_dir; }
   const std::filesystem::path& log_path() const { return spec_.log; }
@@ -127,6 +137,8 @@ class EtcdMember {
   void stop();
 
  private:
+  std::string scheme() const { return spec_.tls ? "https://" : "http://"; }
+  std::vector<std::string> tls_flags() const;
   void spawn(const std::string& state, const std::string& header);
   bool start_once(int attempt, std::chrono::steady_clock::time_point deadline);
 
@@ -160,6 +172,11 @@ class LocalEtcdCluster {
 
   std::vector<std::unique_ptr<EtcdMember>> members_;
 };
+
+// Throwaway TLS files for etcd members and clients on this machine, in `dir`: a fresh CA (ca.crt,
+// ca.key) and one certificate for 127.0.0.1 and localhost (etcd.crt, etcd.key) that the member and
+// its local clients all show. What `meridian launch` and the tests run etcd with.
+EtcdTls write_loopback_tls(const std::filesystem::path& dir);
 
 // A loopback TCP port nobody listens on right now (0 when none could be found). Another process
 // may take it before it is bound, so callers retry on failure.

@@ -104,13 +104,23 @@ Json txn_put_if(Json compare, const std::string& key, const std::string& value) 
 
 std::pair<std::string, std::string> etcd_host_port(const std::string& url) {
   std::string rest = url;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  for (const std::string scheme : {"http://", "https://"})
+    if (rest.starts_with(scheme)) rest = rest.substr(scheme.size());
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   const auto colon = rest.rfind(':');
   if (rest.find("://") != std::string::npos || colon == std::string::npos || colon == 0 ||
       colon + 1 == rest.size() || rest.find('/') != std::string::npos)
-    throw make_error(ErrorKind::Config, "etcd endpoint '", url, "': expected http://host:port");
+    throw make_error(ErrorKind::Config, "etcd endpoint '", url, "': expected http://host:port or https://host:port");
   return {rest.substr(0, colon), rest.substr(colon + 1)};
+}
+
+void check_etcd_scheme(const EtcdOptions& options) {
+  for (const auto& url : options.endpoints) {
+    if (options.tls && !url.starts_with("https://"))
+      throw make_error(ErrorKind::Config, "etcd endpoint '", url, "': TLS files are given, so every endpoint is https://");
+    if (!options.tls && url.starts_with("https://"))
+      throw make_error(ErrorKind::Config, "etcd endpoint '", url, "': https needs the CA, certificate and key files");
+  }
 }
 
 // The smallest key greater than every key starting with `prefix`; "\0" means "no upper end".
@@ -128,7 +138,7 @@ struct EtcdClient::Impl {
   std::chrono::milliseconds timeout{0}, request_timeout{0};
   std::size_t preferred = 0;  // the endpoint that answered last: where the next call starts
   std::function<bool()> reachable;
-  EtcdHttp http;
+  std::unique_ptr<EtcdHttp> http;  // with the client's TLS context, when it has one
 
   // How an attempt on one endpoint ended when it brought no answer to return.
   enum class Failure {
@@ -225,7 +235,7 @@ struct EtcdClient::Impl {
   std::optional<Json> attempt(const Endpoint& ep, const std::string& path, const std::string& body,
                               Clock::time_point from, Clock::time_point until, Failed& failed) {
     const auto budget = ms_between(from, until);
-    EtcdHttp::Connection connection(http);
+    EtcdHttp::Connection connection(*http);
     auto ec = connection.connect(ep.host, ep.port, until);
     if (connection.resolve_failed()) {
       failed = {Failure::NotSent, ErrorKind::Io, "cannot resolve: " + ec.message()};
@@ -277,7 +287,9 @@ struct EtcdClient::Impl {
 
 EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.endpoints.empty()) throw make_error(ErrorKind::Config, "etcd: no endpoints");
+  check_etcd_scheme(options);
   for (const auto& url : options.endpoints) impl_->endpoints.push_back(parse_endpoint(url));
+  impl_->http = std::make_unique<EtcdHttp>(options.tls);
   if (options.timeout.count() <= 0 || options.request_timeout.count() <= 0)
     throw make_error(ErrorKind::Config, "etcd: timeout and request_timeout must be > 0 ms");
   impl_->timeout = options.timeout;

@@ -49,11 +49,14 @@
 
 #include "core/util/error.hpp"
 #include "sync/control/control_plane.hpp"
+#include "sync/control/etcd_tls.hpp"
 
 namespace meridian {
 
 struct EtcdOptions {
-  std::vector<std::string> endpoints;  // "http://127.0.0.1:2379" or "127.0.0.1:2379"; every member
+  // "http://127.0.0.1:2379" or "127.0.0.1:2379"; every member. "https://..." (all of them, then)
+  // when `tls` is given: mutual TLS with the files it names.
+  std::vector<std::string> endpoints;
   // The most one call may take, all its attempts on all endpoints together.
   std::chrono::milliseconds timeout{5000};
   // The most one attempt on one endpoint may take, from connecting to the last byte of the answer,
@@ -69,12 +72,16 @@ struct EtcdOptions {
   // members beyond it do not answer); the emulation does not charge that wait. Empty: always
   // reachable. Called from whichever thread uses the client.
   std::function<bool()> reachable{};
+  std::optional<EtcdTls> tls{};
 };
 
 // The end of the key range that holds every key starting with `prefix` (etcd's range_end).
 std::string etcd_prefix_end(std::string prefix);
-// "http://host:port" or "host:port" -> {host, port}; Error(Config) for anything else.
+// "http(s)://host:port" or "host:port" -> {host, port}; Error(Config) for anything else.
 std::pair<std::string, std::string> etcd_host_port(const std::string& url);
+// Error(Config) unless the endpoints' scheme and the TLS files agree: https:// for every endpoint
+// with `tls`, none without (a client would otherwise speak plaintext to a TLS port, or the reverse).
+void check_etcd_scheme(const EtcdOptions& options);
 
 class EtcdClient final : public ControlPlane {
  public:

@@ -5,17 +5,26 @@
 // thread until the step completes or its deadline passes (beast::error::timeout); handlers of
 // other work on the context (the watch's probe timer) run meanwhile. The context never runs out
 // of work, so nothing but stop() ends a step early, and after stop() nothing runs on it again.
+//
+// With TLS (an https:// endpoint) every connection is mutual TLS: the member's certificate must
+// chain to the job's CA and name the host dialled (an IP address or a DNS name in its
+// subjectAltName), and this side shows its own certificate, as etcd's --client-cert-auth asks.
 // g++ 12 in C++20 mode needs <utility> ahead of the Asio/Beast headers (see BUILD-NOTES).
 #include <utility>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
+
+#include "sync/control/etcd_tls.hpp"
 
 namespace meridian {
 
@@ -24,7 +33,8 @@ class EtcdHttp {
   using Clock = std::chrono::steady_clock;
   using error_code = boost::system::error_code;
 
-  EtcdHttp();
+  // Error(Config) naming the file when a TLS file cannot be loaded.
+  explicit EtcdHttp(const std::optional<EtcdTls>& tls = std::nullopt);
   // From any thread: the step in progress, and every later one, end with operation_aborted.
   void stop();
   boost::asio::io_context& context() { return ioc_; }
@@ -32,8 +42,9 @@ class EtcdHttp {
   // One connection to one member, for one request.
   class Connection {
    public:
-    explicit Connection(EtcdHttp& http) : http_(http), stream_(http.ioc_) {}
-    // Resolves host and connects; a name that does not resolve is `resolve_failed`.
+    explicit Connection(EtcdHttp& http);
+    // Resolves host and connects, then with TLS shakes hands (a certificate etcd refuses, or one
+    // of etcd's this side cannot verify, fails here); a name that does not resolve is `resolve_failed`.
     error_code connect(const std::string& host, const std::string& port, Clock::time_point until);
     bool resolve_failed() const { return resolve_failed_; }
     // POSTs `json` to `path`. A member without a leader rejects it at once (gRPC metadata
@@ -56,9 +67,11 @@ class EtcdHttp {
    private:
     template <class Start>
     error_code step(Start&& start);
+    boost::beast::tcp_stream& tcp();
+    error_code handshake(const std::string& host);
 
     EtcdHttp& http_;
-    boost::beast::tcp_stream stream_;
+    std::variant<boost::beast::tcp_stream, boost::beast::ssl_stream<boost::beast::tcp_stream>> stream_;
     std::string host_;  // host:port, for the Host header
     bool resolve_failed_ = false;
     boost::beast::flat_buffer buffer_;
@@ -67,6 +80,7 @@ class EtcdHttp {
 
  private:
   boost::asio::io_context ioc_;
+  std::optional<boost::asio::ssl::context> tls_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
 };
 

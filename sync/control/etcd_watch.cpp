@@ -26,6 +26,7 @@ constexpr std::size_t kMaxLine = 16u << 20;
 }  // namespace
 
 struct EtcdWatch::Stream {
+  explicit Stream(const std::optional<EtcdTls>& tls) : http(tls) {}
   EtcdHttp http;
 };
 
@@ -36,8 +37,9 @@ EtcdWatch::EtcdWatch(const EtcdOptions& options, std::string prefix, std::chrono
       probe_every_(probe_every),
       areas_(std::move(areas)),
       area_changes_(std::make_unique<std::atomic<std::uint64_t>[]>(areas_.size())),
-      stream_(std::make_unique<Stream>()) {
+      stream_(std::make_unique<Stream>(options.tls)) {
   if (options.endpoints.empty()) throw make_error(ErrorKind::Config, "etcd watch: no endpoints");
+  check_etcd_scheme(options);
   for (const auto& url : options.endpoints) endpoints_.push_back(etcd_host_port(url));
   prober_ = std::make_unique<EtcdClient>(options_);
   thread_ = std::thread([this] { run(); });

@@ -1,7 +1,8 @@
 #pragma once
 // A real single-member etcd on loopback for tests: the one `meridian launch` starts
-// (sites/launch/etcd_member.hpp), in a fresh temporary directory, stopped and reaped at the end.
-// ok() is false where /usr/bin/etcd is missing (or would not start), and the test skips itself.
+// (sites/launch/etcd_member.hpp), in a fresh temporary directory, stopped and reaped at the end;
+// with mutual TLS and throwaway certificates when asked. ok() is false where /usr/bin/etcd is
+// missing (or would not start), and the test skips itself.
 #include <unistd.h>
 
 #include <optional>
@@ -19,10 +20,10 @@ class EtcdServer {
  public:
   static constexpr const char* kBinary = EtcdMember::kBinary;
 
-  EtcdServer() {
+  explicit EtcdServer(bool tls = false) {
     if (::access(kBinary, X_OK) != 0) return;
     try {
-      member_.emplace(dir_.path());
+      member_.emplace(dir_.path(), tls ? std::optional(write_loopback_tls(dir_.path() / "tls")) : std::nullopt);
     } catch (const Error&) {
       // Not startable here: ok() says so and the test skips.
     }
@@ -30,6 +31,9 @@ class EtcdServer {
 
   bool ok() const { return member_.has_value(); }
   std::string endpoint() const { return member_->endpoint(); }
+  // The member's TLS files, which its local clients show too; nullopt without TLS.
+  const std::optional<EtcdTls>& tls() const { return member_->tls(); }
+  const std::filesystem::path& log_path() const { return member_->log_path(); }
 
  private:
   TempDir dir_{"etcd"};
