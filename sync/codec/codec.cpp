@@ -34,7 +34,9 @@ std::string_view to_string(CodecKind kind) {
 
 namespace {
 
-constexpr std::uint8_t kFormatVersion = 1;
+// Sparse is at 2 since its positions became Rice-coded gaps (1 had u16 positions): a peer on the
+// old layout is refused by name rather than by a size mismatch.
+std::uint8_t format_version(CodecKind kind) { return kind == CodecKind::Sparse ? 2 : 1; }
 
 bool is_blockwise(CodecKind kind) {
   return kind == CodecKind::Int8 || kind == CodecKind::Int4 || kind == CodecKind::Sparse;
@@ -48,6 +50,7 @@ const char* block_problem(CodecKind kind, std::int64_t block, std::int64_t keep)
   if (kind == CodecKind::Int4 && block % 2 != 0) return "must be even for int4";
   if (kind == CodecKind::Sparse && block > kSparseMaxBlock) return "must be at most 2^16 for sparse";
   if (kind == CodecKind::Sparse && (keep < 1 || keep > block)) return "keeps entries outside [1, block]";
+  if (kind == CodecKind::Sparse && keep > 0xFFFF) return "keeps more entries than the header's 16 bits hold";
   return nullptr;
 }
 
@@ -159,7 +162,7 @@ void encode(std::span<const float> x, const CodecOptions& options, std::span<std
   std::byte* p = out.data();
   std::memset(p, 0, kCodecHeaderBytes);
   p[0] = static_cast<std::byte>(options.kind);
-  p[1] = static_cast<std::byte>(kFormatVersion);
+  p[1] = static_cast<std::byte>(format_version(options.kind));
   std::memcpy(p + 2, &keep, 2);
   std::memcpy(p + 4, &block, 4);
   std::memcpy(p + 8, &n, 8);
@@ -185,7 +188,7 @@ void decode(std::span<const std::byte> in, std::span<float> y) {
   if (kind_id > static_cast<std::uint8_t>(CodecKind::Sparse))
     throw make_error(ErrorKind::Peer, "codec: unknown codec id ", int{kind_id});
   const auto kind = static_cast<CodecKind>(kind_id);
-  if (version != kFormatVersion)
+  if (version != format_version(kind))
     throw make_error(ErrorKind::Peer, "codec: unsupported format version ", int{version});
   if (const char* problem = block_problem(kind, block, keep))
     throw make_error(ErrorKind::Peer, "codec ", to_string(kind), ": block ", block, " keep ", keep, ": ", problem);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -321,31 +322,50 @@ TEST_CASE("error feedback: residual, reset and a refused round") {
 // The sparse codec: 3% of each block of 512, as a job's default density keeps.
 const CodecOptions kSparse{CodecKind::Sparse, 512, 15};
 
+// The wire format's sizes, restated from codec.hpp: the Rice code's longest length P for the
+// parameter that minimizes it, in whole bytes, between the levels and the 2-bit codes.
+std::size_t rice_bits(std::size_t len, std::size_t kept) {
+  std::size_t best = SIZE_MAX;
+  for (int r = 0; r <= 16; ++r) best = std::min(best, kept * (r + 1) + ((len - kept) >> r));
+  return best;
+}
+std::size_t sparse_block(std::size_t len, std::size_t keep) {
+  const std::size_t kept = std::min(len, keep);
+  return 8 + (rice_bits(len, kept) + 7) / 8 + (kept + 3) / 4;
+}
+
+// The positions y holds a nonzero at, and the top-k positions of x (ties to the lower position).
+std::vector<std::size_t> nonzero(std::span<const float> y) {
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < y.size(); ++i)
+    if (y[i] != 0.0f) at.push_back(i);
+  return at;
+}
+std::vector<std::size_t> top(std::span<const float> x, std::size_t k) {
+  std::vector<std::size_t> order(x.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return std::abs(x[a]) > std::abs(x[b]); });
+  order.resize(std::min(k, order.size()));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
 TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zero elsewhere, under 0.1 byte a value") {
   CHECK(parse_codec("sparse") == CodecKind::Sparse);
   const std::size_t n = 100003;  // 195 blocks, and a short last one of 163 values that keeps 15 too
   const auto x = normal(n, 21);
   const auto bytes = encoded(x, kSparse);
   CHECK(bytes.size() == encoded_size(n, kSparse));
-  CHECK(encoded_size(n, kSparse) == 16 + 195 * (8 + 2 * 15 + 4) + (8 + 2 * 15 + 4));
-  CHECK(static_cast<double>(bytes.size()) / n < 0.1);
+  CHECK(encoded_size(n, kSparse) == 16 + 195 * sparse_block(512, 15) + sparse_block(163, 15));
+  CHECK(static_cast<double>(bytes.size()) / n < 0.06);
   CHECK(encoded(x, kSparse) == bytes);  // deterministic
   std::vector<float> y(n);
   decode(bytes, y);
   for (std::size_t start = 0; start < n; start += 512) {
     const std::size_t end = std::min(n, start + 512);
-    std::vector<float> magnitudes;
-    for (std::size_t i = start; i < end; ++i) magnitudes.push_back(std::abs(x[i]));
-    std::nth_element(magnitudes.begin(), magnitudes.begin() + 14, magnitudes.end(), std::greater<>());
-    const float threshold = magnitudes[14];
-    int kept = 0;
-    for (std::size_t i = start; i < end; ++i) {
-      if (y[i] == 0.0f) continue;
-      ++kept;
-      CHECK(std::abs(x[i]) >= threshold);
-      CHECK(std::signbit(y[i]) == std::signbit(x[i]));
-    }
-    CHECK(kept == 15);
+    const std::span<const float> xb(x.data() + start, end - start), yb(y.data() + start, end - start);
+    CHECK(nonzero(yb) == top(xb, 15));
+    for (std::size_t i : nonzero(yb)) CHECK(std::signbit(yb[i]) == std::signbit(xb[i]));
   }
   // Two levels, the means of the kept magnitudes below and above the middle of their range.
   const std::vector<float> block{0.0f, 4.0f, -1.0f, 0.5f, -3.0f, 0.0f, 2.0f, 0.1f};
@@ -355,17 +375,71 @@ TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zer
   CHECK(round_trip(std::vector<float>{1, 1, 1, 1}, {CodecKind::Sparse, 4, 2}) == std::vector<float>{1, 1, 0, 0});
 }
 
+TEST_CASE("sparse: Rice-coded positions round-trip at every density, the extremes included") {
+  Rng rng(41);
+  struct Case {
+    std::size_t n, block, keep;
+  };
+  // kept = len (gaps all zero), keep = 1, one value, the largest block, keep above a short tail.
+  const Case cases[] = {{512, 512, 512}, {512, 512, 1}, {1, 512, 15}, {1 << 16, 1 << 16, 0xFFFF},
+                        {1 << 16, 1 << 16, 1},  {1000, 512, 500}, {4096, 4096, 410}, {3000, 64, 7}};
+  for (const auto& c : cases) {
+    CAPTURE(c.n);
+    CAPTURE(c.block);
+    CAPTURE(c.keep);
+    const auto x = normal(c.n, 100 + c.keep);
+    const CodecOptions o{CodecKind::Sparse, static_cast<int>(c.block), static_cast<int>(c.keep)};
+    const auto y = round_trip(x, o);
+    for (std::size_t start = 0; start < c.n; start += c.block) {
+      const std::size_t end = std::min(c.n, start + c.block);
+      const std::span<const float> xb(x.data() + start, end - start), yb(y.data() + start, end - start);
+      REQUIRE(nonzero(yb) == top(xb, c.keep));
+    }
+  }
+  // Clustered and spread positions: every gap size from 0 to the whole block.
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t len = 1 + rng.below(700), keep = 1 + rng.below(len);
+    std::vector<float> x(len, 0.0f);
+    const std::size_t lo = rng.below(len), hi = lo + rng.below(len - lo);
+    for (std::size_t i = 0; i < len; ++i) x[i] = (i >= lo && i <= hi ? 10.0f : 1.0f) * static_cast<float>(1 + rng.below(1000));
+    const auto y = round_trip(x, {CodecKind::Sparse, static_cast<int>(len), static_cast<int>(keep)});
+    REQUIRE(nonzero(y) == top(x, keep));
+  }
+}
+
+TEST_CASE("sparse: a kept entry costs about log2(1/density) + 5 bits, so 9% of 512 fits 0.1 byte a value") {
+  for (std::size_t len : {512u, 4096u, 65536u}) {
+    for (double density : {0.01, 0.03, 0.1, 0.3}) {
+      const auto keep = static_cast<std::size_t>(std::lround(density * static_cast<double>(len)));
+      const std::size_t bytes = encoded_size(len, {CodecKind::Sparse, static_cast<int>(len), static_cast<int>(keep)});
+      // Levels and header aside: the gap (Rice: at most log2(len/kept) + 3 bits), the two value bits,
+      // and at most a byte of padding in each of the two parts.
+      const double per_entry = (8.0 * static_cast<double>(bytes - 16 - 8) - 16.0) / static_cast<double>(keep);
+      CAPTURE(len);
+      CAPTURE(density);
+      CHECK(per_entry <= std::log2(1.0 / density) + 5.0);
+    }
+  }
+  // The job's block with 9% kept: under 0.1 byte a value, where 16-bit positions needed 0.24.
+  const std::size_t n = 834304;  // the reference model's parameters
+  CHECK(static_cast<double>(encoded_size(n, {CodecKind::Sparse, 512, 46})) / static_cast<double>(n) < 0.1);
+}
+
 TEST_CASE("sparse: invalid options, non-finite input and malformed positions or levels") {
   CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, 512, 0}); }) == ErrorKind::Config);
   CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, 512, 513}); }) == ErrorKind::Config);
   CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, (1 << 16) + 2, 4}); }) == ErrorKind::Config);
+  CHECK(error_kind([] { encoded_size(10, {CodecKind::Sparse, 1 << 16, 1 << 16}); }) == ErrorKind::Config);
   auto x = normal(2000, 3);
   x[1500] = std::numeric_limits<float>::quiet_NaN();
   std::string message;
   CHECK(error_kind([&] { encoded(x, kSparse); }, &message) == ErrorKind::Data);
   CHECK(message.find("index 1500") != std::string::npos);
 
-  const auto good = encoded(normal(1000, 4), kSparse);  // blocks of 42 bytes after the header
+  // Blocks of 26 bytes after the header: levels, 14 bytes of positions (r = 5), 4 of codes.
+  REQUIRE(sparse_block(512, 15) == 26);
+  const std::size_t stride = 26, positions = 8, codes = 8 + 14;
+  const auto good = encoded(normal(1000, 4), kSparse);
   auto peer = [](std::vector<std::byte> bytes, const char* expect) {
     std::vector<float> y(1000);
     std::string message;
@@ -376,13 +450,23 @@ TEST_CASE("sparse: invalid options, non-finite input and malformed positions or 
     std::memcpy(b.data() + at, &v, sizeof v);
     return b;
   };
-  peer(put(good, 16 + 42, -1.0f), "block 1: a level is negative or not finite");
+  auto fill = [](std::vector<std::byte> b, std::size_t at, std::size_t count, std::uint8_t v) {
+    std::memset(b.data() + at, v, count);
+    return b;
+  };
+  peer(put(good, 16 + stride, -1.0f), "block 1: a level is negative or not finite");
   peer(put(good, 16 + 4, std::numeric_limits<float>::infinity()), "block 0: a level");
-  peer(put(good, 16 + 8 + 2, std::uint16_t{0}), "block 0: positions are not ascending");  // second <= first
-  peer(put(good, 16 + 42 + 8 + 28, std::uint16_t{600}), "block 1: positions");  // past the block's 488 values
-  peer(put(good, 16 + 8 + 30 + 3, std::uint8_t{0xFF}), "unused code bits");  // 15 codes: the last 2 bits unused
+  // No terminating one bit: the first quotient runs off the slot (block 1 holds the last 488 values).
+  peer(fill(good, 16 + stride + positions, 13, 0x00), "block 1: the position code runs past its bytes");
+  // One bit at 20: a quotient of 20 with r = 5 is a gap of 640, past the 512 values.
+  peer(put(fill(good, 16 + positions, 14, 0x00), 16 + positions + 2, std::uint8_t{0x10}),
+       "block 0: a position lies past the block");
+  // All ones: gaps of 31, fifteen positions below 512, then set bits where the code has ended.
+  peer(fill(good, 16 + positions, 14, 0xFF), "block 0: unused position bits are set");
+  peer(put(good, 16 + codes + 3, std::uint8_t{0xFF}), "unused code bits");  // 15 codes: the last 2 bits unused
   peer(put(good, 2, std::uint16_t{0}), "keeps entries outside");
-  peer(put(good, 2, std::uint16_t{16}), "bytes, expected");  // another keep: another size
+  peer(put(good, 2, std::uint16_t{40}), "bytes, expected");  // another keep: another size
+  peer(put(good, 1, std::uint8_t{1}), "format version 1");   // the 16-bit positions' layout
   // Random corruption: "corrupted bytes decode to finite values or a peer error" covers sparse too.
 }
 
