@@ -71,11 +71,24 @@ void OuterState::rebase(std::span<float> local) {
 
 void OuterState::rebase(std::span<float> local, int fragment) {
   MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
+  const std::span<const float> unsent = unsent_in_weights(fragment);
+  std::size_t at = 0;
   for (const auto& r : this->fragment(fragment).ranges)
-    for (std::size_t j = r.offset; j < r.offset + r.count; ++j) {
-      local[j] = global_[j] + (local[j] - start_[j]);
-      start_[j] = global_[j];
+    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++at) {
+      // Subtracting 0 leaves every float as it was: without a kept residual this is the plain rebase.
+      const float kept = unsent.empty() ? 0.0f : unsent[at];
+      local[j] = global_[j] + (local[j] - start_[j]) - kept;
+      start_[j] = global_[j] - kept;
     }
+}
+
+std::span<const float> OuterState::unsent_in_weights(int fragment) const {
+  if (feedback_.empty() || codec_.kind != CodecKind::Sparse) return {};
+  return feedback_[static_cast<std::size_t>(fragment)].residual();
+}
+
+void OuterState::end_feedback() {
+  for (auto& f : feedback_) f.reset();
 }
 
 void OuterState::step_ahead(std::span<float> local, int fragment, std::span<const float> estimate) {

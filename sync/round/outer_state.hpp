@@ -49,8 +49,17 @@ class OuterState {
   // keeps its own progress on top of the new version (DESIGN.md, step 5). With no progress since
   // the round began, local becomes exactly global. Over every fragment, or over one (the one a
   // commit changed: the others' global and start did not move).
+  // The sparse codec with error feedback: local <- global - residual + (local - start), start <-
+  // global - residual. Its residual is most of a round (a kept entry leaves once in 1/density
+  // rounds); dropped from the weights, the next round would learn it again and error feedback
+  // would send it twice, late (docs/quality.md: +8.1% over int8 at 10% kept, +2.6% kept here). The
+  // next delta, start - local, is then the round's own progress, and error feedback adds the
+  // residual once. The other codecs' residual is under half a quantization step: not kept.
   void rebase(std::span<float> local);
   void rebase(std::span<float> local, int fragment);
+  // The job's last deltas are encoded: nothing will send the residual now, so it is dropped, and
+  // with it from the weights at the next rebase, so that every site ends on the version's weights.
+  void end_feedback();
 
   // Eager overlap: right after encode_delta(local, fragment), moves `fragment` of the working
   // weights ahead to what the next commit would make of the current version if its mean were
@@ -103,6 +112,8 @@ class OuterState {
   // fragment ("outer.momentum"), "outer.momentum.f<p>" etc. otherwise.
   void save_optimizers(Checkpoint& checkpoint) const;
   std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
+  // The residual that `fragment`'s local weights keep (rebase), or nothing.
+  std::span<const float> unsent_in_weights(int fragment) const;
 
   FragmentPlan plan_;
   std::vector<float> global_;

@@ -94,6 +94,43 @@ TEST_CASE("a round goes on from where the last one ended and is rebased onto eac
   CHECK(std::equal(idle.begin(), idle.end(), state.global().begin()));
 }
 
+TEST_CASE("sparse: the residual stays in the site's weights, each delta is sent once, the end drops it") {
+  const auto initial = ramp(512, 0.1f);
+  OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Sparse, 64, 4}, true);
+  std::vector<float> step(initial.size()), sent(initial.size()), total_sent(initial.size());
+  auto local = initial;
+  for (int round = 1; round <= 3; ++round) {
+    for (std::size_t i = 0; i < step.size(); ++i) step[i] = 1e-3f * static_cast<float>((i * 7 + round) % 61 + 1);
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= step[i];
+    const auto before = local;
+    decode(state.encode_delta(local), sent);
+    for (std::size_t i = 0; i < sent.size(); ++i) total_sent[i] += sent[i];
+    // One site: the commit moves the global weights by what it sent (lr 1, no momentum).
+    state.commit(round, state.preview(sent));
+    state.rebase(local);
+    // global - residual, the residual being what it has not sent: the weights it trained to.
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      REQUIRE(local[i] == doctest::Approx(before[i]).epsilon(1e-6));
+      REQUIRE(state.start()[i] == local[i]);
+    }
+  }
+  // Every round's progress went out once or waits in the residual: nothing was sent twice.
+  for (std::size_t i = 0; i < local.size(); ++i)
+    CHECK(total_sent[i] + (state.global()[i] - local[i]) == doctest::Approx(initial[i] - local[i]).epsilon(1e-5));
+  state.end_feedback();
+  state.commit(4, state.preview(std::vector<float>(initial.size(), 0.0f)));
+  state.rebase(local);
+  CHECK(std::equal(local.begin(), local.end(), state.global().begin()));
+  // int8's residual (under half a step) is not kept: its rebase lands on the version exactly.
+  OuterState int8(initial, {1.0f, 0.0f, false}, {CodecKind::Int8, 64}, true);
+  auto other = initial;
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] -= 1e-3f * static_cast<float>(i % 61 + 1);
+  decode(int8.encode_delta(other), sent);
+  int8.commit(1, int8.preview(sent));
+  int8.rebase(other);
+  CHECK(std::equal(other.begin(), other.end(), int8.global().begin()));
+}
+
 TEST_CASE("a snapshot carries a version to a peer, checked against the commit's hash") {
   const auto initial = ramp(512, 0.2f);
   OuterState ahead(initial, {}, {CodecKind::Int8, 64}, true);
