@@ -221,7 +221,12 @@ struct JobConfig {
   } transport;
 
   struct Control {
-    std::vector<std::string> endpoints;  // "http://host:port"; empty = start a local etcd member
+    // "http://host:port", or "https://host:port" with the TLS files below; empty = start a local
+    // etcd member (over TLS with throwaway certificates).
+    std::vector<std::string> endpoints;
+    // Mutual TLS with etcd: the job's CA, and this site's certificate and private key ("{site}" in
+    // a path stands for the site's name), as `meridian keys` writes them. All three or none.
+    std::optional<std::filesystem::path> ca_file, cert_file, key_file;
     // A dead site's membership key lapses ~5 s after its last keep-alive; one keep-alive a second
     // leaves a healthy site four misses to spare.
     int lease_ttl_s = 5;

@@ -15,9 +15,9 @@ namespace {
 using Outer = JobConfig::Outer;
 using Site = JobConfig::Site;
 
-// "http://host:port" with a port in 1..65535: what meridian's etcd client dials (no TLS yet).
+// "http(s)://host:port" with a port in 1..65535: what meridian's etcd client dials.
 bool is_endpoint(std::string_view url) {
-  for (std::string_view scheme : {"http://"})
+  for (std::string_view scheme : {"http://", "https://"})
     if (url.starts_with(scheme)) {
       url.remove_prefix(scheme.size());
       const auto colon = url.rfind(':');
@@ -47,10 +47,11 @@ void refuse_plaintext(Resolver& r, const JobConfig& c) {
   if (c.job.insecure) return;
   const std::string why = " (or say [job] insecure = true to send it in plaintext anyway)";
   for (const auto& url : c.control.endpoints)
-    if (!is_loopback(endpoint_host(url))) {
+    if (url.starts_with("http://") && !is_loopback(endpoint_host(url))) {
       r.add(r.find("control.endpoints")->origin, "control.endpoints",
-            "etcd at " + quote(url) + " is on another host and meridian's etcd client speaks plain HTTP only so far: "
-            "its keys, commits included, would cross the network readable and forgeable" + why);
+            "etcd at " + quote(url) + " is on another host: over plain http its keys, commits included, would cross "
+            "the network readable and forgeable; use https:// with [control] ca_file, cert_file and key_file "
+            "(`meridian keys` writes them)" + why);
       break;
     }
   if (c.sites.size() < 2 || c.transport.kind != JobConfig::Transport::Kind::Zmq || c.transport.link_key_file) return;
@@ -63,8 +64,30 @@ void refuse_plaintext(Resolver& r, const JobConfig& c) {
     }
 }
 
+// Mutual TLS with etcd: all three files or none, and then every endpoint https://; without them,
+// none (the client would speak plaintext to a TLS port, or the reverse).
+void resolve_control_tls(Resolver& r, JobConfig& c) {
+  auto& k = c.control;
+  r.read_path(k.ca_file, "control", "ca_file");
+  r.read_path(k.cert_file, "control", "cert_file");
+  r.read_path(k.key_file, "control", "key_file");
+  const int given = k.ca_file.has_value() + k.cert_file.has_value() + k.key_file.has_value();
+  if (given != 0 && given != 3) {
+    r.add(r.table_origin("control"), "control.ca_file",
+          "mutual TLS with etcd takes all three of ca_file, cert_file and key_file (`meridian keys` writes them)");
+    return;
+  }
+  for (const auto& url : k.endpoints)
+    if (url.starts_with("https://") != (given == 3)) {
+      r.add(r.find("control.endpoints")->origin, "control.endpoints",
+            given == 3 ? "etcd at " + quote(url) + ": with [control] ca_file, cert_file and key_file every endpoint is https://"
+                       : "etcd at " + quote(url) + ": https needs [control] ca_file, cert_file and key_file");
+      return;
+    }
+}
+
 void resolve_control(Resolver& r, JobConfig& c) {
-  const std::string expected = "an array of strings \"http://host:port\"";
+  const std::string expected = "an array of strings \"http://host:port\" or \"https://host:port\"";
   if (const Setting* s = r.lookup("control", "endpoints")) {
     const auto* array = s->value->as_array();
     if (!array) {
@@ -79,6 +102,7 @@ void resolve_control(Resolver& r, JobConfig& c) {
       }
     }
   }
+  resolve_control_tls(r, c);
   r.read(c.control.lease_ttl_s, "control", "lease_ttl_s", 1);
   r.read(c.control.keepalive_ms, "control", "keepalive_ms", 100);
   // Checked on the resolved values, so a default on one side still counts.

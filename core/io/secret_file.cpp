@@ -61,4 +61,11 @@ std::string read_secret_file(const std::filesystem::path& path, const std::strin
   return secret;
 }
 
+void make_private_directory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || ::chmod(dir.c_str(), 0700) != 0)
+    throw make_error(ErrorKind::Io, "cannot make key directory ", dir.string(), ": ", ec ? ec.message() : std::strerror(errno));
+}
+
 }  // namespace meridian

@@ -16,5 +16,8 @@ void write_secret_file(const std::filesystem::path& path, const std::string& sec
 // file is missing, empty, or readable or writable by anyone but its owner (its mode is printed,
 // with the chmod that fixes it).
 std::string read_secret_file(const std::filesystem::path& path, const std::string& what);
+// Creates dir (and its parents) and makes it its owner's alone (0700): where secrets are written.
+// Error(Io) when it cannot.
+void make_private_directory(const std::filesystem::path& dir);
 
 }  // namespace meridian

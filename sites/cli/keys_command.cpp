@@ -1,5 +1,6 @@
-// `meridian keys FILE --out DIR`: the CURVE keypairs of a job's links, one directory per site laid
-// out to be copied to that site's host (sites/keys/link_keys.hpp), and what the job file then says.
+// `meridian keys FILE --out DIR`: a job's secrets, one directory per site laid out to be copied to
+// that site's host: the CURVE keypairs of its links (sites/keys/link_keys.hpp) and its etcd
+// certificate under the job's own CA (sites/keys/etcd_keys.hpp); and what the job file then says.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -7,7 +8,9 @@
 #include <vector>
 
 #include "core/config/job_config.hpp"
+#include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
+#include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
 
 namespace meridian::cli {
@@ -21,14 +24,19 @@ Action add_keys_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   app.add_option("file", opts->config, "job file (TOML): its [[site]] entries get a keypair each")->required();
   app.add_option("--set", opts->overrides, "override a config key (repeatable)");
-  app.add_option("--out", opts->out, "directory to write <site>/link.key and <site>/link.pub into")->required();
+  app.add_option("--out", opts->out, "directory to write ca/ and <site>/{link.key,link.pub,etcd.crt,etcd.key,ca.crt} into")
+      ->required();
   return [opts] {
     // The keys are what a job without them lacks: its links' plaintext is no reason to refuse it here.
     auto overrides = opts->overrides;
     overrides.push_back("job.insecure=true");
     const JobConfig config = load_job_config(opts->config, overrides);
     const std::filesystem::path out = std::filesystem::absolute(opts->out).lexically_normal();
+    if (std::filesystem::exists(out / "ca" / "ca.key"))
+      throw make_error(ErrorKind::Config, (out / "ca" / "ca.key").string(),
+                       " exists: a job's keys are never overwritten; remove the directory first to replace them");
     const auto keys = write_link_keys(config, out);
+    write_etcd_keys(config, out);
     std::printf("# CURVE keys of job %s, one directory per site under %s: copy each to its site's host\n"
                 "# (link.key is its secret), and every link.pub to every host, or list the keys.\n"
                 "# In the job file:\n[transport]\nlink_key_file = \"%s/{site}/link.key\"\n"
@@ -36,6 +44,13 @@ Action add_keys_command(CLI::App& app) {
                 config.job.name.c_str(), out.c_str(), out.c_str(), out.c_str());
     for (const auto& [site, key] : keys)
       std::printf("#   name = \"%s\": link_public_key = \"%s\"\n", site.c_str(), key.c_str());
+    std::printf("# etcd over mutual TLS: every member and site shows <site>/etcd.crt, signed by the job's CA in\n"
+                "# %s/ca (ca.key signs: keep it off the sites). Run each site's etcd member with\n"
+                "#   --cert-file, --peer-cert-file <site>/etcd.crt  --key-file, --peer-key-file <site>/etcd.key\n"
+                "#   --trusted-ca-file, --peer-trusted-ca-file <site>/ca.crt  --client-cert-auth --peer-client-cert-auth\n"
+                "# and https:// URLs. In the job file:\n[control]\nca_file = \"%s/{site}/ca.crt\"\n"
+                "cert_file = \"%s/{site}/etcd.crt\"\nkey_file = \"%s/{site}/etcd.key\"\n",
+                out.c_str(), out.c_str(), out.c_str(), out.c_str());
     return 0;
   };
 }

@@ -11,6 +11,7 @@
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
+#include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "sites/site/ops_token.hpp"
 
@@ -41,6 +42,15 @@ void check_link_keys(const JobConfig& config, const std::string& site) {
                      "this host runs)");
 }
 
+// The etcd TLS files of the sites this host runs (as for the CURVE keys above): each private key
+// its owner's alone, the certificates there.
+void check_etcd_keys(const JobConfig& config, const std::string& site) {
+  if (!config.control.key_file) return;
+  for (const auto& s : config.sites)
+    if (s.name == site || (site.empty() && std::filesystem::exists(site_path(*config.control.key_file, s.name))))
+      etcd_tls(config, s.name);
+}
+
 }  // namespace
 
 Action add_validate_command(CLI::App& app) {
@@ -61,6 +71,7 @@ Action add_validate_command(CLI::App& app) {
       check_job_data(*config);
       ops_token(*config);  // a token file that is missing or open to other users fails here too
       check_link_keys(*config, opts->site);
+      check_etcd_keys(*config, opts->site);
       if (!config->derived.empty()) {
         std::fputs("# Derived from the job's shape (the file leaves them out; a setting there wins):\n", stdout);
         for (const auto& line : config->derived) std::printf("#   %s\n", line.c_str());

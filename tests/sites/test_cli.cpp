@@ -430,6 +430,14 @@ TEST_CASE("keys: a keypair per site, never overwritten, and validate holds each 
   CHECK((st.st_mode & 0777) == 0600);
   REQUIRE(::stat((keys / "a").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
+  // The etcd side: the job's CA apart (its key signs and stays off the sites), each site's certificate.
+  CHECK(contains(made.out, "cert_file = \"" + keys.string() + "/{site}/etcd.crt\""));
+  for (const char* file : {"ca/ca.key", "a/etcd.key", "b/etcd.key"}) {
+    REQUIRE(::stat((keys / file).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  CHECK(read_file(keys / "a" / "ca.crt") == read_file(keys / "ca" / "ca.crt"));
+  CHECK(contains(read_file(keys / "b" / "etcd.crt"), "-----BEGIN CERTIFICATE-----"));
   const auto again = meridian_run({"keys", job.file.string(), "--out", keys.string()}, job.cwd);
   CHECK(again.exit_code == 78);
   CHECK(contains(again.err, "keys are never overwritten"));

@@ -130,6 +130,12 @@ TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the
     REQUIRE(::stat((dir / "run" / "keys" / site / "link.key").c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
   }
+  // And its etcd spoke mutual TLS, with certificates made for the run, the key its owner's alone.
+  const auto launched = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);
+  CHECK(launched["endpoints"][0].get<std::string>().starts_with("https://127.0.0.1:"));
+  struct stat st{};
+  REQUIRE(::stat((dir / "run" / "tls" / "etcd.key").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
 }
 
 TEST_CASE("launch with outer.algorithm = sync: a round per step, fp32 gradients on the wire") {
@@ -282,7 +288,7 @@ TEST_CASE("the local etcd member: fresh data dir, healthy, and gone once stopped
 TEST_CASE("an etcd that does not start is an Io error naming its log") {
   TempDir dir("launch-etcd-bad");
   try {
-    EtcdMember etcd(dir.path(), "/bin/false");
+    EtcdMember etcd(dir.path(), std::nullopt, "/bin/false");
     FAIL("started");
   } catch (const meridian::Error& e) {
     CHECK(e.kind() == meridian::ErrorKind::Io);
