@@ -10,10 +10,13 @@ loopback. The hosts are joined by a switch (a bridge in a namespace of its own):
     mrd-<id>-b 10.77.0.2 --+-- br0 in mrd-<id>-sw
     mrd-<id>-c 10.77.0.3 --+
 
-Once for the job, its operator makes every site's CURVE keypair (`meridian keys base.toml --out
-keys`): the base file lists the public halves, and each host gets its own secret one (here all
-hosts share this machine's files; --plaintext leaves CURVE out). Then on each host:
-  1. etcd --name m<i> --listen-client-urls http://<its address>:2379 ... (one member per host);
+Once for the job, its operator makes its secrets (`meridian keys base.toml --out keys`): every
+site's CURVE keypair, whose public halves the base file lists, and the job's own CA with a
+certificate per site for etcd's mutual TLS; each host gets its own directory keys/<site> (here all
+hosts share this machine's files; --plaintext leaves both out and says insecure = true). Then on
+each host:
+  1. etcd --name m<i> --listen-client-urls https://<its address>:2379 --client-cert-auth ... with
+     the site's certificate, for clients and peers alike (one member per host);
   2. meridian site --config <its file> --site <its name>, its file including the job's base file
      (configs/examples/three-continent is the same layout) and naming its own run directory.
 No `meridian launch`: each site is started, and restarted, on its own host.
@@ -27,8 +30,10 @@ Faults, both optional and both survived as the loopback fault suite's are:
 The faults follow the job's steps, not the clock, so they land in the same place in the job however
 busy the machine is (a site whose cable comes back only after the others finished has nobody left to
 take the last versions from, and ends on its own weights).
-Passes when both faults asked for happened, every site ends with exit 0 and all three hold the same
-weights (params_hash) and version. Writes <out>/netns.json.
+Once the sites train, an intruder on the switch (a namespace of its own) tries host a's etcd
+without a certificate and in plaintext: both must be refused, and a's member must log the refusal.
+Passes when both faults asked for happened, the intruder got nothing, every site ends with exit 0
+and all three hold the same weights (params_hash) and version. Writes <out>/netns.json.
 
 Needs root and `ip netns` (exits 77 saying why otherwise). Everything it makes (namespaces, their
 interfaces and addresses, the bridge) lives inside namespaces it creates and removes when it ends,
@@ -76,6 +81,17 @@ class Hosts:
             self.ip(ns, "link", "set", "lo", "up")
             self.ip(self.switch, "link", "set", self.cable(site), "master", "br0")
             self.ip(self.switch, "link", "set", self.cable(site), "up")
+
+    def join(self, name, addr):
+        """One more host on the switch, `name` at `addr`: for an intruder."""
+        ns = self.ns(name)
+        self.add(ns)
+        run(["ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", self.cable(name),
+             "netns", self.switch])
+        self.ip(ns, "addr", "add", f"{addr}/24", "dev", "eth0")
+        self.ip(ns, "link", "set", "eth0", "up")
+        self.ip(self.switch, "link", "set", self.cable(name), "master", "br0")
+        self.ip(self.switch, "link", "set", self.cable(name), "up")
 
     def ns(self, site):
         return f"mrd-{self.tag}-{site}"
@@ -126,23 +142,71 @@ def on_host(hosts, site, argv, log):
                             start_new_session=True)
 
 
-def start_etcd(hosts, site, out, state):
+def start_etcd(hosts, site, out, state, tls):
+    """Host `site`'s etcd member; with `tls`, mutual TLS for clients and peers with the site's
+    certificate from `meridian keys` (keys/<site>/etcd.crt names the host's address)."""
     i = SITES.index(site)
-    cluster = ",".join(f"m{SITES.index(s)}=http://{address(s)}:2380" for s in SITES)
+    scheme = "https" if tls else "http"
+    cluster = ",".join(f"m{SITES.index(s)}={scheme}://{address(s)}:2380" for s in SITES)
     log = open(out / f"etcd-{site}.log", "a")
+    keys = out / "keys" / site
+    secure = ["--cert-file", str(keys / "etcd.crt"), "--key-file", str(keys / "etcd.key"),
+              "--trusted-ca-file", str(keys / "ca.crt"), "--client-cert-auth",
+              "--peer-cert-file", str(keys / "etcd.crt"), "--peer-key-file", str(keys / "etcd.key"),
+              "--peer-trusted-ca-file", str(keys / "ca.crt"), "--peer-client-cert-auth"] if tls else []
     return on_host(hosts, site, [ETCD, "--name", f"m{i}", "--data-dir", str(out / f"etcd-{site}"),
-                                 "--listen-client-urls", f"http://{address(site)}:2379",
-                                 "--advertise-client-urls", f"http://{address(site)}:2379",
-                                 "--listen-peer-urls", f"http://{address(site)}:2380",
-                                 "--initial-advertise-peer-urls", f"http://{address(site)}:2380",
+                                 "--listen-client-urls", f"{scheme}://{address(site)}:2379",
+                                 "--advertise-client-urls", f"{scheme}://{address(site)}:2379",
+                                 "--listen-peer-urls", f"{scheme}://{address(site)}:2380",
+                                 "--initial-advertise-peer-urls", f"{scheme}://{address(site)}:2380",
                                  "--initial-cluster", cluster, "--initial-cluster-state", state,
-                                 "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "warn"],
+                                 "--heartbeat-interval", "100", "--election-timeout", "1000", "--logger", "zap", "--log-level", "warn",
+                                 *secure],
                    log)
 
 
+# Run inside the intruder's namespace: a range request over all of etcd's keys, once over TLS with
+# the job's CA trusted but no certificate shown, once in plaintext. Prints what came back of each:
+# the status line, or why nothing did. Bounded: 5 s per attempt.
+INTRUDER = r'''
+import json, socket, ssl, sys
+host, ca = sys.argv[1], sys.argv[2]
+body = b'{"key":"AA==","range_end":"AA=="}'
+request = (b"POST /v3/kv/range HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+def attempt(wrap):
+    try:
+        with socket.create_connection((host, 2379), timeout=5) as raw:
+            conn = wrap(raw)
+            conn.settimeout(5)
+            conn.sendall(request)
+            return conn.recv(200).split(b"\r\n")[0].decode(errors="replace") or "closed without an answer"
+    except Exception as e:
+        return f"refused: {type(e).__name__}: {e}"
+context = ssl.create_default_context(cafile=ca)
+context.check_hostname = False
+print(json.dumps({"tls_without_certificate": attempt(lambda raw: context.wrap_socket(raw)),
+                  "plaintext": attempt(lambda raw: raw)}))
+'''
+
+
+def intrude(hosts, out, target):
+    """An intruder on the switch tries `target`'s etcd member; what each attempt got, and whether
+    the member logged the refusal."""
+    hosts.join("x", "10.77.0.99")
+    done = subprocess.run(["ip", "netns", "exec", hosts.ns("x"), sys.executable, "-c", INTRUDER, address(target),
+                           str(out / "keys" / target / "ca.crt")], capture_output=True, text=True, timeout=30)
+    result = json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr.strip()}
+    time.sleep(0.5)  # etcd writes its log line as it drops the connection
+    result["refused"] = all(not str(v).startswith("HTTP/1.1 200") for v in result.values()) and "error" not in result
+    result["logged"] = "rejected connection" in (out / f"etcd-{target}.log").read_text()
+    return result
+
+
 def make_keys(meridian, out):
-    """Each site's CURVE keypair, as the job's operator makes them once (`meridian keys`): the secret
-    half goes to its site's host only, the public halves into the job file."""
+    """The job's secrets, as its operator makes them once (`meridian keys`): each site's CURVE
+    keypair (the secret half goes to its site's host only, the public halves into the job file) and
+    its etcd certificate under the job's CA. Returns the public keys by site."""
     done = subprocess.run([str(meridian), "keys", str(out / "base.toml"), "--out", str(out / "keys")],
                           capture_output=True, text=True)
     if done.returncode != 0:
@@ -152,18 +216,24 @@ def make_keys(meridian, out):
 
 def write_job(out, steps, keys=None):
     """The job's base file, and one file per site that includes it (as each datacenter keeps its own).
-    With `keys` the links speak CURVE: every site lists its public key, and each reads its own
-    secret key from keys/<site>/link.key."""
+    With `keys` the links speak CURVE (every site lists its public key, and each reads its own
+    secret key from keys/<site>/link.key) and etcd mutual TLS; without, both are plaintext."""
     data = ROOT / "data/tinyshakespeare/input.txt"
-    endpoints = ", ".join(f'"http://{address(s)}:2379"' for s in SITES)
+    scheme = "https" if keys else "http"
+    endpoints = ", ".join(f'"{scheme}://{address(s)}:2379"' for s in SITES)
+    plaintext = "" if keys else """# etcd over plain HTTP between the hosts and links without CURVE: --plaintext.
+insecure = true
+"""
+    # Each host shows its own certificate ("{site}": the site's name), as `meridian keys` laid them out.
+    control_tls = ('ca_file = "keys/{site}/ca.crt"\ncert_file = "keys/{site}/etcd.crt"\n'
+                   'key_file = "keys/{site}/etcd.key"\n') if keys else ""
+
     base = f"""# The job: three sites, each on its own host; one etcd member per host.
 [job]
 name = "netns"
 seed = 7
 run_dir = "{out / 'run'}"
-# etcd over plain HTTP between the hosts (meridian's etcd client has no TLS yet){" and links without CURVE" if not keys else ""}.
-insecure = true
-
+{plaintext}
 [model]
 preset = "tiny"
 
@@ -185,7 +255,7 @@ codec = "int8"
 endpoints = [{endpoints}]
 lease_ttl_s = 5
 keepalive_ms = 1000
-
+{control_tls}
 [log]
 every = 20
 eval_every = 0
@@ -240,7 +310,7 @@ def main():
     p.add_argument("--cut-at", type=int, default=300, help="the cut site's step")
     p.add_argument("--cut-for", type=float, default=6)
     p.add_argument("--limit-s", type=float, default=600)
-    p.add_argument("--plaintext", action="store_true", help="links without CURVE (the default speaks it)")
+    p.add_argument("--plaintext", action="store_true", help="links without CURVE, etcd without TLS (the default speaks both)")
     args = p.parse_args()
 
     if os.geteuid() != 0:
@@ -262,14 +332,18 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         hosts = Hosts(str(os.getpid()))
-        etcd = {s: start_etcd(hosts, s, out, "new") for s in SITES}
+        etcd = {s: start_etcd(hosts, s, out, "new", not args.plaintext) for s in SITES}
         time.sleep(2)  # a leader elected before the sites look for one (they would retry anyway)
         sites = {s: start_site(hosts, args.meridian, out, s) for s in SITES}
         start, killed, cut, restarted, faults_s = time.monotonic(), False, None, [], {}
+        intruder = None
         while any(proc.poll() is None for proc in sites.values()):
             now = time.monotonic() - start
             if now > args.limit_s:
                 raise RuntimeError(f"the job did not end within {args.limit_s:.0f} s")
+            if not args.plaintext and intruder is None and logged_step(out, "a") >= 40:
+                intruder = intrude(hosts, out, "a")
+                print(f"{now:6.1f} s: an intruder tried host a's etcd: {json.dumps(intruder)}", flush=True)
             if args.kill_site and not killed and logged_step(out, args.kill_site) >= args.kill_at:
                 print(f"{now:6.1f} s: kill -9 of every process on host {args.kill_site}", flush=True)
                 hosts.kill_all(args.kill_site)
@@ -278,7 +352,7 @@ def main():
                 time.sleep(args.restart_after)
                 print(f"{time.monotonic() - start:6.1f} s: site {args.kill_site} and its etcd member started again",
                       flush=True)
-                etcd[args.kill_site] = start_etcd(hosts, args.kill_site, out, "existing")
+                etcd[args.kill_site] = start_etcd(hosts, args.kill_site, out, "existing", not args.plaintext)
                 sites[args.kill_site] = start_site(hosts, args.meridian, out, args.kill_site)
                 restarted.append(args.kill_site)
             if args.cut_link and cut is None and logged_step(out, args.cut_link) >= args.cut_at:
@@ -303,8 +377,9 @@ def main():
             and len(set(versions.values())) == 1
         # A fault asked for that the job ended before is a test that tested nothing.
         faults_done = (not args.kill_site or killed) and (not args.cut_link or "cut_back" in faults_s)
-        ok = ok and faults_done
-        result = {"ok": ok, "curve": not args.plaintext, "exit_codes": codes, "params_hash": hashes, "version": versions,
+        ok = ok and faults_done and (args.plaintext or (intruder is not None and intruder["refused"] and intruder["logged"]))
+        result = {"ok": ok, "curve": not args.plaintext, "etcd_tls": not args.plaintext, "intruder": intruder,
+                  "exit_codes": codes, "params_hash": hashes, "version": versions,
                   "steps": {s: summaries[s].get("steps") for s in SITES}, "wall_s": round(time.monotonic() - start, 1),
                   "killed": args.kill_site, "restarted": restarted, "cut": args.cut_link, "faults_s": faults_s,
                   "addresses": {s: address(s) for s in SITES}}
