@@ -795,5 +795,7 @@ TEST_CASE("every shipped job file is valid, per-site files include their base an
   CHECK(us.sites.size() == 3);
   CHECK(us.sites == eu.sites);
   CHECK(us.control.endpoints.size() == 3);
+  CHECK_FALSE(us.job.insecure);  // mutual TLS to etcd, CURVE on the links
+  CHECK(us.control.cert_file.has_value());
   CHECK(us.job.run_dir != eu.job.run_dir);
 }
