@@ -15,11 +15,12 @@ std::string hex(std::uint64_t id) {
 }
 
 // One attempt on one member, no retries beyond its own short budget.
-EtcdClient one_member(const std::string& endpoint, std::chrono::milliseconds timeout) {
+EtcdClient one_member(const std::string& endpoint, const ControlHealthOptions& options) {
   EtcdOptions o;
   o.endpoints = {endpoint};
-  o.timeout = timeout;
-  o.request_timeout = timeout;
+  o.timeout = options.member_timeout;
+  o.request_timeout = options.member_timeout;
+  o.tls = options.tls;
   return EtcdClient(o);
 }
 
@@ -33,7 +34,7 @@ ControlHealth read_control_health(const ControlHealthOptions& options, std::int6
   std::string answering;
   for (const auto& endpoint : options.endpoints) {
     try {
-      listed = one_member(endpoint, options.member_timeout).member_list();
+      listed = one_member(endpoint, options).member_list();
       answering = endpoint;
       break;
     } catch (const Error& e) {
@@ -58,7 +59,7 @@ ControlHealth read_control_health(const ControlHealthOptions& options, std::int6
         return member;
       }
       try {
-        const auto status = one_member(m.client_urls.front(), options.member_timeout).status();
+        const auto status = one_member(m.client_urls.front(), options).status();
         member.reachable = true;
         member.version = status.version;
         member.leader = status.leader != 0 && status.leader == status.id;
@@ -83,7 +84,7 @@ ControlHealth read_control_health(const ControlHealthOptions& options, std::int6
     l.id = lease;
     try {
       if (answering.empty()) throw make_error(ErrorKind::Io, "no etcd member answered");
-      if (const auto ttl = one_member(answering, options.member_timeout).lease_time_to_live(lease)) {
+      if (const auto ttl = one_member(answering, options).lease_time_to_live(lease)) {
         l.alive = true;
         l.remaining_s = ttl->remaining_s;
         l.granted_s = ttl->granted_s;

@@ -12,11 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sync/control/etcd_tls.hpp"
+
 namespace meridian {
 
 struct ControlHealthOptions {
   std::vector<std::string> endpoints;               // the job's [control] endpoints
   std::chrono::milliseconds member_timeout{500};    // per member asked, and for the member list
+  std::optional<EtcdTls> tls{};                     // with https endpoints
 };
 
 struct ControlHealth {

@@ -86,7 +86,13 @@ constexpr int kSteps = 6000;
 // A 2-site job (a: 1 replica, b: 2) on a real etcd, each site a `meridian site` process.
 class TwoSites {
  public:
-  TwoSites(const std::string& name, const std::string& endpoint, int steps) : dir_(name), name_(name), steps_(steps) {
+  // `etcd`'s TLS files, when it has them, are the sites' and this test's own client's.
+  TwoSites(const std::string& name, const EtcdServer& etcd, int steps) : dir_(name), name_(name), steps_(steps) {
+    const std::string endpoint = etcd.endpoint();
+    std::string tls;
+    if (etcd.tls())
+      tls = "ca_file = \"" + etcd.tls()->ca_file.string() + "\"\ncert_file = \"" + etcd.tls()->cert_file.string() +
+            "\"\nkey_file = \"" + etcd.tls()->key_file.string() + "\"\n";
     ::setenv("OMP_NUM_THREADS", "1", 1);  // three replicas share this machine's cores
     file_ = dir_ / "job.toml";
     std::ofstream(file_) << "[job]\nname = \"" << name << "\"\nseed = 7\nrun_dir = \"" << run_dir().string() << "\"\n"
@@ -95,10 +101,12 @@ class TwoSites {
                          << "[inner]\nbatch_per_replica = 2\nsteps = " << steps << "\n"
                          << "[log]\nevery = 50\neval_every = 0\neval_windows = 16\n[checkpoint]\nevery = 0\n"
                          << "[outer]\ninner_steps = " << kInnerSteps << "\n"
-                         << "[control]\nendpoints = [\"" << endpoint << "\"]\nlease_ttl_s = 2\nkeepalive_ms = 500\n"
+                         << "[control]\nendpoints = [\"" << endpoint << "\"]\nlease_ttl_s = 2\nkeepalive_ms = 500\n" << tls
                          << "[replicas]\nheartbeat_timeout_ms = 5000\ncollective_timeout_ms = 5000\n"
                          << "[[site]]\nname = \"a\"\nreplicas = 1\n[[site]]\nname = \"b\"\nreplicas = 2\n";
-    etcd_ = std::make_unique<EtcdClient>(EtcdOptions{{endpoint}, std::chrono::milliseconds(5000)});
+    EtcdOptions options{{endpoint}, std::chrono::milliseconds(5000)};
+    options.tls = etcd.tls();
+    etcd_ = std::make_unique<EtcdClient>(options);
     ::setenv("MERIDIAN_OPS_TOKEN", kToken, 1);  // the sites take their token from here
     for (const char* site : {"a", "b"})
       procs_[site] = std::make_unique<ChildProcess>(
@@ -193,9 +201,9 @@ bool applied(const json& e, const std::string& command) {
 }  // namespace
 
 TEST_CASE("a 2-site job: etcd in status, pause-outer / resume-outer, drain / resume, refusals, malformed input") {
-  EtcdServer etcd;
+  EtcdServer etcd(/*tls=*/true);  // status reads etcd's health over the sites' mutual TLS
   SKIP_WITHOUT_ETCD(etcd);
-  TwoSites job("mode", etcd.endpoint(), kSteps);
+  TwoSites job("mode", etcd, kSteps);
   REQUIRE(job.wait_until([&] { return job.newest_version() >= 2; }));
 
   // status: the etcd member, its leader, b's lease (once b's leader published its figures).
@@ -320,7 +328,7 @@ TEST_CASE("a drained site ends cleanly when the other sites finish the job") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
   // b drains after version 1 (100 steps): a trains the rest alone.
-  TwoSites job("drain-end", etcd.endpoint(), 1000);
+  TwoSites job("drain-end", etcd, 1000);
   REQUIRE(job.wait_until([&] { return job.newest_version() >= 1; }));
   REQUIRE(job.ctl("b", {"drain"}, true).exit_code == 0);
   job.wait_event("b", [](const json& e) { return is(e, "drained"); });
