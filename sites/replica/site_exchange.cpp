@@ -282,7 +282,7 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     ++rounds_;
     if (i + 1 < count) drain_backlog(group, leader, trainer, kMaxBacklog);
   }
-  if (last && !std::getenv("MERIDIAN_NO_END")) state_.end_feedback();
+  if (last) state_.end_feedback();
   if (config_.outer.overlap && !last) {
     // Merged already (a peer ahead committed it during the drain): the version holds the truth.
     const std::int64_t backlog = drain_backlog(group, leader, trainer, kMaxBacklog);
