@@ -22,6 +22,8 @@ EtcdAnswer classify_error(const nlohmann::json& error, const nlohmann::json& rep
       message.find("context deadline exceeded") != std::string::npos)
     return with(EtcdAnswer::Kind::Unavailable, message);
   if (message.find("lease not found") != std::string::npos) return with(EtcdAnswer::Kind::LeaseGone, message);
+  for (const char* stale : {"invalid auth token", "revision of auth store is old", "user name is empty"})
+    if (message.find(stale) != std::string::npos) return with(EtcdAnswer::Kind::AuthExpired, message);
   return with(EtcdAnswer::Kind::Refused, message);
 }
 

@@ -15,6 +15,8 @@ struct EtcdAnswer {
     NoLeader,     // the member has no leader now: another member, or this one after an election
     Unavailable,  // the member could not get an answer from the cluster in time
     LeaseGone,    // the lease the request names is no more (expired or revoked)
+    AuthExpired,  // auth is on and the request's token is missing, unknown or older than the auth
+                  // store's last change: authenticate again, then ask again
     Refused,      // etcd answered this request for good with an error
     Garbled,      // not an answer etcd writes
   };
@@ -26,7 +28,8 @@ struct EtcdAnswer {
 // Unary calls answer {"error": "...", "code": N}, streaming ones {"result": {...}} or
 // {"error": {"grpc_code": N, "message": "..."}}. gRPC Unavailable (14), DeadlineExceeded (4) and
 // the gateway's own "context deadline exceeded" are Unavailable; "etcdserver: no leader" is
-// NoLeader; "lease not found" is LeaseGone; any other error Refused. A body that is not a JSON
+// NoLeader; "lease not found" is LeaseGone; "invalid auth token", "revision of auth store is old"
+// and "user name is empty" are AuthExpired; any other error (a permission denied among them) Refused. A body that is not a JSON
 // object, or a status other than 200 without an error in the body, is Garbled.
 EtcdAnswer classify_etcd_answer(int http_status, std::string_view body);
 

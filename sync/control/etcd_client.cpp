@@ -139,6 +139,8 @@ struct EtcdClient::Impl {
   std::size_t preferred = 0;  // the endpoint that answered last: where the next call starts
   std::function<bool()> reachable;
   std::unique_ptr<EtcdHttp> http;  // with the client's TLS context, when it has one
+  std::optional<EtcdCredentials> credentials;
+  std::string token;  // etcd's, for the credentials; empty until the first request
 
   // How an attempt on one endpoint ended when it brought no answer to return.
   enum class Failure {
@@ -231,9 +233,38 @@ struct EtcdClient::Impl {
   }
 
   // One request to one endpoint, all of it before `until`: the answer, or nullopt with `failed`
-  // saying why. An etcd error that answers this request for good is thrown.
+  // saying why. An etcd error that answers this request for good is thrown. With credentials, a
+  // token first if there is none, and a fresh one once should etcd no longer take it.
   std::optional<Json> attempt(const Endpoint& ep, const std::string& path, const std::string& body,
                               Clock::time_point from, Clock::time_point until, Failed& failed) {
+    if (credentials && token.empty() && !authenticate(ep, from, until, failed)) return std::nullopt;
+    auto answer = exchange(ep, path, body, from, until, failed);
+    if (answer && answer->kind == EtcdAnswer::Kind::AuthExpired && credentials) {
+      token.clear();
+      if (!authenticate(ep, from, until, failed)) return std::nullopt;
+      answer = exchange(ep, path, body, from, until, failed);
+    }
+    return answer ? settle(ep, path, std::move(*answer), failed) : std::nullopt;
+  }
+
+  // etcd's token for the credentials, from this endpoint; false with `failed` when it gave none
+  // for now. Refused credentials are a Config error: no member will take them.
+  bool authenticate(const Endpoint& ep, Clock::time_point from, Clock::time_point until, Failed& failed) {
+    const Json request = {{"name", credentials->user}, {"password", credentials->password}};
+    auto answer = exchange(ep, "/v3/auth/authenticate", request.dump(), from, until, failed);
+    if (!answer) return false;
+    if (answer->kind == EtcdAnswer::Kind::Refused)
+      throw make_error(ErrorKind::Config, "etcd ", ep.name(), ": user ", credentials->user, " refused: ", answer->message);
+    const auto reply = settle(ep, "/v3/auth/authenticate", std::move(*answer), failed);
+    if (!reply) return false;
+    token = string_field(*reply, "token");
+    if (token.empty()) throw bad_reply("/v3/auth/authenticate answered no token");
+    return true;
+  }
+
+  // What one endpoint answered, or nullopt with `failed` saying why nothing came.
+  std::optional<EtcdAnswer> exchange(const Endpoint& ep, const std::string& path, const std::string& body,
+                                     Clock::time_point from, Clock::time_point until, Failed& failed) {
     const auto budget = ms_between(from, until);
     EtcdHttp::Connection connection(*http);
     auto ec = connection.connect(ep.host, ep.port, until);
@@ -249,7 +280,7 @@ struct EtcdClient::Impl {
       failed = {Failure::NotSent, ErrorKind::Io, ec.message()};
       return std::nullopt;
     }
-    if ((ec = connection.post(path, body, until))) {
+    if ((ec = connection.post(path, body, until, token))) {
       // A request not written whole is one etcd never saw whole: the server discards it.
       failed = {Failure::NotSent, ec == beast::error::timeout ? ErrorKind::Timeout : ErrorKind::Io,
                 "request not sent: " + ec.message()};
@@ -271,7 +302,12 @@ struct EtcdClient::Impl {
       return std::nullopt;
     }
 
-    auto answer = classify_etcd_answer(static_cast<int>(res.result_int()), res.body());
+    return classify_etcd_answer(static_cast<int>(res.result_int()), res.body());
+  }
+
+  // An answer as the caller takes it: the reply, nullopt with `failed` for one another member may
+  // answer better, or thrown for one that answers the request for good.
+  std::optional<Json> settle(const Endpoint& ep, const std::string& path, EtcdAnswer answer, Failed& failed) {
     switch (answer.kind) {
       case EtcdAnswer::Kind::Ok: return std::move(answer.reply);
       case EtcdAnswer::Kind::NoLeader: failed = {Failure::NoLeader, ErrorKind::Timeout, answer.message}; break;
@@ -279,7 +315,16 @@ struct EtcdClient::Impl {
       case EtcdAnswer::Kind::Garbled: failed = {Failure::Garbled, ErrorKind::Peer, answer.message}; break;
       case EtcdAnswer::Kind::LeaseGone:
         throw EtcdLeaseGone(detail::concat("etcd ", ep.name(), path, ": ", answer.message));
-      case EtcdAnswer::Kind::Refused: throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", answer.message);
+      case EtcdAnswer::Kind::Refused:
+        // etcd's auth on and no user given: etcd says only this. The configuration is what is wrong.
+        if (!credentials && answer.message.find("permission denied") != std::string::npos)
+          throw make_error(ErrorKind::Config, "etcd ", ep.name(), path, ": ", answer.message,
+                           " (is etcd's auth on? then name this site's password in [control] password_file)");
+        throw make_error(ErrorKind::Peer, "etcd ", ep.name(), path, ": ", answer.message);
+      case EtcdAnswer::Kind::AuthExpired:
+        throw make_error(ErrorKind::Config, "etcd ", ep.name(), path, ": ", answer.message,
+                         credentials ? " (again, with a token just given)"
+                                     : ": etcd's auth is on; name this site's password in [control] password_file");
     }
     return std::nullopt;
   }
@@ -290,6 +335,7 @@ EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>()) {
   check_etcd_scheme(options);
   for (const auto& url : options.endpoints) impl_->endpoints.push_back(parse_endpoint(url));
   impl_->http = std::make_unique<EtcdHttp>(options.tls);
+  impl_->credentials = std::move(options.credentials);
   if (options.timeout.count() <= 0 || options.request_timeout.count() <= 0)
     throw make_error(ErrorKind::Config, "etcd: timeout and request_timeout must be > 0 ms");
   impl_->timeout = options.timeout;
@@ -434,6 +480,15 @@ EtcdClient::MemberStatus EtcdClient::status() {
     return MemberStatus{id_field(*header, "member_id"), id_field(reply, "leader"), string_field(reply, "version"),
                         int_field(reply, "dbSize"), int_field(reply, "raftTerm")};
   });
+}
+
+Json EtcdClient::request(const std::string& path, const Json& body) { return impl_->call(path, body); }
+
+std::string EtcdClient::auth_token(bool renew) {
+  if (renew) impl_->token.clear();
+  // Any request authenticates first when there is no token: the cheapest one, which every user may make.
+  if (impl_->credentials && impl_->token.empty()) impl_->call("/v3/maintenance/status", Json::object());
+  return impl_->token;
 }
 
 }  // namespace meridian

@@ -47,6 +47,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/util/error.hpp"
 #include "sync/control/control_plane.hpp"
 #include "sync/control/etcd_tls.hpp"
@@ -73,6 +75,9 @@ struct EtcdOptions {
   // reachable. Called from whichever thread uses the client.
   std::function<bool()> reachable{};
   std::optional<EtcdTls> tls{};
+  // With etcd's auth on: the user every request is made as. The client authenticates on its first
+  // request and again whenever etcd no longer takes its token (expired, or the auth store changed).
+  std::optional<EtcdCredentials> credentials{};
 };
 
 // The end of the key range that holds every key starting with `prefix` (etcd's range_end).
@@ -137,6 +142,13 @@ class EtcdClient final : public ControlPlane {
     std::int64_t db_size = 0, raft_term = 0;
   };
   MemberStatus status();
+
+  // Any other call of etcd's v3 API (auth and role administration: sync/control/etcd_auth), its
+  // answer as etcd gives it; an etcd error is Error(Peer) naming it.
+  nlohmann::json request(const std::string& path, const nlohmann::json& body);
+  // The token this client's requests carry now, authenticating first if it holds none or `renew`
+  // (etcd refused it); empty without credentials. For the watch, whose stream is made with it.
+  std::string auth_token(bool renew = false);
 
  private:
   struct Impl;

@@ -90,11 +90,12 @@ EtcdHttp::error_code EtcdHttp::Connection::connect(const std::string& host, cons
 }
 
 EtcdHttp::error_code EtcdHttp::Connection::post(const std::string& path, const std::string& json,
-                                                Clock::time_point until) {
+                                                Clock::time_point until, const std::string& token) {
   http::request<http::string_body> req{http::verb::post, path, 11};
   req.set(http::field::host, host_);
   req.set(http::field::content_type, "application/json");
   req.set("Grpc-Metadata-Hasleader", "true");
+  if (!token.empty()) req.set(http::field::authorization, token);
   req.keep_alive(false);  // one request per connection: an answer ends where the member closes it
   req.body() = json;
   req.prepare_payload();

@@ -50,7 +50,10 @@ class EtcdHttp {
     // POSTs `json` to `path`. A member without a leader rejects it at once (gRPC metadata
     // hasleader=true, etcd's WithRequireLeader) instead of holding it for its own 5+ s timeout,
     // and a watch of one that loses its leader is cancelled instead of going silent.
-    error_code post(const std::string& path, const std::string& json, Clock::time_point until);
+    // `token`: etcd's auth token, sent as its gateway takes it (the Authorization header); none
+    // when empty.
+    error_code post(const std::string& path, const std::string& json, Clock::time_point until,
+                    const std::string& token = {});
     // The whole answer, with a body of at most max_body bytes.
     error_code read(boost::beast::http::response<boost::beast::http::string_body>& answer, std::uint64_t max_body,
                     Clock::time_point until);

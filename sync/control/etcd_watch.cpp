@@ -60,7 +60,7 @@ void EtcdWatch::run() {
   int failures = 0;
   while (!stop_) {
     const auto& [host, port] = endpoints_[next++ % endpoints_.size()];
-    const bool established = follow(host, port);
+    const bool established = follow(host, port, failures > 0);
     watching_ = false;
     failures = established ? 0 : failures + 1;
     // At once to the next member after a stream that worked; then 50 ms growing to 1 s.
@@ -70,7 +70,15 @@ void EtcdWatch::run() {
   }
 }
 
-bool EtcdWatch::follow(const std::string& host, const std::string& port) {
+bool EtcdWatch::follow(const std::string& host, const std::string& port, bool renew_token) {
+  // Under etcd's auth the stream is made with the prober's token; after a failure a fresh one, in
+  // case etcd no longer took the old.
+  std::string token;
+  try {
+    token = prober_->auth_token(renew_token);
+  } catch (const Error&) {
+    return false;  // no member gave one: tried again after the pause
+  }
   EtcdHttp& http = stream_->http;
   EtcdHttp::Connection connection(http);
   // Until etcd confirms the watch, a member that took the request but does not answer costs one
@@ -78,7 +86,7 @@ bool EtcdWatch::follow(const std::string& host, const std::string& port) {
   const auto until = EtcdHttp::Clock::now() + options_.request_timeout;
   const Json request = {
       {"create_request", {{"key", base64_encode(prefix_)}, {"range_end", base64_encode(etcd_prefix_end(prefix_))}}}};
-  if (connection.connect(host, port, until) || connection.post("/v3/watch", request.dump(), until) ||
+  if (connection.connect(host, port, until) || connection.post("/v3/watch", request.dump(), until, token) ||
       connection.read_header(until) || connection.status() != 200)
     return false;
 

@@ -56,7 +56,7 @@ class EtcdWatch {
   struct Stream;
   void run();
   // One watch on one endpoint, until its stream ends (false if it never got established) or stop.
-  bool follow(const std::string& host, const std::string& port);
+  bool follow(const std::string& host, const std::string& port, bool renew_token);
   // One message of the stream; false when it ends the watch (cancelled, an error, not etcd's).
   bool handle(const std::string& line);
   // True when the stream should be dropped: twice in a row, a change it did not send.

@@ -55,3 +55,15 @@ TEST_CASE("whatever etcd does not write is Garbled, naming what came") {
   CHECK(classify_etcd_answer(500, R"({"header":{}})").kind == Kind::Garbled);
   CHECK(classify_etcd_answer(503, std::string(1000, 'x')).message.size() < 220);
 }
+
+TEST_CASE("a token etcd no longer takes asks for a new one; a permission denied is final") {
+  CHECK(classify_etcd_answer(401, R"({"error":"etcdserver: invalid auth token","code":16})").kind == Kind::AuthExpired);
+  CHECK(classify_etcd_answer(400, R"({"error":"etcdserver: revision of auth store is old","code":3})").kind ==
+        Kind::AuthExpired);
+  CHECK(classify_etcd_answer(400, R"({"error":"etcdserver: user name is empty","code":3})").kind == Kind::AuthExpired);
+  const auto denied = classify_etcd_answer(403, R"({"error":"etcdserver: permission denied","code":7})");
+  CHECK(denied.kind == Kind::Refused);
+  CHECK(denied.message == "etcdserver: permission denied");
+  CHECK(classify_etcd_answer(400, R"({"error":"etcdserver: authentication failed, invalid user ID or password","code":3})")
+            .kind == Kind::Refused);
+}
