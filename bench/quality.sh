@@ -11,6 +11,9 @@
 #   SEEDS="1 2 3"                     every run once per seed; the table gives the mean and the spread
 #   CORPUS=gutenberg                  the first 8 MB of ../shared/data/gutenberg_en instead of tiny shakespeare
 #   STEPS=600 OUT=runs/quality
+#   SETS="outer.deadline_ms=60000"    more `--set k=v` for every run (space separated). A fixed deadline
+#                                     keeps a busy machine's adaptive one from cutting a late site out
+#                                     of a lockstep version, which makes the run another run
 #
 # Lockstep runs are deterministic: the same build gives the same losses on any machine of this
 # kind. Overlapped runs are not (timing decides which deltas each version merges): give them seeds.
@@ -51,7 +54,7 @@ run() {
     for i in $(seq 1 "$sites"); do printf '[[site]]\nname = "s%s"\n' "$i"; done
   } > "$job"
   local sets=()
-  for kv in "$@"; do sets+=(--set "$kv"); done
+  for kv in ${SETS:-} "$@"; do sets+=(--set "$kv"); done
   "$MERIDIAN" launch "$job" "${sets[@]}" > "$OUT/$name.log" 2>&1 || { echo "$name failed: see $OUT/$name.log" >&2; exit 1; }
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["final_val_loss"], s.get("bytes_per_param_round") or 4, s.get("reduction_vs_sync") or 1)' \
     "$OUT/$name/summary.json"

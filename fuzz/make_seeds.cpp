@@ -233,6 +233,11 @@ void codecs() {
     encode(x, o, out);
     seed("codec", std::string(to_string(o.kind)), with_selector(1, out));
   }
+  // Most of each block kept: Rice parameter 0, gaps of zero, a short tail block.
+  const CodecOptions dense{CodecKind::Sparse, 16, 13};
+  std::vector<std::byte> out(encoded_size(x.size(), dense));
+  encode(x, dense, out);
+  seed("codec", "sparse-dense", with_selector(1, out));
 }
 
 }  // namespace

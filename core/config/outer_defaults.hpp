@@ -14,8 +14,14 @@ struct OuterDefaults {
   std::string why;  // one line for `meridian validate`
 };
 
-// Pure: sites >= 1, inner_steps >= 1 (a caller's bug otherwise).
-OuterDefaults outer_defaults(int sites, int inner_steps);
+// Pure: sites >= 1, inner_steps >= 1 (a caller's bug otherwise). `sparse`: the job's deltas go
+// through the sparse codec, whose mean of the sites' few kept entries calls for a longer step.
+OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse = false);
+
+// What a sparse job's density is derived from where the job file leaves it out: the bytes a round
+// may send per parameter (the sparse row of issue 15; about 2,000x less than synchronous fp32
+// training at H = 50).
+inline constexpr double kSparseBytesPerValue = 0.1;
 
 // How many steps an overlapping site trains past a round's end before it waits for that round's
 // commit, where the job file does not say: a tenth of the round, at least one.

@@ -7,6 +7,7 @@
 #include "core/config/outer_defaults.hpp"
 #include "core/config/resolver.hpp"
 #include "core/model/param_layout.hpp"
+#include "sync/codec/codec.hpp"
 
 namespace meridian::config_detail {
 
@@ -71,6 +72,7 @@ void resolve_control_tls(Resolver& r, JobConfig& c) {
   r.read_path(k.ca_file, "control", "ca_file");
   r.read_path(k.cert_file, "control", "cert_file");
   r.read_path(k.key_file, "control", "key_file");
+  r.read_path(k.password_file, "control", "password_file");
   const int given = k.ca_file.has_value() + k.cert_file.has_value() + k.key_file.has_value();
   if (given != 0 && given != 3) {
     r.add(r.table_origin("control"), "control.ca_file",
@@ -250,7 +252,8 @@ namespace {
 // DiLoCo's outer settings the job file left out, from its shape (core/config/outer_defaults.hpp).
 void derive_outer(const Resolver& r, JobConfig& c) {
   if (c.outer.algorithm == Outer::Algorithm::Sync || c.sites.size() < 2) return;
-  const auto d = outer_defaults(static_cast<int>(c.sites.size()), c.outer.inner_steps);
+  const bool sparse = c.outer.codec == Outer::Codec::Sparse;
+  const auto d = outer_defaults(static_cast<int>(c.sites.size()), c.outer.inner_steps, sparse);
   const auto note = [&](const char* key, double value) {
     std::ostringstream line;
     line << key << " = " << value << " (" << d.why << ")";
@@ -263,6 +266,14 @@ void derive_outer(const Resolver& r, JobConfig& c) {
   if (!r.find("outer.momentum")) {
     c.outer.momentum = d.momentum;
     note("outer.momentum", d.momentum);
+  }
+  if (sparse && !r.find("outer.density") && c.outer.block <= kSparseMaxBlock) {
+    const int keep = sparse_keep_within(c.outer.block, kSparseBytesPerValue);
+    c.outer.density = static_cast<double>(std::max(keep, 1)) / c.outer.block;
+    std::ostringstream line;
+    line << "outer.density = " << c.outer.density << " (" << std::max(keep, 1) << " of each block of " << c.outer.block
+         << ": the most that fits " << kSparseBytesPerValue << " byte a parameter a round)";
+    c.derived.push_back(line.str());
   }
   if (c.outer.overlap && !r.find("outer.overlap_steps")) {
     c.outer.overlap_steps = overlap_steps_default(c.outer.inner_steps);

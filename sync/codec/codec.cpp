@@ -34,9 +34,9 @@ std::string_view to_string(CodecKind kind) {
 
 namespace {
 
-// Sparse is at 2 since its positions became Rice-coded gaps (1 had u16 positions): a peer on the
-// old layout is refused by name rather than by a size mismatch.
-std::uint8_t format_version(CodecKind kind) { return kind == CodecKind::Sparse ? 2 : 1; }
+// Sparse is at 3 (1: u16 positions and two levels; 2: Rice-coded gaps and two levels; 3: one
+// level and signs): a peer on an old layout is refused by name rather than misread.
+std::uint8_t format_version(CodecKind kind) { return kind == CodecKind::Sparse ? 3 : 1; }
 
 bool is_blockwise(CodecKind kind) {
   return kind == CodecKind::Int8 || kind == CodecKind::Int4 || kind == CodecKind::Sparse;

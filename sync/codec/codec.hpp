@@ -3,7 +3,7 @@
 // step 2). A delta is a flat fp32 vector; what travels is a self-describing byte string.
 //
 // Wire format, all little-endian (the host must be little-endian; checked at compile time):
-//   header, 16 bytes: u8 kind | u8 format version (2 for sparse, 1 for the others) | u16 keep |
+//   header, 16 bytes: u8 kind | u8 format version (3 for sparse, 1 for the others) | u16 keep |
 //     u32 block | u64 n
 //     block is 0 for fp32 and bf16 (no scales), the elements per scale for int8 and int4, the
 //     elements per selection for sparse; keep is the entries sparse keeps per block, 0 otherwise.
@@ -16,17 +16,15 @@
 //         complement, low nibble first) of byte i/2; scale = max|x| / 7, q in [-7, 7]. block
 //         must be even so that every block owns whole bytes (blocks are coded in parallel).
 //   sparse: per block of len = min(block, what is left) values, kept = min(keep, len) of them:
-//         f32 lo | f32 hi | the positions' Rice code in ceil(P/8) bytes | ceil(kept/4) bytes of
-//         2-bit codes, entry j at bits 2(j%4) of byte j/4, bit 0 the sign (1: negative), bit 1
-//         the magnitude (1: hi, 0: lo); unused bits zero. The Rice code, bits least significant
-//         first: for each kept position p_j, ascending, its gap g_j = p_j - p_{j-1} - 1 (g_0 = p_0)
-//         as g_j >> r zero bits, a one bit, then the low r bits of g_j; then zero bits to the
-//         slot's end. r is the least r in [0, 16] minimizing P = kept(r+1) + ((len-kept) >> r),
-//         the code's longest length (the gaps sum to at most len - kept). The kept entries are
-//         those of largest magnitude (ties to the lower position); lo and hi are the mean
-//         magnitudes of the kept entries below and above the middle of their range. The rest
-//         decode as zero: it is for error feedback to carry on. block <= 65536,
-//         1 <= keep <= min(block, 65535).
+//         f32 level | the positions' Rice code in ceil(P/8) bytes | ceil(kept/8) bytes of signs,
+//         entry j's at bit j%8 of byte j/8 (1: negative); unused bits zero. The Rice code, bits
+//         least significant first: for each kept position p_j, ascending, its gap g_j = p_j -
+//         p_{j-1} - 1 (g_0 = p_0) as g_j >> r zero bits, a one bit, then the low r bits of g_j;
+//         then zero bits to the slot's end. r is the least r in [0, 16] minimizing P = kept(r+1) +
+//         ((len-kept) >> r), the code's longest length (the gaps sum to at most len - kept). The
+//         kept entries are those of largest magnitude (ties to the lower position), each decoded
+//         as its sign times the level, the mean of their magnitudes. The rest decode as zero: it
+//         is for error feedback to carry on. block <= 65536, 1 <= keep <= min(block, 65535).
 // A block whose scale would be subnormal is coded by division instead of by the reciprocal
 // (which would overflow), so its error bound carries an absolute slack of ~64 x denorm_min.
 //
@@ -67,6 +65,10 @@ std::size_t encoded_size(std::size_t n, const CodecOptions& options);
 // Encodes x into out; out.size() must equal encoded_size(x.size(), options) (a caller bug
 // otherwise). Error(Data) on non-finite input, after which out holds unspecified bytes.
 void encode(std::span<const float> x, const CodecOptions& options, std::span<std::byte> out);
+
+// The most entries a sparse block of `block` values may keep within bytes_per_value x block bytes
+// (0 when not even one fits); block in [1, kSparseMaxBlock] (a caller bug otherwise).
+int sparse_keep_within(int block, double bytes_per_value);
 
 // Decodes into y, whose size must equal the encoded n; Error(Peer) on anything malformed.
 void decode(std::span<const std::byte> in, std::span<float> y);

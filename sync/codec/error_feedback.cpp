@@ -6,12 +6,16 @@
 
 namespace meridian {
 
-ErrorFeedback::ErrorFeedback(std::size_t n) : residual_(n, 0.0f), sent_(n) {}
+float feedback_decay(CodecKind kind) { return kind == CodecKind::Sparse ? 0.95f : 1.0f; }
+
+ErrorFeedback::ErrorFeedback(std::size_t n, float decay) : decay_(decay), residual_(n, 0.0f), sent_(n) {
+  MERIDIAN_CHECK(decay >= 0.0f && decay <= 1.0f, "error feedback decay ", decay);
+}
 
 std::vector<std::byte> ErrorFeedback::encode(std::span<const float> x, const CodecOptions& options) {
   MERIDIAN_CHECK(x.size() == residual_.size(), "error feedback over ", residual_.size(), " values got ", x.size());
   const std::size_t n = x.size();
-  for (std::size_t i = 0; i < n; ++i) sent_[i] = x[i] + residual_[i];
+  for (std::size_t i = 0; i < n; ++i) sent_[i] = x[i] + decay_ * residual_[i];
   std::vector<std::byte> bytes(encoded_size(n, options));
   meridian::encode(sent_, options, bytes);
   // The old residual is folded into sent_, so its storage receives the decoded value.

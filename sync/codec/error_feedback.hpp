@@ -10,12 +10,18 @@
 
 namespace meridian {
 
+// How much of the residual a codec's next delta carries (the rest is dropped). Sparse: 0.95
+// (SparseLoCo's beta): its residual holds rounds-old progress that the site's weights keep too
+// (OuterState::rebase), and fading it pulls the sites back toward the version; 1 at 0.9 and 0.95
+// measured +1.7% and +1.2% over 0.95's loss (docs/quality.md). The others: 1, nothing dropped.
+float feedback_decay(CodecKind kind);
+
 class ErrorFeedback {
  public:
-  explicit ErrorFeedback(std::size_t n);
+  explicit ErrorFeedback(std::size_t n, float decay = 1.0f);
 
-  // Sends t = x + residual and keeps residual = t - decode(encode(t)). x.size() must be n. On
-  // Error(Data) (non-finite x) the residual is left as it was.
+  // Sends t = x + decay x residual and keeps residual = t - decode(encode(t)). x.size() must be
+  // n. On Error(Data) (non-finite x) the residual is left as it was.
   std::vector<std::byte> encode(std::span<const float> x, const CodecOptions& options);
 
   std::span<const float> residual() const { return residual_; }
@@ -24,6 +30,7 @@ class ErrorFeedback {
   void restore(std::span<const float> residual);
 
  private:
+  float decay_;
   std::vector<float> residual_;
   std::vector<float> sent_;  // scratch: x + residual, then its decoded value
 };

@@ -1,12 +1,15 @@
 // The sparse codec (SparseLoCo-style, Sarfi et al. 2025): per block the `keep` entries of largest
-// magnitude, each as a Rice-coded gap to the previous position and two bits (wire format in
-// codec.hpp). What it leaves out is what error feedback carries into the next round: without it
-// most of every delta would be lost.
+// magnitude, each as a Rice-coded gap to the previous position and its sign, at the mean kept
+// magnitude of the block (wire format in codec.hpp). What it leaves out, and what the one level
+// gets wrong, is what error feedback carries into the next round: without it most of every delta
+// would be lost.
 //
 // Why Rice codes in a fixed-size slot: a kept entry at density d costs about log2(1/d) + 2 bits
 // for its gap instead of a 16-bit position, so the same bytes carry 2-3x the entries; and the gaps
 // of `kept` ascending positions in a block of `len` sum to at most len - kept, which bounds the
 // code's length, so every block's bytes (and a delta's) still depend on n, block and keep only.
+// Why one level and a sign: at equal bytes, the entries a second level's bit would cost trained
+// better than the finer values (docs/quality.md, "The sparse codec at 0.1 byte").
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -15,37 +18,19 @@
 #include <vector>
 
 #include "core/util/error.hpp"
+#include "sync/codec/codec.hpp"
 #include "sync/codec/codec_impl.hpp"
 
 namespace meridian {
 namespace {
 
-constexpr std::size_t kLevelBytes = 8;  // f32 lo | f32 hi
+constexpr std::size_t kLevelBytes = 4;  // f32: the block's one magnitude
 
-struct Levels {
-  float lo = 0, hi = 0, split = 0;  // a kept magnitude above `split` is coded as hi, else as lo
-};
-
-// Two magnitudes for the kept entries: the mean of those in the lower half of their range and
-// the mean of those in the upper half, so each coded value is within half that range of the truth.
-Levels levels_of(const float* x, const std::uint16_t* index, std::size_t kept) {
-  float least = std::abs(x[index[0]]), most = least;
-  for (std::size_t j = 1; j < kept; ++j) {
-    least = std::min(least, std::abs(x[index[j]]));
-    most = std::max(most, std::abs(x[index[j]]));
-  }
-  Levels out;
-  out.split = least + 0.5f * (most - least);
-  double sum_lo = 0, sum_hi = 0;
-  std::size_t n_lo = 0, n_hi = 0;
-  for (std::size_t j = 0; j < kept; ++j) {
-    const float a = std::abs(x[index[j]]);
-    if (a > out.split) sum_hi += a, ++n_hi;
-    else sum_lo += a, ++n_lo;
-  }
-  out.lo = static_cast<float>(n_lo ? sum_lo / static_cast<double>(n_lo) : 0.0);
-  out.hi = static_cast<float>(n_hi ? sum_hi / static_cast<double>(n_hi) : out.lo);
-  return out;
+// The mean magnitude of the kept entries: what minimizes the squared error of sign x level.
+float level_of(const float* x, const std::uint16_t* index, std::size_t kept) {
+  double sum = 0;
+  for (std::size_t j = 0; j < kept; ++j) sum += std::abs(x[index[j]]);
+  return static_cast<float>(sum / static_cast<double>(kept));
 }
 
 // Bits of the position code with Rice parameter r at its longest: kept terminators and r-bit
@@ -66,7 +51,7 @@ std::size_t position_bytes(std::size_t len, std::size_t kept) {
   return (position_bits(len, kept, rice_parameter(len, kept)) + 7) / 8;
 }
 
-std::size_t code_bytes(std::size_t kept) { return (kept + 3) / 4; }
+std::size_t sign_bytes(std::size_t kept) { return (kept + 7) / 8; }
 
 // Least significant bit first. The writer's slot is zeroed beforehand; it never passes its end
 // (position_bits bounds what it is given).
@@ -157,14 +142,10 @@ const char* read_positions(const std::uint8_t* in, std::size_t len, std::size_t 
   return nullptr;
 }
 
-void write_codes(const float* x, const std::uint16_t* index, std::size_t kept, const Levels& levels,
-                 std::uint8_t* codes) {
-  std::memset(codes, 0, code_bytes(kept));
-  for (std::size_t j = 0; j < kept; ++j) {
-    const float v = x[index[j]];
-    const unsigned code = (std::signbit(v) ? 1u : 0u) | (std::abs(v) > levels.split ? 2u : 0u);
-    codes[j / 4] = static_cast<std::uint8_t>(codes[j / 4] | (code << (2 * (j % 4))));
-  }
+void write_signs(const float* x, const std::uint16_t* index, std::size_t kept, std::uint8_t* signs) {
+  std::memset(signs, 0, sign_bytes(kept));
+  for (std::size_t j = 0; j < kept; ++j)
+    if (std::signbit(x[index[j]])) signs[j / 8] = static_cast<std::uint8_t>(signs[j / 8] | (1u << (j % 8)));
 }
 
 // The block's positions of largest magnitude (ties to the lower position, so the bytes depend on
@@ -186,32 +167,26 @@ bool select(const float* x, std::size_t len, std::size_t kept, std::vector<std::
 bool encode_block(const float* x, std::size_t len, std::size_t kept, std::byte* out) {
   std::vector<std::uint16_t> order;
   if (!select(x, len, kept, order)) return false;
-  const Levels levels = levels_of(x, order.data(), kept);
-  std::memcpy(out, &levels.lo, 4);
-  std::memcpy(out + 4, &levels.hi, 4);
+  const float level = level_of(x, order.data(), kept);
+  std::memcpy(out, &level, 4);
   auto* positions = reinterpret_cast<std::uint8_t*>(out + kLevelBytes);
   write_positions(order.data(), len, kept, positions);
-  write_codes(x, order.data(), kept, levels, positions + position_bytes(len, kept));
+  write_signs(x, order.data(), kept, positions + position_bytes(len, kept));
   return true;
 }
 
 // Why a block's bytes are malformed, or nullptr; writes its values into y (len of them).
 const char* decode_block(const std::byte* in, std::size_t len, std::size_t kept, float* y) {
-  float lo, hi;
-  std::memcpy(&lo, in, 4);
-  std::memcpy(&hi, in + 4, 4);
-  if (!std::isfinite(lo) || !std::isfinite(hi) || lo < 0 || hi < 0) return "a level is negative or not finite";
+  float level;
+  std::memcpy(&level, in, 4);
+  if (!std::isfinite(level) || level < 0) return "the level is negative or not finite";
   std::vector<std::uint16_t> index(kept);
   const auto* positions = reinterpret_cast<const std::uint8_t*>(in + kLevelBytes);
   if (const char* problem = read_positions(positions, len, kept, index.data())) return problem;
-  const auto* codes = positions + position_bytes(len, kept);
+  const auto* signs = positions + position_bytes(len, kept);
   std::fill(y, y + len, 0.0f);
-  for (std::size_t j = 0; j < kept; ++j) {
-    const unsigned code = (codes[j / 4] >> (2 * (j % 4))) & 3u;
-    const float magnitude = (code & 2u) ? hi : lo;
-    y[index[j]] = (code & 1u) ? -magnitude : magnitude;
-  }
-  if (kept % 4 != 0 && (codes[kept / 4] >> (2 * (kept % 4))) != 0) return "unused code bits are set";
+  for (std::size_t j = 0; j < kept; ++j) y[index[j]] = ((signs[j / 8] >> (j % 8)) & 1u) ? -level : level;
+  if (kept % 8 != 0 && (signs[kept / 8] >> (kept % 8)) != 0) return "unused sign bits are set";
   return nullptr;
 }
 
@@ -221,7 +196,18 @@ std::size_t kept_in(std::size_t len, std::size_t keep) { return std::min(len, ke
 
 std::size_t sparse_block_bytes(std::size_t len, std::size_t keep) {
   const std::size_t kept = kept_in(len, keep);
-  return kLevelBytes + position_bytes(len, kept) + code_bytes(kept);
+  return kLevelBytes + position_bytes(len, kept) + sign_bytes(kept);
+}
+
+int sparse_keep_within(int block, double bytes_per_value) {
+  MERIDIAN_CHECK(block >= 1 && block <= kSparseMaxBlock, "block=", block);
+  // A block's bytes grow with keep (every Rice parameter's longest code does), so the first keep
+  // over the budget ends the search.
+  const auto len = static_cast<std::size_t>(block);
+  const double budget = bytes_per_value * static_cast<double>(block);
+  std::size_t keep = 0;
+  while (keep < std::min<std::size_t>(len, 0xFFFF) && static_cast<double>(sparse_block_bytes(len, keep + 1)) <= budget) ++keep;
+  return static_cast<int>(keep);
 }
 
 std::size_t sparse_size(std::size_t n, std::size_t block, std::size_t keep) {

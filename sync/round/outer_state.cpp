@@ -40,7 +40,7 @@ OuterState::OuterState(std::span<const float> initial, OuterOptions outer, Codec
   for (const auto& f : plan_) {
     encoded_size(f.size, codec);  // Error(Config) now rather than at the first round
     optimizers_.emplace_back(f.size, outer);
-    if (error_feedback) feedback_.emplace_back(f.size);
+    if (error_feedback) feedback_.emplace_back(f.size, feedback_decay(codec.kind));
   }
 }
 

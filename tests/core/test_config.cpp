@@ -7,6 +7,7 @@
 #include "core/config/outer_defaults.hpp"
 #include "core/config/wan_profiles.hpp"
 #include "core/util/error.hpp"
+#include "sync/codec/codec.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
@@ -606,6 +607,30 @@ TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves 
   CHECK(load_ok(write(dir / "one.toml", kData)).derived.empty());
   CHECK(load_ok(write(dir / "muon.toml", kData + "[inner]\noptimizer = \"muon\"\nmuon_momentum = 0.9\n")).inner.muon_momentum ==
         0.9);
+}
+
+TEST_CASE("a sparse job's density follows its byte budget and its outer lr the codec, a setting wins") {
+  TempDir dir("config");
+  const std::string sites = "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n[[site]]\nname = \"c\"\n";
+  const std::string sparse = "[outer]\ncodec = \"sparse\"\n";
+  const JobConfig derived = load_ok(write(dir / "sparse.toml", kData + sparse + sites));
+  const int keep = sparse_keep_within(512, kSparseBytesPerValue);
+  CHECK(derived.outer.sparse_keep() == keep);
+  CHECK(derived.outer.density == doctest::Approx(keep / 512.0));
+  CHECK(derived.outer.lr == outer_defaults(3, 50, true).lr);
+  CHECK(derived.outer.lr > outer_defaults(3, 50).lr);
+  bool noted = false;
+  for (const auto& line : derived.derived)
+    noted = noted || (line.starts_with("outer.density = ") && line.find("0.1 byte") != std::string::npos);
+  CHECK(noted);
+  // Another block, another keep; the budget holds at both.
+  const JobConfig wide = load_ok(write(dir / "wide.toml", kData + sparse + "block = 4096\n" + sites));
+  CHECK(wide.outer.sparse_keep() == sparse_keep_within(4096, kSparseBytesPerValue));
+  const JobConfig set = load_ok(write(dir / "set.toml", kData + sparse + "density = 0.03\nlr = 0.7\n" + sites));
+  CHECK(set.outer.density == 0.03);
+  CHECK(set.outer.lr == 0.7);
+  for (const auto& line : set.derived) CHECK_FALSE(line.starts_with("outer.density"));
+  CHECK(load_ok(write(dir / "int8.toml", kData + sites)).outer.density == JobConfig{}.outer.density);
 }
 
 TEST_CASE("the overlap's bound follows H when the file leaves it out, a setting wins, lockstep derives none") {

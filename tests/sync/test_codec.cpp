@@ -323,7 +323,7 @@ TEST_CASE("error feedback: residual, reset and a refused round") {
 const CodecOptions kSparse{CodecKind::Sparse, 512, 15};
 
 // The wire format's sizes, restated from codec.hpp: the Rice code's longest length P for the
-// parameter that minimizes it, in whole bytes, between the levels and the 2-bit codes.
+// parameter that minimizes it, in whole bytes, between the level and the signs.
 std::size_t rice_bits(std::size_t len, std::size_t kept) {
   std::size_t best = SIZE_MAX;
   for (int r = 0; r <= 16; ++r) best = std::min(best, kept * (r + 1) + ((len - kept) >> r));
@@ -331,7 +331,7 @@ std::size_t rice_bits(std::size_t len, std::size_t kept) {
 }
 std::size_t sparse_block(std::size_t len, std::size_t keep) {
   const std::size_t kept = std::min(len, keep);
-  return 8 + (rice_bits(len, kept) + 7) / 8 + (kept + 3) / 4;
+  return 4 + (rice_bits(len, kept) + 7) / 8 + (kept + 7) / 8;
 }
 
 // The positions y holds a nonzero at, and the top-k positions of x (ties to the lower position).
@@ -350,14 +350,14 @@ std::vector<std::size_t> top(std::span<const float> x, std::size_t k) {
   return order;
 }
 
-TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zero elsewhere, under 0.1 byte a value") {
+TEST_CASE("sparse: the largest entries of each block with their signs, one level, zero elsewhere, under 0.1 byte a value") {
   CHECK(parse_codec("sparse") == CodecKind::Sparse);
   const std::size_t n = 100003;  // 195 blocks, and a short last one of 163 values that keeps 15 too
   const auto x = normal(n, 21);
   const auto bytes = encoded(x, kSparse);
   CHECK(bytes.size() == encoded_size(n, kSparse));
   CHECK(encoded_size(n, kSparse) == 16 + 195 * sparse_block(512, 15) + sparse_block(163, 15));
-  CHECK(static_cast<double>(bytes.size()) / n < 0.06);
+  CHECK(static_cast<double>(bytes.size()) / n < 0.05);
   CHECK(encoded(x, kSparse) == bytes);  // deterministic
   std::vector<float> y(n);
   decode(bytes, y);
@@ -367,10 +367,10 @@ TEST_CASE("sparse: the largest entries of each block, ascending, two levels, zer
     CHECK(nonzero(yb) == top(xb, 15));
     for (std::size_t i : nonzero(yb)) CHECK(std::signbit(yb[i]) == std::signbit(xb[i]));
   }
-  // Two levels, the means of the kept magnitudes below and above the middle of their range.
+  // One level, the mean of the kept magnitudes, with each kept entry's sign.
   const std::vector<float> block{0.0f, 4.0f, -1.0f, 0.5f, -3.0f, 0.0f, 2.0f, 0.1f};
   CHECK(round_trip(block, {CodecKind::Sparse, 8, 4}) ==
-        std::vector<float>{0.0f, 3.5f, -1.5f, 0.0f, -3.5f, 0.0f, 1.5f, 0.0f});
+        std::vector<float>{0.0f, 2.5f, -2.5f, 0.0f, -2.5f, 0.0f, 2.5f, 0.0f});
   // Ties go to the lower position.
   CHECK(round_trip(std::vector<float>{1, 1, 1, 1}, {CodecKind::Sparse, 4, 2}) == std::vector<float>{1, 1, 0, 0});
 }
@@ -407,22 +407,33 @@ TEST_CASE("sparse: Rice-coded positions round-trip at every density, the extreme
   }
 }
 
-TEST_CASE("sparse: a kept entry costs about log2(1/density) + 5 bits, so 9% of 512 fits 0.1 byte a value") {
+TEST_CASE("sparse: a kept entry costs about log2(1/density) + 4 bits; the most that fits a budget") {
   for (std::size_t len : {512u, 4096u, 65536u}) {
     for (double density : {0.01, 0.03, 0.1, 0.3}) {
       const auto keep = static_cast<std::size_t>(std::lround(density * static_cast<double>(len)));
       const std::size_t bytes = encoded_size(len, {CodecKind::Sparse, static_cast<int>(len), static_cast<int>(keep)});
-      // Levels and header aside: the gap (Rice: at most log2(len/kept) + 3 bits), the two value bits,
+      // Level and header aside: the gap (Rice: at most log2(len/kept) + 3 bits), the sign bit,
       // and at most a byte of padding in each of the two parts.
-      const double per_entry = (8.0 * static_cast<double>(bytes - 16 - 8) - 16.0) / static_cast<double>(keep);
+      const double per_entry = (8.0 * static_cast<double>(bytes - 16 - 4) - 16.0) / static_cast<double>(keep);
       CAPTURE(len);
       CAPTURE(density);
-      CHECK(per_entry <= std::log2(1.0 / density) + 5.0);
+      CHECK(per_entry <= std::log2(1.0 / density) + 4.0);
     }
   }
-  // The job's block with 9% kept: under 0.1 byte a value, where 16-bit positions needed 0.24.
-  const std::size_t n = 834304;  // the reference model's parameters
-  CHECK(static_cast<double>(encoded_size(n, {CodecKind::Sparse, 512, 46})) / static_cast<double>(n) < 0.1);
+  // The most that fits a budget: one more entry would not. 16-bit positions and two 2-bit levels
+  // (format 1) fitted 15 of 512 at 0.082 byte a value.
+  for (int block : {2, 64, 512, 4096}) {
+    CAPTURE(block);
+    const int keep = sparse_keep_within(block, 0.1);
+    const auto cost = [&](int k) { return static_cast<double>(encoded_size(block, {CodecKind::Sparse, block, k}) - 16); };
+    if (keep > 0) CHECK(cost(keep) <= 0.1 * block);
+    if (keep < block) CHECK(cost(keep + 1) > 0.1 * block);
+  }
+  CHECK(sparse_keep_within(512, 0.1) >= 60);  // over 11%, 4x format 1's entries for 0.1 byte
+  CHECK(sparse_keep_within(512, 0.001) == 0);
+  const std::size_t n = 834304;  // the reference model's parameters: the header is noise
+  const int keep = sparse_keep_within(512, 0.1);
+  CHECK(static_cast<double>(encoded_size(n, {CodecKind::Sparse, 512, keep})) / static_cast<double>(n) <= 0.1);
 }
 
 TEST_CASE("sparse: invalid options, non-finite input and malformed positions or levels") {
@@ -436,9 +447,9 @@ TEST_CASE("sparse: invalid options, non-finite input and malformed positions or 
   CHECK(error_kind([&] { encoded(x, kSparse); }, &message) == ErrorKind::Data);
   CHECK(message.find("index 1500") != std::string::npos);
 
-  // Blocks of 26 bytes after the header: levels, 14 bytes of positions (r = 5), 4 of codes.
-  REQUIRE(sparse_block(512, 15) == 26);
-  const std::size_t stride = 26, positions = 8, codes = 8 + 14;
+  // Blocks of 20 bytes after the header: the level, 14 bytes of positions (r = 5), 2 of signs.
+  REQUIRE(sparse_block(512, 15) == 20);
+  const std::size_t stride = 20, positions = 4, signs = 4 + 14;
   const auto good = encoded(normal(1000, 4), kSparse);
   auto peer = [](std::vector<std::byte> bytes, const char* expect) {
     std::vector<float> y(1000);
@@ -454,8 +465,8 @@ TEST_CASE("sparse: invalid options, non-finite input and malformed positions or 
     std::memset(b.data() + at, v, count);
     return b;
   };
-  peer(put(good, 16 + stride, -1.0f), "block 1: a level is negative or not finite");
-  peer(put(good, 16 + 4, std::numeric_limits<float>::infinity()), "block 0: a level");
+  peer(put(good, 16 + stride, -1.0f), "block 1: the level is negative or not finite");
+  peer(put(good, 16, std::numeric_limits<float>::infinity()), "block 0: the level");
   // No terminating one bit: the first quotient runs off the slot (block 1 holds the last 488 values).
   peer(fill(good, 16 + stride + positions, 13, 0x00), "block 1: the position code runs past its bytes");
   // One bit at 20: a quotient of 20 with r = 5 is a gap of 640, past the 512 values.
@@ -463,11 +474,33 @@ TEST_CASE("sparse: invalid options, non-finite input and malformed positions or 
        "block 0: a position lies past the block");
   // All ones: gaps of 31, fifteen positions below 512, then set bits where the code has ended.
   peer(fill(good, 16 + positions, 14, 0xFF), "block 0: unused position bits are set");
-  peer(put(good, 16 + codes + 3, std::uint8_t{0xFF}), "unused code bits");  // 15 codes: the last 2 bits unused
+  peer(put(good, 16 + signs + 1, std::uint8_t{0xFF}), "unused sign bits");  // 15 signs: the last bit unused
   peer(put(good, 2, std::uint16_t{0}), "keeps entries outside");
   peer(put(good, 2, std::uint16_t{40}), "bytes, expected");  // another keep: another size
-  peer(put(good, 1, std::uint8_t{1}), "format version 1");   // the 16-bit positions' layout
+  peer(put(good, 1, std::uint8_t{1}), "format version 1");   // 16-bit positions, two levels
+  peer(put(good, 1, std::uint8_t{2}), "format version 2");   // Rice-coded positions, two levels
   // Random corruption: "corrupted bytes decode to finite values or a peer error" covers sparse too.
+}
+
+TEST_CASE("error feedback with decay carries that share of the residual, and no more") {
+  const std::size_t n = 2048;
+  const auto x = normal(n, 51);
+  ErrorFeedback full(n), faded(n, 0.5f);
+  full.encode(x, kSparse);
+  faded.encode(x, kSparse);
+  REQUIRE(std::vector<float>(full.residual().begin(), full.residual().end()) ==
+          std::vector<float>(faded.residual().begin(), faded.residual().end()));
+  const std::vector<float> first(faded.residual().begin(), faded.residual().end());
+  const std::vector<float> zero(n, 0.0f);
+  std::vector<float> sent_full(n), sent_faded(n);
+  decode(full.encode(zero, kSparse), sent_full);
+  decode(faded.encode(zero, kSparse), sent_faded);
+  // What went out plus what is left is the carried residual: all of it, or half.
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(sent_full[i] + full.residual()[i] == doctest::Approx(first[i]));
+    CHECK(sent_faded[i] + faded.residual()[i] == doctest::Approx(0.5f * first[i]));
+  }
+  CHECK_THROWS_AS(ErrorFeedback(4, 1.5f), InvariantError);
 }
 
 TEST_CASE("sparse with error feedback: what a round leaves out is sent later, the sent sum tracks the truth") {

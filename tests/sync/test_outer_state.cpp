@@ -97,26 +97,31 @@ TEST_CASE("a round goes on from where the last one ended and is rebased onto eac
 TEST_CASE("sparse: the residual stays in the site's weights, each delta is sent once, the end drops it") {
   const auto initial = ramp(512, 0.1f);
   OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Sparse, 64, 4}, true);
-  std::vector<float> step(initial.size()), sent(initial.size()), total_sent(initial.size());
+  const double decay = feedback_decay(CodecKind::Sparse);
+  std::vector<float> step(initial.size()), sent(initial.size());
+  std::vector<double> total_sent(initial.size()), trained(initial.size()), faded(initial.size());
   auto local = initial;
   for (int round = 1; round <= 3; ++round) {
+    std::vector<double> unsent(local.size());  // the residual, which the weights hold: global - local
+    for (std::size_t i = 0; i < local.size(); ++i) unsent[i] = static_cast<double>(state.global()[i]) - local[i];
     for (std::size_t i = 0; i < step.size(); ++i) step[i] = 1e-3f * static_cast<float>((i * 7 + round) % 61 + 1);
-    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= step[i];
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= step[i], trained[i] += step[i];
     const auto before = local;
     decode(state.encode_delta(local), sent);
     for (std::size_t i = 0; i < sent.size(); ++i) total_sent[i] += sent[i];
     // One site: the commit moves the global weights by what it sent (lr 1, no momentum).
     state.commit(round, state.preview(sent));
     state.rebase(local);
-    // global - residual, the residual being what it has not sent: the weights it trained to.
+    // global - residual: the weights it trained to, less the share of the old residual that faded.
     for (std::size_t i = 0; i < local.size(); ++i) {
-      REQUIRE(local[i] == doctest::Approx(before[i]).epsilon(1e-6));
+      REQUIRE(local[i] == doctest::Approx(before[i] + (1 - decay) * unsent[i]).epsilon(1e-6));
       REQUIRE(state.start()[i] == local[i]);
+      faded[i] += (1 - decay) * unsent[i];
     }
   }
-  // Every round's progress went out once or waits in the residual: nothing was sent twice.
+  // Every round's progress went out once, faded, or waits in the residual: nothing was sent twice.
   for (std::size_t i = 0; i < local.size(); ++i)
-    CHECK(total_sent[i] + (state.global()[i] - local[i]) == doctest::Approx(initial[i] - local[i]).epsilon(1e-5));
+    CHECK(total_sent[i] + faded[i] + (state.global()[i] - local[i]) == doctest::Approx(trained[i]).epsilon(1e-5));
   state.end_feedback();
   state.commit(4, state.preview(std::vector<float>(initial.size(), 0.0f)));
   state.rebase(local);
