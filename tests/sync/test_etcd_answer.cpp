@@ -56,7 +56,7 @@ TEST_CASE("whatever etcd does not write is Garbled, naming what came") {
   CHECK(classify_etcd_answer(503, std::string(1000, 'x')).message.size() < 220);
 }
 
-TEST_CASE("a token etcd no longer takes asks for a new one; a permission denied is final") {
+TEST_CASE("a token etcd no longer takes asks for a new one, a permission denied is final") {
   CHECK(classify_etcd_answer(401, R"({"error":"etcdserver: invalid auth token","code":16})").kind == Kind::AuthExpired);
   CHECK(classify_etcd_answer(400, R"({"error":"etcdserver: revision of auth store is old","code":3})").kind ==
         Kind::AuthExpired);
