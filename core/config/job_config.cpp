@@ -265,7 +265,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "lease_ttl_s = " << c.control.lease_ttl_s << "\n"
       << "keepalive_ms = " << c.control.keepalive_ms << "\n";
   for (const auto& [key, file] : {std::pair{"ca_file", &c.control.ca_file}, std::pair{"cert_file", &c.control.cert_file},
-                                  std::pair{"key_file", &c.control.key_file}})
+                                  std::pair{"key_file", &c.control.key_file}, std::pair{"password_file", &c.control.password_file}})
     if (*file) out << key << " = " << quote((*file)->string()) << "\n";
   for (const auto& site : c.sites) {
     out << "\n[[site]]\n"

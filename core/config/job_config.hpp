@@ -227,6 +227,9 @@ struct JobConfig {
     // Mutual TLS with etcd: the job's CA, and this site's certificate and private key ("{site}" in
     // a path stands for the site's name), as `meridian keys` writes them. All three or none.
     std::optional<std::filesystem::path> ca_file, cert_file, key_file;
+    // With etcd's auth on: this site's password ("{site}" as above); its user is
+    // meridian/<job>/<site> (sync/control/etcd_auth.hpp), its role the job's.
+    std::optional<std::filesystem::path> password_file;
     // A dead site's membership key lapses ~5 s after its last keep-alive; one keep-alive a second
     // leaves a healthy site four misses to spare.
     int lease_ttl_s = 5;

@@ -12,6 +12,7 @@
 #include "sites/cli/commands.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
+#include "sync/control/etcd_auth.hpp"
 
 namespace meridian::cli {
 
@@ -49,8 +50,21 @@ Action add_keys_command(CLI::App& app) {
                 "#   --cert-file, --peer-cert-file <site>/etcd.crt  --key-file, --peer-key-file <site>/etcd.key\n"
                 "#   --trusted-ca-file, --peer-trusted-ca-file <site>/ca.crt  --client-cert-auth --peer-client-cert-auth\n"
                 "# and https:// URLs. In the job file:\n[control]\nca_file = \"%s/{site}/ca.crt\"\n"
-                "cert_file = \"%s/{site}/etcd.crt\"\nkey_file = \"%s/{site}/etcd.key\"\n",
-                out.c_str(), out.c_str(), out.c_str(), out.c_str());
+                "cert_file = \"%s/{site}/etcd.crt\"\nkey_file = \"%s/{site}/etcd.key\"\n"
+                "password_file = \"%s/{site}/etcd.password\"\n",
+                out.c_str(), out.c_str(), out.c_str(), out.c_str(), out.c_str());
+    // etcd's auth: the grants an operator makes once, as etcd's root (sync/control/etcd_auth.hpp).
+    const std::string role = etcd_job_role(config.job.name), prefix = etcd_job_prefix(config.job.name);
+    std::printf("# etcd's auth (each site its own user, the job's keys only), once, as etcd's root:\n"
+                "#   etcdctl role add %s\n#   etcdctl role grant-permission %s --prefix=true readwrite %s\n",
+                role.c_str(), role.c_str(), prefix.c_str());
+    for (const auto& site : config.sites) {
+      const std::string user = etcd_site_user(config.job.name, site.name);
+      std::printf("#   etcdctl user add %s --new-user-password=\"$(cat %s/%s/etcd.password)\"\n"
+                  "#   etcdctl user grant-role %s %s\n",
+                  user.c_str(), out.c_str(), site.name.c_str(), user.c_str(), role.c_str());
+    }
+    std::printf("#   (and, if it is not on yet: etcdctl user add root; etcdctl auth enable)\n");
     return 0;
   };
 }

@@ -42,13 +42,13 @@ void check_link_keys(const JobConfig& config, const std::string& site) {
                      "this host runs)");
 }
 
-// The etcd TLS files of the sites this host runs (as for the CURVE keys above): each private key
-// its owner's alone, the certificates there.
+// The etcd secrets of the sites this host runs (as for the CURVE keys above): the certificates
+// there, each private key and password its owner's alone.
 void check_etcd_keys(const JobConfig& config, const std::string& site) {
-  if (!config.control.key_file) return;
+  const auto& secret = config.control.key_file ? config.control.key_file : config.control.password_file;
+  if (!secret) return;
   for (const auto& s : config.sites)
-    if (s.name == site || (site.empty() && std::filesystem::exists(site_path(*config.control.key_file, s.name))))
-      etcd_tls(config, s.name);
+    if (s.name == site || (site.empty() && std::filesystem::exists(site_path(*secret, s.name)))) etcd_options(config, s.name);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,12 +19,15 @@
 
 #include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
+#include "core/io/secret_file.hpp"
 #include "core/io/stop_signals.hpp"
 #include "core/util/error.hpp"
 #include "core/runlog/run_log.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "sites/launch/etcd_member.hpp"
 #include "sites/launch/site_restarts.hpp"
+#include "sync/control/etcd_auth.hpp"
+#include "sync/control/etcd_client.hpp"
 
 namespace meridian {
 
@@ -464,6 +468,23 @@ std::optional<std::vector<std::string>> throwaway_link_keys(const JobConfig& con
                                   "transport.link_public_key_file=" + (dir / "{site}" / "link.pub").string()};
 }
 
+// etcd's auth on for the local member: a user per site with the job's role only (its password in
+// dir/<site>.password), root's password in dir/root.password for an operator's look; all 0600.
+void lock_local_etcd(const JobConfig& config, const EtcdMember& etcd, const fs::path& dir) {
+  EtcdOptions options{{etcd.endpoint()}, std::chrono::seconds(5)};
+  options.tls = etcd.tls();
+  EtcdClient admin(options);  // auth is still off: anyone on the CA may administer
+  std::map<std::string, std::string> passwords;
+  for (const auto& site : config.sites) {
+    passwords[site.name] = random_secret();
+    write_secret_file(dir / (site.name + ".password"), passwords[site.name] + "\n");
+  }
+  grant_job(admin, config.job.name, passwords);
+  const std::string root = random_secret();
+  write_secret_file(dir / "root.password", root + "\n");
+  enable_auth(admin, root);
+}
+
 }  // namespace
 
 int run_launch(const JobConfig& config, const LaunchRun& run) {
@@ -477,15 +498,18 @@ int run_launch(const JobConfig& config, const LaunchRun& run) {
   std::vector<std::string> overrides = run.overrides;
   std::unique_ptr<EtcdMember> etcd;
   if (config.sites.size() > 1 && config.control.endpoints.empty()) {
-    // Over mutual TLS, as a deployment's etcd is: the secure path is the one every demo takes.
+    // Over mutual TLS and with etcd's auth on, as a deployment's etcd is: the secure path is the
+    // one every demo takes.
     const EtcdTls tls = write_loopback_tls(run_dir / "tls");
     etcd = std::make_unique<EtcdMember>(run_dir, tls);
+    lock_local_etcd(config, *etcd, run_dir / "tls");
     overrides.push_back("control.endpoints=[\"" + etcd->endpoint() + "\"]");
     overrides.push_back("control.ca_file=" + tls.ca_file.string());
     overrides.push_back("control.cert_file=" + tls.cert_file.string());
     overrides.push_back("control.key_file=" + tls.key_file.string());
-    say(stamp(t0) + " etcd " + etcd->endpoint() + " over mutual TLS, certificates made for this run in " +
-        (run_dir / "tls").string() + " (log " + etcd->log_path().string() + ")");
+    overrides.push_back("control.password_file=" + (run_dir / "tls" / "{site}.password").string());
+    say(stamp(t0) + " etcd " + etcd->endpoint() + " over mutual TLS, auth on, a user per site; secrets made for this "
+        "run in " + (run_dir / "tls").string() + " (log " + etcd->log_path().string() + ")");
   }
   if (const auto keys = throwaway_link_keys(config, run_dir)) {
     overrides.insert(overrides.end(), keys->begin(), keys->end());

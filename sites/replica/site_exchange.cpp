@@ -124,9 +124,7 @@ SiteExchange::~SiteExchange() = default;
 
 void SiteExchange::ensure_leader_side() {
   if (cross_) return;
-  EtcdOptions etcd;
-  etcd.endpoints = config_.control.endpoints;
-  etcd.tls = etcd_tls(config_, site_);
+  EtcdOptions etcd = etcd_options(config_, site_);
   // A member that stopped answering costs one attempt, then the next member is tried; the whole
   // call gives up quickly so that a cut-off site goes on training (CrossSite retries later).
   etcd.request_timeout = std::chrono::milliseconds(500);
@@ -509,9 +507,7 @@ void SiteExchange::leave() const {
   const auto lease = cross_->lease();
   if (lease == 0) return;
   try {
-    EtcdOptions etcd;
-    etcd.endpoints = config_.control.endpoints;
-    etcd.tls = etcd_tls(config_, site_);
+    EtcdOptions etcd = etcd_options(config_, site_);
     etcd.timeout = std::chrono::milliseconds(1000);
     if (wan_) etcd.reachable = control_reachable(wan_, site_, wall_clock_s);
     EtcdClient(etcd).revoke_lease(lease);

@@ -108,8 +108,8 @@ json OpsWan::change_faults(const Change& change, const std::function<json(double
     return failure("this job has no [wan] emulation (set a link, a profile or a fault in [wan]): there is no emulated "
                    "link to change");
   if (config_.control.endpoints.empty()) return failure("this site has no [control] endpoints: no etcd to write the change to");
-  EtcdOptions options{config_.control.endpoints, kEtcdTimeout};
-  options.tls = etcd_tls(config_, site_);
+  EtcdOptions options = etcd_options(config_, site_);
+  options.timeout = kEtcdTimeout;
   EtcdClient etcd(options);
   const auto start = job_start(etcd, config_.job.name);
   if (!start) return failure("the job's emulated WAN has not started yet (no start in etcd): try again once the sites have joined");

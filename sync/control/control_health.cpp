@@ -21,6 +21,7 @@ EtcdClient one_member(const std::string& endpoint, const ControlHealthOptions& o
   o.timeout = options.member_timeout;
   o.request_timeout = options.member_timeout;
   o.tls = options.tls;
+  o.credentials = options.credentials;
   return EtcdClient(o);
 }
 

@@ -20,6 +20,7 @@ struct ControlHealthOptions {
   std::vector<std::string> endpoints;               // the job's [control] endpoints
   std::chrono::milliseconds member_timeout{500};    // per member asked, and for the member list
   std::optional<EtcdTls> tls{};                     // with https endpoints
+  std::optional<EtcdCredentials> credentials{};     // with etcd's auth on
 };
 
 struct ControlHealth {

@@ -432,7 +432,8 @@ TEST_CASE("keys: a keypair per site, never overwritten, and validate holds each 
   CHECK((st.st_mode & 0777) == 0700);
   // The etcd side: the job's CA apart (its key signs and stays off the sites), each site's certificate.
   CHECK(contains(made.out, "cert_file = \"" + keys.string() + "/{site}/etcd.crt\""));
-  for (const char* file : {"ca/ca.key", "a/etcd.key", "b/etcd.key"}) {
+  CHECK(contains(made.out, "etcdctl user grant-role meridian/cli/b meridian/cli"));
+  for (const char* file : {"ca/ca.key", "a/etcd.key", "b/etcd.key", "a/etcd.password", "b/etcd.password"}) {
     REQUIRE(::stat((keys / file).c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
   }

@@ -15,6 +15,7 @@
 #include "sites/keys/certificates.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/launch/etcd_member.hpp"
+#include "sync/control/etcd_auth.hpp"
 #include "sync/control/etcd_client.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -59,6 +60,7 @@ JobConfig two_sites(const std::filesystem::path& keys) {
   config.control.ca_file = keys / "{site}" / "ca.crt";
   config.control.cert_file = keys / "{site}" / "etcd.crt";
   config.control.key_file = keys / "{site}" / "etcd.key";
+  config.control.password_file = keys / "{site}" / "etcd.password";
   return config;
 }
 
@@ -103,6 +105,9 @@ TEST_CASE("a site's files from its job: {site} replaced, a key open to others re
   CHECK(tls->cert_file == keys / "b" / "etcd.crt");
   CHECK(tls->key_file == keys / "b" / "etcd.key");
   CHECK_FALSE(etcd_tls(JobConfig{}, "a").has_value());
+  const auto who = etcd_credentials(config, "b");
+  REQUIRE(who.has_value());
+  CHECK(who->password.size() == 64);  // 32 random bytes, as hex
   ::chmod((keys / "a" / "etcd.key").c_str(), 0644);
   CHECK(testing::error_of(ErrorKind::Config, [&] { etcd_tls(config, "a"); }).find("chmod 600") != std::string::npos);
   std::filesystem::remove(keys / "b" / "ca.crt");
@@ -110,7 +115,7 @@ TEST_CASE("a site's files from its job: {site} replaced, a key open to others re
         std::string::npos);
 }
 
-TEST_CASE("an etcd member shows site a's certificate, a client site b's: they talk") {
+TEST_CASE("an etcd member shows site a's certificate, site b's client its own and its user: its job's keys only") {
   if (::access(EtcdMember::kBinary, X_OK) != 0) {
     MESSAGE("skipped: no runnable etcd");
     return;
@@ -118,11 +123,24 @@ TEST_CASE("an etcd member shows site a's certificate, a client site b's: they ta
   testing::TempDir dir("etcd-keys-member");
   const auto keys = dir.path() / "keys";
   const JobConfig config = two_sites(keys);
-  write_etcd_keys(config, keys);
+  const auto passwords = write_etcd_keys(config, keys);
   EtcdMember member(dir.path() / "etcd-a", etcd_tls(config, "a"));
-  EtcdOptions options{{member.endpoint()}, 3000ms};
-  options.tls = etcd_tls(config, "b");
+  {  // The operator's grants, as `meridian keys` prints them, then etcd's auth on.
+    EtcdOptions admin{{member.endpoint()}, 3000ms};
+    admin.tls = etcd_tls(config, "a");
+    EtcdClient root(admin);
+    grant_job(root, config.job.name, passwords);
+    enable_auth(root, "root-password");
+  }
+  JobConfig located = config;
+  located.control.endpoints = {member.endpoint()};
+  EtcdOptions options = etcd_options(located, "b");
+  REQUIRE(options.credentials.has_value());
+  CHECK(options.credentials->user == "meridian/keys-test/b");
+  options.timeout = 3000ms;
   EtcdClient client(options);
-  client.put("/keys-test/x", "from b");
-  CHECK(client.get("/keys-test/x") == std::optional<std::string>("from b"));
+  client.put("/meridian/keys-test/x", "from b");
+  CHECK(client.get("/meridian/keys-test/x") == std::optional<std::string>("from b"));
+  CHECK(testing::error_of(ErrorKind::Peer, [&] { client.put("/meridian/other-job/x", "from b"); })
+            .find("permission denied") != std::string::npos);
 }

@@ -133,9 +133,13 @@ TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the
   // And its etcd spoke mutual TLS, with certificates made for the run, the key its owner's alone.
   const auto launched = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);
   CHECK(launched["endpoints"][0].get<std::string>().starts_with("https://127.0.0.1:"));
-  struct stat st{};
-  REQUIRE(::stat((dir / "run" / "tls" / "etcd.key").c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
+  // With etcd's auth on: each site ran as a user of its own (a password apiece), root's kept aside.
+  for (const char* secret : {"etcd.key", "a.password", "b.password", "root.password"}) {
+    struct stat st{};
+    REQUIRE(::stat((dir / "run" / "tls" / secret).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  CHECK(slurp(dir / "run" / "tls" / "a.password") != slurp(dir / "run" / "tls" / "b.password"));
 }
 
 TEST_CASE("launch with outer.algorithm = sync: a round per step, fp32 gradients on the wire") {
