@@ -34,7 +34,9 @@ OUT=$(cd "$OUT" && pwd)
 DATA=""
 if [[ "${CORPUS:-}" == gutenberg ]]; then
   DATA="$OUT/gutenberg.txt"
-  [[ -s "$DATA" ]] || cat $(ls ../shared/data/gutenberg_en/*.txt | grep -v SOURCE | sort | head -40) | head -c 8000000 > "$DATA"
+  # head closing the pipe early fails cat with SIGPIPE, which pipefail would make this script's exit.
+  [[ -s "$DATA" ]] || { cat $(ls ../shared/data/gutenberg_en/*.txt | grep -v SOURCE | sort | head -40) | head -c 8000000 > "$DATA" || true; }
+  [[ $(stat -c %s "$DATA") == 8000000 ]] || { echo "$DATA: expected 8000000 bytes" >&2; exit 1; }
 fi
 
 # run NAME SITES ALGORITHM H CODEC MODE OPTIMIZER SEED [k=v ...] -> prints the final validation loss and bytes

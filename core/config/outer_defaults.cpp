@@ -18,8 +18,8 @@ OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse) {
   // mean delta, 1.0 / 0.6 one of 2.5). No dependence on the number of sites was measured.
   // Sparse: each site sends its own few entries, so the sites' mean carries a third of most of
   // them (3 sites), and what a site has not sent waits in its weights (OuterState::rebase). A
-  // longer step along that mean measured better: 1.5 x the dense lr at 3 sites, H = 50 (1.2: +0.5%,
-  // 1.8: see docs/quality.md); other shapes were not swept.
+  // longer step along that mean measured better: 1.5 x the dense lr at 3 sites, H = 50 (against
+  // it, 1.2: +0.9%, 1.8: +0.5%; 1.0: +2.0% in an earlier variant); other shapes were not swept.
   OuterDefaults d;
   d.lr = (inner_steps >= 50 ? 1.0 : 0.8) * (sparse ? 1.5 : 1.0);
   d.momentum = 0.6;

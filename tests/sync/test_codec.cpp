@@ -407,7 +407,7 @@ TEST_CASE("sparse: Rice-coded positions round-trip at every density, the extreme
   }
 }
 
-TEST_CASE("sparse: a kept entry costs about log2(1/density) + 4 bits; the most that fits a budget") {
+TEST_CASE("sparse: a kept entry costs about log2(1/density) + 4 bits, and keep is the most that fits a budget") {
   for (std::size_t len : {512u, 4096u, 65536u}) {
     for (double density : {0.01, 0.03, 0.1, 0.3}) {
       const auto keep = static_cast<std::size_t>(std::lround(density * static_cast<double>(len)));
