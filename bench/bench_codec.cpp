@@ -50,13 +50,15 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(1e-3 * rng.normal());
   for (std::size_t i = 0; i < n; i += 4099) x[i] *= 100.0f;
 
-  std::printf("n = %zu floats (%.0f MB), %d OpenMP threads, median of %d repeats, block 256\n", n, gb * 1e3,
+  std::printf("n = %zu floats (%.0f MB), %d OpenMP threads, median of %d repeats, block 256 (sparse: 512)\n", n, gb * 1e3,
               omp_get_max_threads(), repeats);
   std::printf("%-5s %10s %10s %12s %12s %10s %8s %14s %10s %16s %12s\n", "codec", "bytes/val", "enc GB/s",
               "dec GB/s", "enc+dec GB/s", "memcpy", "ratio", "enc+hash GB/s", "hash/enc", "enc+digest GB/s",
               "digest/enc");
-  for (CodecKind kind : {CodecKind::Fp32, CodecKind::Bf16, CodecKind::Int8, CodecKind::Int4}) {
-    const CodecOptions options{kind, 256};
+  for (CodecKind kind : {CodecKind::Fp32, CodecKind::Bf16, CodecKind::Int8, CodecKind::Int4, CodecKind::Sparse}) {
+    // Sparse as a job derives it: blocks of 512, as many entries as fit 0.1 byte a value.
+    const CodecOptions options = kind == CodecKind::Sparse ? CodecOptions{kind, 512, sparse_keep_within(512, 0.1)}
+                                                           : CodecOptions{kind, 256};
     std::vector<std::byte> bytes(encoded_size(n, options));
     encode(x, options, bytes);  // warm: page faults and the thread pool
     decode(bytes, y);
