@@ -16,7 +16,9 @@ certificate per site for etcd's mutual TLS; each host gets its own directory key
 hosts share this machine's files; --plaintext leaves both out and says insecure = true). Then on
 each host:
   1. etcd --name m<i> --listen-client-urls https://<its address>:2379 --client-cert-auth ... with
-     the site's certificate, for clients and peers alike (one member per host);
+     the site's certificate, for clients and peers alike (one member per host); once, from any
+     host, etcd's auth: the grants `meridian keys` printed (each site its own user, confined to
+     the job's keys), then `etcdctl auth enable`;
   2. meridian site --config <its file> --site <its name>, its file including the job's base file
      (configs/examples/three-continent is the same layout) and naming its own run directory.
 No `meridian launch`: each site is started, and restarted, on its own host.
@@ -25,8 +27,8 @@ Faults, both optional and both survived as the loopback fault suite's are:
   --kill-site S: once S's site has logged step --kill-at, kill -9 of every process on S's host (its
                  site and its etcd member), both started again --restart-after seconds later; the
                  site resumes from its checkpoint.
-  --cut-link S:  once S's site has logged step --cut-at, S's cable pulled out of the switch for
-                 --cut-for seconds.
+  --cut-link S:  once S's site has logged step --cut-at (and a killed site has joined again, so the
+                 faults never overlap), S's cable pulled out of the switch for --cut-for seconds.
 The faults follow the job's steps, not the clock, so they land in the same place in the job however
 busy the machine is (a site whose cable comes back only after the others finished has nobody left to
 take the last versions from, and ends on its own weights).
@@ -153,7 +155,10 @@ def start_etcd(hosts, site, out, state, tls):
     secure = ["--cert-file", str(keys / "etcd.crt"), "--key-file", str(keys / "etcd.key"),
               "--trusted-ca-file", str(keys / "ca.crt"), "--client-cert-auth",
               "--peer-cert-file", str(keys / "etcd.crt"), "--peer-key-file", str(keys / "etcd.key"),
-              "--peer-trusted-ca-file", str(keys / "ca.crt"), "--peer-client-cert-auth"] if tls else []
+              "--peer-trusted-ca-file", str(keys / "ca.crt"), "--peer-client-cert-auth",
+              # The passwords `meridian keys` makes are 32 random bytes: bcrypt's cheapest cost is
+              # plenty, and its default (10) costs each authentication ~0.1 s of CPU.
+              "--bcrypt-cost", "4"] if tls else []
     return on_host(hosts, site, [ETCD, "--name", f"m{i}", "--data-dir", str(out / f"etcd-{site}"),
                                  "--listen-client-urls", f"{scheme}://{address(site)}:2379",
                                  "--advertise-client-urls", f"{scheme}://{address(site)}:2379",
@@ -161,6 +166,9 @@ def start_etcd(hosts, site, out, state, tls):
                                  "--initial-advertise-peer-urls", f"{scheme}://{address(site)}:2380",
                                  "--initial-cluster", cluster, "--initial-cluster-state", state,
                                  "--heartbeat-interval", "100", "--election-timeout", "1000", "--logger", "zap", "--log-level", "warn",
+                                 # A member cut off from the others keeps raising its term; back, it would
+                                 # unseat the leader and cost the cluster an election: pre-vote asks first.
+                                 "--pre-vote",
                                  *secure],
                    log)
 
@@ -203,6 +211,27 @@ def intrude(hosts, out, target):
     return result
 
 
+def grant(hosts, out):
+    """etcd's auth, as the job's operator turns it on once from host a with etcdctl (the commands
+    `meridian keys` printed): a role with the job's keys only, a user per site with its password,
+    then root and auth on. From then on each site acts as its own user."""
+    keys = out / "keys" / "a"
+    etcdctl = ["ip", "netns", "exec", hosts.ns("a"), "/usr/bin/etcdctl", f"--endpoints=https://{address('a')}:2379",
+               f"--cacert={keys / 'ca.crt'}", f"--cert={keys / 'etcd.crt'}", f"--key={keys / 'etcd.key'}"]
+    commands = [["role", "add", "meridian/netns"],
+                ["role", "grant-permission", "meridian/netns", "--prefix=true", "readwrite", "/meridian/netns/"]]
+    for s in SITES:
+        password = (out / "keys" / s / "etcd.password").read_text().strip()
+        commands += [["user", "add", f"meridian/netns/{s}", f"--new-user-password={password}"],
+                     ["user", "grant-role", f"meridian/netns/{s}", "meridian/netns"]]
+    commands += [["user", "add", "root", f"--new-user-password={os.urandom(16).hex()}"],
+                 ["user", "grant-role", "root", "root"], ["auth", "enable"]]
+    for command in commands:
+        done = subprocess.run(etcdctl + command, capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"etcdctl {command[:2]}: {done.stderr.strip()}")
+
+
 def make_keys(meridian, out):
     """The job's secrets, as its operator makes them once (`meridian keys`): each site's CURVE
     keypair (the secret half goes to its site's host only, the public halves into the job file) and
@@ -226,7 +255,7 @@ insecure = true
 """
     # Each host shows its own certificate ("{site}": the site's name), as `meridian keys` laid them out.
     control_tls = ('ca_file = "keys/{site}/ca.crt"\ncert_file = "keys/{site}/etcd.crt"\n'
-                   'key_file = "keys/{site}/etcd.key"\n') if keys else ""
+                   'key_file = "keys/{site}/etcd.key"\npassword_file = "keys/{site}/etcd.password"\n') if keys else ""
 
     base = f"""# The job: three sites, each on its own host; one etcd member per host.
 [job]
@@ -289,6 +318,15 @@ def logged_step(out, site):
     return 0
 
 
+def rejoined(out, site):
+    """Whether the site, started again, has joined the job once more (its second sites_joined)."""
+    try:
+        text = (out / "run" / site / "events.jsonl").read_text()
+    except OSError:
+        return False
+    return text.count('"event":"sites_joined"') >= 2
+
+
 def start_site(hosts, meridian, out, site):
     log = open(out / f"site-{site}.log", "a")
     # Three "hosts" share this machine's cores. Left to itself each site would run OpenBLAS on all
@@ -334,6 +372,8 @@ def main():
         hosts = Hosts(str(os.getpid()))
         etcd = {s: start_etcd(hosts, s, out, "new", not args.plaintext) for s in SITES}
         time.sleep(2)  # a leader elected before the sites look for one (they would retry anyway)
+        if not args.plaintext:
+            grant(hosts, out)
         sites = {s: start_site(hosts, args.meridian, out, s) for s in SITES}
         start, killed, cut, restarted, faults_s = time.monotonic(), False, None, [], {}
         intruder = None
@@ -355,7 +395,10 @@ def main():
                 etcd[args.kill_site] = start_etcd(hosts, args.kill_site, out, "existing", not args.plaintext)
                 sites[args.kill_site] = start_site(hosts, args.meridian, out, args.kill_site)
                 restarted.append(args.kill_site)
-            if args.cut_link and cut is None and logged_step(out, args.cut_link) >= args.cut_at:
+            # One fault at a time: a cut while the killed host is still down would leave its etcd
+            # member's cluster without a majority, a different fault from either.
+            settled = not args.kill_site or (killed and rejoined(out, args.kill_site))
+            if args.cut_link and cut is None and settled and logged_step(out, args.cut_link) >= args.cut_at:
                 print(f"{now:6.1f} s: host {args.cut_link}'s link cut for {args.cut_for:.0f} s", flush=True)
                 hosts.plug(args.cut_link, False)
                 cut = now
