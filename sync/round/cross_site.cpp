@@ -316,6 +316,15 @@ bool CrossSite::finished(const OuterState& state) {
       waiting_ = "version " + std::to_string(next->number) + ", whose deltas are here";
       return false;
     }
+    // The peers sent their last deltas as they announced them, perhaps moments before they left:
+    // those may still be on their way. Seen: a site starved of CPU adopted a peer's state for the
+    // second-to-last version, and looked for the last one's deltas 0.3 s after its peers sent them.
+    const double now = clock_();
+    if (!orphaned_since_) orphaned_since_ = now;
+    if (now - *orphaned_since_ < kInFlightGrace_s) {
+      waiting_ = "version " + std::to_string(state.version() + 1) + "'s deltas, which may be on their way";
+      return false;
+    }
     // Nobody holds the newer versions' deltas or state any more. This site ends on what it has
     // rather than wait forever, and says so.
     events_.push_back({"catch_up_impossible", "", log_.newest(),

@@ -258,6 +258,10 @@ class CrossSite {
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   GradientInbox gradients_;
   std::string waiting_;
+  // At the job's end: when this site, alone, first found the next version's deltas missing. It
+  // waits kInFlightGrace_s for transfers in flight before it gives that version up.
+  std::optional<double> orphaned_since_;
+  static constexpr double kInFlightGrace_s = 5;
 };
 
 }  // namespace meridian
