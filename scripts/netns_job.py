@@ -73,25 +73,18 @@ class Hosts:
         self.ip(self.switch, "link", "add", "br0", "type", "bridge")
         self.ip(self.switch, "link", "set", "br0", "up")
         for site in SITES:
-            ns = self.ns(site)
-            self.add(ns)
-            # Both ends made straight into their namespaces: nothing appears on this machine's own.
-            run(["ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", self.cable(site),
-                 "netns", self.switch])
-            self.ip(ns, "addr", "add", f"{address(site)}/24", "dev", "eth0")
-            self.ip(ns, "link", "set", "eth0", "up")
-            self.ip(ns, "link", "set", "lo", "up")
-            self.ip(self.switch, "link", "set", self.cable(site), "master", "br0")
-            self.ip(self.switch, "link", "set", self.cable(site), "up")
+            self.join(site, address(site))
 
     def join(self, name, addr):
-        """One more host on the switch, `name` at `addr`: for an intruder."""
+        """A host on the switch: `name` at `addr` (a site's, or an intruder's)."""
         ns = self.ns(name)
         self.add(ns)
+        # Both ends made straight into their namespaces: nothing appears on this machine's own.
         run(["ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", self.cable(name),
              "netns", self.switch])
         self.ip(ns, "addr", "add", f"{addr}/24", "dev", "eth0")
         self.ip(ns, "link", "set", "eth0", "up")
+        self.ip(ns, "link", "set", "lo", "up")
         self.ip(self.switch, "link", "set", self.cable(name), "master", "br0")
         self.ip(self.switch, "link", "set", self.cable(name), "up")
 
