@@ -146,6 +146,27 @@ TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, bot
   CHECK(rebase.at("a")["eager_steps"] == 0);
 }
 
+TEST_CASE("sparse: sites train on with their unsent residual in their weights and all end on one version") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("sparse");
+  const std::string adamw = "[inner]\nlr = 0.003\nsteps = 64\nbatch_per_replica = 2\n[log]\nevery = 8\neval_every = 0\n"
+                            "eval_windows = 16\n";
+  // The density is derived from the byte budget; the end drops each site's residual
+  // (OuterState::end_feedback), without which every site would end on its own weights.
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"sparse\"\n";
+  const auto lockstep = run_sites(dir, write_job(dir, "lockstep", outer + "overlap = false\n", "", adamw), etcd);
+  const auto overlapped = run_sites(dir, write_job(dir, "overlapped", outer + "overlap = true\n", "", adamw), etcd);
+  for (const auto* run : {&lockstep, &overlapped}) {
+    CHECK(run->at("a")["params_hash"] == run->at("b")["params_hash"]);
+    CHECK(run->at("a")["rounds"] == 8);
+    CHECK(run->at("a")["bytes_per_param_round"].get<double>() <= 0.1);
+  }
+}
+
 // The most steps site a trained past the end of one of its rounds before it applied the version
 // that merged that round (rounds of `h` steps from step 0).
 std::int64_t max_commit_lag(const std::filesystem::path& events, int h) {
