@@ -150,7 +150,7 @@ void write_signs(const float* x, const std::uint16_t* index, std::size_t kept, s
 
 // The block's positions of largest magnitude (ties to the lower position, so the bytes depend on
 // the input only), ascending. False on a non-finite value.
-bool select(const float* x, std::size_t len, std::size_t kept, std::vector<std::uint16_t>& order) {
+bool select_largest(const float* x, std::size_t len, std::size_t kept, std::vector<std::uint16_t>& order) {
   for (std::size_t i = 0; i < len; ++i)
     if (!std::isfinite(x[i])) return false;
   order.resize(len);
@@ -166,7 +166,7 @@ bool select(const float* x, std::size_t len, std::size_t kept, std::vector<std::
 
 bool encode_block(const float* x, std::size_t len, std::size_t kept, std::byte* out) {
   std::vector<std::uint16_t> order;
-  if (!select(x, len, kept, order)) return false;
+  if (!select_largest(x, len, kept, order)) return false;
   const float level = level_of(x, order.data(), kept);
   std::memcpy(out, &level, 4);
   auto* positions = reinterpret_cast<std::uint8_t*>(out + kLevelBytes);
