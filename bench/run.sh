@@ -58,6 +58,12 @@ if [ -x "$BUILD_DIR/bench/bench_codec" ]; then
   "$BUILD_DIR/bench/bench_codec" 7
 fi
 
+# etcd requests in plain HTTP, over mutual TLS and with etcd's auth on (bench/bench_etcd.cpp).
+if [ -x "$BUILD_DIR/bench/bench_etcd" ]; then
+  echo "--- etcd"
+  "$BUILD_DIR/bench/bench_etcd" 7 100
+fi
+
 # The cross-site links against bare transports (bench/bench_transfer.cpp), under the same lock.
 if [ "${TRANSFER_RUNS:-5}" -gt 0 ] && [ -x "$BUILD_DIR/bench/bench_transfer" ]; then
   echo "--- transfer"
