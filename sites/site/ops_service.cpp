@@ -234,8 +234,7 @@ nlohmann::json OpsService::mode() const {
 
 nlohmann::json OpsService::control(std::int64_t lease) const {
   if (config_.sites.size() <= 1) return {{"etcd", false}, {"note", "a one-site job has no control plane"}};
-  const ControlHealthOptions options{config_.control.endpoints, std::chrono::milliseconds(500), etcd_tls(config_, site_),
-                                     etcd_credentials(config_, site_)};
+  const ControlHealthOptions options{etcd_options(config_, site_), std::chrono::milliseconds(500)};
   auto out = to_json(read_control_health(options, lease));
   if (lease == 0) out["lease"] = nullptr;  // not registered (starting, or drained)
   return out;

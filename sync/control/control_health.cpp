@@ -16,12 +16,10 @@ std::string hex(std::uint64_t id) {
 
 // One attempt on one member, no retries beyond its own short budget.
 EtcdClient one_member(const std::string& endpoint, const ControlHealthOptions& options) {
-  EtcdOptions o;
+  EtcdOptions o = options.etcd;
   o.endpoints = {endpoint};
   o.timeout = options.member_timeout;
   o.request_timeout = options.member_timeout;
-  o.tls = options.tls;
-  o.credentials = options.credentials;
   return EtcdClient(o);
 }
 
@@ -33,7 +31,7 @@ ControlHealth read_control_health(const ControlHealthOptions& options, std::int6
   // up the time of the ones behind it.
   std::vector<EtcdClient::Member> listed;
   std::string answering;
-  for (const auto& endpoint : options.endpoints) {
+  for (const auto& endpoint : options.etcd.endpoints) {
     try {
       listed = one_member(endpoint, options).member_list();
       answering = endpoint;
@@ -43,7 +41,7 @@ ControlHealth read_control_health(const ControlHealthOptions& options, std::int6
     }
   }
   if (answering.empty()) {
-    for (const auto& endpoint : options.endpoints) listed.push_back({0, "", {endpoint}});
+    for (const auto& endpoint : options.etcd.endpoints) listed.push_back({0, "", {endpoint}});
   } else {
     out.error.clear();
   }

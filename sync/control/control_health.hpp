@@ -12,15 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sync/control/etcd_tls.hpp"
+#include "sync/control/etcd_client.hpp"
 
 namespace meridian {
 
 struct ControlHealthOptions {
-  std::vector<std::string> endpoints;               // the job's [control] endpoints
+  EtcdOptions etcd;                                 // the site's: endpoints, TLS, credentials
   std::chrono::milliseconds member_timeout{500};    // per member asked, and for the member list
-  std::optional<EtcdTls> tls{};                     // with https endpoints
-  std::optional<EtcdCredentials> credentials{};     // with etcd's auth on
 };
 
 struct ControlHealth {

@@ -12,22 +12,22 @@ namespace {
 
 using Json = nlohmann::json;
 
-// An administrative call whose "already exists" refusal means the work is done.
-void ensure(EtcdClient& admin, const std::string& path, const Json& body) {
+// An administrative call; false when etcd refused it because what it makes already exists.
+bool created(EtcdClient& admin, const std::string& path, const Json& body) {
   try {
     admin.request(path, body);
+    return true;
   } catch (const Error& e) {
     if (std::string(e.what()).find("already exists") == std::string::npos) throw;
+    return false;
   }
 }
 
+void ensure(EtcdClient& admin, const std::string& path, const Json& body) { created(admin, path, body); }
+
 void ensure_user(EtcdClient& admin, const std::string& user, const std::string& password) {
-  try {
-    admin.request("/v3/auth/user/add", {{"name", user}, {"password", password}});
-  } catch (const Error& e) {
-    if (std::string(e.what()).find("already exists") == std::string::npos) throw;
-    admin.request("/v3/auth/user/changepw", {{"name", user}, {"password", password}});
-  }
+  const Json credentials = {{"name", user}, {"password", password}};
+  if (!created(admin, "/v3/auth/user/add", credentials)) admin.request("/v3/auth/user/changepw", credentials);
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ EtcdHttp::Connection::Connection(EtcdHttp& http)
       stream_(http.tls_ ? decltype(stream_)(std::in_place_index<1>, http.ioc_, *http.tls_)
                         : decltype(stream_)(std::in_place_index<0>, http.ioc_)) {}
 
+template <class Op>
+EtcdHttp::error_code EtcdHttp::Connection::io(Op&& op) {
+  return std::visit([&](auto& stream) { return step([&](auto handler) { op(stream, handler); }); }, stream_);
+}
+
 beast::tcp_stream& EtcdHttp::Connection::tcp() {
   return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); }, stream_);
 }
@@ -54,10 +59,10 @@ beast::tcp_stream& EtcdHttp::Connection::tcp() {
 EtcdHttp::error_code EtcdHttp::Connection::handshake(const std::string& host) {
   auto* tls = std::get_if<1>(&stream_);
   if (!tls) return {};
-  error_code ec;
-  const bool is_address = !net::ip::make_address(host, ec).is_unspecified() && !ec;
+  error_code not_address;
+  net::ip::make_address(host, not_address);
   // SNI takes names only; an address is checked against the certificate's IP entries.
-  if (!is_address && !SSL_set_tlsext_host_name(tls->native_handle(), host.c_str()))
+  if (not_address && !SSL_set_tlsext_host_name(tls->native_handle(), host.c_str()))
     return {static_cast<int>(::ERR_get_error()), net::error::get_ssl_category()};
   tls->set_verify_callback(ssl::host_name_verification(host));
   return step([&](auto handler) { tls->async_handshake(ssl::stream_base::client, handler); });
@@ -100,7 +105,7 @@ EtcdHttp::error_code EtcdHttp::Connection::post(const std::string& path, const s
   req.body() = json;
   req.prepare_payload();
   tcp().expires_at(until);
-  return std::visit([&](auto& s) { return step([&](auto handler) { http::async_write(s, req, handler); }); }, stream_);
+  return io([&](auto& stream, auto handler) { http::async_write(stream, req, handler); });
 }
 
 EtcdHttp::error_code EtcdHttp::Connection::read(http::response<http::string_body>& answer, std::uint64_t max_body,
@@ -108,14 +113,12 @@ EtcdHttp::error_code EtcdHttp::Connection::read(http::response<http::string_body
   http::response_parser<http::string_body> parser;
   parser.body_limit(max_body);
   tcp().expires_at(until);
-  auto ec = std::visit(
-      [&](auto& s) { return step([&](auto handler) { http::async_read_header(s, buffer_, parser, handler); }); }, stream_);
+  auto ec = io([&](auto& stream, auto handler) { http::async_read_header(stream, buffer_, parser, handler); });
   if (ec) return ec;
   // Boost 1.74 parses a body that follows its header in the same read without checking its
   // Content-Length against the limit (async_read parses eagerly): checked here, header first.
   if (parser.content_length() && *parser.content_length() > max_body) return http::error::body_limit;
-  ec = std::visit([&](auto& s) { return step([&](auto handler) { http::async_read(s, buffer_, parser, handler); }); },
-                  stream_);
+  ec = io([&](auto& stream, auto handler) { http::async_read(stream, buffer_, parser, handler); });
   if (!ec) answer = parser.release();
   return ec;
 }
@@ -124,9 +127,7 @@ EtcdHttp::error_code EtcdHttp::Connection::read_header(Clock::time_point until) 
   streamed_.emplace();
   streamed_->body_limit(boost::none);  // the stream lasts as long as the watch
   tcp().expires_at(until);
-  return std::visit(
-      [&](auto& s) { return step([&](auto handler) { http::async_read_header(s, buffer_, *streamed_, handler); }); },
-      stream_);
+  return io([&](auto& stream, auto handler) { http::async_read_header(stream, buffer_, *streamed_, handler); });
 }
 
 unsigned EtcdHttp::Connection::status() const { return streamed_ ? streamed_->get().result_int() : 0; }
@@ -142,9 +143,7 @@ EtcdHttp::error_code EtcdHttp::Connection::read_some(std::string& out, std::opti
     tcp().expires_never();
   // read_some: back with whatever arrived (a message is far smaller than the buffer); a
   // whole-message read would wait for the buffer to fill.
-  auto ec = std::visit(
-      [&](auto& s) { return step([&](auto handler) { http::async_read_some(s, buffer_, *streamed_, handler); }); },
-      stream_);
+  auto ec = io([&](auto& stream, auto handler) { http::async_read_some(stream, buffer_, *streamed_, handler); });
   if (ec == http::error::need_buffer) ec = {};
   out.append(chunk, sizeof chunk - body.size);
   return ec;

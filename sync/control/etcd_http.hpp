@@ -70,6 +70,9 @@ class EtcdHttp {
    private:
     template <class Start>
     error_code step(Start&& start);
+    // One step of `op(stream, handler)` on the plain or the TLS stream, whichever this connection is.
+    template <class Op>
+    error_code io(Op&& op);
     boost::beast::tcp_stream& tcp();
     error_code handshake(const std::string& host);
 

@@ -39,7 +39,7 @@ TEST_CASE("control health: members, leader and a lease of a live cluster, dead a
   REQUIRE(leader >= 0);
   EtcdClient etcd(EtcdOptions{cluster.endpoints(), 5000ms});
   const auto lease = etcd.grant_lease(30);
-  const ControlHealthOptions options{cluster.endpoints(), 500ms};
+  const ControlHealthOptions options{EtcdOptions{cluster.endpoints()}, 500ms};
 
   auto h = read_control_health(options, lease);
   CHECK(h.error.empty());
