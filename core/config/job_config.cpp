@@ -233,6 +233,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "inner_steps = " << c.outer.inner_steps << "\n"
       << "lr = " << floating(c.outer.lr) << "\n"
       << "momentum = " << floating(c.outer.momentum) << "\n"
+      << "momentum_warmup = " << c.outer.momentum_warmup << "\n"
       << "nesterov = " << boolean(c.outer.nesterov) << "\n"
       << "codec = " << quote(to_string(c.outer.codec)) << "\n"
       << "block = " << c.outer.block << "\n"

@@ -175,6 +175,7 @@ struct JobConfig {
     int inner_steps = 50;  // H: inner steps between outer steps
     double lr = 0.7;
     double momentum = 0.9;
+    int momentum_warmup = 0;  // outer steps over which the momentum ramps up from 0
     bool nesterov = true;
     Codec codec = Codec::Int8;
     int block = 512;  // elements per quantisation block (one fp32 scale each: int4 pays 4/512 bytes per value)

@@ -1,9 +1,9 @@
 #pragma once
 // The outer optimizer of a DiLoCo job follows the job's shape: how many sites M merge each version
-// and how many inner steps H each delta spans (Nesterov momentum 0.6; lr 1.0 from H = 50 on, 0.8
-// below). Where the job file leaves [outer] lr or momentum out, the resolver takes these (an
-// explicit setting always wins) and `meridian validate` says so. The sweeps behind them:
-// docs/quality.md.
+// and how many inner steps H each delta spans (Nesterov momentum 0.75, ramped up from 0 over the
+// outer steps of the first kMomentumWarmupInnerSteps inner steps; lr 1.0 from H = 50 on, 0.8
+// below). Where the job file leaves [outer] lr, momentum or momentum_warmup out, the resolver
+// takes these (an explicit setting always wins) and `meridian validate` says so. The sweeps behind them: docs/quality.md.
 #include <string>
 
 namespace meridian {
@@ -11,12 +11,17 @@ namespace meridian {
 struct OuterDefaults {
   double lr = 0.7;
   double momentum = 0.9;
+  int momentum_warmup = 0;  // outer steps
   std::string why;  // one line for `meridian validate`
 };
 
 // Pure: sites >= 1, inner_steps >= 1 (a caller's bug otherwise). `sparse`: the job's deltas go
 // through the sparse codec, whose mean of the sites' few kept entries calls for a longer step.
 OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse = false);
+
+// The steep start of a job's loss curve, in inner steps: the derived momentum ramps up over the
+// outer steps that span it (5 at H = 50).
+inline constexpr int kMomentumWarmupInnerSteps = 250;
 
 // What a sparse job's density is derived from where the job file leaves it out: the bytes a round
 // may send per parameter (the sparse row of issue 15; about 2,000x less than synchronous fp32

@@ -267,6 +267,10 @@ void derive_outer(const Resolver& r, JobConfig& c) {
     c.outer.momentum = d.momentum;
     note("outer.momentum", d.momentum);
   }
+  if (!r.find("outer.momentum_warmup")) {
+    c.outer.momentum_warmup = d.momentum_warmup;
+    note("outer.momentum_warmup", d.momentum_warmup);
+  }
   if (sparse && !r.find("outer.density") && c.outer.block <= kSparseMaxBlock) {
     const int keep = sparse_keep_within(c.outer.block, kSparseBytesPerValue);
     c.outer.density = static_cast<double>(std::max(keep, 1)) / c.outer.block;
@@ -289,6 +293,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.inner_steps, "outer", "inner_steps", 1);
   r.read(c.outer.lr, "outer", "lr", above(0));
   r.read(c.outer.momentum, "outer", "momentum", within(0, 1, false, true));
+  r.read(c.outer.momentum_warmup, "outer", "momentum_warmup", 0);
   r.read(c.outer.nesterov, "outer", "nesterov");
   r.read(c.outer.codec, "outer", "codec", {Outer::Codec::Fp32, Outer::Codec::Bf16, Outer::Codec::Int8, Outer::Codec::Int4,
                                                 Outer::Codec::Sparse});

@@ -39,6 +39,7 @@ constexpr std::int64_t kMaxBacklog = 1;
 OuterOptions outer_options(const JobConfig& c) {
   OuterOptions o{static_cast<float>(c.outer.lr), static_cast<float>(c.outer.momentum), c.outer.nesterov};
   o.delay = c.outer.delayed_nesterov;
+  o.momentum_warmup = c.outer.momentum_warmup;
   return o;
 }
 

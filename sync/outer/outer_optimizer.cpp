@@ -24,6 +24,8 @@ OuterOptimizer::OuterOptimizer(std::size_t n, OuterOptions options) : options_(o
     throw make_error(ErrorKind::Config, "outer optimizer: momentum ", options.momentum, " must be in [0, 1)");
   if (options.delay < 0)
     throw make_error(ErrorKind::Config, "outer optimizer: delay ", options.delay, " must be >= 0");
+  if (options.momentum_warmup < 0)
+    throw make_error(ErrorKind::Config, "outer optimizer: momentum_warmup ", options.momentum_warmup, " must be >= 0");
   if (options.delay > 1 && !options.nesterov)
     throw make_error(ErrorKind::Config, "outer optimizer: delay ", options.delay,
                      " (delayed Nesterov) needs nesterov = true");
@@ -35,7 +37,7 @@ void OuterOptimizer::step(std::span<float> params, std::span<const float> mean_d
                  " mean_delta=", mean_delta.size(), " state=", m_.size());
   if (delayed()) return delayed_step(params, mean_delta);
   const float lr = options_.lr;
-  const float mu = options_.momentum;
+  const float mu = momentum_now();
   float* m = m_.data();
   if (options_.nesterov) {
     for (std::size_t j = 0; j < params.size(); ++j) {
@@ -54,7 +56,7 @@ void OuterOptimizer::step(std::span<float> params, std::span<const float> mean_d
 
 void OuterOptimizer::delayed_step(std::span<float> params, std::span<const float> mean_delta) {
   const float lr = options_.lr;
-  const float mu = options_.momentum;
+  const float mu = momentum_now();
   const auto n = static_cast<float>(options_.delay);
   float* m = m_.data();
   float* b = buffer_.data();
@@ -77,6 +79,11 @@ void OuterOptimizer::delayed_step(std::span<float> params, std::span<const float
     ++pending_;
   }
   ++steps_;
+}
+
+float OuterOptimizer::momentum_now() const {
+  if (steps_ >= options_.momentum_warmup) return options_.momentum;
+  return options_.momentum * static_cast<float>(steps_) / static_cast<float>(options_.momentum_warmup);
 }
 
 void OuterOptimizer::save(Checkpoint& checkpoint, std::string_view m_name, std::string_view steps_name) const {

@@ -32,15 +32,20 @@ struct OuterOptions {
   // 0 or 1: Nesterov (or heavy ball) at every step. N > 1: delayed Nesterov, momentum updated
   // every N-th step (needs nesterov = true).
   int delay = 0;
+  // Step t (0-based) of the first `momentum_warmup` uses momentum * t / momentum_warmup. The first
+  // deltas carry the model away from its random start and shrink several-fold from one to the
+  // next; a full momentum keeps pushing along them long after (docs/quality.md, "Fifth session").
+  int momentum_warmup = 0;
 };
 
 class OuterOptimizer {
  public:
-  // Error(Config) when lr is not finite and > 0, momentum is not in [0, 1), delay < 0, or
-  // delay > 1 without nesterov.
+  // Error(Config) when lr is not finite and > 0, momentum is not in [0, 1), delay or
+  // momentum_warmup < 0, or delay > 1 without nesterov.
   OuterOptimizer(std::size_t n, OuterOptions options = {});
 
-  // delay <= 1: m = momentum * m + d; update = nesterov ? d + momentum * m : m; params -= lr * update.
+  // delay <= 1: m = mu * m + d; update = nesterov ? d + mu * m : m; params -= lr * update, mu the
+  // momentum of this step (momentum_warmup).
   // delay N > 1: the delayed Nesterov step in the header comment.
   // `params` are version v's weights, updated in place to version v+1.
   void step(std::span<float> params, std::span<const float> mean_delta);
@@ -65,6 +70,7 @@ class OuterOptimizer {
 
  private:
   bool delayed() const { return options_.delay > 1; }
+  float momentum_now() const;
   void delayed_step(std::span<float> params, std::span<const float> mean_delta);
 
   OuterOptions options_;

@@ -591,14 +591,21 @@ TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves 
   const JobConfig three = load_ok(write(dir / "three.toml", kData + sites(3)));
   CHECK(three.outer.lr == outer_defaults(3, 50).lr);
   CHECK(three.outer.momentum == outer_defaults(3, 50).momentum);
-  REQUIRE(three.derived.size() == 3);
+  CHECK(three.outer.momentum_warmup == outer_defaults(3, 50).momentum_warmup);
+  // The ramp spans the job's first kMomentumWarmupInnerSteps inner steps, whatever H.
+  CHECK(outer_defaults(3, 50).momentum_warmup == 5);
+  CHECK(outer_defaults(3, 100).momentum_warmup == 3);
+  CHECK(outer_defaults(3, 20).momentum_warmup == 13);
+  REQUIRE(three.derived.size() == 4);
   CHECK(three.derived[0].starts_with("outer.lr = "));
   CHECK(three.derived[0].find("(3 sites, H = 50)") != std::string::npos);
-  CHECK(three.derived[2].starts_with("outer.overlap_steps = 5 "));
+  CHECK(three.derived[2].starts_with("outer.momentum_warmup = "));
+  CHECK(three.derived[3].starts_with("outer.overlap_steps = 5 "));
   const JobConfig eight = load_ok(write(dir / "eight.toml", kData + sites(8)));
   CHECK(eight.outer.lr >= three.outer.lr);  // more sites, a less noisy mean: a longer step along it
-  const JobConfig set = load_ok(write(dir / "set.toml", kData + "[outer]\nlr = 0.25\n" + sites(3)));
+  const JobConfig set = load_ok(write(dir / "set.toml", kData + "[outer]\nlr = 0.25\nmomentum_warmup = 0\n" + sites(3)));
   CHECK(set.outer.lr == 0.25);
+  CHECK(set.outer.momentum_warmup == 0);
   REQUIRE(set.derived.size() == 2);
   CHECK(set.derived[0].starts_with("outer.momentum = "));
   CHECK(load_ok(write(dir / "cli.toml", kData + sites(3)), {"outer.lr=0.3"}).outer.lr == 0.3);
@@ -682,6 +689,7 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[outer]\noverlap = 1\n", ":2: outer.overlap: expected true or false, found integer 1"},
       {"[outer]\nstaleness = \"linear\"\n", ":2: outer.staleness: expected one of \"inverse\", \"constant\", found \"linear\""},
       {"[outer]\ndelayed_nesterov = -1\n", ":2: outer.delayed_nesterov: expected an integer >= 0, found -1"},
+      {"[outer]\nmomentum_warmup = -2\n", ":2: outer.momentum_warmup: expected an integer >= 0, found -2"},
       {"[outer]\nnesterov = false\ndelayed_nesterov = 2\n",
        ":3: outer.delayed_nesterov: expected 0 or 1 with outer.nesterov = false (delayed Nesterov needs Nesterov "
        "momentum), found 2"},

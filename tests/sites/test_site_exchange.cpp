@@ -326,7 +326,8 @@ TEST_CASE("divergence guard across sites: a spiked site rolls back to its versio
                             "loss_z = 20.0\ngrad_norm_ratio = 1000.0\n";
   // The outer step the case was sized with (a 2-site job would otherwise take the derived ones).
   const std::string outer =
-      "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\nlr = 0.7\nmomentum = 0.9\n";
+      "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\nlr = 0.7\nmomentum = 0.9\n"
+      "momentum_warmup = 0\n";
   const std::vector<std::string> spike = {"guard.inject_lr_step=100", "guard.inject_lr_factor=300"};
   const auto clean = run_sites(dir, write_job(dir, "clean", outer, "", inner), etcd);
   const auto guarded = run_sites(dir, write_job(dir, "guarded", outer, "", inner), etcd, spike);

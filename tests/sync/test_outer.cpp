@@ -200,6 +200,44 @@ TEST_CASE("plain SGD with lr 1 subtracts the mean delta, i.e. averages the sites
   for (std::size_t j = 0; j < n; ++j) CHECK(global[j] == doctest::Approx(average[j]).epsilon(1e-5).scale(1));
 }
 
+TEST_CASE("momentum warmup ramps the momentum from 0 over its steps, then holds it") {
+  // lr 1, momentum 0.5 over 2 steps: mu = 0, 0.25, 0.5, 0.5. d = 1 every step, p0 = 0:
+  // m = 1, 1.25, 1.625, 1.8125; update = d + mu * m = 1, 1.3125, 1.8125, 1.90625;
+  // p = -1, -2.3125, -4.125, -6.03125 (every value exact in float).
+  OuterOptions o{1.0f, 0.5f, true};
+  o.momentum_warmup = 2;
+  OuterOptimizer opt(1, o);
+  Vec p{0};
+  const Vec expected{-1.0f, -2.3125f, -4.125f, -6.03125f};
+  for (const float e : expected) {
+    opt.step(p, Vec{1});
+    CHECK(p[0] == e);
+  }
+  CHECK(opt.momentum_buffer()[0] == 1.8125f);
+
+  // The ramp follows the step count, so a resumed run ramps on where it stopped.
+  OuterOptimizer first(1, o);
+  Vec q{0};
+  first.step(q, Vec{1});
+  Checkpoint saved;
+  first.save(saved, "outer.m", "outer.steps");
+  OuterOptimizer resumed(1, o);
+  resumed.restore(decode_checkpoint(encode_checkpoint(saved), "test"), "outer.m", "outer.steps");
+  for (int k = 1; k < 4; ++k) resumed.step(q, Vec{1});
+  CHECK(q[0] == expected.back());
+
+  // Delayed Nesterov takes the ramped momentum too: with delay 2 and warmup 2 the first update of
+  // the momentum (step 2, mu 0.25) is m = 0.25 * 0 + (1 + 1) / 2 = 1, p = -0.5 - (0.5 + 0.25) = -1.25.
+  OuterOptions delayed = o;
+  delayed.delay = 2;
+  OuterOptimizer dn(1, delayed);
+  Vec r{0};
+  dn.step(r, Vec{1});
+  CHECK(r[0] == -0.5f);
+  dn.step(r, Vec{1});
+  CHECK(r[0] == -1.25f);
+}
+
 TEST_CASE("outer options are validated") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   error_of(ErrorKind::Config, [] { OuterOptimizer(1, {0.0f, 0.9f, true}); });
@@ -207,6 +245,9 @@ TEST_CASE("outer options are validated") {
   error_of(ErrorKind::Config, [] { OuterOptimizer(1, {0.7f, 1.0f, true}); });
   error_of(ErrorKind::Config, [] { OuterOptimizer(1, {0.7f, -0.1f, true}); });
   error_of(ErrorKind::Config, [&] { OuterOptimizer(1, {0.7f, nan, true}); });
+  OuterOptions warmup{0.7f, 0.6f, true};
+  warmup.momentum_warmup = -1;
+  CHECK(error_of(ErrorKind::Config, [&] { OuterOptimizer(1, warmup); }).find("momentum_warmup -1") != std::string::npos);
 }
 
 TEST_CASE("checkpoint round trip: a resumed run equals an uninterrupted one bit for bit") {
