@@ -290,7 +290,9 @@ void CrossSite::forget_merged(const CommitRecord& record) {
   }
 }
 
-bool CrossSite::finished(const OuterState& state) {
+bool CrossSite::finished(const OuterState& state) { return merged_all(state) && peers_ended(state); }
+
+bool CrossSite::merged_all(const OuterState& state) {
   if (!announce_pending() || !control([&] {
         refresh_members();
         read_announcements();
@@ -319,9 +321,7 @@ bool CrossSite::finished(const OuterState& state) {
     // The peers sent their last deltas as they announced them, perhaps moments before they left:
     // those may still be on their way. Seen: a site starved of CPU adopted a peer's state for the
     // second-to-last version, and looked for the last one's deltas 0.3 s after its peers sent them.
-    const double now = clock_();
-    if (!orphaned_since_) orphaned_since_ = now;
-    if (now - *orphaned_since_ < kInFlightGrace_s) {
+    if (ends_.in_flight(clock_())) {
       waiting_ = "version " + std::to_string(state.version() + 1) + "'s deltas, which may be on their way";
       return false;
     }
@@ -338,6 +338,28 @@ bool CrossSite::finished(const OuterState& state) {
     return false;
   }
   return true;
+}
+
+bool CrossSite::peers_ended(const OuterState& state) {
+  // Its record says so before it looks at the others': two sites that end together each see the other's.
+  membership_.set_ended(state.version());
+  if (!control([&] {
+        membership_.maintain();
+        refresh_members();
+      }))
+    return false;
+  const auto peers = ends_.peers(clock_(), membership_.members(), options_.site);
+  if (peers.waited_for.empty()) return true;
+  std::string names;
+  for (const auto& site : peers.waited_for) names += " " + site;
+  if (peers.gave_up) {
+    events_.push_back({"peers_not_ended", "", state.version(),
+                       "ends without waiting longer for" + names + ", which may not hold version " +
+                           std::to_string(state.version())});
+    return true;
+  }
+  waiting_ = "the others to end (one behind takes the last versions from here):" + names;
+  return false;
 }
 
 void CrossSite::leave() {

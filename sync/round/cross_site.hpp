@@ -44,6 +44,7 @@
 #include "sync/round/delta_journal.hpp"
 #include "sync/round/delta_screen.hpp"
 #include "sync/round/delta_store.hpp"
+#include "sync/round/end_waits.hpp"
 #include "sync/round/gradient_inbox.hpp"
 #include "sync/round/job_membership.hpp"
 #include "sync/round/outbox.hpp"
@@ -157,8 +158,9 @@ class CrossSite {
   // site is behind. Proposes that commit first when it is due and this site holds everything it
   // needs (whoever proposes, the swap lets one proposal win).
   std::optional<Commit> poll_commit(const OuterState& state, std::chrono::milliseconds budget);
-  // True once every live site announced its final round, this site holds the newest version, and
-  // no delta is left that any site could still merge: the job's last version, the same everywhere.
+  // True once every live site announced its final round, this site holds the newest version, no
+  // delta is left that any site could still merge (the job's last version, the same everywhere),
+  // and every live site has ended too (EndWaits): a site still behind needs one to catch up from.
   bool finished(const OuterState& state);
 
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
@@ -240,6 +242,8 @@ class CrossSite {
   DeltaStore::Means mean_of(const CommitRecord& record, const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void read_journal();
+  bool merged_all(const OuterState& state);   // finished()'s first half: this site holds the job's last version
+  bool peers_ended(const OuterState& state);  // its second: says so, and waits for the others to
   CrossSiteTraffic& counts() { return courier_.counts(); }
 
   CrossSiteOptions options_;
@@ -258,10 +262,7 @@ class CrossSite {
   std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   GradientInbox gradients_;
   std::string waiting_;
-  // At the job's end: when this site, alone, first found the next version's deltas missing. It
-  // waits kInFlightGrace_s for transfers in flight before it gives that version up.
-  std::optional<double> orphaned_since_;
-  static constexpr double kInFlightGrace_s = 5;
+  EndWaits ends_;
 };
 
 }  // namespace meridian

@@ -25,7 +25,7 @@ JobMembership::~JobMembership() {
   }
 }
 
-MemberRecord JobMembership::record() const { return {options_.site, address_, incarnation_, !proposing_}; }
+MemberRecord JobMembership::record() const { return {options_.site, address_, incarnation_, !proposing_, ended_}; }
 
 void JobMembership::register_site() {
   keeper_.reset();
@@ -123,6 +123,11 @@ std::int64_t JobMembership::leave() {
 void JobMembership::set_proposing(bool proposing) {
   record_stale_ = record_stale_ || proposing != proposing_;
   proposing_ = proposing;
+}
+
+void JobMembership::set_ended(std::int64_t version) {
+  record_stale_ = record_stale_ || version != ended_;
+  ended_ = version;
 }
 
 }  // namespace meridian

@@ -66,6 +66,8 @@ class JobMembership {
   std::int64_t leave();
   void set_proposing(bool proposing);
   bool proposing() const { return proposing_; }
+  // The version this site ended the job on, for its record (written at the next maintain()).
+  void set_ended(std::int64_t version);
   std::int64_t lease() const { return lease_; }  // safe from another thread
 
  private:
@@ -84,6 +86,7 @@ class JobMembership {
   // Link address -> site. Not cleared when a site leaves: its last delta may still be on its way.
   std::map<std::string, std::string> site_by_addr_;
   std::map<std::string, std::uint64_t> incarnations_;  // by site, as last seen in its record
+  std::int64_t ended_ = -1;
   bool proposing_ = true, record_stale_ = false;
 };
 

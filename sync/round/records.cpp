@@ -89,6 +89,7 @@ std::string encode(const MemberRecord& r) {
   w.setAddress(r.address);
   w.setIncarnation(r.incarnation);
   w.setPaused(r.paused);
+  w.setEnded(r.ended);
   return to_string(message);
 }
 
@@ -169,7 +170,7 @@ std::string encode(const DeltaRequest& r) {
 
 MemberRecord decode_member(std::string_view bytes) {
   return read_record<wire::MemberRecord>(bytes, "member record", [](auto rec) {
-    return MemberRecord{rec.getSite(), rec.getAddress(), rec.getIncarnation(), rec.getPaused()};
+    return MemberRecord{rec.getSite(), rec.getAddress(), rec.getIncarnation(), rec.getPaused(), rec.getEnded()};
   });
 }
 

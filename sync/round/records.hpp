@@ -26,6 +26,9 @@ struct MemberRecord {
   std::string address;
   std::uint64_t incarnation = 0;
   bool paused = false;  // pause-outer: no commit waits for a round it will not announce
+  // The version the site ended the job on, -1 before: the others stay until every site has, so a
+  // site still behind has someone to take the last versions from.
+  std::int64_t ended = -1;
   bool operator==(const MemberRecord&) const = default;
 };
 

@@ -18,6 +18,7 @@ struct MemberRecord {
   address @2 :Text;        # its link's address, e.g. tcp://127.0.0.1:PORT
   incarnation @3 :UInt64;  # changes when the site's leader (and with it the link) changes
   paused @4 :Bool;         # its outer exchange is paused (pause-outer): it announces and proposes nothing
+  ended @5 :Int64 = -1;    # the version it ended the job on; -1 while it has not (a peer behind needs it until it has)
 }
 
 # "deltas/<site>/<round>": a site finished a round and is sending its encoded delta.
