@@ -28,24 +28,18 @@ void resolve_model(Resolver& r, JobConfig& c) {
   }
 }
 
-}  // namespace
-
-JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
-  using Data = JobConfig::Data;
-  using Inner = JobConfig::Inner;
-  Resolver r(layers);
-  JobConfig c;
+void resolve_job(Resolver& r, const Layers& layers, JobConfig& c) {
   c.source = fs::absolute(layers.top.file).lexically_normal();
-
   r.read(c.job.name, "job", "name");
   std::optional<fs::path> run_dir;
   r.read_path(run_dir, "job", "run_dir");
   c.job.run_dir = run_dir.value_or((fs::current_path() / "runs" / c.job.name).lexically_normal());
   r.read(c.job.seed, "job", "seed", 0);
   r.read(c.job.insecure, "job", "insecure");
+}
 
-  resolve_model(r, c);
-
+void resolve_data(Resolver& r, JobConfig& c) {
+  using Data = JobConfig::Data;
   r.require("data", "path", "a string: the training data file");
   std::optional<fs::path> data_path;
   r.read_path(data_path, "data", "path");
@@ -53,7 +47,10 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.data.format, "data", "format", {Data::Format::Text, Data::Format::LlmcBin});
   r.read(c.data.val_fraction, "data", "val_fraction", within(0, 1, true, true));
   r.read_path(c.data.val_path, "data", "val_path");
+}
 
+void resolve_inner(Resolver& r, JobConfig& c) {
+  using Inner = JobConfig::Inner;
   r.read(c.inner.optimizer, "inner", "optimizer", {Inner::Optimizer::AdamW, Inner::Optimizer::Sgd, Inner::Optimizer::Muon});
   r.read(c.inner.muon_momentum, "inner", "muon_momentum", within(0, 1, false, true));
   r.read(c.inner.lr, "inner", "lr", above(0));
@@ -68,14 +65,9 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.inner.beta1, "inner", "beta1", within(0, 1, false, true));
   r.read(c.inner.beta2, "inner", "beta2", within(0, 1, false, true));
   r.read(c.inner.eps, "inner", "eps", above(0));
+}
 
-  r.read(c.log.every, "log", "every", 1);
-  r.read(c.log.eval_every, "log", "eval_every", 0);
-  r.read(c.log.eval_windows, "log", "eval_windows", 1);
-
-  r.read(c.checkpoint.every, "checkpoint", "every", 0);
-  r.read(c.checkpoint.keep, "checkpoint", "keep", 1);
-
+void resolve_guard(Resolver& r, JobConfig& c) {
   r.read(c.guard.enabled, "guard", "enabled");
   r.read(c.guard.window, "guard", "window", 2);
   r.read(c.guard.min_history, "guard", "min_history", 2);
@@ -99,7 +91,9 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
     r.add(s ? s->origin : r.find("guard.window")->origin, std::string("guard.") + key,
           "expected at most guard.window = " + std::to_string(c.guard.window) + ", found " + std::to_string(value));
   }
+}
 
+void resolve_ops(Resolver& r, JobConfig& c) {
   r.read(c.ops.metrics, "ops", "metrics");
   r.read(c.ops.metrics_address, "ops", "metrics_address");
   r.read(c.ops.metrics_port, "ops", "metrics_port", 0);
@@ -110,7 +104,9 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
           "a secret does not belong in a job file (shared, and copied into every checkpoint) or on a command line "
           "(`ps` shows it to every user): write it to a file only you can read and name that file in [ops] "
           "token_file, or set MERIDIAN_OPS_TOKEN");
+}
 
+void resolve_replicas(Resolver& r, JobConfig& c) {
   using Replicas = JobConfig::Replicas;
   r.read(c.replicas.count, "replicas", "count", 1);
   r.read(c.replicas.restart, "replicas", "restart");
@@ -121,13 +117,29 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.replicas.sdc_every, "replicas", "sdc_every", 0);
   r.read(c.replicas.overlap_allreduce, "replicas", "overlap_allreduce");
   r.read(c.replicas.store_port, "replicas", "store_port", 0);
+}
 
+}  // namespace
+
+JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
+  Resolver r(layers);
+  JobConfig c;
+  resolve_job(r, layers, c);
+  resolve_model(r, c);
+  resolve_data(r, c);
+  resolve_inner(r, c);
+  r.read(c.log.every, "log", "every", 1);
+  r.read(c.log.eval_every, "log", "eval_every", 0);
+  r.read(c.log.eval_windows, "log", "eval_windows", 1);
+  r.read(c.checkpoint.every, "checkpoint", "every", 0);
+  r.read(c.checkpoint.keep, "checkpoint", "keep", 1);
+  resolve_guard(r, c);
+  resolve_ops(r, c);
+  resolve_replicas(r, c);
   r.read(c.launch.max_site_restarts, "launch", "max_site_restarts", 0);
   r.read(c.launch.restart_backoff_ms, "launch", "restart_backoff_ms", 0);
-
   resolve_multisite(r, layers, c);  // after [replicas]: the implicit site takes its replica count
   resolve_sim(r, layers, c);
-
   r.report_unknown();
   r.flush(problems);
   return c;

@@ -286,9 +286,7 @@ void derive_outer(const Resolver& r, JobConfig& c) {
   }
 }
 
-}  // namespace
-
-void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
+void read_outer(Resolver& r, JobConfig& c) {
   r.read(c.outer.algorithm, "outer", "algorithm", {Outer::Algorithm::Sync, Outer::Algorithm::Diloco, Outer::Algorithm::Streaming});
   r.read(c.outer.inner_steps, "outer", "inner_steps", 1);
   r.read(c.outer.lr, "outer", "lr", above(0));
@@ -313,6 +311,9 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.outer.max_norm_ratio, "outer", "max_norm_ratio", above(1));
   r.read(c.outer.dynamic_inner_steps, "outer", "dynamic_inner_steps");
   r.read(c.outer.fragments, "outer", "fragments", 1);
+}
+
+void check_fragments(Resolver& r, const JobConfig& c) {
   if (c.outer.fragments > 1 && c.outer.algorithm != Outer::Algorithm::Streaming) {
     const Setting* s = r.find("outer.fragments");
     r.add(s ? s->origin : r.table_origin("outer"), "outer.fragments",
@@ -334,6 +335,10 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
             "expected at most " + std::to_string(tensors) + " (the model's tensors; a fragment holds whole ones), found " +
                 std::to_string(c.outer.fragments));
   }
+}
+
+// Settings that contradict each other.
+void check_outer_combinations(Resolver& r, const JobConfig& c) {
   if (c.outer.codec == Outer::Codec::Sparse) {
     // It drops most of every delta: only error feedback carries the rest into later rounds.
     if (!c.outer.error_feedback) {
@@ -356,14 +361,9 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
               std::to_string(c.outer.delayed_nesterov));
   }
 
-  r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
-  r.read(c.transport.network, "transport", "network",
-         {JobConfig::Transport::Network::Public, JobConfig::Transport::Network::Private});
-  r.read(c.transport.chunk_bytes, "transport", "chunk_bytes", 1024);
+}
 
-  resolve_control(r, c);
-  resolve_sites(r, layers, c);
-  resolve_link_keys(r, c);
+void refuse_public_ucx(Resolver& r, const JobConfig& c) {
   if (c.sites.size() >= 2 && c.transport.kind == JobConfig::Transport::Kind::Ucx &&
       c.transport.network == JobConfig::Transport::Network::Public) {
     const Setting* s = r.find("transport.kind");
@@ -372,6 +372,23 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
           "that only this job's operator can reach; say so with [transport] network = \"private\"");
   }
 
+}
+
+}  // namespace
+
+void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
+  read_outer(r, c);
+  check_fragments(r, c);
+  check_outer_combinations(r, c);
+  r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
+  r.read(c.transport.network, "transport", "network",
+         {JobConfig::Transport::Network::Public, JobConfig::Transport::Network::Private});
+  r.read(c.transport.chunk_bytes, "transport", "chunk_bytes", 1024);
+
+  resolve_control(r, c);
+  resolve_sites(r, layers, c);
+  resolve_link_keys(r, c);
+  refuse_public_ucx(r, c);
   refuse_plaintext(r, c);
   resolve_wan(r, layers, c);  // after the sites: links and faults name them
   derive_outer(r, c);         // after the sites: they are its M

@@ -335,6 +335,10 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
     }
     if (config_.checkpoint.every > 0 && done % config_.checkpoint.every == 0 && done != end) save_checkpoint();
   }
+  return finish_run(summary, first_step, t0, last);
+}
+
+TrainSummary Trainer::finish_run(TrainSummary summary, std::int64_t first_step, double t0, const StepResult& last) {
   const double wall = now_() - t0;
   summary.final_val_loss = validation_loss();
   summary.final_train_loss = last.loss;

@@ -127,6 +127,8 @@ class Trainer {
   Update cpu_step(StepResult& r);
   Update device_step(StepResult& r);
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
+  // The end of run(): the final evaluation and checkpoint, the summary and its log lines.
+  TrainSummary finish_run(TrainSummary summary, std::int64_t first_step, double t0, const StepResult& last);
 
   JobConfig config_;
   Env& env_;
