@@ -35,7 +35,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ETCD = "/usr/bin/etcd"
-STEPS_PER_MINUTE = 280  # the demo's pace per site under launch on a quiet 2-core machine (measured)
+# The demo's pace per site under launch on a quiet 2-core machine, measured: 280 on 2026-11-26;
+# since each site's OpenBLAS runs one thread the demo is about 4x faster, and on 2026-11-28 a soak
+# planned at 280 ran its 30 minutes' steps in 413 s (6 of 29 faults). 8,400 steps in 413 s through
+# 6 faults: about 1,250 a minute.
+STEPS_PER_MINUTE = 1250
 
 
 class Etcd:
