@@ -341,13 +341,10 @@ bool CrossSite::merged_all(const OuterState& state) {
 }
 
 bool CrossSite::peers_ended(const OuterState& state) {
-  // Its record says so before it looks at the others': two sites that end together each see the other's.
+  // Its record says so at once; merged_all() read the others' just before, and reads them again at
+  // the next look, so two sites that end together each see the other's.
   membership_.set_ended(state.version());
-  if (!control([&] {
-        membership_.maintain();
-        refresh_members();
-      }))
-    return false;
+  if (!control([&] { membership_.maintain(); })) return false;
   const auto peers = ends_.peers(clock_(), membership_.members(), options_.site);
   if (peers.waited_for.empty()) return true;
   std::string names;
