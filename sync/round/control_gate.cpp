@@ -9,18 +9,20 @@ double seconds(std::chrono::milliseconds d) { return static_cast<double>(d.count
 
 }  // namespace
 
-ControlGate::ControlGate(std::function<double()> clock, std::chrono::milliseconds poll, std::chrono::milliseconds retry,
-                         std::chrono::milliseconds full_read, std::unique_ptr<EtcdWatch> watch)
-    : clock_(std::move(clock)),
+ControlGate::ControlGate(ControlPlane& plane, std::function<double()> clock, std::chrono::milliseconds poll,
+                         std::chrono::milliseconds retry, std::chrono::milliseconds full_read,
+                         std::unique_ptr<EtcdWatch> watch)
+    : plane_(plane),
+      clock_(std::move(clock)),
       poll_s_(seconds(poll)),
       retry_s_(seconds(retry)),
       full_read_s_(seconds(full_read)),
       watch_(std::move(watch)) {}
 
-bool ControlGate::run(const std::function<void()>& call, CrossSiteEvents& events) {
+bool ControlGate::run(const std::function<void(ControlPlane&)>& call, CrossSiteEvents& events) {
   if (clock_() < retry_at_) return false;
   try {
-    call();
+    call(plane_);
   } catch (const Error& e) {
     retry_at_ = clock_() + retry_s_;
     error_ = e.what();

@@ -1,7 +1,8 @@
 #pragma once
-// How a site reaches the control plane. Every call goes through run(): a failure (unreachable,
-// no majority here, no answer) is noted, said once as an event, and calls are refused until
-// `retry` has passed, so the site trains on meanwhile; it cannot commit then, so it cannot fork.
+// How a site reaches the control plane: the gate holds it and hands it only to calls made through
+// run(), so none bypasses what follows. A failure (unreachable, no majority here, no answer) is
+// noted, said once as an event, and calls are refused until `retry` has passed, so the site
+// trains on meanwhile; it cannot commit then, so it cannot fork.
 // And which of the job's ranges a look must read: every range without a watch, while the control
 // plane is down, right after it comes back and every `full_read` (a stream that stalled through a
 // partition may have missed changes its probe has not caught yet); otherwise those the watch saw
@@ -13,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "sync/control/control_plane.hpp"
 #include "sync/control/etcd_watch.hpp"
 #include "sync/round/cross_site_types.hpp"
 
@@ -21,10 +23,10 @@ namespace meridian {
 class ControlGate {
  public:
   // `poll`: between looks; `watch`: null for none (every look reads every range).
-  ControlGate(std::function<double()> clock, std::chrono::milliseconds poll, std::chrono::milliseconds retry,
-              std::chrono::milliseconds full_read, std::unique_ptr<EtcdWatch> watch);
+  ControlGate(ControlPlane& plane, std::function<double()> clock, std::chrono::milliseconds poll,
+              std::chrono::milliseconds retry, std::chrono::milliseconds full_read, std::unique_ptr<EtcdWatch> watch);
 
-  bool run(const std::function<void()>& call, CrossSiteEvents& events);
+  bool run(const std::function<void(ControlPlane&)>& call, CrossSiteEvents& events);
   bool down() const { return down_; }
   const std::string& error() const { return error_; }  // what the latest failure said
 
@@ -46,6 +48,7 @@ class ControlGate {
   }
 
  private:
+  ControlPlane& plane_;
   std::function<double()> clock_;
   double poll_s_, retry_s_, full_read_s_;
   std::unique_ptr<EtcdWatch> watch_;

@@ -33,19 +33,17 @@ constexpr std::size_t kMaxHeld = 16;
 // asked for again is no accident.
 constexpr int kEquivocationCopies = 2;
 
-
 }  // namespace
 
 CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, std::function<double()> clock)
     : options_(with_sites_sorted(std::move(options))),
-      etcd_(etcd),
       courier_(link, [this](const std::string& address) { return membership_.site_at(address); }),
       clock_(std::move(clock)),
-      membership_(JobMembershipOptions{options_.job, options_.site, options_.sites, options_.lease_ttl_s,
-                                    options_.keepalive, options_.etcd, options_.keep_lease, options_.incarnation,
-                                    options_.link_keys},
-                  etcd_, link.address()),
-      gate_(clock_, options_.control_poll, options_.control_retry, options_.full_read, watch_for(options_)),
+      membership_(
+          JobMembershipOptions{options_.job, options_.site, options_.sites, options_.lease_ttl_s, options_.keepalive,
+                               options_.etcd, options_.keep_lease, options_.incarnation, options_.link_keys},
+          etcd, link.address()),
+      gate_(etcd, clock_, options_.control_poll, options_.control_retry, options_.full_read, watch_for(options_)),
       log_(options_.job, options_.rule.fragments),
       outbox_(options_.site, options_.journal, options_.keep_own_rounds, options_.checkpoints),
       transfer_(clock_, options_.rerequest_after, options_.catch_up_after),
@@ -53,6 +51,9 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, outbox_.journal(), options_.keep_own_rounds,
                                options_.mutations.unverified_deltas},
              link),
+      proposer_(ProposerOptions{options_.site, options_.rule, options_.deadline, options_.others_mean,
+                                options_.mutations.overwrite_commits},
+                log_, store_, courier_.counts()),
       gradients_(link, kMaxHeld) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   read_journal();
@@ -60,7 +61,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
 
 CrossSite::~CrossSite() = default;
 
-bool CrossSite::control(const std::function<void()>& call) {
+bool CrossSite::control(const std::function<void(ControlPlane&)>& call) {
   if (gate_.run(call, events_)) return true;
   if (gate_.down()) waiting_ = "the control plane: " + gate_.error();
   return false;
@@ -70,13 +71,14 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
-  const auto scan_own_rounds = [&] { outbox_.scan(etcd_, log_.keys(), events_); };
-  if ((!outbox_.scanned() && !control(scan_own_rounds)) || (!membership_.registered() && !control([&] { membership_.register_site(); }))) {
+  const auto scan_own_rounds = [&](ControlPlane& plane) { outbox_.scan(plane, log_.keys(), events_); };
+  if ((!outbox_.scanned() && !control(scan_own_rounds)) ||
+      (!membership_.registered() && !control([&](ControlPlane&) { membership_.register_site(); }))) {
     pump(deadline);
     return false;
   }
   while (true) {
-    if (!control([&] { refresh_members(); })) {
+    if (!control([&](ControlPlane&) { refresh_members(); })) {
       pump(deadline);
       return false;
     }
@@ -84,11 +86,12 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     for (const auto& s : options_.sites)
       if (!membership_.member(s)) missing.push_back(s);
     if (missing.empty()) {
-      control([&] { log_.read(etcd_, events_); });  // a site that comes back learns how far behind it is
+      // A site that comes back learns how far behind it is.
+      control([&](ControlPlane& plane) { log_.read(plane, events_); });
       return true;
     }
     // A job under way does not wait for its absent sites: this one (re)joins the live ones.
-    control([&] { log_.read(etcd_, events_); });
+    control([&](ControlPlane& plane) { log_.read(plane, events_); });
     if (log_.newest() > 0) return true;
     waiting_ = "sites to join:";
     for (const auto& s : missing) waiting_ += " " + s;
@@ -100,11 +103,11 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
 void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) {
   // Its digest is taken where the bytes were made and trusted here: a second SHA-256 pass over a
   // large delta costs as much as the first. Every receiver checks it.
-  MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size(),
-                 "announcement of site ", a.site, " round ", a.round, " does not describe its bytes");
+  MERIDIAN_CHECK(a.site == options_.site && a.bytes == encoded.size(), "announcement of site ", a.site, " round ",
+                 a.round, " does not describe its bytes");
   MERIDIAN_CHECK(hashes.chunk_bytes == courier_.link().chunk_bytes(), "chunk hashes of ", hashes.chunk_bytes,
                  "-byte chunks for a link of ", courier_.link().chunk_bytes());
-  timing_.submitted(clock_());
+  proposer_.submitted(clock_());
   // Cut off from the control plane, the announcement waits (announce_pending) while the bytes go.
   outbox_.queue(a);
   announce_pending();
@@ -127,7 +130,7 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       std::optional<Commit> commit;
       if (announce_pending()) {
         const ControlGate::Reads reads = gate_.reads_due();
-        control([&] { commit = check_control(state, reads); });
+        control([&](ControlPlane& plane) { commit = check_control(plane, state, reads); });
       }
       if (commit) return commit;
     }
@@ -137,15 +140,16 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
 }
 
 bool CrossSite::announce_pending() {
-  return !outbox_.pending() || control([&] { outbox_.announce(etcd_, log_.keys()); });
+  return !outbox_.pending() || control([&](ControlPlane& plane) { outbox_.announce(plane, log_.keys()); });
 }
 
-std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& state, ControlGate::Reads reads) {
+std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, const OuterState& state,
+                                                          ControlGate::Reads reads) {
   const std::int64_t next = state.version() + 1;
   // All that is due, before any path below returns: a range left unread would wait for its next change.
-  if (reads.commits) log_.read(etcd_, events_);
+  if (reads.commits) log_.read(plane, events_);
   if (reads.members) refresh_members();
-  if (reads.announcements) read_announcements();
+  if (reads.announcements) read_announcements(plane);
   if (const auto held = log_.forget_before(next)) {
     log_.hold(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
@@ -166,10 +170,10 @@ std::optional<CrossSite::Commit> CrossSite::check_control(const OuterState& stat
   // checkpoint) must not stop the site for good: after catch_up_after it fetches the next
   // commit's deltas instead (journals keep them), one version at a time.
   if (transfer_.far_behind_long(far_behind && found)) far_behind = false;
-  if (auto adopted = catch_up(state, far_behind)) return adopted;
+  if (auto adopted = catch_up(plane, state, far_behind)) return adopted;
   if (far_behind) return std::nullopt;
   if (found) return hand_out(*found, state);
-  propose(state);
+  propose(plane, state);
   return std::nullopt;
 }
 
@@ -181,71 +185,30 @@ std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record,
     transfer_.note_stuck();
     return std::nullopt;
   }
-  // The winner is usually this site's own proposal: its mean is already computed.
-  // Another proposal of the same entries may count the round's tokens otherwise: its mean differs.
-  const bool ours = proposed_ && proposed_->record.number == record.number &&
-                    proposed_->record.entries == record.entries && proposed_->record.round_tokens == record.round_tokens;
   // On disk before it is applied: a restart from an older checkpoint can apply it again.
   store_.journal(record.entries);
-  Commit commit{record, {}, {}, {}, {}};
-  if (ours) {
-    commit.mean_delta = std::move(proposed_->mean_delta);
-    commit.fragments = std::move(proposed_->fragments);
-    commit.others_mean = std::move(proposed_->others_mean);
-  } else {
-    auto means = mean_of(record, state);
-    commit.fragments = std::move(means.fragments);
-    commit.mean_delta = std::move(means.mean);
-    commit.others_mean = std::move(means.others);
-  }
+  Commit commit = proposer_.commit_of(record, state);
   applied(record);
   return commit;
 }
 
-void CrossSite::propose(const OuterState& state) {
-  const std::int64_t next = state.version() + 1;
+void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
   CommitView view = control_view(state);
-  for (const auto& [key, a] : book_.announced()) {
-    if (!membership_.member(a.site) || !usable(a, state)) continue;
-    view.held.insert(key);
-    timing_.held(next, key, view.now);
-  }
+  for (const auto& [key, a] : book_.announced())
+    if (membership_.member(a.site) && usable(a, state)) proposer_.held(view, key);
   view.refused = book_.refusals();  // usable() may have refused more just now
-  view.first_held_at = timing_.first_held_at();
-  view.deadline_s = timing_.deadline_s(options_.deadline, options_.rule.fragments);
-  const auto entries = decide_commit(view, options_.rule);
   if (!membership_.proposing()) {
     waiting_ = "a version another site proposes (the outer exchange is paused here)";
     return;
   }
-  if (!entries) {
-    waiting_ = "deltas for version " + std::to_string(next) + " (" + std::to_string(view.held.size()) + " here, " +
-               std::to_string(view.live_sites.size()) + " live sites)";
+  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_)) {
+    waiting_ = std::move(*why_not);
     return;
   }
-  const auto rounds = open_rounds(view, options_.rule);
-  const int fragment = commit_fragment(view, rounds);
-  CommitRecord proposal{next, *entries, 0, options_.site, book_.merged(), fragment,
-                        options_.rule.scale_partial ? full_round_tokens(view, *entries) : 0.0};
-  auto means = mean_of(proposal, state);
-  proposal.params_hash = state.preview(means.fragments, means.mean).hash;
-  std::set<std::string> merging;
-  for (const auto& e : *entries) {
-    proposal.merged[e.site] = e.round;
-    merging.insert(e.site);
-  }
-  ++counts().commits_proposed;
-  // Before the proposal can win: should this site die right after, what it committed is on its disk.
-  store_.journal(*entries);
-  if (log_.claim(etcd_, next, encode(proposal), options_.site, events_, options_.mutations.overwrite_commits)) {
-    ++counts().commits_won;
-    if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++counts().commits_by_deadline;
-  }
-  proposed_ = Commit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(means.others)};
   gate_.look_now();  // read back whichever proposal won, at once
 }
 
-std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bool far_behind) {
+std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const OuterState& state, bool far_behind) {
   if (auto again = transfer_.take_again()) return Commit{*again, std::vector<float>(state.size()), {}, {0}, {}};
   if (transfer_.has_newer_than(state.version())) {
     const CommitRecord* record = log_.find(transfer_.received_version());
@@ -256,7 +219,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
       return std::nullopt;
     }
     ++counts().states_adopted;
-    read_announcements();  // how far the others have got: the site fast-forwards to there
+    read_announcements(plane);  // how far the others have got: the site fast-forwards to there
     Commit commit{*record, {}, std::move(*bytes), {}, {}};
     applied(*record);
     if (options_.mutations.reapply_adopted) transfer_.hand_out_again(*record);
@@ -271,7 +234,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(const OuterState& state, bo
 }
 
 void CrossSite::applied(const CommitRecord& record) {
-  proposed_.reset();
+  proposer_.forget();
   log_.hold(record);
   transfer_.applied();
   store_.accept_norms(record);
@@ -293,10 +256,10 @@ void CrossSite::forget_merged(const CommitRecord& record) {
 bool CrossSite::finished(const OuterState& state) { return merged_all(state) && peers_ended(state); }
 
 bool CrossSite::merged_all(const OuterState& state) {
-  if (!announce_pending() || !control([&] {
+  if (!announce_pending() || !control([&](ControlPlane& plane) {
         refresh_members();
-        read_announcements();
-        log_.read(etcd_, events_);
+        read_announcements(plane);
+        log_.read(plane, events_);
       }))
     return false;
   const auto& members = membership_.members();
@@ -306,7 +269,8 @@ bool CrossSite::merged_all(const OuterState& state) {
       return false;
     }
   if (log_.newest() > state.version()) {
-    const bool peer = std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.first != options_.site; });
+    const bool peer =
+        std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.first != options_.site; });
     if (peer) {
       waiting_ = "version " + std::to_string(log_.newest());
       return false;
@@ -344,7 +308,7 @@ bool CrossSite::peers_ended(const OuterState& state) {
   // Its record says so at once; merged_all() read the others' just before, and reads them again at
   // the next look, so two sites that end together each see the other's.
   membership_.set_ended(state.version());
-  if (!control([&] { membership_.maintain(); })) return false;
+  if (!control([&](ControlPlane&) { membership_.maintain(); })) return false;
   const auto peers = ends_.peers(clock_(), membership_.members(), options_.site);
   if (peers.waited_for.empty()) return true;
   std::string names;
@@ -361,13 +325,14 @@ bool CrossSite::peers_ended(const OuterState& state) {
 
 void CrossSite::leave() {
   const std::int64_t lease = membership_.leave();
-  if (lease != 0) control([&] { etcd_.revoke_lease(lease); });  // else the lease lapses after its TTL
+  if (lease != 0)
+    control([&](ControlPlane& plane) { plane.revoke_lease(lease); });  // else the lease lapses after its TTL
 }
 
 bool CrossSite::job_over() {
-  if (!control([&] {
+  if (!control([&](ControlPlane& plane) {
         refresh_members();
-        read_announcements();
+        read_announcements(plane);
       }))
     return false;
   return std::all_of(options_.sites.begin(), options_.sites.end(), [&](const std::string& site) {
@@ -384,8 +349,9 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   CommitView view;
   view.now = clock_();
   view.version = state.version();
-  view.next_fragment =
-      state.version() == 0 ? 0 : log_.held_fragment() ? (*log_.held_fragment() + 1) % options_.rule.fragments : -1;
+  view.next_fragment = state.version() == 0   ? 0
+                       : log_.held_fragment() ? (*log_.held_fragment() + 1) % options_.rule.fragments
+                                              : -1;
   for (const auto& [site, member] : membership_.members()) {
     view.live_sites.push_back(site);
     if (member.paused) view.paused.insert(site);
@@ -415,8 +381,9 @@ bool CrossSite::holds_deltas_of(const CommitRecord& record) {
   // the site adopts a peer's state instead.
   for (const auto& e : record.entries)
     if (!store_.has({e.site, e.round})) return false;
-  return std::all_of(record.entries.begin(), record.entries.end(),
-                     [&](const CommitEntry& e) { return held({e.site, e.round}, e.digest) != nullptr; });
+  return std::all_of(record.entries.begin(), record.entries.end(), [&](const CommitEntry& e) {
+    return held({e.site, e.round}, e.digest) != nullptr;
+  });
 }
 
 bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
@@ -458,10 +425,6 @@ void CrossSite::request(const std::string& site, std::int64_t round) {
   ++counts().requests_sent;
 }
 
-DeltaStore::Means CrossSite::mean_of(const CommitRecord& record, const OuterState& state) {
-  return store_.mean_of(record, state, options_.rule, options_.site, options_.others_mean);
-}
-
 void CrossSite::send_gradients(std::int64_t step, std::span<const float> values) {
   const auto bytes = std::as_bytes(values);
   for (const auto& [site, member] : membership_.members()) {
@@ -484,19 +447,13 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
   }
 }
 
-
-
-
-
 void CrossSite::read_journal() {
   // Checked against a commit's digest before any use, like every delta.
   for (auto& [key, bytes] : outbox_.load(courier_.link().chunk_bytes())) store_.put(key, std::move(bytes), true);
 }
 
-
-
 void CrossSite::pump(double until) {
-  if (membership_.registered()) control([&] { membership_.maintain(); });
+  if (membership_.registered()) control([&](ControlPlane&) { membership_.maintain(); });
   do {
     const double left = until - clock_();
     const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(left * 1000.0, 0.0, 5.0)));
@@ -571,11 +528,10 @@ void CrossSite::refresh_members() {
   const auto change = membership_.refresh(events_);
   if (change.new_addresses)
     courier_.list_peers(membership_.addresses(), [this](const std::string& address) {
-      return courier_.vouch(address, clock_(), [this] { control([this] { refresh_members(); }); });
+      return courier_.vouch(address, clock_(), [this] { control([this](ControlPlane&) { refresh_members(); }); });
     });
   // A site that restarted: what it announced before and never sent here is nowhere any more.
-  for (const auto& site : change.restarted)
-    book_.restarted(site, [&](const DeltaKey& key) { return store_.has(key); });
+  for (const auto& site : change.restarted) book_.restarted(site, [&](const DeltaKey& key) { return store_.has(key); });
   // A site that (re)joined missed what was sent before it came: it gets this site's deltas that
   // no commit merged yet now, rather than asking for each a second later.
   const auto merged = book_.merged_round(options_.site);
@@ -593,19 +549,19 @@ void CrossSite::send_delta(const std::string& site, const std::string& address, 
 }
 
 const std::string* CrossSite::site_of(const std::string& address) {
-  if (!membership_.site_at(address)) control([&] { refresh_members(); });
+  if (!membership_.site_at(address)) control([&](ControlPlane&) { refresh_members(); });
   return membership_.site_at(address);
 }
 
 const std::string* CrossSite::known_site(const std::string& address) const { return membership_.site_at(address); }
 
-void CrossSite::read_announcements() {
-  counts().deltas_refused += book_.read(etcd_, log_.keys());
+void CrossSite::read_announcements(ControlPlane& plane) {
+  counts().deltas_refused += book_.read(plane, log_.keys());
   for (const auto& d : book_.take_disputes())
     events_.push_back({"delta_disputed", d.site, d.round,
-                       "site " + d.by + " received other bytes than " + d.site +
-                           " announced: every round of " + d.site + " is refused from now on"});
-  if (book_.disputes_pending()) book_.file_disputes(etcd_, log_.keys());
+                       "site " + d.by + " received other bytes than " + d.site + " announced: every round of " +
+                           d.site + " is refused from now on"});
+  if (book_.disputes_pending()) book_.file_disputes(plane, log_.keys());
 }
 
 CrossSiteTraffic CrossSite::traffic() const { return courier_.traffic(); }

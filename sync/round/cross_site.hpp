@@ -8,8 +8,8 @@
 // go over the Link; etcd holds only the small records of records.hpp.
 //
 // CrossSite coordinates parts with one job each (docs/ARCHITECTURE.md has the list):
-// JobMembership, ControlGate, CommitLog, DeltaBook, DeltaStore, Outbox, StateTransfer,
-// RoundTiming and GradientInbox. It runs on any ControlPlane, Link and clock: etcd, ZeroMQ or UCX
+// JobMembership, ControlGate, CommitLog, DeltaBook, DeltaStore, Proposer, Outbox, StateTransfer,
+// EndWaits and GradientInbox. It runs on any ControlPlane, Link and clock: etcd, ZeroMQ or UCX
 // and the steady clock in a real site; in-memory ones on virtual time in the protocol simulator.
 //
 // Nothing here sleeps or owns a thread: the caller pumps it (poll_* with a time budget), so the
@@ -49,8 +49,8 @@
 #include "sync/round/job_membership.hpp"
 #include "sync/round/outbox.hpp"
 #include "sync/round/outer_state.hpp"
+#include "sync/round/proposer.hpp"
 #include "sync/round/records.hpp"
-#include "sync/round/round_timing.hpp"
 #include "sync/round/state_transfer.hpp"
 #include "transport/link/link.hpp"
 
@@ -75,7 +75,7 @@ struct CrossSiteOptions {
   EtcdOptions etcd;  // for the lease keeper's own client
   std::int64_t lease_ttl_s = 10;
   std::chrono::milliseconds keepalive{2000};
-  std::chrono::milliseconds control_poll{20};       // between looks at the control plane
+  std::chrono::milliseconds control_poll{20};  // between looks at the control plane
   // Whether to follow the job's keys with an etcd watch (EtcdWatch), so a look reads etcd only
   // when something changed there; without one (or while it is down), every look reads.
   bool watch = true;
@@ -141,18 +141,7 @@ class CrossSite {
   // The chunk size of this site's link, which submit's hashes are taken with.
   std::size_t chunk_bytes() const { return courier_.link().chunk_bytes(); }
 
-  struct Commit {
-    CommitRecord record;
-    // Per fragment the entries cover (ascending; {0} for DiLoCo), the weighted mean of its deltas,
-    // in the record's order: the fragments' values one after the other.
-    std::vector<float> mean_delta;
-    std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
-    std::vector<int> fragments;
-    // The same layout as mean_delta, over the other sites' entries only (a fragment none of them
-    // covers: zeros); empty when no other site's delta is in the commit, or options.others_mean is off. What an eager site takes
-    // as its proxy for the others' next deltas (eager_estimate.hpp).
-    std::vector<float> others_mean;
-  };
+  using Commit = VersionCommit;
   // Pumps for up to `budget`; the commit of version state.version() + 1 once it exists and every
   // delta it lists is here and verified, or a verified peer snapshot of a newer version when this
   // site is behind. Proposes that commit first when it is due and this site holds everything it
@@ -208,20 +197,21 @@ class CrossSite {
   // Reads the members, and sends the sites that (re)joined this site's unmerged deltas.
   void refresh_members();
   const std::string* site_of(const std::string& address);
-  // Runs control-plane calls through the gate (control_gate.hpp); false when they failed or wait.
-  bool control(const std::function<void()>& call);
+  // Runs control-plane calls through the gate (control_gate.hpp), the site's only way to the
+  // control plane; false when they failed or wait.
+  bool control(const std::function<void(ControlPlane&)>& call);
   // Puts this site's announcements that etcd did not take yet; true when none is left.
   bool announce_pending();
   // What the control plane shows, as the commit rule sees it (no deltas held yet).
   CommitView control_view(const OuterState& state) const;
   // One look: reads what `reads` says (the rest of it decides on what was read before, and the
   // deltas and time since), then hands out, catches up or proposes.
-  std::optional<Commit> check_control(const OuterState& state, ControlGate::Reads reads);
+  std::optional<Commit> check_control(ControlPlane& plane, const OuterState& state, ControlGate::Reads reads);
   // The next version's commit, once every delta it lists is here (journaled first).
   std::optional<Commit> hand_out(const CommitRecord& record, const OuterState& state);
-  // Proposes the next version when the commit rule says it is due and this site holds all it needs.
-  void propose(const OuterState& state);
-  std::optional<Commit> catch_up(const OuterState& state, bool far_behind);
+  // Has the proposer propose the next version when it is due and this site holds all it needs.
+  void propose(ControlPlane& plane, const OuterState& state);
+  std::optional<Commit> catch_up(ControlPlane& plane, const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
@@ -230,7 +220,7 @@ class CrossSite {
   // or after disputing it: its owner sent other bytes than it announced, twice.
   const std::vector<std::byte>* held(const DeltaKey& key, const Digest& digest);
   // Reads the announcements (and disputes: each logged once) since the last read.
-  void read_announcements();
+  void read_announcements(ControlPlane& plane);
   // Sends this site's delta of `round` to `site` (ProtocolMutations::equivocation forges it).
   void send_delta(const std::string& site, const std::string& address, std::int64_t round, const Outbox::Delta& own);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
@@ -238,8 +228,6 @@ class CrossSite {
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  // What a commit applies (DeltaStore::mean_of, with this job's rule).
-  DeltaStore::Means mean_of(const CommitRecord& record, const OuterState& state);
   void request(const std::string& site, std::int64_t round);
   void read_journal();
   bool merged_all(const OuterState& state);   // finished()'s first half: this site holds the job's last version
@@ -247,19 +235,17 @@ class CrossSite {
   CrossSiteTraffic& counts() { return courier_.counts(); }
 
   CrossSiteOptions options_;
-  ControlPlane& etcd_;
   Courier courier_;
   std::function<double()> clock_;
   JobMembership membership_;
   ControlGate gate_;
   CommitLog log_;
-  RoundTiming timing_;
   Outbox outbox_;
   StateTransfer transfer_;
   DeltaBook book_;
   DeltaStore store_;
+  Proposer proposer_;
   std::vector<CrossSiteEvent> events_;
-  std::optional<Commit> proposed_;   // this site's latest proposal and its mean
   GradientInbox gradients_;
   std::string waiting_;
   EndWaits ends_;
