@@ -165,7 +165,7 @@ struct JobConfig {
     enum class Staleness { Inverse, Constant };  // sync/outer's StalenessDecay
     // What an overlapping site trains on while its round's commit is on the way: its own weights
     // until the commit comes and is rebased onto (rebase), or the eager estimate of that commit
-    // (sync/outer eager_estimate), which measured worse on the demo (docs/quality.md).
+    // (sync/outer eager_estimate), which measured worse than rebase on the demo (docs/quality.md).
     enum class OverlapUpdate { Rebase, Eager };
     // How far a commit that lacks some sites' deltas moves the weights: by its share of a full
     // round's tokens, the missing sites counting as zero (scaled), or as far as a full round

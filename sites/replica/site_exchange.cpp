@@ -109,8 +109,6 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
   }
   if (me == nullptr) throw make_error(ErrorKind::Config, "site '", site_, "' is not a [[site]] of the job");
   replicas_ = me->replicas;
-  eager_others_.resize(static_cast<std::size_t>(state_.fragments()));
-  eager_last_norm_.resize(static_cast<std::size_t>(state_.fragments()), 0.0);
   // Dynamic local updates: a slower site ends its rounds after fewer steps, so its deltas come as
   // often as the fastest site's and nobody's round is held back by it.
   if (config_.outer.dynamic_inner_steps) inner_steps_ = local_steps(me->speed, fastest, config_.outer.inner_steps);
@@ -171,7 +169,6 @@ void SiteExchange::ensure_leader_side() {
   o.deadline.k = config_.outer.deadline_k;
   o.deadline.fixed_s = config_.outer.deadline_ms / 1000.0;
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
-  o.others_mean = eager();
   o.etcd = etcd;
   o.control_retry = std::chrono::milliseconds(1000);
   o.lease_ttl_s = config_.control.lease_ttl_s;
@@ -323,16 +320,8 @@ nlohmann::json SiteExchange::roll_back(Trainer& trainer) {
 void SiteExchange::step_ahead(std::span<float> params, int fragment) {
   // The site's share of a commit's tokens when every site's delta is in it.
   const double share = static_cast<double>(replicas_) / static_cast<double>(data_replicas_);
-  const auto f = static_cast<std::size_t>(fragment);
-  double norm = 0;
-  for (const float x : fresh_) norm += static_cast<double>(x) * x;
-  norm = std::sqrt(norm);
-  // The others' mean is of the round before this one (usually): scaled by how this site's own
-  // delta changed since, as theirs did (eager_estimate).
-  const double prior = std::exchange(eager_last_norm_[f], norm);
-  const double scale = prior > 0 ? norm / prior : 1.0;
   std::vector<float> estimate(fresh_.size());
-  eager_estimate(fresh_, eager_others_[f], share, scale, estimate);
+  eager_estimate(fresh_, share, estimate);
   state_.step_ahead(params, fragment, estimate);
   ++eager_steps_;
 }
@@ -396,7 +385,6 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     scratch_.resize(values);
     if (leader) scratch_ = std::move(update->mean_delta);
     group.broadcast(std::as_writable_bytes(std::span<float>(scratch_)), 0);
-    if (eager()) take_others_mean(group, fragments, leader ? std::move(update->others_mean) : std::vector<float>{});
     auto outcome = state_.preview(fragments, scratch_);
     if (outcome.hash != expected)
       throw make_error(ErrorKind::Data, "site ", site_, ": version ", version, " computed here hashes to ",
@@ -434,23 +422,6 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
   }
   applied_s_ += clock_() - t0;
   return true;
-}
-
-void SiteExchange::take_others_mean(Communicator& group, const std::vector<int>& fragments,
-                                    std::vector<float> others) {
-  std::uint64_t values = others.size();
-  broadcast_value(group, values);
-  if (values == 0) return;  // no other site's delta in this commit: the proxies stay as they were
-  others.resize(values);
-  group.broadcast(std::as_writable_bytes(std::span<float>(others)), 0);
-  std::size_t at = 0;
-  for (const int f : fragments) {
-    const std::size_t n = state_.fragment(f).size;
-    MERIDIAN_CHECK(at + n <= others.size(), "others' mean of ", others.size(), " values, fragment ", f, " ends at ", at + n);
-    eager_others_[static_cast<std::size_t>(f)].assign(others.begin() + static_cast<std::ptrdiff_t>(at),
-                                                       others.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-  }
 }
 
 std::int64_t SiteExchange::job_step(const std::map<std::string, std::int64_t>& merged) const {

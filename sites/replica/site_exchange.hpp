@@ -137,9 +137,6 @@ class SiteExchange {
   // Eager overlap, right after this site sent `fragment`'s delta (fresh_): the working weights
   // move to the estimate of the commit it is waiting for (OuterState::step_ahead).
   void step_ahead(std::span<float> params, int fragment);
-  // Eager overlap, with a commit: every member keeps the other sites' mean of the fragments it
-  // changed (the leader's `others`, CrossSite::Commit::others_mean) as their proxy.
-  void take_others_mean(Communicator& group, const std::vector<int>& fragments, std::vector<float> others);
   // A site that was away goes on from the job's step (leader: `job_step`; the others learn it).
   void take_up_job(Communicator& group, bool leader, Trainer& trainer, std::int64_t job_step);
   // Leader: the first step after the newest round any other site announced or merged.
@@ -179,8 +176,6 @@ class SiteExchange {
   std::unique_ptr<WanControl> wan_control_;  // when wan_
   std::vector<float> scratch_;
   std::vector<float> fresh_;                      // eager: the decoded delta this site just sent
-  std::vector<std::vector<float>> eager_others_;  // eager, by fragment: the others' latest mean
-  std::vector<double> eager_last_norm_;           // eager, by fragment: the norm of this site's last delta
   bool outer_paused_ = false;
   std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet
   int carried_rounds_ = 0;          // and how many rounds they were

@@ -74,19 +74,10 @@ double staleness_weight(std::int64_t tokens, std::int64_t staleness, const Stale
   return options.decay == StalenessDecay::Constant ? t : t / (1.0 + static_cast<double>(staleness));
 }
 
-void eager_estimate(std::span<const float> fresh, std::span<const float> others, double share, double others_scale,
-                    std::span<float> out) {
-  MERIDIAN_CHECK(out.size() == fresh.size() && (others.empty() || others.size() == fresh.size()),
-                 "fresh=", fresh.size(), " others=", others.size(), " out=", out.size());
-  MERIDIAN_CHECK(share > 0.0 && share <= 1.0 && std::isfinite(others_scale) && others_scale >= 0.0, "share=", share,
-                 " others_scale=", others_scale);
-  if (others.empty()) {
-    std::copy(fresh.begin(), fresh.end(), out.begin());
-    return;
-  }
-  for (std::size_t j = 0; j < out.size(); ++j)
-    out[j] = static_cast<float>(share * static_cast<double>(fresh[j]) +
-                                (1.0 - share) * others_scale * static_cast<double>(others[j]));
+void eager_estimate(std::span<const float> fresh, double share, std::span<float> out) {
+  MERIDIAN_CHECK(out.size() == fresh.size(), "fresh=", fresh.size(), " out=", out.size());
+  MERIDIAN_CHECK(share > 0.0 && share <= 1.0, "share=", share);
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(share * static_cast<double>(fresh[j]));
 }
 
 }  // namespace meridian

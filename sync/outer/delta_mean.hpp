@@ -18,17 +18,14 @@ void weighted_mean(std::span<const std::span<const float>> deltas, std::span<con
 
 // Eager updates (Kale, Douillard, Donchev 2025, "Eager updates for overlapped communication and
 // computation in DiLoCo", arXiv 2502.12996): a site that overlaps its rounds does not wait for the
-// mean of the round it just sent. It estimates that mean from its own fresh delta, weighed by its
-// share of the tokens, and the other sites' latest deltas (their mean in the newest commit) as the
-// proxy for theirs: out = share * fresh + (1 - share) * others_scale * others. The proxy is a
-// round old, and early in a run deltas shrink several-fold from one round to the next: taken as
-// it is, it overshoots (a loss spike of +35% at the demo's second round). `others_scale` is how
-// much this site's own delta changed since that round (the ratio of their norms), which the
-// others' changed by too, up to noise. With no others known (`others` empty) the fresh delta
-// stands for everyone's. InvariantError when the sizes disagree, share is not in (0, 1] or
-// others_scale is negative or not finite.
-void eager_estimate(std::span<const float> fresh, std::span<const float> others, double share, double others_scale,
-                    std::span<float> out);
+// mean of the round it just sent. Its outer step there takes its own fresh delta at its share of
+// the round's tokens, and the other sites' deltas one round late. Those of the round before are
+// in the version the site holds (their commit came while it trained), so this round's estimate is
+// out = share * fresh: the others count as zero until the round's commit brings their deltas. (An
+// earlier rule added the others' latest mean again as a proxy for their fresh deltas: that
+// counted their previous round twice, and measured 1.1% worse on the demo; docs/quality.md.)
+// InvariantError when the sizes disagree or share is not in (0, 1].
+void eager_estimate(std::span<const float> fresh, double share, std::span<float> out);
 
 enum class StalenessDecay {
   Inverse,   // 1 / (1 + staleness): a late delta was computed from older weights, so it counts less

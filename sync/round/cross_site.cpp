@@ -51,7 +51,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, outbox_.journal(), options_.keep_own_rounds,
                                options_.mutations.unverified_deltas},
              link),
-      proposer_(ProposerOptions{options_.site, options_.rule, options_.deadline, options_.others_mean,
+      proposer_(ProposerOptions{options_.site, options_.rule, options_.deadline,
                                 options_.mutations.overwrite_commits},
                 log_, store_, courier_.counts()),
       gradients_(link, kMaxHeld) {
@@ -209,7 +209,7 @@ void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
 }
 
 std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const OuterState& state, bool far_behind) {
-  if (auto again = transfer_.take_again()) return Commit{*again, std::vector<float>(state.size()), {}, {0}, {}};
+  if (auto again = transfer_.take_again()) return Commit{*again, std::vector<float>(state.size()), {}, {0}};
   if (transfer_.has_newer_than(state.version())) {
     const CommitRecord* record = log_.find(transfer_.received_version());
     if (!record) return std::nullopt;  // its commit is not read yet: next time
@@ -220,7 +220,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
     }
     ++counts().states_adopted;
     read_announcements(plane);  // how far the others have got: the site fast-forwards to there
-    Commit commit{*record, {}, std::move(*bytes), {}, {}};
+    Commit commit{*record, {}, std::move(*bytes), {}};
     applied(*record);
     if (options_.mutations.reapply_adopted) transfer_.hand_out_again(*record);
     return commit;

@@ -93,8 +93,6 @@ struct CrossSiteOptions {
   std::chrono::milliseconds catch_up_after{3000};
   DeadlineOptions deadline;
   DeltaScreenOptions screen;
-  // Whether commits carry the other sites' mean (Commit::others_mean): only eager overlap reads it.
-  bool others_mean = false;
   // Who renews this site's membership lease: empty, a LeaseKeeper thread with its own etcd client
   // (`etcd`); the protocol simulator renews on virtual time instead.
   std::function<std::unique_ptr<KeptLease>(std::int64_t lease)> keep_lease;

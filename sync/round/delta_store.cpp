@@ -130,19 +130,17 @@ void DeltaStore::journal(const std::vector<CommitEntry>& entries) {
   }
 }
 
-DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule,
-                                      const std::string& self, bool others_mean) {
+DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule) {
   Means out;
   for (const auto& e : record.entries) out.fragments.push_back(e.fragment);
   std::sort(out.fragments.begin(), out.fragments.end());
   out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
-  bool others_seen = false;
   for (const int fragment : out.fragments) {
     const std::size_t n = state.fragment(fragment).size;
     DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
     std::vector<std::vector<float>> decoded;
-    std::vector<std::span<const float>> views, other_views;
-    std::vector<double> weights, other_weights;
+    std::vector<std::span<const float>> views;
+    std::vector<double> weights;
     std::vector<CommitEntry> entries;
     for (const auto& e : record.entries) {
       if (e.fragment != fragment) continue;
@@ -154,10 +152,6 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
       if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
       views.emplace_back(decoded.back());
       weights.push_back(e.weight);
-      if (others_mean && e.site != self && e.weight > 0) {
-        other_views.emplace_back(decoded.back());
-        other_weights.push_back(e.weight);
-      }
     }
     std::vector<float> mean(n);
     weighted_mean(views, weights, mean);
@@ -167,15 +161,7 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
     if (const double share = commit_share(record.number, entries, record.round_tokens, rule); share < 1.0)
       for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
     out.mean.insert(out.mean.end(), mean.begin(), mean.end());
-    if (!others_mean) continue;
-    std::fill(mean.begin(), mean.end(), 0.0f);
-    if (!other_views.empty()) {
-      weighted_mean(other_views, other_weights, mean);
-      others_seen = true;
-    }
-    out.others.insert(out.others.end(), mean.begin(), mean.end());
   }
-  if (!others_seen) out.others.clear();
   return out;
 }
 

@@ -71,14 +71,12 @@ class DeltaStore {
   void journal(const std::vector<CommitEntry>& entries);
 
   // What a commit applies: per fragment its entries cover, the weighted mean of those entries,
-  // scaled by commit_share (staleness, missing sites), and (with `others_mean`) the mean of the
-  // other sites' entries. Every entry must be verified here.
+  // scaled by commit_share (staleness, missing sites). Every entry must be verified here.
   struct Means {
     std::vector<int> fragments;
-    std::vector<float> mean, others;
+    std::vector<float> mean;
   };
-  Means mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule,
-                const std::string& self, bool others_mean);
+  Means mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule);
 
  private:
   DeltaStoreOptions options_;

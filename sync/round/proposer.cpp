@@ -47,7 +47,7 @@ std::optional<std::string> Proposer::propose(CommitView view, const OuterState& 
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++counts_.commits_by_deadline;
   }
   proposed_ = VersionCommit{
-      std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(means.others)};
+      std::move(proposal), std::move(means.mean), {}, std::move(means.fragments)};
   return std::nullopt;
 }
 
@@ -56,23 +56,21 @@ VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& 
   const bool ours = proposed_ && proposed_->record.number == record.number &&
                     proposed_->record.entries == record.entries &&
                     proposed_->record.round_tokens == record.round_tokens;
-  VersionCommit commit{record, {}, {}, {}, {}};
+  VersionCommit commit{record, {}, {}, {}};
   if (ours) {
     commit.mean_delta = std::move(proposed_->mean_delta);
     commit.fragments = std::move(proposed_->fragments);
-    commit.others_mean = std::move(proposed_->others_mean);
   } else {
     auto means = mean_of(record, state);
     commit.fragments = std::move(means.fragments);
     commit.mean_delta = std::move(means.mean);
-    commit.others_mean = std::move(means.others);
   }
   proposed_.reset();
   return commit;
 }
 
 DeltaStore::Means Proposer::mean_of(const CommitRecord& record, const OuterState& state) {
-  return store_.mean_of(record, state, options_.rule, options_.site, options_.others_mean);
+  return store_.mean_of(record, state, options_.rule);
 }
 
 }  // namespace meridian

@@ -32,17 +32,12 @@ struct VersionCommit {
   std::vector<float> mean_delta;
   std::vector<std::byte> snapshot;  // non-empty: adopt this peer state (version record.number) instead
   std::vector<int> fragments;
-  // The same layout as mean_delta, over the other sites' entries only (a fragment none of them
-  // covers: zeros); empty when no other site's delta is in the commit, or others_mean is off. What
-  // an eager site takes as its proxy for the others' next deltas (eager_estimate.hpp).
-  std::vector<float> others_mean;
 };
 
 struct ProposerOptions {
   std::string site;
   CommitRuleOptions rule;
   DeadlineOptions deadline;
-  bool others_mean = false;        // commits carry the other sites' mean (VersionCommit::others_mean)
   bool overwrite_commits = false;  // ProtocolMutations::overwrite_commits
 };
 

@@ -493,21 +493,16 @@ TEST_CASE("a smaller delay after a restore updates the momentum at once") {
   CHECK(two.momentum_buffer()[0] == 2.0f);  // 0.5 * 0 + (3 + 1) / 2
 }
 
-TEST_CASE("eager estimate: the site's fresh delta by its share, the others' latest mean for the rest") {
-  const std::vector<float> fresh{3.0f, -3.0f, 0.0f}, others{0.0f, 3.0f, 6.0f};
+TEST_CASE("eager estimate: the site's fresh delta by its share, the others' counted when their deltas come") {
+  const std::vector<float> fresh{3.0f, -3.0f, 0.0f};
   std::vector<float> out(3);
-  eager_estimate(fresh, others, 1.0 / 3.0, 1.0, out);
+  eager_estimate(fresh, 1.0 / 3.0, out);
   CHECK(out[0] == doctest::Approx(1.0f));
-  CHECK(out[1] == doctest::Approx(1.0f));
-  CHECK(out[2] == doctest::Approx(4.0f));
-  // This site's delta halved since the others' round: their proxy halves too.
-  eager_estimate(fresh, others, 1.0 / 3.0, 0.5, out);
-  CHECK(out[1] == doctest::Approx(0.0f));
-  CHECK(out[2] == doctest::Approx(2.0f));
-  // Nothing known of the others yet: the fresh delta stands for every site's.
-  eager_estimate(fresh, {}, 1.0 / 3.0, 1.0, out);
+  CHECK(out[1] == doctest::Approx(-1.0f));
+  CHECK(out[2] == 0.0f);
+  eager_estimate(fresh, 1.0, out);  // a job of one site: its delta is the mean
   CHECK(out == fresh);
-  CHECK_THROWS_AS(eager_estimate(fresh, std::vector<float>(2), 0.5, 1.0, out), InvariantError);
-  CHECK_THROWS_AS(eager_estimate(fresh, others, 0.0, 1.0, out), InvariantError);
-  CHECK_THROWS_AS(eager_estimate(fresh, others, 0.5, -1.0, out), InvariantError);
+  CHECK_THROWS_AS(eager_estimate(fresh, 0.5, std::span<float>(out).first(2)), InvariantError);
+  CHECK_THROWS_AS(eager_estimate(fresh, 0.0, out), InvariantError);
+  CHECK_THROWS_AS(eager_estimate(fresh, 1.5, out), InvariantError);
 }

@@ -19,7 +19,7 @@ struct Side {
       : plane(store, clock, 1),
         link(net.open(site)),
         deltas(DeltaStoreOptions{}, *link),
-        proposer(ProposerOptions{site, {}, {}, true, false}, log, deltas, counts) {}
+        proposer(ProposerOptions{site, {}, {}, false}, log, deltas, counts) {}
   MemoryControlPlane plane;
   std::unique_ptr<Link> link;
   CommitLog log{"job", 1};
@@ -91,7 +91,6 @@ TEST_CASE(
   const VersionCommit commit = a.proposer.commit_of(*record, state);
   // Both deltas weigh alike: the mean moved every weight by (0.5 + 1.5) / 2.
   CHECK(commit.mean_delta == std::vector<float>{1.0f, 1.0f, 1.0f, 1.0f});
-  CHECK(commit.others_mean == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f});  // b's alone
   CHECK(record->params_hash == state.preview(commit.fragments, commit.mean_delta).hash);
 }
 
@@ -125,9 +124,7 @@ TEST_CASE(
     CHECK(commit.mean_delta == commits[0].mean_delta);
     CHECK(commit.fragments == commits[0].fragments);
   }
-  // Each site's "others" are the deltas of the others: c's are both.
-  CHECK(commits[1].others_mean == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f});
-  CHECK(commits[2].others_mean == commits[2].mean_delta);
+  CHECK(commits[0].mean_delta == std::vector<float>{1.0f, 1.0f, 1.0f, 1.0f});
 }
 
 }  // namespace meridian
