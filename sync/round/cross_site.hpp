@@ -7,7 +7,7 @@
 // restarted without its disk) catches up by adopting a live peer's state instead. The bulk bytes
 // go over the Link; etcd holds only the small records of records.hpp.
 //
-// CrossSite coordinates parts with one job each (docs/ARCHITECTURE.md has the list):
+// CrossSite coordinates parts with one job each (docs/ARCHITECTURE.md has the list): Courier,
 // JobMembership, ControlGate, CommitLog, DeltaBook, DeltaStore, Proposer, Outbox, StateTransfer,
 // EndWaits and GradientInbox. It runs on any ControlPlane, Link and clock: etcd, ZeroMQ or UCX
 // and the steady clock in a real site; in-memory ones on virtual time in the protocol simulator.
