@@ -1,7 +1,6 @@
 #include "sites/replica/site_exchange.hpp"
 
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <utility>
 #include <algorithm>

@@ -25,13 +25,8 @@ std::optional<std::string> Proposer::propose(CommitView view, const OuterState& 
            std::to_string(view.live_sites.size()) + " live sites)";
   const auto rounds = open_rounds(view, options_.rule);
   const int fragment = commit_fragment(view, rounds);
-  CommitRecord proposal{next,
-                        *entries,
-                        0,
-                        options_.site,
-                        merged,
-                        fragment,
-                        options_.rule.scale_partial ? full_round_tokens(view, *entries) : 0.0};
+  const double round_tokens = options_.rule.scale_partial ? full_round_tokens(view, *entries) : 0.0;
+  CommitRecord proposal{next, *entries, 0, options_.site, merged, fragment, round_tokens};
   auto means = mean_of(proposal, state);
   proposal.params_hash = state.preview(means.fragments, means.mean).hash;
   std::set<std::string> merging;
@@ -46,8 +41,7 @@ std::optional<std::string> Proposer::propose(CommitView view, const OuterState& 
     ++counts_.commits_won;
     if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++counts_.commits_by_deadline;
   }
-  proposed_ = VersionCommit{
-      std::move(proposal), std::move(means.mean), {}, std::move(means.fragments)};
+  proposed_ = VersionCommit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments)};
   return std::nullopt;
 }
 
