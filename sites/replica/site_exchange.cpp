@@ -48,7 +48,7 @@ StalenessDecay staleness_decay(const JobConfig& c) {
 }
 
 // What the leader tells its group after each attempt.
-enum Update : std::uint8_t { kNothing = 0, kCommit = 1, kSnapshot = 2 };
+enum Update : std::uint8_t { kNothing = 0, kCommit = 1, kSnapshot = 2, kDropRound = 3 };
 
 // Streaming DiLoCo's fragments of the job's model; DiLoCo and sync: the whole model.
 FragmentPlan fragment_plan(const JobConfig& c, std::size_t params) {
@@ -195,6 +195,8 @@ void SiteExchange::wait_together(Communicator& group, bool leader, const std::fu
   const double t0 = clock_();
   while (true) {
     std::uint8_t done = leader && attempt() ? 1 : 0;
+    // Said as they happen: a wait may be long, and what it waits on is often among them.
+    if (leader) log_cross_site_events();
     broadcast_value(group, done);
     if (done) break;
   }
@@ -293,7 +295,7 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     wait_together(group, leader, [&] {
       update = cross_->poll_commit(state_, kAttempt);
       if (!update && last) finished = cross_->finished(state_);
-      return update.has_value() || finished;
+      return update.has_value() || finished || cross_->lost_round(state_).value_or(-1) > dropped_round_;
     });
     const bool applied = apply_update(group, leader, trainer, std::move(update));
     update.reset();
@@ -302,6 +304,23 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     broadcast_value(group, done);
     if (done) return;
   }
+}
+
+void SiteExchange::drop_lost_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t round) {
+  broadcast_value(group, round);
+  dropped_round_ = round;
+  const std::int64_t step = trainer.state().step;
+  // Its progress would be on top of a version no commit made; as a commit without the round
+  // would have, the site goes back to the version it holds. The error-feedback residual goes too.
+  state_.drop_in_flight(trainer.model().params());
+  rolled_back_at_ = step;
+  if (leader)
+    log_.event("round_dropped", {{"site", site_},
+                                 {"round", round},
+                                 {"step", step},
+                                 {"version", state_.version()},
+                                 {"why", "every live site's round on this version was refused for its values: "
+                                         "no version can merge any of them"}});
 }
 
 nlohmann::json SiteExchange::roll_back(Trainer& trainer) {
@@ -363,9 +382,17 @@ void SiteExchange::poll(Communicator& group, bool leader, Trainer& trainer) {
 bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& trainer,
                                 std::optional<CrossSite::Commit> update) {
   if (leader) log_cross_site_events();
-  std::uint8_t kind = !leader || !update ? kNothing : update->snapshot.empty() ? kCommit : kSnapshot;
+  const std::int64_t lost = leader && !update ? cross_->lost_round(state_).value_or(-1) : -1;
+  std::uint8_t kind = !leader               ? kNothing
+                      : update              ? (update->snapshot.empty() ? kCommit : kSnapshot)
+                      : lost > dropped_round_ ? kDropRound
+                                            : kNothing;
   broadcast_value(group, kind);
   if (kind == kNothing) return false;
+  if (kind == kDropRound) {
+    drop_lost_round(group, leader, trainer, lost);
+    return true;
+  }
   const double t0 = clock_();
   const std::int64_t from = state_.version();
   std::int64_t version = leader ? update->record.number : 0;

@@ -141,8 +141,10 @@ class SiteExchange {
   void take_up_job(Communicator& group, bool leader, Trainer& trainer, std::int64_t job_step);
   // Leader: the first step after the newest round any other site announced or merged.
   std::int64_t job_step(const std::map<std::string, std::int64_t>& merged) const;
-  // Leader: what `cross_` has for the group; everyone: applies it. False when there was nothing.
+  // Leader: what `cross_` has for the group; everyone: applies it, or, with no update, drops this
+  // site's round that no version can merge (CrossSite::lost_round), once. False when there was nothing.
   bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
+  void drop_lost_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t round);
   void log_cross_site_events();
   // What the leader's link measured per peer site (round trip, bandwidth each way).
   nlohmann::json measured_links() const;
@@ -160,6 +162,7 @@ class SiteExchange {
   std::uint64_t earlier_sent_ = 0, earlier_received_ = 0;  // WAN bytes of the launches before this one
   std::int64_t next_round_ = 0;  // leader: the number of its next round
   std::int64_t eager_steps_ = 0;  // rounds this process started at an eager estimate
+  std::int64_t dropped_round_ = -1;  // the newest of this site's rounds drop_lost_round dropped
   std::int64_t rolled_back_at_ = -1;  // the step of the latest rollback: a round counts its steps from there
   double last_version_at_ = 0;     // when this site last took a new version
   double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes

@@ -63,6 +63,22 @@ int awaited_sites(const CommitView& view, const std::map<std::string, std::vecto
   return awaited;
 }
 
+bool every_offer_refused(const CommitView& view, const CommitRuleOptions& options) {
+  if (!open_offers(view, options).empty()) return false;
+  int announcing = 0;
+  for (const auto& site : view.live_sites) {
+    if (view.paused.contains(site) || view.finished.contains(site)) continue;
+    ++announcing;
+    const auto applied = view.applied.find(site);
+    const bool refused = std::any_of(view.announced.begin(), view.announced.end(), [&](const DeltaAnnouncement& a) {
+      return a.site == site && a.base_version == view.version &&
+             (applied == view.applied.end() || a.round > applied->second) && view.refused.contains({a.site, a.round});
+    });
+    if (!refused) return false;  // it may still announce a round a version can take
+  }
+  return announcing > 0;
+}
+
 std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, const CommitRuleOptions& options) {
   const auto rounds = open_rounds(view, options);
   const int fragment = commit_fragment(view, rounds);

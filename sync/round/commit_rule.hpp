@@ -73,6 +73,12 @@ int commit_fragment(const CommitView& view, const std::map<std::string, std::vec
 int awaited_sites(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds,
                   int fragment);
 
+// Whether version+1 can never come from what is announced: no live site has a round open, and
+// every live site that still announces (not paused, not finished) has announced a round on the
+// newest version that was refused. Every site screens alike, so each one then waits for nothing
+// but its peers, who wait for it: the sites must drop those rounds and train on. Pure.
+bool every_offer_refused(const CommitView& view, const CommitRuleOptions& options);
+
 // The entries of commit version+1, sorted by site, or nullopt while it is not due.
 //
 // Streaming: each site contributes its open rounds up to its first of commit_fragment's, in

@@ -340,6 +340,12 @@ bool CrossSite::job_over() {
   });
 }
 
+std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state) const {
+  const auto refused = book_.newest_refused(options_.site);
+  if (!refused || !every_offer_refused(control_view(state), options_.rule)) return std::nullopt;
+  return refused;
+}
+
 std::int64_t CrossSite::backlog(const OuterState& state) const {
   if (gate_.down()) return 0;
   return book_.backlog(state.version(), options_.rule);

@@ -38,6 +38,13 @@ void DeltaBook::read_dispute(const std::string& key, const std::string& value, c
   read_disputes_.push_back(std::move(d));
 }
 
+std::optional<std::int64_t> DeltaBook::newest_refused(const std::string& site) const {
+  std::optional<std::int64_t> newest;
+  for (const auto& [s, round] : refused_)
+    if (s == site && round > merged_round(site)) newest = std::max(newest.value_or(round), round);
+  return newest;
+}
+
 std::set<DeltaKey> DeltaBook::refusals() const {
   std::set<DeltaKey> out = refused_;
   for (const auto& [key, a] : announced_)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -44,6 +45,8 @@ class DeltaBook {
   const std::map<std::string, std::int64_t>& merged() const { return merged_; }
   std::int64_t merged_round(const std::string& site) const;  // -1 before any
   bool refused(const DeltaKey& key) const { return refused_.contains(key) || banned(key.first); }
+  // `site`'s newest round refused for its values and not merged (no commit took a later one).
+  std::optional<std::int64_t> newest_refused(const std::string& site) const;
   // Every round refused here: for bad values, or announced by a site caught equivocating.
   std::set<DeltaKey> refusals() const;
   bool finished(const std::string& site) const { return final_round_.contains(site); }

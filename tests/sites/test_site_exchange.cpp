@@ -3,10 +3,12 @@
 // lr 1 without momentum and fp32 deltas, DiLoCo must reproduce the synchronous run step for step.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -304,6 +306,41 @@ TEST_CASE("streaming DiLoCo, P = 4, without overlap: the loss of DiLoCo over thr
   }
   MESSAGE("mean final validation loss over 3 seeds: DiLoCo ", dl, ", streaming ", sl);
   CHECK(sl == doctest::Approx(dl).epsilon(0.03));
+}
+
+TEST_CASE("every site's round refused: each drops it and trains on, none waits for the others for ever") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("refused");
+  // Both sites' learning rate spikes 300x at step 60 (round 7, steps 56..63, without overlap): both
+  // deltas of round 7 are far past 20x the median norm of the merged ones, so every site refuses
+  // both, and no version can merge either. Each site waited for that version for ever before.
+  const std::string inner = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 120\nbatch_per_replica = 4\n"
+                            "[log]\nevery = 8\neval_every = 0\neval_windows = 16\n"
+                            "[guard]\ninject_lr_step = 60\ninject_lr_factor = 300\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
+  const auto ends = run_sites(dir, write_job(dir, "refused", outer, "", inner), etcd);
+
+  for (const std::string site : {"a", "b"}) {
+    const auto events = read_jsonl(dir / "refused" / site / "events.jsonl");
+    std::set<std::string> refused;
+    for (const auto& e : events_of(events, "delta_refused"))
+      if (e["number"] == 7) refused.insert(e["peer"].get<std::string>());
+    const std::set<std::string> both{"a", "b"};
+    CHECK_MESSAGE(refused == both, "site ", site, " refused round 7 of ", refused.size(), " sites");
+    const auto dropped = events_of(events, "round_dropped");
+    REQUIRE_MESSAGE(!dropped.empty(), "site ", site);
+    CHECK(dropped[0]["round"] == 7);
+    CHECK(dropped[0]["version"] == 7);  // rounds 0..6 merged, one version each
+  }
+  // The rounds after it merged again, and both sites end on one version.
+  CHECK(ends.at("a")["params_hash"] == ends.at("b")["params_hash"]);
+  CHECK(ends.at("a")["version"] == ends.at("b")["version"]);
+  CHECK(ends.at("a")["version"].get<int>() > 7);
+  CHECK(std::isfinite(ends.at("a")["final_val_loss"].get<double>()));
 }
 
 TEST_CASE("divergence guard across sites: a spiked site rolls back to its version, recovers, and the job ends near a clean run") {

@@ -133,6 +133,41 @@ TEST_CASE("a refused delta is never listed, the site's next round is") {
   CHECK((*entries)[1].round == 1);
 }
 
+TEST_CASE("every site's round refused: no version can come until the sites announce again") {
+  CommitView view;
+  view.version = 7;
+  view.live_sites = {"a", "b", "c"};
+  view.applied = {{"a", 6}, {"b", 6}, {"c", 6}};
+  view.announced = {delta("a", 7, 7), delta("b", 7, 7), delta("c", 7, 7)};
+  hold_all(view);
+  view.refused = {{"a", 7}, {"b", 7}};
+  CHECK_FALSE(every_offer_refused(view, {}));  // c's round is open: a version can merge it
+  view.refused.insert({"c", 7});
+  CHECK(every_offer_refused(view, {}));
+  CHECK_FALSE(decide_commit(view, {}).has_value());
+
+  // A site that has not announced on this version yet may still offer a round a version can take.
+  view.announced.pop_back();
+  view.refused.erase({"c", 7});
+  CHECK_FALSE(every_offer_refused(view, {}));
+  // Unless it announces nothing new: paused, or its final round is behind it.
+  view.paused = {"c"};
+  CHECK(every_offer_refused(view, {}));
+  view.paused.clear();
+  view.finished = {"c"};
+  CHECK(every_offer_refused(view, {}));
+
+  // A refused round on an older version says nothing about this one.
+  view.finished.clear();
+  view.announced.push_back(delta("c", 6, 6));
+  view.applied["c"] = 5;
+  view.refused.insert({"c", 6});
+  CHECK_FALSE(every_offer_refused(view, {}));
+
+  CommitView empty;
+  CHECK_FALSE(every_offer_refused(empty, {}));  // no live site: nothing to say
+}
+
 TEST_CASE("once the deadline passes the held deltas commit without the late site") {
   CommitView view;
   view.version = 2;
