@@ -315,32 +315,38 @@ TEST_CASE("every site's round refused: each drops it and trains on, none waits f
     return;
   }
   TempDir dir("refused");
-  // Both sites' learning rate spikes 300x at step 60 (round 7, steps 56..63, without overlap): both
-  // deltas of round 7 are far past 20x the median norm of the merged ones, so every site refuses
-  // both, and no version can merge either. Each site waited for that version for ever before.
+  // Both sites' learning rate spikes 300x at step 60 (round 7, steps 56..63): both deltas of round
+  // 7 are far past 20x the median norm of the merged ones, so every site refuses both, and no
+  // version can merge either. In lockstep each site waited for that version for ever before;
+  // overlapped, each trains on past the round's end and drops the round (with those steps) once
+  // it sees that no version can come.
   const std::string inner = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 120\nbatch_per_replica = 4\n"
                             "[log]\nevery = 8\neval_every = 0\neval_windows = 16\n"
                             "[guard]\ninject_lr_step = 60\ninject_lr_factor = 300\n";
-  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
-  const auto ends = run_sites(dir, write_job(dir, "refused", outer, "", inner), etcd);
-
-  for (const std::string site : {"a", "b"}) {
-    const auto events = read_jsonl(dir / "refused" / site / "events.jsonl");
-    std::set<std::string> refused;
-    for (const auto& e : events_of(events, "delta_refused"))
-      if (e["number"] == 7) refused.insert(e["peer"].get<std::string>());
-    const std::set<std::string> both{"a", "b"};
-    CHECK_MESSAGE(refused == both, "site ", site, " refused round 7 of ", refused.size(), " sites");
-    const auto dropped = events_of(events, "round_dropped");
-    REQUIRE_MESSAGE(!dropped.empty(), "site ", site);
-    CHECK(dropped[0]["round"] == 7);
-    CHECK(dropped[0]["version"] == 7);  // rounds 0..6 merged, one version each
+  for (const bool overlap : {false, true}) {
+    CAPTURE(overlap);
+    const std::string name = overlap ? "refused-overlap" : "refused";
+    const std::string outer = std::string("algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = ") +
+                              (overlap ? "true" : "false") + "\n";
+    const auto ends = run_sites(dir, write_job(dir, name, outer, "", inner), etcd);
+    for (const std::string site : {"a", "b"}) {
+      const auto events = read_jsonl(dir / name / site / "events.jsonl");
+      std::set<std::string> refused;
+      for (const auto& e : events_of(events, "delta_refused"))
+        if (e["number"] == 7) refused.insert(e["peer"].get<std::string>());
+      const std::set<std::string> both{"a", "b"};
+      CHECK_MESSAGE(refused == both, "site ", site, " refused round 7 of ", refused.size(), " sites");
+      const auto dropped = events_of(events, "round_dropped");
+      REQUIRE_MESSAGE(!dropped.empty(), "site ", site);
+      CHECK(dropped[0]["round"] == 7);
+      CHECK(dropped[0]["version"] == 7);  // rounds 0..6 merged, one version each
+    }
+    // The rounds after it merged again, and both sites end on one version.
+    CHECK(ends.at("a")["params_hash"] == ends.at("b")["params_hash"]);
+    CHECK(ends.at("a")["version"] == ends.at("b")["version"]);
+    CHECK(ends.at("a")["version"].get<int>() > 7);
+    CHECK(std::isfinite(ends.at("a")["final_val_loss"].get<double>()));
   }
-  // The rounds after it merged again, and both sites end on one version.
-  CHECK(ends.at("a")["params_hash"] == ends.at("b")["params_hash"]);
-  CHECK(ends.at("a")["version"] == ends.at("b")["version"]);
-  CHECK(ends.at("a")["version"].get<int>() > 7);
-  CHECK(std::isfinite(ends.at("a")["final_val_loss"].get<double>()));
 }
 
 TEST_CASE("divergence guard across sites: a spiked site rolls back to its version, recovers, and the job ends near a clean run") {
