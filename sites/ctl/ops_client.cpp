@@ -76,6 +76,8 @@ std::string status_table(const nlohmann::json& s) {
   if (f.contains("version"))
     out << "version " << fixed(f, "version", 0) << "  staleness " << fixed(f, "staleness", 0) << "  live sites "
         << fixed(f, "live_sites", 0) << "  quorum " << fixed(f, "quorum", 0) << "\n";
+  if (f.contains("waiting") && f["waiting"].is_object())
+    out << "waiting " << fixed(f["waiting"], "s", 0) << " s for " << f["waiting"].value("for", std::string("?")) << "\n";
   if (f.contains("wan") && f["wan"].is_object())
     for (const auto& [peer, b] : f["wan"].items())
       out << "wan " << peer << ": sent " << b.value("sent", 0) << " B, received " << b.value("received", 0) << " B\n";

@@ -77,6 +77,10 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
              })
                         : DivergenceGuard::ToVersion()) {
   stops.on_stop([this] { exchange_.leave(); });
+  exchange_.on_wait([this](const nlohmann::json& waiting) {
+    const std::string text = waiting.dump();
+    store_.set(site_keys::waiting(), std::as_bytes(std::span(text.data(), text.size())));
+  });
   if (exchange_.active())
     trainer_.set_extras({[this](Checkpoint& out) { exchange_.save(out); },
                          [this](const Checkpoint& in) { exchange_.restore(in); }, [this] { exchange_.checkpointed(); }});

@@ -32,6 +32,8 @@ using nlohmann::json;
 
 // How long the leader pumps before the members hear from it again: short against any collective timeout.
 constexpr auto kAttempt = 200ms;
+// A wait this long is said to the site's agent (on_wait), and again every as long while it lasts.
+constexpr double kWaitReportS = 1.0;
 // Rounds of a site announced but not merged yet that it may train on with (overlap).
 constexpr std::int64_t kMaxBacklog = 1;
 
@@ -193,13 +195,21 @@ bool SiteExchange::wan_started() {
 
 void SiteExchange::wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt) {
   const double t0 = clock_();
+  double said_at = t0;
   while (true) {
     std::uint8_t done = leader && attempt() ? 1 : 0;
-    // Said as they happen: a wait may be long, and what it waits on is often among them.
-    if (leader) log_cross_site_events();
+    if (leader) {
+      // Said as they happen: a wait may be long, and what it waits on is often among them.
+      log_cross_site_events();
+      if (const double now = clock_(); !done && wait_reporter_ && cross_ && now - said_at >= kWaitReportS) {
+        said_at = now;
+        wait_reporter_({{"for", cross_->describe_wait()}, {"s", now - t0}});
+      }
+    }
     broadcast_value(group, done);
     if (done) break;
   }
+  if (said_at > t0) wait_reporter_(json::object());  // said_at moves only where wait_reporter_ is set
   waited_s_ += clock_() - t0;
 }
 

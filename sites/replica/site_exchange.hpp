@@ -76,6 +76,10 @@ class SiteExchange {
   // From a signal-handling thread: gives up this site's membership at once (peers need not wait
   // for the lease to lapse). Safe while the replica's own thread is anywhere.
   void leave() const;
+  // Leader: told what a wait across sites is waiting for once it has lasted a second, and again
+  // every second while it lasts ({"for": CrossSite::describe_wait(), "s": seconds}); an empty
+  // object once it ends. For `meridianctl status`: a site that waits says why.
+  void on_wait(std::function<void(const nlohmann::json&)> report) { wait_reporter_ = std::move(report); }
   // The operator (sites/replica/site_mode): while paused, rounds end without an exchange (their
   // steps are carried into the next round that is sent: skip_round) and the leader proposes no
   // commit, but the site still applies the versions others commit and rebases onto them.
@@ -162,6 +166,7 @@ class SiteExchange {
   std::uint64_t earlier_sent_ = 0, earlier_received_ = 0;  // WAN bytes of the launches before this one
   std::int64_t next_round_ = 0;  // leader: the number of its next round
   std::int64_t eager_steps_ = 0;  // rounds this process started at an eager estimate
+  std::function<void(const nlohmann::json&)> wait_reporter_;
   std::int64_t dropped_round_ = -1;  // the newest of this site's rounds drop_lost_round dropped
   std::int64_t rolled_back_at_ = -1;  // the step of the latest rollback: a round counts its steps from there
   double last_version_at_ = 0;     // when this site last took a new version

@@ -110,6 +110,14 @@ void SiteFiguresBoard::update(Store& store, const AgentFigures& agent) {
     leader = nlohmann::json::parse(text, text + bytes.size(), nullptr, false);
     if (leader.is_discarded() || !leader.is_object()) leader = nlohmann::json::object();
   }
+  if (store.check(site_keys::waiting())) {
+    const auto bytes = store.get(site_keys::waiting(), std::chrono::milliseconds(100));
+    const auto* text = reinterpret_cast<const char*>(bytes.data());
+    auto waiting = nlohmann::json::parse(text, text + bytes.size(), nullptr, false);
+    if (waiting.is_object() && waiting.contains("for") && waiting["for"].is_string() && waiting.contains("s") &&
+        waiting["s"].is_number())
+      leader["waiting"] = std::move(waiting);
+  }
   std::lock_guard lock(mu_);
   leader_ = std::move(leader);
   agent_ = agent;

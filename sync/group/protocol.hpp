@@ -33,6 +33,9 @@ inline std::string done(int id) { return key("done", id); }
 inline std::string gloo_prefix(std::int64_t n) { return key("g", n).append("/"); }
 // The group leader's latest figures (JSON), which the agent serves on its metrics endpoint.
 inline std::string figures() { return "ops/figures"; }
+// What the group leader waits for across sites while a wait lasts over a second (JSON: "for", what
+// it waits on, and "s", for how long); "{}" once it ends.
+inline std::string waiting() { return "ops/waiting"; }
 // Operator commands for the whole group (JSON), numbered from 1, and the newest number filed.
 inline std::string ops_command(std::int64_t n) { return key("ops/cmd", n); }
 inline std::string ops_commands() { return "ops/cmds"; }

@@ -86,8 +86,10 @@ constexpr int kSteps = 6000;
 // A 2-site job (a: 1 replica, b: 2) on a real etcd, each site a `meridian site` process.
 class TwoSites {
  public:
-  // `etcd`'s TLS files, when it has them, are the sites' and this test's own client's.
-  TwoSites(const std::string& name, const EtcdServer& etcd, int steps) : dir_(name), name_(name), steps_(steps) {
+  // `etcd`'s TLS files, when it has them, are the sites' and this test's own client's. `sites`: the
+  // sites started now (start() starts the others).
+  TwoSites(const std::string& name, const EtcdServer& etcd, int steps, const std::vector<std::string>& sites = {"a", "b"})
+      : dir_(name), name_(name), steps_(steps) {
     const std::string endpoint = etcd.endpoint();
     std::string tls;
     if (etcd.tls())
@@ -107,11 +109,13 @@ class TwoSites {
     EtcdOptions options{{endpoint}, std::chrono::milliseconds(5000)};
     options.tls = etcd.tls();
     etcd_ = std::make_unique<EtcdClient>(options);
+    for (const auto& site : sites) start(site);
+  }
+
+  void start(const std::string& site) {
     ::setenv("MERIDIAN_OPS_TOKEN", kToken, 1);  // the sites take their token from here
-    for (const char* site : {"a", "b"})
-      procs_[site] = std::make_unique<ChildProcess>(
-          std::vector<std::string>{MERIDIAN_BIN, "site", "--config", file_.string(), "--site", site},
-          dir_ / (std::string(site) + ".log"));
+    procs_[site] = std::make_unique<ChildProcess>(
+        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", file_.string(), "--site", site}, dir_ / (site + ".log"));
     ::unsetenv("MERIDIAN_OPS_TOKEN");
   }
 
@@ -336,4 +340,24 @@ TEST_CASE("a drained site ends cleanly when the other sites finish the job") {
   CHECK(job.event("b", [](const json& e) { return is(e, "drain_job_over"); }));
   CHECK(job.event("b", [](const json& e) { return is(e, "replica_done"); }));
   CHECK(job.summary("a")["steps"] == 1000);
+}
+
+TEST_CASE("status says what a site waits for: here its peer, not started yet") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  TwoSites job("waiting", etcd, 200, {"a"});
+  json waiting;
+  REQUIRE(job.wait_until([&] {
+    const auto r = job.ctl("a", {"--json", "status"});  // fails until a's agent is up
+    if (r.exit_code != 0) return false;
+    waiting = json::parse(r.out)["figures"].value("waiting", json::object());
+    return waiting.value("s", 0.0) >= 2.0;  // said again as the wait goes on
+  }));
+  CHECK(waiting["for"] == "sites to join: b");
+  const auto table = job.ctl("a", {"status"});
+  CHECK_MESSAGE(table.out.find("s for sites to join: b") != std::string::npos, table.out);
+  job.start("b");
+  REQUIRE(job.wait_until([&] { return job.newest_version() >= 1; }));
+  CHECK_FALSE(job.status("a")["figures"].contains("waiting"));  // no longer
+  job.finish();
 }
