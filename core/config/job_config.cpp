@@ -361,6 +361,7 @@ std::string to_toml(const JobConfig& c) {
       << "loss_scale_floor_factor = " << floating(c.guard.loss_scale_floor_factor) << "\n"
       << "loss_scale_halvings = " << c.guard.loss_scale_halvings << "\n"
       << "inject_lr_step = " << c.guard.inject_lr_step << "\n"
+      << "inject_lr_steps = " << c.guard.inject_lr_steps << "\n"
       << "inject_lr_factor = " << floating(c.guard.inject_lr_factor) << "\n"
       << "\n[ops]\n"
       << "metrics = " << boolean(c.ops.metrics) << "\n"

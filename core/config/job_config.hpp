@@ -116,9 +116,10 @@ struct JobConfig {
     // one that halved loss_scale_halvings times within the window.
     double loss_scale_floor_factor = 4.0;
     int loss_scale_halvings = 8;
-    // Test hook: the step (0-based) whose learning rate is multiplied by inject_lr_factor, on the
-    // first pass only (before any rollback); -1 = none.
+    // Test hook: the step (0-based) whose learning rate is multiplied by inject_lr_factor, and the
+    // inject_lr_steps - 1 after it, on the first pass only (before any rollback); -1 = none.
     int inject_lr_step = -1;
+    int inject_lr_steps = 1;
     double inject_lr_factor = 1.0;
     bool operator==(const Guard&) const = default;
   } guard;

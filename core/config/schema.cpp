@@ -81,6 +81,7 @@ void resolve_guard(Resolver& r, JobConfig& c) {
   r.read(c.guard.loss_scale_floor_factor, "guard", "loss_scale_floor_factor", at_least(1));
   r.read(c.guard.loss_scale_halvings, "guard", "loss_scale_halvings", 1);
   r.read(c.guard.inject_lr_step, "guard", "inject_lr_step", -1);
+  r.read(c.guard.inject_lr_steps, "guard", "inject_lr_steps", 1);
   r.read(c.guard.inject_lr_factor, "guard", "inject_lr_factor", above(0));
   // More than the window holds would never be reached. Reported at whichever of the two was set
   // (a window below the default min_history, alone, too; the halvings only when set).

@@ -92,7 +92,9 @@ StepResult Trainer::step() {
   r.lr = lr_at(schedule_, state_.step) * state_.lr_scale;
   // The injected spike hits the first pass only: after a rollback the same step runs clean, as a
   // transient fault would.
-  if (state_.step == config_.guard.inject_lr_step && state_.rollbacks == 0) {
+  const auto& g = config_.guard;
+  if (g.inject_lr_step >= 0 && state_.step >= g.inject_lr_step && state_.step < g.inject_lr_step + g.inject_lr_steps &&
+      state_.rollbacks == 0) {
     r.lr *= config_.guard.inject_lr_factor;
     r.lr_injected = true;
   }

@@ -34,6 +34,10 @@ using nlohmann::json;
 constexpr auto kAttempt = 200ms;
 // A wait this long is said to the site's agent (on_wait), and again every as long while it lasts.
 constexpr double kWaitReportS = 1.0;
+// Rounds in a row of which every site's was refused before a site gives up: one is a transient
+// (a spike), this many a job whose progress no version can take any more (it diverges, or its
+// deltas grew far past what the sites merged before, e.g. an operator's set-lr).
+constexpr int kMaxDroppedRounds = 3;
 // Rounds of a site announced but not merged yet that it may train on with (overlap).
 constexpr std::int64_t kMaxBacklog = 1;
 
@@ -324,13 +328,21 @@ void SiteExchange::drop_lost_round(Communicator& group, bool leader, Trainer& tr
   // would have, the site goes back to the version it holds. The error-feedback residual goes too.
   state_.drop_in_flight(trainer.model().params());
   rolled_back_at_ = step;
+  ++dropped_in_a_row_;
   if (leader)
     log_.event("round_dropped", {{"site", site_},
                                  {"round", round},
                                  {"step", step},
                                  {"version", state_.version()},
+                                 {"in_a_row", dropped_in_a_row_},
                                  {"why", "every live site's round on this version was refused for its values: "
                                          "no version can merge any of them"}});
+  if (dropped_in_a_row_ >= kMaxDroppedRounds)
+    throw make_error(ErrorKind::Data, "site ", site_, ": every live site's round was refused for its values ",
+                     dropped_in_a_row_, " rounds in a row (the latest, round ", round, ", on version ",
+                     state_.version(), "; delta_refused events say why): the job diverges, or its deltas grew far "
+                     "past the merged ones (a raised learning rate), and no version can take its progress; resume "
+                     "from a checkpoint before it with a lower [inner] lr or [outer] lr");
 }
 
 nlohmann::json SiteExchange::roll_back(Trainer& trainer) {
@@ -403,6 +415,7 @@ bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& train
     drop_lost_round(group, leader, trainer, lost);
     return true;
   }
+  dropped_in_a_row_ = 0;  // a version came: the job makes progress
   const double t0 = clock_();
   const std::int64_t from = state_.version();
   std::int64_t version = leader ? update->record.number : 0;

@@ -148,6 +148,7 @@ class SiteExchange {
   // Leader: what `cross_` has for the group; everyone: applies it, or, with no update, drops this
   // site's round that no version can merge (CrossSite::lost_round), once. False when there was nothing.
   bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
+  // Error(Data) once kMaxDroppedRounds were dropped with no version between them.
   void drop_lost_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t round);
   void log_cross_site_events();
   // What the leader's link measured per peer site (round trip, bandwidth each way).
@@ -168,6 +169,7 @@ class SiteExchange {
   std::int64_t eager_steps_ = 0;  // rounds this process started at an eager estimate
   std::function<void(const nlohmann::json&)> wait_reporter_;
   std::int64_t dropped_round_ = -1;  // the newest of this site's rounds drop_lost_round dropped
+  int dropped_in_a_row_ = 0;         // rounds dropped since the last version applied
   std::int64_t rolled_back_at_ = -1;  // the step of the latest rollback: a round counts its steps from there
   double last_version_at_ = 0;     // when this site last took a new version
   double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes

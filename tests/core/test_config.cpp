@@ -98,6 +98,7 @@ TEST_CASE("defaults and the default preset") {
   CHECK_FALSE(c.guard.across_sites);
   CHECK(c.guard.loss_scale_floor_factor == 4.0);
   CHECK(c.guard.loss_scale_halvings == 8);
+  CHECK(c.guard.inject_lr_steps == 1);
   CHECK(c.guard.inject_lr_factor == 1.0);
   CHECK(c.ops.metrics);
   CHECK(c.ops.metrics_address == "127.0.0.1");
@@ -289,6 +290,7 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[guard]\nmax_attempts = -1\n", ":2: guard.max_attempts: expected an integer >= 0, found -1"},
       {"[guard]\ninject_lr_step = -2\n", ":2: guard.inject_lr_step: expected an integer >= -1, found -2"},
       {"[guard]\ninject_lr_factor = 0\n", ":2: guard.inject_lr_factor: expected a number > 0, found 0"},
+      {"[guard]\ninject_lr_steps = 0\n", ":2: guard.inject_lr_steps: expected an integer >= 1, found 0"},
       {"[guard]\nloss_scale_floor_factor = 0.5\n", ":2: guard.loss_scale_floor_factor: expected a number >= 1, found 0.5"},
       {"[guard]\nloss_scale_halvings = 0\n", ":2: guard.loss_scale_halvings: expected an integer >= 1, found 0"},
       {"[guard]\nloss_scale_halvings = 60\n", ":2: guard.loss_scale_halvings: expected at most guard.window = 50, found 60"},

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -39,9 +40,10 @@ std::filesystem::path write_job(const TempDir& dir, const std::string& name, con
   return file;
 }
 
-// Runs both sites of `job` to the end; each site's summary. `only_a`: overrides for site a alone.
+// Runs both sites of `job` to the end; each site's summary (none when they are to fail: `exit_code`).
+// `only_a`: overrides for site a alone.
 std::map<std::string, json> run_sites(const TempDir& dir, const std::filesystem::path& job, const EtcdServer& etcd,
-                                      const std::vector<std::string>& only_a = {}) {
+                                      const std::vector<std::string>& only_a = {}, int exit_code = 0) {
   ::setenv("OMP_NUM_THREADS", "1", 1);  // two sites share this machine's cores
   const std::string endpoints = "control.endpoints=[\"" + etcd.endpoint() + "\"]";
   std::vector<std::unique_ptr<ChildProcess>> sites;
@@ -53,9 +55,10 @@ std::map<std::string, json> run_sites(const TempDir& dir, const std::filesystem:
   for (auto& s : sites) {
     const auto status = s->wait_for(std::chrono::seconds(120));
     REQUIRE(status.has_value());
-    REQUIRE(*status == 0);
+    REQUIRE(*status == exit_code);
   }
   std::map<std::string, json> out;
+  if (exit_code != 0) return out;
   for (const std::string site : {"a", "b"})
     out[site] = json::parse(std::ifstream(job.parent_path() / job.stem() / site / "summary.json"));
   return out;
@@ -346,6 +349,27 @@ TEST_CASE("every site's round refused: each drops it and trains on, none waits f
     CHECK(ends.at("a")["version"] == ends.at("b")["version"]);
     CHECK(ends.at("a")["version"].get<int>() > 7);
     CHECK(std::isfinite(ends.at("a")["final_val_loss"].get<double>()));
+  }
+
+  // Spiked for 40 steps, every site's rounds 7, 8 and 9 are refused: the sites give up there with
+  // the input's exit code (no restarts), saying why, rather than drop every round to the end.
+  const std::string spiked = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 160\nbatch_per_replica = 4\n"
+                             "[log]\nevery = 8\neval_every = 0\neval_windows = 16\n"
+                             "[guard]\ninject_lr_step = 60\ninject_lr_steps = 40\ninject_lr_factor = 300\n";
+  const std::string lockstep = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
+  run_sites(dir, write_job(dir, "diverging", lockstep, "", spiked), etcd, {}, 65);
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    std::vector<std::int64_t> dropped, in_a_row;
+    for (const auto& e : events_of(read_jsonl(dir / "diverging" / site / "events.jsonl"), "round_dropped")) {
+      dropped.push_back(e["round"]);
+      in_a_row.push_back(e["in_a_row"]);
+    }
+    CHECK(dropped == std::vector<std::int64_t>{7, 8, 9});
+    CHECK(in_a_row == std::vector<std::int64_t>{1, 2, 3});
+    std::ifstream log(dir / ("diverging-" + site + ".log"));
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    CHECK_MESSAGE(text.find("3 rounds in a row") != std::string::npos, text);
   }
 }
 
