@@ -220,6 +220,8 @@ void SiteExchange::wait_together(Communicator& group, bool leader, const std::fu
 void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
   if (leader) ensure_leader_side();
+  // A leader that died mid-wait left what it waited for in the store: it is not waited for now.
+  if (leader && wait_reporter_) wait_reporter_(json::object());
   const double t0 = clock_();
   wait_together(group, leader, [&] {
     const bool timed = wan_started();
