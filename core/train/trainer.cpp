@@ -95,7 +95,7 @@ StepResult Trainer::step() {
   const auto& g = config_.guard;
   if (g.inject_lr_step >= 0 && state_.step >= g.inject_lr_step && state_.step < g.inject_lr_step + g.inject_lr_steps &&
       state_.rollbacks == 0) {
-    r.lr *= config_.guard.inject_lr_factor;
+    r.lr *= g.inject_lr_factor;
     r.lr_injected = true;
   }
   if ((device_ ? device_step(r) : cpu_step(r)) == Update::NonFinite) return r;

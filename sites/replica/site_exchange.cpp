@@ -311,7 +311,7 @@ void SiteExchange::end_round(Communicator& group, bool leader, Trainer& trainer,
     wait_together(group, leader, [&] {
       update = cross_->poll_commit(state_, kAttempt);
       if (!update && last) finished = cross_->finished(state_);
-      return update.has_value() || finished || cross_->lost_round(state_).value_or(-1) > dropped_round_;
+      return update.has_value() || finished || cross_->lost_round(state_, dropped_round_).has_value();
     });
     const bool applied = apply_update(group, leader, trainer, std::move(update));
     update.reset();
@@ -406,15 +406,15 @@ void SiteExchange::poll(Communicator& group, bool leader, Trainer& trainer) {
 bool SiteExchange::apply_update(Communicator& group, bool leader, Trainer& trainer,
                                 std::optional<CrossSite::Commit> update) {
   if (leader) log_cross_site_events();
-  const std::int64_t lost = leader && !update ? cross_->lost_round(state_).value_or(-1) : -1;
-  std::uint8_t kind = !leader               ? kNothing
-                      : update              ? (update->snapshot.empty() ? kCommit : kSnapshot)
-                      : lost > dropped_round_ ? kDropRound
-                                            : kNothing;
+  const auto lost = leader && !update ? cross_->lost_round(state_, dropped_round_) : std::nullopt;
+  std::uint8_t kind = !leader  ? kNothing
+                      : update ? (update->snapshot.empty() ? kCommit : kSnapshot)
+                      : lost   ? kDropRound
+                               : kNothing;
   broadcast_value(group, kind);
   if (kind == kNothing) return false;
   if (kind == kDropRound) {
-    drop_lost_round(group, leader, trainer, lost);
+    drop_lost_round(group, leader, trainer, lost.value_or(0));  // the members learn it from the leader
     return true;
   }
   dropped_in_a_row_ = 0;  // a version came: the job makes progress

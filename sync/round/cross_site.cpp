@@ -340,9 +340,9 @@ bool CrossSite::job_over() {
   });
 }
 
-std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state) const {
+std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state, std::int64_t after) const {
   const auto refused = book_.newest_refused(options_.site);
-  if (!refused || !every_offer_refused(control_view(state), options_.rule)) return std::nullopt;
+  if (!refused || *refused <= after || !every_offer_refused(control_view(state), options_.rule)) return std::nullopt;
   return refused;
 }
 

@@ -150,11 +150,12 @@ class CrossSite {
   // and every live site has ended too (EndWaits): a site still behind needs one to catch up from.
   bool finished(const OuterState& state);
 
-  // This site's newest round when its values were refused (every site screens alike) and so was
-  // every other live site's round on the current version: no version can merge any of them, and
-  // no site announces again until it trains on. Nothing otherwise, and while a version that
-  // leaves this site's round out can still come (a peer's delta is open or on its way).
-  std::optional<std::int64_t> lost_round(const OuterState& state) const;
+  // This site's newest round, if after `after`, when its values were refused (every site screens
+  // alike) and so was every other live site's round on the current version: no version can merge
+  // any of them, and no site announces again until it trains on. Nothing otherwise, and while a
+  // version that leaves this site's round out can still come (a peer's delta is open or on its
+  // way). Cheap when nothing of this site's is refused after `after`: called every step.
+  std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const;
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
   // The newest round any other site announced (merged or not), -1 before any: how far the job
   // has got, for a site that comes back.

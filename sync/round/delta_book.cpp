@@ -39,9 +39,10 @@ void DeltaBook::read_dispute(const std::string& key, const std::string& value, c
 }
 
 std::optional<std::int64_t> DeltaBook::newest_refused(const std::string& site) const {
+  const std::int64_t merged = merged_round(site);
   std::optional<std::int64_t> newest;
   for (const auto& [s, round] : refused_)
-    if (s == site && round > merged_round(site)) newest = std::max(newest.value_or(round), round);
+    if (s == site && round > merged) newest = std::max(newest.value_or(round), round);
   return newest;
 }
 

@@ -323,15 +323,19 @@ TEST_CASE("every site's round refused: each drops it and trains on, none waits f
   // version can merge either. In lockstep each site waited for that version for ever before;
   // overlapped, each trains on past the round's end and drops the round (with those steps) once
   // it sees that no version can come.
-  const std::string inner = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 120\nbatch_per_replica = 4\n"
-                            "[log]\nevery = 8\neval_every = 0\neval_windows = 16\n"
-                            "[guard]\ninject_lr_step = 60\ninject_lr_factor = 300\n";
+  const auto spiked = [](int steps, int spike_steps) {
+    return "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = " + std::to_string(steps) +
+           "\nbatch_per_replica = 4\n[log]\nevery = 8\neval_every = 0\neval_windows = 16\n"
+           "[guard]\ninject_lr_step = 60\ninject_lr_factor = 300\ninject_lr_steps = " + std::to_string(spike_steps) + "\n";
+  };
+  const auto outer = [](bool overlap) {
+    return std::string("algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = ") +
+           (overlap ? "true" : "false") + "\n";
+  };
   for (const bool overlap : {false, true}) {
     CAPTURE(overlap);
     const std::string name = overlap ? "refused-overlap" : "refused";
-    const std::string outer = std::string("algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = ") +
-                              (overlap ? "true" : "false") + "\n";
-    const auto ends = run_sites(dir, write_job(dir, name, outer, "", inner), etcd);
+    const auto ends = run_sites(dir, write_job(dir, name, outer(overlap), "", spiked(120, 1)), etcd);
     for (const std::string site : {"a", "b"}) {
       const auto events = read_jsonl(dir / name / site / "events.jsonl");
       std::set<std::string> refused;
@@ -353,11 +357,7 @@ TEST_CASE("every site's round refused: each drops it and trains on, none waits f
 
   // Spiked for 40 steps, every site's rounds 7, 8 and 9 are refused: the sites give up there with
   // the input's exit code (no restarts), saying why, rather than drop every round to the end.
-  const std::string spiked = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 160\nbatch_per_replica = 4\n"
-                             "[log]\nevery = 8\neval_every = 0\neval_windows = 16\n"
-                             "[guard]\ninject_lr_step = 60\ninject_lr_steps = 40\ninject_lr_factor = 300\n";
-  const std::string lockstep = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\n";
-  run_sites(dir, write_job(dir, "diverging", lockstep, "", spiked), etcd, {}, 65);
+  run_sites(dir, write_job(dir, "diverging", outer(false), "", spiked(160, 40)), etcd, {}, 65);
   for (const std::string site : {"a", "b"}) {
     CAPTURE(site);
     std::vector<std::int64_t> dropped, in_a_row;
