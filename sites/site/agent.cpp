@@ -79,11 +79,14 @@ SiteOutcome SiteAgent::step() {
 
 void SiteAgent::spawn(Slot& s, double now) {
   // Readiness is "the counter grew since the process started": whatever an earlier incarnation
-  // announced is not this one's.
-  const auto ready_key = site_keys::ready(s.id);
-  const Counter ready = read_counter(store_, ready_key);
-  if (!ready.problem.empty()) reset_counter(store_, ready_key);
-  s.ready_seen = ready.problem.empty() ? ready.value : 0;
+  // announced is not this one's. The first incarnation owns all of it (the store is the agent's
+  // own and new): a replica a cluster launcher started can announce itself before this line runs.
+  if (s.incarnation > 0) {
+    const auto ready_key = site_keys::ready(s.id);
+    const Counter ready = read_counter(store_, ready_key);
+    if (!ready.problem.empty()) reset_counter(store_, ready_key);
+    s.ready_seen = ready.problem.empty() ? ready.value : 0;
+  }
   s.ready = false;
   s.killed = false;
   s.failed_at.reset();

@@ -137,6 +137,21 @@ TEST_CASE("the first generation waits for every replica, then is published in th
   CHECK_FALSE(gens[0].contains("since_cause_ms"));
 }
 
+TEST_CASE("an attached replica that announces itself before the agent starts its slot is in the first group") {
+  // A cluster launcher starts replicas alongside the agent: one can reach the store first.
+  testing::TempDir dir{"agent"};
+  MemoryStore store;
+  FakeLauncher procs;
+  RunLog log{dir.path()};
+  store.add(site_keys::ready(0), 1);
+  SiteAgent agent(opts(2), store, procs, log, [] { return 100.0; });
+  agent.start();
+  store.add(site_keys::ready(1), 1);
+  REQUIRE(agent.step() == SiteOutcome::Running);
+  CHECK(agent.generation().number == 0);
+  CHECK(agent.generation().members == std::vector<int>{0, 1});
+}
+
 TEST_CASE("a hung replica is evicted, restarted, and rejoins once it is ready") {
   Site s(opts(2));
   s.form_group(2);

@@ -120,11 +120,7 @@ TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the s
 TEST_CASE("attached replicas (started by a cluster launcher, RANK / MASTER_PORT) train with the agent") {
   TempDir dir("site-attach");
   const auto job = write_job(dir, "restart = false\n");
-  // A port the kernel just handed out and took back: one derived from the pid fell in the
-  // ephemeral range, where a parallel test's connection could hold it (the agent then exits 1).
-  const auto probe = listen_on_loopback(1);
-  const std::string port = std::to_string(probe.port);
-  ::close(probe.fd);
+  const std::string port = std::to_string(fixed_loopback_port());
   ::setenv("WORLD_SIZE", "2", 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", port.c_str(), 1);
@@ -137,6 +133,7 @@ TEST_CASE("attached replicas (started by a cluster launcher, RANK / MASTER_PORT)
         dir / ("replica" + std::to_string(rank) + ".log")));
   }
   for (const char* v : {"WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK"}) ::unsetenv(v);
+  INFO("MASTER_PORT=", port, "\nsite.log:\n", tail_of(dir / "site.log"), "\nreplica0.log:\n", tail_of(dir / "replica0.log"));
   for (auto& r : replicas) CHECK(r->wait_for(std::chrono::seconds(120)) == std::optional<int>(0));
   const auto code = site.wait_for(std::chrono::seconds(30));
   REQUIRE(code.has_value());

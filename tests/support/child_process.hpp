@@ -69,6 +69,15 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
+// The last `bytes` of a child's output file, for a failing check to show what the child said.
+inline std::string tail_of(const std::filesystem::path& output, std::size_t bytes = 3000) {
+  std::ifstream in(output, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string all = ss.str();
+  return all.size() > bytes ? all.substr(all.size() - bytes) : all;
+}
+
 // Pids of running processes whose command line contains every one of `needles`.
 inline std::vector<pid_t> find_processes(const std::vector<std::string>& needles) {
   std::vector<pid_t> found;

@@ -3,6 +3,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include <doctest/doctest.h>
 
@@ -25,6 +28,30 @@ inline LoopbackListener listen_on_loopback(int backlog) {
   REQUIRE(::getsockname(l.fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   l.port = ntohs(addr.sin_port);
   return l;
+}
+
+// A port for a server whose port a launcher fixes before it starts (MASTER_PORT), below the
+// kernel's ephemeral range: a port probed with bind(0) and closed lies inside that range, where a
+// parallel test's bind(0) or outgoing connection can take it before the server binds it.
+inline int fixed_loopback_port() {
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  const int span = 8000;
+  REQUIRE(ephemeral_low > span + 1024);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int port = ephemeral_low - span + (::getpid() * 7919 + attempt * 104729) % span;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  FAIL("no free port below the ephemeral range (", ephemeral_low, ") in 64 tries");
+  return 0;
 }
 
 }  // namespace meridian::testing
