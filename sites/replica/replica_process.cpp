@@ -312,7 +312,7 @@ void ReplicaProcess::log_step(const StepResult& r, std::int64_t done) {
     if (config().ops.metrics) figures_.publish(store_, exchange_, trainer_, r, computing_s, now_());
     log_.metric({{"time", unix_time_now()}, {"site", run_.site}, {"replica", run_.id}, {"step", done},
                  {"version", exchange_.state().version()}, {"generation", group_.generation().number},
-                 {"loss", r.loss}, {"lr", r.lr}, {"tokens", trainer_.state().tokens},
+                 {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens", trainer_.state().tokens},
                  {"utilization", computing_s / std::max(1e-9, now_() - times_.started())}});
   });
 }

@@ -118,6 +118,8 @@ TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the
   const auto metrics = read_jsonl(dir / "run" / "metrics.jsonl");
   CHECK(sites_in(metrics) == std::set<std::string>{"a", "b"});
   for (std::size_t i = 1; i < metrics.size(); ++i) CHECK(metrics[i - 1]["time"] <= metrics[i]["time"]);
+  for (const auto& m : metrics)
+    if (m.contains("loss")) CHECK(m.value("grad_norm", 0.0) > 0);  // before clipping, as a single-site run logs it
   const auto events = read_jsonl(dir / "run" / "events.jsonl");
   CHECK(sites_in(events) == std::set<std::string>{"a", "b"});
   // The job lists no keys: its links still speak CURVE, with keys made for the run.
