@@ -38,7 +38,7 @@ Action add_replica_command(CLI::App& app) {
       opts->store = "tcp://" + launch.master_addr.value_or("127.0.0.1") + ":" + std::to_string(*launch.master_port);
     }
     JobConfig config = config_for_site(load_job_config(opts->config, opts->overrides), opts->site);
-    std::string secret = read_store_secret(config.job.run_dir, std::chrono::seconds(30));
+    std::string secret = accepted_store_secret(config.job.run_dir, opts->store, std::chrono::seconds(30));
     ReplicaRun run{std::move(config), opts->site, opts->id, opts->store, std::move(secret)};
     return run_replica(run, posix_env(), steady_seconds);
   };

@@ -1,8 +1,11 @@
 #include "sites/site/store_secret.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "core/io/secret_file.hpp"
+#include "core/util/error.hpp"
+#include "sync/comm/tcp_store.hpp"
 
 namespace meridian {
 
@@ -22,6 +25,28 @@ std::string read_store_secret(const std::filesystem::path& site_run_dir, std::ch
   while (!std::filesystem::exists(path) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return read_secret_file(path, "the site's store secret (written by its agent)");
+}
+
+std::string accepted_store_secret(const std::filesystem::path& site_run_dir, const std::string& store_endpoint,
+                                  std::chrono::milliseconds wait) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + wait;
+  const auto left = [&] { return std::max(milliseconds(1), ceil<milliseconds>(deadline - steady_clock::now())); };
+  for (;;) {
+    std::string secret = read_store_secret(site_run_dir, left());
+    // A short probe: while an old file names a store that is not up yet, the file may change.
+    TcpStoreClient probe(store_endpoint, secret, std::min(left(), milliseconds(1000)));
+    try {
+      if (probe.secret_accepted()) return secret;
+      if (steady_clock::now() >= deadline)
+        throw make_error(ErrorKind::Peer, "the store at ", store_endpoint, " still refuses the secret in ",
+                         store_secret_file(site_run_dir).string(), " after ", wait.count(),
+                         " ms: is that run dir another agent's?");
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Timeout || steady_clock::now() >= deadline) throw;
+    }
+    std::this_thread::sleep_for(std::min(left(), milliseconds(100)));
+  }
 }
 
 }  // namespace meridian

@@ -31,4 +31,12 @@ class StoreSecret {
 // replicas before the agent has written it). Error(Config) when it does not come or is open to others.
 std::string read_store_secret(const std::filesystem::path& site_run_dir, std::chrono::milliseconds wait);
 
+// A replica's, before it talks to its agent's store at `store_endpoint`: the secret that store
+// takes. A file left by an agent that died without removing it (a cluster launcher restarting the
+// whole job starts the replicas beside the new agent) is read again until the new agent's
+// replaces it. Error(Config) as read_store_secret; Error(Peer) when the store still refuses the
+// file's secret, or Error(Timeout) when no store answers, after `wait`.
+std::string accepted_store_secret(const std::filesystem::path& site_run_dir, const std::string& store_endpoint,
+                                  std::chrono::milliseconds wait);
+
 }  // namespace meridian

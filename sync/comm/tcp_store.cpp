@@ -286,6 +286,7 @@ struct TcpStoreClient::Impl {
   zmq::socket_t monitor;
   int sockets_made = 0;  // monitor endpoints are named per socket
   std::uint64_t next_id = 1;
+  bool secret_refused = false;  // the last call's refusal said the secret was not the server's
 
   Impl(const std::string& endpoint, std::string secret, milliseconds io_timeout)
       : endpoint(endpoint), secret(std::move(secret)), io_timeout(io_timeout) {
@@ -331,6 +332,7 @@ struct TcpStoreClient::Impl {
       throw make_error(ErrorKind::Data, "store key of ", key.size(), " bytes exceeds the limit of ", kMaxStoreKeyBytes);
     const std::string what = std::string(op) + "(\"" + key + "\")";
     const std::uint64_t id = next_id++;
+    secret_refused = false;
     capnp::MallocMessageBuilder message;
     auto request = message.initRoot<StoreRequest>();
     request.setVersion(wire::STORE_SCHEMA_VERSION);
@@ -371,6 +373,7 @@ struct TcpStoreClient::Impl {
         if (response.which() == expected) return extract(response);
         if (!response.isError()) throw make_error(ErrorKind::Peer, "reply kind ", static_cast<int>(response.which()));
         const std::string message = response.getError().getMessage().cStr();
+        secret_refused = response.getError().getKind() == Failure::Kind::UNAUTHENTICATED;
         refusal = response.getError().getKind() == Failure::Kind::TIMEOUT
                       ? Error(ErrorKind::Timeout, message)
                       : make_error(ErrorKind::Peer, "store server at ", endpoint, " refused ", what, ": ", message);
@@ -415,6 +418,16 @@ bool TcpStoreClient::check(const std::string& key) {
   return impl_->call(
       "check", key, StoreResponse::PRESENT, impl_->io_timeout, [](StoreRequest::Builder r) { r.setCheck(); },
       [](StoreResponse::Reader r) { return r.getPresent(); });
+}
+
+bool TcpStoreClient::secret_accepted() {
+  try {
+    check("secret");
+    return true;
+  } catch (const Error&) {
+    if (impl_->secret_refused) return false;
+    throw;
+  }
 }
 
 std::int64_t TcpStoreClient::add(const std::string& key, std::int64_t delta) {

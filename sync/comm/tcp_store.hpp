@@ -87,6 +87,10 @@ class TcpStoreClient final : public Store {
   bool check(const std::string& key) override;
   std::int64_t add(const std::string& key, std::int64_t delta) override;
 
+  // Whether the server takes this client's secret (one call): false when it refuses it as not its
+  // own; Error(Timeout) or Error(Peer) as any call otherwise.
+  bool secret_accepted();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
