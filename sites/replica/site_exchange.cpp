@@ -1,18 +1,17 @@
 #include "sites/replica/site_exchange.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
-#include <algorithm>
 
-#include "core/checkpoint/checkpoint.hpp"
-#include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
+#include "sites/replica/exchange_options.hpp"
 #include "sites/replica/wan_control.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
@@ -21,8 +20,6 @@
 #include "sync/outer/delta_mean.hpp"
 #include "sync/round/local_steps.hpp"
 #include "transport/link/measured_link.hpp"
-#include "transport/link/ucx_link.hpp"
-#include "transport/link/zmq_link.hpp"
 
 namespace meridian {
 namespace {
@@ -41,46 +38,8 @@ constexpr int kMaxDroppedRounds = 3;
 // Rounds of a site announced but not merged yet that it may train on with (overlap).
 constexpr std::int64_t kMaxBacklog = 1;
 
-OuterOptions outer_options(const JobConfig& c) {
-  OuterOptions o{static_cast<float>(c.outer.lr), static_cast<float>(c.outer.momentum), c.outer.nesterov};
-  o.delay = c.outer.delayed_nesterov;
-  o.momentum_warmup = c.outer.momentum_warmup;
-  return o;
-}
-
-StalenessDecay staleness_decay(const JobConfig& c) {
-  return c.outer.staleness == JobConfig::Outer::Staleness::Constant ? StalenessDecay::Constant
-                                                                    : StalenessDecay::Inverse;
-}
-
 // What the leader tells its group after each attempt.
 enum Update : std::uint8_t { kNothing = 0, kCommit = 1, kSnapshot = 2, kDropRound = 3 };
-
-// Streaming DiLoCo's fragments of the job's model; DiLoCo and sync: the whole model.
-FragmentPlan fragment_plan(const JobConfig& c, std::size_t params) {
-  if (c.outer.algorithm != JobConfig::Outer::Algorithm::Streaming) return whole_model(params);
-  return plan_fragments(ParamLayout::gpt(c.model), c.outer.fragments);
-}
-
-CodecOptions codec_options(const JobConfig& c) {
-  using C = JobConfig::Outer::Codec;
-  const CodecKind kind = c.outer.codec == C::Fp32   ? CodecKind::Fp32
-                         : c.outer.codec == C::Bf16 ? CodecKind::Bf16
-                         : c.outer.codec == C::Int8 ? CodecKind::Int8
-                         : c.outer.codec == C::Int4 ? CodecKind::Int4
-                                                    : CodecKind::Sparse;
-  return {kind, c.outer.block, kind == CodecKind::Sparse ? c.outer.sparse_keep() : 0};
-}
-
-std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
-  const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);
-  switch (c.transport.kind) {
-    case JobConfig::Transport::Kind::Zmq:
-      return make_zmq_link(site.host, chunk, {}, site.port, kLinkQueueBytes, link_curve(c, site.name));
-    case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk, {}, site.port);
-  }
-  throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
-}
 
 // Broadcast moves bytes: integers ride along bit for bit.
 template <class T>
@@ -554,112 +513,6 @@ void SiteExchange::reduce_across_sites(Communicator& group, bool leader, std::in
   std::copy(scratch_.begin(), scratch_.end() - 1, grads.begin());
   loss = scratch_.back();
   ++rounds_;
-}
-
-void SiteExchange::save(Checkpoint& checkpoint) const {
-  state_.save(checkpoint);
-  const auto t = cross_ ? cross_->traffic() : CrossSiteTraffic{};
-  checkpoint.put_value("exchange.rounds", rounds_);
-  checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(earlier_sent_ + t.bytes_sent));
-  checkpoint.put_value("exchange.wan_bytes_received", static_cast<std::int64_t>(earlier_received_ + t.bytes_received));
-}
-
-void SiteExchange::restore(const Checkpoint& checkpoint) {
-  state_.restore(checkpoint);
-  const bool counted = rounds_ > 0 || (cross_ && cross_->traffic().bytes_sent > 0);
-  if (counted || !checkpoint.has("exchange.rounds")) return;  // older checkpoints: counts from here
-  const auto rounds = checkpoint.get_value<std::int64_t>("exchange.rounds");
-  const auto sent = checkpoint.get_value<std::int64_t>("exchange.wan_bytes_sent");
-  const auto received = checkpoint.get_value<std::int64_t>("exchange.wan_bytes_received");
-  if (rounds < 0 || sent < 0 || received < 0)
-    throw make_error(ErrorKind::Checkpoint, "records exchange.rounds / wan_bytes_sent / wan_bytes_received are negative: ",
-                     rounds, " / ", sent, " / ", received);
-  rounds_ = rounds;
-  earlier_sent_ = static_cast<std::uint64_t>(sent);
-  earlier_received_ = static_cast<std::uint64_t>(received);
-}
-
-nlohmann::json SiteExchange::summary(std::size_t params) const {
-  nlohmann::json out = {{"site", site_},
-                        {"sites", sites_},
-                        {"algorithm", to_string(config_.outer.algorithm)},
-                        {"codec", synchronous() ? "fp32" : to_string(config_.outer.codec)},
-                        {"fragments", state_.fragments()},
-                        {"params", params},
-                        {"rounds", rounds_},
-                        {"eager_steps", eager_steps_},
-                        {"version", state_.version()}};
-  if (!cross_) return out;
-  auto t = cross_->traffic();
-  t.bytes_sent += earlier_sent_;
-  t.bytes_received += earlier_received_;
-  out["wan_bytes_sent"] = t.bytes_sent;
-  out["wan_bytes_received"] = t.bytes_received;
-  out["deltas_refused"] = t.deltas_refused;
-  out["frames_refused"] = t.frames_refused;
-  out["delta_requests"] = t.requests_sent;
-  out["commits_proposed"] = t.commits_proposed;
-  out["commits_won"] = t.commits_won;
-  out["commits_by_deadline"] = t.commits_by_deadline;
-  out["deltas_screened_out"] = t.deltas_screened_out;
-  out["states_sent"] = t.states_sent;
-  out["states_adopted"] = t.states_adopted;
-  out["states_refused"] = t.states_refused;
-  const auto link = link_->counters();
-  out["peak_bytes_in_flight"] = t.peak_bytes_in_flight;
-  out["frames_duplicate"] = link.duplicates;
-  out["frames_rerequested"] = link.rerequests;
-  out["frames_dropped"] = link.dropped;  // peers whose queue was full: dead, stopped or far behind
-  out["waited_s"] = waited_s_;
-  if (shaped_) {
-    const auto w = shaped_->shaping();
-    out["wan_emulated"] = true;
-    out["wan_transfers_delivered"] = w.delivered;
-    out["wan_transfers_dropped"] = w.dropped_sent + w.dropped_received;
-    out["wan_mean_transit_s"] = w.delivered > 0 ? w.transit_s / static_cast<double>(w.delivered) : 0.0;
-  }
-  out["wan_links"] = measured_links();
-  if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
-  out["max_version_gap_s"] = max_version_gap_s_;
-  // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5
-  // for int4, and 1/P of that for streaming, whose exchanges move one fragment each.
-  if (rounds_ > 0 && sites_ > 1) {
-    out["bytes_per_param_round"] =
-        static_cast<double>(t.bytes_sent) / (static_cast<double>(params) * rounds_ * (sites_ - 1));
-    out["bytes_per_exchange"] = static_cast<double>(t.bytes_sent) / static_cast<double>(rounds_ * (sites_ - 1));
-  }
-  return out;
-}
-
-nlohmann::json SiteExchange::measured_links() const {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [address, figures] : measured_->figures()) {
-    const std::string* peer = cross_->known_site(address);
-    out[peer ? *peer : address] = to_json(figures);
-  }
-  return out;
-}
-
-nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
-  nlohmann::json out = nlohmann::json::object();
-  if (!active()) return out;
-  out["version"] = state_.version();
-  if (!cross_) return out;
-  out["staleness"] = std::max<std::int64_t>(0, cross_->newest_commit() - state_.version());
-  out["lease"] = cross_->lease();  // 0: not registered (drained); meridianctl status asks etcd about it
-  const auto live = static_cast<std::int64_t>(cross_->live_sites());
-  out["live_sites"] = live;
-  out["quorum"] = config_.outer.quorum > 0 ? std::min<std::int64_t>(config_.outer.quorum, live) : live;
-  const auto t = cross_->traffic();
-  out["deltas_refused"] = t.deltas_refused;
-  out["deltas_screened_out"] = t.deltas_screened_out;
-  for (const auto& [peer, bytes] : t.peers) out["wan"][peer] = {{"sent", bytes.sent}, {"received", bytes.received}};
-  out["links"] = measured_links();
-  if (wan_control_) out["wan_faults"] = wan_control_->figures();
-  // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
-  if (rounds_ > 0 && sites_ > 1)
-    out["codec_ratio"] = static_cast<double>(earlier_sent_ + t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));
-  return out;
 }
 
 }  // namespace meridian

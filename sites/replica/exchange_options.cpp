@@ -1,0 +1,48 @@
+#include "sites/replica/exchange_options.hpp"
+
+#include "core/model/param_layout.hpp"
+#include "core/util/error.hpp"
+#include "sites/keys/link_keys.hpp"
+#include "transport/link/ucx_link.hpp"
+#include "transport/link/zmq_link.hpp"
+
+namespace meridian {
+
+OuterOptions outer_options(const JobConfig& c) {
+  OuterOptions o{static_cast<float>(c.outer.lr), static_cast<float>(c.outer.momentum), c.outer.nesterov};
+  o.delay = c.outer.delayed_nesterov;
+  o.momentum_warmup = c.outer.momentum_warmup;
+  return o;
+}
+
+StalenessDecay staleness_decay(const JobConfig& c) {
+  return c.outer.staleness == JobConfig::Outer::Staleness::Constant ? StalenessDecay::Constant
+                                                                    : StalenessDecay::Inverse;
+}
+
+FragmentPlan fragment_plan(const JobConfig& c, std::size_t params) {
+  if (c.outer.algorithm != JobConfig::Outer::Algorithm::Streaming) return whole_model(params);
+  return plan_fragments(ParamLayout::gpt(c.model), c.outer.fragments);
+}
+
+CodecOptions codec_options(const JobConfig& c) {
+  using C = JobConfig::Outer::Codec;
+  const CodecKind kind = c.outer.codec == C::Fp32   ? CodecKind::Fp32
+                         : c.outer.codec == C::Bf16 ? CodecKind::Bf16
+                         : c.outer.codec == C::Int8 ? CodecKind::Int8
+                         : c.outer.codec == C::Int4 ? CodecKind::Int4
+                                                    : CodecKind::Sparse;
+  return {kind, c.outer.block, kind == CodecKind::Sparse ? c.outer.sparse_keep() : 0};
+}
+
+std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
+  const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);
+  switch (c.transport.kind) {
+    case JobConfig::Transport::Kind::Zmq:
+      return make_zmq_link(site.host, chunk, {}, site.port, kLinkQueueBytes, link_curve(c, site.name));
+    case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk, {}, site.port);
+  }
+  throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
+}
+
+}  // namespace meridian
