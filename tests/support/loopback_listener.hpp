@@ -30,16 +30,17 @@ inline LoopbackListener listen_on_loopback(int backlog) {
   return l;
 }
 
-// A port for a server whose port a launcher fixes before it starts (MASTER_PORT), below the
+// A port for a server whose port a launcher fixes before it starts (MASTER_PORT), outside the
 // kernel's ephemeral range: a port probed with bind(0) and closed lies inside that range, where a
 // parallel test's bind(0) or outgoing connection can take it before the server binds it.
 inline int fixed_loopback_port() {
-  int ephemeral_low = 32768;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
   const int span = 8000;
-  REQUIRE(ephemeral_low > span + 1024);
+  const int first = low - span >= 1024 ? low - span : high + 1;  // below the range, else above it
+  REQUIRE(first + span <= 65536);
   for (int attempt = 0; attempt < 64; ++attempt) {
-    const int port = ephemeral_low - span + (::getpid() * 7919 + attempt * 104729) % span;
+    const int port = first + (::getpid() * 7919 + attempt * 104729) % span;
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
     sockaddr_in addr{};
@@ -50,7 +51,7 @@ inline int fixed_loopback_port() {
     ::close(fd);
     if (free) return port;
   }
-  FAIL("no free port below the ephemeral range (", ephemeral_low, ") in 64 tries");
+  FAIL("no free port outside the ephemeral range (", low, "-", high, ") in 64 tries");
   return 0;
 }
 
