@@ -69,12 +69,17 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
-// The last `bytes` of a child's output file, for a failing check to show what the child said.
-inline std::string tail_of(const std::filesystem::path& output, std::size_t bytes = 3000) {
-  std::ifstream in(output, std::ios::binary);
+// A file's whole contents; empty when it cannot be read.
+inline std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string all = ss.str();
+  return ss.str();
+}
+
+// The last `bytes` of a child's output file, for a failing check to show what the child said.
+inline std::string tail_of(const std::filesystem::path& output, std::size_t bytes = 3000) {
+  const std::string all = file_text(output);
   return all.size() > bytes ? all.substr(all.size() - bytes) : all;
 }
 
@@ -84,10 +89,7 @@ inline std::vector<pid_t> find_processes(const std::vector<std::string>& needles
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const auto name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string cmd = ss.str();
+    std::string cmd = file_text(entry.path() / "cmdline");
     for (auto& ch : cmd)
       if (ch == '\0') ch = ' ';
     bool all = !cmd.empty();

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 
 #include <doctest/doctest.h>
@@ -16,12 +17,18 @@ struct LoopbackListener {
   int port = 0;
 };
 
-inline LoopbackListener listen_on_loopback(int backlog) {
-  LoopbackListener l;
-  l.fd = ::socket(AF_INET, SOCK_STREAM, 0);
+inline sockaddr_in loopback_address(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  return addr;
+}
+
+inline LoopbackListener listen_on_loopback(int backlog) {
+  LoopbackListener l;
+  l.fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = loopback_address(0);
   socklen_t len = sizeof(addr);
   REQUIRE(::bind(l.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   REQUIRE(::listen(l.fd, backlog) == 0);
@@ -40,14 +47,12 @@ inline int fixed_loopback_port() {
   const int first = low - span >= 1024 ? low - span : high + 1;  // below the range, else above it
   REQUIRE(first + span <= 65536);
   for (int attempt = 0; attempt < 64; ++attempt) {
-    const int port = first + (::getpid() * 7919 + attempt * 104729) % span;
+    const auto step = static_cast<std::uint64_t>(::getpid()) * 7919 + static_cast<std::uint64_t>(attempt) * 104729;
+    const int port = first + static_cast<int>(step % span);
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    const sockaddr_in addr = loopback_address(port);
+    const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
     ::close(fd);
     if (free) return port;
   }
