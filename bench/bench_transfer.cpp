@@ -21,6 +21,7 @@
 // `repeats` rounds of {bare, fresh, link, hashed, copy}; GB/s = bytes / time (GB = 1e9 bytes),
 // medians, and the ratios to bare. Then the ZeroMQ link over CURVE against itself in plaintext.
 #include <netinet/in.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
@@ -56,23 +57,36 @@ namespace {
 using Bytes = std::vector<std::byte>;
 using namespace std::chrono_literals;
 
+// The CPU time of this whole process (every thread: ZeroMQ's I/O threads, and the kernel's work
+// for the loopback TCP on their behalf), in seconds.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // Runs `receive` on a thread of its own and `send` on this one, then `serve` until `receive` has
-// returned (if given); the time from just before `send` starts to the moment `receive` returns.
+// returned (if given); the time from just before `send` starts to the moment `receive` returns,
+// and in `cpu` (if given) the process's CPU time over the same span.
 double timed(const std::function<void()>& send, const std::function<void()>& receive,
-             const std::function<void()>& serve = nullptr) {
+             const std::function<void()>& serve = nullptr, double* cpu = nullptr) {
   std::atomic<bool> ready{false}, done{false};
   Clock::time_point end;
+  double cpu_end = 0;
   std::thread receiver([&] {
     ready = true;
     receive();
     end = Clock::now();
+    cpu_end = process_cpu_seconds();
     done = true;
   });
   while (!ready) std::this_thread::yield();
+  const double cpu_start = process_cpu_seconds();
   const auto start = Clock::now();
   send();
   while (serve && !done) serve();
   receiver.join();
+  if (cpu) *cpu = cpu_end - cpu_start;
   return std::chrono::duration<double>(end - start).count();
 }
 
@@ -85,7 +99,7 @@ void check(bool ok, const char* what) {
 enum class Form { Shared, Hashed, Copied };
 
 double link_run(Link& tx, Link& rx, const std::shared_ptr<const Bytes>& payload, const ChunkHashes& hashes,
-                std::uint64_t id, Form form) {
+                std::uint64_t id, Form form, double* cpu = nullptr) {
   const std::string to = rx.address();
   std::optional<Received> got;
   const double s = timed([&] {
@@ -97,7 +111,7 @@ double link_run(Link& tx, Link& rx, const std::shared_ptr<const Bytes>& payload,
                            const auto deadline = Clock::now() + 60s;
                            while (!got && Clock::now() < deadline) got = rx.receive(100ms);
                          },
-                         [&] { tx.receive(1ms); });
+                         [&] { tx.receive(1ms); }, cpu);
   check(got && got->transfer_id == id && got->bytes == *payload, "link transfer arrived wrong");
   rx.recycle(std::move(got->bytes));  // as CrossSite does once a delta is merged
   return s;
@@ -298,7 +312,9 @@ void report(const char* kind, const Result& r, double gb) {
 
 // CURVE's cost: the ZeroMQ link in plaintext and over CURVE (its sites' keypairs made here), each
 // handed the payload pre-hashed as CrossSite sends its own deltas, one warm-up each, then
-// `repeats` rounds of {plaintext, CURVE}; medians and their ratio.
+// `repeats` rounds of {plaintext, CURVE}; medians and their ratio. With both ends on one host the
+// ratio is bounded by the cores: each run's CPU time (both ends together) per GB says how many
+// core-seconds a GB costs, and `cores` / that is the most any number of threads could move here.
 void compare_curve(int repeats, const std::shared_ptr<const Bytes>& payload, const ChunkHashes& hashes,
                    std::size_t chunk, double gb) {
   const CurveKeypair a = make_curve_keypair(), b = make_curve_keypair();
@@ -306,13 +322,18 @@ void compare_curve(int repeats, const std::shared_ptr<const Bytes>& payload, con
   auto tx = make_zmq_link("127.0.0.1", chunk), rx = make_zmq_link("127.0.0.1", chunk);
   auto ctx = make_zmq_link("127.0.0.1", chunk, {}, 0, kLinkQueueBytes, LinkCurve{a, keys});
   auto crx = make_zmq_link("127.0.0.1", chunk, {}, 0, kLinkQueueBytes, LinkCurve{b, keys});
-  std::vector<double> plain, curve;
+  std::vector<double> plain, curve, plain_cpu, curve_cpu;
   std::uint64_t id = 1;
+  auto run = [&](Link& from, Link& to, std::vector<double>& wall, std::vector<double>& cpu) {
+    double seconds = 0;
+    wall.push_back(link_run(from, to, payload, hashes, id++, Form::Hashed, &seconds));
+    cpu.push_back(seconds);
+  };
   link_run(*tx, *rx, payload, hashes, id++, Form::Hashed);
   link_run(*ctx, *crx, payload, hashes, id++, Form::Hashed);
   for (int i = 0; i < repeats; ++i) {
-    plain.push_back(link_run(*tx, *rx, payload, hashes, id++, Form::Hashed));
-    curve.push_back(link_run(*ctx, *crx, payload, hashes, id++, Form::Hashed));
+    run(*tx, *rx, plain, plain_cpu);
+    run(*ctx, *crx, curve, curve_cpu);
   }
   const double p = gb / median(plain), c = gb / median(curve);
   std::printf("zmq link (pre-hashed), plaintext %.3f GB/s, CURVE %.3f GB/s: CURVE/plaintext %.0f%%\n", p, c,
@@ -322,6 +343,12 @@ void compare_curve(int repeats, const std::shared_ptr<const Bytes>& payload, con
     for (double s : *runs) std::printf(" %.3f", gb / s);
     std::printf("\n");
   }
+  // A GB needs that much CPU whatever the threading, so no striping could beat cores / core-s here.
+  const double plain_core_s = median(plain_cpu) / gb, curve_core_s = median(curve_cpu) / gb;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::printf("     CPU (both ends) per GB: plaintext %.2f core-s, CURVE %.2f core-s; on this host's %u cores "
+              "CURVE can move at most %.3f GB/s, %.0f%% of plaintext's measured rate\n",
+              plain_core_s, curve_core_s, cores, cores / curve_core_s, 100.0 * cores / curve_core_s / p);
 }
 
 }  // namespace
