@@ -19,7 +19,8 @@
 // the encoder's, measured in bench_codec), so the sender reads none of the payload in the run;
 // "copy": handed as a span (the link keeps a copy). Per kind: one warm-up of each path, then
 // `repeats` rounds of {bare, fresh, link, hashed, copy}; GB/s = bytes / time (GB = 1e9 bytes),
-// medians, and the ratios to bare. Then the ZeroMQ link over CURVE against itself in plaintext.
+// medians, and the ratios to bare. Then the ZeroMQ link over CURVE against itself in plaintext,
+// with the process's CPU time per GB for each and the rate the host's cores allow CURVE.
 #include <netinet/in.h>
 #include <time.h>
 #include <ucp/api/ucp.h>
@@ -343,7 +344,6 @@ void compare_curve(int repeats, const std::shared_ptr<const Bytes>& payload, con
     for (double s : *runs) std::printf(" %.3f", gb / s);
     std::printf("\n");
   }
-  // A GB needs that much CPU whatever the threading, so no striping could beat cores / core-s here.
   const double plain_core_s = median(plain_cpu) / gb, curve_core_s = median(curve_cpu) / gb;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf("     CPU (both ends) per GB: plaintext %.2f core-s, CURVE %.2f core-s; on this host's %u cores "
