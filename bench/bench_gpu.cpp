@@ -79,7 +79,7 @@ double peak_bf16_tflops(const CudaDevice& d) {
   return 0;
 }
 
-int run(const Options& o, const GptConfig& shape, const CudaDevice& device, double peak) {
+int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, double peak) {
   Gpt<float> init(shape);  // the trainer's initialisation, on the host
   init.init_weights(1337);
   // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
@@ -93,13 +93,13 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
   step_on_gpu->upload_params(init.params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
   Rng rng(7);
-  std::vector<std::uint16_t> inputs(BT), targets(BT);
+  std::vector<std::int32_t> inputs(BT), targets(BT);
   // The loss and the gradient norm come back to the host every step (as in the trainer), so a
   // step's host time is its device time plus the launches it waited for.
   auto step = [&] {
     for (std::size_t i = 0; i < BT; ++i) {
-      inputs[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
-      targets[i] = static_cast<std::uint16_t>(rng.next_u64() % shape.vocab);
+      inputs[i] = static_cast<std::int32_t>(rng.next_u64() % shape.vocab);
+      targets[i] = static_cast<std::int32_t>(rng.next_u64() % shape.vocab);
     }
     step_on_gpu->zero_grads();
     const float loss = step_on_gpu->forward_backward(inputs.data(), targets.data(), o.batch, 1.0f);
@@ -122,7 +122,7 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
   std::printf("device %s (sm_%d%d, %d SMs), %s, %s, %s attention, B=%d T=%d, %zu parameters\n",
               device.name.c_str(), device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(),
               o.precision.c_str(), o.attention.c_str(), o.batch,
-              shape.seq_len, ParamLayout::gpt(shape).total());
+              shape.seq_len, ParamLayout::of(shape).total());
   std::printf("step median %.2f ms (min %.2f, max %.2f over %d steps), %.0f tokens/s, %.1f TFLOP/s, last loss %.3f\n",
               median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,
               *std::max_element(seconds.begin(), seconds.end()) * 1e3, o.steps, tokens_per_s, tflops, loss);
@@ -140,7 +140,7 @@ int run(const Options& o, const GptConfig& shape, const CudaDevice& device, doub
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const auto shape = find_gpt_preset(o.preset);
+  const auto shape = find_model_preset(o.preset);
   if (!shape) {
     std::fprintf(stderr, "bench_gpu: no preset %s\n", o.preset.c_str());
     return 2;

@@ -46,12 +46,12 @@ Stepper make(Gpt<float>& model, bool muon) {
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 7;
   const int steps_per_run = argc > 2 ? std::atoi(argv[2]) : 20;
-  const GptConfig shape = *find_gpt_preset("small");
+  const ModelConfig shape = *find_model_preset("small");
   const int B = 8;
   const auto tokens = load_tokens(std::filesystem::path(MERIDIAN_SOURCE_DIR) / "data/tinyshakespeare/input.txt",
                                   DataFormat::Text);
   WindowSampler sampler(tokens, shape.seq_len, 1);
-  std::vector<std::uint16_t> inputs(B * shape.seq_len), targets(B * shape.seq_len);
+  std::vector<std::int32_t> inputs(B * shape.seq_len), targets(B * shape.seq_len);
   Gpt<float> model(shape);
   model.init_weights(1337);
   Stepper steppers[2] = {make(model, false), make(model, true)};

@@ -48,12 +48,12 @@ double sgemm_peak_gflops(int repeats) {
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 5;
   const int steps_per_run = argc > 2 ? std::atoi(argv[2]) : 30;
-  const GptConfig shape = *find_gpt_preset("small");
+  const ModelConfig shape = *find_model_preset("small");
   const int B = 8;
   const std::filesystem::path data = std::filesystem::path(MERIDIAN_SOURCE_DIR) / "data/tinyshakespeare/input.txt";
   const auto tokens = load_tokens(data, DataFormat::Text);
   WindowSampler sampler(tokens, shape.seq_len, 1);
-  std::vector<std::uint16_t> inputs(B * shape.seq_len), targets(B * shape.seq_len);
+  std::vector<std::int32_t> inputs(B * shape.seq_len), targets(B * shape.seq_len);
 
   Gpt<float> model(shape);
   model.init_weights(1337);

@@ -1,7 +1,7 @@
 // Token data (core/data): a file as `meridian` loads its [data] path, from a file under /dev/shm;
 // the first byte picks the format (text, or an llm.c .bin shard), the vocabulary, the validation
 // split and the sampling (seq_len, streams) the tokens then go through, as a site's replicas do.
-// Promises checked: a shard's tokens are the bytes after its header; the split keeps every token;
+// Promises checked: a shard's tokens are the 16- or 32-bit ids after its header; the split keeps every token;
 // every sampled window lies within the tokens; nothing but Error(Data/Config) is thrown.
 #include <algorithm>
 
@@ -23,9 +23,15 @@ int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size) {
   try {
     const meridian::fuzz::TempFile file(how & 1 ? "train.bin" : "train.txt", file_bytes);
     auto tokens = load_tokens(file.path(), format);
-    if (format == DataFormat::LlmcBin) {
-      MERIDIAN_FUZZ_EXPECT(file_bytes.size() == 1024 + 2 * tokens.size());
-      MERIDIAN_FUZZ_EXPECT(std::memcmp(file_bytes.data() + 1024, tokens.data(), 2 * tokens.size()) == 0);
+    if (format == DataFormat::LlmcBin) {  // 16-bit or 32-bit little-endian ids after the header
+      const std::size_t width = (file_bytes.size() - 1024) / tokens.size();
+      MERIDIAN_FUZZ_EXPECT((width == 2 || width == 4) && file_bytes.size() == 1024 + width * tokens.size());
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        std::uint32_t id = 0;
+        for (std::size_t b = 0; b < width; ++b)
+          id |= std::uint32_t{static_cast<std::uint8_t>(file_bytes[1024 + i * width + b])} << (8 * b);
+        MERIDIAN_FUZZ_EXPECT(id == static_cast<std::uint32_t>(tokens[i]));
+      }
     } else {
       MERIDIAN_FUZZ_EXPECT(tokens.size() == file_bytes.size());
     }
@@ -37,7 +43,7 @@ int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size) {
     for (int stream = 0; stream < n_streams; ++stream) {
       WindowSampler sampler(split.train, seq_len, /*seed=*/how, stream, n_streams);
       const int batch = 3;
-      std::vector<std::uint16_t> inputs(static_cast<std::size_t>(batch * seq_len)), targets(inputs.size());
+      std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch * seq_len)), targets(inputs.size());
       for (int step = 0; step < 4; ++step) {
         sampler.next_group_batch(batch, step % 2, 2, inputs.data(), targets.data());
         for (std::size_t i = 0; i < inputs.size(); ++i)

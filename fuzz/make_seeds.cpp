@@ -220,6 +220,12 @@ void tokens() {
   Script wide = shard;
   wide.out[0] = std::byte{3 | 0x30};  // vocabulary 50257, four streams
   seed("tokens", "llmc-shard-streams", wide.out);
+  Script shard32;  // llm.c's 32-bit layout (Llama 3's ids)
+  shard32.put<std::uint8_t>(3).put<std::uint8_t>(7);
+  shard32.put<std::int32_t>(20240801).put<std::int32_t>(7).put<std::int32_t>(64);
+  for (int i = 3; i < 256; ++i) shard32.put<std::int32_t>(0);
+  for (int i = 0; i < 64; ++i) shard32.put<std::uint32_t>(static_cast<std::uint32_t>(i * 781));
+  seed("tokens", "llmc-shard-32", shard32.out);
   seed("tokens", "text", with_selector(0x04, bytes_of("\x05To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer")));
 }
 

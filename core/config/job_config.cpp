@@ -305,6 +305,35 @@ WanLink wan_link(const JobConfig& config, std::string_view a, std::string_view b
   return config.wan.link;
 }
 
+std::string model_toml(const ModelConfig& m, const std::string& preset,
+                       const std::optional<std::filesystem::path>& init_from) {
+  std::ostringstream out;
+  out << "[model]\n";
+  if (!preset.empty()) out << "preset = " << config_detail::quote(preset) << "\n";
+  out << "family = " << config_detail::quote(std::string(to_string(m.family))) << "\n"
+      << "n_layer = " << m.n_layer << "\n"
+      << "n_head = " << m.n_head << "\n"
+      << "d_model = " << m.d_model << "\n"
+      << "seq_len = " << m.seq_len << "\n"
+      << "context = " << m.positions() << "\n"
+      << "vocab = " << m.vocab << "\n";
+  if (init_from) out << "init_from = " << config_detail::quote(init_from->string()) << "\n";
+  if (m.family != ModelFamily::Llama) return out.str();
+  out << "n_kv_head = " << m.kv_heads() << "\n"
+      << "ffn_hidden = " << m.ffn_hidden << "\n"
+      << "norm_eps = " << floating(m.norm_eps) << "\n"
+      << "rope_theta = " << floating(m.rope_theta) << "\n"
+      << "tied = " << boolean(m.tied) << "\n"
+      << "qkv_bias = " << boolean(m.qkv_bias) << "\n"
+      << "rope_scaling = \"" << (m.rope_scaling.enabled() ? "llama3" : "none") << "\"\n";
+  if (!m.rope_scaling.enabled()) return out.str();
+  out << "rope_factor = " << floating(m.rope_scaling.factor) << "\n"
+      << "rope_low_freq_factor = " << floating(m.rope_scaling.low_freq_factor) << "\n"
+      << "rope_high_freq_factor = " << floating(m.rope_scaling.high_freq_factor) << "\n"
+      << "rope_original_context = " << m.rope_scaling.original_context << "\n";
+  return out.str();
+}
+
 std::string to_toml(const JobConfig& c) {
   std::ostringstream out;
   out << "# Resolved from " << c.source.string() << "\n"
@@ -313,13 +342,7 @@ std::string to_toml(const JobConfig& c) {
       << "run_dir = " << config_detail::quote(c.job.run_dir.string()) << "\n"
       << "seed = " << c.job.seed << "\n"
       << "insecure = " << (c.job.insecure ? "true" : "false") << "\n"
-      << "\n[model]\n"
-      << "preset = " << config_detail::quote(c.model_preset) << "\n"
-      << "n_layer = " << c.model.n_layer << "\n"
-      << "n_head = " << c.model.n_head << "\n"
-      << "d_model = " << c.model.d_model << "\n"
-      << "seq_len = " << c.model.seq_len << "\n"
-      << "vocab = " << c.model.vocab << "\n"
+      << "\n" << model_toml(c.model, c.model_preset, c.model_init_from)
       << "\n[data]\n"
       << "path = " << config_detail::quote(c.data.path.string()) << "\n"
       << "format = " << config_detail::quote(to_string(c.data.format)) << "\n"

@@ -13,7 +13,7 @@
 
 #include "core/config/sim_config.hpp"
 #include "core/data/tokens.hpp"
-#include "core/model/gpt_config.hpp"
+#include "core/model/model_config.hpp"
 #include "core/optim/schedule.hpp"
 
 namespace meridian {
@@ -40,8 +40,11 @@ struct JobConfig {
     bool operator==(const Job&) const = default;
   } job;
 
-  GptConfig model;                    // the preset's shape with any explicit [model] values on top
+  ModelConfig model;                    // the preset's shape with any explicit [model] values on top
   std::string model_preset = "small";
+  // [model] init_from: the weights a fresh job starts from on every site (a Hugging Face model
+  // directory or a meridian run directory or checkpoint) instead of its seed's initialisation.
+  std::optional<std::filesystem::path> model_init_from;
 
   struct Data {
     using Format = DataFormat;
@@ -352,5 +355,10 @@ WanLink wan_link(const JobConfig& config, std::string_view a, std::string_view b
 
 // The resolved config as TOML text (absolute paths, explicit shape); loading it gives an equal JobConfig.
 std::string to_toml(const JobConfig& c);
+
+// A [model] table that gives the shape `m` when loaded: the family's keys only, the preset line
+// when `preset` is not empty, init_from when given.
+std::string model_toml(const ModelConfig& m, const std::string& preset = {},
+                       const std::optional<std::filesystem::path>& init_from = std::nullopt);
 
 }  // namespace meridian

@@ -8,18 +8,58 @@ namespace meridian::config_detail {
 
 namespace {
 
-const char* const kShapeKeys[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab"};
+const char* const kShapeKeys[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab", "context", "n_kv_head",
+                                   "ffn_hidden", "norm_eps", "rope_theta", "tied", "qkv_bias", "rope_scaling"};
+
+// The preset, then the family (a family without a preset starts from that family's first preset).
+void resolve_preset(Resolver& r, JobConfig& c) {
+  std::vector<std::string> presets;
+  for (const auto& p : model_presets()) presets.emplace_back(p.name);
+  const auto preset = r.read_one_of("model", "preset", presets);
+  if (preset) c.model_preset = presets[*preset];
+  ModelFamily family = find_model_preset(c.model_preset)->family;
+  r.read(family, "model", "family", {ModelFamily::Gpt2, ModelFamily::Llama});
+  if (!preset && family == ModelFamily::Llama) c.model_preset = "llama-small";
+  c.model = find_model_preset(c.model_preset).value();
+  if (const Setting* s = r.find("model.family"); s && preset && family != c.model.family)
+    r.add(s->origin, "model.family",
+          "the preset \"" + c.model_preset + "\" is a " + std::string(to_string(c.model.family)) + " model, not " +
+              std::string(to_string(family)));
+}
+
+// rope_scaling = "none" | "llama3", and the four numbers of "llama3" (Llama 3.1's, unless the preset has its own).
+void resolve_rope_scaling(Resolver& r, ModelConfig& m) {
+  const auto kind = r.read_one_of("model", "rope_scaling", {"none", "llama3"});
+  const bool llama3 = kind ? *kind == 1 : m.rope_scaling.enabled();
+  RopeScaling s = m.rope_scaling.enabled() ? m.rope_scaling : RopeScaling{8, 1, 4, 8192};
+  r.read(s.factor, "model", "rope_factor", above(0));
+  r.read(s.low_freq_factor, "model", "rope_low_freq_factor", above(0));
+  r.read(s.high_freq_factor, "model", "rope_high_freq_factor", above(0));
+  r.read(s.original_context, "model", "rope_original_context", 1);
+  m.rope_scaling = llama3 ? s : RopeScaling{};
+  if (llama3) return;
+  for (const char* key : {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_context"})
+    if (const Setting* set = r.find(std::string("model.") + key))
+      r.add(set->origin, std::string("model.") + key, "applies with rope_scaling = \"llama3\" only");
+}
 
 void resolve_model(Resolver& r, JobConfig& c) {
-  std::vector<std::string> presets;
-  for (const auto& p : gpt_presets()) presets.emplace_back(p.name);
-  if (const auto i = r.read_one_of("model", "preset", presets)) c.model_preset = presets[*i];
-  c.model = find_gpt_preset(c.model_preset).value();
-  int* const fields[] = {&c.model.n_layer, &c.model.n_head, &c.model.d_model, &c.model.seq_len, &c.model.vocab};
-  for (size_t i = 0; i < std::size(kShapeKeys); ++i) r.read(*fields[i], "model", kShapeKeys[i], std::nullopt);
+  resolve_preset(r, c);
+  ModelConfig& m = c.model;
+  int* const ints[] = {&m.n_layer, &m.n_head, &m.d_model, &m.seq_len, &m.vocab, &m.context, &m.n_kv_head, &m.ffn_hidden};
+  for (size_t i = 0; i < std::size(ints); ++i) r.read(*ints[i], "model", kShapeKeys[i], std::nullopt);
+  r.read(m.norm_eps, "model", "norm_eps", above(0));
+  r.read(m.rope_theta, "model", "rope_theta", above(1));
+  r.read(m.tied, "model", "tied");
+  r.read(m.qkv_bias, "model", "qkv_bias");
+  resolve_rope_scaling(r, m);
+  r.read_path(c.model_init_from, "model", "init_from");
+  // Explicit from here on, so a resolved config (to_toml, checkpoints) says what it means.
+  if (m.context == 0) m.context = m.seq_len;
+  if (m.family == ModelFamily::Llama && m.n_kv_head == 0) m.n_kv_head = m.n_head;
 
-  // validate_gpt_config's sentences start with the field they are about: report them at that key.
-  for (const auto& sentence : validate_gpt_config(c.model)) {
+  // validate_model_config's sentences start with the field they are about: report them at that key.
+  for (const auto& sentence : validate_model_config(c.model)) {
     const std::string field = sentence.substr(0, sentence.find_first_of(" ("));
     const bool is_shape_key = std::find(std::begin(kShapeKeys), std::end(kShapeKeys), field) != std::end(kShapeKeys);
     const std::string key = is_shape_key ? "model." + field : "model";

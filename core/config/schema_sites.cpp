@@ -323,7 +323,7 @@ void check_fragments(Resolver& r, const JobConfig& c) {
   if (c.outer.algorithm == Outer::Algorithm::Streaming && c.outer.fragments > 1) {
     // Fragment p syncs every H steps at offset p * H / P: an exchange every H / P >= 1 steps, and
     // every fragment at least one whole tensor.
-    const auto tensors = static_cast<int>(ParamLayout::gpt(c.model).views().size());
+    const auto tensors = static_cast<int>(ParamLayout::of(c.model).views().size());
     const Setting* s = r.find("outer.fragments");
     if (c.outer.fragments > c.outer.inner_steps)
       r.add(s ? s->origin : r.table_origin("outer"), "outer.fragments",

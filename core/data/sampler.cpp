@@ -9,7 +9,7 @@
 
 namespace meridian {
 
-WindowSampler::WindowSampler(std::span<const std::uint16_t> tokens, int seq_len, std::uint64_t seed, int stream,
+WindowSampler::WindowSampler(std::span<const std::int32_t> tokens, int seq_len, std::uint64_t seed, int stream,
                              int n_streams)
     : tokens_(tokens),
       seq_len_(static_cast<std::size_t>(seq_len)),
@@ -48,14 +48,14 @@ SamplerPosition WindowSampler::advanced(SamplerPosition p, std::uint64_t by) con
   return {p.epoch + index / share_, index % share_};
 }
 
-void WindowSampler::next_group_batch(int B, int member, int members, std::uint16_t* inputs, std::uint16_t* targets) {
+void WindowSampler::next_group_batch(int B, int member, int members, std::int32_t* inputs, std::int32_t* targets) {
   MERIDIAN_CHECK(B >= 0 && members >= 1 && member >= 0 && member < members, "B=", B, " member=", member,
                  " members=", members);
   for (int b = 0; b < B; ++b) {
     const SamplerPosition at =
         advanced(pos_, static_cast<std::uint64_t>(member) + static_cast<std::uint64_t>(b) * members);
     if (at.epoch != loaded_epoch_) load_epoch(at.epoch);
-    const std::uint16_t* window = tokens_.data() + starts_[at.index];
+    const std::int32_t* window = tokens_.data() + starts_[at.index];
     std::copy_n(window, seq_len_, inputs + b * seq_len_);
     std::copy_n(window + 1, seq_len_, targets + b * seq_len_);
   }

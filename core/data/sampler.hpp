@@ -29,17 +29,17 @@ struct SamplerPosition {
 class WindowSampler {
  public:
   // Throws ErrorKind::Data when the tokens cannot give every stream one window.
-  WindowSampler(std::span<const std::uint16_t> tokens, int seq_len, std::uint64_t seed, int stream = 0,
+  WindowSampler(std::span<const std::int32_t> tokens, int seq_len, std::uint64_t seed, int stream = 0,
                 int n_streams = 1);
 
   // Fills inputs[B*seq_len] and targets[B*seq_len] with the next B windows, rolling over epochs.
-  void next_batch(int B, std::uint16_t* inputs, std::uint16_t* targets) { next_group_batch(B, 0, 1, inputs, targets); }
+  void next_batch(int B, std::int32_t* inputs, std::int32_t* targets) { next_group_batch(B, 0, 1, inputs, targets); }
 
   // For a group of `members` replicas that share this stream in lockstep: the group's step takes
   // the next B*members windows, and member m gets those at positions m, m+members, m+2*members...
   // Every member advances the position by B*members, so the position stays the group's, and a
   // group that changes size (a replica lost or added) continues from the same window.
-  void next_group_batch(int B, int member, int members, std::uint16_t* inputs, std::uint16_t* targets);
+  void next_group_batch(int B, int member, int members, std::int32_t* inputs, std::int32_t* targets);
 
   SamplerPosition position() const { return pos_; }
   // Restores any position (any epoch); the batches that follow are those that followed it before.
@@ -53,7 +53,7 @@ class WindowSampler {
   void load_epoch(std::uint64_t epoch);
   SamplerPosition advanced(SamplerPosition p, std::uint64_t by) const;
 
-  std::span<const std::uint16_t> tokens_;
+  std::span<const std::int32_t> tokens_;
   std::size_t seq_len_;
   std::uint64_t seed_;
   std::uint64_t stream_, n_streams_;

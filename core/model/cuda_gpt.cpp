@@ -17,10 +17,11 @@ namespace meridian {
 namespace kc = kernels::cuda;
 
 template <class T>
-CudaGpt<T>::CudaGpt(const GptConfig& config, cudaStream_t stream, CudaAttention attention)
-    : config_(config), layout_(ParamLayout::gpt(config)), stream_(stream), attention_(attention), blas_(stream) {
-  const auto problems = validate_gpt_config(config);
+CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttention attention)
+    : config_(config), layout_(ParamLayout::of(config)), stream_(stream), attention_(attention), blas_(stream) {
+  const auto problems = validate_model_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
+  MERIDIAN_CHECK(config.family == ModelFamily::Gpt2, "CudaGpt of a ", to_string(config.family), " shape");
   off_ = gpt_offsets(layout_, config.n_layer);
   params_ = Buf<float>(layout_.total());
   grads_ = Buf<float>(layout_.total());
@@ -106,14 +107,14 @@ void CudaGpt<T>::ensure_batch(int B) {
   a.datty = Buf<T>(BT * C);
   a.dfch = Buf<T>(BT * 4 * C);
   a.dfch_gelu = Buf<T>(BT * 4 * C);
-  inputs_ = Buf<std::uint16_t>(BT);
-  targets_ = Buf<std::uint16_t>(BT);
+  inputs_ = Buf<std::int32_t>(BT);
+  targets_ = Buf<std::int32_t>(BT);
   host_losses_.resize(BT);
   capacity_ = B;
 }
 
 template <class T>
-float CudaGpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B) {
+float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B) {
   MERIDIAN_CHECK(B >= 1, "B=", B);
   ensure_batch(B);
   B_ = B;
@@ -121,10 +122,10 @@ float CudaGpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targ
   const int Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
   const int N = static_cast<int>(BT);
-  MERIDIAN_CUDA(cudaMemcpyAsync(inputs_.data(), inputs, BT * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream_));
+  MERIDIAN_CUDA(cudaMemcpyAsync(inputs_.data(), inputs, BT * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
   if (targets)
     MERIDIAN_CUDA(
-        cudaMemcpyAsync(targets_.data(), targets, BT * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream_));
+        cudaMemcpyAsync(targets_.data(), targets, BT * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
   auto& a = acts_;
   const T* w = weights();
   kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.wte, w + off_.wpe, B, Tn, C, stream_);

@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/model/gpt_config.hpp"
+#include "core/model/model_config.hpp"
 #include "core/model/param_layout.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -32,10 +32,10 @@ enum class CudaAttention { Materialized, Tiled };
 template <class T>
 class CudaGpt {
  public:
-  explicit CudaGpt(const GptConfig& config, cudaStream_t stream = nullptr,
+  explicit CudaGpt(const ModelConfig& config, cudaStream_t stream = nullptr,
                    CudaAttention attention = CudaAttention::Materialized);
 
-  const GptConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
   std::size_t size() const { return layout_.total(); }
@@ -52,7 +52,7 @@ class CudaGpt {
   void refresh_weight_copy();
 
   // As Gpt::forward: host tokens, B sequences of seq_len; the mean loss (0 without targets).
-  float forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B);
+  float forward(const std::int32_t* inputs, const std::int32_t* targets, int B);
   // As Gpt::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
   void zero_grads();
@@ -69,7 +69,7 @@ class CudaGpt {
   const T* weights() const;
   void ensure_batch(int B);
 
-  GptConfig config_;
+  ModelConfig config_;
   ParamLayout layout_;
   cudaStream_t stream_;
   CudaAttention attention_;
@@ -78,7 +78,7 @@ class CudaGpt {
   Buf<float> params_, grads_;
   Buf<Copy> weight_copy_;  // empty for T = float
   Activations acts_;
-  Buf<std::uint16_t> inputs_, targets_;
+  Buf<std::int32_t> inputs_, targets_;
   std::vector<float> host_losses_;
   int capacity_ = 0, B_ = 0;
   bool have_targets_ = false;

@@ -18,20 +18,16 @@ namespace meridian {
 namespace k = kernels;
 
 template <class T>
-Gpt<T>::Gpt(const GptConfig& config) : config_(config), layout_(ParamLayout::gpt(config)) {
-  const auto problems = validate_gpt_config(config);
-  MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
-  off_ = gpt_offsets(layout_, config.n_layer);
-  params_.assign(layout_.total(), T(0));
-  grads_.assign(layout_.total(), T(0));
+Gpt<T>::Gpt(const ModelConfig& config) : LanguageModel<T>(config), off_(gpt_offsets(this->layout_, config.n_layer)) {
+  MERIDIAN_CHECK(config.family == ModelFamily::Gpt2, "Gpt of a ", to_string(config.family), " shape");
 }
 
 template <class T>
 void Gpt<T>::init_weights(std::uint64_t seed) {
   Rng rng(seed);
-  const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layer);
-  for (const auto& v : layout_.views()) {
-    T* p = params_.data() + v.offset;
+  const double residual_std = 0.02 / std::sqrt(2.0 * this->config_.n_layer);
+  for (const auto& v : this->layout_.views()) {
+    T* p = this->params_.data() + v.offset;
     const bool is_weight = v.name.ends_with(".weight");
     if (v.shape.size() == 1) {  // LayerNorm gains are 1, every bias and LayerNorm shift 0
       std::fill(p, p + v.numel, is_weight && v.name.find("ln_") != std::string::npos ? T(1) : T(0));
@@ -44,15 +40,10 @@ void Gpt<T>::init_weights(std::uint64_t seed) {
 }
 
 template <class T>
-void Gpt<T>::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), T(0));
-}
-
-template <class T>
 void Gpt<T>::ensure_batch(int B) {
   if (B <= capacity_) return;
-  const std::size_t L = config_.n_layer, C = config_.d_model, V = config_.vocab, NH = config_.n_head;
-  const std::size_t BT = static_cast<std::size_t>(B) * config_.seq_len;
+  const std::size_t L = this->config_.n_layer, C = this->config_.d_model, V = this->config_.vocab, NH = this->config_.n_head;
+  const std::size_t BT = static_cast<std::size_t>(B) * this->config_.seq_len;
   auto& a = acts_;
   a.encoded.resize(BT * C);
   a.ln1.resize(L * BT * C);
@@ -60,7 +51,7 @@ void Gpt<T>::ensure_batch(int B) {
   a.ln1_rstd.resize(L * BT);
   a.qkv.resize(L * BT * 3 * C);
   a.atty.resize(L * BT * C);
-  a.att.resize(L * B * NH * config_.seq_len * config_.seq_len);
+  a.att.resize(L * B * NH * this->config_.seq_len * this->config_.seq_len);
   a.attproj.resize(L * BT * C);
   a.res2.resize(L * BT * C);
   a.ln2.resize(L * BT * C);
@@ -94,22 +85,22 @@ P Gpt<T>::layer_ptrs(Ptr base, int l) const {
 }
 
 template <class T>
-T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B) {
+T Gpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B) {
   MERIDIAN_CHECK(B >= 1, "B=", B);
   ensure_batch(B);
   B_ = B;
-  const int Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
+  const int Tn = this->config_.seq_len, C = this->config_.d_model, NH = this->config_.n_head, V = this->config_.vocab;
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
   inputs_.assign(inputs, inputs + BT);
   if (targets) targets_.assign(targets, targets + BT);
   else targets_.clear();
   auto& a = acts_;
-  const T* wte = params_.data() + off_.wte;
-  const T* wpe = params_.data() + off_.wpe;
+  const T* wte = this->params_.data() + off_.wte;
+  const T* wpe = this->params_.data() + off_.wpe;
 
   k::encoder_forward(a.encoded.data(), inputs, wte, wpe, B, Tn, C);
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const auto p = layer_ptrs<LayerParams>(params_.data(), l);
+  for (int l = 0; l < this->config_.n_layer; ++l) {
+    const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
     T* ln1 = a.ln1.data() + l * BT * C;
     T* qkv = a.qkv.data() + l * BT * 3 * C;
@@ -122,7 +113,7 @@ T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int
     k::layernorm_forward(ln1, a.ln1_mean.data() + l * BT, a.ln1_rstd.data() + l * BT, res_in, p.ln1w, p.ln1b,
                          static_cast<int>(BT), C);
     k::matmul_forward(qkv, ln1, p.qkvw, p.qkvb, static_cast<int>(BT), C, 3 * C);
-    k::attention_forward(atty, a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn, C, NH);
+    k::attention_forward(atty, a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn, NH, NH, C / NH);
     k::matmul_forward(a.attproj.data() + l * BT * C, atty, p.projw, p.projb, static_cast<int>(BT), C, C);
     k::add(res2, res_in, a.attproj.data() + l * BT * C, BT * C);
     k::layernorm_forward(ln2, a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, res2, p.ln2w, p.ln2b,
@@ -132,11 +123,11 @@ T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int
     k::matmul_forward(a.fcproj.data() + l * BT * C, fch_gelu, p.fcprojw, p.fcprojb, static_cast<int>(BT), 4 * C, C);
     k::add(res3, res2, a.fcproj.data() + l * BT * C, BT * C);
   }
-  const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
+  const T* last = a.res3.data() + (this->config_.n_layer - 1) * BT * C;
   k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last,
-                       params_.data() + off_.lnf_weight,
-                       params_.data() + off_.lnf_bias, static_cast<int>(BT), C);
-  k::matmul_nt_forward(a.logits.data(), a.lnf.data(), wte, static_cast<int>(BT), C, V);
+                       this->params_.data() + off_.lnf_weight,
+                       this->params_.data() + off_.lnf_bias, static_cast<int>(BT), C);
+  k::matmul_nt_forward(a.logits.data(), a.lnf.data(), wte, static_cast<const T*>(nullptr), static_cast<int>(BT), C, V);
   if (!targets) return T(0);
   k::cross_entropy_forward(a.losses.data(), a.logits.data(), targets, static_cast<int>(BT), V);
   double sum = 0;  // serial, in order: the reported loss is bit-reproducible
@@ -145,29 +136,29 @@ T Gpt<T>::forward(const std::uint16_t* inputs, const std::uint16_t* targets, int
 }
 
 template <class T>
-void Gpt<T>::backward(T loss_scale, const GradsReady& ready) {
+void Gpt<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsReady& ready) {
   MERIDIAN_CHECK(B_ >= 1 && !targets_.empty(), "backward() needs a forward() with targets first");
-  const int B = B_, Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, V = config_.vocab;
+  const int B = B_, Tn = this->config_.seq_len, C = this->config_.d_model, NH = this->config_.n_head, V = this->config_.vocab;
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
   const int N = static_cast<int>(BT);
   auto& a = acts_;
-  const T* wte = params_.data() + off_.wte;
-  T* dwte = grads_.data() + off_.wte;
+  const T* wte = this->params_.data() + off_.wte;
+  T* dwte = this->grads_.data() + off_.wte;
 
   k::cross_entropy_forward_backward(a.dlogits.data(), a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                     loss_scale / static_cast<T>(BT));
-  k::matmul_nt_backward(a.dln.data(), dwte, a.dlogits.data(), a.lnf.data(), wte, N, C, V);
+  k::matmul_nt_backward(a.dln.data(), dwte, static_cast<T*>(nullptr), a.dlogits.data(), a.lnf.data(), wte, N, C, V);
   std::fill(a.dres.begin(), a.dres.begin() + BT * C, T(0));
-  const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
-  k::layernorm_backward(a.dres.data(), grads_.data() + off_.lnf_weight,
-                        grads_.data() + off_.lnf_bias, a.dln.data(), last,
-                        params_.data() + off_.lnf_weight, a.lnf_mean.data(), a.lnf_rstd.data(), N,
+  const T* last = a.res3.data() + (this->config_.n_layer - 1) * BT * C;
+  k::layernorm_backward(a.dres.data(), this->grads_.data() + off_.lnf_weight,
+                        this->grads_.data() + off_.lnf_bias, a.dln.data(), last,
+                        this->params_.data() + off_.lnf_weight, a.lnf_mean.data(), a.lnf_rstd.data(), N,
                         C);
-  if (ready) ready(off_.lnf_weight, layout_.total() - off_.lnf_weight);  // ln_f: weight and bias, the last tensors
+  if (ready) ready(off_.lnf_weight, this->layout_.total() - off_.lnf_weight);  // ln_f: weight and bias, the last tensors
   // a.dres is the gradient of the residual stream; each block adds its branches' gradients into it.
-  for (int l = config_.n_layer - 1; l >= 0; --l) {
-    const auto p = layer_ptrs<LayerParams>(params_.data(), l);
-    const auto g = layer_ptrs<LayerGrads>(grads_.data(), l);
+  for (int l = this->config_.n_layer - 1; l >= 0; --l) {
+    const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
+    const auto g = layer_ptrs<LayerGrads>(this->grads_.data(), l);
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
     k::matmul_backward(a.dfch_gelu.data(), g.fcprojw, g.fcprojb, a.dres.data(), a.fch_gelu.data() + l * BT * 4 * C,
                        p.fcprojw, N, 4 * C, C);
@@ -177,17 +168,17 @@ void Gpt<T>::backward(T loss_scale, const GradsReady& ready) {
                           a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, N, C);
     k::matmul_backward(a.datty.data(), g.projw, g.projb, a.dres.data(), a.atty.data() + l * BT * C, p.projw, N, C, C);
     k::attention_backward(a.dqkv.data(), a.datty.data(), a.qkv.data() + l * BT * 3 * C,
-                          a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, C, NH);
+                          a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, NH, NH, C / NH);
     k::matmul_backward(a.dln.data(), g.qkvw, g.qkvb, a.dqkv.data(), a.ln1.data() + l * BT * C, p.qkvw, N, C, 3 * C);
     k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + l * BT,
                           a.ln1_rstd.data() + l * BT, N, C);
     if (ready) {  // a layer's tensors are contiguous, from its ln_1.weight to the next layer's
       const std::size_t begin = off_.layers[l][0];
-      const std::size_t end = l + 1 < config_.n_layer ? off_.layers[l + 1][0] : off_.lnf_weight;
+      const std::size_t end = l + 1 < this->config_.n_layer ? off_.layers[l + 1][0] : off_.lnf_weight;
       ready(begin, end - begin);
     }
   }
-  k::encoder_backward(dwte, grads_.data() + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C);
+  k::encoder_backward(dwte, this->grads_.data() + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C);
   if (ready) ready(off_.wte, off_.layers.empty() ? off_.lnf_weight : off_.layers[0][0]);  // wte and wpe come first
 }
 

@@ -1,51 +1,29 @@
 #pragma once
 // GPT-2 style decoder: token + learned position embeddings, pre-LayerNorm blocks with causal
 // multi-head attention and a tanh-GELU MLP, final LayerNorm, output head tied to the token
-// embedding. Templated on the scalar: Gpt<float> trains, Gpt<double> is the gradient-check reference.
-#include <array>
+// embedding. Gpt<float> trains, Gpt<double> is the gradient-check reference.
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
-#include "core/model/gpt_config.hpp"
-#include "core/model/param_layout.hpp"
-#include "core/util/aligned_vector.hpp"
+#include "core/model/language_model.hpp"
 
 namespace meridian {
 
 template <class T>
-class Gpt {
+class Gpt final : public LanguageModel<T> {
  public:
-  explicit Gpt(const GptConfig& config);  // InvariantError on an invalid shape: validate configs first
-
-  const GptConfig& config() const { return config_; }
-  const ParamLayout& layout() const { return layout_; }
-  std::span<T> params() { return params_; }
-  std::span<const T> params() const { return params_; }
-  std::span<T> grads() { return grads_; }
-  std::span<const T> grads() const { return grads_; }
+  explicit Gpt(const ModelConfig& config);  // InvariantError on an invalid shape: validate configs first
 
   // GPT-2 initialisation from a seed: N(0, 0.02) matrices and embeddings, residual projections
   // scaled by 1/sqrt(2 n_layer), zero biases, unit LayerNorm gains.
-  void init_weights(std::uint64_t seed);
-
-  // Runs B sequences of config().seq_len tokens. With targets, returns the mean cross-entropy
-  // (nats/token) and keeps what backward needs; without, returns 0 and only fills logits().
-  T forward(const std::uint16_t* inputs, const std::uint16_t* targets, int B);
-
-  // Called during backward with each range of grads() that is final, in the order backward
-  // finishes them: ln_f, the layers from last to first, then the embeddings. Data-parallel layers
-  // start all-reducing a range while backward still works on the ones before it.
-  using GradsReady = std::function<void(std::size_t offset, std::size_t count)>;
-
-  // Adds loss_scale * d(mean loss)/d(params) of the last forward (which had targets) to grads():
-  // with grad accumulation over k micro-batches, pass 1/k.
-  void backward(T loss_scale = 1, const GradsReady& ready = {});
-
-  void zero_grads();
-
-  std::span<const T> logits() const { return {acts_.logits.data(), static_cast<std::size_t>(B_) * config_.seq_len * config_.vocab}; }
+  void init_weights(std::uint64_t seed) override;
+  T forward(const std::int32_t* inputs, const std::int32_t* targets, int B) override;
+  // Ranges in the order ln_f, the layers from last to first, then wte and wpe.
+  void backward(T loss_scale = 1, const typename LanguageModel<T>::GradsReady& ready = {}) override;
+  std::span<const T> logits() const override {
+    return {acts_.logits.data(), static_cast<std::size_t>(B_) * this->config_.seq_len * this->config_.vocab};
+  }
 
  private:
   struct Activations {
@@ -64,14 +42,11 @@ class Gpt {
   P layer_ptrs(Ptr base, int l) const;
   void ensure_batch(int B);
 
-  GptConfig config_;
-  ParamLayout layout_;
   GptOffsets off_;  // each layer's 12 tensors in the order of LayerParams
-  AlignedVector<T> params_, grads_;
   Activations acts_;
   int capacity_ = 0;  // batch size the activations are allocated for
   int B_ = 0;         // batch size of the last forward
-  std::vector<std::uint16_t> inputs_, targets_;  // copies of the last forward's batch, for backward
+  std::vector<std::int32_t> inputs_, targets_;  // copies of the last forward's batch, for backward
 };
 
 extern template class Gpt<float>;

@@ -8,7 +8,7 @@
 
 namespace meridian {
 
-bool muon_takes(const ParamView& view) { return view.shape.size() == 2 && view.name.starts_with("h."); }
+bool muon_takes(const ParamView& view) { return view.shape.size() == 2 && view.layer >= 0; }
 
 std::vector<DecayRange> ranges_without_muon(const ParamLayout& layout) {
   std::vector<DecayRange> ranges;

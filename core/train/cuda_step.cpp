@@ -26,7 +26,7 @@ namespace {
 template <class T>
 class CudaStep final : public DeviceStep {
  public:
-  CudaStep(const GptConfig& shape, const AdamWOptions& options, CudaAttention attention,
+  CudaStep(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention,
            const LossScaleOptions& loss_scale)
       : model_(shape, nullptr, attention), opt_(model_.layout(), options, model_.stream()) {
     if constexpr (std::is_same_v<T, __half>) scaler_.emplace(loss_scale);
@@ -55,12 +55,12 @@ class CudaStep final : public DeviceStep {
 
   void zero_grads() override { model_.zero_grads(); }
 
-  float forward_backward(const std::uint16_t* inputs, const std::uint16_t* targets, int B, float grad_scale) override {
+  float forward_backward(const std::int32_t* inputs, const std::int32_t* targets, int B, float grad_scale) override {
     const float loss = model_.forward(inputs, targets, B);
     model_.backward(scaler_ ? grad_scale * scaler_->scale() : grad_scale);
     return loss;
   }
-  float loss(const std::uint16_t* inputs, const std::uint16_t* targets, int B) override {
+  float loss(const std::int32_t* inputs, const std::int32_t* targets, int B) override {
     return model_.forward(inputs, targets, B);
   }
 
@@ -100,11 +100,11 @@ class CudaStep final : public DeviceStep {
 
 }  // namespace
 
-std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options,
+std::unique_ptr<DeviceStep> make_cuda_step(const ModelConfig& shape, const AdamWOptions& options,
                                            const ComputeDevice& device) {
   // Weights, gradients and the two moments in fp32 must fit before the first activation; the
   // probe also makes the device this thread's current device, where everything below allocates.
-  require_cuda_device(device.index, 4 * sizeof(float) * ParamLayout::gpt(shape).total());
+  require_cuda_device(device.index, 4 * sizeof(float) * ParamLayout::of(shape).total());
   const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
                                                                                 : CudaAttention::Materialized;
   switch (device.precision) {

@@ -6,7 +6,7 @@
 
 namespace meridian {
 
-std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig&, const AdamWOptions&, const ComputeDevice& device) {
+std::unique_ptr<DeviceStep> make_cuda_step(const ModelConfig&, const AdamWOptions&, const ComputeDevice& device) {
   require_cuda_device(device.index);  // in this build: DeviceError(NotBuilt), in the probe's words
   MERIDIAN_CHECK(false, "require_cuda_device(", device.index, ") returned in a build without the CUDA backend");
   return nullptr;

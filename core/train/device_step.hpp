@@ -13,7 +13,7 @@
 #include <span>
 
 #include "core/config/job_config.hpp"
-#include "core/model/gpt_config.hpp"
+#include "core/model/model_config.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/loss_scale.hpp"
 
@@ -44,10 +44,10 @@ class DeviceStep {
   virtual void zero_grads() = 0;
   // Forward of one micro-batch (B sequences of seq_len host tokens) and its backward, adding
   // grad_scale * d(mean loss)/d(params) to the gradients; returns the batch's mean loss.
-  virtual float forward_backward(const std::uint16_t* inputs, const std::uint16_t* targets, int B,
+  virtual float forward_backward(const std::int32_t* inputs, const std::int32_t* targets, int B,
                                  float grad_scale) = 0;
   // Forward only: the batch's mean loss (evaluation).
-  virtual float loss(const std::uint16_t* inputs, const std::uint16_t* targets, int B) = 0;
+  virtual float loss(const std::int32_t* inputs, const std::int32_t* targets, int B) = 0;
   // The gradients' L2 norm; above max_norm (> 0) they are scaled to it: clip_grad_norm's rule.
   // Under fp16 loss scaling the gradients are first unscaled and checked: none (and the scale
   // backs off) when they overflowed, and the step must then be skipped.
@@ -63,7 +63,7 @@ class DeviceStep {
 // A step of model `shape` with AdamW `options` on `device` (a CUDA one), in its precision (fp16
 // with dynamic loss scaling at LossScaleOptions' defaults) and attention kernel.
 // DeviceError when this meridian was built without the CUDA backend or the device is unusable.
-std::unique_ptr<DeviceStep> make_cuda_step(const GptConfig& shape, const AdamWOptions& options,
+std::unique_ptr<DeviceStep> make_cuda_step(const ModelConfig& shape, const AdamWOptions& options,
                                            const ComputeDevice& device);
 
 }  // namespace meridian

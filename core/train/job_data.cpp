@@ -5,18 +5,18 @@
 namespace meridian {
 
 TrainVal load_job_data(const JobConfig& c) {
-  auto tokens = load_tokens(c.data.path, c.data.format);
-  check_vocab(tokens, c.model.vocab, c.data.path);
+  TokenFile train = load_token_file(c.data.path, c.data.format);
+  check_vocab(train, c.model.vocab, c.data.path);
   if (c.data.val_path) {
-    auto val = load_tokens(*c.data.val_path, c.data.format);
+    TokenFile val = load_token_file(*c.data.val_path, c.data.format);
     check_vocab(val, c.model.vocab, *c.data.val_path);
-    return {std::move(tokens), std::move(val)};
+    return {std::move(train.ids), std::move(val.ids)};
   }
-  return split_train_val(std::move(tokens), c.data.val_fraction);
+  return split_train_val(std::move(train.ids), c.data.val_fraction);
 }
 
 // The sampler checks that the tokens fill its windows but does not know where they came from.
-WindowSampler make_job_sampler(std::span<const std::uint16_t> tokens, const JobConfig& c) {
+WindowSampler make_job_sampler(std::span<const std::int32_t> tokens, const JobConfig& c) {
   try {
     return WindowSampler(tokens, c.model.seq_len, c.job.seed);
   } catch (const Error& e) {

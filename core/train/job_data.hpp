@@ -16,7 +16,7 @@ TrainVal load_job_data(const JobConfig& config);
 
 // The training sampler over `tokens` (data.path's); Error(Data) naming the file when they do not
 // fill one window of seq_len + 1.
-WindowSampler make_job_sampler(std::span<const std::uint16_t> tokens, const JobConfig& config);
+WindowSampler make_job_sampler(std::span<const std::int32_t> tokens, const JobConfig& config);
 
 // Error(Data) naming the file when the validation tokens do not fill one window of seq_len + 1.
 void check_validation_windows(const TrainVal& data, const JobConfig& config);

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "core/checkpoint/store.hpp"
 #include "core/io/env.hpp"
@@ -11,8 +12,61 @@
 namespace meridian {
 namespace {
 
-std::array<std::int32_t, 5> shape_record(const GptConfig& c) {
-  return {c.n_layer, c.n_head, c.d_model, c.seq_len, c.vocab};
+std::vector<std::byte> bytes_of(const std::string& text) {
+  const auto* first = reinterpret_cast<const std::byte*>(text.data());
+  return {first, first + text.size()};
+}
+
+std::string model_config_json(const ModelConfig& c) {
+  const nlohmann::ordered_json j = {
+      {"family", to_string(c.family)},
+      {"n_layer", c.n_layer},
+      {"n_head", c.n_head},
+      {"n_kv_head", c.n_kv_head},
+      {"d_model", c.d_model},
+      {"ffn_hidden", c.ffn_hidden},
+      {"seq_len", c.seq_len},
+      {"context", c.context},
+      {"vocab", c.vocab},
+      {"norm_eps", c.norm_eps},
+      {"rope_theta", c.rope_theta},
+      {"rope_scaling", {{"factor", c.rope_scaling.factor},
+                        {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                        {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                        {"original_context", c.rope_scaling.original_context}}},
+      {"tied", c.tied},
+      {"qkv_bias", c.qkv_bias},
+  };
+  return j.dump();
+}
+
+ModelConfig model_config_from_json(std::span<const std::byte> bytes, const std::string& source) {
+  try {
+    const auto j = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()),
+                                         reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+    const std::string family = j.at("family").get<std::string>();
+    if (family != "gpt2" && family != "llama") throw std::invalid_argument("family \"" + family + "\" is unknown");
+    ModelConfig c;
+    c.family = family == "llama" ? ModelFamily::Llama : ModelFamily::Gpt2;
+    c.n_layer = j.at("n_layer").get<int>();
+    c.n_head = j.at("n_head").get<int>();
+    c.n_kv_head = j.at("n_kv_head").get<int>();
+    c.d_model = j.at("d_model").get<int>();
+    c.ffn_hidden = j.at("ffn_hidden").get<int>();
+    c.seq_len = j.at("seq_len").get<int>();
+    c.context = j.at("context").get<int>();
+    c.vocab = j.at("vocab").get<int>();
+    c.norm_eps = j.at("norm_eps").get<double>();
+    c.rope_theta = j.at("rope_theta").get<double>();
+    const auto& rs = j.at("rope_scaling");
+    c.rope_scaling = {rs.at("factor").get<double>(), rs.at("low_freq_factor").get<double>(),
+                      rs.at("high_freq_factor").get<double>(), rs.at("original_context").get<int>()};
+    c.tied = j.at("tied").get<bool>();
+    c.qkv_bias = j.at("qkv_bias").get<bool>();
+    return c;
+  } catch (const std::exception& e) {  // nlohmann's parse, type and missing-key errors, and ours
+    throw make_error(ErrorKind::Checkpoint, source, ": record \"model.config\" is not a model configuration: ", e.what());
+  }
 }
 
 void copy_exact(const std::vector<float>& from, std::span<float> to, const std::string& record,
@@ -25,48 +79,79 @@ void copy_exact(const std::vector<float>& from, std::span<float> to, const std::
 
 }  // namespace
 
-Checkpoint encode_train_state(const GptConfig& shape, std::span<const float> params, const AdamW& opt,
-                              const ResumeState& state, const std::string& config_toml) {
+namespace {
+
+// Every record but the optimizer's; `optimizer` adds those after the weights, where they belong.
+Checkpoint encode_state(const ModelConfig& shape, std::span<const float> params, const AdamW* opt,
+                        const ResumeState& state, const std::string& config_toml) {
   Checkpoint c;
-  const auto s = shape_record(shape);
-  c.put_pod<std::int32_t>("model.shape", s);
+  c.put("model.config", bytes_of(model_config_json(shape)));
   c.put_pod<float>("params", params);
-  c.put_pod<float>("adamw.m", opt.m());
-  c.put_pod<float>("adamw.v", opt.v());
-  c.put_value<std::int64_t>("adamw.t", opt.steps_taken());
+  if (opt) {
+    c.put_pod<float>("adamw.m", opt->m());
+    c.put_pod<float>("adamw.v", opt->v());
+    c.put_value<std::int64_t>("adamw.t", opt->steps_taken());
+  }
   c.put_value<std::int64_t>("train.step", state.step);
   c.put_value<std::int64_t>("train.tokens", state.tokens);
   const std::array<std::uint64_t, 2> pos = {state.data.epoch, state.data.index};
   c.put_pod<std::uint64_t>("data.position", pos);
   c.put_value<double>("train.lr_scale", state.lr_scale);
   c.put_value<std::int64_t>("guard.rollbacks", state.rollbacks);
-  c.put("job.toml", std::vector<std::byte>(reinterpret_cast<const std::byte*>(config_toml.data()),
-                                           reinterpret_cast<const std::byte*>(config_toml.data()) + config_toml.size()));
+  c.put("job.toml", bytes_of(config_toml));
   return c;
 }
 
-GptConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source) {
-  const auto s = ckpt.get_pod<std::int32_t>("model.shape");
-  if (s.size() != 5)
-    throw make_error(ErrorKind::Checkpoint, source, ": record \"model.shape\" has ", s.size(), " values, expected 5");
-  const GptConfig shape{s[0], s[1], s[2], s[3], s[4]};
-  const auto problems = validate_gpt_config(shape);
+}  // namespace
+
+Checkpoint encode_train_state(const ModelConfig& shape, std::span<const float> params, const AdamW& opt,
+                              const ResumeState& state, const std::string& config_toml) {
+  return encode_state(shape, params, &opt, state, config_toml);
+}
+
+Checkpoint encode_weights(const ModelConfig& shape, std::span<const float> params, const std::string& config_toml) {
+  return encode_state(shape, params, nullptr, ResumeState{}, config_toml);
+}
+
+ModelConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source) {
+  ModelConfig shape;
+  if (ckpt.has("model.config")) {
+    shape = model_config_from_json(ckpt.get("model.config"), source);
+  } else {
+    const auto s = ckpt.get_pod<std::int32_t>("model.shape");
+    if (s.size() != 5)
+      throw make_error(ErrorKind::Checkpoint, source, ": record \"model.shape\" has ", s.size(), " values, expected 5");
+    shape = ModelConfig{s[0], s[1], s[2], s[3], s[4]};
+  }
+  const auto problems = validate_model_config(shape);
   if (!problems.empty()) throw make_error(ErrorKind::Checkpoint, source, ": invalid model shape: ", problems.front());
   return shape;
 }
 
 void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, AdamW& opt) {
+  if (!ckpt.has("adamw.m") && !ckpt.has("adamw.v") && !ckpt.has("adamw.t")) {  // weights only: a fresh AdamW
+    std::fill(opt.m().begin(), opt.m().end(), 0.0f);
+    std::fill(opt.v().begin(), opt.v().end(), 0.0f);
+    opt.set_steps_taken(0);
+    return;
+  }
   copy_exact(ckpt.get_pod<float>("adamw.m"), opt.m(), "adamw.m", source);
   copy_exact(ckpt.get_pod<float>("adamw.v"), opt.v(), "adamw.v", source);
   opt.set_steps_taken(ckpt.get_value<std::int64_t>("adamw.t"));
 }
 
-ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const GptConfig& expected,
+ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
                                std::span<float> params, AdamW& opt) {
-  const GptConfig shape = checkpoint_shape(ckpt, source);
-  if (!(shape == expected))
+  const ModelConfig shape = checkpoint_shape(ckpt, source);
+  if (!(shape == expected)) {
+    const std::string weights = weights_mismatch(shape, expected);
     throw make_error(ErrorKind::Checkpoint, source, " is for a model of ", describe(shape),
-                     ", but the config asks for ", describe(expected));
+                     ", but the config asks for ", describe(expected), " (",
+                     weights.empty() ? "seq_len is " + std::to_string(shape.seq_len) + ", not " +
+                                           std::to_string(expected.seq_len)
+                                     : weights,
+                     ")");
+  }
   copy_exact(ckpt.get_pod<float>("params"), params, "params", source);
   decode_optimizer_state(ckpt, source, opt);
   ResumeState state;
@@ -106,7 +191,7 @@ ModelSnapshot load_model_snapshot(Env& env, const std::filesystem::path& path,
   }
   snap.shape = checkpoint_shape(ckpt, snap.source.string());
   snap.params = ckpt.get_pod<float>("params");
-  const std::size_t expected = ParamLayout::gpt(snap.shape).total();
+  const std::size_t expected = ParamLayout::of(snap.shape).total();
   if (snap.params.size() != expected)
     throw make_error(ErrorKind::Checkpoint, snap.source.string(), ": record \"params\" holds ", snap.params.size(),
                      " values, a model of ", describe(snap.shape), " has ", expected);

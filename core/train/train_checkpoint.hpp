@@ -1,7 +1,8 @@
 #pragma once
 // How a training state maps onto checkpoint records (the record framing itself is core/checkpoint).
-// Records: "model.shape" (int32 x5: n_layer, n_head, d_model, seq_len, vocab), "params" (fp32, flat
-// layout), "adamw.m", "adamw.v" (fp32), "adamw.t" (int64), "train.step", "train.tokens" (int64),
+// Records: "model.config" (the ModelConfig as JSON, its keys those of [model]; checkpoints
+// written before the Llama family have "model.shape" instead, int32 x5: n_layer, n_head, d_model,
+// seq_len, vocab of a GPT-2), "params" (fp32, flat layout), "adamw.m", "adamw.v" (fp32), "adamw.t" (int64), "train.step", "train.tokens" (int64),
 // "data.position" (uint64 x2: epoch, index), "train.lr_scale" (f64), "guard.rollbacks" (int64),
 // "job.toml" (the resolved config, for people).
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/data/sampler.hpp"
-#include "core/model/gpt_config.hpp"
+#include "core/model/model_config.hpp"
 #include "core/optim/adamw.hpp"
 
 namespace meridian {
@@ -30,22 +31,27 @@ struct ResumeState {
   std::int64_t rollbacks = 0;
 };
 
-Checkpoint encode_train_state(const GptConfig& shape, std::span<const float> params, const AdamW& opt,
+Checkpoint encode_train_state(const ModelConfig& shape, std::span<const float> params, const AdamW& opt,
                               const ResumeState& state, const std::string& config_toml);
+
+// A checkpoint of weights alone at step 0 (what `meridian import` writes): no optimizer records,
+// so training from it starts AdamW afresh, and it is a third of a training checkpoint's size.
+Checkpoint encode_weights(const ModelConfig& shape, std::span<const float> params, const std::string& config_toml);
 
 // Restores params and optimizer; Error(Checkpoint) naming `source` when the checkpoint is for
 // another model shape or a record is missing or has the wrong size.
-ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const GptConfig& expected,
+ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
                                std::span<float> params, AdamW& opt);
 
-// Only the AdamW records ("adamw.m", "adamw.v", "adamw.t"), into `opt`; Error(Checkpoint) naming
-// `source` when one is missing or mis-sized.
+// Only the AdamW records ("adamw.m", "adamw.v", "adamw.t"), into `opt` (a fresh AdamW when the
+// checkpoint has none of them: weights only); Error(Checkpoint) naming `source` when one is
+// missing or mis-sized.
 void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, AdamW& opt);
 
-GptConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source);
+ModelConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source);
 
 struct ModelSnapshot {
-  GptConfig shape;
+  ModelConfig shape;
   std::vector<float> params;
   std::int64_t step = 0;
   std::filesystem::path source;

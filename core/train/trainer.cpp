@@ -14,6 +14,7 @@
 #include "core/runlog/run_log.hpp"
 #include "core/train/divergence_guard.hpp"
 #include "core/train/evaluate.hpp"
+#include "core/train/init_from.hpp"
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
@@ -51,20 +52,25 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       slot_(std::move(slot)),
       grad_accum_(config.inner.grad_accum),
       data_(load_job_data(config)),
-      model_(config.model),
-      opt_(make_adamw(config, model_.layout())),
-      muon_(make_muon(config, model_.layout())),
+      model_(make_model<float>(config.model)),
+      opt_(make_adamw(config, model_->layout())),
+      muon_(make_muon(config, model_->layout())),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
       sampler_(make_job_sampler(data_.train, config)) {
   check_validation_windows(data_, config);
-  model_.init_weights(config.job.seed);
+  if (config.model_init_from) {
+    const std::vector<float> weights = load_init_from(*config.model_init_from, config.model);
+    std::copy(weights.begin(), weights.end(), model_->params().begin());
+  } else {
+    model_->init_weights(config.job.seed);
+  }
   if (device.kind == JobConfig::Site::Device::Cuda) {
     if (config.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
       throw make_error(ErrorKind::Config, "inner.optimizer = \"", to_string(config.inner.optimizer),
                        "\" runs on the CPU only; a site with device = \"cuda\" trains with \"adamw\"");
     device_ = make_cuda_step(config.model, adamw_options(config), device);
-    device_->upload_params(model_.params());
+    device_->upload_params(model_->params());
   }
   const std::size_t micro = static_cast<std::size_t>(config.inner.batch_per_replica) * config.model.seq_len;
   inputs_.resize(micro);
@@ -107,27 +113,27 @@ StepResult Trainer::step() {
 
 Trainer::Update Trainer::cpu_step(StepResult& r) {
   const int accum = grad_accum_;
-  model_.zero_grads();
+  model_->zero_grads();
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
     next_batch();
-    loss_sum += model_.forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
-    Gpt<float>::GradsReady ready;
+    loss_sum += model_->forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
+    LanguageModel<float>::GradsReady ready;
     if (slot_.bucket_ready && micro == accum - 1)
-      ready = [&](std::size_t offset, std::size_t count) { slot_.bucket_ready(model_.grads().subspan(offset, count)); };
-    model_.backward(1.0f / static_cast<float>(accum), ready);
+      ready = [&](std::size_t offset, std::size_t count) { slot_.bucket_ready(model_->grads().subspan(offset, count)); };
+    model_->backward(1.0f / static_cast<float>(accum), ready);
   }
   r.loss = loss_sum / accum;
-  if (slot_.reduce) slot_.reduce(model_.grads(), r.loss);
-  r.grad_norm = clip_grad_norm(model_.grads(), config_.inner.clip);
+  if (slot_.reduce) slot_.reduce(model_->grads(), r.loss);
+  r.grad_norm = clip_grad_norm(model_->grads(), config_.inner.clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
   if (config_.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
-    sgd_step(model_.layout(), model_.params(), model_.grads(), static_cast<float>(r.lr),
+    sgd_step(model_->layout(), model_->params(), model_->grads(), static_cast<float>(r.lr),
              static_cast<float>(config_.inner.weight_decay));
   else {
     // Muon's matrices first, with their momentum in AdamW's first moment; then AdamW the rest.
-    if (muon_) muon_->step(model_.params(), model_.grads(), opt_.m(), static_cast<float>(r.lr));
-    opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
+    if (muon_) muon_->step(model_->params(), model_->grads(), opt_.m(), static_cast<float>(r.lr));
+    opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
   }
   return Update::Applied;
 }
@@ -145,11 +151,11 @@ Trainer::Update Trainer::device_step(StepResult& r) {
   r.loss = loss_sum / accum;
   if (slot_.reduce) {
     // The group's collectives take host buffers (Gloo; NCCL stages them through its own device
-    // buffer), so the gradients make one round trip; model_.grads() is the host staging buffer.
-    device_->download_grads(model_.grads());
-    if (slot_.bucket_ready) slot_.bucket_ready(model_.grads());
-    slot_.reduce(model_.grads(), r.loss);
-    device_->upload_grads(model_.grads());
+    // buffer), so the gradients make one round trip; model_->grads() is the host staging buffer.
+    device_->download_grads(model_->grads());
+    if (slot_.bucket_ready) slot_.bucket_ready(model_->grads());
+    slot_.reduce(model_->grads(), r.loss);
+    device_->upload_grads(model_->grads());
   }
   const auto norm = device_->clip(config_.inner.clip);
   if (const LossScaler* scaler = device_->loss_scaler()) {
@@ -172,16 +178,16 @@ void Trainer::next_batch() {
                             targets_.data());
 }
 
-Gpt<float>& Trainer::model() {
+LanguageModel<float>& Trainer::model() {
   if (device_) {
     fetch_from_device(false);
     device_behind_ = true;
   }
-  return model_;
+  return *model_;
 }
 
 std::uint64_t Trainer::params_hash() {
-  if (!device_) return kernels::chunked_hash64(model_.params().data(), model_.params().size_bytes());
+  if (!device_) return kernels::chunked_hash64(model_->params().data(), model_->params().size_bytes());
   send_to_device_if_changed();
   return device_->params_hash();
 }
@@ -189,7 +195,7 @@ std::uint64_t Trainer::params_hash() {
 void Trainer::fetch_from_device(bool with_moments) const {
   if (!device_) return;
   MERIDIAN_CHECK(!(host_behind_ && device_behind_), "the host and the device both hold changes to the weights");
-  if (host_behind_) device_->download_params(model_.params());
+  if (host_behind_) device_->download_params(model_->params());
   host_behind_ = false;
   if (with_moments && moments_behind_) opt_.set_steps_taken(device_->download_moments(opt_.m(), opt_.v()));
   if (with_moments) moments_behind_ = false;
@@ -197,14 +203,14 @@ void Trainer::fetch_from_device(bool with_moments) const {
 
 void Trainer::send_to_device_if_changed() {
   if (!device_behind_) return;
-  device_->upload_params(model_.params());
+  device_->upload_params(model_->params());
   device_behind_ = false;
 }
 
 double Trainer::validation_loss() {
-  if (!device_) return evaluate(model_, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
+  if (!device_) return evaluate(*model_, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows).loss;
   send_to_device_if_changed();
-  const BatchLoss loss = [&](const std::uint16_t* inputs, const std::uint16_t* targets, int B) {
+  const BatchLoss loss = [&](const std::int32_t* inputs, const std::int32_t* targets, int B) {
     return device_->loss(inputs, targets, B);
   };
   return evaluate(loss, config_.model.seq_len, data_.val, config_.inner.batch_per_replica, config_.log.eval_windows)
@@ -213,7 +219,7 @@ double Trainer::validation_loss() {
 
 Checkpoint Trainer::snapshot() const {
   fetch_from_device(true);
-  Checkpoint out = encode_train_state(config_.model, model_.params(), opt_, state_, to_toml(config_));
+  Checkpoint out = encode_train_state(config_.model, model_->params(), opt_, state_, to_toml(config_));
   if (const LossScaler* scaler = device_ ? device_->loss_scaler() : nullptr) {
     out.put_value<double>("fp16.loss_scale", scaler->scale());
     out.put_value<std::int64_t>("fp16.clean_steps", scaler->clean_steps());
@@ -224,9 +230,9 @@ Checkpoint Trainer::snapshot() const {
 }
 
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
-  state_ = decode_train_state(state, source, config_.model, model_.params(), opt_);
+  state_ = decode_train_state(state, source, config_.model, model_->params(), opt_);
   if (device_) {
-    device_->upload_params(model_.params());
+    device_->upload_params(model_->params());
     device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
     // A state from another precision (or from before fp16) has no scale: the scaler starts afresh.
     if (LossScaler* scaler = device_->loss_scaler(); scaler && state.has("fp16.loss_scale"))
@@ -285,7 +291,7 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
   log_.event("start", {{"step", state_.step},
                        {"steps", total},
                        {"model", describe(config_.model)},
-                       {"params", model_.layout().total()},
+                       {"params", model_->layout().total()},
                        {"train_tokens", data_.train.size()},
                        {"val_tokens", data_.val.size()}});
   const double t0 = now_();
@@ -358,7 +364,7 @@ TrainSummary Trainer::finish_run(TrainSummary summary, std::int64_t first_step, 
                 {"tokens", summary.tokens},
                 {"wall_s", summary.wall_s},
                 {"tokens_per_s", summary.tokens_per_s},
-                {"params", model_.layout().total()},
+                {"params", model_->layout().total()},
                 {"model", describe(config_.model)},
                 {"resumed_from_step", summary.resumed_from_step},
                 {"rollbacks", state_.rollbacks},

@@ -12,7 +12,7 @@
 #include "core/config/job_config.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/tokens.hpp"
-#include "core/model/gpt.hpp"
+#include "core/model/language_model.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/muon.hpp"
 #include "core/optim/schedule.hpp"
@@ -105,8 +105,8 @@ class Trainer {
 
   // The weights on the host. On a GPU this fetches them first, and whatever the caller changes
   // goes back to the device before it computes again.
-  Gpt<float>& model();
-  std::size_t param_count() const { return model_.layout().total(); }
+  LanguageModel<float>& model();
+  std::size_t param_count() const { return model_->layout().total(); }
   // The weights' fingerprint (kernels::chunked_hash64), computed where they live: the same value
   // on the CPU and on a GPU, and no copy of the weights on a GPU. What replicas compare for SDC.
   std::uint64_t params_hash();
@@ -140,7 +140,7 @@ class Trainer {
   TrainVal data_;  // declared before sampler_, which views data_.train
   // On a GPU these are host copies of the device's state, refreshed by const readers (snapshot)
   // too, hence mutable; device_ is null on the CPU.
-  mutable Gpt<float> model_;
+  std::unique_ptr<LanguageModel<float>> model_;
   mutable AdamW opt_;
   std::optional<Muon> muon_;  // inner.optimizer = "muon": the matrices' half (its momentum lives in opt_.m())
   std::unique_ptr<DeviceStep> device_;
@@ -151,7 +151,7 @@ class Trainer {
   WindowSampler sampler_;
   ResumeState state_;
   Extras extras_;
-  std::vector<std::uint16_t> inputs_, targets_;
+  std::vector<std::int32_t> inputs_, targets_;
 };
 
 }  // namespace meridian

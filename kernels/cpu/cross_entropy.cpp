@@ -25,7 +25,7 @@ T row_sum_exp(const T* x, T maxv, int V) {
 }  // namespace
 
 template <class T>
-void cross_entropy_forward(T* losses, const T* logits, const std::uint16_t* targets, int N, int V) {
+void cross_entropy_forward(T* losses, const T* logits, const std::int32_t* targets, int N, int V) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = logits + static_cast<std::size_t>(n) * V;
@@ -36,7 +36,7 @@ void cross_entropy_forward(T* losses, const T* logits, const std::uint16_t* targ
 }
 
 template <class T>
-void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, const std::uint16_t* targets, int N,
+void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, const std::int32_t* targets, int N,
                                     int V, T dloss) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -52,11 +52,11 @@ void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, cons
   }
 }
 
-template void cross_entropy_forward<float>(float*, const float*, const std::uint16_t*, int, int);
-template void cross_entropy_forward<double>(double*, const double*, const std::uint16_t*, int, int);
-template void cross_entropy_forward_backward<float>(float*, float*, const float*, const std::uint16_t*, int, int,
+template void cross_entropy_forward<float>(float*, const float*, const std::int32_t*, int, int);
+template void cross_entropy_forward<double>(double*, const double*, const std::int32_t*, int, int);
+template void cross_entropy_forward_backward<float>(float*, float*, const float*, const std::int32_t*, int, int,
                                                     float);
-template void cross_entropy_forward_backward<double>(double*, double*, const double*, const std::uint16_t*, int, int,
+template void cross_entropy_forward_backward<double>(double*, double*, const double*, const std::int32_t*, int, int,
                                                      double);
 
 }  // namespace meridian::kernels

@@ -14,13 +14,14 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 
 namespace meridian::kernels {
 
-// The same product with the weight stored (OUT,IN), as PyTorch's Linear does; the tied output head
-// uses it, since it reads the (vocab, C) token embedding.   out = inp @ w^T, no bias.
+// The same product with the weight stored (OUT,IN), as PyTorch's Linear does: Llama's projections,
+// and GPT-2's tied output head, which reads the (vocab, C) token embedding.
+//   out = inp @ w^T + bias (bias: (OUT) or null)
 template <class T>
-void matmul_nt_forward(T* out, const T* inp, const T* w, int N, int IN, int OUT);
+void matmul_nt_forward(T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT);
 
-// dinp = dout @ w (overwritten), dw += dout^T @ inp.
+// dinp = dout @ w (overwritten; skipped when null), dw += dout^T @ inp, dbias += colsum(dout) (when not null).
 template <class T>
-void matmul_nt_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, int N, int IN, int OUT);
+void matmul_nt_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int IN, int OUT);
 
 }  // namespace meridian::kernels

@@ -10,7 +10,7 @@ constexpr unsigned kThreads = 512;
 // Every read of the row happens before the last barrier of the second reduction, so a block may
 // then overwrite the row in place (dlogits aliasing logits).
 template <class T, bool kBackward>
-__global__ void cross_entropy_kernel(T* dlogits, float* losses, const T* logits, const std::uint16_t* targets, int V,
+__global__ void cross_entropy_kernel(T* dlogits, float* losses, const T* logits, const std::int32_t* targets, int V,
                                      float dloss) {
   const std::size_t row = blockIdx.x;
   const T* x = logits + row * V;
@@ -36,7 +36,7 @@ __global__ void cross_entropy_kernel(T* dlogits, float* losses, const T* logits,
 }  // namespace
 
 template <class T>
-void cross_entropy_forward(float* losses, const T* logits, const std::uint16_t* targets, int N, int V,
+void cross_entropy_forward(float* losses, const T* logits, const std::int32_t* targets, int N, int V,
                            cudaStream_t stream) {
   if (N == 0) return;
   cross_entropy_kernel<T, false><<<N, kThreads, 0, stream>>>(nullptr, losses, logits, targets, V, 0.0f);
@@ -44,22 +44,22 @@ void cross_entropy_forward(float* losses, const T* logits, const std::uint16_t* 
 }
 
 template <class T>
-void cross_entropy_forward_backward(T* dlogits, float* losses, const T* logits, const std::uint16_t* targets, int N,
+void cross_entropy_forward_backward(T* dlogits, float* losses, const T* logits, const std::int32_t* targets, int N,
                                     int V, float dloss, cudaStream_t stream) {
   if (N == 0) return;
   cross_entropy_kernel<T, true><<<N, kThreads, 0, stream>>>(dlogits, losses, logits, targets, V, dloss);
   MERIDIAN_CUDA_LAUNCHED();
 }
 
-template void cross_entropy_forward<float>(float*, const float*, const std::uint16_t*, int, int, cudaStream_t);
-template void cross_entropy_forward<__nv_bfloat16>(float*, const __nv_bfloat16*, const std::uint16_t*, int, int,
+template void cross_entropy_forward<float>(float*, const float*, const std::int32_t*, int, int, cudaStream_t);
+template void cross_entropy_forward<__nv_bfloat16>(float*, const __nv_bfloat16*, const std::int32_t*, int, int,
                                                    cudaStream_t);
-template void cross_entropy_forward_backward<float>(float*, float*, const float*, const std::uint16_t*, int, int,
+template void cross_entropy_forward_backward<float>(float*, float*, const float*, const std::int32_t*, int, int,
                                                     float, cudaStream_t);
 template void cross_entropy_forward_backward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*,
-                                                            const std::uint16_t*, int, int, float, cudaStream_t);
-template void cross_entropy_forward<__half>(float*, const __half*, const std::uint16_t*, int, int, cudaStream_t);
-template void cross_entropy_forward_backward<__half>(__half*, float*, const __half*, const std::uint16_t*, int, int,
+                                                            const std::int32_t*, int, int, float, cudaStream_t);
+template void cross_entropy_forward<__half>(float*, const __half*, const std::int32_t*, int, int, cudaStream_t);
+template void cross_entropy_forward_backward<__half>(__half*, float*, const __half*, const std::int32_t*, int, int,
                                                      float, cudaStream_t);
 
 }  // namespace meridian::kernels::cuda

@@ -9,13 +9,13 @@ namespace meridian::kernels::cuda {
 
 // losses[n] = -log softmax(logits[n,:])[targets[n]]
 template <class T>
-void cross_entropy_forward(float* losses, const T* logits, const std::uint16_t* targets, int N, int V,
+void cross_entropy_forward(float* losses, const T* logits, const std::int32_t* targets, int N, int V,
                            cudaStream_t stream);
 
 // losses[n] as above and dlogits[n,:] = (softmax(logits[n,:]) - onehot(targets[n])) * dloss;
 // dlogits may alias logits.
 template <class T>
-void cross_entropy_forward_backward(T* dlogits, float* losses, const T* logits, const std::uint16_t* targets, int N,
+void cross_entropy_forward_backward(T* dlogits, float* losses, const T* logits, const std::int32_t* targets, int N,
                                     int V, float dloss, cudaStream_t stream);
 
 }  // namespace meridian::kernels::cuda

@@ -76,7 +76,7 @@ WanModel wan_of(const JobConfig& job, std::uint64_t seed) {
 Scenario build_scenario(const JobConfig& job) {
   const SimConfig& s = job.sim;
   Scenario sc;
-  sc.params = s.params > 0 ? s.params : static_cast<double>(ParamLayout::gpt(job.model).total());
+  sc.params = s.params > 0 ? s.params : static_cast<double>(ParamLayout::of(job.model).total());
   const double tokens_per_gpu = s.tokens_per_gpu_step > 0
                                     ? s.tokens_per_gpu_step
                                     : static_cast<double>(job.inner.batch_per_replica) * job.inner.grad_accum *

@@ -7,7 +7,7 @@ namespace meridian::cli {
 
 void require_devices(const JobConfig& config, std::string_view site) {
   // fp32 weights, gradients and the two AdamW moments: a floor on what a replica needs on its GPU.
-  const std::size_t state_bytes = 4 * sizeof(float) * ParamLayout::gpt(config.model).total();
+  const std::size_t state_bytes = 4 * sizeof(float) * ParamLayout::of(config.model).total();
   for (const auto& s : config.sites) {
     if (s.device != JobConfig::Site::Device::Cuda || (!site.empty() && s.name != site)) continue;
     try {

@@ -4,8 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/tokens.hpp"
+#include "core/hf/hf_import.hpp"
 #include "core/io/env.hpp"
-#include "core/model/gpt.hpp"
+#include "core/model/language_model.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/train_checkpoint.hpp"
 #include "core/util/error.hpp"
@@ -13,30 +14,54 @@
 
 namespace meridian::cli {
 
+namespace {
+
+// A meridian checkpoint, or a Hugging Face model directory read as `meridian import` reads it.
+ModelSnapshot model_at(const std::string& path, int seq_len) {
+  if (is_hf_model_dir(path)) {
+    HfModel hf = read_hf_model(path, seq_len);
+    return {hf.config, std::move(hf.params), 0, path};
+  }
+  ModelSnapshot snap = load_model_snapshot(posix_env(), path, [](const std::string& why) {
+    std::fprintf(stderr, "warning: %s\n", why.c_str());
+  });
+  if (seq_len > 0) {
+    if (seq_len > snap.shape.positions())
+      throw make_error(ErrorKind::Usage, "--seq-len ", seq_len, " is longer than the model's context of ",
+                       snap.shape.positions());
+    snap.shape.seq_len = seq_len;
+  }
+  return snap;
+}
+
+}  // namespace
+
 Action add_eval_command(CLI::App& app) {
   struct Options {
     std::string checkpoint, data, format = "text";
-    int batch = 8;
+    int batch = 8, seq_len = 0;
   };
   auto opts = std::make_shared<Options>();
-  app.add_option("--checkpoint", opts->checkpoint, "checkpoint file, checkpoints/ directory or run directory")
+  app.add_option("--checkpoint", opts->checkpoint,
+                 "checkpoint file, checkpoints/ directory, run directory or Hugging Face model directory")
       ->required();
   app.add_option("--data", opts->data, "data file to score")->required();
   app.add_option("--format", opts->format, "data format: text | llmc-bin")->capture_default_str();
   app.add_option("--batch", opts->batch, "windows per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", opts->seq_len, "window length (default: the checkpoint's; a Hugging Face model's "
+                 "context, at most 1024)")->check(CLI::PositiveNumber);
   return [opts] {
     const auto format = parse_data_format(opts->format);
     if (!format) throw make_error(ErrorKind::Usage, "--format: expected text or llmc-bin, found \"", opts->format, "\"");
-    const auto snap = load_model_snapshot(posix_env(), opts->checkpoint,
-                                          [](const std::string& why) { std::fprintf(stderr, "warning: %s\n", why.c_str()); });
-    const auto tokens = load_tokens(opts->data, *format);
+    const ModelSnapshot snap = model_at(opts->checkpoint, opts->seq_len);
+    const TokenFile tokens = load_token_file(opts->data, *format);
     check_vocab(tokens, snap.shape.vocab, opts->data);
-    if (tokens.size() < static_cast<std::size_t>(snap.shape.seq_len) + 1)
-      throw make_error(ErrorKind::Data, opts->data, ": ", tokens.size(), " tokens, fewer than one window of ",
+    if (tokens.ids.size() < static_cast<std::size_t>(snap.shape.seq_len) + 1)
+      throw make_error(ErrorKind::Data, opts->data, ": ", tokens.ids.size(), " tokens, fewer than one window of ",
                        snap.shape.seq_len + 1);
-    Gpt<float> model(snap.shape);
-    std::copy(snap.params.begin(), snap.params.end(), model.params().begin());
-    const auto r = evaluate(model, tokens, opts->batch);
+    const auto model = make_model<float>(snap.shape);
+    std::copy(snap.params.begin(), snap.params.end(), model->params().begin());
+    const auto r = evaluate(*model, tokens.ids, opts->batch);
     std::printf("%s\n", nlohmann::json{{"loss", r.loss}, {"tokens", r.tokens}}.dump().c_str());
     return 0;
   };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config/job_config.hpp"
+#include "core/train/init_from.hpp"
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
@@ -27,6 +28,7 @@ Action add_launch_command(CLI::App& app) {
     require_devices(config);
     // And its data: every replica loads the same files, and a bad one would only show in their logs.
     check_job_data(config);
+    if (config.model_init_from) check_init_from(*config.model_init_from, config.model);
     std::error_code ec;
     // Sites are this same program; /proc/self/exe stays right even when argv[0] was relative.
     const auto program = std::filesystem::read_symlink("/proc/self/exe", ec);

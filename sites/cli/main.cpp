@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   static constexpr Command kCommands[] = {
       {"train", "train one replica from a job file", meridian::cli::add_train_command},
       {"eval", "mean next-token loss of a checkpoint on a data file, as JSON", meridian::cli::add_eval_command},
-      {"export", "write a checkpoint as Hugging Face GPT-2 files", meridian::cli::add_export_command},
+      {"export", "write a checkpoint as a Hugging Face model directory (GPT-2 or Llama)",
+       meridian::cli::add_export_command},
+      {"import", "read a Hugging Face model directory into a meridian checkpoint", meridian::cli::add_import_command},
       {"site", "the site agent: runs and watches a site's replicas", meridian::cli::add_site_command},
       {"replica", "one replica of a site (started by `meridian site`)", meridian::cli::add_replica_command},
       {"launch", "run every site of a job on this machine (and a local etcd)", meridian::cli::add_launch_command},

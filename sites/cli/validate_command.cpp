@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "core/config/job_config.hpp"
+#include "core/model/param_layout.hpp"
+#include "core/train/init_from.hpp"
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
@@ -69,6 +71,7 @@ Action add_validate_command(CLI::App& app) {
       // The data too, as a replica would load it at start-up: a missing, short or malformed file
       // fails here rather than in every replica of a launched job.
       check_job_data(*config);
+      if (config->model_init_from) check_init_from(*config->model_init_from, config->model);
       ops_token(*config);  // a token file that is missing or open to other users fails here too
       check_link_keys(*config, opts->site);
       check_etcd_keys(*config, opts->site);
@@ -76,6 +79,8 @@ Action add_validate_command(CLI::App& app) {
         std::fputs("# Derived from the job's shape (the file leaves them out; a setting there wins):\n", stdout);
         for (const auto& line : config->derived) std::printf("#   %s\n", line.c_str());
       }
+      std::printf("# Model: %s parameters (%s)\n", with_commas(ParamLayout::of(config->model).total()).c_str(),
+                  describe(config->model).c_str());
       std::fputs(to_toml(*config).c_str(), stdout);
       return 0;
     }

@@ -22,7 +22,7 @@ StalenessDecay staleness_decay(const JobConfig& c) {
 
 FragmentPlan fragment_plan(const JobConfig& c, std::size_t params) {
   if (c.outer.algorithm != JobConfig::Outer::Algorithm::Streaming) return whole_model(params);
-  return plan_fragments(ParamLayout::gpt(c.model), c.outer.fragments);
+  return plan_fragments(ParamLayout::of(c.model), c.outer.fragments);
 }
 
 CodecOptions codec_options(const JobConfig& c) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
-#include <regex>
 
 #include "core/model/param_layout.hpp"
 #include "core/util/error.hpp"
@@ -17,13 +16,15 @@ FragmentPlan plan_fragments(const ParamLayout& layout, int fragments) {
   if (fragments < 1 || static_cast<std::size_t>(fragments) > views.size())
     throw make_error(ErrorKind::Config, "outer.fragments: expected 1 to ", views.size(),
                      " (the model's tensors), found ", fragments);
-  // Equal sizes in order of kind (a tensor's name without its "h.<layer>." prefix), then of layer:
-  // the layers' c_fc matrices one after the other, so they go round the fragments.
+  // Equal sizes in order of kind (a layer's tensor's name without its "h.<layer>." or
+  // "layers.<layer>." prefix), then of layer: the layers' c_fc matrices one after the other, so
+  // they go round the fragments.
   std::map<std::string, std::size_t> kind_rank;
   std::vector<std::size_t> kind(views.size());
   for (std::size_t t = 0; t < views.size(); ++t) {
-    static const std::regex layer_prefix(R"(^h\.[0-9]+\.)");
-    kind[t] = kind_rank.try_emplace(std::regex_replace(views[t].name, layer_prefix, ""), kind_rank.size()).first->second;
+    const std::string& name = views[t].name;
+    const std::string of_layer = views[t].layer < 0 ? name : name.substr(name.find('.', name.find('.') + 1) + 1);
+    kind[t] = kind_rank.try_emplace(of_layer, kind_rank.size()).first->second;
   }
   std::vector<std::size_t> order(views.size());
   std::iota(order.begin(), order.end(), 0);

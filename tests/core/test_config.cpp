@@ -62,7 +62,7 @@ TEST_CASE("defaults and the default preset") {
   CHECK(c.job.run_dir == (fs::current_path() / "runs" / "meridian").lexically_normal());
   CHECK(c.job.seed == 1337);
   CHECK(c.model_preset == "small");
-  CHECK(c.model == *find_gpt_preset("small"));
+  CHECK(c.model == *find_model_preset("small"));
   CHECK(c.data.path == (dir.path() / "corpus.txt").lexically_normal());
   CHECK(c.data.format == JobConfig::Data::Format::Text);
   CHECK(c.data.val_fraction == 0.1);
@@ -112,11 +112,11 @@ TEST_CASE("a preset gives the shape and explicit keys override it") {
   TempDir dir("config");
   const JobConfig tiny = load_ok(write(dir / "a.toml", kData + "[model]\npreset = \"tiny\"\n"));
   CHECK(tiny.model_preset == "tiny");
-  CHECK(tiny.model == *find_gpt_preset("tiny"));
+  CHECK(tiny.model == *find_model_preset("tiny"));
 
   const JobConfig custom =
       load_ok(write(dir / "b.toml", kData + "[model]\npreset = \"tiny\"\nn_layer = 3\nd_model = 48\nvocab = 512\n"));
-  GptConfig expected = *find_gpt_preset("tiny");
+  ModelConfig expected = *find_model_preset("tiny");
   expected.n_layer = 3;
   expected.d_model = 48;
   expected.vocab = 512;
@@ -180,7 +180,7 @@ TEST_CASE("--set overrides numbers, strings and paths, and rejects unknown keys"
   CHECK(c.job.name == "run 1");
   CHECK(c.data.path == (fs::current_path() / "foo.txt").lexically_normal());
   CHECK(c.inner.schedule == JobConfig::Inner::Schedule::Constant);
-  CHECK(c.model == *find_gpt_preset("tiny"));
+  CHECK(c.model == *find_model_preset("tiny"));
 
   CHECK(only_problem(dir, kData, {"inner.steps=abc"}) ==
         "--set inner.steps=abc: inner.steps: expected an integer >= 1, found string \"abc\"");
@@ -246,10 +246,25 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[job]\nrun_dir = true\n", ":2: job.run_dir: expected a non-empty string (a file path), found boolean true"},
       {"[job]\nseed = -1\n", ":2: job.seed: expected an integer >= 0, found -1"},
       {"[model]\npreset = \"huge\"\n", ":2: model.preset: expected one of \"tiny\", \"small\", \"medium\", \"gpt2\", "
-                                       "\"gpt2-medium\", found \"huge\""},
+                                       "\"gpt2-medium\", \"llama-small\", \"llama-debug\", \"llama3.2-1b\", "
+                                       "\"llama3-8b\", found \"huge\""},
       {"[model]\nn_layer = 2.5\n", ":2: model.n_layer: expected an integer, found float 2.5"},
       {"[model]\nn_layer = 0\n", ":2: model.n_layer: n_layer must be at least 1, found 0"},
-      {"[model]\nvocab = 70000\n", ":2: model.vocab: vocab must be at most 65536"},
+      {"[model]\nvocab = 3000000000\n", ":2: model.vocab: expected an integer <= 2147483647, found 3000000000"},
+      {"[model]\nfamily = \"t5\"\n", ":2: model.family: expected one of \"gpt2\", \"llama\", found \"t5\""},
+      {"[model]\npreset = \"llama-small\"\nfamily = \"gpt2\"\n",
+       ":3: model.family: the preset \"llama-small\" is a llama model, not gpt2"},
+      {"[model]\nfamily = \"llama\"\nn_kv_head = 3\n", ":3: model.n_kv_head: n_kv_head (3) must divide n_head (4)"},
+      {"[model]\nfamily = \"llama\"\nd_model = 132\nn_head = 4\n",
+       ":3: model.d_model: d_model (132) / n_head (4) must be even: rotary embeddings turn pairs of channels"},
+      {"[model]\nn_kv_head = 2\n", ":2: model.n_kv_head: n_kv_head applies to family = \"llama\" only"},
+      {"[model]\nrope_theta = 500000\n", ":2: model.rope_theta: rope_theta applies to family = \"llama\" only"},
+      {"[model]\ntied = false\n", ":2: model.tied: tied must be true for family = \"gpt2\""},
+      {"[model]\nseq_len = 128\ncontext = 64\n", ":2: model.seq_len: seq_len (128) must be at most the model's context (64)"},
+      {"[model]\nfamily = \"llama\"\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4\nrope_high_freq_factor = 1\n",
+       ":3: model.rope_scaling: rope_scaling = \"llama3\" needs rope_factor > 0, 0 < rope_low_freq_factor"},
+      {"[model]\nfamily = \"llama\"\nrope_factor = 8\n", ":3: model.rope_factor: applies with rope_scaling = \"llama3\" only"},
+      {"[model]\nrope_scaling = \"yarn\"\n", ":2: model.rope_scaling: expected one of \"none\", \"llama3\", found \"yarn\""},
       {"[data]\nformat = \"csv\"\npath = \"c.txt\"\n", ":2: data.format: expected one of \"text\", \"llmc-bin\", found \"csv\""},
       {"[data]\nval_fraction = 1\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 1"},
       {"[data]\nval_fraction = 0.0\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 0"},

@@ -18,7 +18,7 @@ using meridian::testing::normal_floats;
 
 TEST_CASE("three CudaAdamW steps match AdamW: weights, moments, and the bf16 copy") {
   if (!have_gpu()) return;
-  const ParamLayout layout = ParamLayout::gpt(GptConfig{2, 2, 32, 16, 64});
+  const ParamLayout layout = ParamLayout::of(ModelConfig{2, 2, 32, 16, 64});
   const std::size_t n = layout.total();
   auto params = normal_floats(n, 1, 0.1f);
   DeviceBuffer<float> d_params(params), d_grads(n);

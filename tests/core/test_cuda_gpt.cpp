@@ -20,12 +20,12 @@ using meridian::testing::random_tokens;
 namespace {
 
 // 2 layers, 4 heads, 64 channels, context 32, bytes: big enough for every kernel's loops to wrap.
-GptConfig shape() { return GptConfig{2, 4, 64, 32, 256}; }
+ModelConfig shape() { return ModelConfig{2, 4, 64, 32, 256}; }
 constexpr int kBatch = 4;
 constexpr float kLr = 1e-3f;
 
 struct Batch {
-  std::vector<std::uint16_t> inputs, targets;
+  std::vector<std::int32_t> inputs, targets;
 };
 
 Batch batch(std::uint64_t seed) {

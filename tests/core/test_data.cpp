@@ -30,14 +30,15 @@ void put_le(std::string& out, std::uint32_t v, int bytes) {
 
 // An llm.c shard with the given header fields, written byte by byte so the test does not share
 // the loader's assumptions about layout or endianness.
-std::string shard(const std::vector<std::uint16_t>& tokens, std::int32_t magic = 20240520, std::int32_t version = 1,
+// Magic 20240520 is llm.c's 16-bit layout (version 1), 20240801 its 32-bit one (version 7).
+std::string shard(const std::vector<std::uint32_t>& tokens, std::int32_t magic = 20240520, std::int32_t version = 1,
                   std::optional<std::int32_t> count = std::nullopt) {
   std::string out;
   put_le(out, static_cast<std::uint32_t>(magic), 4);
   put_le(out, static_cast<std::uint32_t>(version), 4);
   put_le(out, static_cast<std::uint32_t>(count.value_or(static_cast<std::int32_t>(tokens.size()))), 4);
   out.resize(1024, '\0');
-  for (auto t : tokens) put_le(out, t, 2);
+  for (auto t : tokens) put_le(out, t, magic == 20240801 ? 4 : 2);
   return out;
 }
 
@@ -55,19 +56,19 @@ void check_data_error(const std::filesystem::path& path, DataFormat format, cons
 }
 
 // tokens[i] = i, so a window's first input names where it was cut.
-std::vector<std::uint16_t> iota_tokens(std::size_t n) {
-  std::vector<std::uint16_t> t(n);
-  std::iota(t.begin(), t.end(), std::uint16_t{0});
+std::vector<std::int32_t> iota_tokens(std::size_t n) {
+  std::vector<std::int32_t> t(n);
+  std::iota(t.begin(), t.end(), std::int32_t{0});
   return t;
 }
 
 struct Batch {
-  std::vector<std::uint16_t> inputs, targets;
+  std::vector<std::int32_t> inputs, targets;
   bool operator==(const Batch&) const = default;
 };
 
 Batch take(WindowSampler& s, int B, int seq_len) {
-  Batch b{std::vector<std::uint16_t>(B * seq_len), std::vector<std::uint16_t>(B * seq_len)};
+  Batch b{std::vector<std::int32_t>(B * seq_len), std::vector<std::int32_t>(B * seq_len)};
   s.next_batch(B, b.inputs.data(), b.targets.data());
   return b;
 }
@@ -91,26 +92,58 @@ TEST_CASE("parse_data_format accepts exactly the two names") {
 TEST_CASE("text files load as bytes") {
   TempDir dir("data");
   write_bytes(dir / "a.txt", std::string("hi\n\xff", 4));
-  CHECK(load_tokens(dir / "a.txt", DataFormat::Text) == std::vector<std::uint16_t>{'h', 'i', '\n', 255});
+  CHECK(load_tokens(dir / "a.txt", DataFormat::Text) == std::vector<std::int32_t>{'h', 'i', '\n', 255});
 }
 
 TEST_CASE("llmc-bin round trip keeps every 16-bit value") {
   TempDir dir("data");
-  const std::vector<std::uint16_t> tokens{0, 1, 255, 256, 50256, 65535, 7};
+  const std::vector<std::uint32_t> tokens{0, 1, 255, 256, 50256, 65535, 7};
   write_bytes(dir / "s.bin", shard(tokens));
-  CHECK(load_tokens(dir / "s.bin", DataFormat::LlmcBin) == tokens);
+  const TokenFile file = load_token_file(dir / "s.bin", DataFormat::LlmcBin);
+  CHECK(file.ids == std::vector<std::int32_t>(tokens.begin(), tokens.end()));
+  CHECK(file.id_space == 65536);
+}
+
+TEST_CASE("llm.c's 32-bit shards (magic 20240801, version 7) load beside the 16-bit ones") {
+  TempDir dir("data");
+  const std::vector<std::uint32_t> tokens{0, 65535, 65536, 128255, 2147483647u, 7};
+  write_bytes(dir / "s.bin", shard(tokens, 20240801, 7));
+  const TokenFile file = load_token_file(dir / "s.bin", DataFormat::LlmcBin);
+  CHECK(file.ids == std::vector<std::int32_t>(tokens.begin(), tokens.end()));
+  CHECK(file.id_space == std::int64_t{1} << 31);
+  write_bytes(dir / "big.bin", shard({1, 2147483648u, 3}, 20240801, 7));
+  check_data_error(dir / "big.bin", DataFormat::LlmcBin, "token 2147483648 at index 1 is 2^31 or more");
+  write_bytes(dir / "short.bin", shard({1, 2, 3}, 20240801, 7).substr(0, 1024 + 10));
+  check_data_error(dir / "short.bin", DataFormat::LlmcBin, "truncated: the header says 3 tokens (1036 bytes)");
+  write_bytes(dir / "mixed.bin", shard({1, 2, 3}, 20240801, 1));
+  check_data_error(dir / "mixed.bin", DataFormat::LlmcBin, "version is 1, expected 7 with magic 20240801");
+}
+
+TEST_CASE("a model's vocabulary that 16-bit shards cannot address is refused, naming both") {
+  TempDir dir("data");
+  write_bytes(dir / "gpt2.bin", shard({1, 2, 3}));
+  const TokenFile file = load_token_file(dir / "gpt2.bin", DataFormat::LlmcBin);
+  CHECK_NOTHROW(check_vocab(file, 65536, dir / "gpt2.bin"));
+  try {
+    check_vocab(file, 128256, dir / "gpt2.bin");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Data);
+    CHECK(std::string(e.what()).find("16-bit token ids") != std::string::npos);
+    CHECK(std::string(e.what()).find("128256") != std::string::npos);
+  }
 }
 
 TEST_CASE("llmc-bin header and size errors say what is wrong") {
   TempDir dir("data");
-  const std::vector<std::uint16_t> tokens{1, 2, 3, 4};
+  const std::vector<std::uint32_t> tokens{1, 2, 3, 4};
   const auto check = [&](const std::string& name, const std::string& bytes, const std::string& needle) {
     write_bytes(dir / name, bytes);
     check_data_error(dir / name, DataFormat::LlmcBin, needle);
   };
   check("short.bin", std::string(100, '\0'), "shorter than the 1024-byte header");
-  check("magic.bin", shard(tokens, 12345), "magic is 12345, expected 20240520");
-  check("version.bin", shard(tokens, 20240520, 2), "version is 2, expected 1");
+  check("magic.bin", shard(tokens, 12345), "magic is 12345, expected 20240520 (16-bit tokens) or 20240801");
+  check("version.bin", shard(tokens, 20240520, 2), "version is 2, expected 1 with magic 20240520");
   check("zero.bin", shard(tokens, 20240520, 1, 0), "token count is 0, expected > 0");
   check("negative.bin", shard(tokens, 20240520, 1, -5), "token count is -5");
   check("truncated.bin", shard(tokens, 20240520, 1, 5), "truncated: the header says 5 tokens");
@@ -128,7 +161,7 @@ TEST_CASE("missing, empty and non-regular files are data errors") {
 }
 
 TEST_CASE("check_vocab names the first token outside the vocabulary") {
-  const std::vector<std::uint16_t> tokens{5, 9, 300, 1, 400};
+  const std::vector<std::int32_t> tokens{5, 9, 300, 1, 400};
   CHECK_NOTHROW(check_vocab(tokens, 401, "x.bin"));
   try {
     check_vocab(tokens, 256, "shard_7.bin");
@@ -265,13 +298,13 @@ TEST_CASE("eval windows do not overlap and drop the short tail") {
 }
 
 TEST_CASE("group batches: members split the group's windows and the position is the group's") {
-  std::vector<std::uint16_t> tokens(5000);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>(i % 251);
+  std::vector<std::int32_t> tokens(5000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>(i % 251);
   const int T = 8, B = 3;
   WindowSampler whole(tokens, T, 5), m0(tokens, T, 5), m1(tokens, T, 5);
   // Enough steps to cross an epoch boundary (5000/8 - 1 = 624 windows an epoch).
   for (int step = 0; step < 120; ++step) {
-    std::vector<std::uint16_t> in(2 * B * T), tg(2 * B * T), in0(B * T), tg0(B * T), in1(B * T), tg1(B * T);
+    std::vector<std::int32_t> in(2 * B * T), tg(2 * B * T), in0(B * T), tg0(B * T), in1(B * T), tg1(B * T);
     whole.next_batch(2 * B, in.data(), tg.data());
     m0.next_group_batch(B, 0, 2, in0.data(), tg0.data());
     m1.next_group_batch(B, 1, 2, in1.data(), tg1.data());

@@ -14,19 +14,19 @@ using namespace meridian;
 
 namespace {
 
-GptConfig tiny_shape() { return GptConfig{2, 2, 8, 6, 11}; }
+ModelConfig tiny_shape() { return ModelConfig{2, 2, 8, 6, 11}; }
 
-std::vector<std::uint16_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
+std::vector<std::int32_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
   Rng rng(seed);
-  std::vector<std::uint16_t> t(n);
-  for (auto& x : t) x = static_cast<std::uint16_t>(rng.below(vocab));
+  std::vector<std::int32_t> t(n);
+  for (auto& x : t) x = static_cast<std::int32_t>(rng.below(vocab));
   return t;
 }
 
 }  // namespace
 
 TEST_CASE("the reference shape has GPT-2's parameter count and a contiguous named layout") {
-  const auto layout = ParamLayout::gpt(*find_gpt_preset("small"));
+  const auto layout = ParamLayout::gpt(*find_model_preset("small"));
   CHECK(layout.total() == 834304);
   std::size_t next = 0;
   for (const auto& v : layout.views()) {
@@ -37,6 +37,9 @@ TEST_CASE("the reference shape has GPT-2's parameter count and a contiguous name
   CHECK(layout.at("h.0.attn.c_attn.weight").decay);
   CHECK_FALSE(layout.at("h.0.attn.c_attn.bias").decay);
   CHECK_FALSE(layout.at("ln_f.weight").decay);
+
+  CHECK(layout.at("h.2.mlp.c_fc.weight").layer == 2);
+  CHECK(layout.at("wte.weight").layer == -1);
 
   const GptOffsets offsets = gpt_offsets(layout, 4);
   CHECK(offsets.wte == layout.at("wte.weight").offset);
@@ -79,7 +82,7 @@ TEST_CASE("whole-model loss gradient matches double-precision finite differences
 }
 
 TEST_CASE("float model matches the double model: loss, logits and gradients") {
-  const auto shape = GptConfig{2, 4, 32, 16, 37};
+  const auto shape = ModelConfig{2, 4, 32, 16, 37};
   Gpt<double> ref(shape);
   ref.init_weights(7);
   Gpt<float> model(shape);
@@ -101,7 +104,7 @@ TEST_CASE("float model matches the double model: loss, logits and gradients") {
 }
 
 TEST_CASE("initialisation is a pure function of the seed, untrained loss is ~log(vocab)") {
-  const auto shape = *find_gpt_preset("tiny");
+  const auto shape = *find_model_preset("tiny");
   Gpt<float> a(shape), b(shape);
   a.init_weights(11);
   b.init_weights(11);

@@ -25,7 +25,7 @@ double l2(const std::vector<float>& v) {
   return std::sqrt(s);
 }
 
-const GptConfig kTiny{2, 2, 8, 4, 16};
+const ModelConfig kTiny{2, 2, 8, 4, 16};
 
 }  // namespace
 
@@ -110,7 +110,7 @@ TEST_CASE("clip_grad_norm: small gradients, max_norm 0 and non-finite gradients 
 }
 
 TEST_CASE("AdamW: the first step on a known gradient matches the hand-computed update") {
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   const float lr = 0.01f, wd = 0.1f;
   AdamW opt(layout, AdamWOptions{0.9f, 0.95f, 1e-8f, wd});
   std::vector<float> p(layout.total(), 0.5f), g(layout.total(), 0.2f);
@@ -136,7 +136,7 @@ TEST_CASE("AdamW: the first step on a known gradient matches the hand-computed u
 }
 
 TEST_CASE("AdamW: the second step uses bias correction with t = 2") {
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   const float b1 = 0.9f, b2 = 0.95f, lr = 0.05f;
   AdamW opt(layout, AdamWOptions{b1, b2, 1e-8f, 0.0f});
   std::vector<float> p(layout.total(), 0.0f);
@@ -154,7 +154,7 @@ TEST_CASE("AdamW: the second step uses bias correction with t = 2") {
 }
 
 TEST_CASE("AdamW: weight decay only on decay views, biases and LayerNorm are untouched by a zero gradient") {
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   AdamW opt(layout, AdamWOptions{0.9f, 0.95f, 1e-8f, 0.1f});
   std::vector<float> p(layout.total(), 1.0f), g(layout.total(), 0.0f);
   opt.step(p, g, 0.01f);
@@ -181,7 +181,7 @@ TEST_CASE("AdamW: weight decay only on decay views, biases and LayerNorm are unt
 }
 
 TEST_CASE("AdamW: steps_taken drives bias correction and can be restored (resume)") {
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   AdamW opt(layout, AdamWOptions{0.9f, 0.95f, 1e-8f, 0.0f});
   opt.set_steps_taken(1000);
   std::vector<float> p(layout.total(), 0.0f), g(layout.total(), 0.3f);
@@ -196,7 +196,7 @@ TEST_CASE("AdamW: steps_taken drives bias correction and can be restored (resume
 }
 
 TEST_CASE("sgd_step: p -= lr * (g + wd * p), decay only on the views marked for it") {
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   std::vector<float> params(layout.total()), grads(layout.total());
   for (std::size_t i = 0; i < params.size(); ++i) {
     params[i] = 0.5f + 0.001f * static_cast<float>(i % 97);
@@ -283,7 +283,7 @@ TEST_CASE("Newton-Schulz: singular values pulled to about 1, transposition commu
 }
 
 TEST_CASE("Muon: the layers' matrices take the orthogonalized momentum, AdamW keeps the rest, nothing overlaps") {
-  const auto layout = ParamLayout::gpt(kTiny);
+  const auto layout = ParamLayout::of(kTiny);
   const auto ranges = ranges_without_muon(layout);
   std::vector<int> owner(layout.total(), 0);
   for (const auto& r : ranges)

@@ -134,8 +134,9 @@ TEST_CASE_TEMPLATE("matmul (Conv1D and tied-head layouts) forward and backward m
 
   // The tied head: weight stored (OUT, IN).
   std::vector<float> out_nt(N * OUT), dinp_nt(N * IN), dw_nt = dw0;
-  cpu::matmul_nt_forward(out_nt.data(), inp.data(), w.data(), N, IN, OUT);
-  cpu::matmul_nt_backward(dinp_nt.data(), dw_nt.data(), dout.data(), inp.data(), w.data(), N, IN, OUT);
+  cpu::matmul_nt_forward(out_nt.data(), inp.data(), w.data(), static_cast<const float*>(nullptr), N, IN, OUT);
+  cpu::matmul_nt_backward(dinp_nt.data(), dw_nt.data(), static_cast<float*>(nullptr), dout.data(), inp.data(), w.data(), N,
+                          IN, OUT);
   DeviceBuffer<float> d_dw_nt(dw0);
   gpu::matmul_nt_forward(blas, d_out.data(), d_inp.data(), d_w.data(), N, IN, OUT);
   gpu::matmul_nt_backward(blas, d_dinp.data(), d_dw_nt.data(), d_dout.data(), d_inp.data(), d_w.data(), N, IN, OUT);
@@ -154,7 +155,7 @@ TEST_CASE_TEMPLATE("encoder forward matches the CPU, its backward is bit-identic
   cpu::encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, Tn, C);
   cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, Tn, C);
 
-  DeviceBuffer<std::uint16_t> d_tok(tok);
+  DeviceBuffer<std::int32_t> d_tok(tok);
   auto d_wte = upload<T>(wte), d_wpe = upload<T>(wpe), d_dout = upload<T>(dout);
   DeviceBuffer<T> d_out(B * Tn * C);
   DeviceBuffer<float> d_dwte(dwte0), d_dwpe(dwpe0);
@@ -214,8 +215,8 @@ TEST_CASE_TEMPLATE("causal attention forward and backward match the CPU", T, flo
   const int B = 2, Tn = 33, C = 64, NH = 4;  // T not a multiple of the warp
   auto qkv = inputs<T>(B * Tn * 3 * C, 40), dout = inputs<T>(B * Tn * C, 41);
   std::vector<float> out(B * Tn * C), att(B * NH * Tn * Tn), dqkv(qkv.size());
-  cpu::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
-  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, NH);
+  cpu::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, NH, NH, C / NH);
+  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, NH, NH, C / NH);
 
   gpu::Blas blas;
   auto d_qkv = upload<T>(qkv), d_dout = upload<T>(dout);
@@ -239,8 +240,8 @@ TEST_CASE_TEMPLATE("tiled attention matches the CPU without keeping the probabil
     const int B = 2;
     auto qkv = inputs<T>(B * Tn * 3 * C, 42), dout = inputs<T>(B * Tn * C, 43);
     std::vector<float> out(B * Tn * C), att(B * NH * Tn * Tn), dqkv(qkv.size());
-    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, C, NH);
-    cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, C, NH);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, Tn, NH, NH, C / NH);
+    cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, Tn, NH, NH, C / NH);
 
     auto d_qkv = upload<T>(qkv), d_dout = upload<T>(dout);
     DeviceBuffer<T> d_out(out.size()), d_dqkv(qkv.size());
@@ -262,7 +263,7 @@ TEST_CASE_TEMPLATE("fused cross-entropy matches the CPU, in place too", T, float
   std::vector<float> losses(N), dlogits(N * V);
   cpu::cross_entropy_forward_backward(dlogits.data(), losses.data(), logits.data(), targets.data(), N, V, dloss);
 
-  DeviceBuffer<std::uint16_t> d_targets(targets);
+  DeviceBuffer<std::int32_t> d_targets(targets);
   auto d_logits = upload<T>(logits);
   DeviceBuffer<T> d_dlogits(N * V);
   DeviceBuffer<float> d_losses(N), d_losses_fwd(N);

@@ -44,7 +44,7 @@ TEST_CASE("a job file without [sim] simulates itself: its sites, model, codec, H
   REQUIRE(sc.sites.size() == 3);
   CHECK(sc.sites[0].name == "us-east");
   CHECK(sc.sites[0].gpus == 1);
-  const double params = static_cast<double>(ParamLayout::gpt(job.model).total());
+  const double params = static_cast<double>(ParamLayout::of(job.model).total());
   CHECK(sc.params == params);
   CHECK(sc.delta_bytes == doctest::Approx(params * (1 + 4.0 / 512)));
   CHECK(sc.grad_bytes == 4 * params);

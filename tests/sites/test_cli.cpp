@@ -17,7 +17,7 @@
 
 #include "core/data/tokens.hpp"
 #include "core/device/cuda_probe.hpp"
-#include "core/export/safetensors.hpp"
+#include "core/hf/safetensors.hpp"
 #include "core/io/env.hpp"
 #include "core/model/gpt.hpp"
 #include "core/model/param_layout.hpp"
@@ -708,7 +708,7 @@ TEST_CASE("export: model.safetensors holds every checkpoint tensor under its Hug
   const auto snap = load_model_snapshot(posix_env(), job.run_dir, [](const std::string&) {});
   CHECK(snap.step == 4);
   const auto tensors = read_safetensors(out / "model.safetensors");
-  const auto layout = ParamLayout::gpt(snap.shape);
+  const auto layout = ParamLayout::of(snap.shape);
   CHECK(tensors.size() == layout.views().size());
   REQUIRE(tensors.contains("transformer.wte.weight"));
   CHECK(tensors.at("transformer.wte.weight").shape == std::vector<std::int64_t>{256, 32});

@@ -1,7 +1,7 @@
 // The job's configuration as the cross-site exchange reads it.
 #include <doctest/doctest.h>
 
-#include "core/model/gpt_config.hpp"
+#include "core/model/model_config.hpp"
 #include "sites/replica/exchange_options.hpp"
 
 using namespace meridian;
@@ -42,7 +42,7 @@ TEST_CASE("each codec of [outer] maps to its own kind, the sparse one with the e
 
 TEST_CASE("DiLoCo exchanges the whole model, streaming its fragments of whole tensors") {
   JobConfig c;
-  c.model = *find_gpt_preset("tiny");
+  c.model = *find_model_preset("tiny");
   c.outer.fragments = 2;
   const std::size_t params = 1000;
   CHECK(fragment_plan(c, params) == whole_model(params));  // diloco: fragments is ignored

@@ -30,10 +30,10 @@ inline std::vector<float> normal_floats(std::size_t n, std::uint64_t seed, float
   return v;
 }
 
-inline std::vector<std::uint16_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
+inline std::vector<std::int32_t> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
   Rng rng(seed);
-  std::vector<std::uint16_t> t(n);
-  for (auto& x : t) x = static_cast<std::uint16_t>(rng.next_u64() % vocab);
+  std::vector<std::int32_t> t(n);
+  for (auto& x : t) x = static_cast<std::int32_t>(rng.next_u64() % vocab);
   return t;
 }
 

@@ -12,8 +12,8 @@ using namespace meridian;
 
 namespace {
 
-GptConfig model(int layers) {
-  GptConfig c;
+ModelConfig model(int layers) {
+  ModelConfig c;
   c.n_layer = layers;
   c.n_head = 4;
   c.d_model = 128;
@@ -26,7 +26,7 @@ GptConfig model(int layers) {
 
 TEST_CASE("fragments hold every tensor exactly once, are balanced, deterministic, and stride over the layers") {
   for (const int layers : {4, 6, 12}) {
-    const auto layout = ParamLayout::gpt(model(layers));
+    const auto layout = ParamLayout::of(model(layers));
     for (const int p : {1, 2, 3, 4, 8}) {
       CAPTURE(layers);
       CAPTURE(p);
@@ -66,7 +66,7 @@ TEST_CASE("fragments hold every tensor exactly once, are balanced, deterministic
 }
 
 TEST_CASE("one fragment is the whole model, more fragments than tensors is a config error") {
-  const auto layout = ParamLayout::gpt(model(4));
+  const auto layout = ParamLayout::of(model(4));
   const auto one = plan_fragments(layout, 1);
   REQUIRE(one.size() == 1);
   CHECK(one[0].ranges == std::vector<FragmentRange>{{0, layout.total()}});
@@ -82,8 +82,8 @@ TEST_CASE("one fragment is the whole model, more fragments than tensors is a con
 }
 
 TEST_CASE("gather and scatter move a fragment's values in and out of the flat buffer") {
-  const auto plan = plan_fragments(ParamLayout::gpt(model(4)), 3);
-  std::vector<float> flat(ParamLayout::gpt(model(4)).total());
+  const auto plan = plan_fragments(ParamLayout::of(model(4)), 3);
+  std::vector<float> flat(ParamLayout::of(model(4)).total());
   for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<float>(i);
   std::vector<float> back(flat.size(), -1.0f);
   for (const auto& f : plan) {

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/export/export.hpp"
+#include "core/hf/hf_export.hpp"
+#include "core/hf/safetensors.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/util/error.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -19,11 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const GptConfig kTiny{2, 2, 8, 6, 11};
+const ModelConfig kTiny{2, 2, 8, 6, 11};
 
 // Each parameter holds its own index, so a tensor read from the wrong place cannot match.
-std::vector<float> indexed_params(const GptConfig& c) {
-  std::vector<float> p(ParamLayout::gpt(c).total());
+std::vector<float> indexed_params(const ModelConfig& c) {
+  std::vector<float> p(ParamLayout::of(c).total());
   for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(i);
   return p;
 }
@@ -81,10 +82,10 @@ TEST_CASE("export round trip: every layout tensor, with its shape and exact valu
   TempDir dir("export");
   const auto params = indexed_params(kTiny);
   const fs::path out = dir / "nested/hf";  // export creates missing directories
-  export_hf_gpt2(kTiny, params, out);
+  export_hf(kTiny, params, out);
 
   const auto tensors = read_safetensors(out / "model.safetensors");
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   CHECK(tensors.size() == layout.views().size());
   for (const auto& v : layout.views()) {
     const auto it = tensors.find("transformer." + v.name);
@@ -107,7 +108,7 @@ TEST_CASE("export round trip: every layout tensor, with its shape and exact valu
 TEST_CASE("export file layout: aligned header, metadata, tensors in layout order") {
   TempDir dir("export");
   const auto params = indexed_params(kTiny);
-  export_hf_gpt2(kTiny, params, dir.path());
+  export_hf(kTiny, params, dir.path());
 
   const std::string file = slurp(dir / "model.safetensors");
   const std::uint64_t n = header_length(file);
@@ -117,7 +118,7 @@ TEST_CASE("export file layout: aligned header, metadata, tensors in layout order
 
   const auto header = nlohmann::ordered_json::parse(file.substr(8, n));
   CHECK(header.at("__metadata__").at("format") == "pt");
-  const ParamLayout layout = ParamLayout::gpt(kTiny);
+  const ParamLayout layout = ParamLayout::of(kTiny);
   REQUIRE(header.size() == layout.views().size() + 1);
   std::uint64_t offset = 0;
   auto item = std::next(header.begin());  // after __metadata__
@@ -131,7 +132,7 @@ TEST_CASE("export file layout: aligned header, metadata, tensors in layout order
 
 TEST_CASE("export config.json is a GPT2Config for GPT2LMHeadModel") {
   TempDir dir("export");
-  export_hf_gpt2(kTiny, indexed_params(kTiny), dir.path());
+  export_hf(kTiny, indexed_params(kTiny), dir.path());
   const auto config = nlohmann::json::parse(slurp(dir / "config.json"));
   CHECK(config.at("model_type") == "gpt2");
   CHECK(config.at("architectures") == nlohmann::json::array({"GPT2LMHeadModel"}));
@@ -154,13 +155,13 @@ TEST_CASE("export config.json is a GPT2Config for GPT2LMHeadModel") {
 
 TEST_CASE("export overwrites an earlier export in place") {
   TempDir dir("export");
-  export_hf_gpt2(kTiny, indexed_params(kTiny), dir.path());
-  const GptConfig other{1, 1, 4, 3, 5};
+  export_hf(kTiny, indexed_params(kTiny), dir.path());
+  const ModelConfig other{1, 1, 4, 3, 5};
   auto params = indexed_params(other);
   for (auto& p : params) p = -p;
-  export_hf_gpt2(other, params, dir.path());
+  export_hf(other, params, dir.path());
   const auto tensors = read_safetensors(dir / "model.safetensors");
-  CHECK(tensors.size() == ParamLayout::gpt(other).views().size());
+  CHECK(tensors.size() == ParamLayout::of(other).views().size());
   CHECK(tensors.at("transformer.ln_f.bias").data.back() == params.back());
   CHECK(nlohmann::json::parse(slurp(dir / "config.json")).at("vocab_size") == 5);
 }
@@ -169,7 +170,7 @@ TEST_CASE("export into a path that cannot be a directory is an Io error") {
   TempDir dir("export");
   spill(dir / "file", "x");
   try {
-    export_hf_gpt2(kTiny, indexed_params(kTiny), dir / "file/hf");
+    export_hf(kTiny, indexed_params(kTiny), dir / "file/hf");
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::Io);
@@ -183,7 +184,7 @@ TEST_CASE("read_safetensors: a missing file is an Io error") {
 
 TEST_CASE("read_safetensors: every truncation of an export is an error, not a crash") {
   TempDir dir("export");
-  export_hf_gpt2(kTiny, indexed_params(kTiny), dir.path());
+  export_hf(kTiny, indexed_params(kTiny), dir.path());
   const std::string file = slurp(dir / "model.safetensors");
   for (std::size_t size = 0; size < file.size(); ++size) {
     CAPTURE(size);
@@ -216,7 +217,8 @@ TEST_CASE("read_safetensors: malformed files give clear Data errors") {
   CHECK(contains(tensor(R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16])", four_floats),
                  "larger than the file"));
   CHECK(contains(tensor(R"("dtype":"F32","shape":[2,2],"data_offsets":[0])", four_floats), "[begin, end]"));
-  CHECK(contains(tensor(R"("dtype":"BF16","shape":[2,4],"data_offsets":[0,16])", four_floats), "only F32"));
+  CHECK(contains(tensor(R"("dtype":"Q4","shape":[2,2],"data_offsets":[0,16])", four_floats), "not a safetensors dtype"));
+  CHECK(contains(tensor(R"("dtype":"BF16","shape":[2,2],"data_offsets":[0,16])", four_floats), "of BF16 needs 8"));
   CHECK(contains(tensor(R"("shape":[2,2],"data_offsets":[0,16])", four_floats), "tensor 'a'"));
   CHECK(contains(tensor(R"("dtype":"F32","shape":[2],"data_offsets":[8,16])", four_floats), "contiguous"));
   CHECK(contains(tensor(R"("dtype":"F32","shape":[2],"data_offsets":[0,8])", four_floats), "data buffer holds 16"));

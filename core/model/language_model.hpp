@@ -1,0 +1,66 @@
+#pragma once
+// What the trainer, evaluation and the layers above see of a model, whatever its family: one flat
+// parameter buffer and one of gradients in the family's ParamLayout, forward with the mean
+// cross-entropy, backward that reports each finished range of gradients. Templated on the
+// scalar: float trains, double is the gradient-check reference.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "core/model/model_config.hpp"
+#include "core/model/param_layout.hpp"
+#include "core/util/aligned_vector.hpp"
+
+namespace meridian {
+
+template <class T>
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+  LanguageModel(const LanguageModel&) = delete;
+  LanguageModel& operator=(const LanguageModel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  std::span<T> params() { return params_; }
+  std::span<const T> params() const { return params_; }
+  std::span<T> grads() { return grads_; }
+  std::span<const T> grads() const { return grads_; }
+  void zero_grads();
+
+  // The family's initialisation, a pure function of the seed.
+  virtual void init_weights(std::uint64_t seed) = 0;
+
+  // Runs B sequences of config().seq_len tokens. With targets, returns the mean cross-entropy
+  // (nats/token) and keeps what backward needs; without, returns 0 and only fills logits().
+  virtual T forward(const std::int32_t* inputs, const std::int32_t* targets, int B) = 0;
+
+  // Called during backward with each range of grads() that is final, in the order backward
+  // finishes them: the final norm (and an untied head), the layers from last to first, then the
+  // embeddings. Data-parallel layers start all-reducing a range while backward works on the rest.
+  using GradsReady = std::function<void(std::size_t offset, std::size_t count)>;
+
+  // Adds loss_scale * d(mean loss)/d(params) of the last forward (which had targets) to grads():
+  // with grad accumulation over k micro-batches, pass 1/k.
+  virtual void backward(T loss_scale = 1, const GradsReady& ready = {}) = 0;
+
+  // (B, seq_len, vocab) of the last forward.
+  virtual std::span<const T> logits() const = 0;
+
+ protected:
+  explicit LanguageModel(const ModelConfig& config);  // InvariantError on an invalid shape
+
+  ModelConfig config_;
+  ParamLayout layout_;
+  AlignedVector<T> params_, grads_;
+};
+
+// The family's model (Gpt or Llama), weights zero until init_weights or a copy.
+template <class T>
+std::unique_ptr<LanguageModel<T>> make_model(const ModelConfig& config);
+
+extern template class LanguageModel<float>;
+extern template class LanguageModel<double>;
+
+}  // namespace meridian

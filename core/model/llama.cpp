@@ -1,0 +1,203 @@
+#include "core/model/llama.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/util/error.hpp"
+#include "core/util/rng.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/encoder.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/swiglu.hpp"
+
+namespace meridian {
+
+namespace k = kernels;
+
+std::vector<double> rope_inv_freq(const ModelConfig& c) {
+  const int hs = c.head_size();
+  std::vector<double> inv(static_cast<std::size_t>(hs / 2));
+  for (std::size_t i = 0; i < inv.size(); ++i)
+    inv[i] = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / hs);
+  const RopeScaling& s = c.rope_scaling;
+  if (!s.enabled()) return inv;
+  const double low_wavelen = s.original_context / s.low_freq_factor;
+  const double high_wavelen = s.original_context / s.high_freq_factor;
+  for (auto& f : inv) {
+    const double wavelen = 2 * std::numbers::pi / f;
+    if (wavelen > low_wavelen) f /= s.factor;  // long wavelengths: stretched
+    else if (wavelen >= high_wavelen) {        // between the two: interpolated
+      const double smooth = (s.original_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+template <class T>
+Llama<T>::Llama(const ModelConfig& config) : LanguageModel<T>(config), off_(llama_offsets(this->layout_, config)) {
+  MERIDIAN_CHECK(config.family == ModelFamily::Llama, "Llama of a ", to_string(config.family), " shape");
+  const std::size_t half = config.head_size() / 2;
+  rope_cos_.resize(config.seq_len * half);
+  rope_sin_.resize(config.seq_len * half);
+  k::rope_table(rope_cos_.data(), rope_sin_.data(), rope_inv_freq(config), config.seq_len);
+}
+
+template <class T>
+void Llama<T>::init_weights(std::uint64_t seed) {
+  Rng rng(seed);
+  const double residual_std = 0.02 / std::sqrt(2.0 * this->config_.n_layer);
+  for (const auto& v : this->layout_.views()) {
+    T* p = this->params_.data() + v.offset;
+    if (v.shape.size() == 1) {  // RMSNorm gains are 1, biases 0
+      std::fill(p, p + v.numel, v.name.ends_with("norm.weight") ? T(1) : T(0));
+      continue;
+    }
+    const bool residual = v.name.ends_with("o_proj.weight") || v.name.ends_with("down_proj.weight");
+    const double stddev = residual ? residual_std : 0.02;
+    for (std::size_t i = 0; i < v.numel; ++i) p[i] = static_cast<T>(rng.normal() * stddev);
+  }
+}
+
+template <class T>
+void Llama<T>::ensure_batch(int B) {
+  if (B <= capacity_) return;
+  const auto& c = this->config_;
+  const std::size_t L = c.n_layer, C = c.d_model, V = c.vocab, NH = c.n_head, F = c.ffn_hidden, QKV = qkv_width();
+  const std::size_t Tn = c.seq_len, BT = static_cast<std::size_t>(B) * Tn;
+  auto& a = acts_;
+  a.encoded.resize(BT * C);
+  a.attn_norm.resize(L * BT * C);
+  a.attn_rstd.resize(L * BT);
+  a.qkv.resize(L * BT * QKV);
+  a.att.resize(L * B * NH * Tn * Tn);
+  a.atty.resize(L * BT * C);
+  a.res_mid.resize(L * BT * C);
+  a.mlp_norm.resize(L * BT * C);
+  a.mlp_rstd.resize(L * BT);
+  a.gate_up.resize(L * BT * 2 * F);
+  a.act.resize(L * BT * F);
+  a.res_out.resize(L * BT * C);
+  a.norm_out.resize(BT * C);
+  a.norm_rstd.resize(BT);
+  a.logits.resize(BT * V);
+  a.losses.resize(BT);
+  a.proj.resize(BT * C);
+  a.dres.resize(BT * C);
+  a.dln.resize(BT * C);
+  a.dqkv.resize(BT * QKV);
+  a.datty.resize(BT * C);
+  a.dgate_up.resize(BT * 2 * F);
+  a.dact.resize(BT * F);
+  capacity_ = B;
+}
+
+template <class T>
+T Llama<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B) {
+  MERIDIAN_CHECK(B >= 1, "B=", B);
+  ensure_batch(B);
+  B_ = B;
+  const auto& c = this->config_;
+  const int Tn = c.seq_len, C = c.d_model, NH = c.n_head, KV = c.kv_heads(), hs = c.head_size(), V = c.vocab;
+  const int F = c.ffn_hidden, QKV = qkv_width();
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  const int N = static_cast<int>(BT);
+  inputs_.assign(inputs, inputs + BT);
+  if (targets) targets_.assign(targets, targets + BT);
+  else targets_.clear();
+  auto& a = acts_;
+  const T* w = this->params_.data();
+
+  k::encoder_forward(a.encoded.data(), inputs, w + off_.embed, static_cast<const T*>(nullptr), B, Tn, C);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const auto& o = off_.layers[l];
+    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    const T* res_in = l == 0 ? a.encoded.data() : of(a.res_out, C) - BT * C;
+    T* qkv = of(a.qkv, QKV);
+    k::rmsnorm_forward(of(a.attn_norm, C), of(a.attn_rstd, 1), res_in, w + o.attn_norm, N, C, c.norm_eps);
+    k::matmul_nt_forward(qkv, of(a.attn_norm, C), w + o.qkv, off_.has_qkv_bias ? w + o.qkv_bias : nullptr, N, C, QKV);
+    k::rope_forward(qkv, rope_cos_.data(), rope_sin_.data(), B, Tn, NH, hs, QKV);
+    k::rope_forward(qkv + NH * hs, rope_cos_.data(), rope_sin_.data(), B, Tn, KV, hs, QKV);
+    k::attention_forward(of(a.atty, C), a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn,
+                         NH, KV, hs);
+    k::matmul_nt_forward(a.proj.data(), of(a.atty, C), w + o.o, static_cast<const T*>(nullptr), N, C, C);
+    k::add(of(a.res_mid, C), res_in, a.proj.data(), BT * C);
+    k::rmsnorm_forward(of(a.mlp_norm, C), of(a.mlp_rstd, 1), of(a.res_mid, C), w + o.mlp_norm, N, C, c.norm_eps);
+    k::matmul_nt_forward(of(a.gate_up, 2 * F), of(a.mlp_norm, C), w + o.gate_up, static_cast<const T*>(nullptr), N, C,
+                         2 * F);
+    k::swiglu_forward(of(a.act, F), of(a.gate_up, 2 * F), N, F);
+    k::matmul_nt_forward(a.proj.data(), of(a.act, F), w + o.down, static_cast<const T*>(nullptr), N, F, C);
+    k::add(of(a.res_out, C), of(a.res_mid, C), a.proj.data(), BT * C);
+  }
+  const T* last = a.res_out.data() + (c.n_layer - 1) * BT * C;
+  k::rmsnorm_forward(a.norm_out.data(), a.norm_rstd.data(), last, w + off_.norm, N, C, c.norm_eps);
+  k::matmul_nt_forward(a.logits.data(), a.norm_out.data(), w + off_.head, static_cast<const T*>(nullptr), N, C, V);
+  if (!targets) return T(0);
+  k::cross_entropy_forward(a.losses.data(), a.logits.data(), targets, N, V);
+  double sum = 0;  // serial, in order: the reported loss is bit-reproducible
+  for (std::size_t i = 0; i < BT; ++i) sum += a.losses[i];
+  return static_cast<T>(sum / static_cast<double>(BT));
+}
+
+template <class T>
+void Llama<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsReady& ready) {
+  MERIDIAN_CHECK(B_ >= 1 && !targets_.empty(), "backward() needs a forward() with targets first");
+  const auto& c = this->config_;
+  const int B = B_, Tn = c.seq_len, C = c.d_model, NH = c.n_head, KV = c.kv_heads(), hs = c.head_size(), V = c.vocab;
+  const int F = c.ffn_hidden, QKV = qkv_width();
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  const int N = static_cast<int>(BT);
+  auto& a = acts_;
+  const T* w = this->params_.data();
+  T* g = this->grads_.data();
+  const std::size_t total = this->layout_.total();
+
+  // The logits' gradient overwrites the logits (the kernel allows it).
+  k::cross_entropy_forward_backward(a.logits.data(), a.losses.data(), a.logits.data(), targets_.data(), N, V,
+                                    loss_scale / static_cast<T>(BT));
+  k::matmul_nt_backward(a.dln.data(), g + off_.head, static_cast<T*>(nullptr), a.logits.data(), a.norm_out.data(),
+                        w + off_.head, N, C, V);
+  std::fill(a.dres.begin(), a.dres.begin() + BT * C, T(0));
+  const T* last = a.res_out.data() + (c.n_layer - 1) * BT * C;
+  k::rmsnorm_backward(a.dres.data(), g + off_.norm, a.dln.data(), last, w + off_.norm, a.norm_rstd.data(), N, C);
+  if (ready) ready(off_.norm, total - off_.norm);  // norm, and lm_head after it when untied
+  for (int l = c.n_layer - 1; l >= 0; --l) {
+    const auto& o = off_.layers[l];
+    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    const T* res_in = l == 0 ? a.encoded.data() : of(a.res_out, C) - BT * C;
+    k::matmul_nt_backward(a.dact.data(), g + o.down, static_cast<T*>(nullptr), a.dres.data(), of(a.act, F), w + o.down,
+                          N, F, C);
+    k::swiglu_backward(a.dgate_up.data(), of(a.gate_up, 2 * F), a.dact.data(), N, F);
+    k::matmul_nt_backward(a.dln.data(), g + o.gate_up, static_cast<T*>(nullptr), a.dgate_up.data(), of(a.mlp_norm, C),
+                          w + o.gate_up, N, C, 2 * F);
+    k::rmsnorm_backward(a.dres.data(), g + o.mlp_norm, a.dln.data(), of(a.res_mid, C), w + o.mlp_norm,
+                        of(a.mlp_rstd, 1), N, C);
+    k::matmul_nt_backward(a.datty.data(), g + o.o, static_cast<T*>(nullptr), a.dres.data(), of(a.atty, C), w + o.o, N,
+                          C, C);
+    k::attention_backward(a.dqkv.data(), a.datty.data(), of(a.qkv, QKV),
+                          a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, NH, KV, hs);
+    k::rope_backward(a.dqkv.data(), rope_cos_.data(), rope_sin_.data(), B, Tn, NH, hs, QKV);
+    k::rope_backward(a.dqkv.data() + NH * hs, rope_cos_.data(), rope_sin_.data(), B, Tn, KV, hs, QKV);
+    k::matmul_nt_backward(a.dln.data(), g + o.qkv, off_.has_qkv_bias ? g + o.qkv_bias : nullptr, a.dqkv.data(),
+                          of(a.attn_norm, C), w + o.qkv, N, C, QKV);
+    k::rmsnorm_backward(a.dres.data(), g + o.attn_norm, a.dln.data(), res_in, w + o.attn_norm, of(a.attn_rstd, 1), N,
+                        C);
+    if (ready) {  // a layer's tensors are contiguous, from its input_layernorm to the next layer's
+      const std::size_t begin = o.attn_norm;
+      const std::size_t end = l + 1 < c.n_layer ? off_.layers[l + 1].attn_norm : off_.norm;
+      ready(begin, end - begin);
+    }
+  }
+  k::encoder_backward(g + off_.embed, static_cast<T*>(nullptr), a.dres.data(), inputs_.data(), B, Tn, C);
+  if (ready) ready(off_.embed, off_.layers.empty() ? off_.norm : off_.layers[0].attn_norm);
+}
+
+template class Llama<float>;
+template class Llama<double>;
+
+}  // namespace meridian
