@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch reference for bench/bench_trainer.cpp: the same GPT, shape, batch and optimizer, timed
 the same way (warm-up, then R runs of S steps, median tokens/s). Run with /usr/bin/python3 (Debian
-python3-torch 1.13; scripts/setup-bench.sh installs it). bench/check_export.py imports GPT from here.
+python3-torch 1.13; scripts/setup.sh installs it). bench/check_export.py imports GPT from here.
 
 The model is meridian's (core/model/gpt.cpp): token + position embeddings, pre-LN blocks, causal
 multi-head attention with a fused qkv projection, tanh-GELU MLP of width 4C, final LayerNorm, logits

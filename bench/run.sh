@@ -17,7 +17,7 @@ BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} RUNS=${RUNS:-5} STEPS=
 LOCK=/tmp/meridian-bench.lock
 
 if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  scripts/setup-bench.sh  # PyTorch for /usr/bin/python3; a no-op once installed
+  scripts/setup.sh  # PyTorch for /usr/bin/python3 among the rest; a no-op once installed
   [ -x "$BUILD_DIR/bench/bench_trainer" ] || { echo "run.sh: no $BUILD_DIR/bench/bench_trainer; build first" >&2; exit 1; }
   echo "run.sh: waiting for $LOCK" >&2
   exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"

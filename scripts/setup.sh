@@ -18,6 +18,7 @@ PACKAGES=(
   libcli11-dev
   nlohmann-json3-dev
   etcd-server etcd-client
+  python3-torch  # the PyTorch reference the tests compare the models against (tests/torch/)
 )
 
 missing=()

@@ -73,7 +73,8 @@ inline constexpr std::int64_t kMaxVocab = 2147483647;
 std::vector<std::string> validate_model_config(const ModelConfig& c);
 
 // What differs between two shapes for the weights of one to serve the other: every field but the
-// training window (seq_len). Empty when none; else the first difference as "<key> is A, not B".
+// training window (seq_len) and a Llama's context (its positions are computed, not learned).
+// Empty when none; else the first difference as "<key> is A, not B".
 std::string weights_mismatch(const ModelConfig& have, const ModelConfig& want);
 
 // "llama: 4 layers, 4 heads (2 key/value), 128 channels, SwiGLU 352, context 64, vocab 256, untied"
