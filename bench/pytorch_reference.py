@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch reference for bench/bench_trainer.cpp: the same GPT, shape, batch and optimizer, timed
+"""PyTorch reference for bench/bench_trainer.cpp: the same model, shape, batch and optimizer, timed
 the same way (warm-up, then R runs of S steps, median tokens/s). Run with /usr/bin/python3 (Debian
-python3-torch 1.13; scripts/setup.sh installs it). bench/check_export.py imports GPT from here.
+python3-torch 1.13; scripts/setup.sh installs it). bench/check_export.py imports GPT from here;
+--preset llama-small times tests/torch/hf_reference.py's Llama of meridian's llama-small shape.
 
 The model is meridian's (core/model/gpt.cpp): token + position embeddings, pre-LN blocks, causal
 multi-head attention with a fused qkv projection, tanh-GELU MLP of width 4C, final LayerNorm, logits
@@ -23,6 +24,8 @@ def parse_args():
     p.add_argument("--torch-threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--blas-threads", type=int, default=1,
                    help="OPENBLAS_NUM_THREADS, set before torch is imported (default 1)")
+    p.add_argument("--preset", default="small", choices=["small", "llama-small"],
+                   help="meridian's preset to time: the GPT reference shape or the Llama of its size")
     p.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "data", "tinyshakespeare", "input.txt"))
     return p.parse_args()
@@ -130,8 +133,16 @@ def main(args):
         data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).long()
     offsets = torch.arange(T + 1)
 
-    model = GPT(L, NH, C, T, V)
-    model.init_weights(1337)
+    if args.preset == "llama-small":  # 2 key/value heads, SwiGLU 352, untied head (core/model/model_config.cpp)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch"))
+        from hf_reference import Llama, init_like_hf
+        model = Llama({"vocab_size": V, "hidden_size": C, "intermediate_size": 352, "num_hidden_layers": L,
+                       "num_attention_heads": NH, "num_key_value_heads": 2, "max_position_embeddings": T,
+                       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False})
+        init_like_hf(model, 1337)
+    else:
+        model = GPT(L, NH, C, T, V)
+        model.init_weights(1337)
     decay = [p for p in model.parameters() if p.dim() == 2]  # matrices and embeddings, as meridian
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -157,8 +168,8 @@ def main(args):
         rates.append(args.steps * B * T / (time.perf_counter() - t0))
     rates.sort()
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"pytorch {torch.__version__}: {L} layers, {NH} heads, {C} channels, context {T}, vocab {V}, "
-          f"B={B}, {n_params} parameters")
+    print(f"pytorch {torch.__version__}: preset {args.preset}, {L} layers, {NH} heads, {C} channels, context {T}, "
+          f"vocab {V}, B={B}, {n_params} parameters")
     print(f"threads: torch.set_num_threads({torch.get_num_threads()}), "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; BLAS: {blas_config()}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: training throughput of meridian's CPU trainer (bench/bench_trainer.cpp) and of the same
-# model in PyTorch (bench/pytorch_reference.py) on the reference shape, measured in the same run,
-# and their ratio. See bench/README.md for the method.
+# model in PyTorch (bench/pytorch_reference.py), measured in the same run, and their ratio: on the
+# reference shape (GPT-2 "small") and on the Llama of its size ("llama-small"). See bench/README.md.
 #
 #   BUILD_DIR=build/release  where bench/bench_trainer was built
 #   ROUNDS=3                 alternating meridian / PyTorch invocations; each figure is the median over rounds
@@ -28,23 +28,27 @@ median_of() { sed -n "s/^$1: median \([0-9.]*\) tokens\/s.*/\1/p"; }
 # Median of the numbers on stdin, one a line.
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-m_all=() p_all=()
-for round in $(seq "$ROUNDS"); do
-  echo "--- round $round/$ROUNDS"
-  out=$("$BUILD_DIR/bench/bench_trainer" "$RUNS" "$STEPS")
-  echo "$out"
-  m_all+=("$(median_of training <<<"$out")")
-  out=$(/usr/bin/python3 bench/pytorch_reference.py "$RUNS" "$STEPS")
-  echo "$out"
-  p_all+=("$(median_of pytorch <<<"$out")")
-done
-
-m=$(printf '%s\n' "${m_all[@]}" | median)
-p=$(printf '%s\n' "${p_all[@]}" | median)
-echo "---"
-echo "meridian: ${m_all[*]} tokens/s (per round); median $m"
-echo "pytorch:  ${p_all[*]} tokens/s (per round); median $p"
-awk -v m="$m" -v p="$p" 'BEGIN { printf "meridian / pytorch: %.2fx\n", m / p }'
+# compare PRESET: ROUNDS rounds of meridian then PyTorch on that preset, the medians and their ratio.
+compare() {
+  local preset=$1 m_all=() p_all=() out m p
+  for round in $(seq "$ROUNDS"); do
+    echo "--- $preset: round $round/$ROUNDS"
+    out=$("$BUILD_DIR/bench/bench_trainer" "$RUNS" "$STEPS" "$preset")
+    echo "$out"
+    m_all+=("$(median_of training <<<"$out")")
+    out=$(/usr/bin/python3 bench/pytorch_reference.py "$RUNS" "$STEPS" --preset "$preset")
+    echo "$out"
+    p_all+=("$(median_of pytorch <<<"$out")")
+  done
+  m=$(printf '%s\n' "${m_all[@]}" | median)
+  p=$(printf '%s\n' "${p_all[@]}" | median)
+  echo "--- $preset"
+  echo "meridian: ${m_all[*]} tokens/s (per round); median $m"
+  echo "pytorch:  ${p_all[*]} tokens/s (per round); median $p"
+  awk -v m="$m" -v p="$p" -v preset="$preset" 'BEGIN { printf "%s: meridian / pytorch: %.2fx\n", preset, m / p }'
+}
+compare small
+compare llama-small
 
 # The inner optimizers' step cost, Muon against AdamW (bench/bench_optimizer.cpp), under the same lock.
 if [ -x "$BUILD_DIR/bench/bench_optimizer" ]; then

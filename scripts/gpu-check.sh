@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One pass over meridian's GPU path, made for a short loan of a GPU machine:
 #   scripts/gpu-check.sh OUT_DIR
-# builds in place (build/gpu-check), then runs the CUDA parity suite, compute-sanitizer's memcheck
-# and racecheck, bench_gpu (GPT-2 124M, bf16: tokens/s and MFU), a single-site training run of
-# the reference model on the GPU beside the same run on the CPU, and a two-site DiLoCo job with
-# both sites on the GPU. Every part has a time limit inside one budget (GPU_CHECK_BUDGET_S, 540 s
+# builds in place (build/gpu-check), then runs the CUDA parity suite (GPT-2's and the Llama
+# family's kernels and whole steps), compute-sanitizer's memcheck and racecheck, bench_gpu (GPT-2
+# 124M, bf16: tokens/s and MFU), single-site training runs of the reference model and of the
+# small Llama on the GPU beside the same runs on the CPU, a two-site DiLoCo job with both sites on
+# the GPU, and meridian's Hugging Face directories against transformers itself
+# (scripts/hf_transformers_check.py; the machine's image has transformers). Every part has a time limit inside one budget (GPU_CHECK_BUDGET_S, 540 s
 # by default), so a hang in one part still leaves the others' results. Without a GPU it builds and
 # reports every GPU part skipped, with the reason. OUT_DIR gets three files (the device tool
 # returns at most eight): summary.json (every part's status, seconds and figures), report.txt
@@ -132,7 +134,7 @@ if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
     export LD_LIBRARY_PATH=$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
 fi
-SUITE=(test_cuda_kernels test_cuda_gpt test_cuda_adamw test_cuda_trainer test_cuda_probe
+SUITE=(test_cuda_kernels test_cuda_llama_kernels test_cuda_models test_cuda_adamw test_cuda_trainer test_cuda_probe
        test_chunk_hash test_loss_scale test_nccl_communicator)
 # With a GPU the checks after the build need about 200 s of the budget; without one it is the build's.
 reserve=200
@@ -151,8 +153,9 @@ fi
 BIN=$BUILD/tests
 MERIDIAN=$BUILD/sites/meridian
 
-GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_gpt racecheck_gpt memcheck_trainer
-           bench_gpu bench_gpu_tiled train_gpu_fp32 train_gpu_bf16 train_cpu_twin diloco_2site_gpu)
+GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_llama_kernels memcheck_models racecheck_models
+           memcheck_trainer bench_gpu bench_gpu_tiled train_gpu_fp32 train_gpu_bf16 train_cpu_twin
+           train_llama_gpu_bf16 train_llama_cpu_twin diloco_2site_gpu)
 if [ -n "$not_built" ]; then
   skip_all "$not_built" "${GPU_PARTS[@]}"
 elif [ -n "$gpu_reason" ]; then
@@ -169,13 +172,14 @@ else
     --attention tiled
 
   # --- the rest side by side: each owns little of the GPU, and the CPU has 16 cores --------------
-  # NAME DEVICE PRECISION SITES STEPS: the shipped reference job (configs/single-site.toml) or,
-  # with several sites, the demo's DiLoCo job (configs/demo.toml), shortened, on DEVICE.
+  # NAME DEVICE PRECISION SITES STEPS [PRESET]: the shipped reference job (configs/single-site.toml)
+  # or, with several sites, the demo's DiLoCo job (configs/demo.toml), shortened, on DEVICE.
   job_file() {
     local f=$WORK/$1.toml base=single-site
     [ "$4" -gt 1 ] && base=demo
     printf 'include = "%s"\n[job]\nrun_dir = "%s"\n[inner]\nsteps = %d\n[log]\neval_every = %d\neval_windows = 128\n[checkpoint]\nevery = 0\n' \
       "$SRC/configs/$base.toml" "$WORK/runs/$1" "$5" $(( $5 / 2 )) > "$f"
+    [ -n "${6:-}" ] && printf '[model]\npreset = "%s"\n' "$6" >> "$f"
     for i in $(seq 1 "$4"); do
       printf '[[site]]\nname = "site%d"\ndevice = "%s"\n' "$i" "$2" >> "$f"
       [ "$2" = cuda ] && printf 'precision = "%s"\n' "$3" >> "$f"
@@ -186,14 +190,27 @@ else
   racecheck=(compute-sanitizer --tool racecheck --error-exitcode 3)
   part memcheck_kernels 300 "${memcheck[@]}" "$BIN/test_cuda_kernels" --no-version &
   part racecheck_kernels 300 "${racecheck[@]}" "$BIN/test_cuda_kernels" --no-version &
-  part memcheck_gpt 300 "${memcheck[@]}" "$BIN/test_cuda_gpt" --no-version &
-  part racecheck_gpt 300 "${racecheck[@]}" "$BIN/test_cuda_gpt" --no-version &
+  part memcheck_llama_kernels 300 "${memcheck[@]}" "$BIN/test_cuda_llama_kernels" --no-version &
+  part memcheck_models 300 "${memcheck[@]}" "$BIN/test_cuda_models" --no-version &
+  part racecheck_models 300 "${racecheck[@]}" "$BIN/test_cuda_models" --no-version &
   part memcheck_trainer 300 "${memcheck[@]}" "$BIN/test_cuda_trainer" --no-version &
   OMP_NUM_THREADS=4 part train_cpu_twin 300 "$MERIDIAN" train --config "$(job_file cpu cpu fp32 1 $TRAIN_STEPS)" &
   part train_gpu_fp32 200 "$MERIDIAN" train --config "$(job_file gpu_fp32 cuda fp32 1 $TRAIN_STEPS)" &
   part train_gpu_bf16 200 "$MERIDIAN" train --config "$(job_file gpu_bf16 cuda bf16 1 $TRAIN_STEPS)" &
+  OMP_NUM_THREADS=4 part train_llama_cpu_twin 300 "$MERIDIAN" train \
+    --config "$(job_file llama_cpu cpu fp32 1 $TRAIN_STEPS llama-small)" &
+  part train_llama_gpu_bf16 200 "$MERIDIAN" train --config "$(job_file llama_gpu_bf16 cuda bf16 1 $TRAIN_STEPS llama-small)" &
   OMP_NUM_THREADS=2 part diloco_2site_gpu 300 "$MERIDIAN" launch "$(job_file diloco cuda fp32 2 $DILOCO_STEPS)" &
   wait
+fi
+
+# --- transformers against meridian's Hugging Face directories (CPU; needs only the build) --------
+if [ -n "$not_built" ]; then
+  skip_all "$not_built" hf_transformers
+elif ! python3 -c "import transformers, torch" > /dev/null 2>&1; then
+  skip_all "python3 has no transformers (or torch) on this machine" hf_transformers
+else
+  OMP_NUM_THREADS=8 part hf_transformers 120 python3 "$SRC/scripts/hf_transformers_check.py" "$MERIDIAN" "$WORK/hf"
 fi
 
 # --- results -------------------------------------------------------------------------------------

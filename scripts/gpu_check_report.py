@@ -70,7 +70,8 @@ def sanitizer(log):
     return figures
 
 
-def bench(log):
+def json_and_lines(log, keep):
+    """The last JSON line of a log (a program's figures) and its lines that `keep` accepts."""
     text = log.read_text(errors="replace") if log.exists() else ""
     figures, lines = {}, []
     for line in text.splitlines():
@@ -79,9 +80,13 @@ def bench(log):
                 figures = json.loads(line)
             except json.JSONDecodeError:
                 pass
-        elif line.startswith(("device ", "step median", "MFU")):
+        elif keep(line):
             lines.append(line)
     return {**figures, "lines": lines}
+
+
+def bench(log):
+    return json_and_lines(log, lambda line: line.startswith(("device ", "step median", "MFU")))
 
 
 def losses(run_dir):
@@ -91,9 +96,9 @@ def losses(run_dir):
     return train, val
 
 
-def compare_to_cpu(runs, name, precision):
+def compare_to_cpu(runs, name, precision, cpu="cpu"):
     gpu_train, gpu_val = losses(runs / name)
-    cpu_train, cpu_val = losses(runs / "cpu")
+    cpu_train, cpu_val = losses(runs / cpu)
     steps = sorted(set(gpu_train) & set(cpu_train))
     if not gpu_val or not cpu_val:
         return {"error": "no validation loss from " + ("the GPU run" if not gpu_val else "the CPU run")}, False
@@ -108,8 +113,13 @@ def compare_to_cpu(runs, name, precision):
                "train_losses": {s: [gpu_train[s], cpu_train[s]] for s in steps}}
     summary = read_json(runs / name / "summary.json") or {}
     figures["gpu_tokens_per_s"] = summary.get("tokens_per_s")
-    figures["cpu_tokens_per_s"] = (read_json(runs / "cpu" / "summary.json") or {}).get("tokens_per_s")
+    figures["cpu_tokens_per_s"] = (read_json(runs / cpu / "summary.json") or {}).get("tokens_per_s")
     return figures, rel <= LOSS_TOLERANCE[precision]
+
+
+def transformers_check(log):
+    """The JSON summary line scripts/hf_transformers_check.py prints last, and its per-case lines."""
+    return json_and_lines(log, lambda line: "from_pretrained" in line)
 
 
 def diloco(runs):
@@ -137,14 +147,17 @@ def main():
             p["detail"] = "figures outside tolerance"
 
     judge("suite", suite(logs / "suite.log"))
-    for name in ("memcheck_kernels", "racecheck_kernels", "memcheck_gpt", "racecheck_gpt", "memcheck_trainer"):
+    for name in ("memcheck_kernels", "racecheck_kernels", "memcheck_llama_kernels", "memcheck_models",
+                 "racecheck_models", "memcheck_trainer"):
         s = sanitizer(logs / f"{name}.log")
         judge(name, s, s["error_summary"] == 0)
     judge("bench_gpu", bench(logs / "bench_gpu.log"))
     judge("bench_gpu_tiled", bench(logs / "bench_gpu_tiled.log"))
-    for name, precision in (("train_gpu_fp32", "fp32"), ("train_gpu_bf16", "bf16")):
+    for name, precision, cpu in (("train_gpu_fp32", "fp32", "cpu"), ("train_gpu_bf16", "bf16", "cpu"),
+                                 ("train_llama_gpu_bf16", "bf16", "llama_cpu")):
         if name in parts and parts[name]["status"] != "skipped":
-            judge(name, *compare_to_cpu(runs, name.removeprefix("train_"), precision))
+            judge(name, *compare_to_cpu(runs, name.removeprefix("train_"), precision, cpu))
+    judge("hf_transformers", transformers_check(logs / "hf_transformers.log"))
     if "diloco_2site_gpu" in parts and parts["diloco_2site_gpu"]["status"] != "skipped":
         judge("diloco_2site_gpu", *diloco(runs))
 
@@ -156,7 +169,7 @@ def main():
 
     lines = [f"gpu-check: {elapsed:.0f} s", ""]
     for p in parts.values():
-        brief = {k: v for k, v in p["figures"].items() if k not in ("parity", "train_losses", "lines")}
+        brief = {k: v for k, v in p["figures"].items() if k not in ("parity", "train_losses", "lines", "cases")}
         lines.append(f"{p['part']:<20} {p['status']:<8} {p['seconds']:>7.1f} s  {p['detail']}"
                      + (f"  {json.dumps(brief)}" if brief else ""))
     for p in parts.values():

@@ -86,20 +86,24 @@ ModelConfig gpt2_from_hf(const ConfigReader& r) {
   return c;
 }
 
+// "rope_scaling" (transformers 4), or "rope_parameters" (transformers 5, which holds rope_theta too).
+const char* rope_key(const ConfigReader& r) { return r.has("rope_parameters") ? "rope_parameters" : "rope_scaling"; }
+
 RopeScaling rope_scaling_from_hf(const ConfigReader& r) {
-  if (!r.has("rope_scaling")) return {};
-  const nlohmann::json& s = r.at("rope_scaling");
-  if (!s.is_object()) throw r.error("\"rope_scaling\" is ", s.dump(), ", expected an object or null");
+  const char* key = rope_key(r);
+  if (!r.has(key)) return {};
+  const nlohmann::json& s = r.at(key);
+  if (!s.is_object()) throw r.error("\"", key, "\" is ", s.dump(), ", expected an object or null");
   const ConfigReader rs(s, fs::path());
   const std::string type = rs.string_or("rope_type", rs.string_or("type", "default"));
   if (type == "default") return {};
   if (type != "llama3")
-    throw r.error("\"rope_scaling\" has rope_type \"", type, "\": meridian computes Llama 3.1's (\"llama3\") only");
+    throw r.error("\"", key, "\" has rope_type \"", type, "\": meridian computes Llama 3.1's (\"llama3\") only");
   try {
     return {rs.number_or("factor", 0), rs.number_or("low_freq_factor", 1), rs.number_or("high_freq_factor", 4),
             rs.integer("original_max_position_embeddings")};
   } catch (const Error& e) {
-    throw r.error("\"rope_scaling\"", e.what());
+    throw r.error("\"", key, "\"", e.what());
   }
 }
 
@@ -114,7 +118,8 @@ ModelConfig llama_from_hf(const ConfigReader& r, const std::string& model_type) 
   c.context = r.integer("max_position_embeddings");
   c.vocab = r.integer("vocab_size");
   c.norm_eps = r.number_or("rms_norm_eps", 1e-6);
-  c.rope_theta = r.number_or("rope_theta", 10000);
+  c.rope_theta = r.has("rope_parameters") ? ConfigReader(r.at("rope_parameters"), fs::path()).number_or("rope_theta", 10000)
+                                           : r.number_or("rope_theta", 10000);
   c.rope_scaling = rope_scaling_from_hf(r);
   c.tied = r.boolean_or("tie_word_embeddings", false);
   c.qkv_bias = model_type == "qwen2";

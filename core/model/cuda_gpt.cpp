@@ -18,58 +18,16 @@ namespace kc = kernels::cuda;
 
 template <class T>
 CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttention attention)
-    : config_(config), layout_(ParamLayout::of(config)), stream_(stream), attention_(attention), blas_(stream) {
+    : config_(config),
+      layout_(ParamLayout::of(config)),
+      stream_(stream),
+      attention_(attention),
+      blas_(stream),
+      off_(gpt_offsets(layout_, config.n_layer)),
+      weights_(layout_.total(), stream) {
   const auto problems = validate_model_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
   MERIDIAN_CHECK(config.family == ModelFamily::Gpt2, "CudaGpt of a ", to_string(config.family), " shape");
-  off_ = gpt_offsets(layout_, config.n_layer);
-  params_ = Buf<float>(layout_.total());
-  grads_ = Buf<float>(layout_.total());
-  params_.zero();
-  grads_.zero();
-  if constexpr (!std::is_same_v<T, float>) weight_copy_ = Buf<Copy>(layout_.total());
-  refresh_weight_copy();
-}
-
-template <class T>
-typename CudaGpt<T>::Copy* CudaGpt<T>::weight_copy() {
-  return weight_copy_.size() > 0 ? weight_copy_.data() : nullptr;
-}
-
-template <class T>
-const T* CudaGpt<T>::weights() const {
-  if constexpr (std::is_same_v<T, float>) return params_.data();
-  else return weight_copy_.data();
-}
-
-template <class T>
-void CudaGpt<T>::upload_params(std::span<const float> host) {
-  MERIDIAN_CHECK(host.size() == layout_.total(), "params of ", host.size(), " values for ", layout_.total());
-  MERIDIAN_CUDA(cudaMemcpy(params_.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
-  refresh_weight_copy();
-}
-
-template <class T>
-std::vector<float> CudaGpt<T>::download_params() const {
-  MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
-  return params_.download();
-}
-
-template <class T>
-std::vector<float> CudaGpt<T>::download_grads() const {
-  MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
-  return grads_.download();
-}
-
-template <class T>
-void CudaGpt<T>::refresh_weight_copy() {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) kc::round_to_bf16(weight_copy_.data(), params_.data(), size(), stream_);
-  if constexpr (std::is_same_v<T, __half>) kc::round_to_f16(weight_copy_.data(), params_.data(), size(), stream_);
-}
-
-template <class T>
-void CudaGpt<T>::zero_grads() {
-  MERIDIAN_CUDA(cudaMemsetAsync(grads_.data(), 0, size() * sizeof(float), stream_));
 }
 
 template <class T>
@@ -127,7 +85,7 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
     MERIDIAN_CUDA(
         cudaMemcpyAsync(targets_.data(), targets, BT * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
   auto& a = acts_;
-  const T* w = weights();
+  const T* w = weights_.weights();
   kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.wte, w + off_.wpe, B, Tn, C, stream_);
   for (int l = 0; l < config_.n_layer; ++l) {
     const auto& o = off_.layers[l];
@@ -140,7 +98,7 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
     if (attention_ == CudaAttention::Tiled)
       kc::attention_tiled_forward(of(a.atty, C), of(a.lse, NH), of(a.qkv, 3 * C), B, Tn, C, NH, stream_);
     else
-      kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, C, NH);
+      kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, NH, NH, C / NH);
     kc::matmul_forward(blas_, of(a.attproj, C), of(a.atty, C), w + o[4], w + o[5], N, C, C);
     kc::add(of(a.res2, C), res_in, of(a.attproj, C), BT * C, stream_);
     kc::layernorm_forward(of(a.ln2, C), of(a.ln2_mean, 1), of(a.ln2_rstd, 1), of(a.res2, C), w + o[6], w + o[7], N,
@@ -152,7 +110,7 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
   }
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
   kc::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, w + off_.lnf_weight, w + off_.lnf_bias, N, C, stream_);
-  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, N, C, V);
+  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, static_cast<const T*>(nullptr), N, C, V);
   if (!targets) return 0.0f;
   kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
   MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
@@ -170,13 +128,13 @@ void CudaGpt<T>::backward(float loss_scale) {
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
   const int N = static_cast<int>(BT);
   auto& a = acts_;
-  const T* w = weights();
-  float* g = grads_.data();
+  const T* w = weights_.weights();
+  float* g = weights_.grads();
 
   T* dlogits = a.logits.data();
   kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                      loss_scale / static_cast<float>(BT), stream_);
-  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, dlogits, a.lnf.data(), w + off_.wte, N, C, V);
+  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, nullptr, dlogits, a.lnf.data(), w + off_.wte, N, C, V);
   MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
   kc::layernorm_backward(a.dres.data(), g + off_.lnf_weight, g + off_.lnf_bias, a.dln.data(), last, w + off_.lnf_weight, a.lnf_mean.data(),
@@ -196,8 +154,8 @@ void CudaGpt<T>::backward(float loss_scale) {
       kc::attention_tiled_backward(a.dqkv.data(), a.datty.data(), of(a.atty, C), of(a.qkv, 3 * C), of(a.lse, NH), B,
                                    Tn, C, NH, stream_);
     else
-      kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, C,
-                             NH);
+      kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, NH,
+                             NH, C / NH);
     kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), of(a.ln1, C), w + o[2], N, C, 3 * C);
     kc::layernorm_backward(a.dres.data(), g + o[0], g + o[1], a.dln.data(), res_in, w + o[0], of(a.ln1_mean, 1),
                            of(a.ln1_rstd, 1), N, C, stream_);

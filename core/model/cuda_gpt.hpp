@@ -1,8 +1,7 @@
 #pragma once
 // Gpt on one CUDA device: the model of core/model/gpt.hpp, layer for layer, on the kernels of
 // kernels/cuda. Parameters, gradients (and the optimizer's moments, core/optim/cuda_adamw.hpp)
-// are flat fp32 device buffers in the same ParamLayout as on the CPU, so all-reduce, hashing,
-// deltas, checkpoints and export read them unchanged once downloaded.
+// are flat fp32 device buffers in the same ParamLayout as on the CPU (core/model/cuda_weights.hpp).
 // T is the compute type: float (fp32 throughout: the reference path), or __nv_bfloat16 / __half
 // (mixed precision: 16-bit activations and a 16-bit copy of the weights that the matmuls read,
 // fp32 master weights, fp32 gradients accumulated by cuBLAS in fp32). fp16's narrow exponent
@@ -17,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/model/cuda_weights.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/param_layout.hpp"
 #include "kernels/cuda/device_buffer.hpp"
@@ -39,23 +39,23 @@ class CudaGpt {
   const ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
   std::size_t size() const { return layout_.total(); }
-  float* params() { return params_.data(); }  // device, fp32 master weights
-  float* grads() { return grads_.data(); }    // device, fp32
+  float* params() { return weights_.params(); }  // device, fp32 master weights
+  float* grads() { return weights_.grads(); }    // device, fp32
   // The 16-bit copy of the weights (null for T = float), for an optimizer that writes it in its pass.
-  using Copy = std::conditional_t<std::is_same_v<T, float>, __nv_bfloat16, T>;
-  Copy* weight_copy();
+  using Copy = typename CudaWeights<T>::Copy;
+  Copy* weight_copy() { return weights_.copy(); }
 
-  void upload_params(std::span<const float> host);
-  std::vector<float> download_params() const;
-  std::vector<float> download_grads() const;
+  void upload_params(std::span<const float> host) { weights_.upload(host); }
+  std::vector<float> download_params() const { return weights_.download_params(); }
+  std::vector<float> download_grads() const { return weights_.download_grads(); }
   // Re-derives the bf16 weight copy after params() changed by other means (no-op for float).
-  void refresh_weight_copy();
+  void refresh_weight_copy() { weights_.refresh_copy(); }
 
   // As Gpt::forward: host tokens, B sequences of seq_len; the mean loss (0 without targets).
   float forward(const std::int32_t* inputs, const std::int32_t* targets, int B);
   // As Gpt::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
-  void zero_grads();
+  void zero_grads() { weights_.zero_grads(); }
 
  private:
   template <class U>
@@ -66,7 +66,6 @@ class CudaGpt {
     Buf<float> lse;  // tiled attention: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> dres, dln, dqkv, datty, dfch, dfch_gelu;
   };
-  const T* weights() const;
   void ensure_batch(int B);
 
   ModelConfig config_;
@@ -75,8 +74,7 @@ class CudaGpt {
   CudaAttention attention_;
   kernels::cuda::Blas blas_;
   GptOffsets off_;
-  Buf<float> params_, grads_;
-  Buf<Copy> weight_copy_;  // empty for T = float
+  CudaWeights<T> weights_;
   Activations acts_;
   Buf<std::int32_t> inputs_, targets_;
   std::vector<float> host_losses_;

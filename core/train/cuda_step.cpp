@@ -9,6 +9,7 @@
 
 #include "core/device/cuda_probe.hpp"
 #include "core/model/cuda_gpt.hpp"
+#include "core/model/cuda_llama.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/optim/cuda_adamw.hpp"
 #include "core/optim/loss_scale.hpp"
@@ -21,14 +22,21 @@
 namespace meridian {
 namespace {
 
-// T: the compute type of CudaGpt (float; __nv_bfloat16 or __half for mixed precision, the latter
-// with dynamic loss scaling).
-template <class T>
+// The model of a family on the device (a prvalue: neither model can be moved).
+template <class Model>
+Model on_device(const ModelConfig& shape, CudaAttention attention) {
+  if constexpr (requires { Model(shape, nullptr, attention); }) return Model(shape, nullptr, attention);
+  else return Model(shape, nullptr);
+}
+
+// Model: CudaGpt<T> or CudaLlama<T>, T its compute type (float; __nv_bfloat16 or __half for
+// mixed precision, the latter with dynamic loss scaling).
+template <template <class> class Model, class T>
 class CudaStep final : public DeviceStep {
  public:
   CudaStep(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention,
            const LossScaleOptions& loss_scale)
-      : model_(shape, nullptr, attention), opt_(model_.layout(), options, model_.stream()) {
+      : model_(on_device<Model<T>>(shape, attention)), opt_(model_.layout(), options, model_.stream()) {
     if constexpr (std::is_same_v<T, __half>) scaler_.emplace(loss_scale);
   }
 
@@ -93,28 +101,38 @@ class CudaStep final : public DeviceStep {
     std::copy(from.begin(), from.end(), to.begin());
   }
 
-  CudaGpt<T> model_;
+  Model<T> model_;
   CudaAdamW opt_;
   std::optional<LossScaler> scaler_;  // fp16 only
 };
+
+template <template <class> class Model>
+std::unique_ptr<DeviceStep> make_step(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention,
+                                      const ComputeDevice& device) {
+  switch (device.precision) {
+    case JobConfig::Site::Precision::Bf16:
+      return std::make_unique<CudaStep<Model, __nv_bfloat16>>(shape, options, attention, device.loss_scale);
+    case JobConfig::Site::Precision::Fp16:
+      return std::make_unique<CudaStep<Model, __half>>(shape, options, attention, device.loss_scale);
+    case JobConfig::Site::Precision::Fp32: break;
+  }
+  return std::make_unique<CudaStep<Model, float>>(shape, options, attention, device.loss_scale);
+}
 
 }  // namespace
 
 std::unique_ptr<DeviceStep> make_cuda_step(const ModelConfig& shape, const AdamWOptions& options,
                                            const ComputeDevice& device) {
+  const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
+                                                                                : CudaAttention::Materialized;
+  if (shape.family == ModelFamily::Llama && attention == CudaAttention::Tiled)
+    throw make_error(ErrorKind::Config, "attention = \"tiled\" runs GPT-2's multi-head attention only; a Llama's "
+                     "grouped-query attention on a GPU is \"materialized\"");
   // Weights, gradients and the two moments in fp32 must fit before the first activation; the
   // probe also makes the device this thread's current device, where everything below allocates.
   require_cuda_device(device.index, 4 * sizeof(float) * ParamLayout::of(shape).total());
-  const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
-                                                                                : CudaAttention::Materialized;
-  switch (device.precision) {
-    case JobConfig::Site::Precision::Bf16:
-      return std::make_unique<CudaStep<__nv_bfloat16>>(shape, options, attention, device.loss_scale);
-    case JobConfig::Site::Precision::Fp16:
-      return std::make_unique<CudaStep<__half>>(shape, options, attention, device.loss_scale);
-    case JobConfig::Site::Precision::Fp32: break;
-  }
-  return std::make_unique<CudaStep<float>>(shape, options, attention, device.loss_scale);
+  if (shape.family == ModelFamily::Llama) return make_step<CudaLlama>(shape, options, attention, device);
+  return make_step<CudaGpt>(shape, options, attention, device);
 }
 
 }  // namespace meridian

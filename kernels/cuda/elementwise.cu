@@ -53,9 +53,10 @@ __global__ void to_f16_kernel(__half* out, const float* in, std::size_t n) {
   if (i < n) out[i] = __float2half_rn(in[i]);
 }
 
-__global__ void to_f32_kernel(float* out, const __nv_bfloat16* in, std::size_t n) {
+template <class T>
+__global__ void to_f32_kernel(float* out, const T* in, std::size_t n) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = __bfloat162float(in[i]);
+  if (i < n) out[i] = to_f32(in[i]);
 }
 
 __global__ void unscale_kernel(float* g, std::size_t n, float inv_scale, int* overflow) {
@@ -109,6 +110,17 @@ void widen_to_f32(float* out, const __nv_bfloat16* in, std::size_t n, cudaStream
   if (n == 0) return;
   to_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, in, n);
   MERIDIAN_CUDA_LAUNCHED();
+}
+
+void widen_to_f32(float* out, const __half* in, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  to_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, in, n);
+  MERIDIAN_CUDA_LAUNCHED();
+}
+
+void widen_to_f32(float* out, const float* in, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  MERIDIAN_CUDA(cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
 }
 
 bool unscale_gradients(float* g, std::size_t n, float inv_scale, cudaStream_t stream) {

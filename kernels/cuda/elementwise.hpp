@@ -24,6 +24,9 @@ void scale(float* x, std::size_t n, float s, cudaStream_t stream);
 // out = bf16(in), rounded to nearest even; and back to fp32 (exact).
 void round_to_bf16(__nv_bfloat16* out, const float* in, std::size_t n, cudaStream_t stream);
 void widen_to_f32(float* out, const __nv_bfloat16* in, std::size_t n, cudaStream_t stream);
+// fp16 and fp32 to fp32 too (exact), so code templated on the compute type can read any of them.
+void widen_to_f32(float* out, const __half* in, std::size_t n, cudaStream_t stream);
+void widen_to_f32(float* out, const float* in, std::size_t n, cudaStream_t stream);
 // out = fp16(in), rounded to nearest even (beyond fp16's range: infinity, as the conversion does).
 void round_to_f16(__half* out, const float* in, std::size_t n, cudaStream_t stream);
 

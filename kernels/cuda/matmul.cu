@@ -37,17 +37,33 @@ __global__ void add_partials(float* dbias, const float* partial, int chunks, int
 
 constexpr unsigned kThreads = 256;
 
+// Seeds the output with the bias, so that the product adds onto it (the beta it returns).
+template <class T>
+float seed_with_bias(Blas& blas, T* out, const T* bias, int N, int OUT) {
+  if (bias == nullptr) return 0.0f;
+  broadcast_rows<<<grid_for(static_cast<std::size_t>(N) * OUT, kThreads), kThreads, 0, blas.stream()>>>(out, bias, N,
+                                                                                                       OUT);
+  MERIDIAN_CUDA_LAUNCHED();
+  return 1.0f;
+}
+
+template <class T>
+void add_column_sums(Blas& blas, float* dbias, const T* dout, int N, int OUT) {
+  if (dbias == nullptr) return;
+  const int chunks = (N + kRowsPerChunk - 1) / kRowsPerChunk;
+  StreamScratch<float> partial(static_cast<std::size_t>(chunks) * OUT, blas.stream());
+  column_sum_partials<<<dim3(grid_for(OUT, kThreads), chunks), kThreads, 0, blas.stream()>>>(partial.data(), dout, N,
+                                                                                             OUT);
+  MERIDIAN_CUDA_LAUNCHED();
+  add_partials<<<grid_for(OUT, kThreads), kThreads, 0, blas.stream()>>>(dbias, partial.data(), chunks, OUT);
+  MERIDIAN_CUDA_LAUNCHED();
+}
+
 }  // namespace
 
 template <class T>
 void matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT) {
-  float beta = 0.0f;
-  if (bias != nullptr) {  // seed the output with the bias and let the product add onto it
-    broadcast_rows<<<grid_for(static_cast<std::size_t>(N) * OUT, kThreads), kThreads, 0, blas.stream()>>>(out, bias, N,
-                                                                                                         OUT);
-    MERIDIAN_CUDA_LAUNCHED();
-    beta = 1.0f;
-  }
+  const float beta = seed_with_bias(blas, out, bias, N, OUT);
   gemm<T, T>(blas, false, false, N, OUT, IN, 1.0f, inp, IN, w, OUT, beta, out, OUT);
 }
 
@@ -56,34 +72,28 @@ void matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout
                      int IN, int OUT) {
   if (dinp != nullptr) gemm<T, T>(blas, false, true, N, IN, OUT, 1.0f, dout, OUT, w, OUT, 0.0f, dinp, IN);
   gemm<T, float>(blas, true, false, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dw, OUT);
-  if (dbias != nullptr) {
-    const int chunks = (N + kRowsPerChunk - 1) / kRowsPerChunk;
-    StreamScratch<float> partial(static_cast<std::size_t>(chunks) * OUT, blas.stream());
-    column_sum_partials<<<dim3(grid_for(OUT, kThreads), chunks), kThreads, 0, blas.stream()>>>(partial.data(), dout,
-                                                                                               N, OUT);
-    MERIDIAN_CUDA_LAUNCHED();
-    add_partials<<<grid_for(OUT, kThreads), kThreads, 0, blas.stream()>>>(dbias, partial.data(), chunks, OUT);
-    MERIDIAN_CUDA_LAUNCHED();
-  }
+  add_column_sums(blas, dbias, dout, N, OUT);
 }
 
 template <class T>
-void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, int N, int IN, int OUT) {
-  gemm<T, T>(blas, false, true, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT) {
+  const float beta = seed_with_bias(blas, out, bias, N, OUT);
+  gemm<T, T>(blas, false, true, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, OUT);
 }
 
 template <class T>
-void matmul_nt_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp, const T* w, int N, int IN,
-                        int OUT) {
-  gemm<T, T>(blas, false, false, N, IN, OUT, 1.0f, dout, OUT, w, IN, 0.0f, dinp, IN);
+void matmul_nt_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
+                        int IN, int OUT) {
+  if (dinp != nullptr) gemm<T, T>(blas, false, false, N, IN, OUT, 1.0f, dout, OUT, w, IN, 0.0f, dinp, IN);
   gemm<T, float>(blas, true, false, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+  add_column_sums(blas, dbias, dout, N, OUT);
 }
 
 #define MERIDIAN_MATMUL(T)                                                                                     \
   template void matmul_forward<T>(Blas&, T*, const T*, const T*, const T*, int, int, int);                     \
   template void matmul_backward<T>(Blas&, T*, float*, float*, const T*, const T*, const T*, int, int, int);    \
-  template void matmul_nt_forward<T>(Blas&, T*, const T*, const T*, int, int, int);                            \
-  template void matmul_nt_backward<T>(Blas&, T*, float*, const T*, const T*, const T*, int, int, int);
+  template void matmul_nt_forward<T>(Blas&, T*, const T*, const T*, const T*, int, int, int);                  \
+  template void matmul_nt_backward<T>(Blas&, T*, float*, float*, const T*, const T*, const T*, int, int, int);
 MERIDIAN_MATMUL(float)
 MERIDIAN_MATMUL(__nv_bfloat16)
 MERIDIAN_MATMUL(__half)

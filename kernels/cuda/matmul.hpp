@@ -16,13 +16,13 @@ template <class T>
 void matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
                      int IN, int OUT);
 
-// out = inp @ w^T with w stored (OUT, IN).
+// out = inp @ w^T + bias with w stored (OUT, IN) (Llama's projections, the tied head); bias may be null.
 template <class T>
-void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, int N, int IN, int OUT);
+void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT);
 
-// dinp = dout @ w (overwritten), dw += dout^T @ inp.
+// dinp = dout @ w (overwritten; skipped when null), dw += dout^T @ inp, dbias += colsum(dout) (when not null).
 template <class T>
-void matmul_nt_backward(Blas& blas, T* dinp, float* dw, const T* dout, const T* inp, const T* w, int N, int IN,
-                        int OUT);
+void matmul_nt_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
+                        int IN, int OUT);
 
 }  // namespace meridian::kernels::cuda

@@ -17,6 +17,7 @@
 #include "core/model/param_layout.hpp"
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
@@ -42,16 +43,11 @@ std::vector<float> random_params(const ModelConfig& c, std::uint64_t seed) {
   return p;
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void spill(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-nlohmann::json config_of(const fs::path& dir) { return nlohmann::json::parse(slurp(dir / "config.json")); }
+nlohmann::json config_of(const fs::path& dir) { return nlohmann::json::parse(testing::file_text(dir / "config.json")); }
 void set_config(const fs::path& dir, const nlohmann::json& j) { spill(dir / "config.json", j.dump()); }
 
 // The message of the Error(Data) reading `dir` throws; fails the test if there is none.
@@ -111,7 +107,7 @@ TEST_CASE("a bf16 export imports as its weights rounded to nearest even, and aga
   const HfModel a = read_hf_model(dir / "a", c.seq_len);
   for (std::size_t i = 0; i < params.size(); ++i) REQUIRE(a.params[i] == bf16_to_f32(f32_to_bf16(params[i])));
   export_hf(c, a.params, dir / "b", HfDtype::BF16);
-  CHECK(slurp(dir / "a/model.safetensors") == slurp(dir / "b/model.safetensors"));
+  CHECK(testing::file_text(dir / "a/model.safetensors") == testing::file_text(dir / "b/model.safetensors"));
   CHECK(config_of(dir / "a").at("torch_dtype") == "bfloat16");
 }
 
@@ -196,7 +192,7 @@ TEST_CASE("weights: missing, extra and misshapen tensors, dtypes that are no wei
   {  // an integer tensor where a weight belongs: a header naming dtype I32 with the same bytes
     Tensors t(c);
     t.write(file);
-    std::string bytes = slurp(file);
+    std::string bytes = testing::file_text(file);
     const auto at = bytes.find("\"model.norm.weight\":{\"dtype\":\"F32\"");
     REQUIRE(at != std::string::npos);
     bytes.replace(bytes.find("F32", at), 3, "I32");
@@ -212,7 +208,7 @@ TEST_CASE("a truncated file and a header that lies about offsets are errors nami
   const auto c = llama(true);
   export_hf(c, random_params(c, 9), dir.path());
   const auto file = dir / "model.safetensors";
-  const std::string good = slurp(file);
+  const std::string good = testing::file_text(file);
   spill(file, good.substr(0, good.size() - 10));
   CHECK(contains(import_error(dir.path()), "model.safetensors: tensor 'model.norm.weight': data_offsets"));
   CHECK(contains(import_error(dir.path()), "fall outside the"));

@@ -45,71 +45,10 @@
 #include "kernels/cuda/newton_schulz.hpp"
 #include "sync/codec/codec.hpp"
 #include "sync/codec/error_feedback.hpp"
-#include "tests/support/cuda_parity.hpp"
+#include "tests/support/cuda_kernel_parity.hpp"
 
 using namespace meridian;
-namespace cpu = meridian::kernels;
-namespace gpu = meridian::kernels::cuda;
-using bf16 = __nv_bfloat16;
-using gpu::DeviceBuffer;
-using meridian::testing::have_gpu;
-using meridian::testing::normal_floats;
-using meridian::testing::random_tokens;
-
-namespace {
-
-constexpr double kFp32Tol = 1e-5;
-constexpr double kBf16Tol = 3e-2;
-constexpr double kMixedTol = 1e-4;
-
-template <class T>
-constexpr double tol() {
-  return std::is_same_v<T, float> ? kFp32Tol : kBf16Tol;
-}
-template <class T>
-constexpr double wide_tol() {  // fp32 outputs computed from T inputs
-  return std::is_same_v<T, float> ? kFp32Tol : kMixedTol;
-}
-
-float round_bf16(float x) {  // nearest even, as __float2bfloat16_rn does for finite x
-  std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return std::bit_cast<float>(u & 0xFFFF0000u);
-}
-
-// Normal values (times `scale`), representable in T.
-template <class T>
-std::vector<float> inputs(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  auto v = normal_floats(n, seed, scale);
-  if constexpr (!std::is_same_v<T, float>)
-    for (auto& x : v) x = round_bf16(x);
-  return v;
-}
-
-template <class T>
-DeviceBuffer<T> upload(const std::vector<float>& host) {
-  if constexpr (std::is_same_v<T, float>) {
-    return DeviceBuffer<float>(host);
-  } else {
-    DeviceBuffer<float> wide(host);
-    DeviceBuffer<T> out(host.size());
-    gpu::round_to_bf16(out.data(), wide.data(), host.size(), nullptr);
-    return out;
-  }
-}
-
-template <class T>
-std::vector<float> download(const DeviceBuffer<T>& d) {
-  if constexpr (std::is_same_v<T, float>) {
-    return d.download();
-  } else {
-    DeviceBuffer<float> wide(d.size());
-    gpu::widen_to_f32(wide.data(), d.data(), d.size(), nullptr);
-    return wide.download();
-  }
-}
-
-}  // namespace
+using namespace meridian::testing::kernel_parity;
 
 TEST_CASE_TEMPLATE("matmul (Conv1D and tied-head layouts) forward and backward match the CPU", T, float, bf16) {
   if (!have_gpu()) return;
@@ -138,8 +77,9 @@ TEST_CASE_TEMPLATE("matmul (Conv1D and tied-head layouts) forward and backward m
   cpu::matmul_nt_backward(dinp_nt.data(), dw_nt.data(), static_cast<float*>(nullptr), dout.data(), inp.data(), w.data(), N,
                           IN, OUT);
   DeviceBuffer<float> d_dw_nt(dw0);
-  gpu::matmul_nt_forward(blas, d_out.data(), d_inp.data(), d_w.data(), N, IN, OUT);
-  gpu::matmul_nt_backward(blas, d_dinp.data(), d_dw_nt.data(), d_dout.data(), d_inp.data(), d_w.data(), N, IN, OUT);
+  gpu::matmul_nt_forward(blas, d_out.data(), d_inp.data(), d_w.data(), static_cast<const T*>(nullptr), N, IN, OUT);
+  gpu::matmul_nt_backward(blas, d_dinp.data(), d_dw_nt.data(), nullptr, d_dout.data(), d_inp.data(), d_w.data(), N, IN,
+                          OUT);
   CHECK_CLOSE(download(d_out), out_nt, tol<T>());
   CHECK_CLOSE(download(d_dinp), dinp_nt, tol<T>());
   CHECK_CLOSE(d_dw_nt.download(), dw_nt, wide_tol<T>());
@@ -221,8 +161,8 @@ TEST_CASE_TEMPLATE("causal attention forward and backward match the CPU", T, flo
   gpu::Blas blas;
   auto d_qkv = upload<T>(qkv), d_dout = upload<T>(dout);
   DeviceBuffer<T> d_out(out.size()), d_att(att.size()), d_dqkv(qkv.size());
-  gpu::attention_forward(blas, d_out.data(), d_att.data(), d_qkv.data(), B, Tn, C, NH);
-  gpu::attention_backward(blas, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_att.data(), B, Tn, C, NH);
+  gpu::attention_forward(blas, d_out.data(), d_att.data(), d_qkv.data(), B, Tn, NH, NH, C / NH);
+  gpu::attention_backward(blas, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_att.data(), B, Tn, NH, NH, C / NH);
   const auto got_att = download(d_att);
   CHECK_CLOSE(got_att, att, tol<T>());
   for (int row = 0; row < B * NH * Tn; ++row)  // masked entries exactly zero

@@ -23,7 +23,7 @@
 #include "core/model/param_layout.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/train_checkpoint.hpp"
-#include "tests/support/run_process.hpp"
+#include "tests/support/run_meridian.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
@@ -37,18 +37,8 @@ const fs::path kCorpus = testing::source_dir() / "data/tinyshakespeare/input.txt
 constexpr int kSeqLen = 32;  // the "tiny" preset
 constexpr int kBatch = 4;
 
-// Runs meridian with `args` from `cwd`. One OpenMP thread per child: the models are tiny, and spinning
-// threads of a child and of other work on a busy machine would only slow each other down.
 ProcessResult meridian_run(const std::vector<std::string>& args, const fs::path& cwd) {
-  std::vector<std::string> argv{MERIDIAN_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  testing::ProcessOptions options;
-  options.cwd = cwd;
-  options.timeout = std::chrono::seconds(60);
-  options.env = {"OMP_NUM_THREADS=1"};
-  auto r = testing::run_process(argv, options);
-  REQUIRE_MESSAGE(!r.timed_out, r.describe());
-  return r;
+  return testing::run_meridian(args, cwd);
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

@@ -11,28 +11,17 @@
 #include "core/hf/hf_export.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/util/rng.hpp"
-#include "tests/support/run_process.hpp"
+#include "tests/support/run_meridian.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
-using meridian::testing::ProcessResult;
+using meridian::testing::run_meridian;
 using meridian::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
 const fs::path kCorpus = testing::source_dir() / "data/tinyshakespeare/input.txt";
-
-ProcessResult run_meridian(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{MERIDIAN_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  testing::ProcessOptions options;
-  options.timeout = std::chrono::seconds(60);
-  options.env = {"OMP_NUM_THREADS=1"};
-  auto r = testing::run_process(argv, options);
-  REQUIRE_MESSAGE(!r.timed_out, r.describe());
-  return r;
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -64,7 +53,7 @@ fs::path write_job(const TempDir& dir, const std::string& model_table, int steps
 
 }  // namespace
 
-TEST_CASE("import prints the [model] table; train resumes the import, init_from starts from it; eval and export read it") {
+TEST_CASE("import prints the [model] table, train resumes the import, init_from starts from it, eval and export read it") {
   TempDir dir("cli-hf");
   write_hf(dir / "hf");
   const auto imported = run_meridian({"import", (dir / "hf").string(), "--out", (dir / "run").string(), "--seq-len", "16"});
@@ -97,7 +86,7 @@ TEST_CASE("import prints the [model] table; train resumes the import, init_from 
   CHECK(run_meridian({"export", "--checkpoint", (dir / "run").string(), "--out", (dir / "x").string(), "--dtype", "f8"}).exit_code == 2);
 }
 
-TEST_CASE("import of a bad directory exits 65 naming the file and writes nothing; validate holds init_from to [model]") {
+TEST_CASE("import of a bad directory exits 65 naming the file and writes nothing, and validate holds init_from to [model]") {
   TempDir dir("cli-hf");
   write_hf(dir / "hf");
   std::ofstream(dir / "hf/config.json") << R"({"model_type": "t5"})";
@@ -111,4 +100,20 @@ TEST_CASE("import of a bad directory exits 65 naming the file and writes nothing
   const auto refused = run_meridian({"validate", job.string()});
   CHECK(refused.exit_code == 78);
   CHECK(contains(refused.err, "holds a model whose n_layer is 2, not 4"));
+}
+
+TEST_CASE("validate prints each preset's parameter count, as its model publishes it") {
+  TempDir dir("cli-hf");
+  const std::pair<const char*, const char*> presets[] = {{"llama3.2-1b", "1,235,814,400"},
+                                                         {"llama3-8b", "8,030,261,248"},
+                                                         {"llama-debug", "6,163,712"},
+                                                         {"llama-small", "803,968"},
+                                                         {"gpt2", "124,439,808"}};
+  for (const auto& [preset, count] : presets) {
+    CAPTURE(preset);
+    const auto job = write_job(dir, std::string("[model]\npreset = \"") + preset + "\"\n", 1);
+    const auto r = run_meridian({"validate", job.string()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
+    CHECK(contains(r.out, std::string("# Model: ") + count + " parameters"));
+  }
 }

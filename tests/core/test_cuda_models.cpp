@@ -1,5 +1,6 @@
-// A whole training step on the GPU against the CPU trainer's, on the same batch and weights:
-// forward loss, every gradient, and the loss after AdamW steps (fp32, and bf16 and fp16 mixed precision).
+// A whole training step on the GPU against the CPU's, on the same batch and weights, for GPT-2
+// (CudaGpt) and Llama (CudaLlama, grouped-query, untied; and tied with Qwen 2's biases): forward
+// loss, every gradient, and the loss after AdamW steps (fp32, and bf16 and fp16 mixed precision).
 // Skipped, with a message, without a CUDA device.
 #include <cuda_bf16.h>
 #include <doctest/doctest.h>
@@ -8,7 +9,8 @@
 #include <vector>
 
 #include "core/model/cuda_gpt.hpp"
-#include "core/model/gpt.hpp"
+#include "core/model/cuda_llama.hpp"
+#include "core/model/language_model.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/cuda_adamw.hpp"
 #include "tests/support/cuda_parity.hpp"
@@ -20,7 +22,15 @@ using meridian::testing::random_tokens;
 namespace {
 
 // 2 layers, 4 heads, 64 channels, context 32, bytes: big enough for every kernel's loops to wrap.
-ModelConfig shape() { return ModelConfig{2, 4, 64, 32, 256}; }
+ModelConfig gpt_shape() { return ModelConfig{2, 4, 64, 32, 256}; }
+ModelConfig llama_shape(bool tied, bool qkv_bias) {
+  ModelConfig c{2, 4, 64, 32, 256, ModelFamily::Llama};
+  c.n_kv_head = 2;
+  c.ffn_hidden = 96;
+  c.tied = tied;
+  c.qkv_bias = qkv_bias;
+  return c;
+}
 constexpr int kBatch = 4;
 constexpr float kLr = 1e-3f;
 
@@ -28,17 +38,17 @@ struct Batch {
   std::vector<std::int32_t> inputs, targets;
 };
 
-Batch batch(std::uint64_t seed) {
-  const std::size_t n = static_cast<std::size_t>(kBatch) * shape().seq_len;
-  return {random_tokens(n, shape().vocab, seed), random_tokens(n, shape().vocab, seed + 1)};
+Batch batch(const ModelConfig& shape, std::uint64_t seed) {
+  const std::size_t n = static_cast<std::size_t>(kBatch) * shape.seq_len;
+  return {random_tokens(n, shape.vocab, seed), random_tokens(n, shape.vocab, seed + 1)};
 }
 
 // Losses of `steps` training steps, each on its own batch; `update` applies the optimizer.
 template <class Model, class Update>
-std::vector<float> train_steps(Model& model, int steps, const Update& update) {
+std::vector<float> train_steps(const ModelConfig& shape, Model& model, int steps, const Update& update) {
   std::vector<float> losses;
   for (int s = 0; s < steps; ++s) {
-    const auto b = batch(100 + s);
+    const auto b = batch(shape, 100 + s);
     model.zero_grads();
     losses.push_back(model.forward(b.inputs.data(), b.targets.data(), kBatch));
     model.backward(1.0f);
@@ -53,15 +63,16 @@ struct Tolerances {
   double loss, grads, later_losses, moment;
 };
 
-template <class T>
-void check_against_cpu(std::uint64_t seed, int steps, const Tolerances& tol) {
-  Gpt<float> cpu(shape());
+template <template <class> class GpuModel, class T>
+void check_against_cpu(const ModelConfig& shape, std::uint64_t seed, int steps, const Tolerances& tol) {
+  const auto cpu_model = make_model<float>(shape);
+  LanguageModel<float>& cpu = *cpu_model;
   cpu.init_weights(seed);
-  CudaGpt<T> gpu(shape());
+  GpuModel<T> gpu(shape);
   gpu.upload_params(cpu.params());
   CHECK(gpu.download_params() == std::vector<float>(cpu.params().begin(), cpu.params().end()));  // fp32 master
 
-  const auto b = batch(seed);
+  const auto b = batch(shape, seed);
   cpu.zero_grads();
   gpu.zero_grads();
   const float cpu_loss = cpu.forward(b.inputs.data(), b.targets.data(), kBatch);
@@ -73,9 +84,9 @@ void check_against_cpu(std::uint64_t seed, int steps, const Tolerances& tol) {
 
   AdamW cpu_opt(cpu.layout(), AdamWOptions{});
   CudaAdamW gpu_opt(gpu.layout(), AdamWOptions{});
-  const auto cpu_losses = train_steps(cpu, steps, [&] { cpu_opt.step(cpu.params(), cpu.grads(), kLr); });
+  const auto cpu_losses = train_steps(shape, cpu, steps, [&] { cpu_opt.step(cpu.params(), cpu.grads(), kLr); });
   const auto gpu_losses =
-      train_steps(gpu, steps, [&] { gpu_opt.step(gpu.params(), gpu.grads(), kLr, gpu.weight_copy()); });
+      train_steps(shape, gpu, steps, [&] { gpu_opt.step(gpu.params(), gpu.grads(), kLr, gpu.weight_copy()); });
   for (int s = 0; s < steps; ++s) CHECK(gpu_losses[s] == doctest::Approx(cpu_losses[s]).epsilon(tol.later_losses));
   // The first moment is linear in the gradients. The weights are not compared element by element:
   // Adam's first steps move each weight by about lr whatever its gradient's size, so a gradient
@@ -87,12 +98,12 @@ void check_against_cpu(std::uint64_t seed, int steps, const Tolerances& tol) {
 
 TEST_CASE("fp32: one step's loss and gradients match the CPU, and so do the losses of the next steps") {
   if (!have_gpu()) return;
-  check_against_cpu<float>(11, 5, {1e-5, 1e-4, 1e-4, 1e-3});
+  check_against_cpu<CudaGpt, float>(gpt_shape(), 11, 5, {1e-5, 1e-4, 1e-4, 1e-3});
 }
 
 TEST_CASE("bf16 mixed precision: the loss and gradients track the fp32 CPU step, and training goes the same way") {
   if (!have_gpu()) return;
-  check_against_cpu<__nv_bfloat16>(12, 20, {1e-2, 5e-2, 2e-2, 1e-1});
+  check_against_cpu<CudaGpt, __nv_bfloat16>(gpt_shape(), 12, 20, {1e-2, 5e-2, 2e-2, 1e-1});
 }
 
 TEST_CASE("fp16 mixed precision (loss scale 1): the loss and gradients track the fp32 CPU step") {
@@ -100,5 +111,17 @@ TEST_CASE("fp16 mixed precision (loss scale 1): the loss and gradients track the
   // fp16 has 3 more mantissa bits than bf16 and a narrower range; at this size nothing overflows
   // or underflows unscaled, so bf16's bounds hold with room (the loss scaling itself is
   // exercised through the trainer: test_cuda_trainer).
-  check_against_cpu<__half>(13, 20, {1e-2, 5e-2, 2e-2, 1e-1});
+  check_against_cpu<CudaGpt, __half>(gpt_shape(), 13, 20, {1e-2, 5e-2, 2e-2, 1e-1});
+}
+
+TEST_CASE("Llama, fp32: one step's loss and gradients match the CPU, and so do the losses of the next steps") {
+  if (!have_gpu()) return;
+  check_against_cpu<CudaLlama, float>(llama_shape(false, false), 21, 5, {1e-5, 1e-4, 1e-4, 1e-3});
+  check_against_cpu<CudaLlama, float>(llama_shape(true, true), 22, 5, {1e-5, 1e-4, 1e-4, 1e-3});
+}
+
+TEST_CASE("Llama, bf16 and fp16 mixed precision: the loss and gradients track the fp32 CPU step") {
+  if (!have_gpu()) return;
+  check_against_cpu<CudaLlama, __nv_bfloat16>(llama_shape(false, false), 23, 20, {1e-2, 5e-2, 2e-2, 1e-1});
+  check_against_cpu<CudaLlama, __half>(llama_shape(true, true), 24, 20, {1e-2, 5e-2, 2e-2, 1e-1});
 }

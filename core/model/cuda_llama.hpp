@@ -1,0 +1,79 @@
+#pragma once
+// Llama on one CUDA device: the model of core/model/llama.hpp, layer for layer, on the kernels of
+// kernels/cuda (grouped-query attention through the materialising kernel). Parameters and
+// gradients are flat fp32 device buffers in the same ParamLayout as on the CPU
+// (core/model/cuda_weights.hpp); T is the compute type as for CudaGpt: float, or __nv_bfloat16 /
+// __half for mixed precision. The rotary tables are fp32, computed on the host as the CPU's.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/model/cuda_weights.hpp"
+#include "core/model/model_config.hpp"
+#include "core/model/param_layout.hpp"
+#include "kernels/cuda/device_buffer.hpp"
+#include "kernels/cuda/gemm.hpp"
+
+namespace meridian {
+
+template <class T>
+class CudaLlama {
+ public:
+  explicit CudaLlama(const ModelConfig& config, cudaStream_t stream = nullptr);
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  cudaStream_t stream() const { return stream_; }
+  std::size_t size() const { return layout_.total(); }
+  float* params() { return weights_.params(); }
+  float* grads() { return weights_.grads(); }
+  using Copy = typename CudaWeights<T>::Copy;
+  Copy* weight_copy() { return weights_.copy(); }
+
+  void upload_params(std::span<const float> host) { weights_.upload(host); }
+  std::vector<float> download_params() const { return weights_.download_params(); }
+  std::vector<float> download_grads() const { return weights_.download_grads(); }
+  void refresh_weight_copy() { weights_.refresh_copy(); }
+
+  // As Llama::forward: host tokens, B sequences of seq_len; the mean loss (0 without targets).
+  float forward(const std::int32_t* inputs, const std::int32_t* targets, int B);
+  // As Llama::backward: adds loss_scale * d(mean loss)/d(params) to grads().
+  void backward(float loss_scale = 1.0f);
+  void zero_grads() { weights_.zero_grads(); }
+  // (B, seq_len, vocab) of the last forward, downloaded as fp32.
+  std::vector<float> logits() const;
+
+ private:
+  template <class U>
+  using Buf = kernels::cuda::DeviceBuffer<U>;
+  struct Activations {
+    Buf<T> encoded, attn_norm, qkv, att, atty, res_mid, mlp_norm, gate_up, act, res_out, norm_out, logits;
+    Buf<float> attn_rstd, mlp_rstd, norm_rstd, losses;
+    Buf<T> proj, dres, dln, dqkv, datty, dgate_up, dact;  // scratch, reused across layers
+  };
+  void ensure_batch(int B);
+  int qkv_width() const { return (config_.n_head + 2 * config_.kv_heads()) * config_.head_size(); }
+
+  ModelConfig config_;
+  ParamLayout layout_;
+  cudaStream_t stream_;
+  kernels::cuda::Blas blas_;
+  LlamaOffsets off_;
+  CudaWeights<T> weights_;
+  Buf<float> rope_cos_, rope_sin_;
+  Activations acts_;
+  Buf<std::int32_t> inputs_, targets_;
+  std::vector<float> host_losses_;
+  int capacity_ = 0, B_ = 0;
+  bool have_targets_ = false;
+};
+
+extern template class CudaLlama<float>;
+extern template class CudaLlama<__nv_bfloat16>;
+extern template class CudaLlama<__half>;
+
+}  // namespace meridian
