@@ -2,6 +2,7 @@
 // corrupted checkpoint, and a checkpoint from another model shape refused.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -82,6 +83,49 @@ TEST_CASE("resume is exact: interrupted and resumed equals uninterrupted, bit fo
     for (int i = 0; i < 20; ++i) CHECK_MESSAGE(losses[i] == straight_losses[i], "step ", i);  // exact
     CHECK(params_hash(second) == params_hash(straight));
   }
+}
+
+TEST_CASE("32-bit token ids end to end: a Llama of 70,000 tokens trains on a version-7 shard and resumes exactly") {
+  TempDir dir("ids32");
+  // An llm.c 32-bit shard (magic 20240801, version 7) whose ids run past 65,535.
+  const auto shard = dir / "train.bin";
+  {
+    std::ofstream out(shard, std::ios::binary);
+    const std::int32_t header[3] = {20240801, 7, 6000};
+    out.write(reinterpret_cast<const char*>(header), sizeof header);
+    const std::vector<std::int32_t> zeros(253, 0);
+    out.write(reinterpret_cast<const char*>(zeros.data()), 253 * 4);
+    for (std::uint32_t i = 0; i < 6000; ++i) {
+      const std::uint32_t id = (i * 7919u) % 70000u;
+      out.write(reinterpret_cast<const char*>(&id), 4);
+    }
+  }
+  const std::vector<std::string> sets{"data.path=\"" + shard.string() + "\"", "data.format=\"llmc-bin\"",
+                                      "model.preset=\"llama-small\"", "model.vocab=70000", "model.n_layer=1",
+                                      "model.d_model=16", "model.n_head=2", "model.n_kv_head=1",
+                                      "model.ffn_hidden=32", "model.seq_len=16", "model.context=16"};
+  const auto straight_cfg = tiny_job(dir, "straight", sets);
+  RunLog straight_log(straight_cfg.job.run_dir);
+  Trainer straight(straight_cfg, posix_env(), straight_log, nullptr, fake_clock);
+  straight.run();
+  const auto straight_losses = logged_losses(straight_cfg.job.run_dir);
+  REQUIRE(straight_losses.size() == 20);
+  CHECK(straight_losses.front() == doctest::Approx(std::log(70000.0)).epsilon(0.02));  // ids over the whole vocabulary
+  CHECK(straight_losses.back() < straight_losses.front());
+
+  const auto cfg = tiny_job(dir, "resumed", sets);
+  {
+    RunLog log(cfg.job.run_dir);
+    Trainer first(cfg, posix_env(), log, nullptr, fake_clock);
+    first.run(9);
+  }
+  RunLog log(cfg.job.run_dir);
+  Trainer second(cfg, posix_env(), log, nullptr, fake_clock);
+  CHECK(second.run().resumed_from_step == 9);
+  const auto losses = logged_losses(cfg.job.run_dir);
+  REQUIRE(losses.size() == 20);
+  for (int i = 0; i < 20; ++i) CHECK_MESSAGE(losses[i] == straight_losses[i], "step ", i);
+  CHECK(params_hash(second) == params_hash(straight));
 }
 
 TEST_CASE("a corrupted newest checkpoint is refused with a message and the previous one is used") {
