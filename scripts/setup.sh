@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages meridian builds against (see README "Dependencies").
-# Idempotent: when everything is present it only runs one dpkg-query and returns.
+# Installs the Debian packages meridian builds against (see README "Dependencies"), and the npm
+# packages the tokenizer's tests compare against (tests/tokenizer/js, from its package-lock.json).
+# Idempotent: when everything is present it only runs one dpkg-query and a directory test.
 set -euo pipefail
 
 PACKAGES=(
@@ -15,6 +16,7 @@ PACKAGES=(
   libopenblas-openmp-dev
   libxxhash-dev
   libssl-dev
+  libpcre2-dev
   libcli11-dev
   nlohmann-json3-dev
   etcd-server etcd-client
@@ -32,10 +34,16 @@ for p in "${PACKAGES[@]}"; do
   }
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+. "$(dirname "$0")/apt-install.sh"
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_install "${missing[@]}"
+  echo "setup.sh: done"
 fi
 
-. "$(dirname "$0")/apt-install.sh"
-apt_install "${missing[@]}"
-echo "setup.sh: done"
+# tiktoken's npm port, the reference of tests/tokenizer (Node.js comes with the machine; Debian's otherwise).
+js=$(dirname "$0")/../tests/tokenizer/js
+if [ ! -d "$js/node_modules/js-tiktoken" ]; then
+  command -v npm > /dev/null || apt_install nodejs npm
+  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "setup.sh: js-tiktoken installed"
+fi
