@@ -21,8 +21,9 @@ std::string format_progress(const ProgressState& s) {
 
 ProgressPrinter::ProgressPrinter(std::FILE* out) : out_(out), terminal_(::isatty(::fileno(out)) != 0) {}
 
-void ProgressPrinter::update(const ProgressState& s) {
-  const std::string text = format_progress(s);
+void ProgressPrinter::update(const ProgressState& s) { update(format_progress(s)); }
+
+void ProgressPrinter::update(const std::string& text) {
   if (terminal_) {
     std::fprintf(out_, "\r\033[K%s", text.c_str());
     pending_ = true;

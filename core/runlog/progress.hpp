@@ -20,6 +20,7 @@ class ProgressPrinter {
   explicit ProgressPrinter(std::FILE* out);  // terminal detected with isatty
   ProgressPrinter(std::FILE* out, bool terminal) : out_(out), terminal_(terminal) {}
   void update(const ProgressState& s);
+  void update(const std::string& text);  // any progress text, in place on a terminal
   void line(const std::string& text);  // a permanent line (eval results, checkpoints)
   void finish();
 

@@ -331,7 +331,7 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
       log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", done}, {"version", 0},
                    {"loss", last.loss}, {"lr", last.lr}, {"grad_norm", last.grad_norm}, {"tokens", state_.tokens},
                    {"tok_s", tok_s}, {"utilization", computing_s / std::max(1e-9, now - t0)}});
-      if (progress_) progress_->update({done, total, last.loss, tok_s, eta});
+      if (progress_) progress_->update(ProgressState{done, total, last.loss, tok_s, eta});
       window_t = now;
       window_tokens = 0;
     }

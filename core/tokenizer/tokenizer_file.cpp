@@ -1,0 +1,20 @@
+#include "core/tokenizer/tokenizer_file.hpp"
+
+#include "core/tokenizer/hf_tokenizer.hpp"
+#include "core/tokenizer/tiktoken_file.hpp"
+#include "core/util/error.hpp"
+
+namespace meridian {
+
+Tokenizer load_tokenizer(const std::filesystem::path& file, std::string_view encoding) {
+  if (!std::filesystem::is_regular_file(file))
+    throw make_error(ErrorKind::Config, "tokenizer file ", file.string(), " does not exist or is not a file");
+  if (!encoding.empty()) return load_tiktoken(file, encoding);
+  if (file.extension() == ".json") return load_tokenizer_json(file);
+  const std::string stem = file.stem().string();
+  if (file.extension() == ".tiktoken" && find_tiktoken_encoding(stem)) return load_tiktoken(file, stem);
+  throw make_error(ErrorKind::Config, "tokenizer file ", file.string(),
+                   " is neither a tokenizer.json nor a rank file named after its encoding: name the encoding");
+}
+
+}  // namespace meridian
