@@ -15,6 +15,7 @@ Action add_eval_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_import_command(CLI::App& app);
 Action add_tokenize_command(CLI::App& app);
+Action add_tokenizer_command(CLI::App& app);
 Action add_site_command(CLI::App& app);
 Action add_replica_command(CLI::App& app);
 Action add_launch_command(CLI::App& app);

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
        meridian::cli::add_export_command},
       {"import", "read a Hugging Face model directory into a meridian checkpoint", meridian::cli::add_import_command},
       {"tokenize", "text and JSON Lines into llm.c shards with a BPE tokenizer", meridian::cli::add_tokenize_command},
+      {"tokenizer", "tokenizer train: a byte-level BPE from a corpus, as a tokenizer.json", meridian::cli::add_tokenizer_command},
       {"site", "the site agent: runs and watches a site's replicas", meridian::cli::add_site_command},
       {"replica", "one replica of a site (started by `meridian site`)", meridian::cli::add_replica_command},
       {"launch", "run every site of a job on this machine (and a local etcd)", meridian::cli::add_launch_command},

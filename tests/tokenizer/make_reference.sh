@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The reference meridian's tiktoken encodings are checked against (tests/tokenizer/
-# test_tiktoken_parity.cpp): OUT_DIR/<encoding>.tiktoken for gpt2, cl100k_base and o200k_base, as
-# js-tiktoken (tiktoken's npm port; scripts/setup.sh installs it) ships them; OUT_DIR/hard_cases.txt;
-# and OUT_DIR/expected.jsonl: per encoding and file, js-tiktoken's token count and the SHA-256 of
-# its ids, for tiny shakespeare, the hard cases and every Gutenberg book of ../shared/data.
-#   make_reference.sh OUT_DIR
+# The references meridian's tokenizers are checked against (tests/tokenizer/test_tokenizer_parity.cpp):
+#  - tiktoken's npm port, js-tiktoken: OUT_DIR/<encoding>.tiktoken for gpt2, cl100k_base and
+#    o200k_base as it ships them, and OUT_DIR/expected.jsonl: per encoding and file, its token count
+#    and the SHA-256 of its ids, for tiny shakespeare, OUT_DIR/hard_cases.txt and every Gutenberg
+#    book of ../shared/data;
+#  - Hugging Face's tokenizer in JavaScript, @huggingface/tokenizers: OUT_DIR/gpt2-tokenizer.json
+#    (GPT-2's tokenizer.json, rebuilt from the gpt2 ranks) and OUT_DIR/trained-tokenizer.json (what
+#    `meridian tokenizer train` makes of the Gutenberg books), and OUT_DIR/hf_expected.jsonl: the same
+#    figures for tiny shakespeare, the hard cases and three books.
+# scripts/setup.sh installs both npm packages.
+#   make_reference.sh MERIDIAN OUT_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-out=$1
+meridian=$1
+out=$2
 mkdir -p "$out"
 [ -d "$here/js/node_modules/js-tiktoken" ] || { echo "js-tiktoken is not installed (scripts/setup.sh installs it)" >&2; exit 1; }
 python3 "$here/hard_cases.py" > "$out/hard_cases.txt"
@@ -22,4 +28,14 @@ for enc in gpt2 cl100k_base o200k_base; do
   node "$here/js/reference.mjs" encode "$enc" "${files[@]}" | sed "s/^{/{\"encoding\":\"$enc\",/" >> "$out/expected.jsonl.tmp"
 done
 mv "$out/expected.jsonl.tmp" "$out/expected.jsonl"
-echo "make_reference: $(wc -l < "$out/expected.jsonl") files x encodings in $out"
+
+node "$here/js/hf_reference.mjs" gpt2-json "$out/gpt2.tiktoken" "$out/gpt2-tokenizer.json"
+books=("${files[@]:2:3}")
+"$meridian" tokenizer train --vocab 4096 --out "$out/trained-tokenizer.json" "${files[@]:2}" > /dev/null
+: > "$out/hf_expected.jsonl.tmp"
+for json in gpt2-tokenizer.json trained-tokenizer.json; do
+  node "$here/js/hf_reference.mjs" encode "$out/$json" "${files[@]:0:2}" "${books[@]}" |
+    sed "s/^{/{\"tokenizer\":\"$json\",/" >> "$out/hf_expected.jsonl.tmp"
+done
+mv "$out/hf_expected.jsonl.tmp" "$out/hf_expected.jsonl"
+echo "make_reference: $(wc -l < "$out/expected.jsonl") files x tiktoken encodings, $(wc -l < "$out/hf_expected.jsonl") x tokenizer.json in $out"

@@ -76,7 +76,7 @@ TEST_CASE("Hugging Face merges: the rank is the merge's, and ignore_merges takes
   CHECK(out == std::vector<std::int32_t>{258});  // the piece is a token: taken whole
 }
 
-TEST_CASE("specials are text unless allowed; allowed, the earliest and longest wins") {
+TEST_CASE("specials are text unless allowed, and when allowed the earliest and longest wins") {
   const auto t = toy({"<|", "|>"}, {{"<|end|>", 300}, {"<|end|><|end|>", 301}});
   CHECK(t.vocab_size() == 302);
   const auto as_text = t.encode("a<|end|>b");

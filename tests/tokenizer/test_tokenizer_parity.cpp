@@ -1,0 +1,89 @@
+// meridian's tokenizers against the references tests/tokenizer/make_reference.sh writes into the
+// build tree first (ctest's fixture "tokenizer_reference"): its tiktoken encodings (gpt2,
+// cl100k_base, o200k_base) against tiktoken's npm port, js-tiktoken, on tiny shakespeare, the hard
+// cases and every Gutenberg book; its tokenizer.json reader against Hugging Face's own tokenizer
+// (its JavaScript implementation) on GPT-2's tokenizer.json and on one `meridian tokenizer train`
+// made; the same token count and SHA-256 of the ids each time, and decode(encode(text)) == text.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tokenizer/hf_tokenizer.hpp"
+#include "core/tokenizer/tiktoken_file.hpp"
+#include "core/util/digest.hpp"
+#include "tests/support/child_process.hpp"
+
+using namespace meridian;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kReference = fs::path(MERIDIAN_BINARY_DIR) / "tokenizer-reference";
+
+std::ifstream expected_lines(const std::string& name) {
+  std::ifstream in(kReference / name);
+  REQUIRE_MESSAGE(in.good(), "no ", (kReference / name).string(), ": ctest runs make_reference.sh first");
+  return in;
+}
+
+std::string hex(const Digest& d) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::byte b : d) {
+    out += digits[std::to_integer<int>(b) >> 4];
+    out += digits[std::to_integer<int>(b) & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpt2, cl100k_base and o200k_base give js-tiktoken's ids on every reference file, and decode back") {
+  auto in = expected_lines("expected.jsonl");
+  std::map<std::string, std::unique_ptr<Tokenizer>> tokenizers;
+  int files = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto expected = nlohmann::json::parse(line);
+    const std::string encoding = expected.at("encoding"), file = expected.at("file");
+    CAPTURE(encoding);
+    CAPTURE(file);
+    auto& tokenizer = tokenizers[encoding];
+    if (!tokenizer)
+      tokenizer = std::make_unique<Tokenizer>(load_tiktoken(kReference / (encoding + ".tiktoken"), encoding));
+    const std::string text = testing::file_text(file);
+    const auto ids = tokenizer->encode(text);
+    CHECK(ids.size() == expected.at("tokens").get<std::size_t>());
+    CHECK(hex(sha256(std::as_bytes(std::span(ids)))) == expected.at("sha256").get<std::string>());
+    CHECK(tokenizer->decode(ids) == text);
+    ++files;
+  }
+  CHECK(files >= 6);  // two files or more for each encoding
+  MESSAGE(files, " files x encodings compared");
+}
+
+TEST_CASE("tokenizer.json: GPT-2's and a trained one give Hugging Face's ids, and decode back") {
+  auto in = expected_lines("hf_expected.jsonl");
+  std::map<std::string, std::unique_ptr<Tokenizer>> tokenizers;
+  int files = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto expected = nlohmann::json::parse(line);
+    const std::string json = expected.at("tokenizer"), file = expected.at("file");
+    CAPTURE(json);
+    CAPTURE(file);
+    auto& tokenizer = tokenizers[json];
+    if (!tokenizer) tokenizer = std::make_unique<Tokenizer>(load_tokenizer_json(kReference / json));
+    const std::string text = testing::file_text(file);
+    const auto ids = tokenizer->encode(text, true);  // Hugging Face takes its added tokens where the text spells them
+    CHECK(ids.size() == expected.at("tokens").get<std::size_t>());
+    CHECK(hex(sha256(std::as_bytes(std::span(ids)))) == expected.at("sha256").get<std::string>());
+    CHECK(tokenizer->decode(ids) == text);
+    ++files;
+  }
+  CHECK(files >= 10);
+  MESSAGE(files, " files x tokenizer.json compared");
+}
