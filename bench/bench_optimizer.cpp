@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
   const int steps_per_run = argc > 2 ? std::atoi(argv[2]) : 20;
   const ModelConfig shape = *find_model_preset("small");
   const int B = 8;
-  const auto tokens = load_tokens(std::filesystem::path(MERIDIAN_SOURCE_DIR) / "data/tinyshakespeare/input.txt",
-                                  DataFormat::Text);
-  WindowSampler sampler(tokens, shape.seq_len, 1);
+  const Corpus corpus = Corpus::open({{std::filesystem::path(MERIDIAN_SOURCE_DIR) / "data/tinyshakespeare/input.txt", 1}},
+                                     DataFormat::Text, shape.vocab);
+  WindowSampler sampler(corpus, shape.seq_len, 1);
   std::vector<std::int32_t> inputs(B * shape.seq_len), targets(B * shape.seq_len);
   Gpt<float> model(shape);
   model.init_weights(1337);

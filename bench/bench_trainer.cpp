@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   const ModelConfig shape = *found;
   const int B = 8;
   const std::filesystem::path data = std::filesystem::path(MERIDIAN_SOURCE_DIR) / "data/tinyshakespeare/input.txt";
-  const auto tokens = load_tokens(data, DataFormat::Text);
-  WindowSampler sampler(tokens, shape.seq_len, 1);
+  const Corpus corpus = Corpus::open({{data, 1}}, DataFormat::Text, shape.vocab);
+  WindowSampler sampler(corpus, shape.seq_len, 1);
   std::vector<std::int32_t> inputs(B * shape.seq_len), targets(B * shape.seq_len);
 
   const auto model = make_model<float>(shape);

@@ -1,10 +1,11 @@
 // Token data (core/data): a file as `meridian` loads its [data] path, from a file under /dev/shm;
 // the first byte picks the format (text, or an llm.c .bin shard), the vocabulary, the validation
-// split and the sampling (seq_len, streams) the tokens then go through, as a site's replicas do.
+// split and the sampling (seq_len, group members) the tokens then go through, as a site's replicas do.
 // Promises checked: a shard's tokens are the 16- or 32-bit ids after its header; the split keeps every token;
 // every sampled window lies within the tokens; nothing but Error(Data/Config) is thrown.
 #include <algorithm>
 
+#include "core/data/corpus.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/tokens.hpp"
 #include "fuzz/fuzz_common.hpp"
@@ -18,7 +19,7 @@ int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size) {
   const DataFormat format = how & 1 ? DataFormat::LlmcBin : DataFormat::Text;
   const int vocab = how & 2 ? 50257 : 256;
   const double val_fraction = ((how >> 2) & 3) * 0.25;  // 0, 0.25, 0.5, 0.75
-  const int n_streams = 1 + ((how >> 4) & 3);
+  const int n_members = 1 + ((how >> 4) & 3);
   const int seq_len = 1 + seq % 64;
   try {
     const meridian::fuzz::TempFile file(how & 1 ? "train.bin" : "train.txt", file_bytes);
@@ -36,22 +37,22 @@ int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size) {
       MERIDIAN_FUZZ_EXPECT(tokens.size() == file_bytes.size());
     }
     check_vocab(tokens, vocab, file.path());
+    Corpus corpus = Corpus::open({{file.path(), 1}}, format, vocab);
     const std::size_t n = tokens.size();
-    auto split = split_train_val(std::move(tokens), val_fraction);
-    MERIDIAN_FUZZ_EXPECT(split.train.size() + split.val.size() == n);
-    (void)eval_window_count(split.val.size(), seq_len);
-    for (int stream = 0; stream < n_streams; ++stream) {
-      WindowSampler sampler(split.train, seq_len, /*seed=*/how, stream, n_streams);
-      const int batch = 3;
-      std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch * seq_len)), targets(inputs.size());
-      for (int step = 0; step < 4; ++step) {
-        sampler.next_group_batch(batch, step % 2, 2, inputs.data(), targets.data());
-        for (std::size_t i = 0; i < inputs.size(); ++i)
-          MERIDIAN_FUZZ_EXPECT(inputs[i] < vocab && targets[i] < vocab);
-      }
-      sampler.seek({7, sampler.windows_per_epoch() - 1});
-      sampler.next_batch(batch, inputs.data(), targets.data());
+    const Corpus val = corpus.hold_out(val_fraction);
+    MERIDIAN_FUZZ_EXPECT(corpus.tokens() + val.tokens() == n);
+    (void)eval_window_count(val.read_front(0).size(), seq_len);
+    WindowSampler sampler(corpus, seq_len, /*seed=*/how);
+    const int batch = 3;
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch * seq_len)), targets(inputs.size());
+    for (int step = 0; step < 4; ++step) {
+      sampler.next_group_batch(batch, step % n_members, n_members, inputs.data(), targets.data());
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        MERIDIAN_FUZZ_EXPECT(inputs[i] < vocab && targets[i] < vocab);
     }
+    const std::uint64_t far = 7 * sampler.windows_per_epoch(0) + 5;
+    sampler.seek({far, {far}});
+    sampler.next_batch(batch, inputs.data(), targets.data());
   } catch (const Error&) {
   }
   return 0;

@@ -344,10 +344,16 @@ std::string to_toml(const JobConfig& c) {
       << "insecure = " << (c.job.insecure ? "true" : "false") << "\n"
       << "\n" << model_toml(c.model, c.model_preset, c.model_init_from)
       << "\n[data]\n"
-      << "path = " << config_detail::quote(c.data.path.string()) << "\n"
       << "format = " << config_detail::quote(to_string(c.data.format)) << "\n"
       << "val_fraction = " << floating(c.data.val_fraction) << "\n";
   if (c.data.val_path) out << "val_path = " << config_detail::quote(c.data.val_path->string()) << "\n";
+  if (c.data.tokenizer) out << "tokenizer = " << config_detail::quote(c.data.tokenizer->string()) << "\n";
+  if (!c.data.tokenizer_encoding.empty())
+    out << "tokenizer_encoding = " << config_detail::quote(c.data.tokenizer_encoding) << "\n";
+  for (const auto& source : c.data.sources)
+    out << "\n[[data.source]]\n"
+        << "path = " << config_detail::quote(source.path.string()) << "\n"
+        << "weight = " << floating(source.weight) << "\n";
   out << "\n[inner]\n"
       << "optimizer = " << config_detail::quote(to_string(c.inner.optimizer)) << "\n"
       << "lr = " << floating(c.inner.lr) << "\n"

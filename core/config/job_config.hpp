@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/config/sim_config.hpp"
-#include "core/data/tokens.hpp"
+#include "core/data/corpus.hpp"
 #include "core/model/model_config.hpp"
 #include "core/optim/schedule.hpp"
 
@@ -48,10 +48,16 @@ struct JobConfig {
 
   struct Data {
     using Format = DataFormat;
-    std::filesystem::path path;  // absolute
+    // What the job trains on: [data] path as one source of weight 1, or the [[data.source]]
+    // entries; each path absolute, a file, a directory or a glob.
+    std::vector<SourceSpec> sources;
     Format format = Format::Text;
     double val_fraction = 0.1;                        // ignored when val_path is given
-    std::optional<std::filesystem::path> val_path;  // absolute
+    std::optional<std::filesystem::path> val_path;  // absolute; a file, a directory or a glob
+    // The tokenizer the data was made with (a tokenizer.json or a .tiktoken rank file): checked
+    // against the model's vocabulary, kept in checkpoints, written by `meridian export`.
+    std::optional<std::filesystem::path> tokenizer;
+    std::string tokenizer_encoding;  // for a .tiktoken file: the named encoding whose pattern and specials it takes
     bool operator==(const Data&) const = default;
   } data;
 

@@ -78,15 +78,46 @@ void resolve_job(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.job.insecure, "job", "insecure");
 }
 
-void resolve_data(Resolver& r, JobConfig& c) {
+// [[data.source]]: each entry read by a resolver of its own, so problems name "data.source[i]".
+void resolve_sources(Resolver& r, const Layers& layers, JobConfig& c) {
+  const Setting* set = r.lookup("data", "source");
+  if (!set) return;
+  const auto* array = set->value->as_array();
+  if (!array || !array->is_array_of_tables() || array->empty())
+    return r.mismatch(*set, "data.source", "an array of tables ([[data.source]] with path and weight)",
+                      describe(*set->value));
+  for (size_t i = 0; i < array->size(); ++i) {
+    const std::string table = "data.source[" + std::to_string(i) + "]";
+    Layers view;
+    entry_view(layers, *set, *array->get(i), table, view);
+    Resolver entry(view);
+    entry.require(table, "path", "a string: a file, a directory or a glob of shards");
+    std::optional<fs::path> path;
+    entry.read_path(path, table, "path");
+    SourceSpec source{path.value_or(fs::path()), 1};
+    entry.read(source.weight, table, "weight", above(0));
+    c.data.sources.push_back(std::move(source));
+    entry.report_unknown();
+    r.absorb(entry);
+  }
+}
+
+void resolve_data(Resolver& r, const Layers& layers, JobConfig& c) {
   using Data = JobConfig::Data;
-  r.require("data", "path", "a string: the training data file");
   std::optional<fs::path> data_path;
   r.read_path(data_path, "data", "path");
-  c.data.path = data_path.value_or(fs::path());
+  resolve_sources(r, layers, c);
+  if (data_path && !c.data.sources.empty())
+    r.add(r.find("data.path")->origin, "data.path", "expected either data.path or [[data.source]] entries, found both");
+  else if (data_path)
+    c.data.sources.push_back({*data_path, 1});
+  else if (c.data.sources.empty() && !r.find("data.path"))
+    r.require("data", "path", "a string: the training data (a file, a directory or a glob), or [[data.source]] entries");
   r.read(c.data.format, "data", "format", {Data::Format::Text, Data::Format::LlmcBin});
   r.read(c.data.val_fraction, "data", "val_fraction", within(0, 1, true, true));
   r.read_path(c.data.val_path, "data", "val_path");
+  r.read_path(c.data.tokenizer, "data", "tokenizer");
+  r.read(c.data.tokenizer_encoding, "data", "tokenizer_encoding");
 }
 
 void resolve_inner(Resolver& r, JobConfig& c) {
@@ -167,7 +198,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   JobConfig c;
   resolve_job(r, layers, c);
   resolve_model(r, c);
-  resolve_data(r, c);
+  resolve_data(r, layers, c);
   resolve_inner(r, c);
   r.read(c.log.every, "log", "every", 1);
   r.read(c.log.eval_every, "log", "eval_every", 0);

@@ -1,69 +1,64 @@
 #pragma once
-// Deterministic, resumable sampling of training windows, split into disjoint streams (one per
-// replica or site, assigned by the layers above).
+// Deterministic, resumable sampling of training windows from a corpus of weighted sources.
 #include <cstdint>
-#include <span>
 #include <vector>
+
+#include "core/data/corpus.hpp"
 
 namespace meridian {
 
-// Where a stream stands: `index` is the next position within this stream's share of `epoch`.
-// Two integers, so checkpoints store it as is and seek() restores it exactly.
+// Where a sampler stands: the windows taken so far (by the whole group, or every site of a job),
+// and how many of them came from each source. Checkpoints store it as is and seek() restores it.
 struct SamplerPosition {
-  std::uint64_t epoch = 0;
-  std::uint64_t index = 0;
+  std::uint64_t windows = 0;
+  std::vector<std::uint64_t> taken;  // per source
   bool operator==(const SamplerPosition&) const = default;
 };
 
-// The token array is cut into windows of seq_len+1 tokens (inputs and the targets shifted by one)
-// with stride seq_len, starting at a per-epoch offset in [0, seq_len) drawn from the seed, so
-// epochs see different cuts. Each epoch visits its windows in an order shuffled from (seed, epoch);
-// stream s of n takes positions i = s (mod n) of that order, so the n streams of an epoch are
-// disjoint and together cover it.
+// A source's shards are cut into windows of seq_len+1 tokens (inputs and the targets shifted by
+// one) with stride seq_len, from an offset in [0, seq_len) drawn per (shard, epoch) from the seed;
+// a window never spans two shards. A segment of n tokens gives floor(n / seq_len) - 1 windows
+// whatever the offset. Each epoch of a source visits its windows in an order drawn from (seed,
+// source, epoch) (RandomPermutation: no memory per window), and the next epoch follows.
 //
-// Every epoch has the same number of windows: those that fit whatever the offset, i.e.
-// floor(tokens / seq_len) - 1. This loses at most one window per epoch and keeps positions
-// comparable across epochs.
+// Position p of the job's sequence of windows goes to the source where frac(p * golden ratio)
+// falls among the sources' cumulative weights: a low-discrepancy sequence, so that after n windows
+// every source's share is within a few windows of its weight's, with no state but the counts.
 //
-// The sampler views `tokens`; the caller keeps them alive.
+// A group of `members` replicas (or sites) in lockstep takes B*members consecutive positions per
+// step and member m those at m, m+members, ...: disjoint, and a group that changes size continues
+// from the same position.
 class WindowSampler {
  public:
-  // Throws ErrorKind::Data when the tokens cannot give every stream one window.
-  WindowSampler(std::span<const std::int32_t> tokens, int seq_len, std::uint64_t seed, int stream = 0,
-                int n_streams = 1);
+  // Error(Data) naming the source when it does not fill one window.
+  WindowSampler(const Corpus& corpus, int seq_len, std::uint64_t seed);
 
-  // Fills inputs[B*seq_len] and targets[B*seq_len] with the next B windows, rolling over epochs.
+  // Fills inputs[B*seq_len] and targets[B*seq_len] with the next B windows.
   void next_batch(int B, std::int32_t* inputs, std::int32_t* targets) { next_group_batch(B, 0, 1, inputs, targets); }
-
-  // For a group of `members` replicas that share this stream in lockstep: the group's step takes
-  // the next B*members windows, and member m gets those at positions m, m+members, m+2*members...
-  // Every member advances the position by B*members, so the position stays the group's, and a
-  // group that changes size (a replica lost or added) continues from the same window.
   void next_group_batch(int B, int member, int members, std::int32_t* inputs, std::int32_t* targets);
 
-  SamplerPosition position() const { return pos_; }
-  // Restores any position (any epoch); the batches that follow are those that followed it before.
-  // Throws ErrorKind::Data when the index lies beyond this stream's share (other data or streams).
+  const SamplerPosition& position() const { return pos_; }
+  // Restores a position; the batches that follow are those that followed it. Error(Data) when it
+  // does not fit this corpus (another number of sources, or counts that do not add up).
   void seek(const SamplerPosition& pos);
 
-  // This stream's share of one epoch.
-  std::uint64_t windows_per_epoch() const { return share_; }
+  std::size_t source_of(std::uint64_t position) const;
+  std::uint64_t windows_per_epoch(std::size_t source) const { return sources_[source].windows; }
 
  private:
-  void load_epoch(std::uint64_t epoch);
-  SamplerPosition advanced(SamplerPosition p, std::uint64_t by) const;
+  struct SourceWindows {
+    std::uint64_t windows = 0;                 // in one epoch
+    std::vector<std::uint64_t> first_window;   // per segment: the windows before it
+    std::uint64_t threshold = 0;               // cumulative weight, scaled to 2^64 (the last: max)
+  };
+  // Copies window j (counted over all epochs) of source k into window[seq_len + 1].
+  void copy_window(std::size_t k, std::uint64_t j, std::int32_t* window) const;
 
-  std::span<const std::int32_t> tokens_;
-  std::size_t seq_len_;
-  std::uint64_t seed_;
-  std::uint64_t stream_, n_streams_;
-  std::uint64_t total_windows_;  // in one epoch, over all streams
-  std::uint64_t share_;          // this stream's part of total_windows_
+  Corpus corpus_;  // a copy: the shards are shared, the sources are a few vectors
+  std::uint64_t seq_len_, seed_;
+  std::vector<SourceWindows> sources_;
   SamplerPosition pos_;
-  // Start offsets (into tokens_) of this stream's windows in the order of epoch loaded_epoch_;
-  // rebuilt when the epoch changes rather than kept for every epoch.
-  std::vector<std::size_t> starts_;
-  std::uint64_t loaded_epoch_ = 0;
+  std::vector<std::int32_t> window_;
 };
 
 // Evaluation windows: consecutive, non-overlapping windows of seq_len+1 tokens from the start

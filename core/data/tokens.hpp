@@ -1,6 +1,6 @@
 #pragma once
-// Token data on disk and in memory: loading a file into 32-bit token ids, checking them against
-// the model's vocabulary, and cutting the train/val split.
+// A file of tokens read whole into 32-bit ids (`meridian eval`'s data), and checking ids against
+// the model's vocabulary.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -8,16 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/data/token_shard.hpp"
+
 namespace meridian {
-
-enum class DataFormat {
-  Text,     // the file's bytes are the tokens (byte-level tokenizer, vocab 256)
-  LlmcBin,  // llm.c shard: 256 little-endian int32 header (magic, version, count), then the tokens:
-            // uint16 (magic 20240520, version 1: GPT-2's) or uint32 (magic 20240801, version 7: Llama 3's)
-};
-
-// "text" | "llmc-bin"; nullopt for anything else.
-std::optional<DataFormat> parse_data_format(std::string_view name);
 
 struct TokenFile {
   std::vector<std::int32_t> ids;
@@ -25,9 +18,8 @@ struct TokenFile {
   std::int64_t id_space = 0;
 };
 
-// Loads one file. Throws ErrorKind::Data naming the path and the problem: missing, unreadable,
-// empty, a bad llm.c header field (expected vs found), truncated or with trailing bytes, a 32-bit
-// id of 2^31 or more.
+// Loads one file whole (TokenShard::open's errors); a job's training data stays mapped instead
+// (core/data/corpus.hpp).
 TokenFile load_token_file(const std::filesystem::path& path, DataFormat format);
 inline std::vector<std::int32_t> load_tokens(const std::filesystem::path& path, DataFormat format) {
   return load_token_file(path, format).ids;
@@ -38,13 +30,5 @@ void check_vocab(std::span<const std::int32_t> tokens, int vocab, const std::fil
 // The same, and a vocabulary the file's encoding cannot address (a model of 128,256 tokens on
 // 16-bit shards was not tokenized for this data): Error(Data) naming both.
 void check_vocab(const TokenFile& file, int vocab, const std::filesystem::path& source);
-
-struct TrainVal {
-  std::vector<std::int32_t> train, val;
-};
-
-// train = the first (1 - val_fraction) of the tokens, val = the rest; contiguous, so that val text
-// never overlaps a training window. val_fraction must lie in [0, 1) (ErrorKind::Config otherwise).
-TrainVal split_train_val(std::vector<std::int32_t> tokens, double val_fraction);
 
 }  // namespace meridian

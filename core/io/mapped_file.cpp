@@ -64,6 +64,14 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
+void MappedFile::release_pages() const {
+  if (data_) ::madvise(data_, size_, MADV_DONTNEED);
+}
+
+void MappedFile::advise_random() const {
+  if (data_) ::madvise(data_, size_, MADV_RANDOM);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
 }

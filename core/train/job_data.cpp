@@ -4,35 +4,32 @@
 
 namespace meridian {
 
-TrainVal load_job_data(const JobConfig& c) {
-  TokenFile train = load_token_file(c.data.path, c.data.format);
-  check_vocab(train, c.model.vocab, c.data.path);
+JobData load_job_data(const JobConfig& c) {
+  JobData data{Corpus::open(c.data.sources, c.data.format, c.model.vocab), {}, {}};
+  const std::uint64_t eval_tokens =
+      static_cast<std::uint64_t>(c.log.eval_windows) * (static_cast<std::uint64_t>(c.model.seq_len) + 1);
   if (c.data.val_path) {
-    TokenFile val = load_token_file(*c.data.val_path, c.data.format);
-    check_vocab(val, c.model.vocab, *c.data.val_path);
-    return {std::move(train.ids), std::move(val.ids)};
+    data.val = Corpus::open({{*c.data.val_path, 1}}, c.data.format, c.model.vocab).read_front(eval_tokens);
+    data.val_source = c.data.val_path->string();
+  } else {
+    data.val = data.train.hold_out(c.data.val_fraction).read_front(eval_tokens);
+    data.val_source = "the last " + std::to_string(c.data.val_fraction) + " of " + c.data.sources.front().path.string();
   }
-  return split_train_val(std::move(train.ids), c.data.val_fraction);
+  return data;
 }
 
-// The sampler checks that the tokens fill its windows but does not know where they came from.
-WindowSampler make_job_sampler(std::span<const std::int32_t> tokens, const JobConfig& c) {
-  try {
-    return WindowSampler(tokens, c.model.seq_len, c.job.seed);
-  } catch (const Error& e) {
-    throw make_error(e.kind(), c.data.path.string(), ": ", e.what());
-  }
+WindowSampler make_job_sampler(const Corpus& train, const JobConfig& c) {
+  return WindowSampler(train, c.model.seq_len, c.job.seed);
 }
 
-void check_validation_windows(const TrainVal& data, const JobConfig& c) {
+void check_validation_windows(const JobData& data, const JobConfig& c) {
   if (eval_window_count(data.val.size(), c.model.seq_len) == 0)
-    throw make_error(ErrorKind::Data, "validation data (",
-                     c.data.val_path ? c.data.val_path->string() : c.data.path.string(), ") has ", data.val.size(),
+    throw make_error(ErrorKind::Data, "validation data (", data.val_source, ") has ", data.val.size(),
                      " tokens, fewer than one window of seq_len+1 = ", c.model.seq_len + 1);
 }
 
 void check_job_data(const JobConfig& c) {
-  const TrainVal data = load_job_data(c);
+  const JobData data = load_job_data(c);
   make_job_sampler(data.train, c);
   check_validation_windows(data, c);
 }

@@ -1,28 +1,36 @@
 #pragma once
-// A job's tokens as its replicas see them: the files named by [data], loaded, checked against the
-// model's vocabulary and split; and the check `meridian validate` runs on them before any launch.
+// A job's tokens as its replicas see them: the sources named by [data], mapped and checked against
+// the model's vocabulary, the held-out tokens for evaluation; and the check `meridian validate`
+// runs on them before any launch.
 #include <cstdint>
-#include <span>
+#include <vector>
 
 #include "core/config/job_config.hpp"
+#include "core/data/corpus.hpp"
 #include "core/data/sampler.hpp"
-#include "core/data/tokens.hpp"
 
 namespace meridian {
 
-// The training and validation tokens ([data] path, or val_path when set, else the split by
-// val_fraction). Error(Data) naming the file: missing, empty, malformed, or a token >= vocab.
-TrainVal load_job_data(const JobConfig& config);
+struct JobData {
+  Corpus train;
+  // The evaluation's tokens: the front of val_path's files, or of the last val_fraction of the
+  // first source; at most log.eval_windows windows' worth.
+  std::vector<std::int32_t> val;
+  std::string val_source;  // what they came from, for messages
+};
 
-// The training sampler over `tokens` (data.path's); Error(Data) naming the file when they do not
-// fill one window of seq_len + 1.
-WindowSampler make_job_sampler(std::span<const std::int32_t> tokens, const JobConfig& config);
+// Error(Data) naming the file: missing, empty, malformed, a token >= vocab, an empty glob.
+JobData load_job_data(const JobConfig& config);
 
-// Error(Data) naming the file when the validation tokens do not fill one window of seq_len + 1.
-void check_validation_windows(const TrainVal& data, const JobConfig& config);
+// The training sampler; Error(Data) naming the source that does not fill one window.
+WindowSampler make_job_sampler(const Corpus& train, const JobConfig& config);
 
-// What a replica would find wrong with the job's data at start-up, found without training:
-// load_job_data, then one training and one validation window at least. Error(Data) otherwise.
+// Error(Data) naming the source when the validation tokens do not fill one window of seq_len + 1.
+void check_validation_windows(const JobData& data, const JobConfig& config);
+
+// What a replica would find wrong with the job's data and tokenizer at start-up, found without
+// training: load_job_data, one training and one validation window at least, the tokenizer's file
+// and vocabulary. Error(Data) or Error(Config) otherwise.
 void check_job_data(const JobConfig& config);
 
 }  // namespace meridian

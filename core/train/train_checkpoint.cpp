@@ -94,8 +94,9 @@ Checkpoint encode_state(const ModelConfig& shape, std::span<const float> params,
   }
   c.put_value<std::int64_t>("train.step", state.step);
   c.put_value<std::int64_t>("train.tokens", state.tokens);
-  const std::array<std::uint64_t, 2> pos = {state.data.epoch, state.data.index};
-  c.put_pod<std::uint64_t>("data.position", pos);
+  std::vector<std::uint64_t> windows = {state.data.windows};
+  windows.insert(windows.end(), state.data.taken.begin(), state.data.taken.end());
+  c.put_pod<std::uint64_t>("data.windows", windows);
   c.put_value<double>("train.lr_scale", state.lr_scale);
   c.put_value<std::int64_t>("guard.rollbacks", state.rollbacks);
   c.put("job.toml", bytes_of(config_toml));
@@ -128,6 +129,25 @@ ModelConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source) 
   return shape;
 }
 
+namespace {
+
+// Checkpoints written before sources could be mixed have "data.position" (epoch and index of a
+// single stream, in an order since replaced): the windows taken are the tokens over seq_len.
+SamplerPosition decode_data_position(const Checkpoint& ckpt, const std::string& source, std::int64_t tokens,
+                                     int seq_len) {
+  if (!ckpt.has("data.windows") && ckpt.has("data.position")) {
+    const auto windows = static_cast<std::uint64_t>(tokens / seq_len);
+    return {windows, {windows}};
+  }
+  const auto w = ckpt.get_pod<std::uint64_t>("data.windows");
+  if (w.size() < 2)
+    throw make_error(ErrorKind::Checkpoint, source, ": record \"data.windows\" has ", w.size(),
+                     " values, expected the windows taken and one count per data source");
+  return {w[0], std::vector<std::uint64_t>(w.begin() + 1, w.end())};
+}
+
+}  // namespace
+
 void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, AdamW& opt) {
   if (!ckpt.has("adamw.m") && !ckpt.has("adamw.v") && !ckpt.has("adamw.t")) {  // weights only: a fresh AdamW
     std::fill(opt.m().begin(), opt.m().end(), 0.0f);
@@ -157,11 +177,7 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
   ResumeState state;
   state.step = ckpt.get_value<std::int64_t>("train.step");
   state.tokens = ckpt.get_value<std::int64_t>("train.tokens");
-  const auto pos = ckpt.get_pod<std::uint64_t>("data.position");
-  if (pos.size() != 2)
-    throw make_error(ErrorKind::Checkpoint, source, ": record \"data.position\" has ", pos.size(),
-                     " values, expected 2");
-  state.data = SamplerPosition{pos[0], pos[1]};
+  state.data = decode_data_position(ckpt, source, state.tokens, expected.seq_len);
   // Checkpoints written before the divergence guard existed have neither record.
   if (ckpt.has("train.lr_scale")) state.lr_scale = ckpt.get_value<double>("train.lr_scale");
   if (ckpt.has("guard.rollbacks")) state.rollbacks = ckpt.get_value<std::int64_t>("guard.rollbacks");

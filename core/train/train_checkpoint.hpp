@@ -3,7 +3,7 @@
 // Records: "model.config" (the ModelConfig as JSON, its keys those of [model]; checkpoints
 // written before the Llama family have "model.shape" instead, int32 x5: n_layer, n_head, d_model,
 // seq_len, vocab of a GPT-2), "params" (fp32, flat layout), "adamw.m", "adamw.v" (fp32), "adamw.t" (int64), "train.step", "train.tokens" (int64),
-// "data.position" (uint64 x2: epoch, index), "train.lr_scale" (f64), "guard.rollbacks" (int64),
+// "data.windows" (uint64: the windows taken, then per data source those from it), "train.lr_scale" (f64), "guard.rollbacks" (int64),
 // "job.toml" (the resolved config, for people).
 #include <cstdint>
 #include <filesystem>

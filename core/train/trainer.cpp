@@ -292,7 +292,7 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
                        {"steps", total},
                        {"model", describe(config_.model)},
                        {"params", model_->layout().total()},
-                       {"train_tokens", data_.train.size()},
+                       {"train_tokens", data_.train.tokens()},
                        {"val_tokens", data_.val.size()}});
   const double t0 = now_();
   const std::int64_t first_step = state_.step;

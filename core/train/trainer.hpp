@@ -11,7 +11,7 @@
 
 #include "core/config/job_config.hpp"
 #include "core/data/sampler.hpp"
-#include "core/data/tokens.hpp"
+#include "core/train/job_data.hpp"
 #include "core/model/language_model.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/muon.hpp"
@@ -137,7 +137,7 @@ class Trainer {
   std::function<double()> now_;
   ReplicaSlot slot_;
   int grad_accum_;
-  TrainVal data_;  // declared before sampler_, which views data_.train
+  JobData data_;
   // On a GPU these are host copies of the device's state, refreshed by const readers (snapshot)
   // too, hence mutable; device_ is null on the CPU.
   std::unique_ptr<LanguageModel<float>> model_;

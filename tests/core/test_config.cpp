@@ -63,7 +63,7 @@ TEST_CASE("defaults and the default preset") {
   CHECK(c.job.seed == 1337);
   CHECK(c.model_preset == "small");
   CHECK(c.model == *find_model_preset("small"));
-  CHECK(c.data.path == (dir.path() / "corpus.txt").lexically_normal());
+  CHECK(c.data.sources.at(0).path == (dir.path() / "corpus.txt").lexically_normal());
   CHECK(c.data.format == JobConfig::Data::Format::Text);
   CHECK(c.data.val_fraction == 0.1);
   CHECK(!c.data.val_path);
@@ -140,7 +140,7 @@ TEST_CASE("include chains deep-merge and resolve paths against their own file") 
   CHECK(c.job.name == "top");
   CHECK(c.job.seed == 7);
   CHECK(c.job.run_dir == dir.path() / "jobs" / "out");
-  CHECK(c.data.path == dir.path() / "data" / "train.txt");
+  CHECK(c.data.sources.at(0).path == dir.path() / "data" / "train.txt");
   CHECK(c.data.val_path == dir.path() / "jobs" / "val.txt");
   CHECK(c.data.format == JobConfig::Data::Format::LlmcBin);
   CHECK(c.inner.lr == 0.002);
@@ -178,7 +178,7 @@ TEST_CASE("--set overrides numbers, strings and paths, and rejects unknown keys"
   CHECK(c.inner.lr == 3e-3);
   CHECK(c.inner.steps == 20);
   CHECK(c.job.name == "run 1");
-  CHECK(c.data.path == (fs::current_path() / "foo.txt").lexically_normal());
+  CHECK(c.data.sources.at(0).path == (fs::current_path() / "foo.txt").lexically_normal());
   CHECK(c.inner.schedule == JobConfig::Inner::Schedule::Constant);
   CHECK(c.model == *find_model_preset("tiny"));
 
@@ -334,8 +334,33 @@ TEST_CASE("edge values on the right side of each bound load") {
 TEST_CASE("a missing data.path is reported at its table, or at line 1") {
   TempDir dir("config");
   CHECK(only_problem(dir, "[job]\nname = \"x\"\n\n[data]\nformat = \"text\"\n") ==
-        (dir / "job.toml").string() + ":4: data.path: missing required key (expected a string: the training data file)");
+        (dir / "job.toml").string() + ":4: data.path: missing required key (expected a string: the training data (a file, a directory or a glob), "
+                                                  "or [[data.source]] entries)");
   CHECK(only_problem(dir, "[job]\nname = \"x\"\n").starts_with((dir / "job.toml").string() + ":1: data.path: missing"));
+}
+
+TEST_CASE("[[data.source]] entries: paths against the file's directory, weights > 0, never beside data.path") {
+  TempDir dir("config");
+  const std::string sources =
+      "[job]\nname = \"x\"\n\n[data]\nformat = \"llmc-bin\"\ntokenizer = \"tok/tokenizer.json\"\n\n"
+      "[[data.source]]\npath = \"web/train_*.bin\"\nweight = 3\n\n[[data.source]]\npath = \"code\"\n";
+  std::ofstream(dir / "job.toml") << sources;
+  const JobConfig c = load_job_config(dir / "job.toml");
+  REQUIRE(c.data.sources.size() == 2);
+  CHECK(c.data.sources[0].path == dir.path() / "web" / "train_*.bin");
+  CHECK(c.data.sources[0].weight == 3);
+  CHECK(c.data.sources[1].path == dir.path() / "code");
+  CHECK(c.data.sources[1].weight == 1);
+  CHECK(c.data.tokenizer == dir.path() / "tok" / "tokenizer.json");
+  std::ofstream(dir / "again.toml") << to_toml(c);
+  CHECK(load_job_config(dir / "again.toml").data == c.data);
+
+  CHECK(only_problem(dir, sources + "weight = 0\n") ==
+        (dir / "job.toml").string() + ":14: data.source[1].weight: expected a number > 0, found 0");
+  CHECK(only_problem(dir, "[job]\nname = \"x\"\n\n[data]\npath = \"a.txt\"\n\n[[data.source]]\npath = \"b\"\n") ==
+        (dir / "job.toml").string() + ":5: data.path: expected either data.path or [[data.source]] entries, found both");
+  CHECK(only_problem(dir, "[job]\nname = \"x\"\n\n[[data.source]]\nweight = 2\n").find(
+            "data.source[0].path: missing required key") != std::string::npos);
 }
 
 TEST_CASE("d_model not divisible by n_head") {
