@@ -87,6 +87,10 @@ void WindowSampler::next_group_batch(int B, int member, int members, std::int32_
 }
 
 void WindowSampler::seek(const SamplerPosition& pos) {
+  if (pos.windows == 0 && pos.taken.empty()) {  // a state that never trained (an import): the start
+    pos_ = {0, std::vector<std::uint64_t>(sources_.size(), 0)};
+    return;
+  }
   const std::uint64_t sum = std::accumulate(pos.taken.begin(), pos.taken.end(), std::uint64_t{0});
   if (pos.taken.size() != sources_.size() || sum != pos.windows)
     throw make_error(ErrorKind::Data, "the data position (", pos.windows, " windows from ", pos.taken.size(),

@@ -39,7 +39,8 @@ class WindowSampler {
 
   const SamplerPosition& position() const { return pos_; }
   // Restores a position; the batches that follow are those that followed it. Error(Data) when it
-  // does not fit this corpus (another number of sources, or counts that do not add up).
+  // does not fit this corpus (another number of sources, or counts that do not add up). No
+  // windows and no counts (a state that never trained) is the start.
   void seek(const SamplerPosition& pos);
 
   std::size_t source_of(std::uint64_t position) const;

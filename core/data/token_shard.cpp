@@ -3,6 +3,7 @@
 #include <climits>
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "core/util/error.hpp"
@@ -109,34 +110,46 @@ TokenShard::TokenShard(MappedFile file, std::size_t header_bytes, std::size_t to
   file_.advise_random();
 }
 
-void TokenShard::copy(std::uint64_t begin, std::uint64_t n, std::int32_t* out) const {
-  MERIDIAN_CHECK(begin <= count_ && n <= count_ - begin, "tokens [", begin, ", ", begin + n, ") of ", count_, " in ",
-                 path().string());
-  const auto* p = reinterpret_cast<const unsigned char*>(file_.bytes().data()) + header_bytes_ + begin * token_bytes_;
-  // Little-endian on disk, as llm.c writes; the ids were range-checked by check_vocab at start-up,
-  // and a 32-bit id of 2^31 or more wraps negative, which the model's own check catches.
-  for (std::uint64_t i = 0; i < n; ++i, p += token_bytes_) {
+namespace {
+
+// Little-endian ids of `width` bytes, as llm.c writes them.
+void decode_ids(const unsigned char* p, std::uint64_t n, std::size_t width, std::int32_t* out) {
+  for (std::uint64_t i = 0; i < n; ++i, p += width) {
     std::uint32_t v = 0;
-    for (std::size_t b = 0; b < token_bytes_; ++b) v |= std::uint32_t{p[b]} << (8 * b);
-    out[i] = static_cast<std::int32_t>(v);
+    for (std::size_t b = 0; b < width; ++b) v |= std::uint32_t{p[b]} << (8 * b);
+    out[i] = static_cast<std::int32_t>(v);  // 2^31 and more wrap negative: check_vocab refuses them
   }
 }
 
+}  // namespace
+
+void TokenShard::copy(std::uint64_t begin, std::uint64_t n, std::int32_t* out) const {
+  MERIDIAN_CHECK(begin <= count_ && n <= count_ - begin, "tokens [", begin, ", ", begin + n, ") of ", count_, " in ",
+                 path().string());
+  decode_ids(reinterpret_cast<const unsigned char*>(file_.bytes().data()) + header_bytes_ + begin * token_bytes_, n,
+             token_bytes_, out);
+}
+
+// Read through a buffer, not the mapping: the pass over every token leaves no page of the file in
+// this process's resident memory.
 void TokenShard::check_vocab(int vocab) const {
   MERIDIAN_CHECK(vocab > 0, "vocab=", vocab);
   check_id_space(id_space_, vocab, path());
-  constexpr std::uint64_t kChunk = 1 << 16;
+  std::ifstream in(path(), std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(header_bytes_));
+  constexpr std::uint64_t kChunk = 1 << 18;
+  std::vector<unsigned char> raw(kChunk * token_bytes_);
   std::vector<std::int32_t> ids(kChunk);
   for (std::uint64_t at = 0; at < count_; at += kChunk) {
     const std::uint64_t n = std::min(kChunk, count_ - at);
-    copy(at, n, ids.data());
+    if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(n * token_bytes_)))
+      throw make_error(ErrorKind::Data, "data file ", path(), " could not be read at token ", at);
+    decode_ids(raw.data(), n, token_bytes_, ids.data());
     for (std::uint64_t i = 0; i < n; ++i)
       if (ids[i] >= vocab || ids[i] < 0)
-        throw make_error(ErrorKind::Data, "data file ", path(), ": token ",
-                         static_cast<std::uint32_t>(ids[i]), " at index ", at + i,
-                         " is outside the model's vocabulary of ", vocab);
+        throw make_error(ErrorKind::Data, "data file ", path(), ": token ", static_cast<std::uint32_t>(ids[i]),
+                         " at index ", at + i, " is outside the model's vocabulary of ", vocab);
   }
-  file_.release_pages();
 }
 
 }  // namespace meridian

@@ -40,7 +40,7 @@ class TokenShard {
 
   // Reads every token once: Error(Data) naming the file and the first token outside [0, vocab)
   // (its index and value), or a vocabulary the file's encoding cannot address. The pass leaves no
-  // pages resident.
+  // page of the file resident in this process.
   void check_vocab(int vocab) const;
 
  private:

@@ -47,4 +47,22 @@ void export_hf(const ModelConfig& shape, std::span<const float> params, const fs
   env.sync_dir(out_dir);
 }
 
+void export_tokenizer(const TokenizerFile& tokenizer, const fs::path& out_dir, int context) {
+  Env& env = posix_env();
+  env.create_dirs(out_dir);
+  const bool is_json = tokenizer.name.ends_with(".json");
+  write_text_atomically(env, out_dir / (is_json ? std::string("tokenizer.json") : tokenizer.name), tokenizer.bytes);
+  if (is_json) {
+    nlohmann::ordered_json config = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"model_max_length", context}};
+    const auto parsed = nlohmann::json::parse(tokenizer.bytes, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object() && parsed.contains("added_tokens") && parsed["added_tokens"].is_array())
+      for (const auto& added : parsed["added_tokens"])
+        if (const auto content = added.value("content", std::string());
+            content == "<|endoftext|>" || content == "<|end_of_text|>")
+          config["eos_token"] = config["bos_token"] = content;
+    write_text_atomically(env, out_dir / "tokenizer_config.json", config.dump(2) + "\n");
+  }
+  env.sync_dir(out_dir);
+}
+
 }  // namespace meridian

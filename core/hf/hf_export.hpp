@@ -8,6 +8,7 @@
 
 #include "core/hf/dtype.hpp"
 #include "core/model/model_config.hpp"
+#include "core/tokenizer/tokenizer_file.hpp"
 
 namespace meridian {
 
@@ -18,5 +19,11 @@ namespace meridian {
 // Error(Io) when the file system refuses.
 void export_hf(const ModelConfig& shape, std::span<const float> params, const std::filesystem::path& out_dir,
                HfDtype dtype = HfDtype::F32);
+
+// The job's tokenizer beside the weights. A tokenizer.json as it is, with a tokenizer_config.json
+// that makes AutoTokenizer.from_pretrained(out_dir) take it (PreTrainedTokenizerFast, its
+// end-of-text token as eos, `context` as model_max_length); a rank file under its own name
+// (tiktoken reads it; transformers does not). Error(Io) when the file system refuses.
+void export_tokenizer(const TokenizerFile& tokenizer, const std::filesystem::path& out_dir, int context);
 
 }  // namespace meridian

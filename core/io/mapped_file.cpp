@@ -64,10 +64,6 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-void MappedFile::release_pages() const {
-  if (data_) ::madvise(data_, size_, MADV_DONTNEED);
-}
-
 void MappedFile::advise_random() const {
   if (data_) ::madvise(data_, size_, MADV_RANDOM);
 }

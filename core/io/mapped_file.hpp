@@ -22,10 +22,6 @@ class MappedFile {
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
   const std::filesystem::path& path() const { return path_; }
 
-  // Drops the pages this process has touched from its resident memory (the kernel's page cache
-  // keeps them; a later read maps them again): after a pass over the whole file, so that the pass
-  // does not leave the file resident in the reader.
-  void release_pages() const;
   // The reads that follow jump about (training windows): no read-ahead around each.
   void advise_random() const;
 

@@ -1,5 +1,8 @@
 #include "core/tokenizer/tokenizer_file.hpp"
 
+#include <fstream>
+#include <iterator>
+
 #include "core/tokenizer/hf_tokenizer.hpp"
 #include "core/tokenizer/tiktoken_file.hpp"
 #include "core/util/error.hpp"
@@ -15,6 +18,17 @@ Tokenizer load_tokenizer(const std::filesystem::path& file, std::string_view enc
   if (file.extension() == ".tiktoken" && find_tiktoken_encoding(stem)) return load_tiktoken(file, stem);
   throw make_error(ErrorKind::Config, "tokenizer file ", file.string(),
                    " is neither a tokenizer.json nor a rank file named after its encoding: name the encoding");
+}
+
+TokenizerFile read_job_tokenizer(const std::filesystem::path& file, std::string_view encoding, int model_vocab) {
+  const Tokenizer tokenizer = load_tokenizer(file, encoding);
+  if (tokenizer.vocab_size() > model_vocab)
+    throw make_error(ErrorKind::Config, "tokenizer ", file.string(), " has ", tokenizer.vocab_size(),
+                     " tokens (specials included), more than the model's vocabulary of ", model_vocab);
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) throw make_error(ErrorKind::Config, "tokenizer file ", file.string(), " cannot be read");
+  return {file.filename().string(), std::move(bytes), std::string(encoding)};
 }
 
 }  // namespace meridian

@@ -28,7 +28,13 @@ void check_validation_windows(const JobData& data, const JobConfig& c) {
                      " tokens, fewer than one window of seq_len+1 = ", c.model.seq_len + 1);
 }
 
+std::optional<TokenizerFile> load_job_tokenizer(const JobConfig& c) {
+  if (!c.data.tokenizer) return std::nullopt;
+  return read_job_tokenizer(*c.data.tokenizer, c.data.tokenizer_encoding, c.model.vocab);
+}
+
 void check_job_data(const JobConfig& c) {
+  load_job_tokenizer(c);
   const JobData data = load_job_data(c);
   make_job_sampler(data.train, c);
   check_validation_windows(data, c);

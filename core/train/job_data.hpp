@@ -8,6 +8,7 @@
 #include "core/config/job_config.hpp"
 #include "core/data/corpus.hpp"
 #include "core/data/sampler.hpp"
+#include "core/tokenizer/tokenizer_file.hpp"
 
 namespace meridian {
 
@@ -27,6 +28,9 @@ WindowSampler make_job_sampler(const Corpus& train, const JobConfig& config);
 
 // Error(Data) naming the source when the validation tokens do not fill one window of seq_len + 1.
 void check_validation_windows(const JobData& data, const JobConfig& config);
+
+// [data] tokenizer, read and checked (read_job_tokenizer); nullopt when the job names none.
+std::optional<TokenizerFile> load_job_tokenizer(const JobConfig& config);
 
 // What a replica would find wrong with the job's data and tokenizer at start-up, found without
 // training: load_job_data, one training and one validation window at least, the tokenizer's file

@@ -140,9 +140,9 @@ SamplerPosition decode_data_position(const Checkpoint& ckpt, const std::string& 
     return {windows, {windows}};
   }
   const auto w = ckpt.get_pod<std::uint64_t>("data.windows");
-  if (w.size() < 2)
-    throw make_error(ErrorKind::Checkpoint, source, ": record \"data.windows\" has ", w.size(),
-                     " values, expected the windows taken and one count per data source");
+  if (w.empty())
+    throw make_error(ErrorKind::Checkpoint, source, ": record \"data.windows\" is empty, expected the windows taken "
+                     "and one count per data source");
   return {w[0], std::vector<std::uint64_t>(w.begin() + 1, w.end())};
 }
 
@@ -189,6 +189,21 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
   return state;
 }
 
+void put_tokenizer(Checkpoint& c, const TokenizerFile& tokenizer) {
+  c.put("tokenizer.name", bytes_of(tokenizer.name));
+  c.put("tokenizer.file", bytes_of(tokenizer.bytes));
+  c.put("tokenizer.encoding", bytes_of(tokenizer.encoding));
+}
+
+std::optional<TokenizerFile> get_tokenizer(const Checkpoint& c) {
+  if (!c.has("tokenizer.file")) return std::nullopt;
+  const auto text = [&](const char* name) {
+    const auto b = c.get(name);
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  return TokenizerFile{text("tokenizer.name"), text("tokenizer.file"), text("tokenizer.encoding")};
+}
+
 ModelSnapshot load_model_snapshot(Env& env, const std::filesystem::path& path,
                                   const std::function<void(const std::string&)>& warn) {
   if (!env.exists(path)) throw make_error(ErrorKind::Checkpoint, "no checkpoint at ", path.string());
@@ -212,6 +227,7 @@ ModelSnapshot load_model_snapshot(Env& env, const std::filesystem::path& path,
     throw make_error(ErrorKind::Checkpoint, snap.source.string(), ": record \"params\" holds ", snap.params.size(),
                      " values, a model of ", describe(snap.shape), " has ", expected);
   snap.step = ckpt.get_value<std::int64_t>("train.step");
+  snap.tokenizer = get_tokenizer(ckpt);
   return snap;
 }
 

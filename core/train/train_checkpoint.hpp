@@ -16,6 +16,7 @@
 #include "core/data/sampler.hpp"
 #include "core/model/model_config.hpp"
 #include "core/optim/adamw.hpp"
+#include "core/tokenizer/tokenizer_file.hpp"
 
 namespace meridian {
 
@@ -50,11 +51,17 @@ void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, A
 
 ModelConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source);
 
+// "tokenizer.name", "tokenizer.file", "tokenizer.encoding": the job's tokenizer, so that an
+// export carries it wherever the checkpoint goes.
+void put_tokenizer(Checkpoint& c, const TokenizerFile& tokenizer);
+std::optional<TokenizerFile> get_tokenizer(const Checkpoint& c);
+
 struct ModelSnapshot {
   ModelConfig shape;
   std::vector<float> params;
   std::int64_t step = 0;
   std::filesystem::path source;
+  std::optional<TokenizerFile> tokenizer;
 };
 
 // `path` is a checkpoint file, a checkpoints/ directory or a run directory; for a directory the

@@ -52,6 +52,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       slot_(std::move(slot)),
       grad_accum_(config.inner.grad_accum),
       data_(load_job_data(config)),
+      tokenizer_(load_job_tokenizer(config)),
       model_(make_model<float>(config.model)),
       opt_(make_adamw(config, model_->layout())),
       muon_(make_muon(config, model_->layout())),
@@ -59,6 +60,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                 config.inner.warmup_steps, config.inner.steps},
       sampler_(make_job_sampler(data_.train, config)) {
   check_validation_windows(data_, config);
+  state_.data = sampler_.position();
   if (config.model_init_from) {
     const std::vector<float> weights = load_init_from(*config.model_init_from, config.model);
     std::copy(weights.begin(), weights.end(), model_->params().begin());
@@ -225,6 +227,7 @@ Checkpoint Trainer::snapshot() const {
     out.put_value<std::int64_t>("fp16.clean_steps", scaler->clean_steps());
     out.put_value<std::int64_t>("fp16.skipped_steps", scaler->skipped_steps());
   }
+  if (tokenizer_) put_tokenizer(out, *tokenizer_);
   if (extras_.save) extras_.save(out);
   return out;
 }
@@ -357,7 +360,8 @@ TrainSummary Trainer::finish_run(TrainSummary summary, std::int64_t first_step, 
   if (state_.step > first_step) save_checkpoint();
   log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", state_.step}, {"version", 0},
                {"val_loss", summary.final_val_loss}, {"tokens", state_.tokens}});
-  log_.event("end", {{"step", state_.step}, {"val_loss", summary.final_val_loss}});
+  // The realised mix: windows taken from each data source, in [[data.source]] order.
+  log_.event("end", {{"step", state_.step}, {"val_loss", summary.final_val_loss}, {"data_windows", state_.data.taken}});
   log_.summary({{"final_val_loss", summary.final_val_loss},
                 {"final_train_loss", summary.final_train_loss},
                 {"steps", summary.steps},

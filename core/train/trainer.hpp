@@ -138,6 +138,7 @@ class Trainer {
   ReplicaSlot slot_;
   int grad_accum_;
   JobData data_;
+  std::optional<TokenizerFile> tokenizer_;  // [data] tokenizer: into every checkpoint
   // On a GPU these are host copies of the device's state, refreshed by const readers (snapshot)
   // too, hence mutable; device_ is null on the CPU.
   std::unique_ptr<LanguageModel<float>> model_;

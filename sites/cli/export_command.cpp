@@ -16,7 +16,7 @@ Action add_export_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   app.add_option("--checkpoint", opts->checkpoint, "checkpoint file, checkpoints/ directory or run directory")
       ->required();
-  app.add_option("--out", opts->out, "output directory (model.safetensors, config.json, generation_config.json)")
+  app.add_option("--out", opts->out, "output directory (model.safetensors, config.json, generation_config.json, the job's tokenizer)")
       ->required();
   app.add_option("--dtype", opts->dtype, "weights as f32 or bf16 (rounded to nearest even)")->capture_default_str();
   return [opts] {
@@ -25,6 +25,7 @@ Action add_export_command(CLI::App& app) {
     const auto snap = load_model_snapshot(posix_env(), opts->checkpoint,
                                           [](const std::string& why) { std::fprintf(stderr, "warning: %s\n", why.c_str()); });
     export_hf(snap.shape, snap.params, opts->out, opts->dtype == "bf16" ? HfDtype::BF16 : HfDtype::F32);
+    if (snap.tokenizer) export_tokenizer(*snap.tokenizer, opts->out, snap.shape.positions());
     std::printf("exported %s (step %lld, %s) as %s to %s\n", snap.source.string().c_str(),
                 static_cast<long long>(snap.step), describe(snap.shape).c_str(), opts->dtype.c_str(), opts->out.c_str());
     return 0;

@@ -26,10 +26,13 @@ using nlohmann::json;
 
 namespace {
 
-// 120 steps of the tiny model; the guard looks at 20 steps and keeps a state every 10.
+// 120 steps of the tiny model; the guard looks at 20 steps and keeps a state every 10. At 4
+// sequences of 32 tokens a step, a few seeds' data orders give a real gradient spike of their own
+// (2 of 16 seeds tried, 2 more after the injected one); seed 1's runs have none, so the one
+// detected is the injected one.
 JobConfig job(const TempDir& dir, const std::string& run, std::vector<std::string> extra = {}) {
   const auto file = dir / "job.toml";
-  std::ofstream(file) << "[job]\nname = \"g\"\nseed = 11\n"
+  std::ofstream(file) << "[job]\nname = \"g\"\nseed = 1\n"
                       << "[model]\npreset = \"tiny\"\n"
                       << "[data]\npath = \"" << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
                       << "\"\n"

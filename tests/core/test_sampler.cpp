@@ -165,7 +165,7 @@ TEST_CASE("a source without one window is a data error naming it") {
   }
 }
 
-TEST_CASE("the permutation is a bijection of [0, n) that the key reorders") {
+TEST_CASE("the permutation is a bijection of 0..n-1 that the key reorders") {
   for (std::uint64_t n : {1, 2, 3, 5, 17, 1000, 4097}) {
     const RandomPermutation p(n, 11), q(n, 12);
     std::vector<std::uint64_t> image, other;

@@ -384,13 +384,13 @@ TEST_CASE("divergence guard across sites: a spiked site rolls back to its versio
   // spike hits site a's step 100, inside a round (96..103): its damage is never announced. These
   // batches of 4 windows have spikes of their own, and where they fall depends on the CPU's
   // arithmetic: at lr 3e-3, z 6.5 and gradient norms 14x the median; at 1.5e-3 on an AVX-512
-  // machine, a gradient norm 67x the median at step 232. The detector's bounds are raised far above
-  // those (loss z 20, norms 1000x) and still far below the injected spike's (z 65): this case is
+  // machine, a gradient norm 67x the median at step 232. The detector's bounds are raised above
+  // those (loss z 10, norms 1000x) and still below the injected spike's (z 13.7): this case is
   // about what the guard does across sites, test_divergence_detector about what it detects.
   const std::string inner = "[inner]\nlr = 0.0015\nwarmup_steps = 5\nsteps = 240\nbatch_per_replica = 4\n"
                             "[log]\nevery = 8\neval_every = 0\neval_windows = 64\n"
                             "[guard]\nacross_sites = true\nwindow = 20\nmin_history = 10\nsnapshot_every = 10\n"
-                            "loss_z = 20.0\ngrad_norm_ratio = 1000.0\n";
+                            "loss_z = 10.0\ngrad_norm_ratio = 1000.0\n";
   // The outer step the case was sized with (a 2-site job would otherwise take the derived ones).
   const std::string outer =
       "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = false\nlr = 0.7\nmomentum = 0.9\n"
@@ -432,16 +432,22 @@ TEST_CASE("divergence guard across sites: a spiked site rolls back to its versio
   CHECK(guarded.at("b")["rollbacks"] == 0);
   const double clean_loss = clean.at("a")["final_val_loss"].get<double>();
   const double guarded_loss = guarded.at("a")["final_val_loss"].get<double>();
-  // The stated margin: within 3% of the clean run (measured 3.353 against 3.345, +0.2%).
+  // The stated margin: within 3% of the clean run (measured 3.219 against 3.204, +0.5%).
   MESSAGE("final val loss: clean ", clean_loss, ", spiked and rolled back ", guarded_loss);
   CHECK(std::abs(guarded_loss - clean_loss) < 0.03 * clean_loss);
 
-  // Without the guard (at either site) site a's damaged round is announced, passes the peers'
-  // screen and goes into version 13 on both sites: measured 3.566, +6.6%.
+  // Without the guard (at either site) site a's damaged round (12: steps 96..103) is announced,
+  // passes the peers' screen and goes into version 13 on both sites: measured 3.366, +5.1%.
   const auto unguarded =
       run_sites(dir, write_job(dir, "unguarded", outer, "", inner + "enabled = false\n"), etcd, spike);
-  const double unguarded_loss = unguarded.at("b")["final_val_loss"].get<double>();
-  MESSAGE("final val loss unguarded: ", unguarded_loss);
+  MESSAGE("final val loss unguarded: ", unguarded.at("b")["final_val_loss"].get<double>());
   CHECK(unguarded.at("a")["params_hash"] == unguarded.at("b")["params_hash"]);
-  CHECK(unguarded_loss > 1.03 * clean_loss);
+  const auto merged_damage = [&](const std::string& run) {
+    for (const auto& e : events_of(read_jsonl(dir / run / "b" / "events.jsonl"), "commit_applied"))
+      for (const auto& d : e["deltas"])
+        if (d["site"] == "a" && d["round"] == 12) return true;
+    return false;
+  };
+  CHECK(merged_damage("unguarded"));
+  CHECK(unguarded.at("b")["final_val_loss"].get<double>() > 1.03 * clean_loss);
 }

@@ -124,3 +124,60 @@ TEST_CASE("tokenize: bad input is an error naming the file and where, and writes
   CHECK(r.exit_code == 78);
   CHECK(r.err.find("name the encoding") != std::string::npos);
 }
+
+// configs/examples/gutenberg.toml's three commands on three of the books, its data paths pointed at
+// what they made: the tokenizer meridian trained, the shards tokenized with it, and the job trains,
+// keeps the tokenizer in its checkpoint, and exports it beside the weights.
+TEST_CASE("from text to a job: tokenizer train, tokenize, train the Gutenberg example, export its tokenizer") {
+  const fs::path books = meridian::testing::source_dir() / "../shared/data/gutenberg_en";
+  REQUIRE_MESSAGE(fs::is_directory(books), books.string(), " is missing (the shared corpora)");
+  TempDir dir("tokenize");
+  const std::vector<std::string> texts{(books / "alice_in_wonderland.txt").string(),
+                                       (books / "anne_of_green_gables.txt").string(),
+                                       (books / "SOURCE.txt").string()};
+  const fs::path data = dir / "data";
+  std::vector<std::string> train{"tokenizer", "train", "--vocab", "512", "--out", (data / "tokenizer.json").string()};
+  train.insert(train.end(), texts.begin(), texts.end());
+  const auto trained = run_meridian(train, {}, 2);
+  REQUIRE_MESSAGE(trained.exit_code == 0, trained.describe());
+  std::vector<std::string> tokenize{"tokenize", "--tokenizer", (data / "tokenizer.json").string(), "--out",
+                                    data.string(), "--shard-tokens", "60000", "--val-tokens", "5000"};
+  tokenize.insert(tokenize.end(), texts.begin(), texts.end());
+  const auto tokenized = run_meridian(tokenize, {}, 2);
+  REQUIRE_MESSAGE(tokenized.exit_code == 0, tokenized.describe());
+  CHECK(fs::exists(data / "train_000002.bin"));  // three shards and more
+
+  const std::string example = (meridian::testing::source_dir() / "configs/examples/gutenberg.toml").string();
+  const std::vector<std::string> sets{"--set", "data.path=\"" + (data / "train_*.bin").string() + "\"",
+                                      "--set", "data.val_path=\"" + (data / "val_*.bin").string() + "\"",
+                                      "--set", "data.tokenizer=\"" + (data / "tokenizer.json").string() + "\"",
+                                      "--set", "model.vocab=512", "--set", "inner.steps=3", "--set",
+                                      "inner.warmup_steps=1", "--set", "log.eval_every=0", "--set",
+                                      "job.run_dir=\"" + (dir / "run").string() + "\""};
+  std::vector<std::string> validate{"validate", example};
+  validate.insert(validate.end(), sets.begin(), sets.end());
+  const auto valid = run_meridian(validate);
+  REQUIRE_MESSAGE(valid.exit_code == 0, valid.describe());
+  std::vector<std::string> run{"train", "--config", example};
+  run.insert(run.end(), sets.begin(), sets.end());
+  const auto ran = run_meridian(run);
+  REQUIRE_MESSAGE(ran.exit_code == 0, ran.describe());
+
+  const auto exported = run_meridian({"export", "--checkpoint", (dir / "run").string(), "--out", (dir / "hf").string()});
+  REQUIRE_MESSAGE(exported.exit_code == 0, exported.describe());
+  std::ifstream a(data / "tokenizer.json"), b(dir / "hf" / "tokenizer.json");
+  const std::string original((std::istreambuf_iterator<char>(a)), {}), copy((std::istreambuf_iterator<char>(b)), {});
+  CHECK(!original.empty());
+  CHECK(copy == original);
+  std::ifstream config(dir / "hf" / "tokenizer_config.json");
+  const std::string tokenizer_config((std::istreambuf_iterator<char>(config)), {});
+  CHECK(tokenizer_config.find("\"eos_token\": \"<|endoftext|>\"") != std::string::npos);
+
+  // A model's vocabulary below the tokenizer's is refused before anything trains.
+  std::vector<std::string> small{"validate", example};
+  small.insert(small.end(), sets.begin(), sets.end());
+  small.insert(small.end(), {"--set", "model.vocab=300"});
+  const auto refused = run_meridian(small);
+  CHECK(refused.exit_code != 0);
+  CHECK_MESSAGE(refused.err.find("tokenizer.json has 512 tokens") != std::string::npos, refused.describe());
+}
