@@ -126,8 +126,9 @@ void decode_ids(const unsigned char* p, std::uint64_t n, std::size_t width, std:
 void TokenShard::copy(std::uint64_t begin, std::uint64_t n, std::int32_t* out) const {
   MERIDIAN_CHECK(begin <= count_ && n <= count_ - begin, "tokens [", begin, ", ", begin + n, ") of ", count_, " in ",
                  path().string());
-  decode_ids(reinterpret_cast<const unsigned char*>(file_.bytes().data()) + header_bytes_ + begin * token_bytes_, n,
-             token_bytes_, out);
+  const std::size_t offset = header_bytes_ + begin * token_bytes_;
+  decode_ids(reinterpret_cast<const unsigned char*>(file_.bytes().data()) + offset, n, token_bytes_, out);
+  file_.release_pages(offset, n * token_bytes_);
 }
 
 // Read through a buffer, not the mapping: the pass over every token leaves no page of the file in

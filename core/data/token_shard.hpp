@@ -35,7 +35,8 @@ class TokenShard {
   // The ids the file's encoding can hold: 256 (text), 65,536 (16-bit shards), 2^31 (32-bit).
   std::int64_t id_space() const { return id_space_; }
 
-  // Tokens [begin, begin + n) as int32; the range must lie within the shard.
+  // Tokens [begin, begin + n) as int32; the range must lie within the shard. The pages read are
+  // released after (MappedFile::release_pages): a shard never stays resident.
   void copy(std::uint64_t begin, std::uint64_t n, std::int32_t* out) const;
 
   // Reads every token once: Error(Data) naming the file and the first token outside [0, vocab)

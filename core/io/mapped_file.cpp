@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <system_error>
 #include <utility>
 
@@ -62,6 +64,16 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   data_ = std::exchange(other.data_, nullptr);
   size_ = std::exchange(other.size_, 0);
   return *this;
+}
+
+void MappedFile::release_pages(std::size_t offset, std::size_t length) const {
+  constexpr std::size_t kSpan = std::size_t{2} << 20;
+  if (!data_ || offset >= size_) return;
+  // Offsets within the mapping; mmap returns a page-aligned (and here span-relative) start.
+  const auto base = reinterpret_cast<std::uintptr_t>(data_);
+  const std::uintptr_t from = std::max(base, (base + offset) / kSpan * kSpan);
+  const std::uintptr_t to = std::min(base + size_, (base + offset + length + kSpan - 1) / kSpan * kSpan);
+  ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 void MappedFile::advise_random() const {

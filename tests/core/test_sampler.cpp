@@ -145,6 +145,7 @@ TEST_CASE("weighted sources: each position's source follows the weights within a
   }
   CHECK(s.position().taken == std::vector<std::uint64_t>{static_cast<std::uint64_t>(n - code),
                                                           static_cast<std::uint64_t>(code)});
+  MESSAGE("realised mix over ", n, " windows: ", n - code, " : ", code, " (weights 3 : 1)");
   CHECK(std::abs(code - n / 4) <= 3);
   // The code source (186 windows an epoch) went round many times meanwhile, the web one not.
   CHECK(s.position().taken[1] > 5 * s.windows_per_epoch(1));

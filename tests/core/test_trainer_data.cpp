@@ -82,6 +82,7 @@ TEST_CASE("two weighted sources over three shards: stopped and resumed equals un
   // 96 windows, a quarter of them the sonnets', within a window or two.
   const auto& taken = straight.state().data.taken;
   REQUIRE(taken.size() == 2);
+  MESSAGE("realised mix over 96 windows: ", taken[0], " : ", taken[1], " (weights 3 : 1)");
   CHECK(taken[0] + taken[1] == 96);
   CHECK(std::abs(static_cast<double>(taken[1]) - 24.0) <= 2.0);
 }
