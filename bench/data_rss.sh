@@ -2,7 +2,7 @@
 # A replica's resident memory against the size of its corpus: the Gutenberg books of ../shared/data
 # tokenized (a BPE of 1,024 tokens that meridian trains on them) into shards of SHARD_TOKENS, then
 # `meridian train` of the small model (STEPS steps, one thread) on the first N shards and on the
-# first 2N, ROUNDS times each. Sampled every 50 ms from /proc: the replica's own memory, its
+# first 2N, ROUNDS times each. Sampled every 10 ms from /proc: the replica's own memory, its
 # anonymous pages plus the pages of the shards it has mapped (the shared libraries' pages, some
 # 130 MB of CUDA's and OpenBLAS's that the kernel maps and reclaims with the machine's load, are
 # the same whatever the corpus and left out); the figure is the median of the runs' peaks for each,
@@ -55,7 +55,7 @@ peak_kb() {  # peak of anonymous + shard pages, in KB, of training on the first 
   python3 - "$!" "$work/data" <<'PY'
 import os, sys, time
 pid, data = sys.argv[1], sys.argv[2]
-peak = 0
+peak = peak_shard = 0
 while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
     try:
         anon = next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("RssAnon"))
@@ -66,20 +66,24 @@ while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split(
                 mapping = parts[-1] if len(parts) >= 6 else ""
             elif parts and parts[0] == "Rss:" and data in os.path.realpath(mapping or "/"):
                 shard += int(parts[1])
-        peak = max(peak, anon + shard)
+        peak, peak_shard = max(peak, anon + shard), max(peak_shard, shard)
     except (OSError, StopIteration):
         break
-    time.sleep(0.05)
-print(peak)
+    time.sleep(0.01)
+print(peak, peak_shard)
 PY
   wait
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A rss
 for n in "$N" $((2 * N)); do
-  runs=()
-  for r in $(seq "$ROUNDS"); do runs+=("$(peak_kb "$n")"); done
+  runs=() shard_runs=()
+  for r in $(seq "$ROUNDS"); do
+    read -r total shard < <(peak_kb "$n")
+    runs+=("$total") shard_runs+=("$shard")
+  done
   rss[$n]=$(printf '%s\n' "${runs[@]}" | median)
-  echo "$n shards ($((n * SHARD_TOKENS)) tokens, $((n * SHARD_TOKENS * 4 / 1000000)) MB as int32 in memory): peak anonymous + shard pages ${runs[*]} KB; median ${rss[$n]} KB"
+  echo "$n shards ($((n * SHARD_TOKENS)) tokens, $((n * SHARD_TOKENS * 4 / 1000000)) MB as int32 in memory):" \
+       "peak anonymous + shard pages ${runs[*]} KB, median ${rss[$n]} KB; of which shard pages at most ${shard_runs[*]} KB"
 done
 awk -v a="${rss[$N]}" -v b="${rss[$((2 * N))]}" 'BEGIN { printf "doubling the shards: peak x %.3f (%+.1f%%)\n", b / a, 100 * (b / a - 1) }'

@@ -18,26 +18,17 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "tests/support/jsonl.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_job.hpp"
 
 using namespace meridian;
+using meridian::testing::logged_losses;
 using meridian::testing::TempDir;
 using meridian::testing::fake_clock;
 using meridian::testing::tiny_job;
 
 namespace {
-
-// Train losses of every logged step, read back from metrics.jsonl.
-std::vector<double> logged_losses(const std::filesystem::path& run_dir) {
-  std::ifstream in(run_dir / "metrics.jsonl");
-  std::vector<double> losses;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
-  }
-  return losses;
-}
 
 std::uint64_t params_hash(Trainer& t) { return hash64(std::span<const float>(t.model().params())); }
 

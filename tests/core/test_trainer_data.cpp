@@ -5,55 +5,23 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/io/env.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/train/trainer.hpp"
+#include "tests/support/jsonl.hpp"
+#include "tests/support/mixed_sources.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_job.hpp"
 
 using namespace meridian;
 using meridian::testing::fake_clock;
-using meridian::testing::source_dir;
+using meridian::testing::write_mixed_job;
+using meridian::testing::logged_losses;
 using meridian::testing::TempDir;
 namespace fs = std::filesystem;
-
-namespace {
-
-// Tiny shakespeare in three text shards: two of source "plays" (weight 3), one of "sonnets" (1).
-fs::path write_mixed_job(const TempDir& dir) {
-  std::ifstream in(source_dir() / "data/tinyshakespeare/input.txt", std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t third = text.size() / 3;
-  fs::create_directories(dir / "plays");
-  fs::create_directories(dir / "sonnets");
-  std::ofstream(dir / "plays" / "part_0.txt", std::ios::binary) << text.substr(0, third);
-  std::ofstream(dir / "plays" / "part_1.txt", std::ios::binary) << text.substr(third, third);
-  std::ofstream(dir / "sonnets" / "part_2.txt", std::ios::binary) << text.substr(2 * third);
-  const auto file = dir / "job.toml";
-  std::ofstream(file) << "[job]\nname = \"mix\"\nseed = 7\n[model]\npreset = \"tiny\"\n"
-                      << "[data]\nval_fraction = 0.05\n"
-                      << "[[data.source]]\npath = \"plays/part_*.txt\"\nweight = 3\n"
-                      << "[[data.source]]\npath = \"sonnets\"\nweight = 1\n"
-                      << "[inner]\nlr = 3e-3\nwarmup_steps = 2\nbatch_per_replica = 4\nsteps = 24\n"
-                      << "[log]\nevery = 1\neval_every = 0\neval_windows = 8\n";
-  return file;
-}
-
-std::vector<double> logged_losses(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "metrics.jsonl");
-  std::vector<double> losses;
-  for (std::string line; std::getline(in, line);)
-    if (const auto j = nlohmann::json::parse(line); j.contains("loss")) losses.push_back(j["loss"].get<double>());
-  return losses;
-}
-
-}  // namespace
 
 TEST_CASE("two weighted sources over three shards: stopped and resumed equals uninterrupted, and the mix follows the weights") {
   TempDir dir("trainer_data");

@@ -22,6 +22,14 @@ inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p) {
   return out;
 }
 
+// The training loss of every logged step of a run, in order (metrics.jsonl).
+inline std::vector<double> logged_losses(const std::filesystem::path& run_dir) {
+  std::vector<double> losses;
+  for (const auto& j : read_jsonl(run_dir / "metrics.jsonl"))
+    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+  return losses;
+}
+
 inline std::vector<nlohmann::json> events_of(const std::vector<nlohmann::json>& events, const std::string& kind) {
   std::vector<nlohmann::json> out;
   for (const auto& e : events)
