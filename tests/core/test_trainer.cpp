@@ -20,11 +20,14 @@
 #include "core/util/hash.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/trainer_runs.hpp"
 #include "tests/support/tiny_job.hpp"
 
 using namespace meridian;
 using meridian::testing::logged_losses;
+using meridian::testing::ResumedRun;
 using meridian::testing::TempDir;
+using meridian::testing::TrainerRun;
 using meridian::testing::fake_clock;
 using meridian::testing::tiny_job;
 
@@ -54,27 +57,19 @@ TEST_CASE("resume is exact: interrupted and resumed equals uninterrupted, bit fo
     TempDir dir("resume-" + optimizer);
     const std::vector<std::string> sets{"inner.optimizer=\"" + optimizer + "\""};
     const auto straight_cfg = tiny_job(dir, "straight", sets);
-    RunLog straight_log(straight_cfg.job.run_dir);
-    Trainer straight(straight_cfg, posix_env(), straight_log, nullptr, fake_clock);
-    straight.run();
+    TrainerRun straight(straight_cfg);
     const auto straight_losses = logged_losses(straight_cfg.job.run_dir);
     REQUIRE(straight_losses.size() == 20);
 
     const auto cfg = tiny_job(dir, "resumed", sets);
-    {
-      RunLog log(cfg.job.run_dir);
-      Trainer first(cfg, posix_env(), log, nullptr, fake_clock);
-      CHECK(first.run(9).steps == 9);  // stops after 9 steps and checkpoints
-    }
-    RunLog log(cfg.job.run_dir);
-    Trainer second(cfg, posix_env(), log, nullptr, fake_clock);
-    const auto summary = second.run();
-    CHECK(summary.resumed_from_step == 9);
-    CHECK(summary.steps == 20);
+    ResumedRun resumed(cfg, 9);
+    CHECK(resumed.first_steps == 9);  // stops after 9 steps and checkpoints
+    CHECK(resumed.summary.resumed_from_step == 9);
+    CHECK(resumed.summary.steps == 20);
     const auto losses = logged_losses(cfg.job.run_dir);
     REQUIRE(losses.size() == 20);
     for (int i = 0; i < 20; ++i) CHECK_MESSAGE(losses[i] == straight_losses[i], "step ", i);  // exact
-    CHECK(params_hash(second) == params_hash(straight));
+    CHECK(params_hash(resumed.trainer) == params_hash(straight.trainer));
   }
 }
 
@@ -98,9 +93,7 @@ TEST_CASE("32-bit token ids end to end: a Llama of 70,000 tokens trains on a ver
                                       "model.d_model=16", "model.n_head=2", "model.n_kv_head=1",
                                       "model.ffn_hidden=32", "model.seq_len=16", "model.context=16"};
   const auto straight_cfg = tiny_job(dir, "straight", sets);
-  RunLog straight_log(straight_cfg.job.run_dir);
-  Trainer straight(straight_cfg, posix_env(), straight_log, nullptr, fake_clock);
-  straight.run();
+  TrainerRun straight(straight_cfg);
   const auto straight_losses = logged_losses(straight_cfg.job.run_dir);
   REQUIRE(straight_losses.size() == 20);
   CHECK(straight_losses.front() == doctest::Approx(std::log(70000.0)).epsilon(0.02));  // ids over the whole vocabulary
@@ -109,18 +102,12 @@ TEST_CASE("32-bit token ids end to end: a Llama of 70,000 tokens trains on a ver
   CHECK_MESSAGE(mean5(straight_losses.end() - 5) < mean5(straight_losses.begin()), straight_losses);
 
   const auto cfg = tiny_job(dir, "resumed", sets);
-  {
-    RunLog log(cfg.job.run_dir);
-    Trainer first(cfg, posix_env(), log, nullptr, fake_clock);
-    first.run(9);
-  }
-  RunLog log(cfg.job.run_dir);
-  Trainer second(cfg, posix_env(), log, nullptr, fake_clock);
-  CHECK(second.run().resumed_from_step == 9);
+  ResumedRun resumed(cfg, 9);
+  CHECK(resumed.summary.resumed_from_step == 9);
   const auto losses = logged_losses(cfg.job.run_dir);
   REQUIRE(losses.size() == 20);
   for (int i = 0; i < 20; ++i) CHECK_MESSAGE(losses[i] == straight_losses[i], "step ", i);
-  CHECK(params_hash(second) == params_hash(straight));
+  CHECK(params_hash(resumed.trainer) == params_hash(straight.trainer));
 }
 
 TEST_CASE("a corrupted newest checkpoint is refused with a message and the previous one is used") {
