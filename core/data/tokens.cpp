@@ -1,11 +1,5 @@
 #include "core/data/tokens.hpp"
 
-#include <array>
-#include <cerrno>
-#include <cmath>
-#include <cstring>
-#include <fstream>
-#include <climits>
 #include <string>
 
 #include "core/util/error.hpp"

@@ -1,5 +1,7 @@
 #include "core/train/job_data.hpp"
 
+#include <sstream>
+
 #include "core/util/error.hpp"
 
 namespace meridian {
@@ -13,7 +15,9 @@ JobData load_job_data(const JobConfig& c) {
     data.val_source = c.data.val_path->string();
   } else {
     data.val = data.train.hold_out(c.data.val_fraction).read_front(eval_tokens);
-    data.val_source = "the last " + std::to_string(c.data.val_fraction) + " of " + c.data.sources.front().path.string();
+    std::ostringstream source;
+    source << "the last " << c.data.val_fraction << " of " << c.data.sources.front().path.string();
+    data.val_source = source.str();
   }
   return data;
 }
