@@ -30,7 +30,7 @@
 
 #include "bench/stats.hpp"
 #include "core/util/error.hpp"
-#include "sync/comm/gloo_communicator.hpp"
+#include "intrasite/comm/gloo_communicator.hpp"
 
 using namespace meridian;
 using bench::Clock;

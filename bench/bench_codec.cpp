@@ -20,7 +20,7 @@
 #include "bench/stats.hpp"
 #include "core/util/digest.hpp"
 #include "core/util/rng.hpp"
-#include "sync/codec/codec.hpp"
+#include "crosssite/codec/codec.hpp"
 #include "transport/chunking/chunker.hpp"
 
 using namespace meridian;

@@ -15,8 +15,8 @@
 
 #include "bench/stats.hpp"
 #include "sites/launch/etcd_member.hpp"
-#include "sync/control/etcd_auth.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_auth.hpp"
+#include "crosssite/control/etcd_client.hpp"
 
 using namespace meridian;
 using bench::Clock;

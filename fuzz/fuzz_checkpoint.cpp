@@ -12,7 +12,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/hash.hpp"
 #include "fuzz/fuzz_common.hpp"
-#include "sync/round/outer_state.hpp"
+#include "crosssite/outer/outer_state.hpp"
 
 namespace {
 

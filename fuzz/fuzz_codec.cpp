@@ -1,4 +1,4 @@
-// The delta codecs' decoder (sync/codec/codec.hpp): an encoded delta as a peer's link delivers it.
+// The delta codecs' decoder (crosssite/codec/codec.hpp): an encoded delta as a peer's link delivers it.
 // The output's size is what a site expects (its model's or fragment's): the header's own n when
 // it is small, else the first byte's choice, so the size check is passed and failed both.
 // Promises checked: a decoded delta is all finite (the header comment's promise, which the
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "fuzz/fuzz_common.hpp"
-#include "sync/codec/codec.hpp"
+#include "crosssite/codec/codec.hpp"
 
 int meridian_fuzz_codec(const std::uint8_t* data, std::size_t size) {
   using namespace meridian;

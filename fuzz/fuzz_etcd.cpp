@@ -1,11 +1,11 @@
-// etcd's answers as the client reads them (sync/control/etcd_answer.hpp): an HTTP status (the first
+// etcd's answers as the client reads them (crosssite/control/etcd_answer.hpp): an HTTP status (the first
 // two bytes pick one of those etcd and proxies give, or any number) and a body, classified; and
-// the base64 that carries every key and value (sync/control/base64.hpp), which must refuse all
+// the base64 that carries every key and value (crosssite/control/base64.hpp), which must refuse all
 // but canonical text: what it decodes encodes back to the same text, and anything encoded decodes
 // back to itself. classify_etcd_answer is total: any exception is a finding.
 #include "fuzz/fuzz_common.hpp"
-#include "sync/control/base64.hpp"
-#include "sync/control/etcd_answer.hpp"
+#include "crosssite/control/base64.hpp"
+#include "crosssite/control/etcd_answer.hpp"
 
 int meridian_fuzz_etcd(const std::uint8_t* data, std::size_t size) {
   using namespace meridian;

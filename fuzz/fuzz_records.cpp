@@ -1,9 +1,9 @@
-// The control plane's records (sync/round/records.hpp), as read from etcd and from a peer's link:
+// The control plane's records (crosssite/round/records.hpp), as read from etcd and from a peer's link:
 // the first byte picks the decoder, the rest is the record's bytes. A record that decodes must
 // encode again, and that encoding must decode to the same record (compared as bytes, so a NaN
 // weight compares equal to itself).
 #include "fuzz/fuzz_common.hpp"
-#include "sync/round/records.hpp"
+#include "crosssite/round/records.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The site store's server side (sync/comm/tcp_store.hpp, StoreRequests): what it makes of the
+// The site store's server side (intrasite/comm/tcp_store.hpp, StoreRequests): what it makes of the
 // frames local processes send it, without a socket. The input is a script of messages from three
 // peers: raw frames (any bytes, any number of parts), requests built from fields the input picks
 // (right or wrong secret, version, kind, key, value, counter delta), and the passing of time
@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "fuzz/fuzz_common.hpp"
-#include "sync/comm/tcp_store.hpp"
+#include "intrasite/comm/tcp_store.hpp"
 #include "transport/schemas/store.capnp.h"
 #include "transport/schemas/wire_bytes.hpp"
 

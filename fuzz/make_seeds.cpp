@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
-#include "sync/codec/codec.hpp"
-#include "sync/round/outer_state.hpp"
-#include "sync/round/records.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/outer_state.hpp"
+#include "crosssite/round/records.hpp"
 #include "transport/chunking/chunker.hpp"
 #include "transport/schemas/store.capnp.h"
 #include "transport/schemas/wire_bytes.hpp"

@@ -172,14 +172,14 @@ struct JobConfig {
   struct Outer {
     enum class Algorithm { Sync, Diloco, Streaming };
     enum class Codec { Fp32, Bf16, Int8, Int4, Sparse };
-    enum class Staleness { Inverse, Constant };  // sync/outer's StalenessDecay
+    enum class Staleness { Inverse, Constant };  // crosssite/outer's StalenessDecay
     // What an overlapping site trains on while its round's commit is on the way: its own weights
     // until the commit comes and is rebased onto (rebase), or the eager estimate of that commit
-    // (sync/outer eager_estimate), which measured worse than rebase on the demo (docs/quality.md).
+    // (crosssite/outer eager_estimate), which measured worse than rebase on the demo (docs/quality.md).
     enum class OverlapUpdate { Rebase, Eager };
     // How far a commit that lacks some sites' deltas moves the weights: by its share of a full
     // round's tokens, the missing sites counting as zero (scaled), or as far as a full round
-    // (averaged: the mean of what it has). sync/round/commit_rule.hpp commit_share.
+    // (averaged: the mean of what it has). crosssite/round/commit_rule.hpp commit_share.
     enum class PartialCommit { Scaled, Averaged };
     Algorithm algorithm = Algorithm::Diloco;
     int inner_steps = 50;  // H: inner steps between outer steps
@@ -239,7 +239,7 @@ struct JobConfig {
     // a path stands for the site's name), as `meridian keys` writes them. All three or none.
     std::optional<std::filesystem::path> ca_file, cert_file, key_file;
     // With etcd's auth on: this site's password ("{site}" as above); its user is
-    // meridian/<job>/<site> (sync/control/etcd_auth.hpp), its role the job's.
+    // meridian/<job>/<site> (crosssite/control/etcd_auth.hpp), its role the job's.
     std::optional<std::filesystem::path> password_file;
     // A dead site's membership key lapses ~5 s after its last keep-alive; one keep-alive a second
     // leaves a healthy site four misses to spare.

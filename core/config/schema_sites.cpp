@@ -7,7 +7,7 @@
 #include "core/config/outer_defaults.hpp"
 #include "core/config/resolver.hpp"
 #include "core/model/param_layout.hpp"
-#include "sync/codec/codec.hpp"
+#include "crosssite/codec/codec.hpp"
 
 namespace meridian::config_detail {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The single-replica training loop: data -> forward/backward (with grad accumulation) -> clip ->
-// AdamW, with evaluation, checkpoints, metrics and exact resume. Later layers (sync/, sites/) run
+// AdamW, with evaluation, checkpoints, metrics and exact resume. Later layers (intrasite/, crosssite/, sites/) run
 // many of these and move the flat buffers it owns.
 #include <optional>
 #include <cstdint>
@@ -87,7 +87,7 @@ class Trainer {
   // while its weights come from the job's newest version.
   void restore_optimizer(const Checkpoint& state, const std::string& source);
 
-  // State the layers above keep beside the trainer's (the outer optimizer of sync/): saved into
+  // State the layers above keep beside the trainer's (the outer optimizer of crosssite/): saved into
   // every snapshot and checkpoint, restored with them, so it heals and resumes with the weights.
   struct Extras {
     std::function<void(Checkpoint&)> save;

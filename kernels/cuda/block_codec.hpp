@@ -1,11 +1,11 @@
 #pragma once
 // The int8/int4 blockwise delta codecs on the device, with error feedback fused in. They write and
-// read the payload of the wire format that sync/codec/codec.hpp defines (everything after its
+// read the payload of the wire format that crosssite/codec/codec.hpp defines (everything after its
 // 16-byte header: ceil(n/block) fp32 scales, then the packed values) and produce the same bytes as
 // the CPU codec for the same input: scales by IEEE division, values by the reciprocal (division
 // for a subnormal scale), rounding to nearest even, all without contraction. The header, and
 // turning a non-finite input or a malformed scale into Error(Data)/Error(Peer), stay with
-// sync/codec, which owns the format; these kernels know nothing about sites or rounds.
+// crosssite/codec, which owns the format; these kernels know nothing about sites or rounds.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 #pragma once
 // When the next version can be committed, and by whom, given where every pending delta is when:
-// the rule of sync/round's decide_commit seen from outside. Every site that can propose looks at
+// the rule of crosssite/round's decide_commit seen from outside. Every site that can propose looks at
 // the deltas it holds; the version is committed by the first for which the rule is met.
 #include <algorithm>
 #include <limits>

@@ -15,7 +15,7 @@ double codec_bytes_per_param(const JobConfig::Outer& outer) {
     case Codec::Bf16: return 2;
     case Codec::Int8: return 1 + scale;
     case Codec::Int4: return 0.5 + scale;
-    case Codec::Sparse: {  // two levels, a u16 position and two bits per kept entry (sync/codec)
+    case Codec::Sparse: {  // two levels, a u16 position and two bits per kept entry (crosssite/codec)
       const int keep = std::min(block, outer.sparse_keep());
       return (8.0 + 2.0 * keep + (keep + 3) / 4) / block;
     }

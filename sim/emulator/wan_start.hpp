@@ -7,7 +7,7 @@
 #include <string>
 
 #include "sim/emulator/wan_schedule.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_client.hpp"
 
 namespace meridian {
 

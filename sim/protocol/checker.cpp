@@ -7,8 +7,8 @@
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
-#include "sync/outer/delta_mean.hpp"
-#include "sync/round/outer_state.hpp"
+#include "crosssite/outer/delta_mean.hpp"
+#include "crosssite/outer/outer_state.hpp"
 
 namespace meridian {
 namespace {

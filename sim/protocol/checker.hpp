@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "sync/codec/codec.hpp"
-#include "sync/outer/outer_optimizer.hpp"
-#include "sync/round/commit_rule.hpp"
-#include "sync/round/records.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/outer_optimizer.hpp"
+#include "crosssite/round/commit_rule.hpp"
+#include "crosssite/round/records.hpp"
 
 namespace meridian {
 

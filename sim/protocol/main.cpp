@@ -20,8 +20,8 @@ void set_mutation(SimOptions& o, const std::string& name) {
   else if (name == "overwrite-commits") o.mutations.overwrite_commits = true;
   else if (name == "reapply-adopted") o.mutations.reapply_adopted = true;
   else if (name == "equivocate") o.mutations.equivocation = {"a", "b"};  // an attack the sites must withstand
-  else if (name == "skip-rebase") o.driver.skip_rebase = true;
-  else if (name == "never-renew-lease") o.driver.never_renew_lease = true;
+  else if (name == "skip-rebase") o.mutations.skip_rebase = true;
+  else if (name == "never-renew-lease") o.mutations.never_renew_lease = true;
   else
     throw meridian::make_error(meridian::ErrorKind::Usage, "unknown mutation '", name,
                                "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, never-renew-lease, equivocate)");

@@ -1,5 +1,7 @@
 #include "sim/protocol/protocol_sim.hpp"
 
+#include "sim/protocol/mutants.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -19,14 +21,13 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   job.rounds = options.rounds;
   job.seed = seed;
   job.overlap = rng.uniform() < 0.75;
-  job.driver = options.driver;
+  job.mutations = options.mutations;
   CrossSiteOptions& c = job.cross;
   c.lease_ttl_s = options.lease_ttl_s;
   c.control_poll = 50ms;
   c.rerequest_after = 300ms;
   c.control_retry = 250ms;
   c.catch_up_after = 2000ms;
-  c.mutations = options.mutations;
   return job;
 }
 
@@ -241,6 +242,11 @@ SimOutcome Run::go() {
 
 }  // namespace
 
-SimOutcome simulate(std::uint64_t seed, const SimOptions& options) { return Run(seed, options).go(); }
+SimOutcome simulate(std::uint64_t seed, const SimOptions& options) {
+  // For this run only: a sweep's runs follow one another, so no other run sees the switch.
+  std::optional<MutantOn> unverified;
+  if (options.mutations.unverified_deltas) unverified.emplace(Mutant::UnverifiedDeltas);
+  return Run(seed, options).go();
+}
 
 }  // namespace meridian

@@ -20,8 +20,7 @@ struct SimOptions {
   std::int64_t rounds = 24;
   double tick_s = 0.05;  // how often each site looks, in virtual seconds
   double lease_ttl_s = 2;
-  ProtocolMutations mutations;
-  DriverMutations driver;
+  SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
   std::optional<std::vector<Fault>> plan;

@@ -5,6 +5,7 @@
 
 #include "core/util/hash.hpp"
 #include "core/util/rng.hpp"
+#include "sim/protocol/mutant_seams.hpp"
 #include "transport/chunking/chunker.hpp"
 
 namespace meridian {
@@ -57,7 +58,9 @@ struct SimSite::Disk {
 
 struct SimSite::Incarnation {
   std::unique_ptr<MemoryControlPlane> control;
+  std::unique_ptr<ControlPlane> overwriting;  // SimMutations::overwrite_commits: what CrossSite talks to
   std::unique_ptr<Link> link;
+  std::optional<CommitRecord> adopted;  // SimMutations::reapply_adopted: handed out again as a commit
   std::weak_ptr<Lease> lease;
   Disk now;
   double next_at = 0;  // when the next half round of training ends
@@ -84,14 +87,21 @@ void SimSite::say(const std::string& what) const {
 
 void SimSite::start(const Disk& disk) {
   ++incarnations_;
-  auto inc = std::make_unique<Incarnation>(Incarnation{nullptr, nullptr, {}, disk, 0, false, false, false, false, nullptr});
+  auto inc = std::make_unique<Incarnation>(
+      Incarnation{nullptr, nullptr, nullptr, std::nullopt, {}, disk, 0, false, false, false, false, nullptr});
+  const SimMutations& mutations = world_.job.mutations;
   inc->control = std::make_unique<MemoryControlPlane>(world_.store, world_.clock, world_.job.seed * 131 + incarnations_);
+  if (mutations.overwrite_commits) inc->overwriting = std::make_unique<OverwritingControlPlane>(*inc->control);
   inc->link = world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_));
+  if (mutations.equivocation.first == name_) {
+    const std::string victim = "sim://" + mutations.equivocation.second + "/";
+    inc->link = std::make_unique<ForgingLink>(std::move(inc->link),
+                                              [victim](const std::string& address) { return address.starts_with(victim); });
+  }
   CrossSiteOptions o = world_.job.cross;
   o.job = world_.job.name;
   o.site = name_;
   o.sites = world_.job.sites;
-  o.watch = false;
   o.journal = journal_;
   o.incarnation = Rng::derive(world_.job.seed, incarnations_ * 1000 + static_cast<std::uint64_t>(name_[0])).next_u64() | 1;
   Incarnation* raw = inc.get();
@@ -100,7 +110,8 @@ void SimSite::start(const Disk& disk) {
     raw->lease = lease;
     return std::make_unique<KeptSimLease>(std::shared_ptr<bool>(lease, &lease->lost));
   };
-  inc->cross = std::make_unique<CrossSite>(std::move(o), *inc->control, *inc->link, [this] { return world_.clock.now(); });
+  ControlPlane& control = inc->overwriting ? *inc->overwriting : *inc->control;
+  inc->cross = std::make_unique<CrossSite>(std::move(o), control, *inc->link, [this] { return world_.clock.now(); });
   inc->cross->serve_state(&inc->now.state);
   if (paused_outer_) inc->cross->set_proposing(false);
   incarnation_ = std::move(inc);
@@ -113,10 +124,15 @@ void SimSite::tick() {
   Incarnation& inc = *incarnation_;
   if (!inc.joined) return join();
   for (int i = 0; i < 4; ++i) {
-    auto commit = inc.cross->poll_commit(inc.now.state, 0ms);
+    std::optional<CrossSite::Commit> commit;
+    if (inc.adopted)
+      commit = CrossSite::Commit{*std::exchange(inc.adopted, std::nullopt), std::vector<float>(world_.job.params), {}, {0}};
+    else
+      commit = inc.cross->poll_commit(inc.now.state, 0ms);
     log_events();
     if (!commit) break;
     apply(*commit);
+    if (world_.job.mutations.reapply_adopted && !commit->snapshot.empty()) inc.adopted = commit->record;
   }
   if (inc.now.round >= world_.job.rounds) return finish();
   if (inc.waiting_merge || inc.draining) {
@@ -202,7 +218,7 @@ void SimSite::apply(CrossSite::Commit& commit) {
       world_.checker.fail(name_ + "'s weights of version " + std::to_string(record.number) + " do not hash as its record says");
     const std::uint64_t hash = outcome.hash;
     state.commit(record.number, std::move(outcome));
-    if (world_.job.driver.skip_rebase)  // rebased from the wrong start: the round's progress is dropped
+    if (world_.job.mutations.skip_rebase)  // rebased from the wrong start: the round's progress is dropped
       std::copy(state.start().begin(), state.start().end(), inc.now.local.begin());
     state.rebase(inc.now.local);
     world_.checker.applied(name_, record, hash, false);
@@ -233,7 +249,7 @@ void SimSite::log_events() {
 }
 
 void SimSite::renew_lease() {
-  if (!incarnation_ || stopped_ || world_.job.driver.never_renew_lease) return;
+  if (!incarnation_ || stopped_ || world_.job.mutations.never_renew_lease) return;
   const auto lease = incarnation_->lease.lock();
   if (!lease || lease->lost) return;
   try {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "sim/protocol/checker.hpp"
-#include "sync/control/memory_control_plane.hpp"
-#include "sync/round/cross_site.hpp"
-#include "sync/round/outer_state.hpp"
+#include "crosssite/control/memory_control_plane.hpp"
+#include "crosssite/round/cross_site.hpp"
+#include "crosssite/outer/outer_state.hpp"
 #include "transport/link/sim_link.hpp"
 
 namespace meridian {
@@ -25,11 +25,18 @@ namespace meridian {
 // Version 0: the weights every simulated site starts from.
 std::vector<float> sim_initial_weights(std::size_t n);
 
-// The deliberate bugs of the simulator's own driver (the replica side); CrossSite's are
-// ProtocolMutations.
-struct DriverMutations {
-  bool skip_rebase = false;       // a commit does not rebase the in-flight round onto it
+// Deliberate bugs the simulator's tests must catch, each made on a seam: the sites' control plane
+// and link (mutant_seams.hpp), the simulator's own driver, or crosssite's link-time switch
+// (mutants.hpp, turned on by simulate() for the run).
+struct SimMutations {
+  bool unverified_deltas = false;  // Mutant::UnverifiedDeltas: a delta used without checking its digest
+  bool overwrite_commits = false;  // a proposal overwrites a version's record instead of creating it
+  bool reapply_adopted = false;    // after adopting a peer's state, its version comes again as a commit
+  bool skip_rebase = false;        // a commit does not rebase the in-flight round onto it
   bool never_renew_lease = false;  // nobody keeps the membership lease alive
+  // An equivocating site (first) sends one peer (second) other bytes than it announced, under the
+  // same announcement and with chunk checks that pass: the peers must catch it and refuse it.
+  std::pair<std::string, std::string> equivocation;
 };
 
 struct SimJob {
@@ -42,7 +49,7 @@ struct SimJob {
   std::uint64_t seed = 0;
   OuterOptions outer;
   CrossSiteOptions cross;  // the protocol's timings; job, site and sites are filled in per site
-  DriverMutations driver;
+  SimMutations mutations;
 };
 
 // Faults of the control plane that hold now, per site; each client takes them on (re)start.

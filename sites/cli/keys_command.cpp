@@ -12,7 +12,7 @@
 #include "sites/cli/commands.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
-#include "sync/control/etcd_auth.hpp"
+#include "crosssite/control/etcd_auth.hpp"
 
 namespace meridian::cli {
 
@@ -53,7 +53,7 @@ Action add_keys_command(CLI::App& app) {
                 "cert_file = \"%s/{site}/etcd.crt\"\nkey_file = \"%s/{site}/etcd.key\"\n"
                 "password_file = \"%s/{site}/etcd.password\"\n",
                 out.c_str(), out.c_str(), out.c_str(), out.c_str(), out.c_str());
-    // etcd's auth: the grants an operator makes once, as etcd's root (sync/control/etcd_auth.hpp).
+    // etcd's auth: the grants an operator makes once, as etcd's root (crosssite/control/etcd_auth.hpp).
     const std::string role = etcd_job_role(config.job.name), prefix = etcd_job_prefix(config.job.name);
     std::printf("# etcd's auth (each site its own user, the job's keys only), once, as etcd's root:\n"
                 "#   etcdctl role add %s\n#   etcdctl role grant-permission %s --prefix=true readwrite %s\n",

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "core/util/clock.hpp"
+#include "sim/emulator/wan_start.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
@@ -40,7 +41,7 @@ Action add_replica_command(CLI::App& app) {
     JobConfig config = config_for_site(load_job_config(opts->config, opts->overrides), opts->site);
     std::string secret = accepted_store_secret(config.job.run_dir, opts->store, std::chrono::seconds(30));
     ReplicaRun run{std::move(config), opts->site, opts->id, opts->store, std::move(secret)};
-    return run_replica(run, posix_env(), steady_seconds);
+    return run_replica(run, posix_env(), steady_seconds, wall_clock_s);
   };
 }
 

@@ -6,7 +6,7 @@
 #include "core/util/error.hpp"
 #include "sites/keys/certificates.hpp"
 #include "sites/keys/link_keys.hpp"
-#include "sync/control/etcd_auth.hpp"
+#include "crosssite/control/etcd_auth.hpp"
 
 namespace meridian {
 

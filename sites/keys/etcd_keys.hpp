@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/config/job_config.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_client.hpp"
 
 namespace meridian {
 
@@ -25,7 +25,7 @@ EtcdOptions etcd_options(const JobConfig& config, const std::string& site);
 // and, per site, dir/<site>/ca.crt, etcd.crt and etcd.key: one certificate for the site's etcd
 // client and for an etcd member on its host, naming the site's host, 127.0.0.1 and localhost;
 // and dir/<site>/etcd.password, its etcd user's password (mode 0600). Returns the passwords by
-// site, for etcd's grants (sync/control/etcd_auth). Error(Config) when the CA is there already
+// site, for etcd's grants (crosssite/control/etcd_auth). Error(Config) when the CA is there already
 // (never overwritten).
 std::map<std::string, std::string> write_etcd_keys(const JobConfig& config, const std::filesystem::path& dir);
 

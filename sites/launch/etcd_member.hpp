@@ -18,7 +18,7 @@
 
 #include "core/io/stop_signals.hpp"
 #include "sites/site/process.hpp"
-#include "sync/control/etcd_tls.hpp"
+#include "crosssite/control/etcd_tls.hpp"
 
 namespace meridian {
 

@@ -26,8 +26,8 @@
 #include "sites/keys/link_keys.hpp"
 #include "sites/launch/etcd_member.hpp"
 #include "sites/launch/site_restarts.hpp"
-#include "sync/control/etcd_auth.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_auth.hpp"
+#include "crosssite/control/etcd_client.hpp"
 
 namespace meridian {
 
@@ -220,8 +220,10 @@ json job_summary(const JobConfig& config, const std::vector<json>& sites, double
     sent += s.value("wan_bytes_sent", std::int64_t{0});
     max_gap = std::max(max_gap, s.value("max_version_gap_s", 0.0));
     min_utilization = std::min(min_utilization, s.value("compute_utilization", 1.0));
-    refused += s.value("frames_refused", std::int64_t{0}) + s.value("deltas_refused", std::int64_t{0}) +
-               s.value("deltas_screened_out", std::int64_t{0}) + s.value("states_refused", std::int64_t{0});
+    refused += s.value("frames_refused", std::int64_t{0}) + s.value("deltas_screened_out", std::int64_t{0}) +
+               s.value("states_refused", std::int64_t{0});
+    if (const auto causes = s.find("refused"); causes != s.end() && causes->is_object())
+      for (const auto& count : *causes) refused += count.is_number_integer() ? count.get<std::int64_t>() : 0;
     duplicates += s.value("frames_duplicate", std::int64_t{0});
     if (s.contains("rejoined_after_s")) rejoined[s.value("site", std::string())] = s["rejoined_after_s"];
     params = std::max(params, s.value("params", std::int64_t{0}));

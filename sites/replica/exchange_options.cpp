@@ -1,5 +1,9 @@
 #include "sites/replica/exchange_options.hpp"
 
+#include <algorithm>
+
+#include "crosssite/round/local_steps.hpp"
+
 #include "core/model/param_layout.hpp"
 #include "core/util/error.hpp"
 #include "sites/keys/link_keys.hpp"
@@ -43,6 +47,31 @@ std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site)
     case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk, {}, site.port);
   }
   throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
+}
+
+RoundPlan round_plan(const JobConfig& c, const std::string& site, int fragments) {
+  const auto me = std::find_if(c.sites.begin(), c.sites.end(), [&](const auto& s) { return s.name == site; });
+  if (me == c.sites.end()) throw make_error(ErrorKind::Config, "site '", site, "' is not a [[site]] of the job");
+  int replicas = 0;
+  double fastest = 0;
+  for (const auto& s : c.sites) {
+    replicas += s.replicas;
+    fastest = std::max(fastest, s.speed);
+  }
+  RoundPlan plan;
+  plan.site = site;
+  // Dynamic local updates: a slower site ends its rounds after fewer steps, so its deltas come as
+  // often as the fastest site's and nobody's round is held back by it.
+  const int h = c.outer.dynamic_inner_steps ? local_steps(me->speed, fastest, c.outer.inner_steps) : c.outer.inner_steps;
+  // Streaming: an exchange every H / P steps, each one fragment's (H of that fragment's steps).
+  plan.inner_steps = std::max(1, h / fragments);
+  plan.job_round_steps = std::max(1, c.outer.inner_steps / fragments);
+  plan.total_steps = c.inner.steps;
+  plan.overlap = c.outer.overlap;
+  plan.eager = c.outer.overlap && c.outer.overlap_update == JobConfig::Outer::OverlapUpdate::Eager;
+  plan.overlap_steps = c.outer.overlap_steps;
+  plan.eager_share = static_cast<double>(me->replicas) / static_cast<double>(replicas);
+  return plan;
 }
 
 }  // namespace meridian

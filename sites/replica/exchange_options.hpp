@@ -5,10 +5,11 @@
 #include <memory>
 
 #include "core/config/job_config.hpp"
-#include "sync/codec/codec.hpp"
-#include "sync/outer/delta_mean.hpp"
-#include "sync/outer/outer_optimizer.hpp"
-#include "sync/round/fragments.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/delta_mean.hpp"
+#include "crosssite/outer/outer_optimizer.hpp"
+#include "crosssite/outer/fragments.hpp"
+#include "crosssite/round/round_driver.hpp"
 #include "transport/link/link.hpp"
 
 namespace meridian {
@@ -18,6 +19,10 @@ StalenessDecay staleness_decay(const JobConfig& c);
 // Streaming DiLoCo's fragments of the job's model; DiLoCo and sync: the whole model.
 FragmentPlan fragment_plan(const JobConfig& c, std::size_t params);
 CodecOptions codec_options(const JobConfig& c);
+// The round as site `site` runs it: its steps between exchanges (H, or fewer on a slower site with
+// [outer] dynamic_inner_steps, divided by `fragments`), the overlap and its bounds, its share of
+// the job's replicas. Error(Config) when the site is not one of the job's.
+RoundPlan round_plan(const JobConfig& c, const std::string& site, int fragments);
 // The site's end of the WAN: ZeroMQ (over CURVE where the job has keys) or UCX, on its host and port.
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site);
 

@@ -1,8 +1,8 @@
 #include "sites/replica/heartbeat.hpp"
 
 #include "core/util/error.hpp"
-#include "sync/comm/tcp_store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/tcp_store.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 

@@ -8,8 +8,8 @@
 
 #include "core/train/trainer.hpp"
 #include "sites/replica/site_exchange.hpp"
-#include "sync/comm/store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 

@@ -7,8 +7,8 @@
 #include "core/io/env.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
-#include "sync/comm/store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 

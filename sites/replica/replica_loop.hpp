@@ -20,6 +20,6 @@ struct ReplicaRun {
 };
 
 // Returns when training is done (0). Errors that the group cannot absorb propagate as Error.
-int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now);
+int run_replica(const ReplicaRun& run, Env& env, std::function<double()> now, std::function<double()> wall);
 
 }  // namespace meridian

@@ -8,9 +8,9 @@
 #include "core/io/stop_signals.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
-#include "sync/group/protocol.hpp"
-#include "sync/group/state_sync.hpp"
-#include "sync/parallel/bucket_reducer.hpp"
+#include "intrasite/group/protocol.hpp"
+#include "intrasite/group/state_sync.hpp"
+#include "intrasite/parallel/bucket_reducer.hpp"
 
 namespace meridian {
 namespace {
@@ -52,7 +52,8 @@ GlooOptions gloo_options(const JobConfig& c) {
 
 }  // namespace
 
-ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<double()> now, LeaveOnStop& stops)
+ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<double()> now,
+                               std::function<double()> wall, LeaveOnStop& stops)
     : run_(run),
       now_(std::move(now)),
       times_(now_()),  // before the data is loaded: start-up counts from here
@@ -60,7 +61,7 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
       store_(run.store_endpoint, run.store_secret),
       heartbeat_(run.store_endpoint, run.store_secret, run.id, std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
       trainer_(run.config, env, log_, nullptr, now_, {}, placement(run.config, run.site, run.id).device),
-      exchange_(run.config, run.site, trainer_.model().params(), log_, now_),
+      exchange_(run.config, run.site, trainer_.model().params(), log_, ExchangeClocks{now_, std::move(wall)}),
       figures_(times_.started()),
       mode_(store_),
       inbox_(store_, env,
@@ -322,19 +323,10 @@ void ReplicaProcess::log_step(const StepResult& r, std::int64_t done) {
 void ReplicaProcess::exchange_step(std::int64_t done, bool last, bool draining) {
   const double t0 = now_(), waited0 = exchange_.waited_s(), applied0 = exchange_.applied_s();
   const bool round_end = exchange_.round_ends(done);
-  if (round_end) {
-    const std::int64_t in_round = (done - 1) % exchange_.inner_steps() + 1;
-    // Paused, a round's steps go into the next round sent. The last round is always sent (so
-    // every site ends on one version), and so is a draining site's.
-    if (mode_.outer_paused() && !last && !draining) {
-      exchange_.skip_round(in_round);
-      exchange_.poll(group_.comm(), turn_.leader, trainer_);
-    } else {
-      exchange_.end_round(group_.comm(), turn_.leader, trainer_, in_round, last);
-    }
-  } else {
-    exchange_.poll(group_.comm(), turn_.leader, trainer_);
-  }
+  // Paused, a round's steps go into the next round sent. The last round is always sent (so every
+  // site ends on one version), and so is a draining site's.
+  const bool hold = mode_.outer_paused() && !last && !draining;
+  exchange_.after_step(group_.comm(), turn_.leader, trainer_, done, last, hold);
   const double waited = exchange_.waited_s() - waited0, applied = exchange_.applied_s() - applied0;
   times_.add(last ? Part::EndWait : Part::CrossSiteWait, waited);
   times_.add(Part::Apply, applied);

@@ -18,9 +18,9 @@
 #include "sites/replica/site_exchange.hpp"
 #include "sites/replica/site_mode.hpp"
 #include "sites/replica/time_breakdown.hpp"
-#include "sync/comm/tcp_store.hpp"
-#include "sync/group/replica_group.hpp"
-#include "sync/group/sdc_guard.hpp"
+#include "intrasite/comm/tcp_store.hpp"
+#include "intrasite/group/replica_group.hpp"
+#include "intrasite/group/sdc_guard.hpp"
 
 namespace meridian {
 
@@ -29,7 +29,9 @@ class LeaveOnStop;
 class ReplicaProcess {
  public:
   // `stops`: constructed before any thread; on SIGTERM the site leaves the job's membership first.
-  ReplicaProcess(const ReplicaRun& run, Env& env, std::function<double()> now, LeaveOnStop& stops);
+  // `now`: monotonic seconds; `wall`: the wall clock's (an emulated WAN's schedule).
+  ReplicaProcess(const ReplicaRun& run, Env& env, std::function<double()> now, std::function<double()> wall,
+                 LeaveOnStop& stops);
   int run();
 
  private:

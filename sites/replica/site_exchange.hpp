@@ -28,9 +28,10 @@
 
 #include "core/config/job_config.hpp"
 #include <nlohmann/json.hpp>
-#include "sync/comm/communicator.hpp"
-#include "sync/round/cross_site.hpp"
-#include "sync/round/outer_state.hpp"
+#include "intrasite/comm/communicator.hpp"
+#include "crosssite/round/cross_site.hpp"
+#include "crosssite/outer/outer_state.hpp"
+#include "crosssite/round/round_driver.hpp"
 
 namespace meridian {
 
@@ -44,52 +45,53 @@ class ShapedLink;
 class WanControl;
 class WanSchedule;
 
-class SiteExchange {
+// Seconds on a monotonic clock (waits, figures) and on the wall clock (an emulated WAN's
+// schedule, which every site reads alike, and the link's measurements).
+struct ExchangeClocks {
+  std::function<double()> monotonic;
+  std::function<double()> wall;
+};
+
+// The wiring of a site's cross-site exchange and its figures: the etcd client, the link stack
+// (transport, WAN emulation, measurement), CrossSite on the leader, the loop that pumps the
+// RoundDriver (crosssite/round/round_driver.hpp), which holds the round itself, and the log.
+class SiteExchange final : private RoundEvents {
  public:
   // `initial`: version 0, the weights every site starts from. `clock`: monotonic seconds.
   SiteExchange(const JobConfig& config, std::string site, std::span<const float> initial, RunLog& log,
-               std::function<double()> clock);
-  ~SiteExchange();
+               ExchangeClocks clocks);
+  ~SiteExchange() override;
 
   // False for a one-site job: nothing crosses sites and every call below returns at once.
-  bool active() const { return sites_ > 1; }
+  bool active() const { return placement_.sites > 1; }
   bool synchronous() const { return config_.outer.algorithm == JobConfig::Outer::Algorithm::Sync; }
   // Where this site's replicas read in the job's data: disjoint windows for every replica of every site.
-  int data_offset() const { return data_offset_; }
-  int data_replicas() const { return data_replicas_; }
+  int data_offset() const { return placement_.data_offset; }
+  int data_replicas() const { return placement_.data_replicas; }
 
   // Waits until every site of the job has joined (or, in a job under way, until this site is
   // registered and has caught up with the newest version, from a live peer's state if need be).
   void join(Communicator& group, bool leader, Trainer& trainer);
-  // DiLoCo: this site's round length, H or fewer on a slower site ([outer] dynamic_inner_steps);
-  // streaming: the steps between its exchanges, that divided by P (at least 1).
-  int inner_steps() const { return inner_steps_; }
-  // DiLoCo: true when the step just finished ends a round (every inner_steps(), and the last step).
+  // DiLoCo: true when the step just finished ends a round (every H / P steps, or fewer on a slower
+  // site with [outer] dynamic_inner_steps, and the last step).
   bool round_ends(std::int64_t steps_done) const;
-  // DiLoCo: sends this round's delta. Without overlap, or in the last round, waits for the
-  // version(s) that follow; otherwise returns at once.
-  void end_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t steps_in_round, bool last);
-  // DiLoCo with overlap (or paused), after every step: applies the next version if it is here,
-  // without waiting, but for the step [outer] overlap_steps after a round's end: from there the
-  // site waits until its rounds are merged.
-  void poll(Communicator& group, bool leader, Trainer& trainer);
+  // DiLoCo, after step `done`: ends the round when one ends (`hold`: paused, its steps carried
+  // into the next round sent), otherwise looks for the next version (overlap, or paused), and
+  // waits as long as the round says: without overlap, or in the last round, for the version(s)
+  // that follow; with overlap, while more than one round is unmerged or the overlap's steps ran out.
+  void after_step(Communicator& group, bool leader, Trainer& trainer, std::int64_t done, bool last, bool hold);
   // From a signal-handling thread: gives up this site's membership at once (peers need not wait
   // for the lease to lapse). Safe while the replica's own thread is anywhere.
   void leave() const;
   // Leader: told what a wait across sites is waiting for once it has lasted a second, and again
   // every second while it lasts ({"for": CrossSite::describe_wait(), "s": seconds}); an empty
   // object once it ends. For `meridianctl status`: a site that waits says why.
-  void on_wait(std::function<void(const nlohmann::json&)> report) { wait_reporter_ = std::move(report); }
-  // The operator (sites/replica/site_mode): while paused, rounds end without an exchange (their
-  // steps are carried into the next round that is sent: skip_round) and the leader proposes no
-  // commit, but the site still applies the versions others commit and rebases onto them.
+  void on_wait(std::function<void(const nlohmann::json&)> report) { waits_.reporter = std::move(report); }
+  // The operator (sites/replica/site_mode): while paused, rounds end without an exchange and the
+  // leader proposes no commit, but the site still applies the versions others commit.
   void pause_outer(bool paused);
-  void skip_round(std::int64_t steps_in_round) {
-    carried_steps_ += steps_in_round;
-    ++carried_rounds_;
-  }
-  // Drain, after end_round: waits until every round this site announced is merged (or can no
-  // longer be), then gives up its membership in etcd (peers stop counting it at once) and stops
+  // Drain, after the round's end: waits until every round this site announced is merged (or can
+  // no longer be), then gives up its membership in etcd (peers stop counting it at once) and stops
   // renewing it. Returns what to log: the version and the site's last round merged.
   nlohmann::json drain(Communicator& group, bool leader, Trainer& trainer);
   // After a drain: registers again, catches up with the newest version (from a peer's state when
@@ -102,8 +104,7 @@ class SiteExchange {
 
   // DiLoCo: the divergence guard's way back for this site (every member together): its in-flight
   // round is dropped onto the newest version it holds (OuterState::drop_in_flight), the rest of
-  // the round counts only the steps from here. What the sites share is untouched; a delta it
-  // already announced is the peers' screen's to judge. The rollback event's fields.
+  // the round counts only the steps from here. The rollback event's fields.
   nlohmann::json roll_back(Trainer& trainer);
 
   OuterState& state() { return state_; }
@@ -116,80 +117,78 @@ class SiteExchange {
     if (cross_) cross_->durable(state_.version());
   }
   void restore(const Checkpoint& checkpoint);
-  std::int64_t rounds() const { return rounds_; }
-  double waited_s() const { return waited_s_; }
+  std::int64_t rounds() const { return driver_.figures().rounds; }
+  double waited_s() const { return waits_.waited_s; }
   // Time spent applying versions (or adopting a peer's state), joins included.
-  double applied_s() const { return applied_s_; }
+  double applied_s() const { return driver_.figures().applied_s; }
   // This site's share of the job summary: traffic, rounds, versions (leader only has traffic).
   nlohmann::json summary(std::size_t params) const;
   // The leader's cross-site figures for the site's metrics endpoint: version, staleness, live
-  // sites and quorum, traffic per peer, codec ratio, refused deltas, the link's measured figures
+  // sites and quorum, traffic per peer, codec ratio, refusals by cause, the link's measured figures
   // per peer ("links") and, under an emulated WAN, its faults ("wan_faults"). Empty for a one-site job.
   nlohmann::json ops_figures(std::size_t params) const;
 
  private:
+  // Where this site sits in the job.
+  struct Placement {
+    int sites = 1;
+    int data_offset = 0, data_replicas = 1;
+  };
+  // The leader's link, as built up: the transport, the WAN's shaping (when emulated) inside the
+  // measurement.
+  struct LinkStack {
+    std::unique_ptr<Link> link;
+    ShapedLink* shaped = nullptr;
+    MeasuredLink* measured = nullptr;
+  };
+  // The emulated WAN of a job that asks for one: its schedule and the operator's faults.
+  struct WanEmulation {
+    std::shared_ptr<WanSchedule> schedule;
+    std::unique_ptr<WanControl> control;
+  };
+  struct Waits {
+    std::function<void(const nlohmann::json&)> reporter;
+    double waited_s = 0;  // time the replicas spent waiting on other sites
+  };
+  // WAN bytes of the launches before this one (restored from a checkpoint).
+  struct TrafficCarry {
+    std::uint64_t sent = 0, received = 0;
+  };
+
   void ensure_leader_side();
   // Leader, under an emulated WAN: whether the job's start is known, agreeing on it if not yet.
   bool wan_started();
   void wait_together(Communicator& group, bool leader, const std::function<bool()>& attempt);
-  // Applies versions until at most `keep` of this site's rounds are announced and not merged;
-  // returns how many are (the same on every member).
-  std::int64_t drain_backlog(Communicator& group, bool leader, Trainer& trainer, std::int64_t keep);
-  bool eager() const {
-    return config_.outer.overlap && config_.outer.overlap_update == JobConfig::Outer::OverlapUpdate::Eager;
-  }
-  // Eager overlap, right after this site sent `fragment`'s delta (fresh_): the working weights
-  // move to the estimate of the commit it is waiting for (OuterState::step_ahead).
-  void step_ahead(std::span<float> params, int fragment);
-  // A site that was away goes on from the job's step (leader: `job_step`; the others learn it).
-  void take_up_job(Communicator& group, bool leader, Trainer& trainer, std::int64_t job_step);
-  // Leader: the first step after the newest round any other site announced or merged.
-  std::int64_t job_step(const std::map<std::string, std::int64_t>& merged) const;
-  // Leader: what `cross_` has for the group; everyone: applies it, or, with no update, drops this
-  // site's round that no version can merge (CrossSite::lost_round), once. False when there was nothing.
-  bool apply_update(Communicator& group, bool leader, Trainer& trainer, std::optional<CrossSite::Commit> update);
-  // Error(Data) once kMaxDroppedRounds were dropped with no version between them.
-  void drop_lost_round(Communicator& group, bool leader, Trainer& trainer, std::int64_t round);
+  // One call into the driver (`start`, on this replica's side), then attempts until it waits for
+  // nothing; a wait is reported to the agent as it lasts.
+  void drive(Communicator& group, bool leader, Trainer& trainer, const std::function<void(Replica&)>& start);
+  void report_wait(double began, double& said_at) const;
   void log_cross_site_events();
   // What the leader's link measured per peer site (round trip, bandwidth each way).
   nlohmann::json measured_links() const;
 
+  // RoundEvents: the leader's log.
+  void looked() override { log_cross_site_events(); }
+  void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
+  void applied(const AppliedVersion& v) override;
+  void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) override;
+  void fast_forwarded(std::int64_t from_step, std::int64_t step) override;
+  void caught_up(std::int64_t from_version, std::int64_t version, double seconds) override;
+
   JobConfig config_;
   std::string site_;
   RunLog& log_;
-  std::function<double()> clock_;
-  int sites_ = 1;
-  int data_offset_ = 0, data_replicas_ = 1;
-  int replicas_ = 1;  // this site's, as configured
+  ExchangeClocks clocks_;
+  Placement placement_;
   OuterState state_;
-  int inner_steps_ = 0;
-  std::int64_t rounds_ = 0;      // rounds this site ended, over every launch of the job
-  std::uint64_t earlier_sent_ = 0, earlier_received_ = 0;  // WAN bytes of the launches before this one
-  std::int64_t next_round_ = 0;  // leader: the number of its next round
-  std::int64_t eager_steps_ = 0;  // rounds this process started at an eager estimate
-  std::function<void(const nlohmann::json&)> wait_reporter_;
-  std::int64_t dropped_round_ = -1;  // the newest of this site's rounds drop_lost_round dropped
-  int dropped_in_a_row_ = 0;         // rounds dropped since the last version applied
-  std::int64_t rolled_back_at_ = -1;  // the step of the latest rollback: a round counts its steps from there
-  double last_version_at_ = 0;     // when this site last took a new version
-  double max_version_gap_s_ = 0;   // the longest it went without one: the stall a site death causes
-  double waited_s_ = 0;            // time the replicas spent waiting on other sites
-  double applied_s_ = 0;
-  double started_at_ = 0;
-  std::optional<double> rejoined_after_s_;  // from this process's start to its first peer state
-  std::shared_ptr<WanSchedule> wan_;  // the emulated WAN's schedule, when the job has one
+  RoundDriver driver_;
   std::unique_ptr<EtcdClient> etcd_;
-  std::unique_ptr<Link> link_;
-  ShapedLink* shaped_ = nullptr;  // inside link_, when it is shaped
-  MeasuredLink* measured_ = nullptr;  // link_
+  LinkStack links_;
+  WanEmulation wan_;
   std::unique_ptr<CrossSite> cross_;
-  std::unique_ptr<WanControl> wan_control_;  // when wan_
-  std::vector<float> scratch_;
-  std::vector<float> fresh_;                      // eager: the decoded delta this site just sent
-  bool outer_paused_ = false;
-  std::int64_t carried_steps_ = 0;  // steps of rounds that ended paused, not sent yet
-  int carried_rounds_ = 0;          // and how many rounds they were
-  int since_sent_ = -1;             // overlap: steps since this site sent a round; -1 when it waits for none
+  Waits waits_;
+  TrafficCarry carry_;
+  std::vector<float> scratch_;  // the synchronous baseline's gradients and loss
 };
 
 }  // namespace meridian

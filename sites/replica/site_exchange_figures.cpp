@@ -10,18 +10,27 @@
 #include "transport/link/measured_link.hpp"
 
 namespace meridian {
+namespace {
+
+nlohmann::json refusal_counts(const Refusals& refused) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, count] : refused.named()) out[name] = count;
+  return out;
+}
+
+}  // namespace
 
 void SiteExchange::save(Checkpoint& checkpoint) const {
   state_.save(checkpoint);
   const auto t = cross_ ? cross_->traffic() : CrossSiteTraffic{};
-  checkpoint.put_value("exchange.rounds", rounds_);
-  checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(earlier_sent_ + t.bytes_sent));
-  checkpoint.put_value("exchange.wan_bytes_received", static_cast<std::int64_t>(earlier_received_ + t.bytes_received));
+  checkpoint.put_value("exchange.rounds", rounds());
+  checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(carry_.sent + t.bytes_sent));
+  checkpoint.put_value("exchange.wan_bytes_received", static_cast<std::int64_t>(carry_.received + t.bytes_received));
 }
 
 void SiteExchange::restore(const Checkpoint& checkpoint) {
   state_.restore(checkpoint);
-  const bool counted = rounds_ > 0 || (cross_ && cross_->traffic().bytes_sent > 0);
+  const bool counted = rounds() > 0 || (cross_ && cross_->traffic().bytes_sent > 0);
   if (counted || !checkpoint.has("exchange.rounds")) return;  // older checkpoints: counts from here
   const auto rounds = checkpoint.get_value<std::int64_t>("exchange.rounds");
   const auto sent = checkpoint.get_value<std::int64_t>("exchange.wan_bytes_sent");
@@ -29,28 +38,28 @@ void SiteExchange::restore(const Checkpoint& checkpoint) {
   if (rounds < 0 || sent < 0 || received < 0)
     throw make_error(ErrorKind::Checkpoint, "records exchange.rounds / wan_bytes_sent / wan_bytes_received are negative: ",
                      rounds, " / ", sent, " / ", received);
-  rounds_ = rounds;
-  earlier_sent_ = static_cast<std::uint64_t>(sent);
-  earlier_received_ = static_cast<std::uint64_t>(received);
+  driver_.set_rounds(rounds);
+  carry_.sent = static_cast<std::uint64_t>(sent);
+  carry_.received = static_cast<std::uint64_t>(received);
 }
 
 nlohmann::json SiteExchange::summary(std::size_t params) const {
   nlohmann::json out = {{"site", site_},
-                        {"sites", sites_},
+                        {"sites", placement_.sites},
                         {"algorithm", to_string(config_.outer.algorithm)},
                         {"codec", synchronous() ? "fp32" : to_string(config_.outer.codec)},
                         {"fragments", state_.fragments()},
                         {"params", params},
-                        {"rounds", rounds_},
-                        {"eager_steps", eager_steps_},
+                        {"rounds", rounds()},
+                        {"eager_steps", driver_.figures().eager_steps},
                         {"version", state_.version()}};
   if (!cross_) return out;
   auto t = cross_->traffic();
-  t.bytes_sent += earlier_sent_;
-  t.bytes_received += earlier_received_;
+  t.bytes_sent += carry_.sent;
+  t.bytes_received += carry_.received;
   out["wan_bytes_sent"] = t.bytes_sent;
   out["wan_bytes_received"] = t.bytes_received;
-  out["deltas_refused"] = t.deltas_refused;
+  out["refused"] = refusal_counts(t.refused);
   out["frames_refused"] = t.frames_refused;
   out["delta_requests"] = t.requests_sent;
   out["commits_proposed"] = t.commits_proposed;
@@ -60,35 +69,35 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["states_sent"] = t.states_sent;
   out["states_adopted"] = t.states_adopted;
   out["states_refused"] = t.states_refused;
-  const auto link = link_->counters();
+  const auto link = links_.link->counters();
   out["peak_bytes_in_flight"] = t.peak_bytes_in_flight;
   out["frames_duplicate"] = link.duplicates;
   out["frames_rerequested"] = link.rerequests;
   out["frames_dropped"] = link.dropped;  // peers whose queue was full: dead, stopped or far behind
-  out["waited_s"] = waited_s_;
-  if (shaped_) {
-    const auto w = shaped_->shaping();
+  out["waited_s"] = waits_.waited_s;
+  if (links_.shaped) {
+    const auto w = links_.shaped->shaping();
     out["wan_emulated"] = true;
     out["wan_transfers_delivered"] = w.delivered;
     out["wan_transfers_dropped"] = w.dropped_sent + w.dropped_received;
     out["wan_mean_transit_s"] = w.delivered > 0 ? w.transit_s / static_cast<double>(w.delivered) : 0.0;
   }
   out["wan_links"] = measured_links();
-  if (rejoined_after_s_) out["rejoined_after_s"] = *rejoined_after_s_;
-  out["max_version_gap_s"] = max_version_gap_s_;
+  if (const auto& f = driver_.figures(); f.rejoined_after_s) out["rejoined_after_s"] = *f.rejoined_after_s;
+  out["max_version_gap_s"] = driver_.figures().max_version_gap_s;
   // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5
   // for int4, and 1/P of that for streaming, whose exchanges move one fragment each.
-  if (rounds_ > 0 && sites_ > 1) {
+  if (rounds() > 0 && placement_.sites > 1) {
     out["bytes_per_param_round"] =
-        static_cast<double>(t.bytes_sent) / (static_cast<double>(params) * rounds_ * (sites_ - 1));
-    out["bytes_per_exchange"] = static_cast<double>(t.bytes_sent) / static_cast<double>(rounds_ * (sites_ - 1));
+        static_cast<double>(t.bytes_sent) / (static_cast<double>(params) * rounds() * (placement_.sites - 1));
+    out["bytes_per_exchange"] = static_cast<double>(t.bytes_sent) / static_cast<double>(rounds() * (placement_.sites - 1));
   }
   return out;
 }
 
 nlohmann::json SiteExchange::measured_links() const {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& [address, figures] : measured_->figures()) {
+  for (const auto& [address, figures] : links_.measured->figures()) {
     const std::string* peer = cross_->known_site(address);
     out[peer ? *peer : address] = to_json(figures);
   }
@@ -106,14 +115,14 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   out["live_sites"] = live;
   out["quorum"] = config_.outer.quorum > 0 ? std::min<std::int64_t>(config_.outer.quorum, live) : live;
   const auto t = cross_->traffic();
-  out["deltas_refused"] = t.deltas_refused;
+  out["refused"] = refusal_counts(t.refused);
   out["deltas_screened_out"] = t.deltas_screened_out;
   for (const auto& [peer, bytes] : t.peers) out["wan"][peer] = {{"sent", bytes.sent}, {"received", bytes.received}};
   out["links"] = measured_links();
-  if (wan_control_) out["wan_faults"] = wan_control_->figures();
+  if (wan_.control) out["wan_faults"] = wan_.control->figures();
   // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
-  if (rounds_ > 0 && sites_ > 1)
-    out["codec_ratio"] = static_cast<double>(earlier_sent_ + t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds_ * (sites_ - 1));
+  if (rounds() > 0 && placement_.sites > 1)
+    out["codec_ratio"] = static_cast<double>(carry_.sent + t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds() * (placement_.sites - 1));
   return out;
 }
 

@@ -3,9 +3,9 @@
 #include <span>
 #include <thread>
 
-#include "sync/comm/communicator.hpp"
-#include "sync/comm/store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/communicator.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 

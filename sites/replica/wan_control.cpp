@@ -4,7 +4,7 @@
 #include "core/util/error.hpp"
 #include "sim/emulator/operator_faults.hpp"
 #include "sim/emulator/wan_schedule.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_client.hpp"
 
 namespace meridian {
 namespace {

@@ -12,8 +12,8 @@
 #include "sites/site/metrics_server.hpp"
 #include "sites/site/ops_service.hpp"
 #include "sites/site/store_secret.hpp"
-#include "sync/comm/tcp_store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/tcp_store.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 

@@ -18,8 +18,8 @@
 #include "core/runlog/run_log.hpp"
 #include "sites/site/process.hpp"
 #include "sites/site/site_metrics.hpp"
-#include "sync/comm/store.hpp"
-#include "sync/group/membership.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/membership.hpp"
 
 namespace meridian {
 

@@ -16,10 +16,10 @@
 #include "sites/site/agent.hpp"
 #include "sites/site/ops_wan.hpp"
 #include "sites/site/site_metrics.hpp"
-#include "sync/comm/store.hpp"
+#include "intrasite/comm/store.hpp"
 #include "sites/keys/etcd_keys.hpp"
-#include "sync/control/control_health.hpp"
-#include "sync/group/protocol.hpp"
+#include "crosssite/control/control_health.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 namespace {

@@ -7,7 +7,7 @@
 #include "sim/emulator/wan_schedule.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sites/keys/etcd_keys.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_client.hpp"
 
 namespace meridian {
 namespace {

@@ -1,7 +1,7 @@
 #include "sites/site/process.hpp"
 
-#include "sync/comm/store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/protocol.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

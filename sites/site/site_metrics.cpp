@@ -5,7 +5,7 @@
 
 #include "core/runlog/prometheus.hpp"
 #include "core/util/error.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/group/protocol.hpp"
 
 namespace meridian {
 namespace {
@@ -37,7 +37,6 @@ constexpr Figure kLeaderFigures[] = {
     {"heals", "meridian_heals_total", Type::Counter, "group re-formations with a state sync after the first"},
     {"heal_s", "meridian_heal_seconds", Type::Gauge, "duration of the last join (rendezvous and state sync)"},
     {"codec_ratio", "meridian_codec_ratio", Type::Gauge, "bytes on the wire per fp32 byte of a delta"},
-    {"deltas_refused", "meridian_deltas_refused_total", Type::Counter, "peer deltas refused (damaged, not as announced)"},
     {"deltas_screened_out", "meridian_deltas_screened_out_total", Type::Counter, "peer deltas refused by the screen (NaN, norm, size)"},
     {"sdc_findings", "meridian_sdc_findings_total", Type::Counter, "parameter-hash disagreements found among replicas"},
     {"rollbacks", "meridian_rollbacks_total", Type::Counter, "rollbacks by the divergence guard"},
@@ -66,6 +65,12 @@ std::string render_site_metrics(const std::string& site, const nlohmann::json& l
     if (it == leader.end() || !it->is_number()) continue;
     p.family(f.name, f.type, f.help);
     p.sample(it->get<double>(), at);
+  }
+  if (const auto refused = leader.find("refused"); refused != leader.end() && refused->is_object()) {
+    p.family("meridian_refused_total", Type::Counter,
+             "what the site refused of its peers, by cause (damaged deltas, malformed requests, ...)");
+    for (const auto& [what, count] : refused->items())
+      if (count.is_number()) p.sample(count.get<double>(), {{"site", site}, {"what", what}});
   }
   const auto per_peer = [&](const char* group, const char* key, const std::string& name, Type type,
                             const std::string& help, double scale) {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config/job_config.hpp"
-#include "sync/comm/store.hpp"
+#include "intrasite/comm/store.hpp"
 
 namespace meridian {
 

@@ -5,7 +5,7 @@
 
 #include "core/io/secret_file.hpp"
 #include "core/util/error.hpp"
-#include "sync/comm/tcp_store.hpp"
+#include "intrasite/comm/tcp_store.hpp"
 
 namespace meridian {
 
@@ -32,18 +32,24 @@ std::string accepted_store_secret(const std::filesystem::path& site_run_dir, con
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + wait;
   const auto left = [&] { return std::max(milliseconds(1), ceil<milliseconds>(deadline - steady_clock::now())); };
+  bool refused = false;  // a probe had the store's answer: not this secret
+  const auto refusal = [&] {
+    return make_error(ErrorKind::Peer, "the store at ", store_endpoint, " still refuses the secret in ",
+                      store_secret_file(site_run_dir).string(), " after ", wait.count(),
+                      " ms: is that run dir another agent's?");
+  };
   for (;;) {
     std::string secret = read_store_secret(site_run_dir, left());
     // A short probe: while an old file names a store that is not up yet, the file may change.
     TcpStoreClient probe(store_endpoint, secret, std::min(left(), milliseconds(1000)));
     try {
       if (probe.secret_accepted()) return secret;
-      if (steady_clock::now() >= deadline)
-        throw make_error(ErrorKind::Peer, "the store at ", store_endpoint, " still refuses the secret in ",
-                         store_secret_file(site_run_dir).string(), " after ", wait.count(),
-                         " ms: is that run dir another agent's?");
+      refused = true;
+      if (steady_clock::now() >= deadline) throw refusal();
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::Timeout || steady_clock::now() >= deadline) throw;
+      if (e.kind() != ErrorKind::Timeout) throw;
+      // The last probe may be cut short by the deadline: what the store said before still holds.
+      if (steady_clock::now() >= deadline) throw refused ? refusal() : e;
     }
     std::this_thread::sleep_for(std::min(left(), milliseconds(100)));
   }

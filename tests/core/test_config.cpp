@@ -7,7 +7,7 @@
 #include "core/config/outer_defaults.hpp"
 #include "core/config/wan_profiles.hpp"
 #include "core/util/error.hpp"
-#include "sync/codec/codec.hpp"
+#include "crosssite/codec/codec.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace meridian;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_common.hpp"
-#include "sync/round/records.hpp"
+#include "crosssite/round/records.hpp"
 
 namespace fs = std::filesystem;
 

@@ -43,8 +43,8 @@
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/newton_schulz.hpp"
-#include "sync/codec/codec.hpp"
-#include "sync/codec/error_feedback.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/codec/error_feedback.hpp"
 #include "tests/support/cuda_kernel_parity.hpp"
 
 using namespace meridian;

@@ -110,8 +110,8 @@ TEST_CASE("protocol simulator: each of five protocol mutations is caught within 
       {"a delta used without checking its digest", [](SimOptions& o) { o.mutations.unverified_deltas = true; }},
       {"a proposal overwrites a version's commit", [](SimOptions& o) { o.mutations.overwrite_commits = true; }},
       {"an adopted version handed out again as a commit", [](SimOptions& o) { o.mutations.reapply_adopted = true; }},
-      {"a commit rebases the round from the wrong start", [](SimOptions& o) { o.driver.skip_rebase = true; }},
-      {"the membership lease never renewed", [](SimOptions& o) { o.driver.never_renew_lease = true; }},
+      {"a commit rebases the round from the wrong start", [](SimOptions& o) { o.mutations.skip_rebase = true; }},
+      {"the membership lease never renewed", [](SimOptions& o) { o.mutations.never_renew_lease = true; }},
   };
   for (const auto& [name, mutate] : mutations) {
     SimOptions options;

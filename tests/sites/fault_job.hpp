@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/emulator/wan_start.hpp"
-#include "sync/control/etcd_client.hpp"
-#include "sync/round/records.hpp"
+#include "crosssite/control/etcd_client.hpp"
+#include "crosssite/round/records.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 

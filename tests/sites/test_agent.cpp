@@ -11,8 +11,9 @@
 #include <thread>
 
 #include "sites/site/agent.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/group/protocol.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/eventually.hpp"
 
 using namespace meridian;
 using nlohmann::json;
@@ -327,11 +328,9 @@ TEST_CASE("garbage in a replica's counter evicts that replica, not the agent") {
 namespace {
 
 std::optional<ExitStatus> wait_for(ProcessLauncher& launcher, int id) {
-  for (int i = 0; i < 500; ++i) {
-    if (auto s = launcher.poll(id)) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return std::nullopt;
+  std::optional<ExitStatus> status;
+  testing::eventually([&] { return (status = launcher.poll(id)).has_value(); }, std::chrono::seconds(5));
+  return status;
 }
 
 }  // namespace

@@ -15,8 +15,8 @@
 #include "sites/keys/certificates.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/launch/etcd_member.hpp"
-#include "sync/control/etcd_auth.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_auth.hpp"
+#include "crosssite/control/etcd_client.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -21,6 +21,7 @@
 #include "sites/launch/launcher.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/eventually.hpp"
 
 using namespace meridian::testing;
 using meridian::EtcdMember;
@@ -165,12 +166,13 @@ TEST_CASE("Ctrl-C to launch stops every site and etcd: exit 130, nothing left ru
   TempDir dir("launch-sigint");
   const auto job = write_job(dir, 100000);
   ChildProcess launch({MERIDIAN_BIN, "launch", job.string()}, dir / "launch.log");
-  bool training = false;
-  for (int i = 0; i < 3000 && !training; ++i) {
-    for (const char* site : {"a", "b"})
-      training = training || !read_jsonl(dir / "run" / site / "metrics.jsonl").empty();
-    if (!training) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const bool training = eventually(
+      [&] {
+        for (const char* site : {"a", "b"})
+          if (!read_jsonl(dir / "run" / site / "metrics.jsonl").empty()) return true;
+        return false;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20));
   INFO(logs(dir));
   REQUIRE_MESSAGE(training, "no metrics line within 60 s");
   const auto pids = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);
@@ -201,12 +203,13 @@ TEST_CASE("kill -9 of a site under launch: the launcher restarts it, the job fin
                        "control.keepalive_ms=500", "--set", "log.every=50"},
                       dir / "launch.log");
   // Killed once it has trained past the first commit: it must rejoin from its peer.
-  bool committed = false;
-  for (int i = 0; i < 3000 && !committed; ++i) {
-    for (const auto& m : read_jsonl(dir / "run" / "b" / "metrics.jsonl"))
-      committed = committed || m.value("version", 0) >= 1;
-    if (!committed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const bool committed = eventually(
+      [&] {
+        for (const auto& m : read_jsonl(dir / "run" / "b" / "metrics.jsonl"))
+          if (m.value("version", 0) >= 1) return true;
+        return false;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(20));
   INFO(logs(dir));
   REQUIRE_MESSAGE(committed, "site b saw no commit within 60 s");
   const auto before = json::parse(slurp(dir / "run" / "launch.json"), nullptr, false);

@@ -17,13 +17,14 @@
 #include <zmq.hpp>
 
 #include "core/io/secret_file.hpp"
-#include "sync/comm/tcp_store.hpp"
+#include "intrasite/comm/tcp_store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/sites/run_meridianctl.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/run_process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/eventually.hpp"
 
 using namespace meridian::testing;
 using nlohmann::json;
@@ -62,12 +63,13 @@ struct Ctl {
 
 // Waits (bounded) until `pred` holds for the site's events.
 bool wait_for_event(const std::filesystem::path& run, const std::function<bool(const json&)>& pred) {
-  for (int i = 0; i < 1500; ++i) {
-    for (const auto& e : read_jsonl(run / "events.jsonl"))
-      if (pred(e)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return eventually(
+      [&] {
+        for (const auto& e : read_jsonl(run / "events.jsonl"))
+          if (pred(e)) return true;
+        return false;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(20));
 }
 
 // How many processes have `text` in their command line, as `ps` shows it to any user.
@@ -117,12 +119,13 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
 
   // status: JSON for scripts, a table for people. The leader publishes its figures every few
   // steps, so they may trail the metrics file a little: ask again (bounded) until they caught up.
-  auto s = ctl.status();
-  const auto step_shown = [&] { return s["figures"].is_object() ? s["figures"].value("step", 0) : 0; };
-  for (int i = 0; i < 200 && step_shown() < 40; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    s = ctl.status();
-  }
+  json s;
+  eventually(
+      [&] {
+        s = ctl.status();
+        return (s["figures"].is_object() ? s["figures"].value("step", 0) : 0) >= 40;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(50));
   CHECK(s["ok"] == true);
   CHECK(s["site"] == "local");
   CHECK(s["replicas"].size() == 2);
@@ -306,12 +309,13 @@ TEST_CASE("meridianctl rollback --to vN in a job of two sites: to the site's new
   REQUIRE(wait_for_step(run, 5));
   // Wait (bounded) until the site shows version 1 or later in its figures.
   std::int64_t held = 0;
-  for (int i = 0; i < 600 && held < 1; ++i) {
-    const auto f = ctl.status()["figures"];
-    held = f.is_object() ? f.value("version", std::int64_t{0}) : 0;
-    if (held < 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  REQUIRE(held >= 1);
+  REQUIRE(eventually(
+      [&] {
+        const auto f = ctl.status()["figures"];
+        held = f.is_object() ? f.value("version", std::int64_t{0}) : 0;
+        return held >= 1;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(100)));
 
   // No token: refused and logged.
   const auto refused = ctl({"rollback", "--to", std::string("v").append(std::to_string(held))});

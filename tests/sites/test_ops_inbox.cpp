@@ -12,8 +12,8 @@
 #include "core/runlog/run_log.hpp"
 #include "core/train/trainer.hpp"
 #include "sites/replica/ops_inbox.hpp"
-#include "sync/comm/store.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/protocol.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_job.hpp"
 

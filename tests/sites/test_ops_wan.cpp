@@ -10,7 +10,7 @@
 #include "core/runlog/run_log.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sites/site/ops_wan.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_client.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -61,7 +61,7 @@ void check_outcome(FaultJob& job, const std::vector<std::string>& sites) {
     MESSAGE(site, ": final validation loss ", loss, " (fault-free ", baseline, "), compute utilization ",
             s["compute_utilization"], ", waited on other sites ", s["waited_s"], " s, longest wait for a version ",
             s["max_version_gap_s"], " s, refused frames ", s["frames_refused"], ", duplicates ", s["frames_duplicate"],
-            ", deltas refused ", s["deltas_refused"], " + screened out ", s["deltas_screened_out"]);
+            ", refused ", s["refused"], ", screened out ", s["deltas_screened_out"]);
     CHECK(std::abs(loss - baseline) <= kLossMargin * baseline);
   }
 }

@@ -10,7 +10,7 @@
 #include "core/config/job_config.hpp"
 #include "core/util/error.hpp"
 #include "sites/site/site_metrics.hpp"
-#include "sync/group/protocol.hpp"
+#include "intrasite/group/protocol.hpp"
 #include "tests/support/prom_parser.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -24,7 +24,8 @@ const json kLeader = {{"step", 120},        {"loss", 2.5},        {"lr", 1e-3}, 
                       {"rollbacks", 1},     {"tokens", 30720},    {"tok_s", 5000.5},     {"step_s", 0.05},
                       {"utilization", 0.9}, {"goodput", 0.96},    {"heals", 2},          {"heal_s", 0.3},
                       {"sdc_findings", 1},  {"version", 4},       {"staleness", 1},      {"live_sites", 3},
-                      {"quorum", 3},        {"codec_ratio", 0.25}, {"deltas_refused", 2}, {"deltas_screened_out", 1},
+                      {"quorum", 3},        {"codec_ratio", 0.25}, {"deltas_screened_out", 1},
+                      {"refused", {{"deltas_damaged", 2}, {"requests_malformed", 0}, {"transfers_unknown_tag", 3}}},
                       {"wan", {{"eu-west", {{"sent", 1000}, {"received", 900}}}, {"ap \"south\"", {{"sent", 5}, {"received", 6}}}}},
                       // As SiteExchange::measured_links writes them; ap-south has no transfer measured yet.
                       {"links", {{"eu-west", {{"rtt_ms", 24.5}, {"rtt_ms_min", 20.0}, {"in_mbps", 80.0}, {"out_mbps", 96.0}}},
@@ -56,7 +57,10 @@ TEST_CASE("every figure the issue names is there, labelled, and reads back as va
   CHECK(e.value("meridian_heals_total", at) == 2);
   CHECK(e.value("meridian_heal_seconds", at) == 0.3);
   CHECK(e.value("meridian_codec_ratio", at) == 0.25);
-  CHECK(e.value("meridian_deltas_refused_total", at) == 2);
+  CHECK(e.value("meridian_refused_total", {{"site", "us-east"}, {"what", "deltas_damaged"}}) == 2);
+  CHECK(e.value("meridian_refused_total", {{"what", "requests_malformed"}}) == 0);
+  CHECK(e.value("meridian_refused_total", {{"what", "transfers_unknown_tag"}}) == 3);
+  CHECK_THROWS(e.value("meridian_refused_total", {{"what", "gradients_refused"}}));  // not in the figures
   CHECK(e.value("meridian_sdc_findings_total", at) == 1);
   CHECK(e.value("meridian_goodput", at) == 0.96);
   CHECK(e.value("meridian_rollbacks_total", at) == 1);

@@ -24,16 +24,17 @@
 #include <nlohmann/json.hpp>
 
 #include "sites/replica/site_mode.hpp"
-#include "sync/comm/store.hpp"
-#include "sync/group/protocol.hpp"
-#include "sync/control/etcd_client.hpp"
-#include "sync/round/records.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/protocol.hpp"
+#include "crosssite/control/etcd_client.hpp"
+#include "crosssite/round/records.hpp"
 #include "tests/sites/run_meridianctl.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/run_process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/eventually.hpp"
 
 using namespace meridian;
 using namespace meridian::testing;
@@ -154,12 +155,8 @@ class TwoSites {
 
   // Polls `done` every 20 ms for up to `limit_s`.
   bool wait_until(const std::function<bool()>& done, double limit_s = 60) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
+    return testing::eventually(done, std::chrono::milliseconds(static_cast<std::int64_t>(limit_s * 1000)),
+                               std::chrono::milliseconds(20));
   }
   std::optional<json> event(const std::string& site, const std::function<bool(const json&)>& pred) const {
     for (const auto& e : events(site))

@@ -6,7 +6,7 @@
 
 #include "core/io/secret_file.hpp"
 #include "sites/site/store_secret.hpp"
-#include "sync/comm/tcp_store.hpp"
+#include "intrasite/comm/tcp_store.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/temp_dir.hpp"
 

@@ -7,7 +7,7 @@
 #include "sim/emulator/operator_faults.hpp"
 #include "sim/emulator/wan_schedule.hpp"
 #include "sites/replica/wan_control.hpp"
-#include "sync/control/etcd_client.hpp"
+#include "crosssite/control/etcd_client.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/temp_dir.hpp"

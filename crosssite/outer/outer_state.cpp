@@ -1,0 +1,252 @@
+#include "crosssite/outer/outer_state.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/util/error.hpp"
+#include "core/util/hash.hpp"
+
+namespace meridian {
+namespace {
+
+std::string optimizer_record(const char* name, int fragment, int fragments) {
+  return fragments == 1 ? std::string(name) : std::string(name) + ".f" + std::to_string(fragment);
+}
+
+// Every value of [0, n) in exactly one fragment, or the plan is for another model (a caller bug).
+void check_plan(const FragmentPlan& plan, std::size_t n) {
+  std::vector<FragmentRange> ranges;
+  for (const auto& f : plan) ranges.insert(ranges.end(), f.ranges.begin(), f.ranges.end());
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  std::size_t covered = 0;
+  for (const auto& r : ranges) {
+    MERIDIAN_CHECK(r.offset == covered, "fragment range at ", r.offset, " expected at ", covered);
+    covered += r.count;
+  }
+  MERIDIAN_CHECK(covered == n, "fragments cover ", covered, " of ", n, " weights");
+}
+
+}  // namespace
+
+OuterState::OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
+                       FragmentPlan plan)
+    : plan_(plan.empty() ? whole_model(initial.size()) : std::move(plan)),
+      global_(initial.begin(), initial.end()),
+      start_(initial.begin(), initial.end()),
+      codec_(codec) {
+  check_plan(plan_, initial.size());
+  for (const auto& f : plan_) {
+    encoded_size(f.size, codec);  // Error(Config) now rather than at the first round
+    optimizers_.emplace_back(f.size, outer);
+    if (error_feedback) feedback_.emplace_back(f.size, feedback_decay(codec.kind));
+  }
+}
+
+const Fragment& OuterState::fragment(int f) const {
+  MERIDIAN_CHECK(f >= 0 && f < fragments(), "fragment=", f, " fragments=", fragments());
+  return plan_[static_cast<std::size_t>(f)];
+}
+
+std::vector<std::byte> OuterState::encode_delta(std::span<const float> local, int fragment) {
+  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
+  const Fragment& f = this->fragment(fragment);
+  delta_.resize(f.size);
+  std::size_t at = 0;
+  for (const auto& r : f.ranges)
+    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++at) {
+      delta_[at] = start_[j] - local[j];
+      start_[j] = local[j];
+    }
+  if (!feedback_.empty()) return feedback_[static_cast<std::size_t>(fragment)].encode(delta_, codec_);
+  std::vector<std::byte> out(encoded_size(delta_.size(), codec_));
+  meridian::encode(delta_, codec_, out);
+  return out;
+}
+
+void OuterState::rebase(std::span<float> local) {
+  for (int f = 0; f < fragments(); ++f) rebase(local, f);
+}
+
+void OuterState::rebase(std::span<float> local, int fragment) {
+  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
+  const std::span<const float> unsent = unsent_in_weights(fragment);
+  std::size_t at = 0;
+  for (const auto& r : this->fragment(fragment).ranges)
+    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++at) {
+      // Subtracting 0 leaves every float as it was: without a kept residual this is the plain rebase.
+      const float kept = unsent.empty() ? 0.0f : unsent[at];
+      local[j] = global_[j] + (local[j] - start_[j]) - kept;
+      start_[j] = global_[j] - kept;
+    }
+}
+
+std::span<const float> OuterState::unsent_in_weights(int fragment) const {
+  if (feedback_.empty() || codec_.kind != CodecKind::Sparse) return {};
+  return feedback_[static_cast<std::size_t>(fragment)].residual();
+}
+
+void OuterState::end_feedback() {
+  for (auto& f : feedback_) f.reset();
+}
+
+void OuterState::step_ahead(std::span<float> local, int fragment, std::span<const float> estimate) {
+  const Fragment& f = this->fragment(fragment);
+  MERIDIAN_CHECK(local.size() == global_.size() && estimate.size() == f.size, "local=", local.size(), " global=",
+                 global_.size(), " estimate=", estimate.size(), " fragment=", f.size);
+  for (const auto& r : f.ranges)
+    MERIDIAN_CHECK(std::equal(local.begin() + static_cast<std::ptrdiff_t>(r.offset),
+                              local.begin() + static_cast<std::ptrdiff_t>(r.offset + r.count),
+                              start_.begin() + static_cast<std::ptrdiff_t>(r.offset)),
+                   "step_ahead: fragment ", fragment, " moved since its delta was encoded");
+  std::vector<float> ahead(f.size);
+  gather(f, global_, ahead);
+  OuterOptimizer optimizer = optimizers_[static_cast<std::size_t>(fragment)];
+  optimizer.step(ahead, estimate);
+  scatter(f, ahead, local);
+  scatter(f, ahead, start_);
+}
+
+void OuterState::drop_in_flight(std::span<float> local) {
+  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
+  std::copy(global_.begin(), global_.end(), local.begin());
+  start_ = global_;
+  for (auto& f : feedback_) f.reset();
+}
+
+void OuterState::save_optimizers(Checkpoint& checkpoint) const {
+  const int n = fragments();
+  if (n > 1) checkpoint.put_value("outer.fragments", std::int64_t{n});
+  for (int f = 0; f < n; ++f)
+    optimizers_[static_cast<std::size_t>(f)].save(checkpoint, optimizer_record("outer.momentum", f, n),
+                                                  optimizer_record("outer.steps", f, n));
+}
+
+std::vector<OuterOptimizer> OuterState::restored_optimizers(const Checkpoint& checkpoint) const {
+  const int n = fragments();
+  const auto saved = checkpoint.has("outer.fragments") ? checkpoint.get_value<std::int64_t>("outer.fragments") : 1;
+  if (saved != n)
+    throw make_error(ErrorKind::Checkpoint, "the outer state was saved with ", saved,
+                     " fragments (outer.fragments), this job has ", n);
+  auto optimizers = optimizers_;
+  for (int f = 0; f < n; ++f)
+    optimizers[static_cast<std::size_t>(f)].restore(checkpoint, optimizer_record("outer.momentum", f, n),
+                                                    optimizer_record("outer.steps", f, n));
+  return optimizers;
+}
+
+std::vector<std::byte> OuterState::snapshot() const {
+  Checkpoint c;
+  c.put_pod("outer.global", std::span<const float>(global_));
+  c.put_value("outer.version", version_);
+  save_optimizers(c);
+  return encode_checkpoint(c);
+}
+
+void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local) {
+  const Checkpoint c = decode_checkpoint(snapshot, "a peer's state snapshot");
+  std::vector<float> global;
+  std::int64_t version = 0;
+  std::vector<OuterOptimizer> optimizers;
+  try {
+    global = c.get_pod<float>("outer.global");
+    version = c.get_value<std::int64_t>("outer.version");
+    optimizers = restored_optimizers(c);
+  } catch (const Error& e) {
+    throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
+  }
+  if (global.size() != global_.size())
+    throw make_error(ErrorKind::Peer, "a peer's state snapshot holds ", global.size(), " weights, the model has ",
+                     global_.size());
+  if (version <= version_)
+    throw make_error(ErrorKind::Peer, "a peer's state snapshot is version ", version, ", this site already holds ",
+                     version_);
+  if (const auto h = weights_hash(global); h != expected_hash)
+    throw make_error(ErrorKind::Peer, "a peer's state snapshot of version ", version, " hashes to ", h,
+                     ", its commit says ", expected_hash);
+  global_ = std::move(global);
+  optimizers_ = std::move(optimizers);
+  version_ = version;
+  for (auto& f : feedback_) f.restore({});
+  rebase(local);
+}
+
+OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::span<const float> means) const {
+  Outcome out{global_, {}, 0};
+  std::size_t at = 0;
+  std::vector<float> slice;
+  for (const int index : fragments) {
+    const Fragment& f = fragment(index);
+    MERIDIAN_CHECK(at + f.size <= means.size(), "means=", means.size(), " fragment ", index, " ends at ", at + f.size);
+    for (const auto& [done, optimizer] : out.optimizers) MERIDIAN_CHECK(done != index, "fragment ", index, " twice");
+    out.optimizers.emplace_back(index, optimizers_[static_cast<std::size_t>(index)]);
+    slice.resize(f.size);
+    gather(f, out.global, slice);
+    out.optimizers.back().second.step(slice, means.subspan(at, f.size));
+    scatter(f, slice, out.global);
+    at += f.size;
+  }
+  MERIDIAN_CHECK(at == means.size(), "means=", means.size(), " fragments hold ", at);
+  out.hash = weights_hash(out.global);
+  return out;
+}
+
+void OuterState::commit(std::int64_t version, Outcome outcome) {
+  MERIDIAN_CHECK(version == version_ + 1 && outcome.global.size() == global_.size(), "version=", version,
+                 " current=", version_, " size=", outcome.global.size(), " expected=", global_.size());
+  global_ = std::move(outcome.global);
+  for (auto& [index, optimizer] : outcome.optimizers) optimizers_[static_cast<std::size_t>(index)] = std::move(optimizer);
+  version_ = version;
+}
+
+void OuterState::save(Checkpoint& checkpoint) const {
+  checkpoint.put_pod("outer.global", std::span<const float>(global_));
+  checkpoint.put_value("outer.version", version_);
+  checkpoint.put_pod("outer.start", std::span<const float>(start_));
+  save_optimizers(checkpoint);
+  if (feedback_.empty()) return;
+  // One flat record in parameter order, whatever the fragments: the same as DiLoCo's.
+  std::vector<float> residual(global_.size());
+  for (std::size_t f = 0; f < plan_.size(); ++f) scatter(plan_[f], feedback_[f].residual(), residual);
+  checkpoint.put_pod("outer.residual", std::span<const float>(residual));
+}
+
+void OuterState::restore(const Checkpoint& checkpoint) {
+  auto global = checkpoint.get_pod<float>("outer.global");
+  const auto version = checkpoint.get_value<std::int64_t>("outer.version");
+  if (global.size() != global_.size())
+    throw make_error(ErrorKind::Checkpoint, "record \"outer.global\" holds ", global.size(), " values, the model has ",
+                     global_.size());
+  if (version < 0) throw make_error(ErrorKind::Checkpoint, "record \"outer.version\" is negative: ", version);
+  std::optional<std::vector<float>> residual;
+  if (!feedback_.empty() && checkpoint.has("outer.residual")) {
+    residual = checkpoint.get_pod<float>("outer.residual");
+    if (residual->size() != global_.size())
+      throw make_error(ErrorKind::Checkpoint, "record \"outer.residual\" holds ", residual->size(),
+                       " values, the model has ", global_.size());
+  }
+  // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
+  auto start = checkpoint.has("outer.start") ? checkpoint.get_pod<float>("outer.start") : global;
+  if (start.size() != global_.size())
+    throw make_error(ErrorKind::Checkpoint, "record \"outer.start\" holds ", start.size(), " values, the model has ",
+                     global_.size());
+  auto optimizers = restored_optimizers(checkpoint);
+  global_ = std::move(global);
+  start_ = std::move(start);
+  optimizers_ = std::move(optimizers);
+  version_ = version;
+  for (std::size_t f = 0; f < feedback_.size(); ++f) {
+    if (!residual) {
+      feedback_[f].restore({});
+      continue;
+    }
+    std::vector<float> slice(plan_[f].size);
+    gather(plan_[f], *residual, slice);
+    feedback_[f].restore(slice);
+  }
+}
+
+std::uint64_t OuterState::weights_hash(std::span<const float> weights) { return hash64(weights); }
+
+}  // namespace meridian

@@ -1,0 +1,128 @@
+#pragma once
+// What every replica of a site holds about the global model (DESIGN.md, steps 2 and 5): version
+// v's weights, the outer optimizer's momentum, the error-feedback residual of this site's deltas,
+// and `start`, the weights the site's in-flight round is measured from (a round's delta is start -
+// local; when a commit arrives mid-round the round is rebased onto it). Every replica of a site runs the same deterministic code on the same inputs, so they all
+// hold bit-identical copies and any of them can lead the site's cross-site exchange.
+//
+// Streaming DiLoCo (fragments.hpp): the model is P fragments, each with its own slice of the
+// outer momentum and of the residual; a round is one fragment's, its delta that fragment's only,
+// and a commit changes the fragments its deltas cover (usually one) and rebases only those of the
+// in-flight round. With one fragment (the default) this is DiLoCo over the whole model.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/codec/error_feedback.hpp"
+#include "crosssite/outer/outer_optimizer.hpp"
+#include "crosssite/outer/fragments.hpp"
+
+namespace meridian {
+
+class Checkpoint;
+
+class OuterState {
+ public:
+  // Version 0 is `initial`, the weights every site starts from. `plan`: the fragments (empty:
+  // one, the whole model); InvariantError when they do not cover `initial` exactly.
+  OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
+             FragmentPlan plan = {});
+
+  std::int64_t version() const { return version_; }
+  std::span<const float> global() const { return global_; }
+  std::size_t size() const { return global_.size(); }
+  const CodecOptions& codec() const { return codec_; }
+
+  std::span<const float> start() const { return start_; }
+  int fragments() const { return static_cast<int>(plan_.size()); }
+  const Fragment& fragment(int f) const;  // InvariantError when f is not in [0, fragments())
+
+  // This round's pseudo-gradient of `fragment`, delta = start - local over its values, encoded;
+  // with error feedback on, what the codec loses is carried into that fragment's next delta. The
+  // fragment's next round starts from `local`: it goes on from there at once, and measures only
+  // its own progress.
+  std::vector<std::byte> encode_delta(std::span<const float> local, int fragment = 0);
+  // After a commit: local <- global + (local - start), start <- global, so the in-flight round
+  // keeps its own progress on top of the new version (DESIGN.md, step 5). With no progress since
+  // the round began, local becomes exactly global. Over every fragment, or over one (the one a
+  // commit changed: the others' global and start did not move).
+  // The sparse codec with error feedback: local <- global - residual + (local - start), start <-
+  // global - residual. Its residual is most of a round (a kept entry leaves once in 1/density
+  // rounds); dropped from the weights, the next round would learn it again and error feedback
+  // would send it twice, late (docs/quality.md: +8.1% over int8 at 10% kept, +2.6% kept here). The
+  // next delta, start - local, is then the round's own progress, and error feedback adds the
+  // residual once. The other codecs' residual is under half a quantization step: not kept.
+  void rebase(std::span<float> local);
+  void rebase(std::span<float> local, int fragment);
+  // The job's last deltas are encoded: nothing will send the residual now, so it is dropped, and
+  // with it from the weights at the next rebase, so that every site ends on the version's weights.
+  void end_feedback();
+
+  // Eager overlap: right after encode_delta(local, fragment), moves `fragment` of the working
+  // weights ahead to what the next commit would make of the current version if its mean were
+  // `estimate` (one outer step on a copy of the momentum), and starts the round there. Nothing
+  // the sites share changes: when the true commit comes, rebase puts the round's progress on it.
+  // InvariantError when the round has made progress since the encode (local != start there).
+  void step_ahead(std::span<float> local, int fragment, std::span<const float> estimate);
+
+  // A diverged site's way back (DESIGN.md: the divergence guard across sites): every in-flight
+  // round is dropped, local <- global, start <- global, over every fragment. The error-feedback
+  // residual restarts at zero too: it is what the codec left out of this site's latest deltas,
+  // the last of which may carry the divergence, and it is nobody else's. The version, momentum
+  // and everything the sites share stay as they are.
+  void drop_in_flight(std::span<float> local);
+
+  // The weights and momentum one commit produces from the current version, and their hash; the
+  // state itself is untouched, so a proposer can hash its proposal before anyone agrees to it.
+  struct Outcome {
+    std::vector<float> global;                               // the whole model: the hash is over all of it
+    std::vector<std::pair<int, OuterOptimizer>> optimizers;  // of the fragments it changed
+    std::uint64_t hash = 0;
+  };
+  // One outer step per fragment of `fragments` (distinct), each on its mean delta: `means` holds
+  // their values one fragment after the other, in that order.
+  Outcome preview(const std::vector<int>& fragments, std::span<const float> means) const;
+  // `mean_delta` holds `fragment`'s values (fragment(f).size of them).
+  Outcome preview(std::span<const float> mean_delta, int fragment = 0) const {
+    return preview(std::vector<int>{fragment}, mean_delta);
+  }
+  // Makes `outcome` version `version`, which must be version() + 1 (InvariantError otherwise).
+  void commit(std::int64_t version, Outcome outcome);
+
+  // What a peer needs to join at this version without disk: the weights, the version and the
+  // optimizer state (not this site's residual, which is nobody else's), as checkpoint bytes.
+  std::vector<std::byte> snapshot() const;
+  // Takes a peer's snapshot as the current version when its weights hash to `expected_hash` and it
+  // is newer than this one; the residual restarts from zero and `local` is rebased onto it.
+  // Error(Peer) when the bytes are damaged, for another model, or do not match the hash: state unchanged.
+  void adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local);
+
+  // Records "outer.*" of a training checkpoint, and back. Error(Checkpoint) on missing or
+  // mis-sized records, state unchanged then.
+  void save(Checkpoint& checkpoint) const;
+  void restore(const Checkpoint& checkpoint);
+  // XXH3-64 of the global weights: what a commit record carries.
+  static std::uint64_t weights_hash(std::span<const float> weights);
+
+ private:
+  // Per fragment, the optimizer under the record names of DiLoCo's checkpoints when there is one
+  // fragment ("outer.momentum"), "outer.momentum.f<p>" etc. otherwise.
+  void save_optimizers(Checkpoint& checkpoint) const;
+  std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
+  // The residual that `fragment`'s local weights keep (rebase), or nothing.
+  std::span<const float> unsent_in_weights(int fragment) const;
+
+  FragmentPlan plan_;
+  std::vector<float> global_;
+  std::vector<float> start_;
+  std::vector<OuterOptimizer> optimizers_;   // by fragment
+  CodecOptions codec_;
+  std::vector<ErrorFeedback> feedback_;      // by fragment; empty without error feedback
+  std::vector<float> delta_;                 // scratch
+  std::int64_t version_ = 0;
+};
+
+}  // namespace meridian

@@ -1,0 +1,50 @@
+#pragma once
+// The job's commit log as one site has read it from the control plane: the records of versions it
+// does not hold yet, the newest version any site committed, and unreadable records. Nobody can
+// have applied a record nobody can read; left alone it would stop the job's versions there for
+// good, so a proposal may replace it by compare-and-swap, unless a newer commit shows that its
+// version was committed (and maybe applied) before the damage.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "crosssite/control/control_plane.hpp"
+#include "crosssite/round/cross_site_types.hpp"
+#include "crosssite/round/records.hpp"
+
+namespace meridian {
+
+class CommitLog {
+ public:
+  CommitLog(std::string job, int fragments) : keys_(std::move(job)), fragments_(fragments) {}
+  const RoundKeys& keys() const { return keys_; }
+
+  // Reads the records written since the last read; each unreadable one is an event.
+  void read(ControlPlane& control, CrossSiteEvents& events);
+  // Creates `version` with `record`, or replaces an unreadable record there. True when this
+  // site's record is the one in the control plane now (a lost answer reads as false: the caller
+  // reads the log back).
+  bool claim(ControlPlane& control, std::int64_t version, const std::string& record, const std::string& site,
+             CrossSiteEvents& events);
+
+  const CommitRecord* find(std::int64_t version) const;
+  // Drops the records of versions before `version` (the site holds them); returns the one of
+  // `version - 1` if it was still here (what the site holds: a restarted site learns from it).
+  std::optional<CommitRecord> forget_before(std::int64_t version);
+  std::int64_t newest() const { return newest_; }
+  // The record of the version this site holds now; streaming: its fragment says whose turn follows.
+  void hold(const CommitRecord& record) { held_fragment_ = record.fragment; }
+  std::optional<int> held_fragment() const { return held_fragment_; }
+
+ private:
+  RoundKeys keys_;
+  int fragments_;
+  std::map<std::int64_t, CommitRecord> commits_;
+  std::int64_t revision_ = 0;
+  std::int64_t newest_ = 0;
+  std::map<std::int64_t, std::string> unreadable_;  // by version: the bytes found there
+  std::optional<int> held_fragment_;
+};
+
+}  // namespace meridian

@@ -1,0 +1,245 @@
+#pragma once
+// A site's side of the cross-site protocol (DESIGN.md, steps 2-5), run by the replica that leads
+// the site: its membership key on a lease, announcing and sending its deltas, receiving the
+// others', screening them, proposing commits by compare-and-swap when they are due (every live
+// site's delta here, or the quorum, or the adaptive deadline passed), and handing out each commit
+// once every delta it lists is here and verified. A site that fell behind (it was away, or
+// restarted without its disk) catches up by adopting a live peer's state instead. The bulk bytes
+// go over the Link; etcd holds only the small records of records.hpp.
+//
+// CrossSite coordinates parts with one job each (docs/ARCHITECTURE.md has the list): Courier,
+// JobMembership, ControlGate, CommitLog, DeltaBook, DeltaStore, Proposer, Outbox, StateTransfer,
+// EndWaits and GradientInbox. It runs on any ControlPlane, Link and clock: etcd, ZeroMQ or UCX
+// and the steady clock in a real site; in-memory ones on virtual time in the protocol simulator.
+//
+// Nothing here sleeps or owns a thread: the caller pumps it (poll_* with a time budget), so the
+// replicas of the site can stay in step between pumps. Peers' mistakes (a damaged or unannounced
+// delta, a malformed request) are refused and counted, never applied and never fatal.
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "crosssite/control/change_feed.hpp"
+#include "crosssite/control/control_plane.hpp"
+#include "crosssite/round/commit_deadline.hpp"
+#include "crosssite/round/commit_log.hpp"
+#include "crosssite/round/commit_rule.hpp"
+#include "crosssite/round/control_gate.hpp"
+#include "crosssite/round/courier.hpp"
+#include "crosssite/round/cross_site_types.hpp"
+#include "crosssite/round/delta_book.hpp"
+#include "crosssite/round/delta_journal.hpp"
+#include "crosssite/round/delta_screen.hpp"
+#include "crosssite/round/delta_store.hpp"
+#include "crosssite/round/end_waits.hpp"
+#include "crosssite/round/gradient_inbox.hpp"
+#include "crosssite/round/job_membership.hpp"
+#include "crosssite/round/outbox.hpp"
+#include "crosssite/outer/outer_state.hpp"
+#include "crosssite/round/proposer.hpp"
+#include "crosssite/round/records.hpp"
+#include "crosssite/round/round_peers.hpp"
+#include "crosssite/round/state_transfer.hpp"
+#include "crosssite/round/waiting.hpp"
+#include "transport/link/link.hpp"
+
+namespace meridian {
+
+struct CrossSiteOptions {
+  std::string job;
+  std::string site;
+  std::vector<std::string> sites;  // every site of the job, as configured
+  CommitRuleOptions rule;
+  std::int64_t lease_ttl_s = 10;
+  std::chrono::milliseconds control_poll{20};  // between looks at the control plane
+  // Follows the job's keys under `root` in `areas` (its members', deltas' and commits' prefixes,
+  // in that order; EtcdWatch in a real site), so a look reads an area only when it changed. Empty,
+  // or while the feed is down: every look reads everything.
+  std::function<std::unique_ptr<ChangeFeed>(const std::string& root, std::vector<std::string> areas)> change_feed;
+  // A look reads every range at least this often, and right after the control plane comes back,
+  // whatever the watch says: a stream that stalled through a partition may have missed changes
+  // its probe has not yet caught, and a site must not train on behind commits it never read.
+  std::chrono::milliseconds full_read{2000};
+  std::chrono::milliseconds rerequest_after{1000};  // before asking a peer again for a missing delta
+  std::chrono::milliseconds control_retry{1000};    // after etcd failed, before trying it again
+  std::size_t keep_own_rounds = 8;                  // own deltas kept to answer requests
+  // Stuck this long on a commit whose deltas do not come (their owner died, or dropped them), a
+  // site adopts a peer's state instead; behind by two versions or more it does so at once, unless
+  // it holds the deltas of the next one.
+  std::chrono::milliseconds catch_up_after{3000};
+  DeadlineOptions deadline;
+  DeltaScreenOptions screen;
+  // Who renews this site's membership lease from its grant on (required): a LeaseKeeper thread
+  // with its own etcd client in a real site; the protocol simulator renews on virtual time.
+  std::function<std::unique_ptr<KeptLease>(std::int64_t lease)> keep_lease;
+  // This incarnation's id in the membership record: 0, drawn at random (the simulator sets it, so
+  // a seed replays exactly).
+  std::uint64_t incarnation = 0;
+  // Each site's CURVE public key as the job lists it (empty: the links speak no CURVE): a member
+  // record whose address names another key is not believed (JobMembership).
+  std::map<std::string, std::string> link_keys;
+  // Where this site keeps its own deltas until they are merged (delta_journal.hpp); read back
+  // when the site starts. Null: memory only (a restart loses them).
+  std::shared_ptr<DeltaJournal> journal;
+  // The site writes checkpoints and reports each through durable(): the journal keeps what the
+  // versions since the last one merged (durable_journal.hpp). False: it keeps a window of rounds.
+  bool checkpoints = true;
+};
+
+class CrossSite final : public RoundPeers {
+ public:
+  // `clock`: seconds on a monotonic clock.
+  CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, std::function<double()> clock);
+  ~CrossSite() override;  // revokes the lease, so peers see this site leave at once
+  CrossSite(const CrossSite&) = delete;
+  CrossSite& operator=(const CrossSite&) = delete;
+
+  // Registers this site (once) and pumps for up to `budget`; true once every configured site is a member.
+  bool poll_join(std::chrono::milliseconds budget);
+
+  // The state this site serves to peers that catch up (its leader's OuterState), from now on.
+  void serve_state(const OuterState* state) { transfer_.serve(state); }
+  // The site's checkpoint now holds `version` (written whole): its journal may let go of the
+  // deltas merged through it.
+  void durable(std::int64_t version) { outbox_.durable(version); }
+  // After poll_join: the first round number this incarnation may use. A restarted site continues
+  // after every round it ever announced, so no announcement key is reused.
+  std::int64_t next_round() const override { return outbox_.next_round(); }
+
+  // DiLoCo: announces this site's delta for `a.round` and sends it to every other member.
+  // `hashes`: the chunk hashes of `encoded` for this site's link (chunk_hashes with chunk_bytes()),
+  // taken right after encoding, so that the link sends the delta without reading it again. Wrong
+  // ones get the delta refused by every peer's link, never applied.
+  void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) override;
+  // The chunk size of this site's link, which submit's hashes are taken with.
+  std::size_t chunk_bytes() const override { return courier_.link().chunk_bytes(); }
+
+  using Commit = VersionCommit;
+  // Pumps for up to `budget`; the commit of version state.version() + 1 once it exists and every
+  // delta it lists is here and verified, or a verified peer snapshot of a newer version when this
+  // site is behind. Proposes that commit first when it is due and this site holds everything it
+  // needs (whoever proposes, the swap lets one proposal win).
+  std::optional<Commit> poll_commit(const OuterState& state, std::chrono::milliseconds budget) override;
+  // True once every live site announced its final round, this site holds the newest version, no
+  // delta is left that any site could still merge (the job's last version, the same everywhere),
+  // and every live site has ended too (EndWaits): a site still behind needs one to catch up from.
+  bool finished(const OuterState& state) override;
+
+  // This site's newest round, if after `after`, when its values were refused (every site screens
+  // alike) and so was every other live site's round on the current version: no version can merge
+  // any of them, and no site announces again until it trains on. Nothing otherwise, and while a
+  // version that leaves this site's round out can still come (a peer's delta is open or on its
+  // way). Cheap when nothing of this site's is refused after `after`: called every step.
+  std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const override;
+  std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
+  // The newest round any other site announced (merged or not), -1 before any: how far the job
+  // has got, for a site that comes back.
+  std::int64_t peers_newest_round() const override { return book_.peers_newest_round(); }
+  // This site's rounds announced and still mergeable (commit_rule's `mergeable`, the predicate the
+  // commits use) while the control plane is reachable; 0 when it is not: a cut-off site trains
+  // on, whatever it has queued.
+  std::int64_t backlog(const OuterState& state) const override;
+  // Sites whose membership key this site last read: the live ones.
+  std::size_t live_sites() const { return membership_.members().size(); }
+  // The newest version any site committed, as far as this site has read.
+  std::int64_t newest_commit() const override { return log_.newest(); }
+  // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
+  std::int64_t lease() const { return membership_.lease(); }
+  // The operator drained the site: revokes its lease (peers stop counting it at once) and stops
+  // renewing it; nothing registers it again until the next poll_join.
+  void leave() override;
+  // False while the operator paused the site's outer exchange: poll_commit proposes nothing (it
+  // still hands out the commits others make), and the membership record says so (from the next
+  // look at the control plane on), so the others' commits do not wait for this site's rounds.
+  void set_proposing(bool proposing);
+  // Every other configured site announced its final round and is no member any more: the job
+  // ended (for a site that sat it out). False while the control plane cannot be read.
+  bool job_over();
+
+  // The synchronous baseline: every site sends its step's values (gradients and loss) to every
+  // other; once all are here, poll_gradients replaces `values` by their mean over sites, summed in
+  // site order so every site gets the same bits.
+  void send_gradients(std::int64_t step, std::span<const float> values);
+  bool poll_gradients(std::int64_t step, std::span<float> values, std::chrono::milliseconds budget);
+
+  CrossSiteTraffic traffic() const;
+  const Waiting& waiting() const { return waiting_; }  // what the latest poll is waiting for
+  std::string describe_wait() const;                   // the same, for logs and people
+  // The member site at a link address as last read from etcd (null if none), without reading
+  // etcd: safe to call from inside this site's own link (the WAN emulator's does).
+  const std::string* known_site(const std::string& address) const;
+
+ private:
+  // Receives and handles transfers until one was handled or `until`; at least one look at the link.
+  void pump(double until);
+  void take_in_received();  // handles every transfer the link has ready now, without waiting
+  void handle(Received r);
+  // Reads the members, and sends the sites that (re)joined this site's unmerged deltas.
+  void refresh_members();
+  const std::string* site_of(const std::string& address);
+  // Runs control-plane calls through the gate (control_gate.hpp), the site's only way to the
+  // control plane; false when they failed or wait.
+  bool control(const std::function<void(ControlPlane&)>& call);
+  // Puts this site's announcements that etcd did not take yet; true when none is left.
+  bool announce_pending();
+  // What the control plane shows, as the commit rule sees it (no deltas held yet).
+  CommitView control_view(const OuterState& state) const;
+  // One look: reads what `reads` says (the rest of it decides on what was read before, and the
+  // deltas and time since), then hands out, catches up or proposes.
+  std::optional<Commit> check_control(ControlPlane& plane, const OuterState& state, ControlGate::Reads reads);
+  // The next version's commit, once every delta it lists is here (journaled first).
+  std::optional<Commit> hand_out(const CommitRecord& record, const OuterState& state);
+  // Has the proposer propose the next version when it is due and this site holds all it needs.
+  void propose(ControlPlane& plane, const OuterState& state);
+  std::optional<Commit> catch_up(ControlPlane& plane, const OuterState& state, bool far_behind);
+  // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
+  void applied(const CommitRecord& record);
+  // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
+  void forget_merged(const CommitRecord& record);
+  // The bytes of a delta matching `digest`, or null after asking its owner again (rate-limited),
+  // or after disputing it: its owner sent other bytes than it announced, twice.
+  const std::vector<std::byte>* held(const DeltaKey& key, const Digest& digest);
+  // Reads the announcements (and disputes: each logged once) since the last read.
+  void read_announcements(ControlPlane& plane);
+  // Sends this site's delta of `round` to `site`.
+  void send_delta(const std::string& site, const std::string& address, std::int64_t round, const Outbox::Delta& own);
+  bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
+  // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
+  bool usable(const DeltaAnnouncement& a, const OuterState& state);
+  void request_state(std::int64_t min_version);
+  void serve_state_to(const std::string& address, std::int64_t min_version);
+  void request(const std::string& site, std::int64_t round);
+  void read_journal();
+  bool merged_all(const OuterState& state);   // finished()'s first half: this site holds the job's last version
+  bool peers_ended(const OuterState& state);  // its second: says so, and waits for the others to
+  CrossSiteTraffic& counts() { return courier_.counts(); }
+
+  CrossSiteOptions options_;
+  Courier courier_;
+  std::function<double()> clock_;
+  JobMembership membership_;
+  ControlGate gate_;
+  CommitLog log_;
+  Outbox outbox_;
+  StateTransfer transfer_;
+  DeltaBook book_;
+  DeltaStore store_;
+  Proposer proposer_;
+  std::vector<CrossSiteEvent> events_;
+  GradientInbox gradients_;
+  Waiting waiting_;
+  EndWaits ends_;
+};
+
+}  // namespace meridian

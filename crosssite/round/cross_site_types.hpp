@@ -1,0 +1,63 @@
+#pragma once
+// What CrossSite and its parts report: events for the site's log, and traffic counters.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace meridian {
+
+using DeltaKey = std::pair<std::string, std::int64_t>;  // (site, round)
+
+// What happened to a peer's delta or state that the site's log should say.
+struct CrossSiteEvent {
+  // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
+  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable", "commit_record_replaced", "member_key_restored",
+  // "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site),
+  // "link_refused" (frames from a sender that is no member: site is its claimed name, number the frames)
+  std::string kind;
+  std::string site;  // the peer
+  std::int64_t number = 0;  // its round, or the version
+  std::string detail;
+};
+
+// What a site refused of its peers, one count per cause: a peer's or the network's faults, never
+// applied and never fatal. Prometheus shows them as meridian_refused_total{what="<name>"}.
+struct Refusals {
+  std::uint64_t deltas_damaged = 0;              // delivered whole, but not the bytes announced
+  std::uint64_t deltas_over_hold_bound = 0;      // a member's deltas past what this site holds of it at once
+  std::uint64_t announcements_unreadable = 0;    // records under the announcements' prefix that do not decode
+  std::uint64_t requests_malformed = 0;          // delta or state requests that do not decode
+  std::uint64_t transfers_from_non_members = 0;  // from a link address no member record names
+  std::uint64_t transfers_unknown_tag = 0;       // of no kind this protocol version speaks
+  std::uint64_t gradients_refused = 0;           // the synchronous baseline's, past what this site holds of a member
+
+  std::uint64_t total() const;
+  // (name, count) in the order above: the metric's labels and the summary's keys.
+  std::vector<std::pair<const char*, std::uint64_t>> named() const;
+};
+
+struct CrossSiteTraffic {
+  std::uint64_t bytes_sent = 0;      // payload bytes this site put on its link, re-sends included
+  std::uint64_t bytes_received = 0;  // payload bytes of the transfers delivered to it
+  std::uint64_t deltas_sent = 0;     // (delta, peer) pairs
+  Refusals refused;
+  std::uint64_t frames_refused = 0;  // refused by the link (malformed, failed checksum)
+  std::uint64_t requests_sent = 0;   // deltas asked for again
+  std::uint64_t deltas_screened_out = 0;  // arrived intact but refused by the screen (NaN, norm, size)
+  std::uint64_t states_sent = 0, states_adopted = 0, states_refused = 0;
+  std::uint64_t commits_proposed = 0, commits_won = 0;
+  std::uint64_t commits_by_deadline = 0;  // won proposals made without every live site's delta
+  // The most bytes of this site's deltas at once that it had sent (to every peer) and no commit
+  // had merged yet: what its rounds keep in flight over the WAN.
+  std::uint64_t peak_bytes_in_flight = 0;
+  struct PeerBytes {
+    std::uint64_t sent = 0, received = 0;  // payload bytes handed to the link for it / delivered from it
+  };
+  std::map<std::string, PeerBytes> peers;  // by site (by link address while its site is unknown)
+};
+
+using CrossSiteEvents = std::vector<CrossSiteEvent>;
+
+}  // namespace meridian

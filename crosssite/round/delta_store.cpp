@@ -1,0 +1,170 @@
+#include "crosssite/round/delta_store.hpp"
+
+#include "crosssite/round/mutant.hpp"
+
+#include <algorithm>
+
+#include "core/util/error.hpp"
+#include "core/util/hash.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/delta_mean.hpp"
+
+namespace meridian {
+
+DeltaStore::DeltaStore(DeltaStoreOptions options, Link& link)
+    : options_(std::move(options)),
+      link_(link),
+      screens_(static_cast<std::size_t>(std::max(options_.fragments, 1)), DeltaScreen(options_.screen)) {}
+
+void DeltaStore::put(const DeltaKey& key, std::vector<std::byte> bytes, bool journaled) {
+  arrived_[key] = std::move(bytes);
+  verified_.erase(key);
+  norms_.erase(key);
+  if (journaled) {
+    journaled_.insert(key);
+    journal_copies_.insert(key);
+  } else {
+    journal_copies_.erase(key);
+  }
+}
+
+void DeltaStore::put_own(const DeltaKey& key, std::vector<std::byte> bytes, const Digest& digest) {
+  put(key, std::move(bytes));
+  verified_[key] = digest;
+}
+
+void DeltaStore::arrive(const DeltaKey& key, std::vector<std::byte> bytes) {
+  if (verified_.contains(key)) {
+    link_.recycle(std::move(bytes));
+    return;
+  }
+  put(key, std::move(bytes));
+}
+
+std::size_t DeltaStore::held_from(const std::string& site) const {
+  std::size_t n = 0;
+  for (auto it = arrived_.lower_bound({site, INT64_MIN}); it != arrived_.end() && it->first.first == site; ++it) ++n;
+  return n;
+}
+
+const std::vector<std::byte>* DeltaStore::verified(const DeltaKey& key, const Digest& digest,
+                                                   CrossSiteEvents& events, CrossSiteTraffic& traffic) {
+  const auto it = arrived_.find(key);
+  if (it == arrived_.end()) return nullptr;
+  // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
+  if (const auto v = verified_.find(key); v != verified_.end() && v->second == digest) return &it->second;
+  const Digest seen = mutant(Mutant::UnverifiedDeltas) ? digest : sha256(it->second);
+  if (seen == digest) {
+    verified_[key] = digest;
+    return &it->second;
+  }
+  ++traffic.refused.deltas_damaged;  // damaged past the link's checks, or not the delta that was announced
+  if (!journal_copies_.erase(key)) {
+    WrongCopies& wrong = wrong_[key];
+    ++wrong.count;
+    wrong.seen = seen;
+  }
+  events.push_back({"delta_damaged", key.first, key.second, "its bytes do not match the announced digest: asked again"});
+  link_.recycle(std::move(it->second));
+  arrived_.erase(it);
+  verified_.erase(key);
+  norms_.erase(key);
+  return nullptr;
+}
+
+const DeltaStore::WrongCopies* DeltaStore::wrong_copies(const DeltaKey& key) const {
+  const auto it = wrong_.find(key);
+  return it == wrong_.end() ? nullptr : &it->second;
+}
+
+DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n) {
+  std::vector<float> decoded(n);
+  DeltaScreen::Verdict verdict;
+  try {
+    decode(bytes, decoded);
+    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n, a.rounds);
+  } catch (const Error& e) {
+    verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
+  }
+  if (verdict.ok) norms_[{a.site, a.round}] = verdict.norm;
+  return verdict;
+}
+
+bool DeltaStore::ask_due(const DeltaKey& key, double now, double rerequest_s) {
+  auto [it, fresh] = asked_at_.try_emplace(key, now);
+  if (fresh || now - it->second < rerequest_s) return false;
+  it->second = now;
+  return true;
+}
+
+void DeltaStore::accept_norms(const CommitRecord& record) {
+  for (const auto& e : record.entries)
+    if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
+      screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
+}
+
+void DeltaStore::forget_through(const std::string& site, std::int64_t round) {
+  const auto done = [&](const DeltaKey& k) { return k.first == site && k.second <= round; };
+  for (auto it = arrived_.begin(); it != arrived_.end();) {
+    if (!done(it->first)) {
+      ++it;
+      continue;
+    }
+    link_.recycle(std::move(it->second));
+    it = arrived_.erase(it);
+  }
+  std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(asked_at_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(journal_copies_, done);
+  std::erase_if(wrong_, [&](const auto& kv) { return done(kv.first); });
+}
+
+void DeltaStore::journal(const std::vector<CommitEntry>& entries) {
+  if (!options_.journal) return;
+  for (const auto& e : entries) {
+    const DeltaKey key{e.site, e.round};
+    if (!journaled_.insert(key).second) continue;
+    options_.journal->write(key, arrived_.at(key));
+    const auto keep = static_cast<std::int64_t>(options_.keep_rounds);
+    options_.journal->erase_through(e.site, e.round - keep);
+    std::erase_if(journaled_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round - keep; });
+  }
+}
+
+DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule) {
+  Means out;
+  for (const auto& e : record.entries) out.fragments.push_back(e.fragment);
+  std::sort(out.fragments.begin(), out.fragments.end());
+  out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
+  for (const int fragment : out.fragments) {
+    const std::size_t n = state.fragment(fragment).size;
+    DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
+    std::vector<std::vector<float>> decoded;
+    std::vector<std::span<const float>> views;
+    std::vector<double> weights;
+    std::vector<CommitEntry> entries;
+    for (const auto& e : record.entries) {
+      if (e.fragment != fragment) continue;
+      entries.push_back(e);
+      decoded.emplace_back(n);
+      decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their digest) are no delta of this model
+      // Every site records the norm of every delta a commit merges (accept_norms), screened here
+      // or not, so all sites keep the same history and reach the same verdicts.
+      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
+      views.emplace_back(decoded.back());
+      weights.push_back(e.weight);
+    }
+    std::vector<float> mean(n);
+    weighted_mean(views, weights, mean);
+    // A late delta, or a missing site, also counts in absolute terms: a version made of stale
+    // deltas, or of one site's of three, moves the weights less than a full round's. Same inputs,
+    // same bits on every site.
+    if (const double share = commit_share(record.number, entries, record.round_tokens, rule); share < 1.0)
+      for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
+    out.mean.insert(out.mean.end(), mean.begin(), mean.end());
+  }
+  return out;
+}
+
+}  // namespace meridian

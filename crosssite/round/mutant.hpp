@@ -1,0 +1,16 @@
+#pragma once
+// Deliberate bugs that the protocol simulator must catch (tests/sim/test_protocol_sim.cpp), for the
+// checks no seam can skip from outside. A link-time switch: every production binary links
+// mutants_off.cpp, where mutant() is false and no setting can change it; the simulator's binaries
+// link sim/protocol/mutants.cpp instead, which it sets. Mutations that a seam can make (a forged
+// transfer, an overwritten record) are decorators on that seam in sim/protocol, not here.
+namespace meridian {
+
+enum class Mutant {
+  UnverifiedDeltas,  // a delta's bytes are used without checking its announced digest
+  kCount
+};
+
+bool mutant(Mutant m);
+
+}  // namespace meridian

@@ -1,0 +1,281 @@
+#include "crosssite/round/round_driver.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/util/error.hpp"
+#include "core/util/hash.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/delta_mean.hpp"
+#include "crosssite/round/mutant.hpp"
+
+namespace meridian {
+
+RoundDriver::RoundDriver(RoundPlan plan, OuterState& state, RoundEvents& events, std::function<double()> clock)
+    : plan_(std::move(plan)), state_(state), events_(events), clock_(std::move(clock)) {
+  cursor_.started_at = clock_();
+  MERIDIAN_CHECK(plan_.inner_steps >= 1 && plan_.job_round_steps >= 1 && plan_.total_steps >= 1,
+                 "round plan: inner_steps ", plan_.inner_steps, ", job_round_steps ", plan_.job_round_steps,
+                 ", total_steps ", plan_.total_steps);
+}
+
+bool RoundDriver::round_ends(std::int64_t steps_done) const {
+  return steps_done % plan_.inner_steps == 0 || steps_done == plan_.total_steps;
+}
+
+void RoundDriver::wait_for(What what, Then then, std::int64_t keep) {
+  wait_ = Wait{what, keep, then};
+  cursor_.wait_began = clock_();
+  cursor_.wait_from_version = state_.version();
+}
+
+void RoundDriver::after_step(Replica& r, std::int64_t done, bool last, bool hold) {
+  wait_ = {};
+  if (!round_ends(done)) return start_poll();
+  const std::int64_t in_round = (done - 1) % plan_.inner_steps + 1;
+  if (!hold) return end_round(r, in_round, last);
+  cursor_.carried_steps += in_round;
+  ++cursor_.carried_rounds;
+  start_poll();
+}
+
+void RoundDriver::start_poll() {
+  // A paused site follows the versions others commit whether it overlaps its rounds or not.
+  if (!plan_.overlap && !paused_) return;
+  // The overlap's bound: past it the round's progress would build on too stale a base.
+  if (cursor_.since_sent >= 0 && ++cursor_.since_sent >= plan_.overlap_steps && !paused_) {
+    cursor_.since_sent = -1;
+    return wait_for(What::Backlog);
+  }
+  wait_for(What::Poll);
+}
+
+void RoundDriver::end_round(Replica& r, std::int64_t steps_in_round, bool last) {
+  // A round that spans a pause carries its tokens, and its rounds for the peers' norm screen.
+  // Streaming: a fragment is due once in P exchanges, so k exchanges skipped are at most
+  // ceil(k / P) rounds of the fragment sent now.
+  steps_in_round += std::exchange(cursor_.carried_steps, 0);
+  const int fragments = state_.fragments();
+  const int rounds_spanned = 1 + (std::exchange(cursor_.carried_rounds, 0) + fragments - 1) / fragments;
+  // A rollback in this round dropped the steps before it: the delta carries only those after.
+  const std::int64_t done = r.training.step();
+  if (cursor_.rolled_back_at > done - steps_in_round)
+    steps_in_round = std::max<std::int64_t>(1, done - cursor_.rolled_back_at);
+  // Streaming: the exchange that ends at step s is fragment s / (H / P) - 1, mod P, so fragments
+  // take turns in the order versions take them. The last exchange sends every fragment, from the
+  // one due on, one at a time, each once the one before it is (nearly) merged: all progress is
+  // merged in the end, and the end keeps no more in flight than the run did.
+  exchange_ = Exchange{steps_in_round * r.training.tokens_per_step(), rounds_spanned, last,
+                       static_cast<int>(((done + plan_.inner_steps - 1) / plan_.inner_steps - 1) % fragments), {}};
+  const int count = last ? fragments : 1;
+  for (int i = 0; i < count; ++i) exchange_.left.push_back((exchange_.due + i) % fragments);
+  send_next(r);
+}
+
+void RoundDriver::send_next(Replica& r) {
+  const int fragment = exchange_.left.front();
+  exchange_.left.erase(exchange_.left.begin());
+  const bool final = exchange_.last && exchange_.left.empty();
+  // Every replica encodes: only the leader sends the bytes, but the error-feedback residual they
+  // leave must be the same everywhere.
+  auto encoded = state_.encode_delta(r.training.weights(), fragment);
+  if (plan_.eager && !exchange_.last) {
+    fresh_.resize(state_.fragment(fragment).size);
+    decode(encoded, fresh_);  // what the peers will merge, codec error included
+  }
+  if (leads(r)) {
+    const std::int64_t round = std::max(peers_->next_round(), cursor_.next_round);
+    cursor_.next_round = round + 1;
+    figures_.last_round = round;
+    const DeltaAnnouncement a{plan_.site,       round,         state_.version(), exchange_.tokens, encoded.size(),
+                              sha256(encoded), final,         fragment,         exchange_.rounds_spanned};
+    events_.submitted(a, encoded);
+    // Hashed here, right after the encode, rather than by the link on the transfer's path.
+    ChunkHashes hashes = chunk_hashes(encoded, peers_->chunk_bytes());
+    peers_->submit(a, std::move(encoded), std::move(hashes));
+  }
+  ++figures_.rounds;
+  if (!exchange_.left.empty()) return wait_for(What::Backlog, Then::SendNext, kMaxBacklog);
+  sent_all(r);
+}
+
+void RoundDriver::sent_all(Replica&) {
+  if (exchange_.last) state_.end_feedback();
+  if (plan_.overlap && !exchange_.last) return wait_for(What::Backlog, Then::Overlap, kMaxBacklog);
+  // Without overlap: the next version. In the last round: every version until all live sites'
+  // last deltas are merged, so every site ends on the same one.
+  wait_for(exchange_.last ? What::Finished : What::NextVersion);
+}
+
+void RoundDriver::catch_up() { wait_for(What::CatchUp, Then::CaughtUp); }
+
+void RoundDriver::drain() { wait_for(What::Backlog, Then::Leave); }
+
+void RoundDriver::take_up_job() { wait_for(What::TakeUp, Then::TakeUp); }
+
+bool RoundDriver::attempt(Replica& r, std::chrono::milliseconds budget) {
+  if (!waiting()) return false;
+  Update u;
+  Looked looked;
+  if (leads(r)) u = look(polling() ? std::chrono::milliseconds(0) : budget, looked);
+  r.channel.share(u);
+  apply(r, u, looked);
+  if (!u.waits) ended(r, u);
+  return waiting();
+}
+
+Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
+  Update u;
+  u.waits = wait_.what != What::Poll;
+  // What ends the wait without a version, checked first: a look costs nothing then.
+  switch (wait_.what) {
+    case What::Backlog:
+      u.backlog = peers_->backlog(state_);
+      if (u.backlog <= wait_.keep) u.waits = false;
+      break;
+    case What::CatchUp:
+      if (peers_->newest_commit() <= state_.version()) u.waits = false;
+      break;
+    case What::TakeUp:
+      u.waits = false;
+      u.job_step = job_step({});
+      return u;
+    default:
+      break;
+  }
+  if (u.waits || wait_.what == What::Poll) {
+    if (auto commit = peers_->poll_commit(state_, budget)) {
+      u.kind = commit->snapshot.empty() ? Update::Kind::Commit : Update::Kind::Snapshot;
+      u.version = commit->record.number;
+      u.params_hash = commit->record.params_hash;
+      u.fragments = std::move(commit->fragments);
+      u.mean = std::move(commit->mean_delta);
+      u.snapshot = std::move(commit->snapshot);
+      if (u.kind == Update::Kind::Snapshot) u.job_step = job_step(commit->record.merged);
+      if (wait_.what == What::NextVersion) u.waits = false;
+      looked.record = std::move(commit->record);
+      looked.outcome = std::move(commit->outcome);
+    } else if (wait_.what == What::Finished && peers_->finished(state_)) {
+      u.waits = false;
+    }
+  }
+  if (u.kind == Update::Kind::Nothing)
+    if (const auto lost = peers_->lost_round(state_, cursor_.dropped_round)) {
+      u.kind = Update::Kind::DropRound;
+      u.version = *lost;
+      if (wait_.what == What::NextVersion) u.waits = false;
+    }
+  events_.looked();
+  return u;
+}
+
+void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
+  if (u.kind == Update::Kind::Nothing) return;
+  if (u.kind == Update::Kind::DropRound) return drop_lost_round(r, u.version);
+  cursor_.dropped_in_a_row = 0;  // a version came: the job makes progress
+  const double t0 = clock_();
+  const std::int64_t from = state_.version();
+  auto weights = r.training.weights();
+  if (u.kind == Update::Kind::Commit) {
+    // Each replica previews a version once: a leader whose proposal won did so already.
+    auto outcome = looked.outcome ? std::move(*looked.outcome) : state_.preview(u.fragments, u.mean);
+    if (outcome.hash != u.params_hash)
+      throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
+                       outcome.hash, ", the commit says ", u.params_hash, ": this site's copy of version ", from,
+                       " differs from its peers'");
+    state_.commit(u.version, std::move(outcome));
+    for (const int f : u.fragments) state_.rebase(weights, f);
+  } else {
+    // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
+    state_.adopt(u.snapshot, u.params_hash, weights);
+    take_up(r, u.job_step);
+    if (!figures_.rejoined_after_s) figures_.rejoined_after_s = clock_() - cursor_.started_at;
+  }
+  const double now = clock_();
+  if (cursor_.last_version_at > 0)
+    figures_.max_version_gap_s = std::max(figures_.max_version_gap_s, now - cursor_.last_version_at);
+  cursor_.last_version_at = now;
+  if (leads(r))
+    events_.applied(AppliedVersion{u.kind == Update::Kind::Snapshot, r.training.step(), u.version, from, u.fragments,
+                                   u.params_hash, looked.record ? &*looked.record : nullptr});
+  figures_.applied_s += clock_() - t0;
+}
+
+void RoundDriver::ended(Replica& r, const Update& u) {
+  const Then then = wait_.then;
+  wait_ = {};
+  switch (then) {
+    case Then::Nothing:
+      break;
+    case Then::SendNext:
+      return send_next(r);
+    case Then::Overlap:
+      // Merged already (a peer ahead committed it during the wait): the version holds the truth.
+      if (u.backlog > 0 && plan_.eager) step_ahead(r.training.weights(), exchange_.due);
+      cursor_.since_sent = u.backlog > 0 ? 0 : -1;
+      break;
+    case Then::Leave:
+      if (leads(r)) peers_->leave();
+      break;
+    case Then::CaughtUp:
+      if (leads(r) && state_.version() != cursor_.wait_from_version)
+        events_.caught_up(cursor_.wait_from_version, state_.version(), clock_() - cursor_.wait_began);
+      cursor_.last_version_at = clock_();
+      break;
+    case Then::TakeUp:
+      take_up(r, u.job_step);
+      break;
+  }
+}
+
+void RoundDriver::drop_lost_round(Replica& r, std::int64_t round) {
+  cursor_.dropped_round = round;
+  const std::int64_t step = r.training.step();
+  // Its progress would be on top of a version no commit made; as a commit without the round
+  // would have, the site goes back to the version it holds. The error-feedback residual goes too.
+  state_.drop_in_flight(r.training.weights());
+  cursor_.rolled_back_at = step;
+  ++cursor_.dropped_in_a_row;
+  if (leads(r)) events_.dropped(round, step, state_.version(), cursor_.dropped_in_a_row);
+  if (cursor_.dropped_in_a_row >= kMaxDroppedRounds)
+    throw make_error(ErrorKind::Data, "site ", plan_.site, ": every live site's round was refused for its values ",
+                     cursor_.dropped_in_a_row, " rounds in a row (the latest, round ", round, ", on version ",
+                     state_.version(), "; delta_refused events say why): the job diverges, or its deltas grew far "
+                     "past the merged ones (a raised learning rate), and no version can take its progress; resume "
+                     "from a checkpoint before it with a lower [inner] lr or [outer] lr");
+}
+
+RoundDriver::Rollback RoundDriver::roll_back(Training& training) {
+  const std::int64_t step = training.step();
+  // The round ends after this step when it is a multiple of the round's length: it is all dropped.
+  const std::int64_t dropped = std::min((step - 1) % plan_.inner_steps + 1,
+                                        step - std::max<std::int64_t>(cursor_.rolled_back_at, 0));
+  state_.drop_in_flight(training.weights());
+  cursor_.rolled_back_at = step;
+  return {state_.version(), dropped, OuterState::weights_hash(state_.global())};
+}
+
+void RoundDriver::step_ahead(std::span<float> weights, int fragment) {
+  std::vector<float> estimate(fresh_.size());
+  eager_estimate(fresh_, plan_.eager_share, estimate);
+  state_.step_ahead(weights, fragment, estimate);
+  ++figures_.eager_steps;
+}
+
+void RoundDriver::take_up(Replica& r, std::int64_t job_step) {
+  // A site that was away takes up the job where the others are (the newest round any other site
+  // announced or merged): its schedule and data go on from there, and it ends with the others
+  // rather than alone, long after them.
+  const auto from = r.training.step();
+  r.training.fast_forward(std::min<std::int64_t>(job_step, plan_.total_steps - 1));
+  if (leads(r) && r.training.step() != from) events_.fast_forwarded(from, r.training.step());
+}
+
+std::int64_t RoundDriver::job_step(const std::map<std::string, std::int64_t>& merged) const {
+  std::int64_t round = peers_->peers_newest_round();
+  for (const auto& [site, r] : merged)
+    if (site != plan_.site) round = std::max(round, r);
+  return (round + 1) * plan_.job_round_steps;
+}
+
+}  // namespace meridian

@@ -1,0 +1,38 @@
+#pragma once
+// What a site's round needs from the other sites, on its leader: CrossSite, over the control
+// plane and the link; a decorator of it in the simulator's mutation tests.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "crosssite/outer/outer_state.hpp"
+#include "crosssite/round/proposer.hpp"
+#include "crosssite/round/records.hpp"
+#include "transport/chunking/chunker.hpp"
+
+namespace meridian {
+
+class RoundPeers {
+ public:
+  virtual ~RoundPeers() = default;
+  // The first round number not used yet by this site, in any incarnation.
+  virtual std::int64_t next_round() const = 0;
+  virtual std::size_t chunk_bytes() const = 0;
+  virtual void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) = 0;
+  // Pumps for up to `budget`: the next version's commit once it can be applied, or a peer's
+  // state when this site is behind.
+  virtual std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds budget) = 0;
+  // This site's newest round after `after` that no version can ever merge, if any.
+  virtual std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const = 0;
+  // This site's rounds announced and still mergeable (0 while the control plane is out of reach).
+  virtual std::int64_t backlog(const OuterState& state) const = 0;
+  // Every live site's last round is merged and all of them ended: the job's last version is here.
+  virtual bool finished(const OuterState& state) = 0;
+  virtual std::int64_t newest_commit() const = 0;
+  virtual std::int64_t peers_newest_round() const = 0;
+  virtual void leave() = 0;
+};
+
+}  // namespace meridian

@@ -1,0 +1,29 @@
+#pragma once
+// What the replicas of a site share about rounds, once per attempt: the leader alone talks to the
+// other sites, decides, and hands every replica the same Update (ReplicaChannel::share); each then
+// applies it to its own OuterState and weights, so all of them stay bit-identical.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace meridian {
+
+struct Update {
+  enum class Kind : std::uint8_t {
+    Nothing,    // no version this attempt
+    Commit,     // version `version`: one outer step per fragment of `fragments` on `mean`
+    Snapshot,   // a peer's whole state of version `version`, to adopt; the site goes on from `job_step`
+    DropRound,  // this site's round `version` can never be merged: its progress goes
+  };
+  Kind kind = Kind::Nothing;
+  bool waits = false;             // after this attempt the site still waits for the other sites
+  std::int64_t version = 0;       // or, for DropRound, the round
+  std::uint64_t params_hash = 0;  // Commit, Snapshot: the weights' hash the commit record names
+  std::int64_t job_step = 0;      // Snapshot, and a rejoin's take-up: where the job is
+  std::int64_t backlog = 0;       // when a wait on the backlog ends: this site's rounds still mergeable
+  std::vector<int> fragments;     // Commit: ascending
+  std::vector<float> mean;        // Commit: the fragments' mean deltas, one after the other
+  std::vector<std::byte> snapshot;  // Snapshot
+};
+
+}  // namespace meridian

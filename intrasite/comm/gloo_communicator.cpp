@@ -1,0 +1,208 @@
+#include "intrasite/comm/gloo_communicator.hpp"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// gloo::sum is overloaded; this picks the element-wise form that AllreduceOptions takes.
+void (*const kSum)(void*, const void*, const void*, std::size_t) = &gloo::sum<float>;
+
+// Gloo's view of a meridian Store, for one rendezvous. Keys are prefixed here rather than with
+// gloo's PrefixStore, which would insert a second '/' ("gen3//0"). All waits share one deadline
+// so that the rendezvous as a whole, not each key, is bounded by the timeout.
+class RendezvousStore final : public gloo::rendezvous::Store {
+ public:
+  RendezvousStore(meridian::Store& store, std::string prefix, Clock::time_point deadline)
+      : store_(store), prefix_(std::move(prefix)), deadline_(deadline) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, std::as_bytes(std::span(data)));
+  }
+
+  std::vector<char> get(const std::string& key) override {
+    const auto bytes = store_.get(prefix_ + key, time_left(deadline_));
+    std::vector<char> out(bytes.size());
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, gloo::kNoTimeout); }
+
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    const auto deadline = timeout == gloo::kNoTimeout ? deadline_ : std::min(deadline_, Clock::now() + timeout);
+    for (const auto& key : keys) store_.get(prefix_ + key, time_left(deadline));
+  }
+
+ private:
+  static std::chrono::milliseconds time_left(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(0));
+  }
+
+  meridian::Store& store_;
+  const std::string prefix_;
+  const Clock::time_point deadline_;
+};
+
+// Gloo reports every transport failure as IoException; only the text tells a silent peer
+// ("Timed out waiting ...", "Read timeout", ...) from a dead one ("Connection reset by peer").
+bool is_timeout(const std::string& message) {
+  std::string lower = message;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("timeout") != std::string::npos || lower.find("timed out") != std::string::npos;
+}
+
+// Runs one Gloo call and turns its exceptions into meridian Errors naming `what` and the rank.
+// EnforceNotMet is included because Gloo validates what peers send with GLOO_ENFORCE.
+template <class F>
+void translate_gloo_errors(const char* what, int rank, int size, F&& call) {
+  try {
+    call();
+  } catch (const gloo::IoException& e) {
+    const ErrorKind kind = is_timeout(e.what()) ? ErrorKind::Timeout : ErrorKind::Peer;
+    throw make_error(kind, "gloo ", what, " failed on rank ", rank, " of ", size, ": ", e.what());
+  } catch (const gloo::Exception& e) {
+    throw make_error(ErrorKind::Peer, "gloo ", what, " failed on rank ", rank, " of ", size, ": ", e.what());
+  } catch (const gloo::EnforceNotMet& e) {
+    throw make_error(ErrorKind::Peer, "gloo ", what, " failed on rank ", rank, " of ", size, ": ", e.what());
+  }
+}
+
+void ignore_sigpipe_unless_handled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    ::sigaction(SIGPIPE, nullptr, &current);
+    if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      ::sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
+}
+
+// Not thread-safe: one thread drives a communicator, as every rank must issue the same
+// collectives in the same order anyway.
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(int rank, int size, std::shared_ptr<gloo::Context> context)
+      : rank_(rank), size_(size), context_(std::move(context)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allreduce(std::span<float> data, ReduceOp op) override {
+    if (size_ == 1 || data.empty()) return;
+    run("allreduce", [&] {
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(data.data(), data.size());
+      // Ring = reduce-scatter then all-gather: each element is summed on one rank only and
+      // then copied, which is what makes the result bit-identical on every rank.
+      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      opts.setReduceFunction(kSum);
+      gloo::allreduce(opts);
+    });
+    if (op == ReduceOp::Mean) scale_to_mean(data, size_);
+  }
+
+  void broadcast(std::span<std::byte> data, int root) override {
+    MERIDIAN_CHECK(root >= 0 && root < size_, "root=", root, " size=", size_);
+    if (size_ == 1 || data.empty()) return;
+    run("broadcast", [&] {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(data.data(), data.size());
+      opts.setRoot(root);
+      gloo::broadcast(opts);
+    });
+  }
+
+  void barrier() override {
+    if (size_ == 1) return;
+    run("barrier", [&] {
+      gloo::BarrierOptions opts(context_);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  template <class F>
+  void run(const char* what, F&& call) {
+    MERIDIAN_CHECK(!failed_, "rank ", rank_, ": ", what, " on a communicator that already failed; "
+                   "build a new one under a new prefix");
+    failed_ = true;  // stays set if the call throws
+    translate_gloo_errors(what, rank_, size_, call);
+    failed_ = false;
+  }
+
+  const int rank_;
+  const int size_;
+  const std::shared_ptr<gloo::Context> context_;  // null when size_ == 1
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> connect_gloo(Store& store, const std::string& prefix, int rank, int size,
+                                           const GlooOptions& options) {
+  MERIDIAN_CHECK(size >= 1 && rank >= 0 && rank < size, "rank=", rank, " size=", size);
+  MERIDIAN_CHECK(options.timeout.count() > 0, "timeout=", options.timeout.count(), " ms");
+  if (size == 1) return std::make_unique<GlooCommunicator>(0, 1, nullptr);
+  ignore_sigpipe_unless_handled();
+
+  const auto deadline = Clock::now() + options.timeout;
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.address;
+    attr.ai_family = AF_INET;
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw make_error(ErrorKind::Config, "gloo cannot listen on address \"", options.address, "\": ", e.what());
+  }
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options.timeout);
+  RendezvousStore rendezvous(store, prefix, deadline);
+  translate_gloo_errors("rendezvous", rank, size, [&] {
+    try {
+      context->connectFullMesh(rendezvous, device);
+    } catch (const Error& e) {
+      // From the store: its message names the missing key, i.e. the rank that did not show up.
+      throw make_error(e.kind(), "rank ", rank, " of ", size, ": not all ranks joined under prefix \"", prefix,
+                       "\" within ", options.timeout.count(), " ms: ", e.what());
+    }
+    // A pair counts as connected on one side as soon as the peer's kernel has queued the
+    // connection, before the peer has accepted it. Without this barrier a fast rank could finish
+    // its first collective and close its sockets while a slow rank is still connecting, and the
+    // slow rank would see a healthy, departed peer as a failure.
+    gloo::BarrierOptions opts(context);
+    gloo::barrier(opts);
+  });
+  return std::make_unique<GlooCommunicator>(rank, size, std::move(context));
+}
+
+}  // namespace meridian

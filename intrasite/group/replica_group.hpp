@@ -1,0 +1,54 @@
+#pragma once
+// A replica's side of site membership: wait for the agent to publish a generation that lists it,
+// connect to that generation's members, and report a failed collective so the agent can regroup.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "intrasite/comm/communicator.hpp"
+#include "intrasite/comm/gloo_communicator.hpp"
+#include "intrasite/comm/store.hpp"
+#include "intrasite/group/membership.hpp"
+
+namespace meridian {
+
+class ReplicaGroup {
+ public:
+  // `nccl_device`: the replicas of a GPU site all-reduce over NCCL, this replica on that CUDA
+  // device (with options.timeout); none: over Gloo (TCP).
+  ReplicaGroup(Store& store, int id, GlooOptions options, std::optional<int> nccl_device = std::nullopt);
+
+  // Announces that this replica is ready, then waits for generations from `from` on until one lists
+  // it, and connects to its members. Without `from` (a process joining for the first time, maybe a
+  // restart), generations already published are stale and only later ones count. Error(Timeout)
+  // when none lists it within `timeout`.
+  void join(std::optional<std::int64_t> from, std::chrono::milliseconds timeout);
+
+  Communicator& comm() { return *comm_; }
+  const Generation& generation() const { return generation_; }
+  int id() const { return id_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(generation_.members.size()); }
+
+  // Tells the agent that a collective of the current generation failed here; the communicator is
+  // dropped (it cannot be used after a failure).
+  void report_failure();
+  // Whether the agent has published a generation after the current one (a replica joining or a
+  // member lost): the group then switches at the next step boundary.
+  bool newer_generation_published();
+
+ private:
+  // This generation's communicator, its rendezvous under `prefix`.
+  std::unique_ptr<Communicator> connect(const std::string& prefix);
+
+  Store& store_;
+  int id_;
+  GlooOptions options_;
+  std::optional<int> nccl_device_;
+  Generation generation_;
+  int rank_ = -1;
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace meridian

@@ -1,0 +1,80 @@
+#include "intrasite/group/sdc_guard.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/util/error.hpp"
+
+namespace meridian {
+
+SdcVerdict judge_hashes(const std::vector<std::uint64_t>& hashes) {
+  SdcVerdict v;
+  std::map<std::uint64_t, int> votes;
+  for (auto h : hashes) ++votes[h];
+  if (votes.size() <= 1) return v;
+  v.agree = false;
+  for (const auto& [h, n] : votes) {
+    if (2 * n <= static_cast<int>(hashes.size())) continue;  // strict majority only
+    for (int r = 0; r < static_cast<int>(hashes.size()); ++r) {
+      if (hashes[r] != h) v.odd_ranks.push_back(r);
+    }
+    for (int r = 0; r < static_cast<int>(hashes.size()); ++r) {
+      if (hashes[r] == h) {
+        v.source_rank = r;
+        break;
+      }
+    }
+    return v;
+  }
+  v.rollback = true;
+  return v;
+}
+
+namespace {
+
+// Every rank's 64-bit hash, exchanged with one float all-reduce: each rank writes its hash as four
+// 16-bit pieces (exact in fp32) into its own slots, zeros elsewhere, and the sum fills every slot.
+std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine) {
+  std::vector<float> slots(4 * static_cast<std::size_t>(comm.size()), 0.0f);
+  for (int i = 0; i < 4; ++i) slots[4 * comm.rank() + i] = static_cast<float>((mine >> (16 * i)) & 0xFFFF);
+  comm.allreduce(slots, ReduceOp::Sum);
+  std::vector<std::uint64_t> hashes(comm.size(), 0);
+  for (int r = 0; r < comm.size(); ++r)
+    for (int i = 0; i < 4; ++i) hashes[r] |= static_cast<std::uint64_t>(slots[4 * r + i]) << (16 * i);
+  return hashes;
+}
+
+}  // namespace
+
+SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
+  SdcOutcome out;
+  out.hashes = all_hashes(comm, trainer.params_hash());
+  out.verdict = judge_hashes(out.hashes);
+  if (out.verdict.agree) {
+    agreed_state_ = encode_checkpoint(trainer.snapshot());
+    agreed_step_ = trainer.state().step;
+  } else if (out.verdict.rollback) {
+    if (!agreed_step_)
+      throw make_error(ErrorKind::Peer, "replicas disagree on their weights at step ", trainer.state().step,
+                       " and there is no earlier agreed state to roll back to");
+    trainer.restore(decode_checkpoint(agreed_state_, "the last agreed state"), "the last agreed state");
+  } else {
+    // Everyone takes part in the broadcast; only the odd ones out take the majority's state.
+    std::vector<std::byte> bytes;
+    if (comm.rank() == out.verdict.source_rank) bytes = encode_checkpoint(trainer.snapshot());
+    std::uint64_t size = bytes.size();
+    comm.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&size, 1)), out.verdict.source_rank);
+    bytes.resize(size);
+    comm.broadcast(bytes, out.verdict.source_rank);
+    const bool odd = std::find(out.verdict.odd_ranks.begin(), out.verdict.odd_ranks.end(), comm.rank()) !=
+                     out.verdict.odd_ranks.end();
+    if (odd) trainer.restore(decode_checkpoint(bytes, "majority state"), "majority state");
+    agreed_state_ = std::move(bytes);
+    agreed_step_ = trainer.state().step;
+  }
+  out.step = trainer.state().step;
+  return out;
+}
+
+}  // namespace meridian

@@ -1,0 +1,45 @@
+#pragma once
+// Silent data corruption guard: every K steps the replicas of a group compare a 64-bit hash of
+// their weights. With 3+ replicas the odd ones out are overwritten from a majority replica; with
+// 2 (or no majority) everyone rolls back to the last state all replicas agreed on. The verdict is
+// a pure function of the hashes; the guard applies it over the communicator.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/train/trainer.hpp"
+#include "intrasite/comm/communicator.hpp"
+
+namespace meridian {
+
+struct SdcVerdict {
+  bool agree = true;
+  std::vector<int> odd_ranks;  // disagreeing with the majority (empty on rollback)
+  int source_rank = 0;         // a majority member, when there is a majority
+  bool rollback = false;       // no majority (2 replicas, or a tie): back to the last agreed state
+};
+
+SdcVerdict judge_hashes(const std::vector<std::uint64_t>& hashes);
+
+struct SdcOutcome {
+  std::vector<std::uint64_t> hashes;  // by rank
+  SdcVerdict verdict;
+  std::int64_t step = 0;  // the step every replica holds afterwards
+};
+
+class SdcGuard {
+ public:
+  // Compares hashes over `comm` and repairs. All members must call it at the same step.
+  SdcOutcome check(Communicator& comm, Trainer& trainer);
+
+  // The rollback target: the state of the last check all replicas agreed on (none before the first).
+  std::optional<std::int64_t> agreed_step() const { return agreed_step_; }
+
+ private:
+  std::vector<std::byte> agreed_state_;
+  std::optional<std::int64_t> agreed_step_;
+};
+
+}  // namespace meridian

@@ -1,0 +1,16 @@
+#pragma once
+// Synchronous data parallelism inside a site: every replica trains on its own stream of the data,
+// and after the micro-batches of a step the gradients are averaged over the group, so every
+// replica takes the same AdamW step and the copies stay bit-identical.
+#include "core/train/trainer.hpp"
+#include "intrasite/comm/communicator.hpp"
+#include "intrasite/parallel/bucket_reducer.hpp"
+
+namespace meridian {
+
+// The trainer's slot for this communicator's rank: data stream rank of size, gradients and loss
+// averaged with comm.allreduce. The communicator (and the reducer) must outlive the trainer. With
+// a BucketReducer on the same communicator, gradients are reduced bucket by bucket during backward.
+ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap = nullptr);
+
+}  // namespace meridian

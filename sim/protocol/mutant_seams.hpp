@@ -1,0 +1,89 @@
+#pragma once
+// Deliberate bugs made on the seams a site runs over, so that production code carries no switch
+// for them: a control plane whose proposals overwrite commit records, and a link that sends one
+// peer other bytes than its site announced. The simulator's tests (and test_cross_site's
+// equivocation case) must catch each one.
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crosssite/control/control_plane.hpp"
+#include "crosssite/round/records.hpp"
+#include "transport/chunking/chunker.hpp"
+#include "transport/link/link.hpp"
+
+namespace meridian {
+
+// A proposal overwrites a version's commit record instead of creating it (create-if-absent of a
+// commit key becomes a put): two sites can then both believe their own version won.
+class OverwritingControlPlane final : public ControlPlane {
+ public:
+  explicit OverwritingControlPlane(ControlPlane& inner) : inner_(inner) {}
+  void put(const std::string& key, const std::string& value, std::int64_t lease) override { inner_.put(key, value, lease); }
+  std::optional<std::string> get(const std::string& key) override { return inner_.get(key); }
+  std::vector<std::pair<std::string, std::string>> get_prefix(const std::string& prefix) override {
+    return inner_.get_prefix(prefix);
+  }
+  PrefixRead get_prefix_since(const std::string& prefix, std::int64_t since) override {
+    return inner_.get_prefix_since(prefix, since);
+  }
+  bool create_if_absent(const std::string& key, const std::string& value) override {
+    if (key.find("/commits/") == std::string::npos) return inner_.create_if_absent(key, value);
+    inner_.put(key, value);
+    return true;
+  }
+  bool compare_and_swap(const std::string& key, const std::string& expected, const std::string& value) override {
+    return inner_.compare_and_swap(key, expected, value);
+  }
+  std::int64_t grant_lease(std::int64_t ttl_seconds) override { return inner_.grant_lease(ttl_seconds); }
+  void keep_alive(std::int64_t lease) override { inner_.keep_alive(lease); }
+  void revoke_lease(std::int64_t lease) override { inner_.revoke_lease(lease); }
+
+ private:
+  ControlPlane& inner_;
+};
+
+// An equivocating site: every delta it sends to a peer at an address `victim` accepts goes with
+// one byte flipped and chunk hashes that match the forgery, so the victim's link delivers it whole
+// and only the announced digest can tell.
+class ForgingLink final : public Link {
+ public:
+  ForgingLink(std::unique_ptr<Link> inner, std::function<bool(const std::string& address)> victim)
+      : inner_(std::move(inner)), victim_(std::move(victim)) {}
+
+  std::string address() const override { return inner_->address(); }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::span<const std::byte> payload) override {
+    send(peer, transfer_id, tag, std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end()));
+  }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload) override {
+    send(peer, transfer_id, tag, payload, chunk_hashes(*payload, chunk_bytes()));
+  }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
+    if (tag != static_cast<std::uint16_t>(LinkTag::Delta) || payload->empty() || !victim_(peer))
+      return inner_->send(peer, transfer_id, tag, std::move(payload), std::move(hashes));
+    auto forged = std::make_shared<std::vector<std::byte>>(*payload);
+    (*forged)[forged->size() / 2] ^= std::byte{0x01};
+    auto forged_hashes = chunk_hashes(*forged, chunk_bytes());
+    inner_->send(peer, transfer_id, tag, std::move(forged), std::move(forged_hashes));
+  }
+  std::size_t chunk_bytes() const override { return inner_->chunk_bytes(); }
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override { return inner_->receive(timeout); }
+  void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
+  Counters counters() const override { return inner_->counters(); }
+  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
+    inner_->set_peers(std::move(peers), std::move(vouch));
+  }
+  std::map<std::string, std::uint64_t> take_refusals() override { return inner_->take_refusals(); }
+
+ private:
+  std::unique_ptr<Link> inner_;
+  std::function<bool(const std::string&)> victim_;
+};
+
+}  // namespace meridian

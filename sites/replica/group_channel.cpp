@@ -1,0 +1,49 @@
+#include "sites/replica/group_channel.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+namespace {
+
+// Bytes, not a wire format: every member runs the same binary on the same machine type.
+struct Header {
+  std::uint8_t kind = 0, waits = 0;
+  std::int64_t version = 0;
+  std::uint64_t params_hash = 0;
+  std::int64_t job_step = 0, backlog = 0;
+  std::uint64_t fragments = 0, payload = 0;  // fragment ids after the header; payload elements
+};
+
+}  // namespace
+
+void GroupChannel::share(Update& update) {
+  header_.assign(sizeof(Header) + sizeof(int) * static_cast<std::size_t>(fragments_), std::byte{0});
+  if (leader_) {
+    MERIDIAN_CHECK(update.fragments.size() <= static_cast<std::size_t>(fragments_), "an update of ",
+                   update.fragments.size(), " fragments, the job has ", fragments_);
+    const bool commit = update.kind == Update::Kind::Commit;
+    const Header h{static_cast<std::uint8_t>(update.kind), update.waits, update.version, update.params_hash,
+                   update.job_step, update.backlog, update.fragments.size(),
+                   commit ? update.mean.size() : update.snapshot.size()};
+    std::memcpy(header_.data(), &h, sizeof h);
+    std::memcpy(header_.data() + sizeof h, update.fragments.data(), sizeof(int) * update.fragments.size());
+  }
+  group_.broadcast(header_, 0);
+  Header h;
+  std::memcpy(&h, header_.data(), sizeof h);
+  if (!leader_) {
+    update = Update{static_cast<Update::Kind>(h.kind), h.waits != 0, h.version, h.params_hash, h.job_step, h.backlog,
+                    std::vector<int>(h.fragments), {}, {}};
+    std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
+    if (update.kind == Update::Kind::Commit) update.mean.resize(h.payload);
+    if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);
+  }
+  if (update.kind == Update::Kind::Commit) group_.broadcast(std::as_writable_bytes(std::span<float>(update.mean)), 0);
+  if (update.kind == Update::Kind::Snapshot) group_.broadcast(update.snapshot, 0);
+}
+
+}  // namespace meridian

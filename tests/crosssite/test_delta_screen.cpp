@@ -1,0 +1,183 @@
+// crosssite/round/delta_screen: which decoded deltas are refused (wrong size, non-finite, a norm far
+// beyond the recent ones), that the verdict depends only on the shared history, and its checkpoint.
+#include <doctest/doctest.h>
+
+#include "tests/support/error_of.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/util/error.hpp"
+#include "crosssite/round/delta_screen.hpp"
+
+using namespace meridian;
+
+namespace {
+
+using Vec = std::vector<float>;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A delta of n values whose L2 norm is exactly `norm`: (norm, 0, 0, ...).
+Vec with_norm(float norm, std::size_t n = 4) {
+  Vec v(n, 0.0f);
+  v[0] = norm;
+  return v;
+}
+
+using meridian::testing::error_of;
+
+}  // namespace
+
+TEST_CASE("a sound delta passes with its L2 norm") {
+  const DeltaScreen screen;
+  const auto v = screen.check(Vec{3, 4}, 2);
+  CHECK(v.ok);
+  CHECK(v.reason.empty());
+  CHECK(v.norm == 5.0);
+  // The norm is summed in double: float squares of 1e20 would overflow.
+  const auto big = screen.check(Vec{1e20f, 1e20f}, 2);
+  CHECK(big.ok);
+  CHECK(big.norm == doctest::Approx(std::sqrt(2.0) * 1e20));
+}
+
+TEST_CASE("the wrong number of values is refused") {
+  const DeltaScreen screen;
+  const auto v = screen.check(Vec{1, 2, 3}, 4);
+  CHECK_FALSE(v.ok);
+  CHECK(v.reason == "wrong size: 3 values, expected 4");
+  CHECK_FALSE(screen.check(Vec{}, 1).ok);
+  CHECK(screen.check(Vec{}, 0).ok);
+}
+
+TEST_CASE("the first non-finite value is named with its index") {
+  const DeltaScreen screen;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto v = screen.check(Vec{1, 2, nan, inf}, 4);
+  CHECK_FALSE(v.ok);
+  CHECK(v.reason == "non-finite value nan at index 2");
+  v = screen.check(Vec{1, -inf, nan}, 3);
+  CHECK_FALSE(v.ok);
+  CHECK(v.reason == "non-finite value -inf at index 1");
+  // The size is checked first.
+  CHECK(contains(screen.check(Vec{nan}, 2).reason, "wrong size"));
+}
+
+TEST_CASE("no norm check until min_history norms are known, then ratio x median") {
+  DeltaScreen screen({.max_norm_ratio = 10, .window = 16, .min_history = 3});
+  // Anything finite passes while the history is short.
+  screen.accept(1);
+  screen.accept(2);
+  CHECK(screen.check(with_norm(1e6f), 4).ok);
+  screen.accept(3);  // median 2: the limit is 20
+  CHECK(screen.median_norm() == 2.0);
+  CHECK(screen.check(with_norm(20), 4).ok);  // at the limit: still accepted
+  const auto refused = screen.check(with_norm(21), 4);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.norm == 21.0);
+  CHECK(refused.reason == "norm 21 exceeds 10 x the median 2 of the last 3 accepted deltas");
+  // An even count takes the mean of the middle two: 2, 3 -> 2.5, limit 25.
+  screen.accept(100);
+  CHECK(screen.median_norm() == 2.5);
+  CHECK(screen.check(with_norm(25), 4).ok);
+  CHECK_FALSE(screen.check(with_norm(25.5f), 4).ok);
+}
+
+TEST_CASE("a delta spanning k rounds may be k times as large, for k up to max_spanned_rounds") {
+  DeltaScreen screen({.max_norm_ratio = 10, .window = 16, .min_history = 3, .max_spanned_rounds = 4});
+  for (double n : {1.0, 2.0, 3.0}) screen.accept(n);  // median 2: a round's limit is 20
+  CHECK_FALSE(screen.check(with_norm(60), 4).ok);
+  CHECK(screen.check(with_norm(60), 4, 3).ok);
+  const auto refused = screen.check(with_norm(61), 4, 3);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.reason == "norm 61 exceeds 10 x the median 2 of the last 3 accepted deltas x 3 rounds spanned");
+  // A count past the cap buys no more than the cap: a claim of many rounds cannot switch the check off.
+  CHECK(screen.check(with_norm(80), 4, 4).ok);
+  CHECK_FALSE(screen.check(with_norm(81), 4, 1000).ok);
+  CHECK_THROWS_AS(screen.check(with_norm(1), 4, 0), InvariantError);
+}
+
+TEST_CASE("the median is over the latest window norms only") {
+  DeltaScreen screen({.max_norm_ratio = 2, .window = 3, .min_history = 1});
+  for (double n : {1000.0, 1000.0, 1000.0}) screen.accept(n);
+  CHECK(screen.check(with_norm(1500), 4).ok);
+  for (double n : {1.0, 1.0, 1.0}) screen.accept(n);  // the large norms age out
+  CHECK(screen.history() == std::vector<double>{1, 1, 1});
+  CHECK_FALSE(screen.check(with_norm(1500), 4).ok);
+  CHECK(screen.check(with_norm(2), 4).ok);
+}
+
+TEST_CASE("a zero median gives no scale and refuses nothing by norm") {
+  DeltaScreen screen({.max_norm_ratio = 2, .window = 4, .min_history = 2});
+  screen.accept(0);
+  screen.accept(0);
+  CHECK(screen.check(with_norm(5), 4).ok);
+}
+
+TEST_CASE("two screens with the same history reach the same verdicts") {
+  DeltaScreen a, b;
+  for (double n : {3.5, 1.25, 7.0, 2.0, 9.5}) {
+    a.accept(n);
+    b.accept(n);
+  }
+  for (float x : {1.0f, 300.0f, 350.0f, 400.0f, 1e9f}) {
+    const auto va = a.check(with_norm(x), 4);
+    const auto vb = b.check(with_norm(x), 4);
+    CHECK(va.ok == vb.ok);
+    CHECK(va.reason == vb.reason);
+    CHECK(va.norm == vb.norm);
+  }
+}
+
+TEST_CASE("options are validated") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.max_norm_ratio = 1}); }), "max_norm_ratio 1"));
+  error_of(ErrorKind::Config, [&] { DeltaScreen({.max_norm_ratio = nan}); });
+  CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.window = 0}); }), "window 0"));
+  CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.window = 4, .min_history = 5}); }), "min_history 5"));
+  error_of(ErrorKind::Config, [] { DeltaScreen({.min_history = 0}); });
+  CHECK(contains(error_of(ErrorKind::Config, [] { DeltaScreen({.max_spanned_rounds = 0}); }), "max_spanned_rounds 0"));
+  DeltaScreen screen;
+  CHECK_THROWS_AS(screen.accept(-1), InvariantError);
+  CHECK_THROWS_AS(screen.accept(std::numeric_limits<double>::infinity()), InvariantError);
+}
+
+TEST_CASE("history round-trips through a checkpoint") {
+  DeltaScreen screen({.max_norm_ratio = 100, .window = 4, .min_history = 3});
+  for (double n : {1.0, 2.0, 3.0, 4.0, 5.0}) screen.accept(n);
+  Checkpoint saved;
+  screen.save(saved);
+  const Checkpoint loaded = decode_checkpoint(encode_checkpoint(saved), "test");
+  CHECK(loaded.has("outer.screen.norms"));
+
+  DeltaScreen restored({.max_norm_ratio = 100, .window = 4, .min_history = 3});
+  restored.restore(loaded);
+  CHECK(restored.history() == std::vector<double>{2, 3, 4, 5});
+  CHECK(restored.check(with_norm(350), 4).ok == screen.check(with_norm(350), 4).ok);
+
+  // A smaller window keeps the latest norms.
+  DeltaScreen narrow({.max_norm_ratio = 100, .window = 2, .min_history = 1});
+  narrow.restore(loaded);
+  CHECK(narrow.history() == std::vector<double>{4, 5});
+
+  // A checkpoint from before the screen restores an empty history.
+  restored.restore(Checkpoint{});
+  CHECK(restored.history().empty());
+}
+
+TEST_CASE("restore refuses impossible norms and keeps its history") {
+  DeltaScreen screen;
+  screen.accept(7);
+  Checkpoint bad;
+  const std::vector<double> norms{1, -2};
+  bad.put_pod("outer.screen.norms", std::span<const double>(norms));
+  CHECK(contains(error_of(ErrorKind::Checkpoint, [&] { screen.restore(bad); }), "impossible norm -2 at index 1"));
+  Checkpoint ragged;
+  ragged.put_pod("outer.screen.norms", std::span<const float>(Vec{1, 2, 3}));  // 12 bytes: not doubles
+  error_of(ErrorKind::Checkpoint, [&] { screen.restore(ragged); });
+  CHECK(screen.history() == std::vector<double>{7});
+}

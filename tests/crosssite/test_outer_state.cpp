@@ -1,0 +1,351 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/util/error.hpp"
+#include "crosssite/outer/outer_state.hpp"
+
+using namespace meridian;
+
+namespace {
+
+std::vector<float> ramp(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(static_cast<int>(i % 13) - 6);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("the delta is global - local, with fp32 it decodes exactly") {
+  const auto initial = ramp(1000, 0.1f);
+  OuterState state(initial, {}, {CodecKind::Fp32, 0}, false);
+  auto local = initial;
+  for (auto& x : local) x -= 0.25f;
+  const auto bytes = state.encode_delta(local);
+  std::vector<float> delta(local.size());
+  decode(bytes, delta);
+  for (std::size_t i = 0; i < delta.size(); ++i) CHECK(delta[i] == initial[i] - local[i]);
+}
+
+TEST_CASE("preview leaves the state alone, commit makes it the next version, lr 1 without momentum is plain averaging") {
+  const auto initial = ramp(512, 1.0f);
+  OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Fp32, 0}, false);
+  const std::vector<float> mean(initial.size(), 0.5f);
+  auto outcome = state.preview(mean);
+  CHECK(state.version() == 0);
+  CHECK(std::equal(initial.begin(), initial.end(), state.global().begin()));
+  for (std::size_t i = 0; i < initial.size(); ++i) CHECK(outcome.global[i] == initial[i] - 0.5f);
+  CHECK(outcome.hash == OuterState::weights_hash(outcome.global));
+  const auto hash = outcome.hash;
+  state.commit(1, std::move(outcome));
+  CHECK(state.version() == 1);
+  CHECK(OuterState::weights_hash(state.global()) == hash);
+  CHECK_THROWS_AS(state.commit(3, state.preview(mean)), InvariantError);
+}
+
+TEST_CASE("error feedback carries what int8 lost into the next delta") {
+  const auto initial = ramp(4096, 0.01f);
+  OuterState with(initial, {}, {CodecKind::Int8, 256}, true);
+  OuterState without(initial, {}, {CodecKind::Int8, 256}, false);
+  // Every round moves the weights by the same step; each round's delta measures only its own.
+  std::vector<float> step(initial.size());
+  for (std::size_t i = 0; i < step.size(); ++i) step[i] = 1e-3f * static_cast<float>(i % 7) + 1e-6f;
+  auto local = initial;
+  std::vector<float> sum_with(local.size()), sum_without(local.size()), once(local.size());
+  for (int round = 0; round < 20; ++round) {
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= step[i];
+    decode(with.encode_delta(local), once);
+    for (std::size_t i = 0; i < once.size(); ++i) sum_with[i] += once[i];
+    decode(without.encode_delta(local), once);
+    for (std::size_t i = 0; i < once.size(); ++i) sum_without[i] += once[i];
+  }
+  double err_with = 0, err_without = 0;
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const double truth = static_cast<double>(initial[i]) - local[i];
+    err_with = std::max(err_with, std::abs(sum_with[i] - truth));
+    err_without = std::max(err_without, std::abs(sum_without[i] - truth));
+  }
+  CHECK(err_with < err_without / 5);
+}
+
+TEST_CASE("a round goes on from where the last one ended and is rebased onto each new version") {
+  const auto initial = ramp(256, 0.1f);
+  OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Fp32, 0}, false);
+  auto local = initial;
+  for (auto& x : local) x -= 0.5f;
+  state.encode_delta(local);  // round 0 sent; round 1 starts at `local`, not at the global weights
+  CHECK(std::equal(local.begin(), local.end(), state.start().begin()));
+  for (auto& x : local) x -= 0.25f;  // round 1's own progress, while round 0's commit is on its way
+  state.commit(1, state.preview(std::vector<float>(initial.size(), 0.5f)));
+  state.rebase(local);
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    CHECK(state.start()[i] == state.global()[i]);
+    CHECK(local[i] == doctest::Approx(initial[i] - 0.75f));  // version 1 (initial - 0.5) plus round 1's -0.25
+  }
+  // Without progress since the round began, rebasing lands exactly on the new version.
+  auto idle = std::vector<float>(state.global().begin(), state.global().end());
+  state.encode_delta(idle);
+  state.commit(2, state.preview(std::vector<float>(initial.size(), 0.125f)));
+  state.rebase(idle);
+  CHECK(std::equal(idle.begin(), idle.end(), state.global().begin()));
+}
+
+TEST_CASE("sparse: the residual stays in the site's weights, each delta is sent once, the end drops it") {
+  const auto initial = ramp(512, 0.1f);
+  OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Sparse, 64, 4}, true);
+  const double decay = feedback_decay(CodecKind::Sparse);
+  std::vector<float> step(initial.size()), sent(initial.size());
+  std::vector<double> total_sent(initial.size()), trained(initial.size()), faded(initial.size());
+  auto local = initial;
+  for (int round = 1; round <= 3; ++round) {
+    std::vector<double> unsent(local.size());  // the residual, which the weights hold: global - local
+    for (std::size_t i = 0; i < local.size(); ++i) unsent[i] = static_cast<double>(state.global()[i]) - local[i];
+    for (std::size_t i = 0; i < step.size(); ++i) step[i] = 1e-3f * static_cast<float>((i * 7 + round) % 61 + 1);
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] -= step[i], trained[i] += step[i];
+    const auto before = local;
+    decode(state.encode_delta(local), sent);
+    for (std::size_t i = 0; i < sent.size(); ++i) total_sent[i] += sent[i];
+    // One site: the commit moves the global weights by what it sent (lr 1, no momentum).
+    state.commit(round, state.preview(sent));
+    state.rebase(local);
+    // global - residual: the weights it trained to, less the share of the old residual that faded.
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      REQUIRE(local[i] == doctest::Approx(before[i] + (1 - decay) * unsent[i]).epsilon(1e-6));
+      REQUIRE(state.start()[i] == local[i]);
+      faded[i] += (1 - decay) * unsent[i];
+    }
+  }
+  // Every round's progress went out once, faded, or waits in the residual: nothing was sent twice.
+  for (std::size_t i = 0; i < local.size(); ++i)
+    CHECK(total_sent[i] + faded[i] + (state.global()[i] - local[i]) == doctest::Approx(trained[i]).epsilon(1e-5));
+  state.end_feedback();
+  state.commit(4, state.preview(std::vector<float>(initial.size(), 0.0f)));
+  state.rebase(local);
+  CHECK(std::equal(local.begin(), local.end(), state.global().begin()));
+  // int8's residual (under half a step) is not kept: its rebase lands on the version exactly.
+  OuterState int8(initial, {1.0f, 0.0f, false}, {CodecKind::Int8, 64}, true);
+  auto other = initial;
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] -= 1e-3f * static_cast<float>(i % 61 + 1);
+  decode(int8.encode_delta(other), sent);
+  int8.commit(1, int8.preview(sent));
+  int8.rebase(other);
+  CHECK(std::equal(other.begin(), other.end(), int8.global().begin()));
+}
+
+TEST_CASE("a snapshot carries a version to a peer, checked against the commit's hash") {
+  const auto initial = ramp(512, 0.2f);
+  OuterState ahead(initial, {}, {CodecKind::Int8, 64}, true);
+  ahead.commit(1, ahead.preview(std::vector<float>(initial.size(), 0.01f)));
+  ahead.commit(2, ahead.preview(std::vector<float>(initial.size(), -0.02f)));
+  const auto snapshot = ahead.snapshot();
+  const auto hash = OuterState::weights_hash(ahead.global());
+
+  OuterState behind(initial, {}, {CodecKind::Int8, 64}, true);
+  auto local = initial;
+  for (auto& x : local) x += 0.125f;  // the in-flight round's progress survives the jump
+  CHECK_THROWS_AS(behind.adopt(snapshot, hash ^ 1, local), Error);
+  auto damaged = snapshot;
+  damaged[damaged.size() / 2] ^= std::byte{0x10};
+  CHECK_THROWS_AS(behind.adopt(damaged, hash, local), Error);
+  CHECK(behind.version() == 0);
+  behind.adopt(snapshot, hash, local);
+  CHECK(behind.version() == 2);
+  CHECK(OuterState::weights_hash(behind.global()) == hash);
+  for (std::size_t i = 0; i < local.size(); ++i) CHECK(local[i] == doctest::Approx(behind.global()[i] + 0.125f));
+  // The same momentum: the next outer step agrees bit for bit.
+  const std::vector<float> mean(initial.size(), 0.003f);
+  CHECK(behind.preview(mean).hash == ahead.preview(mean).hash);
+  CHECK_THROWS_AS(behind.adopt(snapshot, hash, local), Error);  // not newer than what it holds
+}
+
+TEST_CASE("the outer state round-trips through checkpoint records, bad records are refused, state unchanged") {
+  const auto initial = ramp(300, 0.5f);
+  OuterState state(initial, {}, {CodecKind::Int8, 64}, true);
+  auto local = initial;
+  for (auto& x : local) x += 0.01f;
+  state.encode_delta(local);
+  state.commit(1, state.preview(std::vector<float>(initial.size(), 0.02f)));
+  Checkpoint saved;
+  state.save(saved);
+
+  OuterState back(initial, {}, {CodecKind::Int8, 64}, true);
+  back.restore(saved);
+  CHECK(back.version() == 1);
+  CHECK(OuterState::weights_hash(back.global()) == OuterState::weights_hash(state.global()));
+  // Same residual and momentum: the next delta and the next outer step agree bit for bit.
+  CHECK(back.encode_delta(local) == state.encode_delta(local));
+  const std::vector<float> mean(initial.size(), -0.01f);
+  CHECK(back.preview(mean).hash == state.preview(mean).hash);
+
+  OuterState other(ramp(299, 0.5f), {}, {CodecKind::Int8, 64}, true);
+  CHECK_THROWS_AS(other.restore(saved), Error);
+  CHECK(other.version() == 0);
+  Checkpoint missing;
+  missing.put_value("outer.version", std::int64_t{1});
+  CHECK_THROWS_AS(back.restore(missing), Error);
+  CHECK(back.version() == 1);
+}
+
+namespace {
+
+// Three fragments of a 300-value model, interleaved as a layer-strided plan would be.
+FragmentPlan three_fragments() {
+  FragmentPlan plan(3);
+  for (std::size_t t = 0; t < 6; ++t) {
+    auto& f = plan[t % 3];
+    f.ranges.push_back({t * 50, 50});
+    f.size += 50;
+  }
+  return plan;
+}
+
+bool in_fragment(const Fragment& f, std::size_t j) {
+  return std::any_of(f.ranges.begin(), f.ranges.end(), [&](const auto& r) { return j >= r.offset && j < r.offset + r.count; });
+}
+
+}  // namespace
+
+TEST_CASE("streaming: a fragment's delta, commit and rebase touch that fragment only, the hash is the whole model's") {
+  const auto initial = ramp(300, 0.1f);
+  const auto plan = three_fragments();
+  OuterState state(initial, {1.0f, 0.0f, false}, {CodecKind::Fp32, 0}, false, plan);
+  REQUIRE(state.fragments() == 3);
+  auto local = initial;
+  for (auto& x : local) x -= 0.5f;
+  // Fragment 1's round: its delta holds fragment 1's values only, in layout order.
+  const auto bytes = state.encode_delta(local, 1);
+  std::vector<float> delta(plan[1].size);
+  decode(bytes, delta);
+  for (const float d : delta) CHECK(d == doctest::Approx(0.5f));
+  for (std::size_t j = 0; j < initial.size(); ++j) CHECK(state.start()[j] == (in_fragment(plan[1], j) ? local[j] : initial[j]));
+
+  for (auto& x : local) x -= 0.25f;  // the next rounds' progress
+  auto outcome = state.preview(std::vector<float>(plan[1].size, 0.5f), 1);
+  CHECK(outcome.hash == OuterState::weights_hash(outcome.global));
+  state.commit(1, std::move(outcome));
+  state.rebase(local, 1);
+  for (std::size_t j = 0; j < initial.size(); ++j) {
+    if (in_fragment(plan[1], j)) {
+      CHECK(state.global()[j] == doctest::Approx(initial[j] - 0.5f));
+      CHECK(state.start()[j] == state.global()[j]);
+      CHECK(local[j] == doctest::Approx(initial[j] - 0.75f));
+    } else {  // neither the global weights, nor the start, nor the round's progress moved
+      CHECK(state.global()[j] == initial[j]);
+      CHECK(state.start()[j] == initial[j]);
+      CHECK(local[j] == doctest::Approx(initial[j] - 0.75f));
+    }
+  }
+  // Two fragments in one version (a late delta beside the others' next fragment): each its own step.
+  std::vector<float> both(plan[0].size + plan[2].size, 0.25f);
+  std::fill(both.begin() + static_cast<std::ptrdiff_t>(plan[0].size), both.end(), -0.125f);
+  const auto two = state.preview({0, 2}, both);
+  for (std::size_t j = 0; j < initial.size(); ++j)
+    CHECK(two.global[j] == doctest::Approx(in_fragment(plan[0], j)   ? state.global()[j] - 0.25f
+                                           : in_fragment(plan[2], j) ? state.global()[j] + 0.125f
+                                                                     : state.global()[j]));
+  CHECK(two.hash == OuterState::weights_hash(two.global));
+  CHECK_THROWS_AS(state.preview({0, 0}, std::vector<float>(2 * plan[0].size)), InvariantError);
+  CHECK_THROWS_AS(state.preview({0, 2}, std::vector<float>(plan[0].size)), InvariantError);
+  CHECK_THROWS_AS(state.preview(std::vector<float>(plan[1].size), 3), InvariantError);
+  CHECK_THROWS_AS(state.preview(std::vector<float>(plan[0].size + 1), 0), InvariantError);
+}
+
+TEST_CASE("streaming: each fragment has its own momentum, saved, restored and sent in snapshots") {
+  const auto initial = ramp(300, 0.1f);
+  OuterState state(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  auto local = initial;
+  for (int v = 1; v <= 4; ++v) {
+    const int f = (v - 1) % 3;
+    for (auto& x : local) x -= 0.01f * static_cast<float>(v);
+    state.encode_delta(local, f);
+    state.commit(v, state.preview(std::vector<float>(state.fragment(f).size, 0.01f * static_cast<float>(v)), f));
+    state.rebase(local, f);
+  }
+  Checkpoint saved;
+  state.save(saved);
+  OuterState back(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  back.restore(saved);
+  CHECK(back.version() == 4);
+  for (int f = 0; f < 3; ++f) {
+    CHECK(back.encode_delta(local, f) == state.encode_delta(local, f));  // the same residual slice
+    const std::vector<float> mean(state.fragment(f).size, -0.02f);
+    CHECK(back.preview(mean, f).hash == state.preview(mean, f).hash);  // the same momentum slice
+  }
+  // A checkpoint of another fragment count is refused by name, the state unchanged.
+  OuterState whole(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true);
+  CHECK(whole.fragments() == 1);
+  try {
+    whole.restore(saved);
+    FAIL("restored 3 fragments into 1");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("3 fragments") != std::string::npos);
+  }
+  CHECK(whole.version() == 0);
+
+  OuterState behind(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  auto theirs = initial;
+  behind.adopt(state.snapshot(), OuterState::weights_hash(state.global()), theirs);
+  const std::vector<float> mean(state.fragment(2).size, 0.004f);
+  CHECK(behind.preview(mean, 2).hash == state.preview(mean, 2).hash);
+}
+
+TEST_CASE("a diverged site drops its in-flight rounds: local and start become the version it holds, its residual zero") {
+  const auto initial = ramp(300, 0.1f);
+  OuterState state(initial, {0.7f, 0.9f, true}, {CodecKind::Int8, 64}, true, three_fragments());
+  auto local = initial;
+  for (std::size_t j = 0; j < local.size(); ++j) local[j] -= 0.013f * static_cast<float>(j % 7);
+  state.encode_delta(local, 1);  // fragment 1's round sent: int8 leaves a residual behind
+  state.commit(1, state.preview(std::vector<float>(three_fragments()[1].size, 0.01f), 1));
+  state.rebase(local, 1);
+  for (auto& x : local) x += 5.0f;  // a diverging step's damage, in every fragment's in-flight round
+  Checkpoint before;
+  state.save(before);
+  REQUIRE(before.get_pod<float>("outer.residual") != std::vector<float>(initial.size(), 0.0f));
+
+  state.drop_in_flight(local);
+  CHECK(state.version() == 1);
+  CHECK(std::equal(local.begin(), local.end(), state.global().begin()));
+  CHECK(std::equal(local.begin(), local.end(), state.start().begin()));
+  Checkpoint after;
+  state.save(after);
+  CHECK(after.get_pod<float>("outer.residual") == std::vector<float>(initial.size(), 0.0f));
+  CHECK(after.get_pod<float>("outer.momentum.f1") == before.get_pod<float>("outer.momentum.f1"));  // shared: kept
+  // The next round measures only what follows: no progress, and no residual, is a zero delta.
+  for (int f = 0; f < 3; ++f) {
+    std::vector<float> delta(three_fragments()[static_cast<std::size_t>(f)].size);
+    decode(state.encode_delta(local, f), delta);
+    CHECK(std::all_of(delta.begin(), delta.end(), [](float d) { return d == 0.0f; }));
+  }
+}
+
+TEST_CASE("eager: the round starts at the estimate's outer step, the true commit replaces it, nothing shared moves") {
+  const auto initial = ramp(256, 0.1f);
+  const OuterOptions outer{0.7f, 0.9f, true};
+  OuterState state(initial, outer, {CodecKind::Fp32, 0}, false);
+  auto local = initial;
+  for (auto& x : local) x -= 0.5f;
+  state.encode_delta(local);
+  const std::vector<float> estimate(initial.size(), 0.4f);
+  state.step_ahead(local, 0, estimate);
+  // One Nesterov step from version 0 on the estimate, on a copy of the momentum: 0.7 * (0.4 + 0.9 * 0.4).
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    CHECK(local[i] == doctest::Approx(initial[i] - 0.7f * (0.4f + 0.9f * 0.4f)));
+    CHECK(state.start()[i] == local[i]);
+  }
+  CHECK(state.version() == 0);
+  CHECK(std::equal(initial.begin(), initial.end(), state.global().begin()));
+  const auto next = state.preview(estimate);  // the state's own momentum is still zero
+  const auto m = next.optimizers[0].second.momentum_buffer();
+  CHECK(std::all_of(m.begin(), m.end(), [](float v) { return v == 0.4f; }));
+  // The round's progress from the estimate goes onto the true version when it comes.
+  for (auto& x : local) x -= 0.25f;
+  state.commit(1, state.preview(std::vector<float>(initial.size(), 0.5f)));
+  state.rebase(local);
+  for (std::size_t i = 0; i < local.size(); ++i) CHECK(local[i] == doctest::Approx(state.global()[i] - 0.25f));
+  // Only right after the encode: a round that already moved is a caller's bug.
+  CHECK_THROWS_AS(state.step_ahead(local, 0, estimate), InvariantError);
+}

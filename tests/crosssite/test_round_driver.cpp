@@ -1,0 +1,301 @@
+// RoundDriver with fakes for the other sites, the replicas' channel and the training: a leader and
+// a member replica run in one thread, the member taking each Update the leader shared.
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crosssite/round/round_driver.hpp"
+#include "tests/support/error_of.hpp"
+
+using namespace meridian;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t kParams = 64;
+
+std::vector<float> initial() {
+  std::vector<float> w(kParams);
+  for (std::size_t i = 0; i < kParams; ++i) w[i] = 0.1f * static_cast<float>(i % 7);
+  return w;
+}
+
+FragmentPlan plan_of(int fragments) {
+  FragmentPlan plan;
+  const std::size_t each = kParams / static_cast<std::size_t>(fragments);
+  for (int f = 0; f < fragments; ++f)
+    plan.push_back(Fragment{{FragmentRange{static_cast<std::size_t>(f) * each, each}}, {"t" + std::to_string(f)}, each});
+  return plan;
+}
+
+// The other sites, as the leader sees them: commits handed out in turn, the rest as set.
+struct FakePeers final : RoundPeers {
+  std::deque<std::vector<int>> commits;  // fragments of each version to come (a mean of 0.01s)
+  std::optional<std::int64_t> lost;
+  std::int64_t backlog_count = 0, newest = 0, peers_round = -1;
+  bool all_finished = false, left = false;
+  std::vector<DeltaAnnouncement> submitted;
+
+  std::int64_t next_round() const override { return static_cast<std::int64_t>(submitted.size()); }
+  std::size_t chunk_bytes() const override { return 1 << 10; }
+  void submit(const DeltaAnnouncement& a, std::vector<std::byte>, ChunkHashes) override {
+    submitted.push_back(a);
+    ++backlog_count;
+  }
+  std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds) override {
+    if (commits.empty()) return std::nullopt;
+    VersionCommit c;
+    c.fragments = commits.front();
+    commits.pop_front();
+    std::size_t values = 0;
+    for (const int f : c.fragments) values += state.fragment(f).size;
+    c.mean_delta.assign(values, 0.01f);
+    c.record.number = state.version() + 1;
+    c.record.params_hash = state.preview(c.fragments, c.mean_delta).hash;
+    c.record.proposer = "b";
+    backlog_count = std::max<std::int64_t>(0, backlog_count - 1);
+    return c;
+  }
+  std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t after) const override {
+    return lost && *lost > after ? lost : std::nullopt;
+  }
+  std::int64_t backlog(const OuterState&) const override { return backlog_count; }
+  bool finished(const OuterState&) override { return all_finished && commits.empty(); }
+  std::int64_t newest_commit() const override { return newest; }
+  std::int64_t peers_newest_round() const override { return peers_round; }
+  void leave() override { left = true; }
+};
+
+// One collective per call in the count: the header, then the payload of a commit or state.
+struct Wire {
+  Update last;
+  int collectives = 0;
+};
+
+struct FakeChannel final : ReplicaChannel {
+  FakeChannel(Wire& wire, bool leader) : wire(wire), is_leader(leader) {}
+  bool leader() const override { return is_leader; }
+  void share(Update& u) override {
+    if (is_leader) {
+      wire.last = u;
+      wire.collectives += 1 + (u.kind == Update::Kind::Commit || u.kind == Update::Kind::Snapshot);
+    } else {
+      u = wire.last;
+    }
+  }
+  Wire& wire;
+  bool is_leader;
+};
+
+struct FakeTraining final : Training {
+  std::vector<float> w = initial();
+  std::int64_t steps = 0;
+  std::span<float> weights() override { return w; }
+  std::int64_t step() const override { return steps; }
+  void fast_forward(std::int64_t step) override { steps = std::max(steps, step); }
+  std::int64_t tokens_per_step() const override { return 100; }
+  void train() {
+    ++steps;
+    for (auto& x : w) x -= 0.001f;
+  }
+};
+
+struct Log final : RoundEvents {
+  std::vector<std::string> said;
+  void submitted(const DeltaAnnouncement& a, std::span<const std::byte>) override {
+    said.push_back("sent " + std::to_string(a.round) + " f" + std::to_string(a.fragment));
+  }
+  void applied(const AppliedVersion& v) override { said.push_back("applied " + std::to_string(v.version)); }
+  void dropped(std::int64_t round, std::int64_t, std::int64_t, int) override { said.push_back("dropped " + std::to_string(round)); }
+  void fast_forwarded(std::int64_t, std::int64_t step) override { said.push_back("step " + std::to_string(step)); }
+  void caught_up(std::int64_t, std::int64_t version, double) override { said.push_back("caught up " + std::to_string(version)); }
+};
+
+// A site of two replicas: each with its OuterState, training and driver; the leader has the peers.
+struct Site {
+  explicit Site(RoundPlan plan, int fragments = 1)
+      : leader_state(initial(), {}, CodecOptions{CodecKind::Fp32}, false, plan_of(fragments)),
+        member_state(initial(), {}, CodecOptions{CodecKind::Fp32}, false, plan_of(fragments)),
+        leader(plan, leader_state, log, [this] { return now; }),
+        member(plan, member_state, member_log, [this] { return now; }) {
+    leader.lead(&peers);
+  }
+  // Both replicas train one step, then run the round until neither waits (at most `attempts`).
+  void step(bool last = false, bool hold = false, int attempts = 50) {
+    lead_training.train();
+    member_training.train();
+    Replica l{lead_channel, lead_training}, m{member_channel, member_training};
+    leader.after_step(l, lead_training.steps, last, hold);
+    member.after_step(m, member_training.steps, last, hold);
+    settle(attempts);
+  }
+  void settle(int attempts = 50) {
+    Replica l{lead_channel, lead_training}, m{member_channel, member_training};
+    for (int i = 0; i < attempts && leader.waiting(); ++i) {
+      const bool lw = leader.attempt(l, 0ms);
+      const bool mw = member.attempt(m, 0ms);
+      REQUIRE(lw == mw);
+      now += 0.1;
+    }
+  }
+  void same_everywhere() {
+    CHECK(leader_state.version() == member_state.version());
+    CHECK(OuterState::weights_hash(leader_state.global()) == OuterState::weights_hash(member_state.global()));
+    CHECK(lead_training.w == member_training.w);
+    CHECK(lead_training.steps == member_training.steps);
+  }
+
+  double now = 1;
+  FakePeers peers;
+  Log log, member_log;
+  Wire wire;
+  FakeChannel lead_channel{wire, true}, member_channel{wire, false};
+  FakeTraining lead_training, member_training;
+  OuterState leader_state, member_state;
+  RoundDriver leader, member;
+};
+
+RoundPlan plan(int inner_steps, bool overlap = true, int total = 100) {
+  RoundPlan p;
+  p.site = "a";
+  p.inner_steps = inner_steps;
+  p.job_round_steps = inner_steps;
+  p.total_steps = total;
+  p.overlap = overlap;
+  p.overlap_steps = inner_steps;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a commit costs two collectives, a look with nothing one, and every replica ends on the same bits") {
+  Site site(plan(4));
+  for (int s = 0; s < 4; ++s) site.step();
+  REQUIRE(site.peers.submitted.size() == 1);
+  CHECK(site.peers.submitted[0].tokens == 400);
+  site.peers.commits.push_back({0});
+  const int before = site.wire.collectives;
+  site.step();  // a poll: the commit is there
+  CHECK(site.wire.collectives - before == 2);
+  CHECK(site.leader_state.version() == 1);
+  site.same_everywhere();
+  const int after = site.wire.collectives;
+  site.step();  // a poll: nothing
+  CHECK(site.wire.collectives - after == 1);
+  site.same_everywhere();
+}
+
+TEST_CASE("without overlap a round's end waits for the next version, whose commit rebases the round") {
+  Site site(plan(2, false));
+  site.step();
+  CHECK(site.wire.collectives == 0);  // mid-round and no overlap: no look at all
+  site.peers.commits.push_back({0});
+  site.step();
+  CHECK(site.peers.submitted.size() == 1);
+  CHECK(site.leader_state.version() == 1);
+  CHECK(!site.leader.waiting());
+  site.same_everywhere();
+  // The round's progress since its start stays on top of the new version.
+  CHECK(site.lead_training.w == std::vector<float>(site.leader_state.global().begin(), site.leader_state.global().end()));
+}
+
+TEST_CASE("overlap: a second unmerged round holds the site until one is merged") {
+  Site site(plan(2));
+  site.step();
+  site.step();  // round 0 sent: one unmerged round, the site trains on
+  CHECK(!site.leader.waiting());
+  site.step();
+  site.step(false, false, 3);  // round 1 sent, two unmerged: it waits
+  CHECK(site.leader.waiting());
+  site.peers.commits.push_back({0});
+  site.settle();
+  CHECK(!site.leader.waiting());
+  CHECK(site.leader_state.version() == 1);
+  site.same_everywhere();
+}
+
+TEST_CASE("streaming: each exchange sends the fragment due, the last sends every fragment one after another") {
+  Site site(plan(2, true, 8), 4);
+  for (int s = 0; s < 6; ++s) {
+    site.step();
+    if (site.leader.waiting()) {
+      site.peers.commits.push_back({static_cast<int>(site.peers.submitted.size() - 1) % 4});
+      site.settle();
+    }
+  }
+  REQUIRE(site.peers.submitted.size() == 3);
+  CHECK(site.peers.submitted[0].fragment == 0);
+  CHECK(site.peers.submitted[1].fragment == 1);
+  CHECK(site.peers.submitted[2].fragment == 2);
+  site.step();
+  site.peers.all_finished = false;
+  // The last step: fragment 3 is due, then 0, 1 and 2, each once the backlog allows it.
+  site.peers.backlog_count = 0;
+  site.step(true, false, 3);
+  for (int i = 0; i < 10 && site.leader.waiting(); ++i) {
+    site.peers.commits.push_back({site.peers.submitted.back().fragment});
+    site.settle(3);
+  }
+  site.peers.all_finished = true;
+  site.settle();
+  CHECK(!site.leader.waiting());
+  REQUIRE(site.peers.submitted.size() == 7);
+  CHECK(site.peers.submitted[3].fragment == 3);
+  CHECK(site.peers.submitted[4].fragment == 0);
+  CHECK(site.peers.submitted[6].fragment == 2);
+  CHECK(site.peers.submitted[6].final);
+  CHECK_FALSE(site.peers.submitted[5].final);
+  site.same_everywhere();
+}
+
+TEST_CASE("a lost round is dropped on every replica, and three in a row stop the site with Error(Data)") {
+  Site site(plan(2, false));
+  site.step();
+  site.peers.lost = 0;
+  site.step();
+  CHECK(site.log.said.back() == "dropped 0");
+  site.same_everywhere();
+  CHECK(site.lead_training.w == std::vector<float>(site.leader_state.global().begin(), site.leader_state.global().end()));
+  site.step();
+  site.peers.lost = 1;
+  site.step();
+  site.step();
+  site.peers.lost = 2;
+  testing::error_of(ErrorKind::Data, [&] { site.step(); });
+}
+
+TEST_CASE("a peer's state taken while behind fast-forwards the site to the job's step") {
+  Site site(plan(4));
+  site.peers.peers_round = 9;
+  site.peers.newest = 3;
+  site.leader.catch_up();
+  site.member.catch_up();
+  // The fake hands out commits, not states: the catch-up applies versions until it holds the newest.
+  site.peers.commits = {{0}, {0}, {0}};
+  site.settle();
+  CHECK(site.leader_state.version() == 3);
+  CHECK(site.log.said.back() == "caught up 3");
+  site.leader.take_up_job();
+  site.member.take_up_job();
+  site.settle();
+  CHECK(site.lead_training.steps == 40);  // (round 9 + 1) x 4 steps
+  site.same_everywhere();
+}
+
+TEST_CASE("drain: waits until no round of the site is unmerged, then leaves") {
+  Site site(plan(2));
+  site.step();
+  site.step();
+  site.leader.drain();
+  site.member.drain();
+  site.settle(3);
+  CHECK(site.leader.waiting());
+  CHECK_FALSE(site.peers.left);
+  site.peers.commits.push_back({0});
+  site.settle();
+  CHECK(site.peers.left);
+  site.same_everywhere();
+}
