@@ -341,6 +341,13 @@ std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state, std::
   return refused;
 }
 
+std::optional<std::int64_t> CrossSite::refused_round(std::int64_t after) const {
+  // A site caught equivocating (rightly or not) has every round refused, the newest included.
+  const auto refused =
+      book_.banned(options_.site) ? std::optional<std::int64_t>(outbox_.next_round() - 1) : book_.newest_refused(options_.site);
+  return refused && *refused > after ? refused : std::nullopt;
+}
+
 std::int64_t CrossSite::backlog(const OuterState& state) const {
   if (gate_.down()) return 0;
   const CommitView view = control_view(state);

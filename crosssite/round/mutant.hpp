@@ -7,7 +7,11 @@
 namespace meridian {
 
 enum class Mutant {
-  UnverifiedDeltas,  // a delta's bytes are used without checking its announced digest
+  UnverifiedDeltas,     // a delta's bytes are used without checking its announced digest
+  SkipRebase,           // a commit does not rebase the in-flight round onto it
+  RebaseWrongFragment,  // a commit rebases fragment 0, not the fragments it changed
+  KeepDroppedRound,     // a lost round's progress stays in the weights on a version no commit made
+  UnboundedBacklog,     // an overlapped site trains on whatever number of its rounds is unmerged
   kCount
 };
 

@@ -113,6 +113,8 @@ void RoundDriver::drain() { wait_for(What::Backlog, Then::Leave); }
 
 void RoundDriver::take_up_job() { wait_for(What::TakeUp, Then::TakeUp); }
 
+void RoundDriver::end_job() { wait_for(What::Finished); }
+
 bool RoundDriver::attempt(Replica& r, std::chrono::milliseconds budget) {
   if (!waiting()) return false;
   Update u;
@@ -131,7 +133,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
   switch (wait_.what) {
     case What::Backlog:
       u.backlog = peers_->backlog(state_);
-      if (u.backlog <= wait_.keep) u.waits = false;
+      if (u.backlog <= wait_.keep || (mutant(Mutant::UnboundedBacklog) && wait_.then != Then::Leave)) u.waits = false;
       break;
     case What::CatchUp:
       if (peers_->newest_commit() <= state_.version()) u.waits = false;
@@ -159,8 +161,11 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       u.waits = false;
     }
   }
+  // A site in lockstep waits for the version after its round: once that round is refused, the
+  // version can only come with this site's next round, so it drops this one and trains on.
   if (u.kind == Update::Kind::Nothing)
-    if (const auto lost = peers_->lost_round(state_, cursor_.dropped_round)) {
+    if (const auto lost = wait_.what == What::NextVersion ? peers_->refused_round(cursor_.dropped_round)
+                                                         : peers_->lost_round(state_, cursor_.dropped_round)) {
       u.kind = Update::Kind::DropRound;
       u.version = *lost;
       if (wait_.what == What::NextVersion) u.waits = false;
@@ -184,7 +189,8 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
                        outcome.hash, ", the commit says ", u.params_hash, ": this site's copy of version ", from,
                        " differs from its peers'");
     state_.commit(u.version, std::move(outcome));
-    for (const int f : u.fragments) state_.rebase(weights, f);
+    if (!mutant(Mutant::SkipRebase))
+      for (const int f : u.fragments) state_.rebase(weights, mutant(Mutant::RebaseWrongFragment) ? 0 : f);
   } else {
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
     state_.adopt(u.snapshot, u.params_hash, weights);
@@ -233,7 +239,7 @@ void RoundDriver::drop_lost_round(Replica& r, std::int64_t round) {
   const std::int64_t step = r.training.step();
   // Its progress would be on top of a version no commit made; as a commit without the round
   // would have, the site goes back to the version it holds. The error-feedback residual goes too.
-  state_.drop_in_flight(r.training.weights());
+  if (!mutant(Mutant::KeepDroppedRound)) state_.drop_in_flight(r.training.weights());
   cursor_.rolled_back_at = step;
   ++cursor_.dropped_in_a_row;
   if (leads(r)) events_.dropped(round, step, state_.version(), cursor_.dropped_in_a_row);

@@ -76,6 +76,8 @@ class RoundDriver {
   void drain();
   // After a rejoin: the site takes up the job's step.
   void take_up_job();
+  // A site whose last round is out (sent before a restart): it waits for the job's last version.
+  void end_job();
   bool waiting() const { return wait_.what != What::None; }
   bool polling() const { return wait_.what == What::Poll; }
   // One look, share and apply; true while the site still waits. `budget`: how long the leader

@@ -24,8 +24,12 @@ class RoundPeers {
   // Pumps for up to `budget`: the next version's commit once it can be applied, or a peer's
   // state when this site is behind.
   virtual std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds budget) = 0;
-  // This site's newest round after `after` that no version can ever merge, if any.
+  // This site's newest round after `after` that no version can ever merge, once no version can
+  // come without it either (every live site's round on the version was refused), if any.
   virtual std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const = 0;
+  // This site's newest round after `after` whose values were refused (every site screens alike:
+  // no version will merge it), whatever the others' rounds.
+  virtual std::optional<std::int64_t> refused_round(std::int64_t after) const = 0;
   // This site's rounds announced and still mergeable (0 while the control plane is out of reach).
   virtual std::int64_t backlog(const OuterState& state) const = 0;
   // Every live site's last round is merged and all of them ended: the job's last version is here.

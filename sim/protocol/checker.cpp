@@ -22,8 +22,9 @@ std::string say(const Args&... args) {
 
 }  // namespace
 
-Checker::Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule)
-    : initial_(std::move(initial)), outer_(outer), codec_(codec), rule_(rule) {}
+Checker::Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule,
+                 FragmentPlan plan)
+    : initial_(std::move(initial)), outer_(outer), codec_(codec), rule_(rule), plan_(std::move(plan)) {}
 
 void Checker::submitted(const std::string& site, std::int64_t round, std::span<const std::byte> bytes,
                         std::span<const float> progress) {
@@ -67,27 +68,43 @@ const std::vector<std::byte>* Checker::sent(const CommitEntry& e) const {
   return nullptr;
 }
 
-std::vector<float> Checker::mean_of(const CommitRecord& record, std::size_t n) const {
-  std::vector<std::vector<float>> decoded;
-  std::vector<std::span<const float>> views;
-  std::vector<double> weights;
-  for (const auto& e : record.entries) {
-    decoded.emplace_back(n);
-    decode(*sent(e), decoded.back());
-    views.emplace_back(decoded.back());
-    weights.push_back(e.weight);
+std::pair<std::vector<int>, std::vector<float>> Checker::mean_of(const CommitRecord& record) const {
+  std::set<int> fragments;
+  for (const auto& e : record.entries) fragments.insert(e.fragment);
+  std::pair<std::vector<int>, std::vector<float>> out;
+  for (const int f : fragments) {
+    const std::size_t n = plan_[static_cast<std::size_t>(f)].size;
+    std::vector<std::vector<float>> decoded;
+    std::vector<std::span<const float>> views;
+    std::vector<double> weights;
+    std::vector<CommitEntry> entries;
+    for (const auto& e : record.entries) {
+      if (e.fragment != f) continue;
+      entries.push_back(e);
+      decoded.emplace_back(n);
+      decode(*sent(e), decoded.back());
+      views.emplace_back(decoded.back());
+      weights.push_back(e.weight);
+    }
+    std::vector<float> mean(n);
+    weighted_mean(views, weights, mean);
+    if (const double share = commit_share(record.number, entries, record.round_tokens, rule_); share < 1.0)
+      for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
+    out.first.push_back(f);
+    out.second.insert(out.second.end(), mean.begin(), mean.end());
   }
-  std::vector<float> mean(n);
-  weighted_mean(views, weights, mean);
-  if (const double share = commit_share(record.number, record.entries, record.round_tokens, rule_); share < 1.0)
-    for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
-  return mean;
+  return out;
 }
 
 void Checker::replay(const std::map<std::int64_t, CommitRecord>& log) {
-  OuterState state(initial_, outer_, codec_, false);
+  OuterState state(initial_, outer_, codec_, false, plan_);
   for (const auto& [v, record] : log) {
-    auto outcome = state.preview(mean_of(record, state.size()), 0);
+    for (const auto& e : record.entries)
+      if (e.fragment < 0 || static_cast<std::size_t>(e.fragment) >= plan_.size())
+        return fail(say("version ", v, " merges ", e.site, "'s round ", e.round, " of fragment ", e.fragment,
+                        ", which the job does not have"));
+    const auto [fragments, means] = mean_of(record);
+    auto outcome = state.preview(fragments, means);
     if (outcome.hash != record.params_hash) {
       fail(say("replaying the log, version ", v, " hashes to ", outcome.hash, ", its record says ", record.params_hash));
       return;

@@ -6,7 +6,8 @@
 //   * each delta merged at most once, and only with the digest of the bytes its site sent;
 //   * every delta carries exactly its site's progress since its previous one (rebases lose none);
 //   * no committed version lost: every site that finished holds version N;
-//   * the final weights equal a replay of the commit log, computed here apart from CrossSite.
+//   * the final weights equal a replay of the commit log, computed here apart from CrossSite,
+//     fragment by fragment.
 // Liveness (every live site finishes in time) is the simulator's, which knows the clock.
 #include <cstdint>
 #include <map>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/fragments.hpp"
 #include "crosssite/outer/outer_optimizer.hpp"
 #include "crosssite/round/commit_rule.hpp"
 #include "crosssite/round/records.hpp"
@@ -24,9 +26,11 @@ namespace meridian {
 
 class Checker {
  public:
-  Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule);
+  // `plan`: the job's fragments (Streaming DiLoCo); a commit changes the ones its deltas cover.
+  Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule, FragmentPlan plan);
 
-  // A site sent the delta of `round`: its bytes, and the progress it trained since its last delta.
+  // A site sent the delta of `round`: its bytes, and the progress its fragment trained since its
+  // last delta of that fragment.
   void submitted(const std::string& site, std::int64_t round, std::span<const std::byte> bytes,
                  std::span<const float> progress);
   // A site made `record` its newest version, its weights hashing to `hash` (adopted: from a peer's state).
@@ -35,6 +39,8 @@ class Checker {
   void restarted(const std::string& site, std::int64_t version);
   void finished(const std::string& site, std::int64_t version, std::span<const float> global);
   void fail(std::string what) { violations_.push_back(std::move(what)); }
+  void dropped_round() { ++rounds_dropped_; }  // a site dropped a round no version could merge
+  std::int64_t rounds_dropped() const { return rounds_dropped_; }
   // The end of a run: checks the control plane's commit log (every key under the job's commits).
   void check_log(const RoundKeys& keys, const std::vector<std::pair<std::string, std::string>>& store);
 
@@ -43,13 +49,15 @@ class Checker {
   const std::map<std::int64_t, CommitRecord>& records() const { return records_; }
 
  private:
-  std::vector<float> mean_of(const CommitRecord& record, std::size_t n) const;
+  // Per fragment the record's deltas cover (ascending), and their means one after the other.
+  std::pair<std::vector<int>, std::vector<float>> mean_of(const CommitRecord& record) const;
   void replay(const std::map<std::int64_t, CommitRecord>& log);
 
   std::vector<float> initial_;
   OuterOptions outer_;
   CodecOptions codec_;
   CommitRuleOptions rule_;
+  FragmentPlan plan_;
   std::map<std::int64_t, CommitRecord> records_;          // the first record any site applied, by version
   std::map<std::int64_t, std::uint64_t> hashes_;          // and its weights hash
   std::map<std::string, std::int64_t> holds_;             // per site, the version it holds
@@ -59,6 +67,7 @@ class Checker {
   const std::vector<std::byte>* sent(const CommitEntry& e) const;  // the bytes its digest names
   std::map<std::string, std::pair<std::int64_t, std::vector<float>>> finals_;   // per site
   std::int64_t newest_ = 0;
+  std::int64_t rounds_dropped_ = 0;
   std::vector<std::string> violations_;
 };
 

@@ -7,10 +7,10 @@
 namespace meridian {
 namespace {
 
-constexpr std::array<const char*, 13> kNames = {"crash",           "stop",         "partition",   "control outage",
+constexpr std::array<const char*, 14> kNames = {"crash",           "stop",         "partition",   "control outage",
                                                 "lost replies",    "late writes",  "slow replies", "message faults",
                                                 "member key deleted", "junk commit record", "drain",
-                                                "pause-outer",     "rollback"};
+                                                "pause-outer",     "rollback",     "spike"};
 
 }  // namespace
 
@@ -18,7 +18,8 @@ std::string describe(const Fault& f, const std::vector<std::string>& sites) {
   std::ostringstream out;
   out.precision(3);
   out << std::fixed << f.at << " fault: " << kNames[static_cast<std::size_t>(f.kind)];
-  if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults) out << " of " << sites[f.site];
+  if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults && f.kind != Fault::Kind::Spike)
+    out << " of " << sites[f.site];
   if (f.duration > 0) out << " for " << f.duration << " s";
   if (f.amount > 0) out << " (" << f.amount << ")";
   return out.str();
@@ -26,12 +27,16 @@ std::string describe(const Fault& f, const std::vector<std::string>& sites) {
 
 std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) {
   std::vector<Fault> faults;
+  int spikes = 0;
   for (int i = 0; i < count; ++i) {
     Fault f;
     f.kind = static_cast<Fault::Kind>(rng.below(kNames.size()));
+    // At most two spikes: three rounds in a row that no version can merge stop a job by design.
+    if (f.kind == Fault::Kind::Spike && ++spikes > 2) f.kind = Fault::Kind::Rollback;
     f.site = static_cast<int>(rng.below(static_cast<std::uint64_t>(sites)));
     const double longest = f.kind == Fault::Kind::Outage || f.kind == Fault::Kind::MessageFaults ? 2.0 : 5.0;
-    f.duration = f.kind == Fault::Kind::DeleteMember || f.kind == Fault::Kind::JunkCommit || f.kind == Fault::Kind::Rollback
+    f.duration = f.kind == Fault::Kind::DeleteMember || f.kind == Fault::Kind::JunkCommit ||
+                         f.kind == Fault::Kind::Rollback || f.kind == Fault::Kind::Spike
                      ? 0
                      : 0.2 + rng.uniform() * longest;
     f.at = rng.uniform() * std::max(0.0, window_s - f.duration);

@@ -24,6 +24,7 @@ struct Fault {
     Drain,          // the operator drains the site, and resumes it after `duration`
     PauseOuter,     // the operator pauses its outer exchange for `duration`
     Rollback,       // the operator rolls it back to the newest version it holds
+    Spike,          // every site's next step is a thousand times too large: no version can merge those rounds
   };
   Kind kind = Kind::Crash;
   double at = 0, duration = 0;

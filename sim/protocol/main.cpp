@@ -2,6 +2,7 @@
 //   meridian-protosim --seeds 0:5000 [--sites 3] [--faults 24] [--rounds 24] [--mutation NAME]
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,10 +22,13 @@ void set_mutation(SimOptions& o, const std::string& name) {
   else if (name == "reapply-adopted") o.mutations.reapply_adopted = true;
   else if (name == "equivocate") o.mutations.equivocation = {"a", "b"};  // an attack the sites must withstand
   else if (name == "skip-rebase") o.mutations.skip_rebase = true;
+  else if (name == "rebase-wrong-fragment") o.mutations.rebase_wrong_fragment = true;
+  else if (name == "keep-dropped-round") o.mutations.keep_dropped_round = true;
+  else if (name == "unbounded-backlog") o.mutations.unbounded_backlog = true;
   else if (name == "never-renew-lease") o.mutations.never_renew_lease = true;
   else
     throw meridian::make_error(meridian::ErrorKind::Usage, "unknown mutation '", name,
-                               "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, never-renew-lease, equivocate)");
+                               "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, rebase-wrong-fragment, keep-dropped-round, unbounded-backlog, never-renew-lease, equivocate)");
 }
 
 int run(int argc, char** argv) {
@@ -50,19 +54,28 @@ int run(int argc, char** argv) {
     else if (arg == "--rounds") options.rounds = std::stoll(value());
     else if (arg == "--mutation") set_mutation(options, value());
     else if (arg == "--trace") options.trace = true;
+    else if (arg == "--lockstep-streaming") options.lockstep_streaming = true;
     else throw meridian::make_error(meridian::ErrorKind::Usage, "unknown argument ", arg);
   }
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
+  std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
     overflowed += outcome.overflowed;
     seeds_overflowed += outcome.overflowed > 0;
+    streaming += outcome.fragments > 1;
+    for (const auto& c : outcome.history)
+      versions_past_fragment0 += std::any_of(c.record.entries.begin(), c.record.entries.end(),
+                                             [](const auto& e) { return e.fragment != 0; });
+    dropped += static_cast<std::uint64_t>(outcome.rounds_dropped);
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
-    std::cout << "seed " << seed << " FAILED (replay: meridian-protosim --seed " << seed << " --trace):\n";
+    std::cout << "seed " << seed << " FAILED (" << outcome.fragments << " fragments, "
+              << (outcome.overlap ? "overlapped" : "not overlapped") << "; replay: meridian-protosim --seed " << seed
+              << " --trace):\n";
     for (const auto& v : outcome.violations) std::cout << "  " << v << "\n";
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
@@ -72,6 +85,10 @@ int run(int argc, char** argv) {
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(failed), options.faults,
               seeds ? static_cast<double>(versions) / static_cast<double>(seeds) : 0.0, seconds,
               seconds > 0 ? 60.0 * static_cast<double>(seeds) / seconds : 0.0);
+  std::printf("streaming (several fragments): %llu seeds; versions applied to fragments other than 0: %llu; "
+              "rounds dropped as lost: %llu\n",
+              static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
+              static_cast<unsigned long long>(dropped));
   std::printf("transfers dropped at a full queue: %llu, in %llu seeds\n", static_cast<unsigned long long>(overflowed),
               static_cast<unsigned long long>(seeds_overflowed));
   return failed == 0 ? 0 : 1;

@@ -1,7 +1,7 @@
 #pragma once
 // Deliberate bugs made on the seams a site runs over, so that production code carries no switch
-// for them: a control plane whose proposals overwrite commit records, and a link that sends one
-// peer other bytes than its site announced. The simulator's tests (and test_cross_site's
+// for them: a control plane whose proposals overwrite commit records, a link that sends one peer
+// other bytes than its site announced, and peers that hand an adopted version out again. The simulator's tests (and test_cross_site's
 // equivocation case) must catch each one.
 #include <functional>
 #include <memory>
@@ -12,6 +12,7 @@
 
 #include "crosssite/control/control_plane.hpp"
 #include "crosssite/round/records.hpp"
+#include "crosssite/round/round_peers.hpp"
 #include "transport/chunking/chunker.hpp"
 #include "transport/link/link.hpp"
 
@@ -84,6 +85,40 @@ class ForgingLink final : public Link {
  private:
   std::unique_ptr<Link> inner_;
   std::function<bool(const std::string&)> victim_;
+};
+
+// After a peer's state is adopted, its version is handed out again as a commit (of nothing): a
+// site must never apply a version it holds already.
+class ReapplyingPeers final : public RoundPeers {
+ public:
+  explicit ReapplyingPeers(RoundPeers& inner) : inner_(inner) {}
+  std::int64_t next_round() const override { return inner_.next_round(); }
+  std::size_t chunk_bytes() const override { return inner_.chunk_bytes(); }
+  void submit(const DeltaAnnouncement& a, std::vector<std::byte> encoded, ChunkHashes hashes) override {
+    inner_.submit(a, std::move(encoded), std::move(hashes));
+  }
+  std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds budget) override {
+    if (adopted_) {
+      VersionCommit again{*std::exchange(adopted_, std::nullopt), std::vector<float>(state.fragment(0).size), {}, {0}, {}};
+      return again;
+    }
+    auto commit = inner_.poll_commit(state, budget);
+    if (commit && !commit->snapshot.empty()) adopted_ = commit->record;
+    return commit;
+  }
+  std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const override {
+    return inner_.lost_round(state, after);
+  }
+  std::optional<std::int64_t> refused_round(std::int64_t after) const override { return inner_.refused_round(after); }
+  std::int64_t backlog(const OuterState& state) const override { return inner_.backlog(state); }
+  bool finished(const OuterState& state) override { return inner_.finished(state); }
+  std::int64_t newest_commit() const override { return inner_.newest_commit(); }
+  std::int64_t peers_newest_round() const override { return inner_.peers_newest_round(); }
+  void leave() override { inner_.leave(); }
+
+ private:
+  RoundPeers& inner_;
+  std::optional<CommitRecord> adopted_;
 };
 
 }  // namespace meridian

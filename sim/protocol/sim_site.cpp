@@ -1,6 +1,7 @@
 #include "sim/protocol/sim_site.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "core/util/hash.hpp"
@@ -13,15 +14,49 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// What one half of a round of training adds to a site's weights: fixed by (seed, site, round, half).
-std::vector<float> synthetic_progress(std::uint64_t seed, const std::string& site, std::int64_t round, int half,
-                                      std::size_t n) {
-  Rng rng = Rng::derive(seed ^ hash64(std::as_bytes(std::span(site.data(), site.size()))),
-                        static_cast<std::uint64_t>(round) * 2 + static_cast<std::uint64_t>(half));
-  std::vector<float> step(n);
-  for (auto& x : step) x = static_cast<float>(0.01 * (rng.uniform() - 0.5));
-  return step;
+// Steps between two exchanges. A site looks at the other sites only between steps, as a real
+// one does: short steps keep its answers to peers (delta and state requests) prompt.
+constexpr std::int64_t kStepsPerExchange = 4;
+// A spike's step against a usual one: far past any site's screen (DeltaScreenOptions::max_norm_ratio).
+constexpr double kSpike = 1000;
+// Announced tokens per step: 1,000 a round.
+constexpr std::int64_t kTokensPerStep = 250;
+
+// What one step of training adds to a site's weights: fixed by (seed, site, step).
+std::vector<float> synthetic_progress(std::uint64_t seed, const std::string& site, std::int64_t step, std::size_t n) {
+  Rng rng = Rng::derive(seed ^ hash64(std::as_bytes(std::span(site.data(), site.size()))), static_cast<std::uint64_t>(step));
+  std::vector<float> progress(n);
+  for (auto& x : progress) x = static_cast<float>(0.01 * (rng.uniform() - 0.5));
+  return progress;
 }
+
+// A simulated site's two replicas in one thread: the leader leaves each Update on the wire, and
+// the member, called right after it, takes it from there.
+class WireChannel final : public ReplicaChannel {
+ public:
+  WireChannel(Update& wire, bool leader) : wire_(wire), leader_(leader) {}
+  bool leader() const override { return leader_; }
+  void share(Update& update) override {
+    if (leader_)
+      wire_ = update;
+    else
+      update = wire_;
+  }
+
+ private:
+  Update& wire_;
+  bool leader_;
+};
+
+// A member replica tells no log anything: the driver calls events on the leader only.
+class Quiet final : public RoundEvents {
+ public:
+  void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
+  void applied(const AppliedVersion&) override {}
+  void dropped(std::int64_t, std::int64_t, std::int64_t, int) override {}
+  void fast_forwarded(std::int64_t, std::int64_t) override {}
+  void caught_up(std::int64_t, std::int64_t, double) override {}
+};
 
 }  // namespace
 
@@ -29,6 +64,17 @@ std::vector<float> sim_initial_weights(std::size_t n) {
   std::vector<float> w(n);
   for (std::size_t i = 0; i < n; ++i) w[i] = 0.5f - 0.03f * static_cast<float>(i % 29);
   return w;
+}
+
+FragmentPlan sim_fragments(std::size_t n, int fragments) {
+  FragmentPlan plan;
+  const std::size_t each = n / static_cast<std::size_t>(fragments);
+  for (int f = 0; f < fragments; ++f) {
+    const std::size_t offset = static_cast<std::size_t>(f) * each;
+    const std::size_t count = f + 1 == fragments ? n - offset : each;
+    plan.push_back(Fragment{{FragmentRange{offset, count}}, {"w" + std::to_string(f)}, count});
+  }
+  return plan;
 }
 
 struct SimSite::Lease {
@@ -47,31 +93,77 @@ class KeptSimLease final : public KeptLease {
 };
 }  // namespace
 
-// What a checkpoint holds: the state after the site's latest version or delta.
+// What a checkpoint holds: the outer state, the working weights, the step, and the progress each
+// fragment made since it was last sent (what its next delta must carry).
 struct SimSite::Disk {
   OuterState state;
   std::vector<float> local, progress;
-  std::int64_t round = 0;
-  int half = 0;
-  int span = 0;  // rounds trained since the last delta sent (more than one while the outer exchange is paused)
+  std::int64_t step = 0;
+};
+
+// The synthetic trainer over an incarnation's weights.
+class SimSite::Steps final : public Training {
+ public:
+  Steps(Disk& now, std::uint64_t seed, std::string site) : now_(now), seed_(seed), site_(std::move(site)) {}
+  std::span<float> weights() override { return now_.local; }
+  std::int64_t step() const override { return now_.step; }
+  void fast_forward(std::int64_t step) override { now_.step = std::max(now_.step, step); }
+  std::int64_t tokens_per_step() const override { return kTokensPerStep; }
+  void train(double scale) {
+    auto progress = synthetic_progress(seed_, site_, now_.step, now_.local.size());
+    for (auto& x : progress) x = static_cast<float>(scale * x);
+    for (std::size_t i = 0; i < progress.size(); ++i) {
+      now_.local[i] -= progress[i];
+      now_.progress[i] += progress[i];
+    }
+    ++now_.step;
+  }
+
+ private:
+  Disk& now_;
+  std::uint64_t seed_;
+  std::string site_;
+};
+
+// The site's second replica: the same RoundDriver over its own copy of the state and weights, fed
+// the leader's Updates; the two must hold the same bits after every call.
+struct SimSite::Member {
+  Member(const Disk& disk, const RoundPlan& plan, std::uint64_t seed, const std::string& site, Update& wire,
+         std::function<double()> clock)
+      : now(disk), steps(now, seed, site), channel(wire, false), driver(plan, now.state, quiet, std::move(clock)) {}
+  Disk now;
+  Steps steps;
+  Quiet quiet;
+  WireChannel channel;
+  RoundDriver driver;
 };
 
 struct SimSite::Incarnation {
+  explicit Incarnation(const Disk& disk) : now(disk) {}
   std::unique_ptr<MemoryControlPlane> control;
   std::unique_ptr<ControlPlane> overwriting;  // SimMutations::overwrite_commits: what CrossSite talks to
   std::unique_ptr<Link> link;
-  std::optional<CommitRecord> adopted;  // SimMutations::reapply_adopted: handed out again as a commit
   std::weak_ptr<Lease> lease;
   Disk now;
-  double next_at = 0;  // when the next half round of training ends
-  bool joined = false, fast_forward = false, waiting_merge = false, draining = false;
-  std::unique_ptr<CrossSite> cross;  // last: it goes first, while its control plane and link are still there
+  double next_at = 0;  // when the next step of training ends
+  Phase phase = Phase::Joining;
+  bool take_up = false;  // after the catch-up: go on from the job's step (a resumed or disk-less site)
+  bool drain_asked = false, resume_asked = false;  // the operator's, taken up once the round lets it
+  bool round_wait = false;  // the wait under way follows a round's end
+  std::unique_ptr<CrossSite> cross;  // after what it uses: it goes before its control plane and link
+  std::unique_ptr<RoundPeers> peers;  // what the driver talks to: cross, or a mutation's decorator of it
+  Update wire;
+  WireChannel channel{wire, true};
+  std::unique_ptr<Steps> steps;
+  std::unique_ptr<Member> member;
+  std::unique_ptr<RoundDriver> driver;  // last: it goes first, while all it holds is still there
 };
 
 SimSite::SimSite(SimWorld& world, std::string name) : world_(world), name_(std::move(name)) {
   const auto w = sim_initial_weights(world_.job.params);
-  disk_ = std::make_unique<Disk>(Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false), w,
-                                      std::vector<float>(w.size()), 0, 0, 0});
+  disk_ = std::make_unique<Disk>(Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
+                                                 sim_fragments(w.size(), world_.job.fragments)),
+                                      w, std::vector<float>(w.size()), 0});
   start(*disk_);
 }
 
@@ -87,8 +179,7 @@ void SimSite::say(const std::string& what) const {
 
 void SimSite::start(const Disk& disk) {
   ++incarnations_;
-  auto inc = std::make_unique<Incarnation>(
-      Incarnation{nullptr, nullptr, nullptr, std::nullopt, {}, disk, 0, false, false, false, false, nullptr});
+  auto inc = std::make_unique<Incarnation>(disk);
   const SimMutations& mutations = world_.job.mutations;
   inc->control = std::make_unique<MemoryControlPlane>(world_.store, world_.clock, world_.job.seed * 131 + incarnations_);
   if (mutations.overwrite_commits) inc->overwriting = std::make_unique<OverwritingControlPlane>(*inc->control);
@@ -103,6 +194,7 @@ void SimSite::start(const Disk& disk) {
   o.site = name_;
   o.sites = world_.job.sites;
   o.journal = journal_;
+  o.rule.fragments = world_.job.fragments;
   o.incarnation = Rng::derive(world_.job.seed, incarnations_ * 1000 + static_cast<std::uint64_t>(name_[0])).next_u64() | 1;
   Incarnation* raw = inc.get();
   o.keep_lease = [raw](std::int64_t id) {
@@ -114,6 +206,23 @@ void SimSite::start(const Disk& disk) {
   inc->cross = std::make_unique<CrossSite>(std::move(o), control, *inc->link, [this] { return world_.clock.now(); });
   inc->cross->serve_state(&inc->now.state);
   if (paused_outer_) inc->cross->set_proposing(false);
+  if (mutations.reapply_adopted) inc->peers = std::make_unique<ReapplyingPeers>(*inc->cross);
+  inc->steps = std::make_unique<Steps>(inc->now, world_.job.seed, name_);
+  RoundPlan plan;
+  plan.site = name_;
+  plan.inner_steps = static_cast<int>(kStepsPerExchange);
+  plan.job_round_steps = static_cast<int>(kStepsPerExchange);
+  plan.total_steps = world_.job.rounds * kStepsPerExchange;
+  plan.overlap = world_.job.overlap;
+  plan.eager = world_.job.overlap && world_.job.eager;
+  plan.overlap_steps = static_cast<int>(kStepsPerExchange);
+  plan.eager_share = 1.0 / static_cast<double>(world_.job.sites.size());
+  RoundEvents& events = *this;
+  inc->driver = std::make_unique<RoundDriver>(plan, inc->now.state, events, [this] { return world_.clock.now(); });
+  inc->driver->lead(inc->peers ? inc->peers.get() : static_cast<RoundPeers*>(inc->cross.get()));
+  inc->member = std::make_unique<Member>(disk, plan, world_.job.seed, name_, inc->wire, [this] { return world_.clock.now(); });
+  inc->driver->pause(paused_outer_);
+  inc->member->driver.pause(paused_outer_);
   incarnation_ = std::move(inc);
   apply_faults();
   world_.checker.restarted(name_, disk.state.version());
@@ -122,120 +231,176 @@ void SimSite::start(const Disk& disk) {
 void SimSite::tick() {
   if (!incarnation_ || stopped_ || drained_ || done_) return;
   Incarnation& inc = *incarnation_;
-  if (!inc.joined) return join();
-  for (int i = 0; i < 4; ++i) {
-    std::optional<CrossSite::Commit> commit;
-    if (inc.adopted)
-      commit = CrossSite::Commit{*std::exchange(inc.adopted, std::nullopt), std::vector<float>(world_.job.params), {}, {0}};
-    else
-      commit = inc.cross->poll_commit(inc.now.state, 0ms);
-    log_events();
-    if (!commit) break;
-    apply(*commit);
-    if (world_.job.mutations.reapply_adopted && !commit->snapshot.empty()) inc.adopted = commit->record;
+  if (inc.phase == Phase::Joining) return join();
+  if (inc.driver->waiting()) {
+    attempt();
+    if (incarnation_ && !incarnation_->driver->waiting()) wait_ended();
+    return;
   }
-  if (inc.now.round >= world_.job.rounds) return finish();
-  if (inc.waiting_merge || inc.draining) {
-    if (inc.cross->backlog(inc.now.state) > 0) return;
-    inc.waiting_merge = false;
-    if (std::exchange(inc.draining, false)) {
-      inc.cross->leave();
-      drained_ = true;
-      say("drained: left the job");
-      return;
-    }
-    inc.next_at = world_.clock.now() + world_.job.round_s / 2;
+  if (inc.drain_asked && inc.phase == Phase::Training) {
+    inc.drain_asked = false;
+    inc.phase = Phase::Draining;
+    return on_replicas([](RoundDriver& d, Replica&) { d.drain(); });
   }
-  if (world_.clock.now() >= inc.next_at) train_half();
+  if (inc.now.step >= inc.driver->plan().total_steps) {
+    // Its last round went out before a restart: it waits for the job's end like any site.
+    inc.phase = Phase::Ending;
+    return on_replicas([](RoundDriver& d, Replica&) { d.end_job(); });
+  }
+  if (world_.clock.now() >= inc.next_at) train_step();
 }
 
 void SimSite::join() {
   Incarnation& inc = *incarnation_;
   if (!inc.cross->poll_join(0ms)) return log_events();
-  inc.joined = true;
-  inc.now.round = std::max(inc.now.round, inc.cross->next_round());
-  // Like a resumed or disk-less site, it takes up the job where the others are (fast_forward).
-  if (std::exchange(inc.fast_forward, false))
-    inc.now.round = std::max(inc.now.round, std::min(inc.cross->peers_newest_round(), world_.job.rounds - 1));
-  inc.next_at = world_.clock.now() + world_.job.round_s / 2;
-  say("joined at version " + std::to_string(inc.now.state.version()) + ", round " + std::to_string(inc.now.round));
+  say("joined at version " + std::to_string(inc.now.state.version()) + ", step " + std::to_string(inc.now.step));
+  inc.phase = Phase::CatchingUp;
+  on_replicas([](RoundDriver& d, Replica&) { d.catch_up(); });
 }
 
-void SimSite::train_half() {
-  Incarnation& inc = *incarnation_;
-  const auto step = synthetic_progress(world_.job.seed, name_, inc.now.round, inc.now.half, world_.job.params);
-  for (std::size_t i = 0; i < step.size(); ++i) {
-    inc.now.local[i] -= step[i];
-    inc.now.progress[i] += step[i];
-  }
-  inc.next_at = world_.clock.now() + world_.job.round_s / 2;
-  if (++inc.now.half == 2) end_round();
-}
-
-void SimSite::end_round() {
-  Incarnation& inc = *incarnation_;
-  Disk& d = inc.now;
-  d.half = 0;
-  ++d.span;
-  const bool final = d.round == world_.job.rounds - 1;
-  if (paused_outer_ && !final) {
-    ++d.round;  // carried into the next round that is sent
+void SimSite::attempt() {
+  try {
+    on_replicas([](RoundDriver& d, Replica& r) { d.attempt(r, 0ms); });
+  } catch (const Error& e) {
+    // A real site's process would stop here: the protocol let it reach a state it cannot go on from.
+    world_.checker.fail(name_ + " stopped: " + e.what());
+    incarnation_.reset();
+    done_ = true;
     return;
   }
-  auto bytes = d.state.encode_delta(d.local);
-  const DeltaAnnouncement a{name_, d.round, d.state.version(), 1000, bytes.size(), sha256(bytes), final, 0, d.span};
-  world_.checker.submitted(name_, d.round, bytes, d.progress);
-  std::fill(d.progress.begin(), d.progress.end(), 0.0f);
-  auto hashes = chunk_hashes(bytes, inc.cross->chunk_bytes());
-  inc.cross->submit(a, std::move(bytes), std::move(hashes));
-  say("sent round " + std::to_string(d.round) + (final ? " (final)" : "") + " on version " + std::to_string(a.base_version));
-  ++d.round;
-  d.span = 0;
-  inc.waiting_merge = !world_.job.overlap;
-  if (d.round % 3 == 0) save_disk();
 }
 
-void SimSite::apply(CrossSite::Commit& commit) {
+void SimSite::wait_ended() {
   Incarnation& inc = *incarnation_;
-  OuterState& state = inc.now.state;
-  const CommitRecord& record = commit.record;
-  if (!commit.snapshot.empty()) {
-    try {
-      state.adopt(commit.snapshot, record.params_hash, inc.now.local);
-    } catch (const Error& e) {
-      world_.checker.fail(name_ + " could not adopt a snapshot CrossSite had verified: " + e.what());
+  switch (inc.phase) {
+    case Phase::CatchingUp:
+      inc.phase = std::exchange(inc.take_up, false) ? Phase::TakingUp : Phase::Training;
+      if (inc.phase == Phase::TakingUp) on_replicas([](RoundDriver& d, Replica&) { d.take_up_job(); });
+      inc.next_at = world_.clock.now() + world_.job.round_s / kStepsPerExchange;
       return;
-    }
-    world_.checker.applied(name_, record, OuterState::weights_hash(state.global()), true);
-    say("adopted a peer's state of version " + std::to_string(record.number));
-  } else {
-    if (record.number != state.version() + 1) {
-      world_.checker.applied(name_, record, 0, false);  // out of order: the checker says how
+    case Phase::TakingUp:
+      inc.phase = Phase::Training;
       return;
-    }
-    auto outcome = state.preview(commit.fragments, commit.mean_delta);
-    if (outcome.hash != record.params_hash)
-      world_.checker.fail(name_ + "'s weights of version " + std::to_string(record.number) + " do not hash as its record says");
-    const std::uint64_t hash = outcome.hash;
-    state.commit(record.number, std::move(outcome));
-    if (world_.job.mutations.skip_rebase)  // rebased from the wrong start: the round's progress is dropped
-      std::copy(state.start().begin(), state.start().end(), inc.now.local.begin());
-    state.rebase(inc.now.local);
-    world_.checker.applied(name_, record, hash, false);
-    std::string merged;
-    for (const auto& e : record.entries) merged += " " + e.site + std::to_string(e.round) + "@" + std::to_string(e.base_version);
-    say("applied version " + std::to_string(record.number) + " from " + record.proposer + ":" + merged);
+    case Phase::Draining:
+      if (std::exchange(inc.resume_asked, false)) {  // resumed while the drain went on: it comes back at once
+        inc.phase = Phase::Joining;
+        inc.take_up = true;
+        return say("drained and resumed");
+      }
+      drained_ = true;
+      say("drained: left the job");
+      return;
+    case Phase::Ending:
+      done_ = true;
+      world_.checker.finished(name_, inc.now.state.version(), inc.now.state.global());
+      say("finished at version " + std::to_string(inc.now.state.version()));
+      incarnation_.reset();  // the process exits: its lease is revoked
+      return;
+    case Phase::Training:
+      // No site trains on past its backlog bound: at a round's end, with the control plane in
+      // reach, it waits until at most one of its rounds is unmerged (a cut-off site counts none).
+      if (std::exchange(inc.round_wait, false) && world_.job.overlap &&
+          inc.cross->backlog(inc.now.state) > RoundDriver::kMaxBacklog)
+        world_.checker.fail(name_ + " trains on with " + std::to_string(inc.cross->backlog(inc.now.state)) +
+                            " of its rounds unmerged, past the backlog bound");
+      return;
+    case Phase::Joining:
+      return;
   }
 }
 
-void SimSite::finish() {
+void SimSite::train_step() {
   Incarnation& inc = *incarnation_;
-  if (!inc.cross->finished(inc.now.state)) return log_events();
-  log_events();
-  done_ = true;
-  world_.checker.finished(name_, inc.now.state.version(), inc.now.state.global());
-  say("finished at version " + std::to_string(inc.now.state.version()));
-  incarnation_.reset();  // the process exits: its lease is revoked
+  const double scale = std::exchange(spike_, false) ? kSpike : 1.0;
+  inc.steps->train(scale);
+  inc.member->steps.train(scale);
+  const std::int64_t done = inc.now.step;
+  const bool last = done == inc.driver->plan().total_steps;
+  const bool hold = paused_outer_ && !last;
+  on_replicas([&](RoundDriver& d, Replica& r) { d.after_step(r, done, last, hold); });
+  inc.next_at = world_.clock.now() + world_.job.round_s / kStepsPerExchange;
+  if (last) inc.phase = Phase::Ending;
+  inc.round_wait = inc.driver->round_ends(done) && !last && !hold;
+  if (inc.driver->round_ends(done) && (done / kStepsPerExchange) % 3 == 0) save_disk();
+}
+
+void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& call) {
+  Incarnation& inc = *incarnation_;
+  Replica leader{inc.channel, *inc.steps};
+  call(*inc.driver, leader);
+  Member& m = *inc.member;
+  Replica member{m.channel, m.steps};
+  call(m.driver, member);
+  const bool same = inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local &&
+                    inc.now.step == m.now.step && inc.driver->waiting() == m.driver.waiting() &&
+                    OuterState::weights_hash(inc.now.state.global()) == OuterState::weights_hash(m.now.state.global());
+  if (!same)
+    world_.checker.fail(name_ + "'s replicas differ: the leader at version " + std::to_string(inc.now.state.version()) +
+                        " step " + std::to_string(inc.now.step) + ", the member at version " +
+                        std::to_string(m.now.state.version()) + " step " + std::to_string(m.now.step));
+  check_weights();
+}
+
+void SimSite::check_weights() {
+  if (!incarnation_) return;
+  const Disk& d = incarnation_->now;
+  // The working weights are the round's start plus the progress in flight since its fragments
+  // were last sent: a rebase, a drop or an adopted state loses none of it and adds none.
+  for (std::size_t i = 0; i < d.local.size(); ++i)
+    if (std::abs(d.local[i] - (d.state.start()[i] - d.progress[i])) > 1e-4f) {
+      world_.checker.fail(name_ + "'s working weight " + std::to_string(i) + " is " +
+                          std::to_string(d.local[i]) + ", its round's start less its progress " +
+                          std::to_string(d.state.start()[i] - d.progress[i]));
+      return;
+    }
+}
+
+void SimSite::submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) {
+  Disk& d = incarnation_->now;
+  std::vector<float> progress;
+  for (const auto& range : d.state.fragment(a.fragment).ranges) {
+    auto from = d.progress.begin() + static_cast<std::ptrdiff_t>(range.offset);
+    progress.insert(progress.end(), from, from + static_cast<std::ptrdiff_t>(range.count));
+    std::fill(from, from + static_cast<std::ptrdiff_t>(range.count), 0.0f);
+  }
+  world_.checker.submitted(name_, a.round, encoded, progress);
+  say("sent round " + std::to_string(a.round) + " of fragment " + std::to_string(a.fragment) +
+      (a.final ? " (final)" : "") + " on version " + std::to_string(a.base_version));
+}
+
+void SimSite::applied(const AppliedVersion& v) {
+  const OuterState& state = incarnation_->now.state;
+  if (v.record == nullptr) return world_.checker.fail(name_ + " applied version " + std::to_string(v.version) + " with no record");
+  world_.checker.applied(name_, *v.record, OuterState::weights_hash(state.global()), v.adopted);
+  if (v.adopted) return say("adopted a peer's state of version " + std::to_string(v.version));
+  // A commit rebases the round onto it: the fragments it changed start from the version.
+  for (const int f : v.fragments)
+    for (const auto& range : state.fragment(f).ranges)
+      if (!std::equal(state.start().begin() + static_cast<std::ptrdiff_t>(range.offset),
+                      state.start().begin() + static_cast<std::ptrdiff_t>(range.offset + range.count),
+                      state.global().begin() + static_cast<std::ptrdiff_t>(range.offset)))
+        world_.checker.fail(name_ + "'s round was not rebased onto version " + std::to_string(v.version) +
+                            " in fragment " + std::to_string(f) + ", which it changed");
+  std::string merged;
+  for (const auto& e : v.record->entries)
+    merged += " " + e.site + std::to_string(e.round) + "f" + std::to_string(e.fragment) + "@" + std::to_string(e.base_version);
+  say("applied version " + std::to_string(v.version) + " from " + v.record->proposer + ":" + merged);
+}
+
+void SimSite::dropped(std::int64_t round, std::int64_t, std::int64_t version, int in_a_row) {
+  Disk& d = incarnation_->now;
+  std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // the site went back to the version it holds
+  world_.checker.dropped_round();
+  say("dropped round " + std::to_string(round) + " on version " + std::to_string(version) + ", " +
+      std::to_string(in_a_row) + " in a row");
+}
+
+void SimSite::fast_forwarded(std::int64_t from_step, std::int64_t step) {
+  say("fast-forwarded from step " + std::to_string(from_step) + " to " + std::to_string(step));
+}
+
+void SimSite::caught_up(std::int64_t from_version, std::int64_t version, double) {
+  say("caught up from version " + std::to_string(from_version) + " to " + std::to_string(version));
 }
 
 void SimSite::save_disk() {
@@ -275,11 +440,12 @@ void SimSite::restart(bool lose_disk) {
   if (lose_disk) {
     journal_ = std::make_shared<MemoryDeltaJournal>();
     const auto w = sim_initial_weights(world_.job.params);
-    *disk_ = Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false), w,
-                  std::vector<float>(w.size()), 0, 0, 0};
+    *disk_ = Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
+                             sim_fragments(w.size(), world_.job.fragments)),
+                  w, std::vector<float>(w.size()), 0};
   }
   start(*disk_);
-  incarnation_->fast_forward = lose_disk;
+  incarnation_->take_up = lose_disk;
 }
 
 void SimSite::cut_off(bool cut) {
@@ -300,13 +466,14 @@ void SimSite::apply_faults() {
 void SimSite::drain() {
   if (!incarnation_ || drained_) return;
   say("drain");
-  incarnation_->draining = true;
+  incarnation_->drain_asked = true;
 }
 
 void SimSite::resume() {
   if (!incarnation_) return;
   if (!drained_) {
-    incarnation_->draining = false;
+    incarnation_->drain_asked = false;
+    incarnation_->resume_asked = incarnation_->phase == Phase::Draining;
     return;
   }
   say("resume");
@@ -317,22 +484,32 @@ void SimSite::resume() {
     incarnation_.reset();
     return;
   }
-  incarnation_->joined = false;
-  incarnation_->fast_forward = true;
+  incarnation_->phase = Phase::Joining;
+  incarnation_->take_up = true;
 }
 
 void SimSite::pause_outer(bool paused) {
   paused_outer_ = paused;
-  if (incarnation_) incarnation_->cross->set_proposing(!paused);
+  if (incarnation_) {
+    incarnation_->cross->set_proposing(!paused);
+    incarnation_->driver->pause(paused);
+    incarnation_->member->driver.pause(paused);
+  }
   say(paused ? "pause-outer" : "resume-outer");
 }
 
 void SimSite::rollback() {
   if (!incarnation_) return;
   Disk& d = incarnation_->now;
-  d.state.drop_in_flight(d.local);
-  std::fill(d.progress.begin(), d.progress.end(), 0.0f);
+  std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // what the rollback drops
+  on_replicas([](RoundDriver& driver, Replica& r) { driver.roll_back(r.training); });
   say("rollback to version " + std::to_string(d.state.version()));
+}
+
+void SimSite::spike() {
+  if (!incarnation_) return;
+  spike_ = true;
+  say("spike: its next step is " + std::to_string(static_cast<int>(kSpike)) + " times the usual");
 }
 
 std::int64_t SimSite::version() const { return incarnation_ ? incarnation_->now.state.version() : -1; }
@@ -343,7 +520,7 @@ std::string SimSite::describe() const {
   if (done_) return s + " done";
   if (!incarnation_) return s + " down";
   const Disk& d = incarnation_->now;
-  s += " version " + std::to_string(d.state.version()) + " round " + std::to_string(d.round);
+  s += " version " + std::to_string(d.state.version()) + " step " + std::to_string(d.step);
   if (stopped_) s += " stopped";
   if (drained_) s += " drained";
   if (cut_) s += " cut off";

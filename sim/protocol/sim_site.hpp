@@ -1,11 +1,12 @@
 #pragma once
-// One site of the protocol simulator: the real CrossSite and OuterState of a site's leader, over
-// a MemoryControlPlane client and a SimLink, driven by the simulator's ticks instead of a trainer.
-// Training is synthetic and deterministic: each round adds two fixed pseudo-random halves to the
-// site's working weights (one mid-round, one at its end), so a commit can land mid-round and every
-// delta's expected content is known (Checker::submitted). What a crash loses and a restart
-// restores is what a real site's would: the process's memory goes, its disk (the state after its
-// latest applied version, written as a checkpoint would be) stays unless the fault says otherwise.
+// One site of the protocol simulator: the real CrossSite, OuterState and RoundDriver of a site's
+// leader, over a MemoryControlPlane client and a SimLink, driven by the simulator's ticks instead
+// of a replica loop: one step of synthetic training when its time comes, one attempt of the round
+// per tick while the round waits. Training is synthetic and deterministic: each step adds a fixed
+// pseudo-random amount to the site's working weights, so every delta's expected content is known
+// (Checker::submitted). What a crash loses and a restart restores is what a real site's would: the
+// process's memory goes, its disk (the state after an exchange, written every third one as a
+// checkpoint would be) stays unless the fault says otherwise.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +18,7 @@
 #include "sim/protocol/checker.hpp"
 #include "crosssite/control/memory_control_plane.hpp"
 #include "crosssite/round/cross_site.hpp"
+#include "crosssite/round/round_driver.hpp"
 #include "crosssite/outer/outer_state.hpp"
 #include "transport/link/sim_link.hpp"
 
@@ -24,6 +26,8 @@ namespace meridian {
 
 // Version 0: the weights every simulated site starts from.
 std::vector<float> sim_initial_weights(std::size_t n);
+// The job's P fragments of those weights: contiguous, the last one takes the remainder.
+FragmentPlan sim_fragments(std::size_t n, int fragments);
 
 // Deliberate bugs the simulator's tests must catch, each made on a seam: the sites' control plane
 // and link (mutant_seams.hpp), the simulator's own driver, or crosssite's link-time switch
@@ -32,7 +36,10 @@ struct SimMutations {
   bool unverified_deltas = false;  // Mutant::UnverifiedDeltas: a delta used without checking its digest
   bool overwrite_commits = false;  // a proposal overwrites a version's record instead of creating it
   bool reapply_adopted = false;    // after adopting a peer's state, its version comes again as a commit
-  bool skip_rebase = false;        // a commit does not rebase the in-flight round onto it
+  bool skip_rebase = false;        // Mutant::SkipRebase: a commit does not rebase the in-flight round
+  bool rebase_wrong_fragment = false;  // Mutant::RebaseWrongFragment: fragment 0 rebased, not the commit's
+  bool unbounded_backlog = false;  // Mutant::UnboundedBacklog: an overlapped site never waits on its backlog
+  bool keep_dropped_round = false;  // Mutant::KeepDroppedRound: a lost round's progress stays in the weights
   bool never_renew_lease = false;  // nobody keeps the membership lease alive
   // An equivocating site (first) sends one peer (second) other bytes than it announced, under the
   // same announcement and with chunk checks that pass: the peers must catch it and refuse it.
@@ -43,9 +50,11 @@ struct SimJob {
   std::string name = "sim";
   std::vector<std::string> sites;
   std::size_t params = 32;
-  std::int64_t rounds = 24;  // every site's rounds, the last one final
-  double round_s = 1.0;      // H inner steps, in virtual seconds
+  std::int64_t rounds = 24;  // every site's exchanges, the last one final (it sends every fragment)
+  double round_s = 1.0;      // the steps between two exchanges (two), in virtual seconds
+  int fragments = 1;         // Streaming DiLoCo's P: an exchange sends one fragment
   bool overlap = true;
+  bool eager = false;        // overlapped rounds start from the estimate of their commit
   std::uint64_t seed = 0;
   OuterOptions outer;
   CrossSiteOptions cross;  // the protocol's timings; job, site and sites are filled in per site
@@ -69,10 +78,10 @@ struct SimWorld {
   std::function<void(const std::string&)> trace;  // empty: no trace kept
 };
 
-class SimSite {
+class SimSite final : private RoundEvents {
  public:
   SimSite(SimWorld& world, std::string name);
-  ~SimSite();
+  ~SimSite() override;
 
   void tick();  // one look, when the site runs (not crashed, not stopped)
   void renew_lease();  // the keeper's beat: once a second of virtual time
@@ -92,29 +101,45 @@ class SimSite {
   void resume();
   void pause_outer(bool paused);
   void rollback();  // to the newest version it holds: the in-flight round is dropped
+  void spike();     // its next step of training is far out of line (a loss spike)
   std::string describe() const;
 
  private:
   struct Lease;
   struct Incarnation;
   struct Disk;
+  class Steps;
+  struct Member;
+  enum class Phase { Joining, CatchingUp, TakingUp, Training, Draining, Ending };
   void start(const Disk& disk);
   void join();
-  void train_half();
-  void end_round();
-  void apply(CrossSite::Commit& commit);
-  void finish();
+  void train_step();
+  void attempt();
+  void wait_ended();
+  // One call of the round on both of the site's replicas, the leader's first; then they must hold
+  // the same version, weights and step, and the working weights must be the round's start less
+  // the progress in flight.
+  void on_replicas(const std::function<void(RoundDriver&, Replica&)>& call);
+  void check_weights();
   void save_disk();
   void log_events();
   void say(const std::string& what) const;
 
+  // RoundEvents: what the site's round did, for the checker and the trace.
+  void looked() override { log_events(); }
+  void submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) override;
+  void applied(const AppliedVersion& v) override;
+  void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) override;
+  void fast_forwarded(std::int64_t from_step, std::int64_t step) override;
+  void caught_up(std::int64_t from_version, std::int64_t version, double seconds) override;
+
   SimWorld& world_;
   std::string name_;
-  std::unique_ptr<Disk> disk_;  // the latest checkpoint: every third round, as a real site's is now and then
+  std::unique_ptr<Disk> disk_;  // the latest checkpoint: every third exchange, as a real site's is now and then
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
-  bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false;
+  bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 
 }  // namespace meridian

@@ -34,7 +34,7 @@ FragmentPlan plan_of(int fragments) {
 // The other sites, as the leader sees them: commits handed out in turn, the rest as set.
 struct FakePeers final : RoundPeers {
   std::deque<std::vector<int>> commits;  // fragments of each version to come (a mean of 0.01s)
-  std::optional<std::int64_t> lost;
+  std::optional<std::int64_t> lost, refused;
   std::int64_t backlog_count = 0, newest = 0, peers_round = -1;
   bool all_finished = false, left = false;
   std::vector<DeltaAnnouncement> submitted;
@@ -61,6 +61,9 @@ struct FakePeers final : RoundPeers {
   }
   std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t after) const override {
     return lost && *lost > after ? lost : std::nullopt;
+  }
+  std::optional<std::int64_t> refused_round(std::int64_t after) const override {
+    return refused && *refused > after ? refused : std::nullopt;
   }
   std::int64_t backlog(const OuterState&) const override { return backlog_count; }
   bool finished(const OuterState&) override { return all_finished && commits.empty(); }
@@ -254,16 +257,16 @@ TEST_CASE("streaming: each exchange sends the fragment due, the last sends every
 TEST_CASE("a lost round is dropped on every replica, and three in a row stop the site with Error(Data)") {
   Site site(plan(2, false));
   site.step();
-  site.peers.lost = 0;
+  site.peers.lost = site.peers.refused = 0;
   site.step();
   CHECK(site.log.said.back() == "dropped 0");
   site.same_everywhere();
   CHECK(site.lead_training.w == std::vector<float>(site.leader_state.global().begin(), site.leader_state.global().end()));
   site.step();
-  site.peers.lost = 1;
+  site.peers.lost = site.peers.refused = 1;
   site.step();
   site.step();
-  site.peers.lost = 2;
+  site.peers.lost = site.peers.refused = 2;
   testing::error_of(ErrorKind::Data, [&] { site.step(); });
 }
 
