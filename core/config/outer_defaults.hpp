@@ -25,8 +25,7 @@ OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse = false);
 inline constexpr int kMomentumWarmupInnerSteps = 250;
 
 // What a sparse job's density is derived from where the job file leaves it out: the bytes a round
-// may send per parameter (the sparse row of issue 15; about 2,000x less than synchronous fp32
-// training at H = 50).
+// may send per parameter (docs/quality.md, "The sparse codec at 0.1 byte a parameter").
 inline constexpr double kSparseBytesPerValue = 0.1;
 
 // How many steps an overlapping site trains past a round's end before it waits for that round's

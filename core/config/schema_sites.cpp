@@ -43,7 +43,7 @@ std::string_view endpoint_host(std::string_view url) {
 }
 
 // Plaintext that leaves the machine is refused unless [job] insecure = true: anyone on the path
-// could read or forge it (issue 17). Traffic on loopback never leaves this host.
+// could read or forge it (docs/security.md). Traffic on loopback never leaves this host.
 void refuse_plaintext(Resolver& r, const JobConfig& c) {
   if (c.job.insecure) return;
   const std::string why = " (or say [job] insecure = true to send it in plaintext anyway)";

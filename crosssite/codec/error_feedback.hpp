@@ -12,8 +12,8 @@ namespace meridian {
 
 // How much of the residual a codec's next delta carries (the rest is dropped). Sparse: 0.95
 // (SparseLoCo's beta): its residual holds rounds-old progress that the site's weights keep too
-// (OuterState::rebase), and fading it pulls the sites back toward the version. Against 0.95's
-// loss: 1 measured +0.8%, 0.9 +0.3%, 0.7 +3.1% (docs/quality.md). The others: 1, nothing dropped.
+// (OuterState::rebase), and fading it pulls the sites back toward the version; 1, 0.9 and 0.7
+// measured worse (docs/quality.md). The others: 1, nothing dropped.
 float feedback_decay(CodecKind kind);
 
 class ErrorFeedback {

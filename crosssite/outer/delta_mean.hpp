@@ -23,7 +23,7 @@ void weighted_mean(std::span<const std::span<const float>> deltas, std::span<con
 // in the version the site holds (their commit came while it trained), so this round's estimate is
 // out = share * fresh: the others count as zero until the round's commit brings their deltas. (An
 // earlier rule added the others' latest mean again as a proxy for their fresh deltas: that
-// counted their previous round twice, and measured 1.1% worse on the demo; docs/quality.md.)
+// counted their previous round twice, and measured worse; docs/quality.md.)
 // InvariantError when the sizes disagree or share is not in (0, 1].
 void eager_estimate(std::span<const float> fresh, double share, std::span<float> out);
 

@@ -34,7 +34,8 @@ struct OuterOptions {
   int delay = 0;
   // Step t (0-based) of the first `momentum_warmup` uses momentum * t / momentum_warmup. The first
   // deltas carry the model away from its random start and shrink several-fold from one to the
-  // next; a full momentum keeps pushing along them long after (docs/quality.md, "Fifth session").
+  // next; a full momentum keeps pushing along them long after (docs/quality.md, "Where the gap
+  // comes from, and a momentum that ramps up").
   int momentum_warmup = 0;
 };
 

@@ -52,7 +52,7 @@ class OuterState {
   // The sparse codec with error feedback: local <- global - residual + (local - start), start <-
   // global - residual. Its residual is most of a round (a kept entry leaves once in 1/density
   // rounds); dropped from the weights, the next round would learn it again and error feedback
-  // would send it twice, late (docs/quality.md: +8.1% over int8 at 10% kept, +2.6% kept here). The
+  // would send it twice, late (docs/quality.md, "The sparse codec at 0.1 byte a parameter"). The
   // next delta, start - local, is then the round's own progress, and error feedback adds the
   // residual once. The other codecs' residual is under half a quantization step: not kept.
   void rebase(std::span<float> local);
@@ -89,6 +89,9 @@ class OuterState {
   Outcome preview(std::span<const float> mean_delta, int fragment = 0) const {
     return preview(std::vector<int>{fragment}, mean_delta);
   }
+  // How many previews this state computed: each a pass over the whole model, once per version on
+  // every replica (a leader reuses its winning proposal's).
+  std::uint64_t previews() const { return previews_; }
   // Makes `outcome` version `version`, which must be version() + 1 (InvariantError otherwise).
   void commit(std::int64_t version, Outcome outcome);
 
@@ -123,6 +126,7 @@ class OuterState {
   std::vector<ErrorFeedback> feedback_;      // by fragment; empty without error feedback
   std::vector<float> delta_;                 // scratch
   std::int64_t version_ = 0;
+  mutable std::uint64_t previews_ = 0;
 };
 
 }  // namespace meridian

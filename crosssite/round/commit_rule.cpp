@@ -94,8 +94,7 @@ std::optional<std::vector<CommitEntry>> decide_commit(const CommitView& view, co
       if (!view.held.contains({site, a->round})) break;
       // A delta spanning k paused rounds is the sum of k rounds' progress: weighed as one round's
       // tokens it adds what k rounds sent one by one would have (each its share of a version),
-      // rather than k times that. Seen in a 3-site demo: weighed by all its 37 rounds' tokens, one
-      // such delta made 95% of its version and the job's validation loss rose from 1.83 to 1.92.
+      // rather than k times that, which would let one such delta make most of its version.
       const double weight = staleness_weight(a->tokens / std::max(1, a->rounds),
                                              staleness_of(view.version, a->base_version, options), options.staleness);
       if (weight > 0) mine.push_back({site, a->round, a->base_version, weight, a->digest, a->fragment});

@@ -278,8 +278,8 @@ bool CrossSite::merged_all(const OuterState& state) {
       return false;
     }
     // The peers sent their last deltas as they announced them, perhaps moments before they left:
-    // those may still be on their way. Seen: a site starved of CPU adopted a peer's state for the
-    // second-to-last version, and looked for the last one's deltas 0.3 s after its peers sent them.
+    // those may still be on their way (a site that adopted a peer's state for the second-to-last
+    // version looks for the last one's deltas right after they were sent).
     if (ends_.in_flight(clock_())) {
       waiting_ = {Waiting::What::OnTheirWay, state.version() + 1, ""};
       return false;
@@ -341,11 +341,15 @@ std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state, std::
   return refused;
 }
 
-std::optional<std::int64_t> CrossSite::refused_round(std::int64_t after) const {
-  // A site caught equivocating (rightly or not) has every round refused, the newest included.
-  const auto refused =
-      book_.banned(options_.site) ? std::optional<std::int64_t>(outbox_.next_round() - 1) : book_.newest_refused(options_.site);
-  return refused && *refused > after ? refused : std::nullopt;
+bool CrossSite::unmergeable(const OuterState& state, std::int64_t round) const {
+  if (gate_.down()) return false;  // cut off: what it announced may still be merged
+  if (book_.banned(options_.site)) return false;  // disputed(): refused, but nobody waits for it either  // disputed(): refused, but nobody waits for it either
+  const CommitView view = control_view(state);
+  if (const auto merged = view.applied.find(options_.site); merged != view.applied.end() && merged->second >= round)
+    return false;
+  for (const auto& a : view.announced)
+    if (a.site == options_.site && a.round == round) return !mergeable(a, view, options_.rule);
+  return false;  // not read back from the control plane yet
 }
 
 std::int64_t CrossSite::backlog(const OuterState& state) const {

@@ -142,7 +142,8 @@ class CrossSite final : public RoundPeers {
   // version that leaves this site's round out can still come (a peer's delta is open or on its
   // way). Cheap when nothing of this site's is refused after `after`: called every step.
   std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const override;
-  std::optional<std::int64_t> refused_round(std::int64_t after) const override;
+  bool unmergeable(const OuterState& state, std::int64_t round) const override;
+  bool disputed() const override { return book_.banned(options_.site); }
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
   // The newest round any other site announced (merged or not), -1 before any: how far the job
   // has got, for a site that comes back.

@@ -53,7 +53,7 @@ class Outbox {
   std::uint64_t in_flight_bytes() const;
   // Any kept round (a peer that asks saw it announced), or one that has left the window but not
   // the journal: a site far behind keeps sending rounds while a version that merged an older one
-  // waits for its bytes (simulator seed 326199: nobody could apply it).
+  // waits for its bytes, and nobody else has them (docs/simulator.md, "Bugs it found").
   const Delta* find(std::int64_t round);
   // The kept rounds after `merged` that the control plane has announced: what a site that
   // (re)joins is sent. A journaled round never announced (an earlier job's, or one whose

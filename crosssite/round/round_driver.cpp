@@ -157,21 +157,28 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       if (wait_.what == What::NextVersion) u.waits = false;
       looked.record = std::move(commit->record);
       looked.outcome = std::move(commit->outcome);
+    } else if (wait_.what == What::NextVersion && peers_->disputed()) {
+      u.waits = false;  // no version waits for this site's rounds: it does not wait for one either
     } else if (wait_.what == What::Finished && peers_->finished(state_)) {
       u.waits = false;
     }
   }
-  // A site in lockstep waits for the version after its round: once that round is refused, the
-  // version can only come with this site's next round, so it drops this one and trains on.
+  // A site in lockstep waits for the version after its round: once no version can merge that
+  // round, the version may need this site's next one, so it drops this one and trains on.
   if (u.kind == Update::Kind::Nothing)
-    if (const auto lost = wait_.what == What::NextVersion ? peers_->refused_round(cursor_.dropped_round)
-                                                         : peers_->lost_round(state_, cursor_.dropped_round)) {
+    if (const auto lost = wait_.what == What::NextVersion ? own_unmergeable() : peers_->lost_round(state_, cursor_.dropped_round)) {
       u.kind = Update::Kind::DropRound;
       u.version = *lost;
       if (wait_.what == What::NextVersion) u.waits = false;
     }
   events_.looked();
   return u;
+}
+
+std::optional<std::int64_t> RoundDriver::own_unmergeable() const {
+  const std::int64_t newest = cursor_.next_round - 1;
+  if (newest <= cursor_.dropped_round || !peers_->unmergeable(state_, newest)) return std::nullopt;
+  return newest;
 }
 
 void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {

@@ -149,6 +149,8 @@ class RoundDriver {
   };
   Update look(std::chrono::milliseconds budget, Looked& looked);
   void apply(Replica& r, Update& u, Looked& looked);
+  // Leader: this site's newest round when no version can merge it (and it was not dropped yet).
+  std::optional<std::int64_t> own_unmergeable() const;
   void drop_lost_round(Replica& r, std::int64_t round);
   void ended(Replica& r, const Update& u);
   void take_up(Replica& r, std::int64_t job_step);

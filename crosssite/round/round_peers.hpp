@@ -27,9 +27,13 @@ class RoundPeers {
   // This site's newest round after `after` that no version can ever merge, once no version can
   // come without it either (every live site's round on the version was refused), if any.
   virtual std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const = 0;
-  // This site's newest round after `after` whose values were refused (every site screens alike:
-  // no version will merge it), whatever the others' rounds.
-  virtual std::optional<std::int64_t> refused_round(std::int64_t after) const = 0;
+  // Whether no version can merge this site's `round` (commit_rule's `mergeable`: refused for its
+  // values, withdrawn, too stale...), whatever the others' rounds; false while the control plane
+  // is out of reach or the round is not read back yet.
+  virtual bool unmergeable(const OuterState& state, std::int64_t round) const = 0;
+  // This site was caught sending a peer other bytes than it announced (rightly or not): no
+  // version merges its rounds, and none waits for them.
+  virtual bool disputed() const = 0;
   // This site's rounds announced and still mergeable (0 while the control plane is out of reach).
   virtual std::int64_t backlog(const OuterState& state) const = 0;
   // Every live site's last round is merged and all of them ended: the job's last version is here.

@@ -10,8 +10,9 @@
 
 namespace meridian {
 
-ReplicaGroup::ReplicaGroup(Store& store, int id, GlooOptions options, std::optional<int> nccl_device)
-    : store_(store), id_(id), options_(std::move(options)), nccl_device_(nccl_device) {}
+ReplicaGroup::ReplicaGroup(Store& store, int id, GlooOptions options, std::function<double()> clock,
+                           std::optional<int> nccl_device)
+    : store_(store), id_(id), options_(std::move(options)), clock_(std::move(clock)), nccl_device_(nccl_device) {}
 
 void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::milliseconds timeout) {
   comm_.reset();
@@ -24,9 +25,9 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
     while (store_.check(site_keys::generation(from))) ++from;
   }
   store_.add(site_keys::ready(id_), 1);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const double deadline = clock_() + static_cast<double>(timeout.count()) / 1000.0;
   for (std::int64_t n = from;; ++n) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::milliseconds(static_cast<std::int64_t>(1000.0 * (deadline - clock_())));
     if (left.count() <= 0)
       throw make_error(ErrorKind::Timeout, "replica ", id_, ": no generation from ", from, " on lists it within ",
                        timeout.count(), " ms");

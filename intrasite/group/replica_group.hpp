@@ -2,6 +2,7 @@
 // A replica's side of site membership: wait for the agent to publish a generation that lists it,
 // connect to that generation's members, and report a failed collective so the agent can regroup.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +18,9 @@ class ReplicaGroup {
  public:
   // `nccl_device`: the replicas of a GPU site all-reduce over NCCL, this replica on that CUDA
   // device (with options.timeout); none: over Gloo (TCP).
-  ReplicaGroup(Store& store, int id, GlooOptions options, std::optional<int> nccl_device = std::nullopt);
+  // `clock`: monotonic seconds, for the join's deadline.
+  ReplicaGroup(Store& store, int id, GlooOptions options, std::function<double()> clock,
+               std::optional<int> nccl_device = std::nullopt);
 
   // Announces that this replica is ready, then waits for generations from `from` on until one lists
   // it, and connects to its members. Without `from` (a process joining for the first time, maybe a
@@ -45,6 +48,7 @@ class ReplicaGroup {
   Store& store_;
   int id_;
   GlooOptions options_;
+  std::function<double()> clock_;
   std::optional<int> nccl_device_;
   Generation generation_;
   int rank_ = -1;

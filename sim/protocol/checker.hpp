@@ -1,5 +1,5 @@
 #pragma once
-// The protocol simulator's invariants (issue 16), judged from what every site did and what the
+// The protocol simulator's invariants (docs/simulator.md), judged from what every site did and what the
 // control plane holds when a run ends:
 //   * one linear commit history: versions 1..N, one record each, every site applying the same one;
 //   * the same weights hash on every site for each version;

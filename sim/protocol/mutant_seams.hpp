@@ -109,7 +109,8 @@ class ReapplyingPeers final : public RoundPeers {
   std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const override {
     return inner_.lost_round(state, after);
   }
-  std::optional<std::int64_t> refused_round(std::int64_t after) const override { return inner_.refused_round(after); }
+  bool unmergeable(const OuterState& state, std::int64_t round) const override { return inner_.unmergeable(state, round); }
+  bool disputed() const override { return inner_.disputed(); }
   std::int64_t backlog(const OuterState& state) const override { return inner_.backlog(state); }
   bool finished(const OuterState& state) override { return inner_.finished(state); }
   std::int64_t newest_commit() const override { return inner_.newest_commit(); }

@@ -1,5 +1,5 @@
 #pragma once
-// The deterministic protocol simulator (issue 16): N sites' real cross-site round code (CrossSite,
+// The deterministic protocol simulator (docs/simulator.md): N sites' real cross-site round code (RoundDriver, CrossSite,
 // OuterState, the commit rule, the codecs) in one thread, on one virtual clock, over an in-memory
 // control plane and a simulated network, under a random fault schedule drawn from one seed. A
 // seed costs milliseconds and replays bit-exactly: `meridian-protosim --seed N --trace` prints what

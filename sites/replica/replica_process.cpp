@@ -69,7 +69,7 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
                mode_.command(kind, result);
                if (!result.contains("error")) mode_.publish(turn_.leader, {{"step", trainer_.state().step}});
              }),
-      group_(store_, run.id, gloo_options(run.config), nccl_device(placement(run.config, run.site, run.id))),
+      group_(store_, run.id, gloo_options(run.config), now_, nccl_device(placement(run.config, run.site, run.id))),
       guard_(run.config.guard, guard_mode(), log_, {{"site", run.site}, {"replica", run.id}},
              versions() ? DivergenceGuard::ToVersion([this](Trainer& t) {
                auto fields = exchange_.roll_back(t);
@@ -238,7 +238,7 @@ void ReplicaProcess::sit_out() {
                         [this](std::int64_t newest) {
                           if (apply_commands(newest)) guard_.reset(trainer_, turn_.leader);
                         },
-                        [this] { return exchange_.job_over(); }};
+                        [this] { return exchange_.job_over(); }, now_};
   switch (park(group_.comm(), turn_.leader, mode_, hooks)) {
     case Parked::Regroup: turn_.switch_pending = true; return;
     case Parked::JobOver:

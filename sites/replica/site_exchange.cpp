@@ -32,12 +32,6 @@ constexpr auto kAttempt = 200ms;
 // A wait this long is said to the site's agent (on_wait), and again every as long while it lasts.
 constexpr double kWaitReportS = 1.0;
 
-// Broadcast moves bytes: integers ride along bit for bit.
-template <class T>
-void broadcast_value(Communicator& group, T& value) {
-  group.broadcast(std::as_writable_bytes(std::span<T>(&value, 1)), 0);
-}
-
 }  // namespace
 
 SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<const float> initial, RunLog& log,
@@ -155,7 +149,7 @@ void SiteExchange::wait_together(Communicator& group, bool leader, const std::fu
       log_cross_site_events();
       if (!done) report_wait(t0, said_at);
     }
-    broadcast_value(group, done);
+    group.broadcast(std::as_writable_bytes(std::span<std::uint8_t>(&done, 1)), 0);
     if (done) break;
   }
   if (said_at > t0) waits_.reporter(json::object());  // said_at moves only where the reporter is set

@@ -83,13 +83,14 @@ void SiteMode::publish(bool leader, nlohmann::json detail) const {
 
 Parked park(Communicator& group, bool leader, const SiteMode& mode, const ParkHooks& hooks,
             std::chrono::milliseconds every, std::chrono::milliseconds job_every) {
-  auto next_job_check = std::chrono::steady_clock::now();
+  const double job_every_s = static_cast<double>(job_every.count()) / 1000.0;
+  double next_job_check = hooks.now();
   while (true) {
     float control[3] = {hooks.newer_generation() ? 1.0f : 0.0f, 0, 0};
     if (leader) {
       control[1] = static_cast<float>(hooks.newest_command());
-      if (std::chrono::steady_clock::now() >= next_job_check) {
-        next_job_check = std::chrono::steady_clock::now() + job_every;
+      if (hooks.now() >= next_job_check) {
+        next_job_check = hooks.now() + job_every_s;
         control[2] = hooks.job_over() ? 1.0f : 0.0f;
       }
     }

@@ -55,6 +55,7 @@ struct ParkHooks {
   std::function<std::int64_t()> newest_command;    // leader: the newest command filed
   std::function<void(std::int64_t)> apply;         // every member: applies commands up to this number
   std::function<bool()> job_over;                  // leader: the other sites finished the job
+  std::function<double()> now;                     // monotonic seconds
 };
 enum class Parked { Resumed, Regroup, JobOver };
 

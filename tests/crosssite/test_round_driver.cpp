@@ -37,6 +37,7 @@ struct FakePeers final : RoundPeers {
   std::optional<std::int64_t> lost, refused;
   std::int64_t backlog_count = 0, newest = 0, peers_round = -1;
   bool all_finished = false, left = false;
+  bool own_proposal = false;  // the commits handed out are this site's winning proposals
   std::vector<DeltaAnnouncement> submitted;
 
   std::int64_t next_round() const override { return static_cast<std::int64_t>(submitted.size()); }
@@ -54,7 +55,11 @@ struct FakePeers final : RoundPeers {
     for (const int f : c.fragments) values += state.fragment(f).size;
     c.mean_delta.assign(values, 0.01f);
     c.record.number = state.version() + 1;
-    c.record.params_hash = state.preview(c.fragments, c.mean_delta).hash;
+    // This site's own proposal is previewed on its state (Proposer::propose); another site's on theirs.
+    const OuterState theirs = state;
+    auto outcome = (own_proposal ? state : theirs).preview(c.fragments, c.mean_delta);
+    c.record.params_hash = outcome.hash;
+    if (own_proposal) c.outcome = std::move(outcome);
     c.record.proposer = "b";
     backlog_count = std::max<std::int64_t>(0, backlog_count - 1);
     return c;
@@ -62,9 +67,8 @@ struct FakePeers final : RoundPeers {
   std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t after) const override {
     return lost && *lost > after ? lost : std::nullopt;
   }
-  std::optional<std::int64_t> refused_round(std::int64_t after) const override {
-    return refused && *refused > after ? refused : std::nullopt;
-  }
+  bool unmergeable(const OuterState&, std::int64_t round) const override { return refused && *refused == round; }
+  bool disputed() const override { return false; }
   std::int64_t backlog(const OuterState&) const override { return backlog_count; }
   bool finished(const OuterState&) override { return all_finished && commits.empty(); }
   std::int64_t newest_commit() const override { return newest; }
@@ -300,5 +304,25 @@ TEST_CASE("drain: waits until no round of the site is unmerged, then leaves") {
   site.peers.commits.push_back({0});
   site.settle();
   CHECK(site.peers.left);
+  site.same_everywhere();
+}
+
+TEST_CASE("each replica previews a version once: a leader whose proposal won applies the outcome it previewed") {
+  Site site(plan(2, false));
+  site.peers.own_proposal = true;
+  site.step();
+  site.peers.commits.push_back({0});
+  site.step();
+  REQUIRE(site.leader_state.version() == 1);
+  CHECK(site.leader_state.previews() == 1);  // the proposal's, in poll_commit
+  CHECK(site.member_state.previews() == 1);  // its own, in apply
+  site.same_everywhere();
+  site.peers.own_proposal = false;  // another site's proposal won: the leader computes it
+  site.step();
+  site.peers.commits.push_back({0});
+  site.step();
+  REQUIRE(site.leader_state.version() == 2);
+  CHECK(site.leader_state.previews() == 2);  // apply's own
+  CHECK(site.member_state.previews() == 2);
   site.same_everywhere();
 }

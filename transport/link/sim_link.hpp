@@ -29,7 +29,7 @@ struct SimNetworkOptions {
   double corrupt = 0;    // ... that one byte of it is flipped
   // Transfers from one sender waiting to be taken at one receiver, past which the sender's are
   // dropped. A real link's queue holds about 2,000 chunks (16 transfers of a 100 MiB delta); this
-  // tighter bound is reached in about half the simulator's seeds (a stopped site), 16 in 0.3%.
+  // tighter one is reached in many of the simulator's seeds (a stopped site: docs/simulator.md).
   std::size_t queue_transfers = 4;
 };
 

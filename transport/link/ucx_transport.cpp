@@ -30,9 +30,8 @@ constexpr milliseconds kLinger{1000};
 // every step of a rendezvous nor a socket that has room again, so while messages are going out or
 // coming in, the thread keeps looking as long as UCX made progress within kSpinFor (yielding its
 // core to any other thread that wants it), and otherwise sleeps on the fd kBusyWait at a time;
-// idle, kIdleWait. Measured on loopback (256 MiB in 4 MiB chunks, 2 cores): sleeping 1 ms, then
-// 50 us, whenever UCX had nothing to do left the link at 45-65% of bare UCX's throughput, which
-// polls without pause; looking again at once brought it to 68-88% (bench/README.md).
+// idle, kIdleWait. Sleeping whenever UCX had nothing to do cost the link much of bare UCX's
+// throughput (bench/README.md has the figures).
 constexpr std::chrono::microseconds kSpinFor{200};
 constexpr timespec kBusyWait{0, 50'000};
 constexpr timespec kIdleWait{0, 10'000'000};
