@@ -344,12 +344,15 @@ std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state, std::
 bool CrossSite::unmergeable(const OuterState& state, std::int64_t round) const {
   if (gate_.down()) return false;  // cut off: what it announced may still be merged
   if (book_.banned(options_.site)) return false;  // disputed(): refused, but nobody waits for it either  // disputed(): refused, but nobody waits for it either
-  const CommitView view = control_view(state);
-  if (const auto merged = view.applied.find(options_.site); merged != view.applied.end() && merged->second >= round)
-    return false;
-  for (const auto& a : view.announced)
-    if (a.site == options_.site && a.round == round) return !mergeable(a, view, options_.rule);
-  return false;  // not read back from the control plane yet
+  const DeltaKey key{options_.site, round};
+  const DeltaAnnouncement* a = book_.announcement(key);
+  if (a == nullptr) return false;  // merged, or not read back from the control plane yet
+  // Called at every look of a lockstep wait: the view holds only what the predicate reads of it.
+  CommitView view;
+  view.version = state.version();
+  view.applied[options_.site] = book_.merged_round(options_.site);
+  if (book_.refused(key)) view.refused.insert(key);
+  return !mergeable(*a, view, options_.rule);
 }
 
 std::int64_t CrossSite::backlog(const OuterState& state) const {

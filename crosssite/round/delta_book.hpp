@@ -45,6 +45,11 @@ class DeltaBook {
   const std::map<std::string, std::int64_t>& merged() const { return merged_; }
   std::int64_t merged_round(const std::string& site) const;  // -1 before any
   bool refused(const DeltaKey& key) const { return refused_.contains(key) || banned(key.first); }
+  // The announcement of `key` as read (not merged yet), or null.
+  const DeltaAnnouncement* announcement(const DeltaKey& key) const {
+    const auto it = announced_.find(key);
+    return it == announced_.end() ? nullptr : &it->second;
+  }
   // `site`'s newest round refused for its values and not merged (no commit took a later one).
   std::optional<std::int64_t> newest_refused(const std::string& site) const;
   // Every round refused here: for bad values, or announced by a site caught equivocating.
