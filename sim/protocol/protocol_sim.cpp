@@ -75,6 +75,7 @@ class Run {
   void note_commits();
   void schedule(double at, std::function<void()> run) { actions_.push_back({at, std::move(run)}); }
   void start(const Fault& f);
+  bool may_lose_disk(const SimSite& site);
   bool all_done() const {
     return std::all_of(sites_.begin(), sites_.end(), [](const auto& s) { return s->done(); });
   }
@@ -104,25 +105,29 @@ class Run {
   SimOutcome outcome_;
 };
 
+bool Run::may_lose_disk(const SimSite& site) {
+  // Judged when the disk goes, at the restart (the site may have run and committed alone since
+  // it crashed, if another crash's restart came between): every other site is up and holds the
+  // newest version, in memory and on its disk; otherwise a version only this site held (or a delta
+  // only its journal kept) would be gone for good, which no protocol can help. (A version a site
+  // adopted as a whole state is on its disk only from its next checkpoint: no journal replays it.)
+  const std::int64_t newest = newest_commit();
+  const bool others_hold = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) {
+    return s.get() == &site || (!s->stopped() && s->version() == newest && s->disk_version() == newest);
+  });
+  // And no write of its is still on its way to the control plane (late_write): one that lands
+  // after the restart would speak for bytes nobody has.
+  return others_hold && store_.late_writes() == 0;
+}
+
 void Run::start(const Fault& f) {
   SimSite& site = *sites_[static_cast<std::size_t>(f.site)];
   const std::string& name = job_.sites[static_cast<std::size_t>(f.site)];
   const double end = f.at + f.duration;
   switch (f.kind) {
     case Fault::Kind::Crash: {
-      // The disk is lost only while every other site is up and holds the newest version, in memory
-      // and on its disk: otherwise a version only this site held (or a delta only its journal kept)
-      // could be gone for good after one more crash, which no protocol can help. (A version a site
-      // adopted as a whole state is on its disk only from its next checkpoint: no journal replays it.)
-      const std::int64_t newest = newest_commit();
-      const bool others_hold = std::all_of(sites_.begin(), sites_.end(), [&](const auto& s) {
-        return s.get() == &site || (!s->stopped() && s->version() == newest && s->disk_version() == newest);
-      });
-      // And no write of its is still on its way to the control plane (late_write): one that lands
-      // after the restart would speak for bytes nobody has.
-      const bool lose_disk = f.amount > 0 && others_hold && store_.late_writes() == 0;
       site.crash();
-      schedule(end, [&site, lose_disk] { site.restart(lose_disk); });
+      schedule(end, [this, &site, lose = f.amount > 0] { site.restart(lose && may_lose_disk(site)); });
       return;
     }
     case Fault::Kind::Stop:
