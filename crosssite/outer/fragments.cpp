@@ -77,4 +77,15 @@ std::int64_t fragment_staleness(std::int64_t version, std::int64_t base_version,
   return versions < 0 ? versions : versions / fragments;
 }
 
+int fragment_turn(std::int64_t version, int fragments) {
+  MERIDIAN_CHECK(fragments >= 1 && version >= 1, "version=", version, " fragments=", fragments);
+  return static_cast<int>((version - 1) % fragments);
+}
+
+std::int64_t turn_of(int fragment, std::int64_t from, int fragments) {
+  MERIDIAN_CHECK(fragment >= 0 && fragment < fragments && from >= 1, "fragment=", fragment, " from=", from,
+                 " fragments=", fragments);
+  return from + (fragment - fragment_turn(from, fragments) + fragments) % fragments;
+}
+
 }  // namespace meridian

@@ -53,4 +53,11 @@ void scatter(const Fragment& f, std::span<const float> in, std::span<float> flat
 // and every site must weigh a delta alike. P = 1: version - base. Negative for a base from the future.
 std::int64_t fragment_staleness(std::int64_t version, std::int64_t base_version, int fragments);
 
+// Whose turn version `version` (>= 1) is: fragment (version - 1) mod P. The turn is the
+// version's number, not a site's step, so sites that joined late, restarted or lost rounds send
+// what the next versions take, and every site knows it from the version it holds.
+int fragment_turn(std::int64_t version, int fragments);
+// The first version from `from` on whose turn `fragment` is.
+std::int64_t turn_of(int fragment, std::int64_t from, int fragments);
+
 }  // namespace meridian

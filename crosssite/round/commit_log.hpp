@@ -33,9 +33,6 @@ class CommitLog {
   // `version - 1` if it was still here (what the site holds: a restarted site learns from it).
   std::optional<CommitRecord> forget_before(std::int64_t version);
   std::int64_t newest() const { return newest_; }
-  // The record of the version this site holds now; streaming: its fragment says whose turn follows.
-  void hold(const CommitRecord& record) { held_fragment_ = record.fragment; }
-  std::optional<int> held_fragment() const { return held_fragment_; }
 
  private:
   RoundKeys keys_;
@@ -44,7 +41,6 @@ class CommitLog {
   std::int64_t revision_ = 0;
   std::int64_t newest_ = 0;
   std::map<std::int64_t, std::string> unreadable_;  // by version: the bytes found there
-  std::optional<int> held_fragment_;
 };
 
 }  // namespace meridian

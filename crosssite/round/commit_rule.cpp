@@ -37,19 +37,17 @@ std::int64_t staleness_of(std::int64_t version, std::int64_t base_version, const
 }
 
 int commit_fragment(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds) {
-  if (view.next_fragment >= 0) {
-    for (const auto& site : view.live_sites)
-      if (!rounds.contains(site) && !view.finished.contains(site) && !view.paused.contains(site))
-        return view.next_fragment;  // it may announce it
-    for (const auto& [site, open] : rounds)
-      for (const auto& a : open)
-        if (a.fragment == view.next_fragment) return view.next_fragment;
-  }
+  for (const auto& site : view.live_sites)
+    if (!rounds.contains(site) && !view.finished.contains(site) && !view.paused.contains(site))
+      return view.next_fragment;  // it may announce it
+  for (const auto& [site, open] : rounds)
+    for (const auto& a : open)
+      if (a.fragment == view.next_fragment) return view.next_fragment;
   std::optional<std::pair<std::int64_t, int>> oldest;
   for (const auto& [site, open] : rounds)
     if (const auto key = std::pair(open.front().base_version, open.front().fragment); !oldest || key < *oldest)
       oldest = key;
-  return oldest ? oldest->second : std::max(view.next_fragment, 0);
+  return oldest ? oldest->second : view.next_fragment;
 }
 
 int awaited_sites(const CommitView& view, const std::map<std::string, std::vector<DeltaAnnouncement>>& rounds,

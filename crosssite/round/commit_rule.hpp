@@ -41,8 +41,8 @@ struct CommitView {
   // rest may take (commit_deadline.hpp); no deadline: wait for the quorum only.
   std::optional<double> first_held_at;
   std::optional<double> deadline_s;
-  // Streaming: the fragment whose turn follows the newest version's ((its fragment + 1) mod P;
-  // -1 when not known), and the sites that announced their final round (they announce no more).
+  // Streaming: the fragment whose turn version + 1 is (fragment_turn), and the sites that
+  // announced their final round (they announce no more).
   int next_fragment = 0;
   std::set<std::string> finished;
   // Live sites whose outer exchange the operator paused: they announce nothing new, so a commit

@@ -4,6 +4,7 @@
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "crosssite/outer/fragments.hpp"
 
 namespace meridian {
 namespace {
@@ -66,6 +67,7 @@ bool CrossSite::control(const std::function<void(ControlPlane&)>& call) {
 
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
   const double deadline = clock_() + ms(budget);
+  membership_.set_announcing(true);  // back from a drain, or never drained
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
   const auto scan_own_rounds = [&](ControlPlane& plane) { outbox_.scan(plane, log_.keys(), events_); };
@@ -112,7 +114,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
   const Outbox::Delta& own = outbox_.keep(a, std::move(encoded), std::move(hashes));
   for (const auto& [site, member] : membership_.members()) {
     if (site == options_.site) continue;
-    send_delta(site, member.address, a.round, own);
+    courier_.send(member.address, a.round, own);
     ++counts().deltas_sent;
     outbox_.sent(a.round, own.bytes->size());
   }
@@ -148,7 +150,6 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
   if (const auto held = log_.forget_before(next)) {
-    log_.hold(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
     // record here: what it merged must not be proposed again.
     forget_merged(*held);
@@ -230,7 +231,6 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
 
 void CrossSite::applied(const CommitRecord& record) {
   proposer_.forget();
-  log_.hold(record);
   transfer_.applied();
   store_.accept_norms(record);
   forget_merged(record);
@@ -367,9 +367,7 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   CommitView view;
   view.now = clock_();
   view.version = state.version();
-  view.next_fragment = state.version() == 0   ? 0
-                       : log_.held_fragment() ? (*log_.held_fragment() + 1) % options_.rule.fragments
-                                              : -1;
+  view.next_fragment = fragment_turn(state.version() + 1, options_.rule.fragments);
   for (const auto& [site, member] : membership_.members()) {
     view.live_sites.push_back(site);
     if (member.paused) view.paused.insert(site);
@@ -517,7 +515,7 @@ void CrossSite::handle(Received r) {
         const auto req = decode_delta_request({reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size()});
         const Outbox::Delta* own = outbox_.find(req.round);
         if (req.site != options_.site || own == nullptr) return;
-        send_delta(*site, r.peer, req.round, *own);
+        courier_.send(r.peer, req.round, *own);
       } catch (const Error&) {
         ++counts().refused.requests_malformed;
       }
@@ -550,18 +548,11 @@ void CrossSite::refresh_members() {
     courier_.list_peers(membership_.addresses(), [this](const std::string& address) {
       return courier_.vouch(address, clock_(), [this] { control([this](ControlPlane&) { refresh_members(); }); });
     });
-  // A site that restarted: what it announced before and never sent here is nowhere any more.
-  for (const auto& site : change.restarted) book_.restarted(site, [&](const DeltaKey& key) { return store_.has(key); });
   // A site that (re)joined missed what was sent before it came: it gets this site's deltas that
   // no commit merged yet now, rather than asking for each a second later.
   const auto merged = book_.merged_round(options_.site);
   for (const MemberRecord* m : change.joined)
-    for (const auto& [round, own] : outbox_.announced_after(merged)) send_delta(m->site, m->address, round, *own);
-}
-
-void CrossSite::send_delta(const std::string& site, const std::string& address, std::int64_t round,
-                           const Outbox::Delta& own) {
-  courier_.send(address, round, own);
+    for (const auto& [round, own] : outbox_.announced_after(merged)) courier_.send(m->address, round, *own);
 }
 
 const std::string* CrossSite::site_of(const std::string& address) {

@@ -161,6 +161,7 @@ class CrossSite final : public RoundPeers {
   // The operator drained the site: revokes its lease (peers stop counting it at once) and stops
   // renewing it; nothing registers it again until the next poll_join.
   void leave() override;
+  void stop_announcing() override { membership_.set_announcing(false); }
   // False while the operator paused the site's outer exchange: poll_commit proposes nothing (it
   // still hands out the commits others make), and the membership record says so (from the next
   // look at the control plane on), so the others' commits do not wait for this site's rounds.
@@ -214,8 +215,6 @@ class CrossSite final : public RoundPeers {
   const std::vector<std::byte>* held(const DeltaKey& key, const Digest& digest);
   // Reads the announcements (and disputes: each logged once) since the last read.
   void read_announcements(ControlPlane& plane);
-  // Sends this site's delta of `round` to `site`.
-  void send_delta(const std::string& site, const std::string& address, std::int64_t round, const Outbox::Delta& own);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
   // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
   bool usable(const DeltaAnnouncement& a, const OuterState& state);

@@ -85,10 +85,6 @@ void DeltaBook::merged(const std::string& site, std::int64_t round) {
   std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == site && kv.first.second <= round; });
 }
 
-void DeltaBook::restarted(const std::string& site, const std::function<bool(const DeltaKey&)>& arrived) {
-  std::erase_if(announced_, [&](const auto& kv) { return kv.first.first == site && !arrived(kv.first); });
-}
-
 std::int64_t DeltaBook::merged_round(const std::string& site) const {
   const auto it = merged_.find(site);
   return it == merged_.end() ? -1 : it->second;

@@ -5,7 +5,6 @@
 // the sites caught equivocating (a dispute: every round of theirs is refused from then on). The
 // bytes themselves are the DeltaStore's.
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,8 +28,6 @@ class DeltaBook {
   void add(const DeltaAnnouncement& a);  // this site's own, as it submits it
   // A commit merged `site`'s rounds up to `round`: none of them is open any more.
   void merged(const std::string& site, std::int64_t round);
-  // `site` restarted: its announced rounds for which `arrived` is false are nowhere any more.
-  void restarted(const std::string& site, const std::function<bool(const DeltaKey&)>& arrived);
   void refuse(const DeltaKey& key) { refused_.insert(key); }
   // This site caught `d.site` equivocating: refused here at once, filed for the others by file_disputes.
   void dispute(const DeltaDispute& d);

@@ -25,7 +25,7 @@ JobMembership::~JobMembership() {
   }
 }
 
-MemberRecord JobMembership::record() const { return {options_.site, address_, incarnation_, !proposing_, ended_}; }
+MemberRecord JobMembership::record() const { return {options_.site, address_, incarnation_, !proposing_ || !announcing_, ended_}; }
 
 void JobMembership::register_site() {
   keeper_.reset();
@@ -74,12 +74,6 @@ JobMembership::Change JobMembership::refresh(CrossSiteEvents& events) {
     events.push_back({"member_key_restored", options_.site, 0, keys_.member(options_.site)});
   }
   Change change;
-  for (const auto& [site, m] : members) {
-    auto [it, fresh] = incarnations_.try_emplace(site, m.incarnation);
-    if (fresh || it->second == m.incarnation) continue;
-    it->second = m.incarnation;
-    change.restarted.push_back(site);
-  }
   std::vector<std::string> joined;
   for (const auto& [site, m] : members) {
     const auto before = members_.find(site);
@@ -122,6 +116,11 @@ std::int64_t JobMembership::leave() {
 void JobMembership::set_proposing(bool proposing) {
   record_stale_ = record_stale_ || proposing != proposing_;
   proposing_ = proposing;
+}
+
+void JobMembership::set_announcing(bool announcing) {
+  record_stale_ = record_stale_ || announcing != announcing_;
+  announcing_ = announcing;
 }
 
 void JobMembership::set_ended(std::int64_t version) {

@@ -44,11 +44,10 @@ class JobMembership {
   // Registers again when the keeper lost the lease; rewrites the record when it changed.
   void maintain();
   // What a read of the members changed: sites that joined or came back as a new incarnation
-  // (this site sends them what they missed), and those of them that restarted (what they
-  // announced before and never sent is nowhere any more).
+  // (this site sends them what they missed). What a restarted site announced before and no longer
+  // has, it withdraws itself (Outbox::scan), before it registers.
   struct Change {
     std::vector<const MemberRecord*> joined;
-    std::vector<std::string> restarted;
     bool new_addresses = false;  // addresses() grew
   };
   // Reads the members. This site's own key gone (deleted by hand, or replaced by something
@@ -65,6 +64,8 @@ class JobMembership {
   std::int64_t leave();
   void set_proposing(bool proposing);
   bool proposing() const { return proposing_; }
+  // Draining: no new round will come. The record's `paused` says so, as for a paused site.
+  void set_announcing(bool announcing);
   // The version this site ended the job on, for its record (written at the next maintain()).
   void set_ended(std::int64_t version);
   std::int64_t lease() const { return lease_; }  // safe from another thread
@@ -84,9 +85,8 @@ class JobMembership {
   std::map<std::string, MemberRecord> members_;      // by site
   // Link address -> site. Not cleared when a site leaves: its last delta may still be on its way.
   std::map<std::string, std::string> site_by_addr_;
-  std::map<std::string, std::uint64_t> incarnations_;  // by site, as last seen in its record
   std::int64_t ended_ = -1;
-  bool proposing_ = true, record_stale_ = false;
+  bool proposing_ = true, announcing_ = true, record_stale_ = false;
 };
 
 }  // namespace meridian

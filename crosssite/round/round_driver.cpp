@@ -7,6 +7,7 @@
 #include "core/util/hash.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/outer/delta_mean.hpp"
+#include "crosssite/outer/fragments.hpp"
 #include "crosssite/round/mutant.hpp"
 
 namespace meridian {
@@ -61,20 +62,28 @@ void RoundDriver::end_round(Replica& r, std::int64_t steps_in_round, bool last) 
   const std::int64_t done = r.training.step();
   if (cursor_.rolled_back_at > done - steps_in_round)
     steps_in_round = std::max<std::int64_t>(1, done - cursor_.rolled_back_at);
-  // Streaming: the exchange that ends at step s is fragment s / (H / P) - 1, mod P, so fragments
-  // take turns in the order versions take them. The last exchange sends every fragment, from the
-  // one due on, one at a time, each once the one before it is (nearly) merged: all progress is
-  // merged in the end, and the end keeps no more in flight than the run did.
+  // Streaming: an exchange sends the fragment whose turn is the version it aims at, the first
+  // after the version held and this site's rounds in flight. The last exchange sends every
+  // fragment, from that one on, one at a time, each once the one before it is (nearly) merged: all
+  // progress is merged in the end, and the end keeps no more in flight than the run did.
   exchange_ = Exchange{steps_in_round * r.training.tokens_per_step(), rounds_spanned, last,
-                       static_cast<int>(((done + plan_.inner_steps - 1) / plan_.inner_steps - 1) % fragments), {}};
+                       fragment_turn(aim(), fragments), {}};
   const int count = last ? fragments : 1;
   for (int i = 0; i < count; ++i) exchange_.left.push_back((exchange_.due + i) % fragments);
   send_next(r);
 }
 
+std::int64_t RoundDriver::aim() const { return std::max(cursor_.aim, state_.version() + 1); }
+
 void RoundDriver::send_next(Replica& r) {
-  const int fragment = exchange_.left.front();
-  exchange_.left.erase(exchange_.left.begin());
+  // The one whose turn comes first: versions may have come while the last exchange sent the others.
+  const std::int64_t from = aim();
+  const auto next = std::min_element(exchange_.left.begin(), exchange_.left.end(), [&](int x, int y) {
+    return turn_of(x, from, state_.fragments()) < turn_of(y, from, state_.fragments());
+  });
+  const int fragment = *next;
+  exchange_.left.erase(next);
+  cursor_.aim = turn_of(fragment, from, state_.fragments()) + 1;
   const bool final = exchange_.last && exchange_.left.empty();
   // Every replica encodes: only the leader sends the bytes, but the error-feedback residual they
   // leave must be the same everywhere.
@@ -109,7 +118,10 @@ void RoundDriver::sent_all(Replica&) {
 
 void RoundDriver::catch_up() { wait_for(What::CatchUp, Then::CaughtUp); }
 
-void RoundDriver::drain() { wait_for(What::Backlog, Then::Leave); }
+void RoundDriver::drain() {
+  if (peers_ != nullptr) peers_->stop_announcing();  // or commits of another fragment wait for its next round
+  wait_for(What::Backlog, Then::Leave);
+}
 
 void RoundDriver::take_up_job() { wait_for(What::TakeUp, Then::TakeUp); }
 
@@ -248,6 +260,7 @@ void RoundDriver::drop_lost_round(Replica& r, std::int64_t round) {
   // would have, the site goes back to the version it holds. The error-feedback residual goes too.
   if (!mutant(Mutant::KeepDroppedRound)) state_.drop_in_flight(r.training.weights());
   cursor_.rolled_back_at = step;
+  cursor_.aim = state_.version() + 1;  // the version the dropped round aimed at still needs one
   ++cursor_.dropped_in_a_row;
   if (leads(r)) events_.dropped(round, step, state_.version(), cursor_.dropped_in_a_row);
   if (cursor_.dropped_in_a_row >= kMaxDroppedRounds)

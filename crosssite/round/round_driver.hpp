@@ -124,6 +124,7 @@ class RoundDriver {
   // What carries from round to round.
   struct Cursor {
     std::int64_t next_round = 0;     // leader: the number of its next round
+    std::int64_t aim = 1;            // no round sent yet aims at a version before this one
     std::int64_t carried_steps = 0;  // of rounds that ended paused, not sent yet
     int carried_rounds = 0;
     std::int64_t rolled_back_at = -1;   // a round counts its steps from the latest rollback
@@ -137,6 +138,8 @@ class RoundDriver {
   };
 
   void end_round(Replica& r, std::int64_t steps_in_round, bool last);
+  // The version this site's next round aims at (streaming: its turn is the fragment sent).
+  std::int64_t aim() const;
   void send_next(Replica& r);
   void sent_all(Replica& r);
   void start_poll();

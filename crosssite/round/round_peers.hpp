@@ -40,6 +40,9 @@ class RoundPeers {
   virtual bool finished(const OuterState& state) = 0;
   virtual std::int64_t newest_commit() const = 0;
   virtual std::int64_t peers_newest_round() const = 0;
+  // The site drains: it announces no more rounds, so no commit waits for one (its record says so
+  // from the next look on); a join takes this back.
+  virtual void stop_announcing() = 0;
   virtual void leave() = 0;
 };
 

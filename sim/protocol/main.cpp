@@ -54,7 +54,6 @@ int run(int argc, char** argv) {
     else if (arg == "--rounds") options.rounds = std::stoll(value());
     else if (arg == "--mutation") set_mutation(options, value());
     else if (arg == "--trace") options.trace = true;
-    else if (arg == "--lockstep-streaming") options.lockstep_streaming = true;
     else throw meridian::make_error(meridian::ErrorKind::Usage, "unknown argument ", arg);
   }
   const auto began = std::chrono::steady_clock::now();

@@ -116,6 +116,7 @@ class ReapplyingPeers final : public RoundPeers {
   std::int64_t newest_commit() const override { return inner_.newest_commit(); }
   std::int64_t peers_newest_round() const override { return inner_.peers_newest_round(); }
   void leave() override { inner_.leave(); }
+  void stop_announcing() override { inner_.stop_announcing(); }
 
  private:
   RoundPeers& inner_;

@@ -22,11 +22,9 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   job.rounds = options.rounds;
   job.seed = seed;
   job.overlap = rng.uniform() < 0.75;
-  // Streaming DiLoCo for two overlapped seeds in three (P = 2 or 4), eager overlapped rounds for a
-  // quarter. Streaming in lockstep is left out unless asked for: sites whose steps are at different
-  // fragments (one joined late) can wait on each other for good (docs/simulator.md).
+  // Streaming DiLoCo for two seeds in three (P = 2 or 4), eager overlapped rounds for a quarter.
   const int drawn = std::array{1, 2, 4}[rng.below(3)];
-  job.fragments = options.fragments > 0 ? options.fragments : job.overlap || options.lockstep_streaming ? drawn : 1;
+  job.fragments = options.fragments > 0 ? options.fragments : drawn;
   job.eager = rng.uniform() < 0.25;
   job.mutations = options.mutations;
   CrossSiteOptions& c = job.cross;

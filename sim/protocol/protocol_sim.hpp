@@ -21,7 +21,6 @@ struct SimOptions {
   double tick_s = 0.05;  // how often each site looks, in virtual seconds
   double lease_ttl_s = 2;
   int fragments = 0;  // Streaming DiLoCo's P; 0: drawn per seed from 1, 2 and 4 (overlapped seeds)
-  bool lockstep_streaming = false;  // draw P for seeds without overlap too
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.

@@ -105,3 +105,20 @@ TEST_CASE("staleness of a fragment's delta: about one in P versions changed its 
   for (std::int64_t v = 0; v < 20; ++v)
     for (std::int64_t b = 0; b <= v; ++b) CHECK(fragment_staleness(v, b, 1) == v - b);
 }
+
+TEST_CASE("the turn of a version: fragments in order of the versions' numbers") {
+  CHECK(fragment_turn(1, 4) == 0);
+  CHECK(fragment_turn(4, 4) == 3);
+  CHECK(fragment_turn(5, 4) == 0);
+  CHECK(fragment_turn(7, 1) == 0);
+  CHECK(turn_of(0, 1, 4) == 1);
+  CHECK(turn_of(2, 1, 4) == 3);
+  CHECK(turn_of(0, 2, 4) == 5);  // its turn passed: the next one
+  CHECK(turn_of(1, 6, 4) == 6);
+  for (std::int64_t from = 1; from < 12; ++from)
+    for (int f = 0; f < 3; ++f) {
+      const auto v = turn_of(f, from, 3);
+      CHECK((v >= from && v < from + 3 && fragment_turn(v, 3) == f));
+    }
+  CHECK_THROWS_AS(fragment_turn(0, 4), InvariantError);
+}

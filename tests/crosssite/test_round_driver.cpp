@@ -36,7 +36,7 @@ struct FakePeers final : RoundPeers {
   std::deque<std::vector<int>> commits;  // fragments of each version to come (a mean of 0.01s)
   std::optional<std::int64_t> lost, refused;
   std::int64_t backlog_count = 0, newest = 0, peers_round = -1;
-  bool all_finished = false, left = false;
+  bool all_finished = false, left = false, announcing = true;
   bool own_proposal = false;  // the commits handed out are this site's winning proposals
   std::vector<DeltaAnnouncement> submitted;
 
@@ -74,6 +74,7 @@ struct FakePeers final : RoundPeers {
   std::int64_t newest_commit() const override { return newest; }
   std::int64_t peers_newest_round() const override { return peers_round; }
   void leave() override { left = true; }
+  void stop_announcing() override { announcing = false; }
 };
 
 // One collective per call in the count: the header, then the payload of a commit or state.
@@ -258,6 +259,36 @@ TEST_CASE("streaming: each exchange sends the fragment due, the last sends every
   site.same_everywhere();
 }
 
+TEST_CASE("streaming: a site sends the fragment whose turn its round's version is, whatever its step") {
+  // Joined late: it catches up to version 5 at step 0; version 6 is fragment 5 mod 4 = 1's turn.
+  Site site(plan(2, false, 40), 4);
+  site.peers.newest = 5;
+  site.peers.commits = {{0}, {1}, {2}, {3}, {0}};
+  site.leader.catch_up();
+  site.member.catch_up();
+  site.settle();
+  REQUIRE(site.leader_state.version() == 5);
+  site.step();
+  site.step();
+  REQUIRE(site.peers.submitted.size() == 1);
+  CHECK(site.peers.submitted[0].fragment == 1);
+  // Its round refused and dropped: the next round aims at version 6 again, not 7.
+  site.peers.refused = 0;
+  site.settle();
+  CHECK(site.log.said.back() == "dropped 0");
+  site.step();
+  site.step();
+  REQUIRE(site.peers.submitted.size() == 2);
+  CHECK(site.peers.submitted[1].fragment == 1);
+  site.peers.commits.push_back({1});
+  site.settle();
+  CHECK(site.leader_state.version() == 6);
+  site.step();
+  site.step();
+  CHECK(site.peers.submitted.back().fragment == 2);
+  site.same_everywhere();
+}
+
 TEST_CASE("a lost round is dropped on every replica, and three in a row stop the site with Error(Data)") {
   Site site(plan(2, false));
   site.step();
@@ -300,6 +331,7 @@ TEST_CASE("drain: waits until no round of the site is unmerged, then leaves") {
   site.member.drain();
   site.settle(3);
   CHECK(site.leader.waiting());
+  CHECK_FALSE(site.peers.announcing);  // no commit waits for a round of it any more
   CHECK_FALSE(site.peers.left);
   site.peers.commits.push_back({0});
   site.settle();
