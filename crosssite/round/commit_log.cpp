@@ -13,11 +13,13 @@ void CommitLog::read(ControlPlane& control, CrossSiteEvents& events) {
     try {
       auto record = decode_commit(value);
       const bool fragments_ok =
-          record.fragment < fragments_ && std::all_of(record.entries.begin(), record.entries.end(),
-                                                      [&](const CommitEntry& e) { return e.fragment < fragments_; });
+          record.fragment < fragments_ &&
+          (record.screens.empty() || record.screens.size() == static_cast<std::size_t>(fragments_)) &&
+          std::all_of(record.entries.begin(), record.entries.end(),
+                      [&](const CommitEntry& e) { return e.fragment < fragments_; });
       if (key != keys_.commit(record.number) || record.entries.empty() || !fragments_ok)
         throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
-                         record.entries.size(), " entries", fragments_ok ? "" : ", one of a fragment the job has not");
+                         record.entries.size(), " entries", fragments_ok ? "" : ", fragments the job has not (its turn, an entry's, or its screens')");
       newest_ = std::max(newest_, record.number);
       unreadable_.erase(record.number);
       commits_[record.number] = std::move(record);

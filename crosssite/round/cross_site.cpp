@@ -150,6 +150,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
   if (const auto held = log_.forget_before(next)) {
+    store_.follow_screens(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
     // record here: what it merged must not be proposed again.
     forget_merged(*held);
@@ -232,7 +233,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
 void CrossSite::applied(const CommitRecord& record) {
   proposer_.forget();
   transfer_.applied();
-  store_.accept_norms(record);
+  store_.follow_screens(record);
   forget_merged(record);
 }
 

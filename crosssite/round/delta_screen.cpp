@@ -4,7 +4,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
@@ -77,23 +76,10 @@ double DeltaScreen::median_norm() const {
   return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
-void DeltaScreen::save(Checkpoint& checkpoint) const {
-  const std::vector<double> norms = history();
-  checkpoint.put_pod(kRecord, std::span<const double>(norms));
-}
-
-void DeltaScreen::restore(const Checkpoint& checkpoint) {
-  if (!checkpoint.has(kRecord)) {
-    norms_.clear();
-    return;
-  }
-  const std::vector<double> norms = checkpoint.get_pod<double>(kRecord);
-  for (std::size_t i = 0; i < norms.size(); ++i)
-    if (!std::isfinite(norms[i]) || norms[i] < 0)
-      throw make_error(ErrorKind::Checkpoint, "record \"", kRecord, "\" holds an impossible norm ", norms[i],
-                       " at index ", i);
+void DeltaScreen::follow(std::span<const double> norms) {
+  norms_.clear();
   const std::size_t keep = std::min(norms.size(), static_cast<std::size_t>(options_.window));
-  norms_.assign(norms.end() - static_cast<std::ptrdiff_t>(keep), norms.end());
+  for (const double n : norms.last(keep)) accept(n);
 }
 
 }  // namespace meridian

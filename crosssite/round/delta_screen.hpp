@@ -2,9 +2,10 @@
 // Refusal of bad deltas (DESIGN.md invariant: a corrupted or non-finite delta is never applied).
 // A decoded delta is screened before a site lets it into a commit: the wrong number of values, a
 // non-finite value, or an L2 norm far beyond the norms of recently committed deltas (a diverged
-// site, a bug, or a malicious peer) is refused. Every site keeps the same history -- the norms of
-// the deltas each commit merged, in the commit's order -- so every site reaches the same verdict
-// on the same delta.
+// site, a bug, or a malicious peer) is refused. The history is the norms of the deltas the commits
+// merged, in their order, and each commit record carries it as it stands after that version
+// (CommitRecord::screens): every site that holds a version screens alike, including one that
+// restarted or adopted a peer's state, so their verdicts on a delta agree.
 #include <cstddef>
 #include <deque>
 #include <span>
@@ -12,8 +13,6 @@
 #include <vector>
 
 namespace meridian {
-
-class Checkpoint;
 
 struct DeltaScreenOptions {
   // Refuse a delta whose norm exceeds this multiple of the median norm of recent accepted deltas.
@@ -50,20 +49,15 @@ class DeltaScreen {
   // for each merged delta in the commit's listed order, so every site holds the same history.
   // InvariantError when the norm is negative or not finite (no such delta passes check()).
   void accept(double norm);
+  // Takes the history a commit record carries (its latest `window`). InvariantError on a negative
+  // or non-finite norm: decode_commit refuses those.
+  void follow(std::span<const double> norms);
 
   // The accepted norms, oldest first; the median (mean of the two middle ones for an even
   // count), 0 when empty.
   std::vector<double> history() const { return {norms_.begin(), norms_.end()}; }
   double median_norm() const;
   const DeltaScreenOptions& options() const { return options_; }
-
-  // Record "outer.screen.norms" (the history, doubles, oldest first), and back. restore() keeps
-  // the latest `window` when the record holds more; a checkpoint without the record (older than
-  // the screen) restores an empty history. Error(Checkpoint) when a norm is negative or not
-  // finite; the history is unchanged then.
-  static constexpr const char* kRecord = "outer.screen.norms";
-  void save(Checkpoint& checkpoint) const;
-  void restore(const Checkpoint& checkpoint);
 
  private:
   DeltaScreenOptions options_;

@@ -97,7 +97,11 @@ bool DeltaStore::ask_due(const DeltaKey& key, double now, double rerequest_s) {
   return true;
 }
 
-void DeltaStore::accept_norms(const CommitRecord& record) {
+void DeltaStore::follow_screens(const CommitRecord& record) {
+  if (record.screens.size() == screens_.size()) {
+    for (std::size_t f = 0; f < screens_.size(); ++f) screens_[f].follow(record.screens[f]);
+    return;
+  }
   for (const auto& e : record.entries)
     if (const auto n = norms_.find({e.site, e.round}); n != norms_.end())
       screens_[static_cast<std::size_t>(e.fragment)].accept(n->second);
@@ -149,8 +153,8 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
       entries.push_back(e);
       decoded.emplace_back(n);
       decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their digest) are no delta of this model
-      // Every site records the norm of every delta a commit merges (accept_norms), screened here
-      // or not, so all sites keep the same history and reach the same verdicts.
+      // The norm of every delta a commit merges, screened here or not, goes into the screen the
+      // commit record carries (Means::screens).
       if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
       views.emplace_back(decoded.back());
       weights.push_back(e.weight);
@@ -163,6 +167,12 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
     if (const double share = commit_share(record.number, entries, record.round_tokens, rule); share < 1.0)
       for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
     out.mean.insert(out.mean.end(), mean.begin(), mean.end());
+  }
+  for (std::size_t f = 0; f < screens_.size(); ++f) {
+    DeltaScreen after = screens_[f];
+    for (const auto& e : record.entries)
+      if (static_cast<std::size_t>(e.fragment) == f) after.accept(norms_.at({e.site, e.round}));
+    out.screens.push_back(after.history());
   }
   return out;
 }

@@ -62,8 +62,9 @@ class DeltaStore {
   // every `rerequest_s`.
   bool ask_due(const DeltaKey& key, double now, double rerequest_s);
 
-  // What a commit merged: the screens learn its deltas' norms (every site the same history).
-  void accept_norms(const CommitRecord& record);
+  // The version this site holds now: the screens take the history its record carries (older
+  // records: they learn the norms of its deltas decoded here).
+  void follow_screens(const CommitRecord& record);
   // Forgets `site`'s rounds up to `round` (merged), handing their bytes back to the link.
   void forget_through(const std::string& site, std::int64_t round);
   // Puts the deltas of a version about to be proposed or applied in the journal.
@@ -74,6 +75,7 @@ class DeltaStore {
   struct Means {
     std::vector<int> fragments;
     std::vector<float> mean;
+    std::vector<std::vector<double>> screens;  // every fragment's screen once the commit is made
   };
   Means mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule);
 

@@ -30,6 +30,7 @@ std::optional<Waiting> Proposer::propose(CommitView view, const OuterState& stat
   auto means = mean_of(proposal, state);
   auto outcome = state.preview(means.fragments, means.mean);
   proposal.params_hash = outcome.hash;
+  proposal.screens = std::move(means.screens);
   std::set<std::string> merging;
   for (const auto& e : *entries) {
     proposal.merged[e.site] = e.round;

@@ -46,6 +46,7 @@ auto read_record(std::string_view bytes, const char* what, F&& read) {
 // 104-byte record took over 10 s to read under the sanitizers (fuzz/corpus/records). Refused
 // instead, before any is read.
 constexpr unsigned kMaxCommitList = 1u << 12;
+constexpr unsigned kMaxScreenNorms = 1u << 10;  // a screen's window is 16 by default
 
 std::uint32_t fragment_field(int fragment) {
   MERIDIAN_CHECK(fragment >= 0, "fragment=", fragment);
@@ -136,6 +137,11 @@ std::string encode(const CommitRecord& r) {
   }
   w.setFragment(fragment_field(r.fragment));
   w.setRoundTokens(r.round_tokens);
+  auto screens = w.initScreens(static_cast<unsigned>(r.screens.size()));
+  for (unsigned f = 0; f < r.screens.size(); ++f) {
+    auto norms = screens.init(f, static_cast<unsigned>(r.screens[f].size()));
+    for (unsigned j = 0; j < r.screens[f].size(); ++j) norms.set(j, r.screens[f][j]);
+  }
   return to_string(message);
 }
 
@@ -201,6 +207,21 @@ CommitRecord decode_commit(std::string_view bytes) {
     r.round_tokens = rec.getRoundTokens();
     if (!std::isfinite(r.round_tokens) || r.round_tokens < 0)
       throw make_error(ErrorKind::Peer, "commit record ", r.number, " says a round holds ", r.round_tokens, " tokens");
+    if (rec.getScreens().size() > kMaxCommitList)
+      throw make_error(ErrorKind::Peer, "commit record ", r.number, " holds ", rec.getScreens().size(),
+                       " fragments' screens (at most ", kMaxCommitList, ")");
+    for (auto norms : rec.getScreens()) {
+      if (norms.size() > kMaxScreenNorms)
+        throw make_error(ErrorKind::Peer, "commit record ", r.number, " holds a screen of ", norms.size(),
+                         " norms (at most ", kMaxScreenNorms, ")");
+      auto& screen = r.screens.emplace_back();
+      for (const double n : norms) {
+        if (!std::isfinite(n) || n < 0)
+          throw make_error(ErrorKind::Peer, "commit record ", r.number, " holds an impossible norm ", n,
+                           " in the screen of fragment ", r.screens.size() - 1);
+        screen.push_back(n);
+      }
+    }
     return r;
   });
 }

@@ -70,6 +70,9 @@ struct CommitRecord {
   // The tokens of a full round, every site that trains on counted (commit_rule.hpp round_tokens);
   // 0: a commit moves the weights by its entries' mean, however few sites they are.
   double round_tokens = 0;
+  // Per fragment, the norms its delta screen holds once this version is made, oldest first: the
+  // screen of every site that holds the version (delta_screen.hpp). Empty in older records.
+  std::vector<std::vector<double>> screens;
   bool operator==(const CommitRecord&) const = default;
 };
 

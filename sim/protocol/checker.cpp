@@ -23,8 +23,8 @@ std::string say(const Args&... args) {
 }  // namespace
 
 Checker::Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule,
-                 FragmentPlan plan)
-    : initial_(std::move(initial)), outer_(outer), codec_(codec), rule_(rule), plan_(std::move(plan)) {}
+                 FragmentPlan plan, DeltaScreenOptions screen)
+    : initial_(std::move(initial)), outer_(outer), codec_(codec), rule_(rule), plan_(std::move(plan)), screen_(screen) {}
 
 void Checker::submitted(const std::string& site, std::int64_t round, std::span<const std::byte> bytes,
                         std::span<const float> progress) {
@@ -68,7 +68,8 @@ const std::vector<std::byte>* Checker::sent(const CommitEntry& e) const {
   return nullptr;
 }
 
-std::pair<std::vector<int>, std::vector<float>> Checker::mean_of(const CommitRecord& record) const {
+std::pair<std::vector<int>, std::vector<float>> Checker::mean_of(const CommitRecord& record,
+                                                                 std::vector<DeltaScreen>& screens) const {
   std::set<int> fragments;
   for (const auto& e : record.entries) fragments.insert(e.fragment);
   std::pair<std::vector<int>, std::vector<float>> out;
@@ -83,6 +84,7 @@ std::pair<std::vector<int>, std::vector<float>> Checker::mean_of(const CommitRec
       entries.push_back(e);
       decoded.emplace_back(n);
       decode(*sent(e), decoded.back());
+      screens[static_cast<std::size_t>(f)].accept(DeltaScreen(screen_).check(decoded.back(), n).norm);
       views.emplace_back(decoded.back());
       weights.push_back(e.weight);
     }
@@ -98,12 +100,17 @@ std::pair<std::vector<int>, std::vector<float>> Checker::mean_of(const CommitRec
 
 void Checker::replay(const std::map<std::int64_t, CommitRecord>& log) {
   OuterState state(initial_, outer_, codec_, false, plan_);
+  std::vector<DeltaScreen> screens(plan_.size(), DeltaScreen(screen_));
   for (const auto& [v, record] : log) {
     for (const auto& e : record.entries)
       if (e.fragment < 0 || static_cast<std::size_t>(e.fragment) >= plan_.size())
         return fail(say("version ", v, " merges ", e.site, "'s round ", e.round, " of fragment ", e.fragment,
                         ", which the job does not have"));
-    const auto [fragments, means] = mean_of(record);
+    const auto [fragments, means] = mean_of(record, screens);
+    for (std::size_t f = 0; f < screens.size(); ++f)
+      if (record.screens.size() != screens.size() || record.screens[f] != screens[f].history())
+        return fail(say("version ", v, "'s record carries a screen of fragment ", f,
+                        " that is not the norms of the deltas the log merged"));
     auto outcome = state.preview(fragments, means);
     if (outcome.hash != record.params_hash) {
       fail(say("replaying the log, version ", v, " hashes to ", outcome.hash, ", its record says ", record.params_hash));

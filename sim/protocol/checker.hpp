@@ -20,6 +20,7 @@
 #include "crosssite/outer/fragments.hpp"
 #include "crosssite/outer/outer_optimizer.hpp"
 #include "crosssite/round/commit_rule.hpp"
+#include "crosssite/round/delta_screen.hpp"
 #include "crosssite/round/records.hpp"
 
 namespace meridian {
@@ -27,7 +28,9 @@ namespace meridian {
 class Checker {
  public:
   // `plan`: the job's fragments (Streaming DiLoCo); a commit changes the ones its deltas cover.
-  Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule, FragmentPlan plan);
+  // `screen`: the sites' delta screens, whose history each record carries.
+  Checker(std::vector<float> initial, OuterOptions outer, CodecOptions codec, CommitRuleOptions rule, FragmentPlan plan,
+          DeltaScreenOptions screen);
 
   // A site sent the delta of `round`: its bytes, and the progress its fragment trained since its
   // last delta of that fragment.
@@ -49,8 +52,9 @@ class Checker {
   const std::map<std::int64_t, CommitRecord>& records() const { return records_; }
 
  private:
-  // Per fragment the record's deltas cover (ascending), and their means one after the other.
-  std::pair<std::vector<int>, std::vector<float>> mean_of(const CommitRecord& record) const;
+  // Per fragment the record's deltas cover (ascending), and their means one after the other; each
+  // delta's norm goes into its fragment's screen, in the record's order.
+  std::pair<std::vector<int>, std::vector<float>> mean_of(const CommitRecord& record, std::vector<DeltaScreen>& screens) const;
   void replay(const std::map<std::int64_t, CommitRecord>& log);
 
   std::vector<float> initial_;
@@ -58,6 +62,7 @@ class Checker {
   CodecOptions codec_;
   CommitRuleOptions rule_;
   FragmentPlan plan_;
+  DeltaScreenOptions screen_;
   std::map<std::int64_t, CommitRecord> records_;          // the first record any site applied, by version
   std::map<std::int64_t, std::uint64_t> hashes_;          // and its weights hash
   std::map<std::string, std::int64_t> holds_;             // per site, the version it holds

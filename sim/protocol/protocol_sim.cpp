@@ -57,7 +57,7 @@ class Run {
         store_(clock_),
         network_(clock_, Rng::derive(seed, 1).next_u64()),
         checker_(sim_initial_weights(job_.params), job_.outer, CodecOptions{CodecKind::Fp32}, rule_of(job_),
-                 sim_fragments(job_.params, job_.fragments)),
+                 sim_fragments(job_.params, job_.fragments), job_.cross.screen),
         world_{job_, faults_, clock_, store_, network_, checker_, {}} {
     outcome_.seed = seed;
     outcome_.overlap = job_.overlap;

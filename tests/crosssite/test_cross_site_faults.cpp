@@ -227,6 +227,48 @@ TEST_CASE("a site that fell behind adopts a peer's state, from another peer when
   for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
 }
 
+TEST_CASE("a site that adopted a peer's state screens as its peers do: the screen's history comes with the version") {
+  EtcdServer etcd;
+  SKIP_WITHOUT_ETCD(etcd);
+  CommitRuleOptions two;
+  two.quorum = 2;
+  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0}, {}, 16 << 10, two);
+  Site& a = *sites[0];
+  Site& b = *sites[1];
+  sites[2].reset();
+  commit_by_two(a, b, 4);
+  REQUIRE(a.last->screens.size() == 1);
+  CHECK(a.last->screens[0].size() == 8);  // the norms of the eight deltas merged so far
+  sites[2] = std::make_unique<Site>("job", "c", etcd.endpoint(), CodecOptions{CodecKind::Fp32, 0}, LinkFaults{},
+                                    16 << 10, two);
+  Site& c = *sites[2];
+  const double deadline = seconds_now() + 10;
+  while (!c.cross.poll_join(5ms)) REQUIRE(seconds_now() < deadline);
+  while (c.state.version() < 4) {
+    REQUIRE(seconds_now() < deadline);
+    if (auto commit = c.cross.poll_commit(c.state, 5ms)) c.apply(*commit);
+    b.cross.poll_commit(b.state, 1ms);
+  }
+  REQUIRE(c.cross.traffic().states_adopted == 1);
+  // b's next delta goes 100 times as far: c, which merged none of the deltas before, refuses it as
+  // a and b would, rather than taking it into its proposal with a screen that knows no norm yet.
+  const std::int64_t round = 4;  // after commit_by_two's 0-3
+  b.submit(round, [&](std::vector<float>& w) {
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = b.state.start()[i] + 100.0f * (w[i] - b.state.start()[i]);
+  });
+  const double screened_by = seconds_now() + 10;
+  while (c.cross.traffic().deltas_screened_out == 0) {
+    if (seconds_now() >= screened_by) for (auto& s : sites) MESSAGE("DBG ", s->name, " v", s->state.version(), " waits for ", s->cross.describe_wait(), " backlog ", s->cross.backlog(s->state));
+    REQUIRE(seconds_now() < screened_by);
+    for (auto& s : sites) s->cross.poll_commit(s->state, 2ms);  // none proposes: b's is the only delta
+  }
+  a.submit(round);
+  c.submit(round);
+  commit_all(sites);
+  REQUIRE(c.last->entries.size() == 2);
+  for (const auto& e : c.last->entries) CHECK(e.site != "b");
+}
+
 TEST_CASE("a paused site that a burst of commits left behind applies their deltas, asking no peer's state") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);

@@ -1,5 +1,5 @@
 // crosssite/round/delta_screen: which decoded deltas are refused (wrong size, non-finite, a norm far
-// beyond the recent ones), that the verdict depends only on the shared history, and its checkpoint.
+// beyond the recent ones), that the verdict depends only on the shared history, and a history taken from a commit record.
 #include <doctest/doctest.h>
 
 #include "tests/support/error_of.hpp"
@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/round/delta_screen.hpp"
 
@@ -146,38 +145,21 @@ TEST_CASE("options are validated") {
   CHECK_THROWS_AS(screen.accept(std::numeric_limits<double>::infinity()), InvariantError);
 }
 
-TEST_CASE("history round-trips through a checkpoint") {
+TEST_CASE("a screen that follows a record's history judges as the one that built it") {
   DeltaScreen screen({.max_norm_ratio = 100, .window = 4, .min_history = 3});
   for (double n : {1.0, 2.0, 3.0, 4.0, 5.0}) screen.accept(n);
-  Checkpoint saved;
-  screen.save(saved);
-  const Checkpoint loaded = decode_checkpoint(encode_checkpoint(saved), "test");
-  CHECK(loaded.has("outer.screen.norms"));
+  const std::vector<double> carried{1, 2, 3, 4, 5};  // a record may carry more than the window
 
-  DeltaScreen restored({.max_norm_ratio = 100, .window = 4, .min_history = 3});
-  restored.restore(loaded);
-  CHECK(restored.history() == std::vector<double>{2, 3, 4, 5});
-  CHECK(restored.check(with_norm(350), 4).ok == screen.check(with_norm(350), 4).ok);
+  DeltaScreen follower({.max_norm_ratio = 100, .window = 4, .min_history = 3});
+  follower.accept(1000);  // what it held before is replaced
+  follower.follow(carried);
+  CHECK(follower.history() == std::vector<double>{2, 3, 4, 5});
+  CHECK(follower.check(with_norm(350), 4).ok == screen.check(with_norm(350), 4).ok);
+  CHECK_FALSE(follower.check(with_norm(351), 4).ok);
 
-  // A smaller window keeps the latest norms.
-  DeltaScreen narrow({.max_norm_ratio = 100, .window = 2, .min_history = 1});
-  narrow.restore(loaded);
-  CHECK(narrow.history() == std::vector<double>{4, 5});
-
-  // A checkpoint from before the screen restores an empty history.
-  restored.restore(Checkpoint{});
-  CHECK(restored.history().empty());
-}
-
-TEST_CASE("restore refuses impossible norms and keeps its history") {
-  DeltaScreen screen;
-  screen.accept(7);
-  Checkpoint bad;
-  const std::vector<double> norms{1, -2};
-  bad.put_pod("outer.screen.norms", std::span<const double>(norms));
-  CHECK(contains(error_of(ErrorKind::Checkpoint, [&] { screen.restore(bad); }), "impossible norm -2 at index 1"));
-  Checkpoint ragged;
-  ragged.put_pod("outer.screen.norms", std::span<const float>(Vec{1, 2, 3}));  // 12 bytes: not doubles
-  error_of(ErrorKind::Checkpoint, [&] { screen.restore(ragged); });
-  CHECK(screen.history() == std::vector<double>{7});
+  follower.follow({});  // version 0's: no history, no norm check yet
+  CHECK(follower.history().empty());
+  CHECK(follower.check(with_norm(1e6), 4).ok);
+  const std::vector<double> impossible{1, -2};
+  CHECK_THROWS_AS(follower.follow(impossible), InvariantError);
 }

@@ -70,6 +70,25 @@ TEST_CASE("a commit carries a full round's tokens: 0 in records from before, a n
   }
 }
 
+TEST_CASE("a commit carries every fragment's screen: none in records from before, an impossible norm refused") {
+  CommitRecord c{13, {{"a", 12, 11, 3.5, digest(1)}}, 7, "a", {}, 1, 0, {{0.5, 0.25}, {}, {3}}};
+  CHECK(decode_commit(encode(c)) == c);
+  c.screens.clear();
+  CHECK(decode_commit(encode(c)).screens.empty());
+  for (const double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    c.screens = {{1, bad}};
+    try {
+      decode_commit(encode(c));
+      FAIL("accepted ", bad);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Peer);
+      CHECK(std::string(e.what()).find("impossible norm") != std::string::npos);
+    }
+  }
+  c.screens = {std::vector<double>(2000, 1.0)};  // far past any window
+  CHECK_THROWS_AS(decode_commit(encode(c)), Error);
+}
+
 TEST_CASE("round records refuse bytes that are not theirs, as peer errors") {
   for (const std::string& bad : {std::string(), std::string("xyz"), std::string(16, '\xff'), std::string(24, '\0')}) {
     CAPTURE(bad.size());

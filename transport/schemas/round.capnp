@@ -1,6 +1,6 @@
 @0xb8e4c1f2a7d35e91;
 # The records of the cross-site round/commit protocol (DESIGN.md, "Data flow of one round"), kept
-# in etcd under the job's prefix (sync/round/records.hpp names the keys), and the small requests
+# in etcd under the job's prefix (crosssite/round/records.hpp names the keys), and the small requests
 # sites send each other over their links. The bulk bytes of a delta never go through etcd: they
 # travel as chunk frames (chunk.capnp) tagged with the round they belong to.
 
@@ -66,12 +66,18 @@ struct CommitRecord {
   paramsHash @3 :UInt64;
   proposer @4 :Text;
   merged @5 :List(SiteRound);  # per site, the newest round merged up to this version (this one included)
-  fragment @6 :UInt32;         # streaming DiLoCo: whose turn this version is (0 for DiLoCo); the
-                               # next version is the next fragment's (sync/round/commit_rule.hpp)
+  fragment @6 :UInt32;         # streaming DiLoCo: whose turn this version is (0 for DiLoCo):
+                               # fragment (number - 1) mod P, unless no site had a round of it
+                               # (crosssite/round/commit_rule.hpp)
   roundTokens @7 :Float64;     # the tokens of a full round, every site that trains on counted: a
                                # commit missing some sites' deltas moves the weights by its share
                                # of it (commit_rule.hpp commit_share). 0, as in older records: by
                                # its entries' own tokens
+  screens @8 :List(List(Float64));  # per fragment, the norms its delta screen holds once this
+                               # version is made (delta_screen.hpp), oldest first: every site that
+                               # holds the version screens alike, one that restarted or adopted a
+                               # peer's state too. Empty in older records: the screens add the
+                               # norms of the entries they decoded
 }
 
 # Sent over a link: "send me your state (OuterState::snapshot) if you hold at least this version":
