@@ -1,8 +1,8 @@
 #pragma once
 // The control plane's seams that run beside its calls: a feed of what changed (so that a look
 // reads only the areas that moved) and a lease that somebody keeps renewing. EtcdWatch and
-// LeaseKeeper are etcd's, from their own threads; the protocol simulator keeps its leases on
-// virtual time and reads everything every look. The round code sees only these interfaces.
+// LeaseKeeper are etcd's, from their own threads; the protocol simulator's are MemoryChangeFeed
+// and leases kept on virtual time. The round code sees only these interfaces.
 #include <cstddef>
 #include <cstdint>
 

@@ -27,7 +27,7 @@ void MemoryStore::expire() {
       ++it;
       continue;
     }
-    std::erase_if(kv_, [&](const auto& kv) { return kv.second.lease == it->first; });
+    drop_keys_of(it->first);
     it = leases_.erase(it);
     any = true;
   }
@@ -36,6 +36,25 @@ void MemoryStore::expire() {
 
 void MemoryStore::write(const std::string& key, std::string value, std::int64_t lease) {
   kv_[key] = Entry{std::move(value), ++revision_, lease};
+  touched(key);
+}
+
+void MemoryStore::drop_keys_of(std::int64_t lease) {
+  std::erase_if(kv_, [&](const auto& kv) {
+    if (kv.second.lease != lease) return false;
+    touched(kv.first);
+    return true;
+  });
+}
+
+void MemoryStore::touched(const std::string& key) {
+  for (auto& [prefix, count] : watched_)
+    if (key.starts_with(prefix)) ++count;
+}
+
+std::uint64_t MemoryStore::changes(const std::string& prefix) {
+  expire();  // a lease that lapsed deletes its keys now, as etcd's would have at its deadline
+  return watched_.try_emplace(prefix, 0).first->second;
 }
 
 void MemoryStore::put(const std::string& key, const std::string& value, std::int64_t lease) {
@@ -79,6 +98,7 @@ bool MemoryStore::erase(const std::string& key) {
   expire();
   if (kv_.erase(key) == 0) return false;
   ++revision_;
+  touched(key);
   return true;
 }
 
@@ -99,7 +119,7 @@ void MemoryStore::keep_alive(std::int64_t lease) {
 void MemoryStore::revoke_lease(std::int64_t lease) {
   expire();
   if (leases_.erase(lease) == 0) return;
-  std::erase_if(kv_, [&](const auto& kv) { return kv.second.lease == lease; });
+  drop_keys_of(lease);
   ++revision_;
 }
 
@@ -166,6 +186,11 @@ void MemoryControlPlane::keep_alive(std::int64_t lease) {
 }
 void MemoryControlPlane::revoke_lease(std::int64_t lease) {
   call("lease revoke", [&] { store_.revoke_lease(lease); });
+}
+
+MemoryChangeFeed::MemoryChangeFeed(MemoryStore& store, const MemoryControlPlane& client, std::vector<std::string> areas)
+    : store_(store), client_(client), areas_(std::move(areas)) {
+  for (const auto& area : areas_) store_.changes(area);  // watched from now on
 }
 
 }  // namespace meridian

@@ -21,6 +21,7 @@
 
 #include "core/util/clock.hpp"
 #include "core/util/rng.hpp"
+#include "crosssite/control/change_feed.hpp"
 #include "crosssite/control/control_plane.hpp"
 
 namespace meridian {
@@ -44,6 +45,9 @@ class MemoryStore {
   void later(double at, std::function<void()> write);
   std::size_t late_writes() const { return late_.size(); }  // not applied yet
   std::int64_t revision() const { return revision_; }
+  // How many writes, deletes and lease expiries of keys under `prefix` there were since the first
+  // call for it: what an etcd watch on the prefix reports.
+  std::uint64_t changes(const std::string& prefix);
   // Every key and value, sorted: what a checker reads after a run.
   std::vector<std::pair<std::string, std::string>> dump();
 
@@ -60,6 +64,8 @@ class MemoryStore {
   void expire();  // applies the late writes due, drops the leases the clock has passed and their keys
   void settle();  // the late writes due
   void write(const std::string& key, std::string value, std::int64_t lease);
+  void drop_keys_of(std::int64_t lease);
+  void touched(const std::string& key);  // counts a change for the watched prefixes it is under
 
   ManualClock& clock_;
   std::map<std::string, Entry> kv_;
@@ -67,6 +73,7 @@ class MemoryStore {
   std::int64_t revision_ = 1;
   std::int64_t next_lease_ = 0x1000;
   std::multimap<double, std::function<void()>> late_;
+  std::map<std::string, std::uint64_t> watched_;  // by prefix, its changes since the first call
 };
 
 struct ControlFaults {
@@ -82,6 +89,7 @@ class MemoryControlPlane final : public ControlPlane {
   MemoryControlPlane(MemoryStore& store, ManualClock& clock, std::uint64_t seed)
       : store_(store), clock_(clock), rng_(seed) {}
   ControlFaults& faults() { return faults_; }
+  const ControlFaults& faults() const { return faults_; }
 
   void put(const std::string& key, const std::string& value, std::int64_t lease = 0) override;
   std::optional<std::string> get(const std::string& key) override;
@@ -105,6 +113,20 @@ class MemoryControlPlane final : public ControlPlane {
   ManualClock& clock_;
   Rng rng_;
   ControlFaults faults_;
+};
+
+// One client's watch of the store's areas (ChangeFeed), so a look reads only the areas that moved,
+// as over etcd: cut off with the client (while it is down, the reader reads everything).
+class MemoryChangeFeed final : public ChangeFeed {
+ public:
+  MemoryChangeFeed(MemoryStore& store, const MemoryControlPlane& client, std::vector<std::string> areas);
+  bool watching() const override { return !client_.faults().down; }
+  std::uint64_t changes(std::size_t area) const override { return store_.changes(areas_.at(area)); }
+
+ private:
+  MemoryStore& store_;
+  const MemoryControlPlane& client_;
+  std::vector<std::string> areas_;
 };
 
 }  // namespace meridian

@@ -1,6 +1,7 @@
 #include "crosssite/round/cross_site.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
@@ -252,10 +253,12 @@ void CrossSite::forget_merged(const CommitRecord& record) {
 bool CrossSite::finished(const OuterState& state) { return merged_all(state) && peers_ended(state); }
 
 bool CrossSite::merged_all(const OuterState& state) {
+  // Called at every look of the job's end: it reads only what changed since (or everything, as due).
+  const ControlGate::Reads reads = gate_.reads_due();
   if (!announce_pending() || !control([&](ControlPlane& plane) {
-        refresh_members();
-        read_announcements(plane);
-        log_.read(plane, events_);
+        if (reads.members) refresh_members();
+        if (reads.announcements) read_announcements(plane);
+        if (reads.commits) log_.read(plane, events_);
       }))
     return false;
   const auto& members = membership_.members();
@@ -344,24 +347,37 @@ std::optional<std::int64_t> CrossSite::lost_round(const OuterState& state, std::
 
 bool CrossSite::unmergeable(const OuterState& state, std::int64_t round) const {
   if (gate_.down()) return false;  // cut off: what it announced may still be merged
-  if (book_.banned(options_.site)) return false;  // disputed(): refused, but nobody waits for it either  // disputed(): refused, but nobody waits for it either
-  const DeltaKey key{options_.site, round};
-  const DeltaAnnouncement* a = book_.announcement(key);
+  if (book_.banned(options_.site)) return false;  // disputed(): refused, but nobody waits for it either
+  const DeltaAnnouncement* a = book_.announcement({options_.site, round});
   if (a == nullptr) return false;  // merged, or not read back from the control plane yet
-  // Called at every look of a lockstep wait: the view holds only what the predicate reads of it.
-  CommitView view;
-  view.version = state.version();
-  view.applied[options_.site] = book_.merged_round(options_.site);
-  if (book_.refused(key)) view.refused.insert(key);
-  return !mergeable(*a, view, options_.rule);
+  return !mergeable(*a, own_view(state), options_.rule);
 }
 
 std::int64_t CrossSite::backlog(const OuterState& state) const {
   if (gate_.down()) return 0;
-  const CommitView view = control_view(state);
-  return std::count_if(view.announced.begin(), view.announced.end(), [&](const DeltaAnnouncement& a) {
-    return a.site == options_.site && mergeable(a, view, options_.rule);
-  });
+  const CommitView view = own_view(state);
+  std::int64_t count = 0;
+  for (const auto& [key, a] : own_announced()) count += mergeable(*a, view, options_.rule);
+  return count;
+}
+
+std::vector<std::pair<DeltaKey, const DeltaAnnouncement*>> CrossSite::own_announced() const {
+  std::vector<std::pair<DeltaKey, const DeltaAnnouncement*>> own;
+  const auto& announced = book_.announced();
+  for (auto it = announced.lower_bound({options_.site, std::numeric_limits<std::int64_t>::min()});
+       it != announced.end() && it->first.first == options_.site; ++it)
+    own.emplace_back(it->first, &it->second);
+  return own;
+}
+
+CommitView CrossSite::own_view(const OuterState& state) const {
+  // Called at every look of a wait: the view holds only what `mergeable` reads of this site's rounds.
+  CommitView view;
+  view.version = state.version();
+  view.applied[options_.site] = book_.merged_round(options_.site);
+  for (const auto& [key, a] : own_announced())
+    if (book_.refused(key)) view.refused.insert(key);
+  return view;
 }
 
 CommitView CrossSite::control_view(const OuterState& state) const {

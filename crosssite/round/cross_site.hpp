@@ -198,6 +198,9 @@ class CrossSite final : public RoundPeers {
   bool announce_pending();
   // What the control plane shows, as the commit rule sees it (no deltas held yet).
   CommitView control_view(const OuterState& state) const;
+  // What `mergeable` needs to judge this site's own rounds, and no more.
+  CommitView own_view(const OuterState& state) const;
+  std::vector<std::pair<DeltaKey, const DeltaAnnouncement*>> own_announced() const;  // not merged yet
   // One look: reads what `reads` says (the rest of it decides on what was read before, and the
   // deltas and time since), then hands out, catches up or proposes.
   std::optional<Commit> check_control(ControlPlane& plane, const OuterState& state, ControlGate::Reads reads);

@@ -202,6 +202,9 @@ void SimSite::start(const Disk& disk) {
     raw->lease = lease;
     return std::make_unique<KeptSimLease>(std::shared_ptr<bool>(lease, &lease->lost));
   };
+  o.change_feed = [this, raw](const std::string&, std::vector<std::string> areas) {
+    return std::make_unique<MemoryChangeFeed>(world_.store, *raw->control, std::move(areas));
+  };
   ControlPlane& control = inc->overwriting ? *inc->overwriting : *inc->control;
   inc->cross = std::make_unique<CrossSite>(std::move(o), control, *inc->link, [this] { return world_.clock.now(); });
   inc->cross->serve_state(&inc->now.state);

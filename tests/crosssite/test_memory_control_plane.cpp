@@ -102,4 +102,30 @@ TEST_CASE("memory control plane: slow replies take virtual time") {
   CHECK(clock.now() == doctest::Approx(0.5));
 }
 
+
+TEST_CASE("memory change feed: counts writes, deletes and lease expiries under each area, and vouches only while its client is up") {
+  ManualClock clock;
+  MemoryStore store(clock);
+  MemoryControlPlane c(store, clock, 1);
+  c.put("/j/a/0", "before the feed");
+  MemoryChangeFeed feed(store, c, {"/j/a/", "/j/b/"});
+  CHECK(feed.watching());
+  CHECK(feed.changes(0) == 0);
+  c.put("/j/a/1", "x");
+  c.put("/j/c/1", "elsewhere");
+  CHECK(feed.changes(0) == 1);
+  CHECK(feed.changes(1) == 0);
+  const auto lease = c.grant_lease(2);
+  c.put("/j/b/1", "y", lease);
+  CHECK(c.create_if_absent("/j/b/2", "z"));
+  CHECK(c.compare_and_swap("/j/b/2", "z", "w"));
+  CHECK(feed.changes(1) == 3);
+  clock.advance(2.5);  // the lease lapses: its key goes, and the feed says so without any call
+  CHECK(feed.changes(1) == 4);
+  CHECK(store.erase("/j/a/0"));
+  CHECK(feed.changes(0) == 2);
+  c.faults().down = true;
+  CHECK_FALSE(feed.watching());
+}
+
 }  // namespace meridian
