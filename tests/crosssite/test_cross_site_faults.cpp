@@ -52,6 +52,19 @@ void commit_by_two(Site& a, Site& b, std::int64_t versions) {
   }
 }
 
+// Sites a, b and c with a quorum of two; c goes away (its lease revoked) and a and b commit four
+// versions without it, sending it nothing; then c comes back without its disk (not joined yet).
+std::vector<std::unique_ptr<Site>> c_back_four_versions_behind(const EtcdServer& etcd, CodecOptions codec) {
+  CommitRuleOptions two;
+  two.quorum = 2;
+  auto sites = joined_sites(etcd, codec, {}, 16 << 10, two);
+  sites[2].reset();
+  commit_by_two(*sites[0], *sites[1], 4);
+  REQUIRE(sites[0]->state.version() == 4);
+  sites[2] = std::make_unique<Site>("job", "c", etcd.endpoint(), codec, LinkFaults{}, 16 << 10, two);
+  return sites;
+}
+
 std::uint64_t injected(const std::vector<std::unique_ptr<Site>>& sites) {
   std::uint64_t n = 0;
   for (const auto& s : sites) n += s->link->counters().faults_injected;
@@ -185,19 +198,10 @@ TEST_CASE("a delta announced as spanning paused rounds is screened against that 
 TEST_CASE("a site that fell behind adopts a peer's state, from another peer when the first does not answer") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  CommitRuleOptions two;
-  two.quorum = 2;
-  auto sites = joined_sites(etcd, {CodecKind::Int8, 256}, {}, 16 << 10, two);
+  auto sites = c_back_four_versions_behind(etcd, {CodecKind::Int8, 256});
   Site& a = *sites[0];
   Site& b = *sites[1];
-  // c goes away (its lease revoked): a and b commit four versions without it, sending it nothing.
-  sites[2].reset();
-  commit_by_two(a, b, 4);
-  REQUIRE(a.state.version() == 4);
-  // c comes back without its disk. a stops answering (alive, lease held, link silent): c asks a
-  // first, then b.
-  sites[2] = std::make_unique<Site>("job", "c", etcd.endpoint(), CodecOptions{CodecKind::Int8, 256}, LinkFaults{},
-                                    16 << 10, two);
+  // a stops answering (alive, lease held, link silent): c asks a first, then b.
   Site& c = *sites[2];
   const double join_deadline = seconds_now() + 10;
   while (!c.cross.poll_join(5ms)) REQUIRE(seconds_now() < join_deadline);
@@ -230,17 +234,11 @@ TEST_CASE("a site that fell behind adopts a peer's state, from another peer when
 TEST_CASE("a site that adopted a peer's state screens as its peers do: the screen's history comes with the version") {
   EtcdServer etcd;
   SKIP_WITHOUT_ETCD(etcd);
-  CommitRuleOptions two;
-  two.quorum = 2;
-  auto sites = joined_sites(etcd, {CodecKind::Fp32, 0}, {}, 16 << 10, two);
+  auto sites = c_back_four_versions_behind(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
   Site& b = *sites[1];
-  sites[2].reset();
-  commit_by_two(a, b, 4);
   REQUIRE(a.last->screens.size() == 1);
   CHECK(a.last->screens[0].size() == 8);  // the norms of the eight deltas merged so far
-  sites[2] = std::make_unique<Site>("job", "c", etcd.endpoint(), CodecOptions{CodecKind::Fp32, 0}, LinkFaults{},
-                                    16 << 10, two);
   Site& c = *sites[2];
   const double deadline = seconds_now() + 10;
   while (!c.cross.poll_join(5ms)) REQUIRE(seconds_now() < deadline);
