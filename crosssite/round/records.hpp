@@ -25,7 +25,7 @@ struct MemberRecord {
   std::string site;
   std::string address;
   std::uint64_t incarnation = 0;
-  bool paused = false;  // pause-outer: no commit waits for a round it will not announce
+  bool paused = false;  // pause-outer or draining: no commit waits for a round it will not announce
   // The version the site ended the job on, -1 before: the others stay until every site has, so a
   // site still behind has someone to take the last versions from.
   std::int64_t ended = -1;

@@ -77,4 +77,21 @@ TEST_CASE("job membership without CURVE: any address a record gives is the site'
 }
 
 }  // namespace
+TEST_CASE("job membership: a draining site's record says it announces nothing new, a paused one's too, until taken back") {
+  Fixture f;
+  JobMembership m = f.member_a({});
+  m.register_site();
+  const auto record = [&] { return decode_member(*f.control.get(f.keys.member("a"))); };
+  CHECK_FALSE(record().paused);
+  m.set_announcing(false);  // draining
+  m.maintain();
+  CHECK(record().paused);
+  m.set_announcing(true);
+  m.maintain();
+  CHECK_FALSE(record().paused);
+  m.set_proposing(false);  // pause-outer
+  m.maintain();
+  CHECK(record().paused);
+}
+
 }  // namespace meridian

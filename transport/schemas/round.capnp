@@ -17,7 +17,8 @@ struct MemberRecord {
   site @1 :Text;
   address @2 :Text;        # its link's address, e.g. tcp://127.0.0.1:PORT
   incarnation @3 :UInt64;  # changes when the site's leader (and with it the link) changes
-  paused @4 :Bool;         # its outer exchange is paused (pause-outer): it announces and proposes nothing
+  paused @4 :Bool;         # it announces no new round: its outer exchange is paused (pause-outer,
+                           # which proposes nothing either) or it drains; no commit waits for it
   ended @5 :Int64 = -1;    # the version it ended the job on; -1 while it has not (a peer behind needs it until it has)
 }
 
