@@ -132,7 +132,9 @@ bool RoundDriver::attempt(Replica& r, std::chrono::milliseconds budget) {
   Update u;
   Looked looked;
   if (leads(r)) u = look(polling() ? std::chrono::milliseconds(0) : budget, looked);
+  if (leads(r)) u.aim = cursor_.aim;
   r.channel.share(u);
+  cursor_.aim = u.aim;  // a replica that joined since takes the leader's
   apply(r, u, looked);
   if (!u.waits) ended(r, u);
   return waiting();

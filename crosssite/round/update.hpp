@@ -21,6 +21,9 @@ struct Update {
   std::uint64_t params_hash = 0;  // Commit, Snapshot: the weights' hash the commit record names
   std::int64_t job_step = 0;      // Snapshot, and a rejoin's take-up: where the job is
   std::int64_t backlog = 0;       // when a wait on the backlog ends: this site's rounds still mergeable
+  // The version the site's next round aims at, as the leader has it: a replica that joined since
+  // (healed from a peer, its own round state fresh) sends the same fragment as the others.
+  std::int64_t aim = 0;
   std::vector<int> fragments;     // Commit: ascending
   std::vector<float> mean;        // Commit: the fragments' mean deltas, one after the other
   std::vector<std::byte> snapshot;  // Snapshot

@@ -14,7 +14,7 @@ struct Header {
   std::uint8_t kind = 0, waits = 0;
   std::int64_t version = 0;
   std::uint64_t params_hash = 0;
-  std::int64_t job_step = 0, backlog = 0;
+  std::int64_t job_step = 0, backlog = 0, aim = 0;
   std::uint64_t fragments = 0, payload = 0;  // fragment ids after the header; payload elements
 };
 
@@ -27,7 +27,7 @@ void GroupChannel::share(Update& update) {
                    update.fragments.size(), " fragments, the job has ", fragments_);
     const bool commit = update.kind == Update::Kind::Commit;
     const Header h{static_cast<std::uint8_t>(update.kind), update.waits, update.version, update.params_hash,
-                   update.job_step, update.backlog, update.fragments.size(),
+                   update.job_step, update.backlog, update.aim, update.fragments.size(),
                    commit ? update.mean.size() : update.snapshot.size()};
     std::memcpy(header_.data(), &h, sizeof h);
     std::memcpy(header_.data() + sizeof h, update.fragments.data(), sizeof(int) * update.fragments.size());
@@ -37,7 +37,7 @@ void GroupChannel::share(Update& update) {
   std::memcpy(&h, header_.data(), sizeof h);
   if (!leader_) {
     update = Update{static_cast<Update::Kind>(h.kind), h.waits != 0, h.version, h.params_hash, h.job_step, h.backlog,
-                    std::vector<int>(h.fragments), {}, {}};
+                    h.aim, std::vector<int>(h.fragments), {}, {}};
     std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
     if (update.kind == Update::Kind::Commit) update.mean.resize(h.payload);
     if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);

@@ -289,6 +289,39 @@ TEST_CASE("streaming: a site sends the fragment whose turn its round's version i
   site.same_everywhere();
 }
 
+TEST_CASE("a replica that joined with a round in flight takes the leader's aim at its first attempt") {
+  Site site(plan(2, true, 40), 4);
+  site.step();
+  site.step();  // round 0 (fragment 0) in flight: the leader aims its next round at version 2
+  REQUIRE(site.peers.submitted.size() == 1);
+  // A replica joins: healed from a peer (state, weights, step), its own round state fresh.
+  OuterState joined_state = site.leader_state;
+  FakeTraining joined_training = site.lead_training;
+  Log joined_log;
+  RoundDriver joined(plan(2, true, 40), joined_state, joined_log, [&] { return site.now; });
+  FakeChannel joined_channel{site.wire, false};
+  Replica l{site.lead_channel, site.lead_training}, j{joined_channel, joined_training};
+  site.leader.catch_up();
+  joined.catch_up();
+  while (site.leader.attempt(l, 0ms)) joined.attempt(j, 0ms);
+  joined.attempt(j, 0ms);
+  for (int s = 0; s < 2; ++s) {
+    site.lead_training.train();
+    joined_training.train();
+    site.leader.after_step(l, site.lead_training.steps, false, false);
+    joined.after_step(j, joined_training.steps, false, false);
+    for (int i = 0; i < 5 && site.leader.waiting(); ++i) {
+      site.leader.attempt(l, 0ms);
+      joined.attempt(j, 0ms);
+    }
+  }
+  REQUIRE(site.peers.submitted.size() == 2);
+  CHECK(site.peers.submitted[1].fragment == 1);
+  // It encoded the fragment the leader sent: the same residual, the same working weights.
+  CHECK(joined_training.w == site.lead_training.w);
+  CHECK(OuterState::weights_hash(joined_state.start()) == OuterState::weights_hash(site.leader_state.start()));
+}
+
 TEST_CASE("a lost round is dropped on every replica, and three in a row stop the site with Error(Data)") {
   Site site(plan(2, false));
   site.step();
