@@ -355,6 +355,7 @@ TEST_CASE("status says what a site waits for: here its peer, not started yet") {
   CHECK_MESSAGE(table.out.find("s for sites to join: b") != std::string::npos, table.out);
   job.start("b");
   REQUIRE(job.wait_until([&] { return job.newest_version() >= 1; }));
-  CHECK_FALSE(job.status("a")["figures"].contains("waiting"));  // no longer
+  // The join's wait is over; a may wait for the next version by now (under load it often does).
+  CHECK(job.status("a")["figures"].value("waiting", json::object()).value("for", "") != "sites to join: b");
   job.finish();
 }
