@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <span>
 
+#include "core/util/error.hpp"
+
 namespace meridian {
 
 enum class ReduceOp { Sum, Mean };
@@ -21,10 +23,34 @@ class Communicator {
   // In place; every rank ends with root's bytes.
   virtual void broadcast(std::span<std::byte> data, int root) = 0;
   virtual void barrier() = 0;
+
+  // Sharded state: `data` is cut into size() consecutive parts, rank r's of counts[r] elements
+  // (parts may differ in length, or be empty), and every rank passes the same cut.
+  //
+  // Every rank passes its whole buffer; rank r's part ends as the sum (or mean) over the ranks of
+  // their part r. The other parts are left as they were.
+  virtual void reduce_scatter(std::span<float> data, std::span<const std::size_t> counts, ReduceOp op) = 0;
+  // Every rank passes its own part filled in; every part ends holding its owner's values.
+  virtual void all_gather(std::span<float> data, std::span<const std::size_t> counts) = 0;
 };
+
+// Where rank `rank`'s part starts in a buffer cut by `counts` (see reduce_scatter).
+inline std::size_t part_offset(std::span<const std::size_t> counts, int rank) {
+  std::size_t offset = 0;
+  for (int r = 0; r < rank; ++r) offset += counts[static_cast<std::size_t>(r)];
+  return offset;
+}
 
 // Sum -> mean after an all-reduce. Every rank scales the same sums by the same factor, so the
 // means stay bit-identical across ranks; implementations sum and then call this.
+// A cut that does not fit the buffer or the group is a caller's bug.
+inline void check_parts(std::size_t elements, std::span<const std::size_t> counts, int size) {
+  std::size_t total = 0;
+  for (const std::size_t c : counts) total += c;
+  MERIDIAN_CHECK(counts.size() == static_cast<std::size_t>(size) && total == elements, "parts=", counts.size(),
+                 " ranks=", size, " elements in parts=", total, " buffer=", elements);
+}
+
 inline void scale_to_mean(std::span<float> sums, int size) {
   const float scale = 1.0f / static_cast<float>(size);
   for (float& x : sums) x *= scale;

@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -148,6 +150,41 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  void reduce_scatter(std::span<float> data, std::span<const std::size_t> counts, ReduceOp op) override {
+    check_parts(data.size(), counts, size_);
+    if (size_ == 1) return;
+    // Every rank sends part p to rank p and sums the copies of its own in rank order: each element
+    // is summed on one rank, in one order, whatever the cut of the others.
+    const std::size_t mine = counts[static_cast<std::size_t>(rank_)];
+    received_.resize(mine * static_cast<std::size_t>(size_));
+    run("reduce_scatter", [&] {
+      gloo::AlltoallvOptions opts(context_);
+      std::vector<std::int64_t> sent(counts.begin(), counts.end());
+      opts.setInput(data.data(), std::move(sent));
+      opts.setOutput(received_.data(), std::vector<std::int64_t>(static_cast<std::size_t>(size_),
+                                                                 static_cast<std::int64_t>(mine)));
+      gloo::alltoallv(opts);
+    });
+    const auto part = data.subspan(part_offset(counts, rank_), mine);
+    std::copy_n(received_.begin(), mine, part.begin());
+    for (int r = 1; r < size_; ++r) {
+      const float* copy = received_.data() + static_cast<std::size_t>(r) * mine;
+      for (std::size_t i = 0; i < mine; ++i) part[i] += copy[i];
+    }
+    if (op == ReduceOp::Mean) scale_to_mean(part, size_);
+  }
+
+  void all_gather(std::span<float> data, std::span<const std::size_t> counts) override {
+    check_parts(data.size(), counts, size_);
+    if (size_ == 1) return;
+    run("all_gather", [&] {
+      // No input: this rank's part is read from the output buffer in place.
+      gloo::AllgathervOptions opts(context_);
+      opts.setOutput(data.data(), std::vector<std::size_t>(counts.begin(), counts.end()));
+      gloo::allgatherv(opts);
+    });
+  }
+
  private:
   template <class F>
   void run(const char* what, F&& call) {
@@ -161,6 +198,7 @@ class GlooCommunicator final : public Communicator {
   const int rank_;
   const int size_;
   const std::shared_ptr<gloo::Context> context_;  // null when size_ == 1
+  std::vector<float> received_;                   // reduce_scatter: every rank's copy of this rank's part
   bool failed_ = false;
 };
 

@@ -126,6 +126,47 @@ class NcclCommunicator final : public Communicator {
     if (rank_ != root) copy_to_host(data.data(), data.size_bytes());
   }
 
+  // NCCL cuts buffers into equal parts: each part travels padded to the longest one, and the
+  // padding's values are never read back.
+  void reduce_scatter(std::span<float> data, std::span<const std::size_t> counts, ReduceOp op) override {
+    check_parts(data.size(), counts, size_);
+    if (size_ == 1 || data.empty()) return;
+    DeviceScope scope(device_);
+    check_usable("reduce_scatter");
+    const std::size_t longest = *std::max_element(counts.begin(), counts.end());
+    reserve((static_cast<std::size_t>(size_) + 1) * longest * sizeof(float));
+    auto* padded = static_cast<float*>(buffer_);
+    float* reduced = padded + static_cast<std::size_t>(size_) * longest;
+    for (int r = 0; r < size_; ++r)
+      copy_part(padded + static_cast<std::size_t>(r) * longest, data.data() + part_offset(counts, r),
+                counts[static_cast<std::size_t>(r)], cudaMemcpyHostToDevice);
+    enqueue("reduce_scatter", ncclReduceScatter(padded, reduced, longest, ncclFloat32, ncclSum, comm_, stream_));
+    complete("reduce_scatter", Clock::now() + timeout_, true);
+    const auto part = data.subspan(part_offset(counts, rank_), counts[static_cast<std::size_t>(rank_)]);
+    copy_part(part.data(), reduced, part.size(), cudaMemcpyDeviceToHost);
+    complete("copy to host", Clock::now() + timeout_, true);
+    if (op == ReduceOp::Mean) scale_to_mean(part, size_);
+  }
+
+  void all_gather(std::span<float> data, std::span<const std::size_t> counts) override {
+    check_parts(data.size(), counts, size_);
+    if (size_ == 1 || data.empty()) return;
+    DeviceScope scope(device_);
+    check_usable("all_gather");
+    const std::size_t longest = *std::max_element(counts.begin(), counts.end());
+    reserve(static_cast<std::size_t>(size_) * longest * sizeof(float));
+    auto* padded = static_cast<float*>(buffer_);
+    float* own = padded + static_cast<std::size_t>(rank_) * longest;
+    copy_part(own, data.data() + part_offset(counts, rank_), counts[static_cast<std::size_t>(rank_)],
+              cudaMemcpyHostToDevice);
+    enqueue("all_gather", ncclAllGather(own, padded, longest, ncclFloat32, comm_, stream_));
+    complete("all_gather", Clock::now() + timeout_, true);
+    for (int r = 0; r < size_; ++r)
+      copy_part(data.data() + part_offset(counts, r), padded + static_cast<std::size_t>(r) * longest,
+                counts[static_cast<std::size_t>(r)], cudaMemcpyDeviceToHost);
+    complete("copy to host", Clock::now() + timeout_, true);
+  }
+
   void barrier() override {
     if (size_ == 1) return;
     DeviceScope scope(device_);
@@ -155,6 +196,10 @@ class NcclCommunicator final : public Communicator {
   void copy_to_host(void* host, std::size_t bytes) {
     cuda("cudaMemcpyAsync", cudaMemcpyAsync(host, buffer_, bytes, cudaMemcpyDeviceToHost, stream_));
     complete("copy to host", Clock::now() + timeout_, true);
+  }
+
+  void copy_part(float* to, const float* from, std::size_t count, cudaMemcpyKind kind) {
+    if (count > 0) cuda("cudaMemcpyAsync", cudaMemcpyAsync(to, from, count * sizeof(float), kind, stream_));
   }
 
   void cuda(const char* call, cudaError_t err) {

@@ -217,6 +217,67 @@ TEST_CASE("broadcast gives every rank the root's bytes") {
   }
 }
 
+// Cuts of n elements for `size` ranks: equal parts with the remainder on the last, and one with
+// an empty part (more ranks than a small buffer has units).
+std::vector<std::vector<std::size_t>> cuts_for(int size) {
+  const std::size_t n = 10'007;  // prime: no two parts are alike
+  std::vector<std::size_t> uneven(static_cast<std::size_t>(size), n / static_cast<std::size_t>(size));
+  uneven.back() += n % static_cast<std::size_t>(size);
+  std::vector<std::size_t> hole(static_cast<std::size_t>(size), 5);
+  hole[0] = 0;
+  return {uneven, hole};
+}
+
+std::size_t owner_of(std::span<const std::size_t> counts, std::size_t i) {
+  int r = 0;
+  while (i >= part_offset(counts, r + 1)) ++r;
+  return static_cast<std::size_t>(r);
+}
+
+TEST_CASE("reduce_scatter and all_gather at 1 to 4 ranks, parts uneven or empty, equal the sequential reference bit for bit") {
+  for (int size = 1; size <= 4; ++size)
+    for (const auto& counts : cuts_for(size))
+      for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean}) {
+        CAPTURE(size);
+        CAPTURE(counts.size());
+        CAPTURE(op == ReduceOp::Mean);
+        const std::size_t n = part_offset(counts, size);
+        std::vector<std::vector<float>> reduced(static_cast<std::size_t>(size)), gathered(static_cast<std::size_t>(size));
+        MemoryStore store;
+        require_no_errors(run_ranks(size, [&](int rank) {
+          auto comm = connect_gloo(store, "gen0/", rank, size, kOptions);
+          std::vector<float> data(n);
+          for (std::size_t i = 0; i < n; ++i) data[i] = input_value(rank, i);
+          comm->reduce_scatter(data, counts, op);
+          reduced[static_cast<std::size_t>(rank)] = data;
+          // Only this rank's part is its own; the rest is what all_gather must fill.
+          const std::size_t from = part_offset(counts, rank), to = from + counts[static_cast<std::size_t>(rank)];
+          for (std::size_t i = 0; i < n; ++i) data[i] = i >= from && i < to ? input_value(rank, i) : NAN;
+          comm->all_gather(data, counts);
+          gathered[static_cast<std::size_t>(rank)] = std::move(data);
+        }));
+        for (int rank = 0; rank < size; ++rank) {
+          CAPTURE(rank);
+          std::size_t wrong_reduced = 0, wrong_gathered = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            const auto owner = owner_of(counts, i);
+            // The reference: summed in rank order, then scaled as scale_to_mean does.
+            float expected = input_value(rank, i);
+            if (owner == static_cast<std::size_t>(rank)) {
+              expected = input_value(0, i);
+              for (int r = 1; r < size; ++r) expected += input_value(r, i);
+              if (op == ReduceOp::Mean) expected *= 1.0f / static_cast<float>(size);
+            }
+            wrong_reduced += std::memcmp(&reduced[static_cast<std::size_t>(rank)][i], &expected, sizeof(float)) != 0;
+            const float owned = input_value(static_cast<int>(owner), i);
+            wrong_gathered += std::memcmp(&gathered[static_cast<std::size_t>(rank)][i], &owned, sizeof(float)) != 0;
+          }
+          CHECK(wrong_reduced == 0);
+          CHECK(wrong_gathered == 0);
+        }
+      }
+}
+
 TEST_CASE("no rank leaves a barrier before every rank has entered it") {
   std::atomic<int> entered{0};
   std::vector<int> seen(3, -1);

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
@@ -86,6 +87,10 @@ TEST_CASE("a size-1 communicator's collectives leave the data as it is") {
   comm->broadcast(bytes, 0);
   CHECK(bytes == std::vector<std::byte>{std::byte{7}, std::byte{9}});
   comm->barrier();
+  const std::vector<std::size_t> whole{data.size()};
+  comm->reduce_scatter(data, whole, ReduceOp::Mean);
+  comm->all_gather(data, whole);
+  CHECK(data == std::vector<float>{1.5f, -2.0f, 3.25f});
 }
 
 TEST_CASE("a rank whose rank 0 never publishes the id times out in the store") {
@@ -194,4 +199,44 @@ TEST_CASE("a peer that stops issuing collectives makes the other rank's allreduc
     comm->allreduce(data, ReduceOp::Mean);
     CHECK(data == std::vector<float>(3, 1.5f));
   }));
+}
+
+TEST_CASE("reduce_scatter and all_gather over every GPU (up to 4), the last part longer, match the CPU reference") {
+  if (!have_gpus(2)) return;
+  const int size = std::min(gpu_count(), 4);
+  const std::size_t n = 100'003;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size), n / static_cast<std::size_t>(size));
+  counts.back() += n % static_cast<std::size_t>(size);
+  std::vector<std::vector<float>> reduced(static_cast<std::size_t>(size)), gathered(static_cast<std::size_t>(size));
+  MemoryStore store;
+  require_no_errors(run_ranks(size, [&](int rank) {
+    auto comm = connect_nccl(store, "gen0/", rank, size, options_for(rank));
+    std::vector<float> data(n);
+    for (std::size_t i = 0; i < n; ++i) data[i] = input_value(rank, i);
+    comm->reduce_scatter(data, counts, ReduceOp::Mean);
+    reduced[static_cast<std::size_t>(rank)] = data;
+    for (std::size_t i = 0; i < n; ++i) data[i] = input_value(rank, i);
+    comm->all_gather(data, counts);
+    gathered[static_cast<std::size_t>(rank)] = std::move(data);
+  }));
+  for (int rank = 0; rank < size; ++rank) {
+    CAPTURE(rank);
+    const std::size_t from = part_offset(counts, rank), to = from + counts[static_cast<std::size_t>(rank)];
+    double worst = 0;
+    std::size_t wrong_gathered = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int owner = std::min(static_cast<int>(i / counts[0]), size - 1);
+      wrong_gathered += gathered[static_cast<std::size_t>(rank)][i] != input_value(owner, i);
+      if (i < from || i >= to) continue;
+      double mean = 0, magnitude = 0;
+      for (int r = 0; r < size; ++r) {
+        mean += input_value(r, i) / size;
+        magnitude += std::abs(input_value(r, i)) / size;
+      }
+      // NCCL sums in an order of its own: within rounding of the exact mean.
+      worst = std::max(worst, std::abs(reduced[static_cast<std::size_t>(rank)][i] - mean) / magnitude);
+    }
+    CHECK(worst < 1e-6);
+    CHECK(wrong_gathered == 0);
+  }
 }
