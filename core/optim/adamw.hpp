@@ -39,6 +39,7 @@ class AdamW {
   void step(std::span<float> params, std::span<const float> grads, float lr);
 
   ShardRange shard() const { return {base_, m_.size()}; }
+  std::size_t total() const { return total_; }  // the model's elements
   std::span<float> m() { return m_; }
   std::span<float> v() { return v_; }
   std::span<const float> m() const { return m_; }

@@ -90,6 +90,8 @@ Checkpoint encode_state(const ModelConfig& shape, std::span<const float> params,
   if (opt) {
     c.put_pod<float>("adamw.m", opt->m());
     c.put_pod<float>("adamw.v", opt->v());
+    if (opt->shard().count != params.size())
+      c.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{opt->shard().offset, opt->shard().count});
     c.put_value<std::int64_t>("adamw.t", opt->steps_taken());
   }
   c.put_value<std::int64_t>("train.step", state.step);
@@ -155,8 +157,29 @@ void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, A
     opt.set_steps_taken(0);
     return;
   }
-  copy_exact(ckpt.get_pod<float>("adamw.m"), opt.m(), "adamw.m", source);
-  copy_exact(ckpt.get_pod<float>("adamw.v"), opt.v(), "adamw.v", source);
+  // The moments the record holds are those of a shard (a replica's snapshot under ZeRO) or of the
+  // whole model; `opt` takes its own elements from either, when the record has them all.
+  ShardRange held{0, opt.total()};
+  if (ckpt.has("adamw.shard")) {
+    const auto range = ckpt.get_pod<std::uint64_t>("adamw.shard");
+    if (range.size() != 2 || range[0] > opt.total() || range[1] > opt.total() - range[0])
+      throw make_error(ErrorKind::Checkpoint, source, ": record \"adamw.shard\" is not a range of the model's ",
+                       opt.total(), " elements");
+    held = {range[0], range[1]};
+  }
+  const ShardRange own = opt.shard();
+  if (own.offset < held.offset || own.end() > held.end())
+    throw make_error(ErrorKind::Checkpoint, source, " holds AdamW's moments of elements ", held.offset, "..",
+                     held.end(), " only, and this replica keeps ", own.offset, "..", own.end());
+  const auto take = [&](const char* record, std::span<float> to) {
+    const std::vector<float> from = ckpt.get_pod<float>(record);
+    if (from.size() != held.count)
+      throw make_error(ErrorKind::Checkpoint, source, ": record \"", record, "\" holds ", from.size(),
+                       " values, the model needs ", held.count);
+    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(own.offset - held.offset), own.count, to.begin());
+  };
+  take("adamw.m", opt.m());
+  take("adamw.v", opt.v());
   opt.set_steps_taken(ckpt.get_value<std::int64_t>("adamw.t"));
 }
 

@@ -1,5 +1,6 @@
 #include "core/train/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -30,8 +31,32 @@ AdamWOptions adamw_options(const JobConfig& c) {
 bool uses_muon(const JobConfig& c) { return c.inner.optimizer == JobConfig::Inner::Optimizer::Muon; }
 
 // Under Muon, AdamW keeps the views Muon does not take (muon.hpp).
-AdamW make_adamw(const JobConfig& c, const ParamLayout& layout) {
+AdamW make_adamw(const JobConfig& c, const ParamLayout& layout, const std::optional<ShardRange>& shard) {
+  if (shard) {
+    if (c.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
+      throw make_error(ErrorKind::Config, "inner.optimizer = \"", to_string(c.inner.optimizer),
+                       "\" keeps no sharded state: a sharded optimizer (parallel.zero_stage >= 1) is \"adamw\"");
+    return AdamW(layout, adamw_options(c), *shard);
+  }
   return uses_muon(c) ? AdamW(layout, adamw_options(c), ranges_without_muon(layout)) : AdamW(layout, adamw_options(c));
+}
+
+// The moments of `from` for the elements `to` (none: the whole model) covers too; zero for the others.
+AdamW reshard(const AdamW& from, const JobConfig& c, const ParamLayout& layout, const std::optional<ShardRange>& to) {
+  AdamW out = make_adamw(c, layout, to);
+  const ShardRange had = from.shard(), now = out.shard();
+  for (std::size_t i = std::max(had.offset, now.offset); i < std::min(had.end(), now.end()); ++i) {
+    out.m()[i - now.offset] = from.m()[i - had.offset];
+    out.v()[i - now.offset] = from.v()[i - had.offset];
+  }
+  out.set_steps_taken(from.steps_taken());
+  return out;
+}
+
+void check_slot(const ReplicaSlot& slot, std::size_t params, bool on_device) {
+  MERIDIAN_CHECK(!slot.shard || (slot.gather && slot.sum && slot.shard->end() <= params && !on_device),
+                 "a shard needs gather and sum, and the CPU: shard ", slot.shard->offset, "+", slot.shard->count,
+                 " of ", params, ", device ", on_device);
 }
 
 std::optional<Muon> make_muon(const JobConfig& c, const ParamLayout& layout) {
@@ -54,7 +79,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       data_(load_job_data(config)),
       tokenizer_(load_job_tokenizer(config)),
       model_(make_model<float>(config.model)),
-      opt_(make_adamw(config, model_->layout())),
+      opt_(make_adamw(config, model_->layout(), slot_.shard)),
       muon_(make_muon(config, model_->layout())),
       schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
                 config.inner.warmup_steps, config.inner.steps},
@@ -67,6 +92,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
   } else {
     model_->init_weights(config.job.seed);
   }
+  check_slot(slot_, param_count(), device.kind == JobConfig::Site::Device::Cuda);
   if (device.kind == JobConfig::Site::Device::Cuda) {
     if (config.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
       throw make_error(ErrorKind::Config, "inner.optimizer = \"", to_string(config.inner.optimizer),
@@ -127,6 +153,15 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   }
   r.loss = loss_sum / accum;
   if (slot_.reduce) slot_.reduce(model_->grads(), r.loss);
+  if (slot_.shard) {
+    // Only this replica's part of the gradients is reduced: it is what the update reads.
+    r.grad_norm = clip_grad_norm(model_->grads().subspan(slot_.shard->offset, slot_.shard->count), config_.inner.clip,
+                                 slot_.sum);
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
+    opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
+    slot_.gather(model_->params());
+    return Update::Applied;
+  }
   r.grad_norm = clip_grad_norm(model_->grads(), config_.inner.clip);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
   if (config_.inner.optimizer == JobConfig::Inner::Optimizer::Sgd)
@@ -262,6 +297,9 @@ void Trainer::set_guard_state(double lr_scale, std::int64_t rollbacks) {
 void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
   MERIDIAN_CHECK(slot.world >= 1 && slot.rank >= 0 && slot.rank < slot.world && grad_accum >= 1, "rank=", slot.rank,
                  " world=", slot.world, " grad_accum=", grad_accum);
+  check_slot(slot, param_count(), device_ != nullptr);
+  if (slot.shard.value_or(ShardRange{0, param_count()}) != opt_.shard())
+    opt_ = reshard(opt_, config_, model_->layout(), slot.shard);
   slot_ = std::move(slot);
   grad_accum_ = grad_accum;
 }

@@ -13,6 +13,7 @@
 #include "core/data/sampler.hpp"
 #include "core/train/job_data.hpp"
 #include "core/model/language_model.hpp"
+#include "core/model/shard_map.hpp"
 #include "core/optim/adamw.hpp"
 #include "core/optim/muon.hpp"
 #include "core/optim/schedule.hpp"
@@ -35,6 +36,13 @@ struct ReplicaSlot {
   // Optional: receives each slice of the gradients as backward finishes it (last micro-batch of a
   // step only), so the reduction can start early; `reduce` then completes it.
   std::function<void(std::span<float> bucket)> bucket_ready;
+  // ZeRO stage 1 (core/model/shard_map.hpp), when set: this replica updates the weights of `shard`
+  // alone and AdamW keeps moments for those only. `reduce` need then leave only the shard's
+  // gradients reduced (a reduce-scatter); `gather` brings every replica's updated part into the
+  // weights (an all-gather); `sum` adds a value over the group (the parts' squared gradient norms).
+  std::optional<ShardRange> shard;
+  std::function<void(std::span<float> params)> gather;
+  std::function<double(double)> sum;
 };
 
 struct StepResult {
@@ -99,7 +107,9 @@ class Trainer {
   // After a rollback: the factor on the scheduled learning rate from now on, and the rollbacks so far.
   void set_guard_state(double lr_scale, std::int64_t rollbacks);
 
-  // A new place in a (re-formed) group, and the micro-batches per step that go with it.
+  // A new place in a (re-formed) group, and the micro-batches per step that go with it. A new
+  // shard keeps AdamW's moments of the elements this replica owned before; those it did not own
+  // start from zero.
   void set_slot(ReplicaSlot slot, int grad_accum);
   int grad_accum() const { return grad_accum_; }
 

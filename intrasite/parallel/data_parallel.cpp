@@ -1,5 +1,9 @@
 #include "intrasite/parallel/data_parallel.hpp"
 
+#include <memory>
+
+#include "core/model/shard_map.hpp"
+
 namespace meridian {
 
 ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
@@ -14,6 +18,29 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
     float l = static_cast<float>(loss);
     comm.allreduce(std::span<float>(&l, 1), ReduceOp::Mean);
     loss = l;
+  };
+  return slot;
+}
+
+ReplicaSlot sharded_slot(Communicator& comm, std::size_t params) {
+  const auto map = std::make_shared<const ShardMap>(params, comm.size());
+  ReplicaSlot slot;
+  slot.rank = comm.rank();
+  slot.world = comm.size();
+  slot.shard = map->part(comm.rank());
+  slot.reduce = [&comm, map](std::span<float> grads, double& loss) {
+    comm.reduce_scatter(grads, map->counts(), ReduceOp::Mean);
+    float l = static_cast<float>(loss);
+    comm.allreduce(std::span<float>(&l, 1), ReduceOp::Mean);
+    loss = l;
+  };
+  slot.gather = [&comm, map](std::span<float> weights) { comm.all_gather(weights, map->counts()); };
+  slot.sum = [&comm](double x) {
+    // A double as two floats, its high part and the rest: the sum keeps ~48 bits, not 24.
+    const float high = static_cast<float>(x);
+    float parts[2] = {high, static_cast<float>(x - high)};
+    comm.allreduce(parts, ReduceOp::Sum);
+    return static_cast<double>(parts[0]) + parts[1];
   };
   return slot;
 }

@@ -13,4 +13,9 @@ namespace meridian {
 // a BucketReducer on the same communicator, gradients are reduced bucket by bucket during backward.
 ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap = nullptr);
 
+// The same with the optimizer's state sharded (ZeRO stage 1): each replica owns its part of
+// ShardMap(params, comm.size()); the gradients are reduce-scattered, each replica updates its
+// part, and the weights are all-gathered, so the copies still end every step bit-identical.
+ReplicaSlot sharded_slot(Communicator& comm, std::size_t params);
+
 }  // namespace meridian

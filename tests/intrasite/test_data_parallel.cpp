@@ -8,6 +8,7 @@
 
 #include "core/config/job_config.hpp"
 #include "core/io/env.hpp"
+#include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/util/hash.hpp"
 #include "intrasite/comm/gloo_communicator.hpp"
@@ -20,41 +21,62 @@ using meridian::testing::TempDir;
 
 namespace {
 
-JobConfig job(const TempDir& dir, const std::string& run, int batch) {
+JobConfig job(const TempDir& dir, const std::string& run, int batch, int steps = 8) {
   const auto file = dir / (run + ".toml");
   std::ofstream(file) << "[job]\nname = \"dp\"\nseed = 11\nrun_dir = \"" << (dir / run).string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n"
                       << "[data]\npath = \"" << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
-                      << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = " << batch << "\nsteps = 8\n";
+                      << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = " << batch << "\nsteps = " << steps << "\n";
   return load_job_config(file);
 }
 
 double clock_stub() { return 0.0; }
 
-// Two replicas (threads) train `steps` steps with per-replica batch B; their final parameters and losses.
+// `size` replicas (threads) over Gloo train `steps` steps with per-replica batch B, each in the
+// slot `make_slot(comm, params, reducer)` gives (reducer: a BucketReducer when `overlap`, else null).
 struct GroupRun {
   std::vector<std::vector<float>> params;
   std::vector<std::vector<double>> losses;
+  std::vector<double> val;
+  std::vector<std::size_t> moments;  // the length of each replica's AdamW first moment
 };
 
-GroupRun train_pair(const TempDir& dir, const std::string& tag, int steps, int B, bool overlap) {
+template <class MakeSlot>
+GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int steps, int B, bool overlap,
+                     MakeSlot make_slot) {
   MemoryStore store;
-  GroupRun out{std::vector<std::vector<float>>(2), std::vector<std::vector<double>>(2)};
+  const auto n = static_cast<std::size_t>(size);
+  GroupRun out{std::vector<std::vector<float>>(n), std::vector<std::vector<double>>(n), std::vector<double>(n),
+               std::vector<std::size_t>(n)};
   std::vector<std::thread> replicas;
-  for (int rank = 0; rank < 2; ++rank) {
+  for (int rank = 0; rank < size; ++rank) {
     replicas.emplace_back([&, rank] {
-      auto comm = connect_gloo(store, "gen0/", rank, 2, GlooOptions{});
+      auto comm = connect_gloo(store, "gen0/", rank, size, GlooOptions{});
       std::unique_ptr<BucketReducer> reducer;
       if (overlap) reducer = std::make_unique<BucketReducer>(*comm);
-      const auto cfg = job(dir, tag + std::to_string(rank), B);
+      const auto cfg = job(dir, tag + std::to_string(rank), B, steps);
       RunLog log(cfg.job.run_dir);
-      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, data_parallel_slot(*comm, reducer.get()));
-      for (int i = 0; i < steps; ++i) out.losses[rank].push_back(t.step().loss);
-      out.params[rank].assign(t.model().params().begin(), t.model().params().end());
+      Trainer t(cfg, posix_env(), log, nullptr, clock_stub,
+                make_slot(*comm, ParamLayout::of(cfg.model).total(), reducer.get()));
+      const auto r = static_cast<std::size_t>(rank);
+      for (int i = 0; i < steps; ++i) out.losses[r].push_back(t.step().loss);
+      out.params[r].assign(t.model().params().begin(), t.model().params().end());
+      out.val[r] = t.validation_loss();
+      out.moments[r] = t.snapshot().get_pod<float>("adamw.m").size();
     });
   }
   for (auto& r : replicas) r.join();
   return out;
+}
+
+ReplicaSlot plain_slot(Communicator& comm, std::size_t, BucketReducer* reducer) {
+  return data_parallel_slot(comm, reducer);
+}
+
+ReplicaSlot zero1_slot(Communicator& comm, std::size_t params, BucketReducer*) { return sharded_slot(comm, params); }
+
+GroupRun train_pair(const TempDir& dir, const std::string& tag, int steps, int B, bool overlap) {
+  return train_group(dir, tag, 2, steps, B, overlap, plain_slot);
 }
 
 }  // namespace
@@ -94,4 +116,24 @@ TEST_CASE("overlapped bucketed all-reduce gives the same bits as one all-reduce 
   CHECK(hash64(std::span<const float>(overlapped.params[0])) == hash64(std::span<const float>(plain.params[0])));
   CHECK(hash64(std::span<const float>(overlapped.params[1])) == hash64(std::span<const float>(overlapped.params[0])));
   CHECK(overlapped.losses[0] == plain.losses[0]);
+}
+
+TEST_CASE("ZeRO stage 1: 4 replicas with the optimizer's state sharded train as unsharded ones and stay bit-identical") {
+  constexpr int kReplicas = 4, kSteps = 60;
+  TempDir dir("dp-zero1");
+  const auto plain = train_group(dir, "plain", kReplicas, kSteps, 2, false, plain_slot);
+  const auto sharded = train_group(dir, "zero1", kReplicas, kSteps, 2, false, zero1_slot);
+  const std::size_t params = plain.moments[0];
+  std::size_t moments = 0;
+  for (int r = 0; r < kReplicas; ++r) {
+    CAPTURE(r);
+    CHECK(sharded.params[static_cast<std::size_t>(r)] == sharded.params[0]);
+    CHECK(sharded.moments[static_cast<std::size_t>(r)] < params / 3);  // a quarter, within a unit
+    moments += sharded.moments[static_cast<std::size_t>(r)];
+  }
+  CHECK(moments == params);  // every element's moments on exactly one replica
+  // The gradients are summed in another order (rank order, not the ring's): rounding apart only.
+  for (int i = 0; i < kSteps; ++i) CHECK(sharded.losses[0][i] == doctest::Approx(plain.losses[0][i]).epsilon(1e-5));
+  MESSAGE("validation loss after ", kSteps, " steps: unsharded ", plain.val[0], ", sharded ", sharded.val[0]);
+  CHECK(sharded.val[0] == doctest::Approx(plain.val[0]).epsilon(1e-5));
 }
