@@ -35,7 +35,7 @@ AdamW make_adamw(const JobConfig& c, const ParamLayout& layout, const std::optio
   if (shard) {
     if (c.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
       throw make_error(ErrorKind::Config, "inner.optimizer = \"", to_string(c.inner.optimizer),
-                       "\" keeps no sharded state: a sharded optimizer (parallel.zero_stage >= 1) is \"adamw\"");
+                       "\" cannot shard its state across a site's replicas; \"adamw\" can");
     return AdamW(layout, adamw_options(c), *shard);
   }
   return uses_muon(c) ? AdamW(layout, adamw_options(c), ranges_without_muon(layout)) : AdamW(layout, adamw_options(c));

@@ -10,6 +10,7 @@
 #include "core/io/env.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
+#include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "intrasite/comm/gloo_communicator.hpp"
 #include "intrasite/comm/store.hpp"
@@ -21,12 +22,12 @@ using meridian::testing::TempDir;
 
 namespace {
 
-JobConfig job(const TempDir& dir, const std::string& run, int batch, int steps = 8) {
+JobConfig job(const TempDir& dir, const std::string& run, int batch, int steps = 8, const std::string& inner = "") {
   const auto file = dir / (run + ".toml");
   std::ofstream(file) << "[job]\nname = \"dp\"\nseed = 11\nrun_dir = \"" << (dir / run).string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n"
                       << "[data]\npath = \"" << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
-                      << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = " << batch << "\nsteps = " << steps << "\n";
+                      << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = " << batch << "\nsteps = " << steps << "\n" << inner;
   return load_job_config(file);
 }
 
@@ -136,4 +137,16 @@ TEST_CASE("ZeRO stage 1: 4 replicas with the optimizer's state sharded train as 
   for (int i = 0; i < kSteps; ++i) CHECK(sharded.losses[0][i] == doctest::Approx(plain.losses[0][i]).epsilon(1e-5));
   MESSAGE("validation loss after ", kSteps, " steps: unsharded ", plain.val[0], ", sharded ", sharded.val[0]);
   CHECK(sharded.val[0] == doctest::Approx(plain.val[0]).epsilon(1e-5));
+}
+
+TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's start, naming it") {
+  TempDir dir("dp-zero1-muon");
+  const auto cfg = job(dir, "muon", 2, 8, "optimizer = \"muon\"\n");
+  RunLog log(cfg.job.run_dir);
+  ReplicaSlot slot;
+  slot.shard = ShardRange{0, 1024};
+  slot.gather = [](std::span<float>) {};
+  slot.sum = [](double x) { return x; };
+  CHECK_THROWS_WITH_AS(Trainer(cfg, posix_env(), log, nullptr, clock_stub, slot),
+                       doctest::Contains("inner.optimizer = \"muon\" cannot shard its state"), Error);
 }
