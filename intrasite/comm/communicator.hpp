@@ -41,8 +41,6 @@ inline std::size_t part_offset(std::span<const std::size_t> counts, int rank) {
   return offset;
 }
 
-// Sum -> mean after an all-reduce. Every rank scales the same sums by the same factor, so the
-// means stay bit-identical across ranks; implementations sum and then call this.
 // A cut that does not fit the buffer or the group is a caller's bug.
 inline void check_parts(std::size_t elements, std::span<const std::size_t> counts, int size) {
   std::size_t total = 0;
@@ -51,6 +49,8 @@ inline void check_parts(std::size_t elements, std::span<const std::size_t> count
                  " ranks=", size, " elements in parts=", total, " buffer=", elements);
 }
 
+// Sum -> mean after an all-reduce. Every rank scales the same sums by the same factor, so the
+// means stay bit-identical across ranks; implementations sum and then call this.
 inline void scale_to_mean(std::span<float> sums, int size) {
   const float scale = 1.0f / static_cast<float>(size);
   for (float& x : sums) x *= scale;

@@ -5,6 +5,16 @@
 #include "core/model/shard_map.hpp"
 
 namespace meridian {
+namespace {
+
+// The reported loss is the group's: a tiny second collective, negligible next to the gradients.
+void average_loss(Communicator& comm, double& loss) {
+  float l = static_cast<float>(loss);
+  comm.allreduce(std::span<float>(&l, 1), ReduceOp::Mean);
+  loss = l;
+}
+
+}  // namespace
 
 ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
   ReplicaSlot slot;
@@ -14,10 +24,7 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
   slot.reduce = [&comm, overlap](std::span<float> grads, double& loss) {
     if (overlap) overlap->wait();
     else comm.allreduce(grads, ReduceOp::Mean);
-    // The reported loss is the group's: a tiny second collective, negligible next to the gradients.
-    float l = static_cast<float>(loss);
-    comm.allreduce(std::span<float>(&l, 1), ReduceOp::Mean);
-    loss = l;
+    average_loss(comm, loss);
   };
   return slot;
 }
@@ -30,9 +37,7 @@ ReplicaSlot sharded_slot(Communicator& comm, std::size_t params) {
   slot.shard = map->part(comm.rank());
   slot.reduce = [&comm, map](std::span<float> grads, double& loss) {
     comm.reduce_scatter(grads, map->counts(), ReduceOp::Mean);
-    float l = static_cast<float>(loss);
-    comm.allreduce(std::span<float>(&l, 1), ReduceOp::Mean);
-    loss = l;
+    average_loss(comm, loss);
   };
   slot.gather = [&comm, map](std::span<float> weights) { comm.all_gather(weights, map->counts()); };
   slot.sum = [&comm](double x) {
