@@ -408,6 +408,8 @@ std::string to_toml(const JobConfig& c) {
       << "sdc_every = " << c.replicas.sdc_every << "\n"
       << "overlap_allreduce = " << (c.replicas.overlap_allreduce ? "true" : "false") << "\n"
       << "store_port = " << c.replicas.store_port << "\n"
+      << "\n[parallel]\n"
+      << "zero_stage = " << c.parallel.zero_stage << "\n"
       << "\n[launch]\n"
       << "max_site_restarts = " << c.launch.max_site_restarts << "\n"
       << "restart_backoff_ms = " << c.launch.restart_backoff_ms << "\n";

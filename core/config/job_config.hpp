@@ -168,6 +168,14 @@ struct JobConfig {
     bool operator==(const Replicas&) const = default;
   } replicas;
 
+  // How a site's replicas share its training state. zero_stage 1 (ZeRO stage 1): each replica
+  // keeps AdamW's moments for its own part of the weights (core/model/shard_map.hpp), the
+  // gradients are reduce-scattered and the weights all-gathered; 0 keeps a whole copy on each.
+  struct Parallel {
+    int zero_stage = 0;
+    bool operator==(const Parallel&) const = default;
+  } parallel;
+
   // The outer loop across sites: how often they synchronise and how the pseudo-gradient travels.
   struct Outer {
     enum class Algorithm { Sync, Diloco, Streaming };

@@ -191,6 +191,41 @@ void resolve_replicas(Resolver& r, JobConfig& c) {
   r.read(c.replicas.store_port, "replicas", "store_port", 0);
 }
 
+// Where another setting that refuses one set at `here` was set, for the message:
+// "inner.optimizer (line 7)", or with its file when that is another one ("--set ..." too).
+std::string setting_at(const Resolver& r, const std::string& key, const Origin& here) {
+  const Setting* s = r.find(key);
+  if (!s) return key + " (its default)";
+  if (s->origin.file == here.file && s->origin.line > 0) return key + " (line " + std::to_string(s->origin.line) + ")";
+  return key + " (" + s->origin.file + (s->origin.line > 0 ? ":" + std::to_string(s->origin.line) : "") + ")";
+}
+
+// After the sites: a sharded state is refused beside what cannot work with it yet, naming both.
+void resolve_parallel(Resolver& r, JobConfig& c) {
+  r.read(c.parallel.zero_stage, "parallel", "zero_stage", 0);
+  const Setting* stage = r.find("parallel.zero_stage");
+  if (!stage || c.parallel.zero_stage == 0) return;
+  const auto refuse = [&](const std::string& why) { r.add(stage->origin, "parallel.zero_stage", why); };
+  if (c.parallel.zero_stage > 1)
+    return refuse("expected 0 or 1, found " + std::to_string(c.parallel.zero_stage) +
+                  " (stages 2 and 3, which shard the gradients and the weights too, are not built yet)");
+  const std::string which = "zero_stage = " + std::to_string(c.parallel.zero_stage);
+  if (c.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
+    refuse(which + " shards AdamW's moments, and " + setting_at(r, "inner.optimizer", stage->origin) + " is " +
+           quote(to_string(c.inner.optimizer)) + ": set inner.optimizer = \"adamw\" or zero_stage = 0");
+  if (c.replicas.overlap_allreduce)
+    refuse(which + " reduce-scatters the gradients after backward, and " + setting_at(r, "replicas.overlap_allreduce", stage->origin) +
+           " all-reduces them during it: set one of them off");
+  if (c.sites.size() > 1 && c.outer.algorithm == JobConfig::Outer::Algorithm::Sync)
+    refuse(which + " leaves each replica only its part of the reduced gradients, and " +
+           setting_at(r, "outer.algorithm", stage->origin) + " = \"sync\" all-reduces whole gradients across sites: use \"diloco\" "
+           "or zero_stage = 0");
+  for (std::size_t i = 0; i < c.sites.size(); ++i)
+    if (c.sites[i].device == JobConfig::Site::Device::Cuda)
+      refuse(which + " runs on CPU replicas for now, and site[" + std::to_string(i) + "] (" + quote(c.sites[i].name) +
+             ") has device = \"cuda\": set zero_stage = 0 for that job");
+}
+
 }  // namespace
 
 JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
@@ -211,6 +246,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.launch.max_site_restarts, "launch", "max_site_restarts", 0);
   r.read(c.launch.restart_backoff_ms, "launch", "restart_backoff_ms", 0);
   resolve_multisite(r, layers, c);  // after [replicas]: the implicit site takes its replica count
+  resolve_parallel(r, c);           // after the sites and [outer]: it checks them
   resolve_sim(r, layers, c);
   r.report_unknown();
   r.flush(problems);

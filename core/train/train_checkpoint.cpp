@@ -183,6 +183,14 @@ void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, A
   opt.set_steps_taken(ckpt.get_value<std::int64_t>("adamw.t"));
 }
 
+void put_whole_moments(Checkpoint& c, std::span<const float> m, std::span<const float> v) {
+  MERIDIAN_CHECK(m.size() == v.size(), "m has ", m.size(), " values, v ", v.size());
+  c.put_pod<float>("adamw.m", m);
+  c.put_pod<float>("adamw.v", v);
+  // A record cannot be taken out: a shard's range becomes the whole model's.
+  if (c.has("adamw.shard")) c.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{0, m.size()});
+}
+
 ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
                                std::span<float> params, AdamW& opt) {
   const ModelConfig shape = checkpoint_shape(ckpt, source);

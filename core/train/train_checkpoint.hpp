@@ -49,6 +49,10 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
 // missing or mis-sized.
 void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, AdamW& opt);
 
+// Replaces the moments of a replica's snapshot (its part's, under a shard) with the whole
+// model's: what a site writes to disk or heals from, whatever its replicas hold.
+void put_whole_moments(Checkpoint& c, std::span<const float> m, std::span<const float> v);
+
 ModelConfig checkpoint_shape(const Checkpoint& ckpt, const std::string& source);
 
 // "tokenizer.name", "tokenizer.file", "tokenizer.encoding": the job's tokenizer, so that an

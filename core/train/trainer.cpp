@@ -121,6 +121,8 @@ void Trainer::fast_forward(std::int64_t step) {
 }
 
 StepResult Trainer::step() {
+  MERIDIAN_CHECK(!undo_, "a step after one whose all-gather failed, at step ", state_.step,
+                 ": the group must heal (or undo it) first");
   StepResult r;
   r.step = state_.step;
   r.lr = lr_at(schedule_, state_.step) * state_.lr_scale;
@@ -158,8 +160,7 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
     r.grad_norm = clip_grad_norm(model_->grads().subspan(slot_.shard->offset, slot_.shard->count), config_.inner.clip,
                                  slot_.sum);
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
-    opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
-    slot_.gather(model_->params());
+    sharded_update(static_cast<float>(r.lr));
     return Update::Applied;
   }
   r.grad_norm = clip_grad_norm(model_->grads(), config_.inner.clip);
@@ -173,6 +174,38 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
     opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
   }
   return Update::Applied;
+}
+
+// The parts travel in the gradients' buffer, free once the update has read it: a gather that
+// fails midway leaves the weights untouched but for this replica's part, which the undo record
+// can put back.
+void Trainer::sharded_update(float lr) {
+  const ShardRange own = *slot_.shard;
+  const auto params = model_->params(), grads = model_->grads();
+  const auto mine = params.subspan(own.offset, own.count);
+  undo_ = PartUndo{{mine.begin(), mine.end()}, {opt_.m().begin(), opt_.m().end()}, {opt_.v().begin(), opt_.v().end()},
+                   opt_.steps_taken()};
+  opt_.step(params, grads, lr);
+  std::copy(mine.begin(), mine.end(), grads.begin() + static_cast<std::ptrdiff_t>(own.offset));
+  slot_.gather(grads);
+  std::copy(grads.begin(), grads.end(), params.begin());
+  undo_.reset();
+}
+
+void Trainer::undo_ungathered_update() {
+  MERIDIAN_CHECK(undo_ && slot_.shard && undo_->m.size() == opt_.m().size(), "undo record ", undo_.has_value(),
+                 ", shard ", slot_.shard.has_value());
+  std::copy(undo_->weights.begin(), undo_->weights.end(),
+            model_->params().begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
+  std::copy(undo_->m.begin(), undo_->m.end(), opt_.m().begin());
+  std::copy(undo_->v.begin(), undo_->v.end(), opt_.v().begin());
+  opt_.set_steps_taken(undo_->steps_taken);
+  undo_.reset();
+}
+
+const AdamW& Trainer::optimizer() const {
+  fetch_from_device(true);
+  return opt_;
 }
 
 Trainer::Update Trainer::device_step(StepResult& r) {
@@ -269,6 +302,7 @@ Checkpoint Trainer::snapshot() const {
 
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
   state_ = decode_train_state(state, source, config_.model, model_->params(), opt_);
+  undo_.reset();
   if (device_) {
     device_->upload_params(model_->params());
     device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
@@ -317,9 +351,21 @@ bool Trainer::try_resume() {
   return true;
 }
 
-void Trainer::save_checkpoint() {
+void Trainer::save_checkpoint(bool write) {
+  std::vector<float> m, v;
+  if (slot_.shard) {
+    m.assign(param_count(), 0.0f);
+    v.assign(param_count(), 0.0f);
+    std::copy(opt_.m().begin(), opt_.m().end(), m.begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
+    std::copy(opt_.v().begin(), opt_.v().end(), v.begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
+    slot_.gather(m);
+    slot_.gather(v);
+  }
+  if (!write) return;
+  Checkpoint out = snapshot();
+  if (slot_.shard) put_whole_moments(out, m, v);
   CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
-  const auto path = store.save(state_.step, snapshot());
+  const auto path = store.save(state_.step, out);
   log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}});
   if (extras_.written) extras_.written();
 }

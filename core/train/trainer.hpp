@@ -122,9 +122,23 @@ class Trainer {
   std::uint64_t params_hash();
   const ResumeState& state() const { return state_; }
 
- // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.
+  // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.
   bool try_resume();
-  void save_checkpoint();
+  // Writes a checkpoint of the whole state when `write`. Under a shard every member of the group
+  // must call it at the same step: the moments are all-gathered first (8 bytes per parameter for
+  // the moment), so the file is the one an unsharded replica writes and loads at any replica count.
+  void save_checkpoint(bool write = true);
+
+  // The optimizer's state: under a shard, the moments of its part alone (moments_held, without
+  // fetching them from a GPU).
+  const AdamW& optimizer() const;
+  ShardRange moments_held() const { return opt_.shard(); }
+  // Under a shard, a step whose all-gather failed leaves this replica's part of the weights and
+  // its moments updated and the rest of the weights as they were; a healing group either takes
+  // the whole step from a member that completed it or undoes this part (12 bytes per parameter of
+  // the part are kept for that). Any restore clears it.
+  bool holds_ungathered_update() const { return undo_.has_value(); }
+  void undo_ungathered_update();
 
  private:
   std::int64_t tokens_per_step() const;
@@ -136,6 +150,7 @@ class Trainer {
   enum class Update { Applied, Skipped, NonFinite };
   Update cpu_step(StepResult& r);
   Update device_step(StepResult& r);
+  void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
   // The end of run(): the final evaluation and checkpoint, the summary and its log lines.
   TrainSummary finish_run(TrainSummary summary, std::int64_t first_step, double t0, const StepResult& last);
@@ -163,6 +178,11 @@ class Trainer {
   ResumeState state_;
   Extras extras_;
   std::vector<std::int32_t> inputs_, targets_;
+  struct PartUndo {  // this replica's part of the weights, and the moments, before a sharded update
+    std::vector<float> weights, m, v;
+    std::int64_t steps_taken = 0;
+  };
+  std::optional<PartUndo> undo_;
 };
 
 }  // namespace meridian

@@ -45,6 +45,14 @@ std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine) {
   return hashes;
 }
 
+// The majority's state with this replica's part of the moments, under a shard.
+void keep_own_moments(Checkpoint& majority, const Checkpoint& own) {
+  for (const char* record : {"adamw.m", "adamw.v", "adamw.shard"}) {
+    const auto bytes = own.get(record);
+    majority.put(record, {bytes.begin(), bytes.end()});
+  }
+}
+
 }  // namespace
 
 SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
@@ -69,7 +77,11 @@ SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
     comm.broadcast(bytes, out.verdict.source_rank);
     const bool odd = std::find(out.verdict.odd_ranks.begin(), out.verdict.odd_ranks.end(), comm.rank()) !=
                      out.verdict.odd_ranks.end();
-    if (odd) trainer.restore(decode_checkpoint(bytes, "majority state"), "majority state");
+    if (odd) {
+      Checkpoint majority = decode_checkpoint(bytes, "majority state");
+      if (trainer.moments_held().count != trainer.param_count()) keep_own_moments(majority, trainer.snapshot());
+      trainer.restore(majority, "majority state");
+    }
     agreed_state_ = std::move(bytes);
     agreed_step_ = trainer.state().step;
   }

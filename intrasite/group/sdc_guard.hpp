@@ -3,6 +3,13 @@
 // their weights. With 3+ replicas the odd ones out are overwritten from a majority replica; with
 // 2 (or no majority) everyone rolls back to the last state all replicas agreed on. The verdict is
 // a pure function of the hashes; the guard applies it over the communicator.
+//
+// Under ZeRO stage 1 every replica still holds the whole weights, rewritten by each step's
+// all-gather from the parts' owners, so the check compares the copies as they stand after it and
+// an odd replica takes the majority's weights, keeping its own part's moments (nobody else holds
+// them). A fault in an owner's update, or in its moments, reaches every copy alike and is not seen
+// here; a copy's fault between two checks is overwritten by the next all-gather (its gradients
+// meanwhile reach every replica, as any replica's do without sharding).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -36,6 +43,12 @@ class SdcGuard {
 
   // The rollback target: the state of the last check all replicas agreed on (none before the first).
   std::optional<std::int64_t> agreed_step() const { return agreed_step_; }
+  // No agreed state until the next check: the one held was of another place in the group (under
+  // ZeRO a replica's state holds its part's moments only).
+  void forget() {
+    agreed_state_.clear();
+    agreed_step_.reset();
+  }
 
  private:
   std::vector<std::byte> agreed_state_;

@@ -1,10 +1,16 @@
 #pragma once
-// Healing at a generation boundary: the member with the most progress sends its whole training
-// state (weights, AdamW moments, step, data position) to every member over the communicator, so
-// a restarted replica, or survivors that disagree on whether the last step completed, continue
+// Healing at a generation boundary: the member with the most progress sends its training state
+// (weights, step, data position, and the layers' extras) to every member over the communicator,
+// so a restarted replica, or survivors that disagree on whether the last step completed, continue
 // bit-identical. Nothing is read from disk.
+//
+// The optimizer's moments come whole from that member, unless some member holds only a part of
+// them (ZeRO stage 1): then every member at that step gives its part, and parts no member holds
+// (a dead replica's) restart from zero. A member whose step failed in the all-gather is taken
+// forward when another completed that step, and undoes its part of the update when none did.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/train/trainer.hpp"
 #include "intrasite/comm/communicator.hpp"
@@ -13,11 +19,18 @@ namespace meridian {
 
 struct HealReport {
   int source_rank = 0;
-  std::int64_t step = 0;    // the step every member now holds
-  std::size_t bytes = 0;    // size of the state sent
-  bool changed = false;     // whether this member's state was replaced by another's
+  std::int64_t step = 0;         // the step every member now holds
+  std::size_t bytes = 0;         // size of the state sent, and of the moments gathered
+  bool changed = false;          // whether this member's weights were replaced by another's
+  std::size_t moments_lost = 0;  // elements whose moments no member held: restarted from zero
 };
 
-HealReport sync_state(Communicator& comm, Trainer& trainer);
+// The trainer's place in the new group: set once the members' old parts have been collected.
+struct GroupPlace {
+  ReplicaSlot slot;
+  int grad_accum = 1;
+};
+
+HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place = std::nullopt);
 
 }  // namespace meridian

@@ -29,16 +29,9 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
   return slot;
 }
 
-ReplicaSlot sharded_slot(Communicator& comm, std::size_t params) {
+void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params) {
   const auto map = std::make_shared<const ShardMap>(params, comm.size());
-  ReplicaSlot slot;
-  slot.rank = comm.rank();
-  slot.world = comm.size();
   slot.shard = map->part(comm.rank());
-  slot.reduce = [&comm, map](std::span<float> grads, double& loss) {
-    comm.reduce_scatter(grads, map->counts(), ReduceOp::Mean);
-    average_loss(comm, loss);
-  };
   slot.gather = [&comm, map](std::span<float> weights) { comm.all_gather(weights, map->counts()); };
   slot.sum = [&comm](double x) {
     // A double as two floats, its high part and the rest: the sum keeps ~48 bits, not 24.
@@ -46,6 +39,21 @@ ReplicaSlot sharded_slot(Communicator& comm, std::size_t params) {
     float parts[2] = {high, static_cast<float>(x - high)};
     comm.allreduce(parts, ReduceOp::Sum);
     return static_cast<double>(parts[0]) + parts[1];
+  };
+}
+
+void reduce_scatter_grads(Communicator& comm, std::span<float> grads) {
+  comm.reduce_scatter(grads, ShardMap(grads.size(), comm.size()).counts(), ReduceOp::Mean);
+}
+
+ReplicaSlot sharded_slot(Communicator& comm, std::size_t params) {
+  ReplicaSlot slot;
+  slot.rank = comm.rank();
+  slot.world = comm.size();
+  shard_optimizer_state(slot, comm, params);
+  slot.reduce = [&comm](std::span<float> grads, double& loss) {
+    reduce_scatter_grads(comm, grads);
+    average_loss(comm, loss);
   };
   return slot;
 }

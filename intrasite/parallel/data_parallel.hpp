@@ -18,4 +18,11 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap = null
 // part, and the weights are all-gathered, so the copies still end every step bit-identical.
 ReplicaSlot sharded_slot(Communicator& comm, std::size_t params);
 
+// The parts of such a slot, for a slot whose reduce does more (sites/replica): `slot` keeps the
+// optimizer's state of its part of ShardMap(params, comm.size()) and gathers the weights and sums
+// norms over comm; its reduce must leave each replica's part of the gradients reduced, as
+// reduce_scatter_grads does.
+void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params);
+void reduce_scatter_grads(Communicator& comm, std::span<float> grads);
+
 }  // namespace meridian

@@ -35,7 +35,7 @@ OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool le
       const std::string kind = command.at("command").get<std::string>();
       result = {{"command", kind}, {"number", applied_ + 1}, {"step", trainer.state().step}};
       if (kind == "checkpoint") {
-        if (leader) trainer.save_checkpoint();
+        trainer.save_checkpoint(leader);
       } else if (kind == "set-lr") {
         trainer.set_guard_state(command.at("scale").get<double>(), trainer.state().rollbacks);
         result["scale"] = trainer.state().lr_scale;
@@ -59,6 +59,8 @@ OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool le
         result["error"] = "unknown command";
       }
     } catch (const Error& e) {
+      // A peer lost in a collective (a sharded checkpoint's gather) is the group's to handle.
+      if (e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout) throw;
       result["error"] = e.what();
     } catch (const nlohmann::json::exception& e) {
       result["error"] = std::string("malformed command: ") + e.what();

@@ -11,6 +11,7 @@
 #include "intrasite/group/protocol.hpp"
 #include "intrasite/group/state_sync.hpp"
 #include "intrasite/parallel/bucket_reducer.hpp"
+#include "intrasite/parallel/data_parallel.hpp"
 
 namespace meridian {
 namespace {
@@ -129,6 +130,8 @@ bool ReplicaProcess::generation() {
   turn_.leader = group_.rank() == 0;
   std::unique_ptr<BucketReducer> overlap;
   auto s = data_slot();
+  const bool sharded = config().parallel.zero_stage >= 1 && group_.size() > 1;
+  if (sharded) shard_optimizer_state(s, group_.comm(), trainer_.param_count());
   if (config().replicas.overlap_allreduce && group_.size() > 1) {
     overlap = std::make_unique<BucketReducer>(group_.comm());
     s.bucket_ready = [&overlap](std::span<float> bucket) { overlap->enqueue(bucket); };
@@ -136,8 +139,9 @@ bool ReplicaProcess::generation() {
   // One collective for the gradients (or the buckets already in flight), one tiny one for the
   // loss and the "a newer generation is published" flag, so every member decides to switch
   // after the same step.
-  s.reduce = [this, &overlap](std::span<float> grads, double& loss) {
+  s.reduce = [this, &overlap, sharded](std::span<float> grads, double& loss) {
     if (overlap) overlap->wait();
+    else if (sharded) reduce_scatter_grads(group_.comm(), grads);
     else group_.comm().allreduce(grads, ReduceOp::Mean);
     float control[3] = {static_cast<float>(loss), group_.newer_generation_published() ? 1.0f : 0.0f,
                         inbox_.newest(turn_.leader)};
@@ -148,10 +152,9 @@ bool ReplicaProcess::generation() {
     if (exchange_.active() && exchange_.synchronous())
       exchange_.reduce_across_sites(group_.comm(), turn_.leader, trainer_.state().step, grads, loss);
   };
-  trainer_.set_slot(std::move(s), micro_batches_for(config(), group_.size()));
   turn_.switch_pending = false;
   try {
-    joined(t_join);
+    joined(t_join, GroupPlace{std::move(s), micro_batches_for(config(), group_.size())});
     if (rejoin) times_.add(Part::Rejoin, now_() - t_join);
     if (mode_.state() == SiteMode::State::Drained) sit_out();
     train();
@@ -180,8 +183,8 @@ ReplicaSlot ReplicaProcess::data_slot() const {
 
 // After a (re)join: the members share the healthiest state, the site's mode and the operator
 // commands they applied.
-void ReplicaProcess::joined(double t_join) {
-  const auto heal = sync_state(group_.comm(), trainer_);
+void ReplicaProcess::joined(double t_join, GroupPlace place) {
+  const auto heal = sync_state(group_.comm(), trainer_, std::move(place));
   log_.event("joined", {{"site", run_.site},
                         {"replica", run_.id},
                         {"generation", group_.generation().number},
@@ -193,11 +196,13 @@ void ReplicaProcess::joined(double t_join) {
                         {"heal_source_rank", heal.source_rank},
                         {"heal_bytes", heal.bytes},
                         {"healed", heal.changed},
+                        {"moments_lost", heal.moments_lost},
                         {"ms", 1000 * (now_() - t_join)}});
   mode_.agree(group_.comm(), turn_.leader);
   exchange_.pause_outer(mode_.outer_paused());
   if (mode_.state() != SiteMode::State::Drained) exchange_.join(group_.comm(), turn_.leader, trainer_);
   guard_.reset(trainer_, turn_.leader);
+  if (config().parallel.zero_stage >= 1) sdc_.forget();  // its agreed state is of the old part
   figures_.joined(now_() - t_join);
   agree_on_commands();
 }
@@ -301,8 +306,8 @@ void ReplicaProcess::step() {
   exchange_step(done, last, draining);
   eval_step(done);
   sdc_step(done);
-  if (group_.rank() == 0 && config().checkpoint.every > 0 && done % config().checkpoint.every == 0)
-    timed(Part::Checkpoint, [this] { trainer_.save_checkpoint(); });
+  if (config().checkpoint.every > 0 && done % config().checkpoint.every == 0)
+    timed(Part::Checkpoint, [this] { trainer_.save_checkpoint(turn_.leader); });
   if (draining) drain_step(done);
 }
 
@@ -369,7 +374,7 @@ void ReplicaProcess::drain_step(std::int64_t done) {
   if (exchange_.active() && !exchange_.round_ends(done)) return;
   nlohmann::json detail = {{"site", run_.site}, {"replica", run_.id}, {"step", done}};
   if (exchange_.active()) detail.update(exchange_.drain(group_.comm(), turn_.leader, trainer_));
-  else if (turn_.leader) trainer_.save_checkpoint();
+  else trainer_.save_checkpoint(turn_.leader);
   mode_.drained(turn_.leader, detail);
   if (turn_.leader) log_.event("drained", detail);
   sit_out();
@@ -378,8 +383,14 @@ void ReplicaProcess::drain_step(std::int64_t done) {
 void ReplicaProcess::finish() {
   const double t_trained = now_();
   const auto params_hash = hash64(std::span<const float>(trainer_.model().params()));
+  try {
+    trainer_.save_checkpoint(group_.rank() == 0);
+  } catch (const Error& e) {  // under a shard the moments are gathered, and a member may be gone
+    if (!is_peer_failure(e)) throw;
+    log_.event("checkpoint_failed", {{"site", run_.site}, {"replica", run_.id}, {"step", trainer_.state().step},
+                                     {"error", e.what()}});
+  }
   if (group_.rank() == 0) {
-    trainer_.save_checkpoint();
     const double t_eval = now_();
     const double val = trainer_.validation_loss();
     const double eval_s = now_() - t_eval;

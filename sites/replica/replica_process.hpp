@@ -21,6 +21,7 @@
 #include "intrasite/comm/tcp_store.hpp"
 #include "intrasite/group/replica_group.hpp"
 #include "intrasite/group/sdc_guard.hpp"
+#include "intrasite/group/state_sync.hpp"
 
 namespace meridian {
 
@@ -52,7 +53,7 @@ class ReplicaProcess {
 
   bool generation();  // joins a group and trains with it; false once training is over
   ReplicaSlot data_slot() const;
-  void joined(double t_join);
+  void joined(double t_join, GroupPlace place);
   void agree_on_commands();
   bool apply_commands(std::int64_t newest);  // true: one replaced the trainer's state
   void sit_out();

@@ -481,6 +481,30 @@ TEST_CASE("[replicas]: defaults, values, and errors with file:line") {
   CHECK(all.find("bad.toml:7: replicas.store_port: expected an integer <= 65535, found 70000") != std::string::npos);
 }
 
+TEST_CASE("[parallel] zero_stage: 0 by default, 1 on CPU AdamW sites, refused beside what cannot work, naming both") {
+  TempDir dir("cfg-parallel");
+  CHECK(load_ok(write(dir / "job.toml", kData)).parallel.zero_stage == 0);
+  CHECK(load_ok(write(dir / "job.toml", kData + "[parallel]\nzero_stage = 1\n")).parallel.zero_stage == 1);
+  CHECK(only_problem(dir, kData + "[parallel]\nzero_stage = 3\n").find(
+            "job.toml:4: parallel.zero_stage: expected 0 or 1, found 3 (stages 2 and 3") != std::string::npos);
+  CHECK(only_problem(dir, kData + "[parallel]\nzero_stage = -1\n").find(
+            "parallel.zero_stage: expected an integer >= 0, found -1") != std::string::npos);
+  const auto muon = only_problem(dir, kData + "[inner]\noptimizer = \"muon\"\n[parallel]\nzero_stage = 1\n");
+  CHECK(muon.find("job.toml:6: parallel.zero_stage: zero_stage = 1 shards AdamW's moments, and inner.optimizer "
+                  "(line 4) is \"muon\"") != std::string::npos);
+  const auto overlap = only_problem(dir, kData + "[replicas]\noverlap_allreduce = true\n[parallel]\nzero_stage = 1\n");
+  CHECK(overlap.find("parallel.zero_stage:") != std::string::npos);
+  CHECK(overlap.find("replicas.overlap_allreduce (line 4)") != std::string::npos);
+  const std::string two_sites = "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
+  const auto sync = only_problem(dir, kData + "[outer]\nalgorithm = \"sync\"\n" + two_sites + "[parallel]\nzero_stage = 1\n");
+  CHECK(sync.find("outer.algorithm (line 4) = \"sync\"") != std::string::npos);
+  CHECK(load_ok(write(dir / "job.toml", kData + two_sites + "[parallel]\nzero_stage = 1\n")).parallel.zero_stage == 1);
+  const auto cuda = only_problem(dir, kData + two_sites + "device = \"cuda\"\n[parallel]\nzero_stage = 1\n");
+  CHECK(cuda.find("site[1] (\"b\") has device = \"cuda\"") != std::string::npos);
+  CHECK(only_problem(dir, kData + "[parallel]\nzero_stage = 1\n", {"inner.optimizer=sgd"}).find(
+            "inner.optimizer (--set inner.optimizer=sgd) is \"sgd\"") != std::string::npos);
+}
+
 TEST_CASE("[launch]: defaults, values, and errors with file:line") {
   meridian::testing::TempDir dir("cfg-launch");
   std::ofstream(dir / "d.txt") << "data";

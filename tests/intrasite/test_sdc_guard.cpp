@@ -10,6 +10,7 @@
 
 #include "core/config/job_config.hpp"
 #include "core/io/env.hpp"
+#include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/util/hash.hpp"
 #include "intrasite/comm/gloo_communicator.hpp"
@@ -44,7 +45,9 @@ struct Replica {
 
 // `members` replicas train `steps` steps with a check every `every` steps; replica `victim` gets a
 // bit flipped in its weights right after step `flip_at` (none when victim < 0).
-std::vector<Replica> train_group(const TempDir& dir, int members, int steps, int every, int victim, int flip_at) {
+// `sharded`: ZeRO stage 1 (sharded_slot).
+std::vector<Replica> train_group(const TempDir& dir, int members, int steps, int every, int victim, int flip_at,
+                                 bool sharded = false) {
   const auto file = dir / "job.toml";
   std::ofstream(file) << "[job]\nname = \"sdc\"\nseed = 5\nrun_dir = \"" << (dir / "run").string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n[data]\npath = \""
@@ -58,7 +61,8 @@ std::vector<Replica> train_group(const TempDir& dir, int members, int steps, int
     threads.emplace_back([&, rank] {
       auto comm = connect_gloo(store, "g/", rank, members, GlooOptions{});
       RunLog log(cfg.job.run_dir);
-      Trainer t(cfg, posix_env(), log, nullptr, [] { return 0.0; }, data_parallel_slot(*comm));
+      Trainer t(cfg, posix_env(), log, nullptr, [] { return 0.0; },
+                sharded ? sharded_slot(*comm, ParamLayout::of(cfg.model).total()) : data_parallel_slot(*comm));
       SdcGuard guard;
       bool flipped = false;  // a transient fault: the replay after a rollback does not flip again
       while (t.state().step < steps) {
@@ -108,4 +112,31 @@ TEST_CASE("2 replicas: both roll back to the last agreed step and the run ends a
   }
   CHECK(r[0].final_hash == r[1].final_hash);
   CHECK(r[0].final_hash == clean[0].final_hash);  // the replay is exact
+}
+
+// Under ZeRO stage 1 each step's all-gather rewrites every replica's copy from the parts' owners:
+// the check compares the copies as they stand after it, so a fault is flipped in right before a
+// check (element 100 is rank 0's part; the victim's copy of it goes wrong).
+TEST_CASE("ZeRO stage 1, 3 replicas: the odd copy takes the majority's weights, keeps its part's moments, ends as a clean run") {
+  TempDir clean_dir("sdc3z-clean"), dir("sdc3z");
+  const auto clean = train_group(clean_dir, 3, 12, 4, -1, 0, true);
+  const auto r = train_group(dir, 3, 12, 4, /*victim=*/2, /*flip_at=*/8, true);
+  for (const auto& rep : r) {
+    REQUIRE(rep.findings.size() == 1);
+    CHECK(rep.findings[0].step == 8);
+    CHECK(rep.findings[0].verdict.odd_ranks == std::vector<int>{2});
+    CHECK(rep.final_hash == clean[0].final_hash);
+  }
+}
+
+TEST_CASE("ZeRO stage 1, 2 replicas: both roll back to their own agreed parts and the replay is exact") {
+  TempDir clean_dir("sdc2z-clean"), dir("sdc2z");
+  const auto clean = train_group(clean_dir, 2, 12, 4, -1, 0, true);
+  const auto r = train_group(dir, 2, 12, 4, /*victim=*/1, /*flip_at=*/8, true);
+  for (const auto& rep : r) {
+    REQUIRE(rep.findings.size() == 1);
+    CHECK(rep.findings[0].verdict.rollback);
+    CHECK(rep.findings[0].step == 4);
+    CHECK(rep.final_hash == clean[0].final_hash);
+  }
 }
