@@ -28,6 +28,12 @@ std::span<const std::byte> Checkpoint::get(std::string_view name) const {
   return records_[it->second].data;
 }
 
+std::size_t Checkpoint::bytes() const {
+  std::size_t n = 0;
+  for (const auto& r : records_) n += r.data.size();
+  return n;
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(records_.size());

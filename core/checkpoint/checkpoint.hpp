@@ -67,6 +67,7 @@ class Checkpoint {
   // In insertion order, which is also file order.
   std::vector<std::string> names() const;
   std::size_t size() const { return records_.size(); }
+  std::size_t bytes() const;  // the records' data, together
 
  private:
   struct Record {

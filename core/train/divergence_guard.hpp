@@ -61,6 +61,9 @@ class DivergenceGuard {
   // come from).
   nlohmann::json force_rollback(Trainer& trainer, double lr_scale);
 
+  // The healthy states kept, in bytes.
+  std::size_t held_bytes() const { return trusted_.bytes() + (pending_ ? pending_->bytes() : 0); }
+
  private:
   // Mode's action; the fields it adds to the rollback event.
   nlohmann::json roll_back(Trainer& trainer);

@@ -133,6 +133,11 @@ class Trainer {
   // fetching them from a GPU).
   const AdamW& optimizer() const;
   ShardRange moments_held() const { return opt_.shard(); }
+  // The training state's buffers on the host, in bytes: weights, gradients and the optimizer's
+  // moments (activations are not state: they scale with the batch, not the model).
+  std::size_t state_bytes() const {
+    return (model_->params().size() + model_->grads().size() + opt_.m().size() + opt_.v().size()) * sizeof(float);
+  }
   // Under a shard, a step whose all-gather failed leaves this replica's part of the weights and
   // its moments updated and the rest of the weights as they were; a healing group either takes
   // the whole step from a member that completed it or undoes this part (12 bytes per parameter of

@@ -25,6 +25,7 @@ class ErrorFeedback {
   std::vector<std::byte> encode(std::span<const float> x, const CodecOptions& options);
 
   std::span<const float> residual() const { return residual_; }
+  std::size_t held_bytes() const { return (residual_.size() + sent_.size()) * sizeof(float); }
   void reset();
   // The residual a checkpoint kept (size n), or none (empty): start from zero.
   void restore(std::span<const float> residual);

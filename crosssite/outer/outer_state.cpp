@@ -136,6 +136,14 @@ std::vector<OuterOptimizer> OuterState::restored_optimizers(const Checkpoint& ch
   return optimizers;
 }
 
+std::size_t OuterState::held_bytes() const {
+  std::size_t floats = global_.size() + start_.size() + delta_.size();
+  for (const auto& o : optimizers_) floats += o.momentum_buffer().size() + o.delay_buffer().size();
+  std::size_t bytes = floats * sizeof(float);
+  for (const auto& f : feedback_) bytes += f.held_bytes();
+  return bytes;
+}
+
 std::vector<std::byte> OuterState::snapshot() const {
   Checkpoint c;
   c.put_pod("outer.global", std::span<const float>(global_));

@@ -34,6 +34,8 @@ class OuterState {
   std::int64_t version() const { return version_; }
   std::span<const float> global() const { return global_; }
   std::size_t size() const { return global_.size(); }
+  // The buffers this state holds (weights, round start, momentum, residuals, scratch), in bytes.
+  std::size_t held_bytes() const;
   const CodecOptions& codec() const { return codec_; }
 
   std::span<const float> start() const { return start_; }

@@ -43,6 +43,7 @@ class SdcGuard {
 
   // The rollback target: the state of the last check all replicas agreed on (none before the first).
   std::optional<std::int64_t> agreed_step() const { return agreed_step_; }
+  std::size_t held_bytes() const { return agreed_state_.size(); }
   // No agreed state until the next check: the one held was of another place in the group (under
   // ZeRO a replica's state holds its part's moments only).
   void forget() {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <memory>
 
+#include <sys/resource.h>
+
 #include "core/device/cuda_probe.hpp"
 #include "core/io/stop_signals.hpp"
 #include "core/util/error.hpp"
@@ -42,6 +44,13 @@ Placement placement(const JobConfig& c, const std::string& site, int replica) {
 }
 
 std::optional<int> nccl_device(const Placement& p) { return p.nccl ? std::optional<int>(p.device.index) : std::nullopt; }
+
+// Peak resident memory of this process, in bytes (Linux reports kilobytes).
+std::int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
+}
 
 bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout; }
 
@@ -380,6 +389,24 @@ void ReplicaProcess::drain_step(std::int64_t done) {
   sit_out();
 }
 
+// What this replica holds for the model, per parameter, from the buffers themselves: the
+// trainer's (weights, gradients, moments), the outer state's, and the guards' kept states.
+nlohmann::json ReplicaProcess::memory_ledger() const {
+  const nlohmann::json parts = {{"trainer", trainer_.state_bytes()},
+                                {"outer", exchange_.active() ? exchange_.held_bytes() : 0},
+                                {"sdc_guard", sdc_.held_bytes()},
+                                {"divergence_guard", guard_.held_bytes()}};
+  std::size_t total = 0;
+  for (const auto& [name, bytes] : parts.items()) total += bytes.get<std::size_t>();
+  return {{"state_bytes_per_param", static_cast<double>(total) / static_cast<double>(trainer_.param_count())},
+          {"state_bytes", parts},
+          {"params", trainer_.param_count()},
+          {"moments_elements", trainer_.moments_held().count},
+          {"zero_stage", config().parallel.zero_stage},
+          {"replicas", group_.size()},
+          {"peak_rss_bytes", peak_rss_bytes()}};
+}
+
 void ReplicaProcess::finish() {
   const double t_trained = now_();
   const auto params_hash = hash64(std::span<const float>(trainer_.model().params()));
@@ -404,6 +431,7 @@ void ReplicaProcess::finish() {
     summary["lr_scale"] = trainer_.state().lr_scale;
     summary["tokens"] = trainer_.state().tokens;
     summary["params_hash"] = std::to_string(params_hash);
+    summary["memory"] = memory_ledger();  // the leader's; every replica's is in its replica_done event
     // compute_utilization: time in inner steps over the whole process; training_utilization:
     // over the training phase (docs/wan.md). Finishing: all after training but the evaluation.
     const double t_end = now_();
@@ -415,7 +443,8 @@ void ReplicaProcess::finish() {
                               {"replica", run_.id},
                               {"step", trainer_.state().step},
                               {"generation", group_.generation().number},
-                              {"params_hash", std::to_string(params_hash)}});
+                              {"params_hash", std::to_string(params_hash)},
+                              {"memory", memory_ledger()}});
   store_.add(site_keys::done(run_.id), 1);  // how an agent that did not start this process learns it ended
 }
 

@@ -65,6 +65,7 @@ class ReplicaProcess {
   void sdc_step(std::int64_t done);
   void drain_step(std::int64_t done);
   void finish();
+  nlohmann::json memory_ledger() const;
 
   // Times `f` into `part`; what it returns is passed on.
   template <class F>

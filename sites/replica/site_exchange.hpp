@@ -108,6 +108,8 @@ class SiteExchange final : private RoundEvents {
   nlohmann::json roll_back(Trainer& trainer);
 
   OuterState& state() { return state_; }
+  // The outer state's buffers and the synchronous baseline's scratch, in bytes.
+  std::size_t held_bytes() const { return state_.held_bytes() + scratch_.size() * sizeof(float); }
   // A training checkpoint's share of the exchange: the outer state, and the rounds and WAN bytes
   // so far, so that a job's traffic figures count every launch of it. Restore takes the counts
   // only into a process that has counted nothing yet (a resume, not a rollback).

@@ -59,6 +59,24 @@ namespace {
 
 // Kills replica 1 once the site is past step 40, lets the site finish, and checks what every
 // such run must show; the events are returned for more.
+// Each replica's memory ledger at its end (replica_done): its parts add up, and the trainer holds
+// whole weights and gradients and the moments of the elements it keeps. The elements each keeps.
+std::vector<std::size_t> moments_kept(const std::vector<json>& events) {
+  std::vector<std::size_t> out;
+  for (const auto& d : events_of(events, "replica_done")) {
+    const auto& m = d["memory"];
+    const auto params = m["params"].get<std::size_t>(), kept = m["moments_elements"].get<std::size_t>();
+    CHECK(m["state_bytes"]["trainer"].get<std::size_t>() == 4 * (2 * params + 2 * kept));
+    out.push_back(kept);
+    double total = 0;
+    for (const auto& [part, bytes] : m["state_bytes"].items()) total += bytes.get<double>();
+    CHECK(m["state_bytes_per_param"].get<double>() == doctest::Approx(total / m["params"].get<double>()));
+    CHECK(m["peak_rss_bytes"].get<double>() > total);
+  }
+  REQUIRE(out.size() == 3);
+  return out;
+}
+
 std::vector<json> kill_one_replica(const TempDir& dir, const std::string& extra) {
   const auto job = write_job(dir, "restart = true\n" + extra);
   ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local"}, dir / "site.log");
@@ -108,7 +126,12 @@ std::vector<json> kill_one_replica(const TempDir& dir, const std::string& extra)
 
 TEST_CASE("kill -9 of a replica: the site goes on, restarts it, it heals from a peer, all end identical") {
   TempDir dir("site-kill");
-  kill_one_replica(dir, "");
+  const auto events = kill_one_replica(dir, "");
+  // Weights, gradients and both moments, whole on every replica: 16 bytes per parameter.
+  const auto kept = moments_kept(events);
+  for (const auto& d : events_of(events, "replica_done"))
+    CHECK(d["memory"]["moments_elements"] == d["memory"]["params"]);
+  CHECK(kept[0] == kept[2]);
 }
 
 TEST_CASE("ZeRO stage 1: a replica killed mid-run, the survivors re-cut the optimizer's state and lose no step") {
@@ -120,6 +143,11 @@ TEST_CASE("ZeRO stage 1: a replica killed mid-run, the survivors re-cut the opti
     if (j["generation"].get<int>() == 1) lost = j["moments_lost"].get<std::size_t>();
   CHECK(lost > 0);
   CHECK(events_of(events, "checkpoint").size() >= 4);  // steps 100..400, gathered and written by the leader
+  // Whole weights and gradients, a third of the moments each: every element's moments on one replica.
+  const auto kept = moments_kept(events);
+  std::size_t params = 0;
+  for (const auto& d : events_of(events, "replica_done")) params = d["memory"]["params"].get<std::size_t>();
+  CHECK(kept[0] + kept[1] + kept[2] == params);
 }
 
 TEST_CASE("a replica that hangs (SIGSTOP) is evicted after the timeout and the site continues") {
