@@ -64,17 +64,39 @@ Held held_state(Trainer& t) {
           t.state().step, t.optimizer().steps_taken()};
 }
 
+// Rank `rank` of a sharded group of `size` (Gloo under `prefix`), trained `steps` steps from a
+// fresh start in its own run directory, <tag><rank>.
+struct ShardedReplica {
+  ShardedReplica(const TempDir& dir, const std::string& tag, MemoryStore& store, const std::string& prefix, int rank,
+                 int size, int steps)
+      : cfg(job(dir, tag + std::to_string(rank))),
+        log(cfg.job.run_dir),
+        comm(connect_gloo(store, prefix, rank, size, GlooOptions{})),
+        trainer(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg))) {
+    for (int i = 0; i < steps; ++i) trainer.step();
+  }
+  JobConfig cfg;
+  RunLog log;
+  std::unique_ptr<Communicator> comm;
+  Trainer trainer;
+};
+
+// The trainer's group re-formed as `size` under `prefix`, healed into its sharded place there. The
+// communicator must outlive the trainer's steps.
+std::unique_ptr<Communicator> regroup(MemoryStore& store, const std::string& prefix, int rank, int size, Trainer& t,
+                                      HealReport& report) {
+  auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
+  report = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, t.param_count()), 1});
+  return comm;
+}
+
 // `size` sharded replicas train `steps` steps from a fresh start.
-std::vector<Held> reference(const TempDir& dir, const std::string& tag, int size, int steps) {
+std::vector<Held> reference(const TempDir& dir, int size, int steps) {
   MemoryStore store;
   std::vector<Held> out(static_cast<std::size_t>(size));
   on_threads(size, [&](int rank) {
-    auto comm = connect_gloo(store, "ref/", rank, size, GlooOptions{});
-    const auto cfg = job(dir, tag + std::to_string(rank));
-    RunLog log(cfg.job.run_dir);
-    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg)));
-    for (int i = 0; i < steps; ++i) t.step();
-    out[static_cast<std::size_t>(rank)] = held_state(t);
+    ShardedReplica replica(dir, "ref", store, "ref/", rank, size, steps);
+    out[static_cast<std::size_t>(rank)] = held_state(replica.trainer);
   });
   return out;
 }
@@ -87,16 +109,12 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
   std::vector<Held> before(4), after(3);
   std::vector<HealReport> reports(3);
   on_threads(4, [&](int rank) {
-    const auto cfg = job(dir, "r" + std::to_string(rank));
-    RunLog log(cfg.job.run_dir);
     const auto r = static_cast<std::size_t>(rank);
-    auto four = connect_gloo(store, "a/", rank, 4, GlooOptions{});
-    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*four, params_of(cfg)));
-    for (int i = 0; i < 3; ++i) t.step();
+    ShardedReplica replica(dir, "r", store, "a/", rank, 4, 3);
+    Trainer& t = replica.trainer;
     before[r] = held_state(t);
     if (rank == 3) return;  // it dies
-    auto three = connect_gloo(store, "b/", rank, 3, GlooOptions{});
-    reports[r] = sync_state(*three, t, GroupPlace{sharded_slot(*three, params_of(cfg)), 1});
+    const auto three = regroup(store, "b/", rank, 3, t, reports[r]);
     after[r] = held_state(t);
     for (int i = 0; i < 3; ++i) t.step();
     after[r].params.assign(t.model().params().begin(), t.model().params().end());
@@ -126,26 +144,22 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
 
 TEST_CASE("a step whose all-gather failed on every member is undone by the heal, and replays exactly") {
   TempDir dir("heal-undo");
-  const auto ref = reference(dir, "ref", 2, 3);
+  const auto ref = reference(dir, 2, 3);
   MemoryStore store;
   std::vector<Held> after(2), replayed(2);
-  std::vector<std::uint64_t> before_hash(2);
   on_threads(2, [&](int rank) {
-    const auto cfg = job(dir, "r" + std::to_string(rank));
-    RunLog log(cfg.job.run_dir);
     const auto r = static_cast<std::size_t>(rank);
-    auto first = connect_gloo(store, "a/", rank, 2, GlooOptions{});
-    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*first, params_of(cfg)));
-    for (int i = 0; i < 2; ++i) t.step();
+    ShardedReplica replica(dir, "r", store, "a/", rank, 2, 2);
+    Trainer& t = replica.trainer;
     const Held two = held_state(t);
-    auto failing = sharded_slot(*first, params_of(cfg));
+    auto failing = sharded_slot(*replica.comm, t.param_count());
     failing.gather = [](std::span<float>) { throw make_error(ErrorKind::Peer, "injected: the all-gather failed"); };
     t.set_slot(std::move(failing), 1);
     CHECK_THROWS_AS(t.step(), Error);
     CHECK(t.holds_ungathered_update());
     CHECK(held(t, false) != two.m);  // the part was updated before the gather
-    auto second = connect_gloo(store, "b/", rank, 2, GlooOptions{});
-    const auto report = sync_state(*second, t, GroupPlace{sharded_slot(*second, params_of(cfg)), 1});
+    HealReport report;
+    const auto second = regroup(store, "b/", rank, 2, t, report);
     CHECK(report.step == 2);
     CHECK(report.moments_lost == 0);
     after[r] = held_state(t);
@@ -166,7 +180,7 @@ TEST_CASE("a step whose all-gather failed on every member is undone by the heal,
 
 TEST_CASE("one member completed the all-gather and the other failed in it: the heal takes the step forward") {
   TempDir dir("heal-forward");
-  const auto ref = reference(dir, "ref", 2, 3);
+  const auto ref = reference(dir, 2, 3);
   MemoryStore store;
   std::vector<Held> after(2);
   // The step's parts pass through shared memory, so that rank 1 can fail after sending its own and
@@ -174,14 +188,11 @@ TEST_CASE("one member completed the all-gather and the other failed in it: the h
   std::barrier sent(2);
   std::vector<float> parts;
   on_threads(2, [&](int rank) {
-    const auto cfg = job(dir, "r" + std::to_string(rank));
-    RunLog log(cfg.job.run_dir);
     const auto r = static_cast<std::size_t>(rank);
-    auto first = connect_gloo(store, "a/", rank, 2, GlooOptions{});
-    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*first, params_of(cfg)));
-    for (int i = 0; i < 2; ++i) t.step();
-    if (rank == 0) parts.assign(params_of(cfg), 0.0f);
-    auto half = sharded_slot(*first, params_of(cfg));
+    ShardedReplica replica(dir, "r", store, "a/", rank, 2, 2);
+    Trainer& t = replica.trainer;
+    if (rank == 0) parts.assign(t.param_count(), 0.0f);
+    auto half = sharded_slot(*replica.comm, t.param_count());
     const ShardRange own = *half.shard;
     half.gather = [&, own, rank](std::span<float> weights) {
       sent.arrive_and_wait();  // parts sized
@@ -195,8 +206,8 @@ TEST_CASE("one member completed the all-gather and the other failed in it: the h
     if (rank == 0) CHECK(t.step().step == 2);
     else CHECK_THROWS_AS(t.step(), Error);
     CHECK(t.holds_ungathered_update() == (rank == 1));
-    auto second = connect_gloo(store, "b/", rank, 2, GlooOptions{});
-    const auto report = sync_state(*second, t, GroupPlace{sharded_slot(*second, params_of(cfg)), 1});
+    HealReport report;
+    const auto second = regroup(store, "b/", rank, 2, t, report);
     CHECK(report.source_rank == 0);
     CHECK(report.step == 3);
     CHECK(report.moments_lost == 0);
@@ -216,13 +227,9 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
   MemoryStore store;
   std::vector<Held> wrote(4);
   on_threads(4, [&](int rank) {
-    const auto cfg = job(dir, "r" + std::to_string(rank));
-    RunLog log(cfg.job.run_dir);
-    auto comm = connect_gloo(store, "w/", rank, 4, GlooOptions{});
-    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg)));
-    for (int i = 0; i < 3; ++i) t.step();
-    t.save_checkpoint(rank == 0);
-    wrote[static_cast<std::size_t>(rank)] = held_state(t);
+    ShardedReplica replica(dir, "r", store, "w/", rank, 4, 3);
+    replica.trainer.save_checkpoint(rank == 0);
+    wrote[static_cast<std::size_t>(rank)] = held_state(replica.trainer);
   });
   std::vector<float> whole_m;
   for (const auto& w : wrote) whole_m.insert(whole_m.end(), w.m.begin(), w.m.end());
@@ -231,8 +238,9 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
     std::vector<Held> loaded(static_cast<std::size_t>(size));
     on_threads(size, [&](int rank) {
       const auto cfg = job(dir, "r0");  // every reader resumes from the writer's run directory
-      RunLog log(dir / ("reader" + std::to_string(size) + "-" + std::to_string(rank)));
-      auto comm = connect_gloo(store, "l" + std::to_string(size) + "/", rank, size, GlooOptions{});
+      const std::string group = std::to_string(size) + "-readers";
+      RunLog log(dir / (group + std::to_string(rank)));
+      auto comm = connect_gloo(store, group + "/", rank, size, GlooOptions{});
       Trainer t(cfg, posix_env(), log, nullptr, clock_stub);
       REQUIRE(t.try_resume());
       auto slot = sharded_slot(*comm, params_of(cfg));
