@@ -54,8 +54,8 @@ AdamW reshard(const AdamW& from, const JobConfig& c, const ParamLayout& layout, 
 }
 
 void check_slot(const ReplicaSlot& slot, std::size_t params, bool on_device) {
-  MERIDIAN_CHECK(!slot.shard || (slot.gather && slot.sum && slot.shard->end() <= params && !on_device),
-                 "a shard needs gather and sum, and the CPU: shard ", slot.shard->offset, "+", slot.shard->count,
+  MERIDIAN_CHECK(!slot.shard || (slot.gather && slot.gather_unit_sums && slot.shard->end() <= params && !on_device),
+                 "a shard needs gather and gather_unit_sums, and the CPU: shard ", slot.shard->offset, "+", slot.shard->count,
                  " of ", params, ", device ", on_device);
 }
 
@@ -121,7 +121,7 @@ void Trainer::fast_forward(std::int64_t step) {
 }
 
 StepResult Trainer::step() {
-  MERIDIAN_CHECK(!undo_, "a step after one whose all-gather failed, at step ", state_.step,
+  MERIDIAN_CHECK(!undo_.held, "a step after one whose all-gather failed, at step ", state_.step,
                  ": the group must heal (or undo it) first");
   StepResult r;
   r.step = state_.step;
@@ -157,8 +157,7 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   if (slot_.reduce) slot_.reduce(model_->grads(), r.loss);
   if (slot_.shard) {
     // Only this replica's part of the gradients is reduced: it is what the update reads.
-    r.grad_norm = clip_grad_norm(model_->grads().subspan(slot_.shard->offset, slot_.shard->count), config_.inner.clip,
-                                 slot_.sum);
+    r.grad_norm = clip_grad_norm(model_->grads(), *slot_.shard, config_.inner.clip, slot_.gather_unit_sums);
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return Update::NonFinite;
     sharded_update(static_cast<float>(r.lr));
     return Update::Applied;
@@ -183,24 +182,27 @@ void Trainer::sharded_update(float lr) {
   const ShardRange own = *slot_.shard;
   const auto params = model_->params(), grads = model_->grads();
   const auto mine = params.subspan(own.offset, own.count);
-  undo_ = PartUndo{{mine.begin(), mine.end()}, {opt_.m().begin(), opt_.m().end()}, {opt_.v().begin(), opt_.v().end()},
-                   opt_.steps_taken()};
+  undo_.weights.assign(mine.begin(), mine.end());
+  undo_.m.assign(opt_.m().begin(), opt_.m().end());
+  undo_.v.assign(opt_.v().begin(), opt_.v().end());
+  undo_.steps_taken = opt_.steps_taken();
+  undo_.held = true;
   opt_.step(params, grads, lr);
   std::copy(mine.begin(), mine.end(), grads.begin() + static_cast<std::ptrdiff_t>(own.offset));
   slot_.gather(grads);
   std::copy(grads.begin(), grads.end(), params.begin());
-  undo_.reset();
+  undo_.held = false;
 }
 
 void Trainer::undo_ungathered_update() {
-  MERIDIAN_CHECK(undo_ && slot_.shard && undo_->m.size() == opt_.m().size(), "undo record ", undo_.has_value(),
+  MERIDIAN_CHECK(undo_.held && slot_.shard && undo_.m.size() == opt_.m().size(), "undo record ", undo_.held,
                  ", shard ", slot_.shard.has_value());
-  std::copy(undo_->weights.begin(), undo_->weights.end(),
+  std::copy(undo_.weights.begin(), undo_.weights.end(),
             model_->params().begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
-  std::copy(undo_->m.begin(), undo_->m.end(), opt_.m().begin());
-  std::copy(undo_->v.begin(), undo_->v.end(), opt_.v().begin());
-  opt_.set_steps_taken(undo_->steps_taken);
-  undo_.reset();
+  std::copy(undo_.m.begin(), undo_.m.end(), opt_.m().begin());
+  std::copy(undo_.v.begin(), undo_.v.end(), opt_.v().begin());
+  opt_.set_steps_taken(undo_.steps_taken);
+  undo_.held = false;
 }
 
 const AdamW& Trainer::optimizer() const {
@@ -302,7 +304,7 @@ Checkpoint Trainer::snapshot() const {
 
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
   state_ = decode_train_state(state, source, config_.model, model_->params(), opt_);
-  undo_.reset();
+  undo_.held = false;
   if (device_) {
     device_->upload_params(model_->params());
     device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
@@ -332,8 +334,10 @@ void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
   MERIDIAN_CHECK(slot.world >= 1 && slot.rank >= 0 && slot.rank < slot.world && grad_accum >= 1, "rank=", slot.rank,
                  " world=", slot.world, " grad_accum=", grad_accum);
   check_slot(slot, param_count(), device_ != nullptr);
-  if (slot.shard.value_or(ShardRange{0, param_count()}) != opt_.shard())
+  if (slot.shard.value_or(ShardRange{0, param_count()}) != opt_.shard()) {
     opt_ = reshard(opt_, config_, model_->layout(), slot.shard);
+    undo_ = PartUndo{};  // of the old part: a heal takes the state from elsewhere now
+  }
   slot_ = std::move(slot);
   grad_accum_ = grad_accum;
 }

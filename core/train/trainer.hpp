@@ -15,6 +15,7 @@
 #include "core/model/language_model.hpp"
 #include "core/model/shard_map.hpp"
 #include "core/optim/adamw.hpp"
+#include "core/optim/grad_clip.hpp"
 #include "core/optim/muon.hpp"
 #include "core/optim/schedule.hpp"
 #include "core/train/device_step.hpp"
@@ -39,10 +40,11 @@ struct ReplicaSlot {
   // ZeRO stage 1 (core/model/shard_map.hpp), when set: this replica updates the weights of `shard`
   // alone and AdamW keeps moments for those only. `reduce` need then leave only the shard's
   // gradients reduced (a reduce-scatter); `gather` brings every replica's updated part into the
-  // weights (an all-gather); `sum` adds a value over the group (the parts' squared gradient norms).
+  // weights (an all-gather); `gather_unit_sums` does the same for the gradients' sums of squares
+  // per unit, from which every replica adds the one norm it clips by (grad_clip.hpp).
   std::optional<ShardRange> shard;
   std::function<void(std::span<float> params)> gather;
-  std::function<double(double)> sum;
+  UnitSumsGather gather_unit_sums;
 };
 
 struct StepResult {
@@ -138,11 +140,15 @@ class Trainer {
   std::size_t state_bytes() const {
     return (model_->params().size() + model_->grads().size() + opt_.m().size() + opt_.v().size()) * sizeof(float);
   }
+  // Under a shard, the undo record of its part (below): 12 bytes per parameter of the part.
+  std::size_t undo_bytes() const {
+    return (undo_.weights.capacity() + undo_.m.capacity() + undo_.v.capacity()) * sizeof(float);
+  }
   // Under a shard, a step whose all-gather failed leaves this replica's part of the weights and
   // its moments updated and the rest of the weights as they were; a healing group either takes
   // the whole step from a member that completed it or undoes this part (12 bytes per parameter of
   // the part are kept for that). Any restore clears it.
-  bool holds_ungathered_update() const { return undo_.has_value(); }
+  bool holds_ungathered_update() const { return undo_.held; }
   void undo_ungathered_update();
 
  private:
@@ -183,11 +189,14 @@ class Trainer {
   ResumeState state_;
   Extras extras_;
   std::vector<std::int32_t> inputs_, targets_;
-  struct PartUndo {  // this replica's part of the weights, and the moments, before a sharded update
+  // This replica's part of the weights, and the moments, before a sharded update; the buffers stay
+  // allocated from step to step.
+  struct PartUndo {
     std::vector<float> weights, m, v;
     std::int64_t steps_taken = 0;
+    bool held = false;
   };
-  std::optional<PartUndo> undo_;
+  PartUndo undo_;
 };
 
 }  // namespace meridian

@@ -1,5 +1,6 @@
 #include "intrasite/parallel/data_parallel.hpp"
 
+#include <cstring>
 #include <memory>
 
 #include "core/model/shard_map.hpp"
@@ -33,12 +34,17 @@ void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t pa
   const auto map = std::make_shared<const ShardMap>(params, comm.size());
   slot.shard = map->part(comm.rank());
   slot.gather = [&comm, map](std::span<float> weights) { comm.all_gather(weights, map->counts()); };
-  slot.sum = [&comm](double x) {
-    // A double as two floats, its high part and the rest: the sum keeps ~48 bits, not 24.
-    const float high = static_cast<float>(x);
-    float parts[2] = {high, static_cast<float>(x - high)};
-    comm.allreduce(parts, ReduceOp::Sum);
-    return static_cast<double>(parts[0]) + parts[1];
+  slot.gather_unit_sums = [&comm, map](std::span<double> sums) {
+    // The doubles travel as their bytes (two floats each): an all-gather copies, never adds.
+    std::vector<std::size_t> counts;
+    for (int r = 0; r < map->ranks(); ++r) {
+      const ShardRange part = map->part(r);
+      counts.push_back(2 * ((part.end() + map->unit() - 1) / map->unit() - part.offset / map->unit()));
+    }
+    std::vector<float> words(2 * sums.size());
+    std::memcpy(words.data(), sums.data(), sums.size_bytes());
+    comm.all_gather(words, counts);
+    std::memcpy(sums.data(), words.data(), sums.size_bytes());
   };
 }
 

@@ -19,9 +19,9 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap = null
 ReplicaSlot sharded_slot(Communicator& comm, std::size_t params);
 
 // The parts of such a slot, for a slot whose reduce does more (sites/replica): `slot` keeps the
-// optimizer's state of its part of ShardMap(params, comm.size()) and gathers the weights and sums
-// norms over comm; its reduce must leave each replica's part of the gradients reduced, as
-// reduce_scatter_grads does.
+// optimizer's state of its part of ShardMap(params, comm.size()) and all-gathers the weights and
+// the gradients' per-unit sums of squares over comm; its reduce must leave each replica's part of
+// the gradients reduced, as reduce_scatter_grads does.
 void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params);
 void reduce_scatter_grads(Communicator& comm, std::span<float> grads);
 

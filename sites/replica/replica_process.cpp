@@ -393,6 +393,7 @@ void ReplicaProcess::drain_step(std::int64_t done) {
 // trainer's (weights, gradients, moments), the outer state's, and the guards' kept states.
 nlohmann::json ReplicaProcess::memory_ledger() const {
   const nlohmann::json parts = {{"trainer", trainer_.state_bytes()},
+                                {"undo", trainer_.undo_bytes()},
                                 {"outer", exchange_.active() ? exchange_.held_bytes() : 0},
                                 {"sdc_guard", sdc_.held_bytes()},
                                 {"divergence_guard", guard_.held_bytes()}};

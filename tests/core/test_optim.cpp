@@ -12,6 +12,7 @@
 #include "core/optim/adamw.hpp"
 #include "core/optim/grad_clip.hpp"
 #include "core/optim/muon.hpp"
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/newton_schulz.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/optim/schedule.hpp"
@@ -109,6 +110,35 @@ TEST_CASE("clip_grad_norm: small gradients, max_norm 0 and non-finite gradients 
   std::vector<float> zero(5, 0.0f);
   CHECK(clip_grad_norm(zero, 1.0) == 0.0);
   CHECK(zero == std::vector<float>(5, 0.0f));
+}
+
+TEST_CASE("clip_grad_norm over parts cut on units gives the whole gradient's norm and clipping, bit for bit") {
+  std::vector<float> grads(3 * kShardUnit + 100);
+  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = std::sin(0.37f * static_cast<float>(i)) * 0.01f;
+  std::vector<double> every(4);  // each unit's sum of squares, as the other replicas would send them
+  kernels::sum_squares_by_unit(grads.data(), grads.size(), kShardUnit, every.data());
+  auto whole = grads;
+  const double norm = clip_grad_norm(whole, 0.5);
+  REQUIRE(norm > 0.5);  // it clips
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    const ShardMap map(grads.size(), ranks);
+    for (int r = 0; r < ranks; ++r) {
+      CAPTURE(ranks);
+      CAPTURE(r);
+      auto mine = grads;
+      const ShardRange part = map.part(r);
+      const double got = clip_grad_norm(mine, part, 0.5, [&](std::span<double> sums) {
+        for (std::size_t u = 0; u < sums.size(); ++u)
+          if (u < part.offset / kShardUnit || u >= (part.end() + kShardUnit - 1) / kShardUnit) sums[u] = every[u];
+          else CHECK(sums[u] == every[u]);  // this replica's own, computed on its part alone
+      });
+      CHECK(got == norm);
+      CHECK(std::equal(mine.begin() + static_cast<std::ptrdiff_t>(part.offset),
+                       mine.begin() + static_cast<std::ptrdiff_t>(part.end()), whole.begin() + static_cast<std::ptrdiff_t>(part.offset)));
+    }
+  }
+  std::vector<float> g(100);
+  CHECK_THROWS_AS(clip_grad_norm(g, ShardRange{10, 20}, 1.0, [](std::span<double>) {}), InvariantError);
 }
 
 TEST_CASE("AdamW: the first step on a known gradient matches the hand-computed update") {

@@ -139,6 +139,15 @@ TEST_CASE("ZeRO stage 1: 4 replicas with the optimizer's state sharded train as 
   CHECK(sharded.val[0] == doctest::Approx(plain.val[0]).epsilon(1e-5));
 }
 
+TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit: one sum per element, the norm from unit sums") {
+  TempDir dir("dp-zero1-pair");
+  const auto plain = train_group(dir, "plain", 2, 12, 2, false, plain_slot);
+  const auto sharded = train_group(dir, "zero1", 2, 12, 2, false, zero1_slot);
+  CHECK(sharded.params[0] == plain.params[0]);
+  CHECK(sharded.params[1] == plain.params[0]);
+  CHECK(sharded.losses[0] == plain.losses[0]);
+}
+
 TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's start, naming it") {
   TempDir dir("dp-zero1-muon");
   const auto cfg = job(dir, "muon", 2, 8, "optimizer = \"muon\"\n");
@@ -146,7 +155,7 @@ TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's 
   ReplicaSlot slot;
   slot.shard = ShardRange{0, 1024};
   slot.gather = [](std::span<float>) {};
-  slot.sum = [](double x) { return x; };
+  slot.gather_unit_sums = [](std::span<double>) {};
   CHECK_THROWS_WITH_AS(Trainer(cfg, posix_env(), log, nullptr, clock_stub, slot),
                        doctest::Contains("inner.optimizer = \"muon\" cannot shard its state"), Error);
 }
