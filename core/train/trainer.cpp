@@ -342,12 +342,27 @@ void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
   grad_accum_ = grad_accum;
 }
 
-bool Trainer::try_resume() {
-  CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
-  auto loaded = store.load_latest([&](const std::string& why) {
-    log_.event("checkpoint_rejected", {{"reason", why}});
-    if (progress_) progress_->line("warning: " + why);
+namespace {
+
+std::optional<CheckpointStore::Loaded> load_newest(Env& env, const JobConfig& config, RunLog& log,
+                                                   ProgressPrinter* progress) {
+  CheckpointStore store(env, config.job.run_dir / "checkpoints", config.checkpoint.keep);
+  return store.load_latest([&](const std::string& why) {
+    log.event("checkpoint_rejected", {{"reason", why}});
+    if (progress) progress->line("warning: " + why);
   });
+}
+
+}  // namespace
+
+std::optional<Checkpoint> Trainer::newest_checkpoint() {
+  auto loaded = load_newest(env_, config_, log_, progress_);
+  if (!loaded) return std::nullopt;
+  return std::move(loaded->checkpoint);
+}
+
+bool Trainer::try_resume() {
+  auto loaded = load_newest(env_, config_, log_, progress_);
   if (!loaded) return false;
   restore(loaded->checkpoint, loaded->path.string());
   log_.event("resume", {{"step", state_.step}, {"checkpoint", loaded->path.string()}});

@@ -126,6 +126,8 @@ class Trainer {
 
   // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.
   bool try_resume();
+  // The newest valid checkpoint in <run_dir>/checkpoints (rejected ones logged), if any.
+  std::optional<Checkpoint> newest_checkpoint();
   // Writes a checkpoint of the whole state when `write`. Under a shard every member of the group
   // must call it at the same step: the moments are all-gathered first (8 bytes per parameter for
   // the moment), so the file is the one an unsharded replica writes and loads at any replica count.

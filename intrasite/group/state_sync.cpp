@@ -42,27 +42,58 @@ bool current(const Member& m, std::int64_t target) {
   return m.step == target || (m.ungathered && m.step + 1 == target);
 }
 
-// Each unit's moments from the lowest current member holding it, by one sum of parts that do not
-// overlap; `lost` counts the elements nobody held (they stay zero).
-std::vector<float> gather_moments(Communicator& comm, const Trainer& trainer, const std::vector<Member>& members,
-                                  std::int64_t target, std::size_t& lost) {
+// Copies unit `u`'s moments out of m and v (which start at element `base`) into both (m, then v).
+void put_unit(std::vector<float>& both, std::size_t total, std::size_t u, std::span<const float> m,
+              std::span<const float> v, std::size_t base) {
+  const std::size_t begin = u * kShardUnit, end = std::min(total, begin + kShardUnit);
+  const auto at = static_cast<std::ptrdiff_t>(begin - base);
+  std::copy(m.begin() + at, m.begin() + at + static_cast<std::ptrdiff_t>(end - begin),
+            both.begin() + static_cast<std::ptrdiff_t>(begin));
+  std::copy(v.begin() + at, v.begin() + at + static_cast<std::ptrdiff_t>(end - begin),
+            both.begin() + static_cast<std::ptrdiff_t>(total + begin));
+}
+
+// The units no member holds, from the newest checkpoint on this member's disk that has whole
+// moments: how many it filled, and the checkpoint's step (-1: none).
+std::pair<std::size_t, std::int64_t> fill_from_checkpoint(Trainer& trainer, const std::vector<std::size_t>& holes,
+                                                          std::vector<float>& both, std::size_t total) {
+  const auto newest = trainer.newest_checkpoint();
+  if (!newest || !newest->has("adamw.m") || !newest->has("adamw.v")) return {0, -1};
+  const auto m = newest->get_pod<float>("adamw.m"), v = newest->get_pod<float>("adamw.v");
+  if (m.size() != total || v.size() != total) return {0, -1};  // a shard's snapshot, not a site's file
+  for (std::size_t u : holes) put_unit(both, total, u, m, v, 0);
+  return {holes.size(), newest->get_value<std::int64_t>("train.step")};
+}
+
+// Each unit's moments from the lowest current member holding it, and those nobody holds from the
+// source's newest checkpoint (else zero), by one sum of parts that do not overlap. Two more
+// values travel with them: the units the checkpoint filled and its step + 1.
+std::vector<float> gather_moments(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
+                                  std::int64_t target, bool source, HealReport& report) {
   const AdamW& opt = trainer.optimizer();
   const std::size_t total = opt.total(), units = (total + kShardUnit - 1) / kShardUnit;
-  std::vector<float> both(2 * total, 0.0f);  // m, then v
-  lost = 0;
+  std::vector<float> both(2 * total + 2, 0.0f);  // m, v, then the checkpoint's two figures
+  std::vector<std::size_t> holes;
   for (std::size_t u = 0; u < units; ++u) {
     int from = -1;
     for (int r = 0; r < comm.size() && from < 0; ++r)
       if (current(members[r], target) && members[r].first_unit <= u && u < members[r].end_unit) from = r;
-    const std::size_t begin = u * kShardUnit, end = std::min(total, begin + kShardUnit);
-    if (from < 0) lost += end - begin;
-    if (from != comm.rank()) continue;
-    const std::size_t at = begin - opt.shard().offset;
-    std::copy_n(opt.m().begin() + static_cast<std::ptrdiff_t>(at), end - begin, both.begin() + static_cast<std::ptrdiff_t>(begin));
-    std::copy_n(opt.v().begin() + static_cast<std::ptrdiff_t>(at), end - begin,
-                both.begin() + static_cast<std::ptrdiff_t>(total + begin));
+    if (from < 0) holes.push_back(u);
+    if (from == comm.rank()) put_unit(both, total, u, opt.m(), opt.v(), opt.shard().offset);
+  }
+  if (source && !holes.empty()) {
+    const auto [filled, step] = fill_from_checkpoint(trainer, holes, both, total);
+    both[2 * total] = static_cast<float>(filled);
+    both[2 * total + 1] = static_cast<float>(step + 1);
   }
   comm.allreduce(both, ReduceOp::Sum);
+  const auto filled = static_cast<std::size_t>(both[2 * total]);
+  for (std::size_t i = 0; i < holes.size(); ++i) {
+    const std::size_t elements = std::min(total, (holes[i] + 1) * kShardUnit) - holes[i] * kShardUnit;
+    (i < filled ? report.moments_from_checkpoint : report.moments_lost) += elements;
+  }
+  if (filled > 0) report.checkpoint_step = static_cast<std::int64_t>(both[2 * total + 1]) - 1;
+  both.resize(2 * total);
   return both;
 }
 
@@ -89,7 +120,7 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   const std::string source = "state of rank " + std::to_string(report.source_rank);
   Checkpoint state = decode_checkpoint(bytes, source);
   if (parts) {
-    const auto both = gather_moments(comm, trainer, members, target, report.moments_lost);
+    const auto both = gather_moments(comm, trainer, members, target, comm.rank() == report.source_rank, report);
     put_whole_moments(state, std::span(both).first(total), std::span(both).subspan(total));
     report.bytes += both.size() * sizeof(float);
   }

@@ -6,7 +6,8 @@
 //
 // The optimizer's moments come whole from that member, unless some member holds only a part of
 // them (ZeRO stage 1): then every member at that step gives its part, and parts no member holds
-// (a dead replica's) restart from zero. A member whose step failed in the all-gather is taken
+// (a dead replica's) come from the source's newest checkpoint (as stale as it is: up to
+// [checkpoint] every steps; the source reads the whole file once), or restart from zero without one. A member whose step failed in the all-gather is taken
 // forward when another completed that step, and undoes its part of the update when none did.
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,11 @@ struct HealReport {
   std::int64_t step = 0;         // the step every member now holds
   std::size_t bytes = 0;         // size of the state sent, and of the moments gathered
   bool changed = false;          // whether this member's weights were replaced by another's
-  std::size_t moments_lost = 0;  // elements whose moments no member held: restarted from zero
+  // Elements whose moments no member held: from the source's newest checkpoint (taken at
+  // checkpoint_step), or, without one, restarted from zero (lost).
+  std::size_t moments_from_checkpoint = 0;
+  std::int64_t checkpoint_step = -1;
+  std::size_t moments_lost = 0;
 };
 
 // The trainer's place in the new group: set once the members' old parts have been collected.

@@ -206,6 +206,8 @@ void ReplicaProcess::joined(double t_join, GroupPlace place) {
                         {"heal_bytes", heal.bytes},
                         {"healed", heal.changed},
                         {"moments_lost", heal.moments_lost},
+                        {"moments_from_checkpoint", heal.moments_from_checkpoint},
+                        {"checkpoint_step", heal.checkpoint_step},
                         {"ms", 1000 * (now_() - t_join)}});
   mode_.agree(group_.comm(), turn_.leader);
   exchange_.pause_outer(mode_.outer_paused());

@@ -142,6 +142,41 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
   }
 }
 
+TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint when there is one") {
+  TempDir dir("heal-from-checkpoint");
+  MemoryStore store;
+  std::vector<Held> before(4), after(3);
+  std::vector<HealReport> reports(3);
+  on_threads(4, [&](int rank) {
+    const auto r = static_cast<std::size_t>(rank);
+    ShardedReplica replica(dir, "r", store, "a/", rank, 4, 2);
+    Trainer& t = replica.trainer;
+    t.save_checkpoint(rank == 0);  // whole, in r0/: what the group's source reads
+    before[r] = held_state(t);     // the moments at step 2, as the checkpoint has them
+    t.step();
+    if (rank == 3) return;
+    const auto three = regroup(store, "b/", rank, 3, t, reports[r]);
+    after[r] = held_state(t);
+  });
+  std::vector<float> expected(before[0].params.size());
+  for (const auto& b : before)
+    std::copy(b.m.begin(), b.m.end(), expected.begin() + static_cast<std::ptrdiff_t>(b.part.offset));
+  const ShardRange dead = before[3].part;
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(reports[r].moments_from_checkpoint == dead.count);
+    CHECK(reports[r].checkpoint_step == 2);
+    CHECK(reports[r].moments_lost == 0);
+    CHECK(after[r].step == 3);
+    // The dead part's elements this replica now keeps hold the checkpoint's step-2 moments; the
+    // survivors' parts moved on to step 3.
+    const ShardRange own = after[r].part;
+    for (std::size_t i = std::max(own.offset, dead.offset); i < std::min(own.end(), dead.end()); ++i)
+      REQUIRE(after[r].m[i - own.offset] == expected[i]);
+  }
+  CHECK(after[2].part.end() > dead.offset);  // the last replica of three took some of the dead part
+}
+
 TEST_CASE("a step whose all-gather failed on every member is undone by the heal, and replays exactly") {
   TempDir dir("heal-undo");
   const auto ref = reference(dir, 2, 3);
@@ -233,11 +268,11 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
   });
   std::vector<float> whole_m;
   for (const auto& w : wrote) whole_m.insert(whole_m.end(), w.m.begin(), w.m.end());
+  const auto cfg = job(dir, "r0");  // every reader resumes from the writer's run directory
   for (int size = 1; size <= 3; ++size) {
     CAPTURE(size);
     std::vector<Held> loaded(static_cast<std::size_t>(size));
     on_threads(size, [&](int rank) {
-      const auto cfg = job(dir, "r0");  // every reader resumes from the writer's run directory
       const std::string group = std::to_string(size) + "-readers";
       RunLog log(dir / (group + std::to_string(rank)));
       auto comm = connect_gloo(store, group + "/", rank, size, GlooOptions{});
