@@ -5,6 +5,7 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/model/shard_map.hpp"
+#include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 
 namespace meridian {
@@ -54,46 +55,52 @@ void put_unit(std::vector<float>& both, std::size_t total, std::size_t u, std::s
 }
 
 // The units no member holds, from the newest checkpoint on this member's disk that has whole
-// moments: how many it filled, and the checkpoint's step (-1: none).
-std::pair<std::size_t, std::int64_t> fill_from_checkpoint(Trainer& trainer, const std::vector<std::size_t>& holes,
-                                                          std::vector<float>& both, std::size_t total) {
-  const auto newest = trainer.newest_checkpoint();
-  if (!newest || !newest->has("adamw.m") || !newest->has("adamw.v")) return {0, -1};
-  const auto m = newest->get_pod<float>("adamw.m"), v = newest->get_pod<float>("adamw.v");
-  if (m.size() != total || v.size() != total) return {0, -1};  // a shard's snapshot, not a site's file
-  for (std::size_t u : holes) put_unit(both, total, u, m, v, 0);
-  return {holes.size(), newest->get_value<std::int64_t>("train.step")};
+// moments (a site's file, not a shard's snapshot): that checkpoint's step, if one did.
+std::optional<std::int64_t> fill_from_checkpoint(Trainer& trainer, const std::vector<std::size_t>& holes,
+                                                 std::vector<float>& both, std::size_t total) {
+  try {
+    const auto newest = trainer.newest_checkpoint();
+    if (!newest || !newest->has("adamw.m") || !newest->has("adamw.v")) return std::nullopt;
+    const auto m = newest->get_pod<float>("adamw.m"), v = newest->get_pod<float>("adamw.v");
+    if (m.size() != total || v.size() != total) return std::nullopt;
+    for (std::size_t u : holes) put_unit(both, total, u, m, v, 0);
+    return newest->get_value<std::int64_t>("train.step");
+  } catch (const Error& e) {  // a file that is not what it should be: the holes restart from zero
+    if (e.kind() != ErrorKind::Checkpoint && e.kind() != ErrorKind::Io) throw;
+    return std::nullopt;
+  }
 }
 
 // Each unit's moments from the lowest current member holding it, and those nobody holds from the
-// source's newest checkpoint (else zero), by one sum of parts that do not overlap. Two more
-// values travel with them: the units the checkpoint filled and its step + 1.
+// source's newest checkpoint (else zero), by one sum of parts that do not overlap. The checkpoint's
+// step + 1 travels with them (0: none was used).
 std::vector<float> gather_moments(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
                                   std::int64_t target, bool source, HealReport& report) {
   const AdamW& opt = trainer.optimizer();
   const std::size_t total = opt.total(), units = (total + kShardUnit - 1) / kShardUnit;
-  std::vector<float> both(2 * total + 2, 0.0f);  // m, v, then the checkpoint's two figures
+  std::vector<float> both(2 * total + 1, 0.0f);  // m, v, then the checkpoint's step + 1
+  std::size_t holes_elements = 0;
   std::vector<std::size_t> holes;
   for (std::size_t u = 0; u < units; ++u) {
     int from = -1;
     for (int r = 0; r < comm.size() && from < 0; ++r)
       if (current(members[r], target) && members[r].first_unit <= u && u < members[r].end_unit) from = r;
-    if (from < 0) holes.push_back(u);
+    if (from < 0) {
+      holes.push_back(u);
+      holes_elements += std::min(total, (u + 1) * kShardUnit) - u * kShardUnit;
+    }
     if (from == comm.rank()) put_unit(both, total, u, opt.m(), opt.v(), opt.shard().offset);
   }
-  if (source && !holes.empty()) {
-    const auto [filled, step] = fill_from_checkpoint(trainer, holes, both, total);
-    both[2 * total] = static_cast<float>(filled);
-    both[2 * total + 1] = static_cast<float>(step + 1);
-  }
+  if (source && !holes.empty())
+    if (const auto step = fill_from_checkpoint(trainer, holes, both, total)) both.back() = static_cast<float>(*step + 1);
   comm.allreduce(both, ReduceOp::Sum);
-  const auto filled = static_cast<std::size_t>(both[2 * total]);
-  for (std::size_t i = 0; i < holes.size(); ++i) {
-    const std::size_t elements = std::min(total, (holes[i] + 1) * kShardUnit) - holes[i] * kShardUnit;
-    (i < filled ? report.moments_from_checkpoint : report.moments_lost) += elements;
+  if (both.back() > 0) {
+    report.moments_from_checkpoint = holes_elements;
+    report.checkpoint_step = static_cast<std::int64_t>(both.back()) - 1;
+  } else {
+    report.moments_lost = holes_elements;
   }
-  if (filled > 0) report.checkpoint_step = static_cast<std::int64_t>(both[2 * total + 1]) - 1;
-  both.resize(2 * total);
+  both.pop_back();
   return both;
 }
 
