@@ -145,7 +145,7 @@ std::map<std::int64_t, std::string> commit_hashes(const std::filesystem::path& e
 
 }  // namespace
 
-TEST_CASE("ZeRO stage 1: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash; 4 and 2 agree") {
+TEST_CASE("ZeRO stage 1: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
   EtcdServer etcd;
   if (!etcd.ok()) {
     MESSAGE("skipped: no runnable etcd");
