@@ -14,6 +14,7 @@
 #include "core/config/sim_config.hpp"
 #include "core/data/corpus.hpp"
 #include "core/model/model_config.hpp"
+#include "core/model/recompute.hpp"
 #include "core/optim/schedule.hpp"
 
 namespace meridian {
@@ -171,8 +172,10 @@ struct JobConfig {
   // How a site's replicas share its training state. zero_stage 1 (ZeRO stage 1): each replica
   // keeps AdamW's moments for its own part of the weights (core/model/shard_map.hpp), the
   // gradients are reduce-scattered and the weights all-gathered; 0 keeps a whole copy on each.
+  // recompute: what backward recomputes instead of forward keeping it (core/model/recompute.hpp).
   struct Parallel {
     int zero_stage = 0;
+    Recompute recompute = Recompute::None;
     bool operator==(const Parallel&) const = default;
   } parallel;
 

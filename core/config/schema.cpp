@@ -202,6 +202,14 @@ std::string setting_at(const Resolver& r, const std::string& key, const Origin& 
 
 // After the sites: a sharded state is refused beside what cannot work with it yet, naming both.
 void resolve_parallel(Resolver& r, JobConfig& c) {
+  r.read(c.parallel.recompute, "parallel", "recompute", {Recompute::None, Recompute::Cheap, Recompute::Full});
+  if (const Setting* s = r.find("parallel.recompute"); s && c.parallel.recompute != Recompute::None)
+    for (std::size_t i = 0; i < c.sites.size(); ++i)
+      if (c.sites[i].device == JobConfig::Site::Device::Cuda)
+        r.add(s->origin, "parallel.recompute", "recompute = " + quote(to_string(c.parallel.recompute)) +
+                                                   " runs in the CPU trainer for now, and site[" + std::to_string(i) +
+                                                   "] (" + quote(c.sites[i].name) +
+                                                   ") has device = \"cuda\": set recompute = \"none\" for that job");
   r.read(c.parallel.zero_stage, "parallel", "zero_stage", 0);
   const Setting* stage = r.find("parallel.zero_stage");
   if (!stage || c.parallel.zero_stage == 0) return;

@@ -40,26 +40,48 @@ void Gpt<T>::init_weights(std::uint64_t seed) {
 }
 
 template <class T>
+void Gpt<T>::set_recompute(Recompute mode) {
+  if (plan_.mode == mode) return;
+  plan_.mode = mode;
+  acts_ = Activations{};  // reallocated to the new plan by the next forward
+  capacity_ = 0;
+  B_ = 0;
+}
+
+template <class T>
+std::size_t Gpt<T>::activation_bytes() const {
+  const auto& a = acts_;
+  std::size_t n = 0;
+  for (const auto* v : {&a.encoded, &a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att, &a.attproj, &a.res2,
+                        &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.fcproj, &a.res3, &a.lnf, &a.lnf_mean,
+                        &a.lnf_rstd, &a.logits, &a.losses, &a.dres, &a.dln, &a.dqkv, &a.datty, &a.dfch, &a.dfch_gelu,
+                        &a.dlogits})
+    n += v->size();
+  return n * sizeof(T);
+}
+
+template <class T>
 void Gpt<T>::ensure_batch(int B) {
   if (B <= capacity_) return;
   const std::size_t L = this->config_.n_layer, C = this->config_.d_model, V = this->config_.vocab, NH = this->config_.n_head;
   const std::size_t BT = static_cast<std::size_t>(B) * this->config_.seq_len;
+  const std::size_t cheap = plan_.cheap_slots(static_cast<int>(L)), block = plan_.block_slots(static_cast<int>(L));
   auto& a = acts_;
   a.encoded.resize(BT * C);
-  a.ln1.resize(L * BT * C);
-  a.ln1_mean.resize(L * BT);
-  a.ln1_rstd.resize(L * BT);
-  a.qkv.resize(L * BT * 3 * C);
-  a.atty.resize(L * BT * C);
-  a.att.resize(L * B * NH * this->config_.seq_len * this->config_.seq_len);
-  a.attproj.resize(L * BT * C);
-  a.res2.resize(L * BT * C);
-  a.ln2.resize(L * BT * C);
-  a.ln2_mean.resize(L * BT);
-  a.ln2_rstd.resize(L * BT);
-  a.fch.resize(L * BT * 4 * C);
-  a.fch_gelu.resize(L * BT * 4 * C);
-  a.fcproj.resize(L * BT * C);
+  a.ln1.resize(cheap * BT * C);
+  a.ln1_mean.resize(block * BT);
+  a.ln1_rstd.resize(block * BT);
+  a.qkv.resize(block * BT * 3 * C);
+  a.atty.resize(block * BT * C);
+  a.att.resize(block * B * NH * this->config_.seq_len * this->config_.seq_len);
+  a.attproj.resize(block * BT * C);
+  a.res2.resize(block * BT * C);
+  a.ln2.resize(cheap * BT * C);
+  a.ln2_mean.resize(block * BT);
+  a.ln2_rstd.resize(block * BT);
+  a.fch.resize(block * BT * 4 * C);
+  a.fch_gelu.resize(cheap * BT * 4 * C);
+  a.fcproj.resize(block * BT * C);
   a.res3.resize(L * BT * C);
   a.lnf.resize(BT * C);
   a.lnf_mean.resize(BT);
@@ -89,7 +111,7 @@ T Gpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B
   MERIDIAN_CHECK(B >= 1, "B=", B);
   ensure_batch(B);
   B_ = B;
-  const int Tn = this->config_.seq_len, C = this->config_.d_model, NH = this->config_.n_head, V = this->config_.vocab;
+  const int Tn = this->config_.seq_len, C = this->config_.d_model, V = this->config_.vocab;
   const std::size_t BT = static_cast<std::size_t>(B) * Tn;
   inputs_.assign(inputs, inputs + BT);
   if (targets) targets_.assign(targets, targets + BT);
@@ -99,30 +121,7 @@ T Gpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B
   const T* wpe = this->params_.data() + off_.wpe;
 
   k::encoder_forward(a.encoded.data(), inputs, wte, wpe, B, Tn, C);
-  for (int l = 0; l < this->config_.n_layer; ++l) {
-    const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
-    const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
-    T* ln1 = a.ln1.data() + l * BT * C;
-    T* qkv = a.qkv.data() + l * BT * 3 * C;
-    T* atty = a.atty.data() + l * BT * C;
-    T* res2 = a.res2.data() + l * BT * C;
-    T* ln2 = a.ln2.data() + l * BT * C;
-    T* fch = a.fch.data() + l * BT * 4 * C;
-    T* fch_gelu = a.fch_gelu.data() + l * BT * 4 * C;
-    T* res3 = a.res3.data() + l * BT * C;
-    k::layernorm_forward(ln1, a.ln1_mean.data() + l * BT, a.ln1_rstd.data() + l * BT, res_in, p.ln1w, p.ln1b,
-                         static_cast<int>(BT), C);
-    k::matmul_forward(qkv, ln1, p.qkvw, p.qkvb, static_cast<int>(BT), C, 3 * C);
-    k::attention_forward(atty, a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn, NH, NH, C / NH);
-    k::matmul_forward(a.attproj.data() + l * BT * C, atty, p.projw, p.projb, static_cast<int>(BT), C, C);
-    k::add(res2, res_in, a.attproj.data() + l * BT * C, BT * C);
-    k::layernorm_forward(ln2, a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, res2, p.ln2w, p.ln2b,
-                         static_cast<int>(BT), C);
-    k::matmul_forward(fch, ln2, p.fcw, p.fcb, static_cast<int>(BT), C, 4 * C);
-    k::gelu_forward(fch_gelu, fch, BT * 4 * C);
-    k::matmul_forward(a.fcproj.data() + l * BT * C, fch_gelu, p.fcprojw, p.fcprojb, static_cast<int>(BT), 4 * C, C);
-    k::add(res3, res2, a.fcproj.data() + l * BT * C, BT * C);
-  }
+  for (int l = 0; l < this->config_.n_layer; ++l) layer_forward(l, true);
   const T* last = a.res3.data() + (this->config_.n_layer - 1) * BT * C;
   k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last,
                        this->params_.data() + off_.lnf_weight,
@@ -133,6 +132,54 @@ T Gpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B
   double sum = 0;  // serial, in order: the reported loss is bit-reproducible
   for (std::size_t i = 0; i < BT; ++i) sum += a.losses[i];
   return static_cast<T>(sum / static_cast<double>(BT));
+}
+
+template <class T>
+void Gpt<T>::layer_forward(int l, bool output) {
+  const int B = B_, Tn = this->config_.seq_len, C = this->config_.d_model, NH = this->config_.n_head;
+  const std::size_t BT = static_cast<std::size_t>(B) * Tn;
+  auto& a = acts_;
+  const std::size_t cs = plan_.cheap_slot(l), bs = plan_.block_slot(l);
+  const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
+  const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+  T* ln1 = a.ln1.data() + cs * BT * C;
+  T* qkv = a.qkv.data() + bs * BT * 3 * C;
+  T* atty = a.atty.data() + bs * BT * C;
+  T* attproj = a.attproj.data() + bs * BT * C;
+  T* res2 = a.res2.data() + bs * BT * C;
+  T* ln2 = a.ln2.data() + cs * BT * C;
+  T* fch = a.fch.data() + bs * BT * 4 * C;
+  T* fch_gelu = a.fch_gelu.data() + cs * BT * 4 * C;
+  T* fcproj = a.fcproj.data() + bs * BT * C;
+  const int N = static_cast<int>(BT);
+  k::layernorm_forward(ln1, a.ln1_mean.data() + bs * BT, a.ln1_rstd.data() + bs * BT, res_in, p.ln1w, p.ln1b, N, C);
+  k::matmul_forward(qkv, ln1, p.qkvw, p.qkvb, N, C, 3 * C);
+  k::attention_forward(atty, a.att.data() + bs * static_cast<std::size_t>(B) * NH * Tn * Tn, qkv, B, Tn, NH, NH, C / NH);
+  k::matmul_forward(attproj, atty, p.projw, p.projb, N, C, C);
+  k::add(res2, res_in, attproj, BT * C);
+  k::layernorm_forward(ln2, a.ln2_mean.data() + bs * BT, a.ln2_rstd.data() + bs * BT, res2, p.ln2w, p.ln2b, N, C);
+  k::matmul_forward(fch, ln2, p.fcw, p.fcb, N, C, 4 * C);
+  k::gelu_forward(fch_gelu, fch, BT * 4 * C);
+  k::matmul_forward(fcproj, fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
+  if (output) k::add(a.res3.data() + l * BT * C, res2, fcproj, BT * C);
+}
+
+template <class T>
+void Gpt<T>::recompute_for_backward(int l) {
+  if (plan_.mode == Recompute::None) return;
+  if (plan_.mode == Recompute::Full) return layer_forward(l, false);
+  const int C = this->config_.d_model;
+  const std::size_t BT = static_cast<std::size_t>(B_) * this->config_.seq_len, bs = plan_.block_slot(l);
+  auto& a = acts_;
+  const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
+  const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+  const int N = static_cast<int>(BT);
+  // The norms' statistics are rewritten with the bits they had.
+  k::layernorm_forward(a.ln1.data(), a.ln1_mean.data() + bs * BT, a.ln1_rstd.data() + bs * BT, res_in, p.ln1w, p.ln1b,
+                       N, C);
+  k::layernorm_forward(a.ln2.data(), a.ln2_mean.data() + bs * BT, a.ln2_rstd.data() + bs * BT,
+                       a.res2.data() + bs * BT * C, p.ln2w, p.ln2b, N, C);
+  k::gelu_forward(a.fch_gelu.data(), a.fch.data() + bs * BT * 4 * C, BT * 4 * C);
 }
 
 template <class T>
@@ -157,21 +204,23 @@ void Gpt<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsReady&
   if (ready) ready(off_.lnf_weight, this->layout_.total() - off_.lnf_weight);  // ln_f: weight and bias, the last tensors
   // a.dres is the gradient of the residual stream; each block adds its branches' gradients into it.
   for (int l = this->config_.n_layer - 1; l >= 0; --l) {
+    recompute_for_backward(l);
+    const std::size_t cs = plan_.cheap_slot(l), bs = plan_.block_slot(l);
     const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
     const auto g = layer_ptrs<LayerGrads>(this->grads_.data(), l);
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
-    k::matmul_backward(a.dfch_gelu.data(), g.fcprojw, g.fcprojb, a.dres.data(), a.fch_gelu.data() + l * BT * 4 * C,
+    k::matmul_backward(a.dfch_gelu.data(), g.fcprojw, g.fcprojb, a.dres.data(), a.fch_gelu.data() + cs * BT * 4 * C,
                        p.fcprojw, N, 4 * C, C);
-    k::gelu_backward(a.dfch.data(), a.fch.data() + l * BT * 4 * C, a.dfch_gelu.data(), BT * 4 * C);
-    k::matmul_backward(a.dln.data(), g.fcw, g.fcb, a.dfch.data(), a.ln2.data() + l * BT * C, p.fcw, N, C, 4 * C);
-    k::layernorm_backward(a.dres.data(), g.ln2w, g.ln2b, a.dln.data(), a.res2.data() + l * BT * C, p.ln2w,
-                          a.ln2_mean.data() + l * BT, a.ln2_rstd.data() + l * BT, N, C);
-    k::matmul_backward(a.datty.data(), g.projw, g.projb, a.dres.data(), a.atty.data() + l * BT * C, p.projw, N, C, C);
-    k::attention_backward(a.dqkv.data(), a.datty.data(), a.qkv.data() + l * BT * 3 * C,
-                          a.att.data() + l * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, NH, NH, C / NH);
-    k::matmul_backward(a.dln.data(), g.qkvw, g.qkvb, a.dqkv.data(), a.ln1.data() + l * BT * C, p.qkvw, N, C, 3 * C);
-    k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + l * BT,
-                          a.ln1_rstd.data() + l * BT, N, C);
+    k::gelu_backward(a.dfch.data(), a.fch.data() + bs * BT * 4 * C, a.dfch_gelu.data(), BT * 4 * C);
+    k::matmul_backward(a.dln.data(), g.fcw, g.fcb, a.dfch.data(), a.ln2.data() + cs * BT * C, p.fcw, N, C, 4 * C);
+    k::layernorm_backward(a.dres.data(), g.ln2w, g.ln2b, a.dln.data(), a.res2.data() + bs * BT * C, p.ln2w,
+                          a.ln2_mean.data() + bs * BT, a.ln2_rstd.data() + bs * BT, N, C);
+    k::matmul_backward(a.datty.data(), g.projw, g.projb, a.dres.data(), a.atty.data() + bs * BT * C, p.projw, N, C, C);
+    k::attention_backward(a.dqkv.data(), a.datty.data(), a.qkv.data() + bs * BT * 3 * C,
+                          a.att.data() + bs * static_cast<std::size_t>(B) * NH * Tn * Tn, B, Tn, NH, NH, C / NH);
+    k::matmul_backward(a.dln.data(), g.qkvw, g.qkvb, a.dqkv.data(), a.ln1.data() + cs * BT * C, p.qkvw, N, C, 3 * C);
+    k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + bs * BT,
+                          a.ln1_rstd.data() + bs * BT, N, C);
     if (ready) {  // a layer's tensors are contiguous, from its ln_1.weight to the next layer's
       const std::size_t begin = off_.layers[l][0];
       const std::size_t end = l + 1 < this->config_.n_layer ? off_.layers[l + 1][0] : off_.lnf_weight;

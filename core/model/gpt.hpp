@@ -24,14 +24,22 @@ class Gpt final : public LanguageModel<T> {
   std::span<const T> logits() const override {
     return {acts_.logits.data(), static_cast<std::size_t>(B_) * this->config_.seq_len * this->config_.vocab};
   }
+  void set_recompute(Recompute mode) override;
+  std::size_t activation_bytes() const override;
 
  private:
+  // By kind (recompute.hpp): cheap: ln1, ln2, fch_gelu; block: the other per-layer buffers but
+  // res3, which is kept.
   struct Activations {
     AlignedVector<T> encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, attproj, res2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, fcproj, res3, lnf, lnf_mean, lnf_rstd, logits, losses;
     // backward scratch, reused across layers
     AlignedVector<T> dres, dln, dqkv, datty, dfch, dfch_gelu, dlogits;
   };
+  // Layer l's forward from its input (res3 of l-1, or the embeddings) into its slots; writes its
+  // output res3[l] when `output` (a recompute has it already).
+  void layer_forward(int l, bool output);
+  void recompute_for_backward(int l);  // refills what the plan did not keep of layer l
   struct LayerParams {
     const T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
   };
@@ -43,6 +51,7 @@ class Gpt final : public LanguageModel<T> {
   void ensure_batch(int B);
 
   GptOffsets off_;  // each layer's 12 tensors in the order of LayerParams
+  RecomputePlan plan_;
   Activations acts_;
   int capacity_ = 0;  // batch size the activations are allocated for
   int B_ = 0;         // batch size of the last forward

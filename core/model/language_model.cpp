@@ -21,6 +21,15 @@ void LanguageModel<T>::zero_grads() {
   std::fill(grads_.begin(), grads_.end(), T(0));
 }
 
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Cheap: return "cheap";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
 template <class T>
 std::unique_ptr<LanguageModel<T>> make_model(const ModelConfig& config) {
   if (config.family == ModelFamily::Llama) return std::make_unique<Llama<T>>(config);

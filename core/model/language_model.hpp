@@ -10,6 +10,7 @@
 
 #include "core/model/model_config.hpp"
 #include "core/model/param_layout.hpp"
+#include "core/model/recompute.hpp"
 #include "core/util/aligned_vector.hpp"
 
 namespace meridian {
@@ -47,6 +48,11 @@ class LanguageModel {
 
   // (B, seq_len, vocab) of the last forward.
   virtual std::span<const T> logits() const = 0;
+
+  // What backward recomputes (recompute.hpp) from the next forward on.
+  virtual void set_recompute(Recompute mode) = 0;
+  // The activation and backward buffers held for the largest batch so far, in bytes.
+  virtual std::size_t activation_bytes() const = 0;
 
  protected:
   explicit LanguageModel(const ModelConfig& config);  // InvariantError on an invalid shape

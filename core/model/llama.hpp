@@ -30,18 +30,25 @@ class Llama final : public LanguageModel<T> {
   std::span<const T> logits() const override {
     return {acts_.logits.data(), static_cast<std::size_t>(B_) * this->config_.seq_len * this->config_.vocab};
   }
+  void set_recompute(Recompute mode) override;
+  std::size_t activation_bytes() const override;
 
  private:
-  // Per layer l, activations kept for backward are at l * (B T width).
+  // Layer l's activations of a kind (recompute.hpp) are in its slot: cheap: attn_norm, mlp_norm,
+  // act; block: the other per-layer buffers but res_out, which is kept.
   struct Activations {
     AlignedVector<T> encoded, attn_norm, attn_rstd, qkv, att, atty, res_mid, mlp_norm, mlp_rstd, gate_up, act,
         res_out, norm_out, norm_rstd, logits, losses;
     AlignedVector<T> proj, dres, dln, dqkv, datty, dgate_up, dact;  // scratch, reused across layers
   };
   void ensure_batch(int B);
+  // Layer l's forward from its input into its slots; writes res_out[l] when `output`.
+  void layer_forward(int l, bool output);
+  void recompute_for_backward(int l);  // refills what the plan did not keep of layer l
   int qkv_width() const { return (this->config_.n_head + 2 * this->config_.kv_heads()) * this->config_.head_size(); }
 
   LlamaOffsets off_;
+  RecomputePlan plan_;
   AlignedVector<T> rope_cos_, rope_sin_;  // (seq_len, head_size / 2)
   Activations acts_;
   int capacity_ = 0;

@@ -85,6 +85,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                 config.inner.warmup_steps, config.inner.steps},
       sampler_(make_job_sampler(data_.train, config)) {
   check_validation_windows(data_, config);
+  model_->set_recompute(config.parallel.recompute);
   state_.data = sampler_.position();
   if (config.model_init_from) {
     const std::vector<float> weights = load_init_from(*config.model_init_from, config.model);

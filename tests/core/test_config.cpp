@@ -505,6 +505,21 @@ TEST_CASE("[parallel] zero_stage: 0 by default, 1 on CPU AdamW sites, refused be
             "inner.optimizer (--set inner.optimizer=sgd) is \"sgd\"") != std::string::npos);
 }
 
+TEST_CASE("[parallel] recompute: none by default, cheap and full, refused on a CUDA site naming both") {
+  TempDir dir("cfg-recompute");
+  CHECK(load_ok(write(dir / "job.toml", kData)).parallel.recompute == Recompute::None);
+  CHECK(load_ok(write(dir / "job.toml", kData + "[parallel]\nrecompute = \"full\"\n")).parallel.recompute ==
+        Recompute::Full);
+  CHECK(load_ok(write(dir / "job.toml", kData), {"parallel.recompute=cheap"}).parallel.recompute == Recompute::Cheap);
+  CHECK(only_problem(dir, kData + "[parallel]\nrecompute = \"all\"\n").find(
+            "job.toml:4: parallel.recompute: expected one of \"none\", \"cheap\", \"full\", found \"all\"") !=
+        std::string::npos);
+  const std::string sites = "[[site]]\nname = \"a\"\ndevice = \"cuda\"\n[[site]]\nname = \"b\"\n";
+  CHECK(only_problem(dir, kData + sites + "[parallel]\nrecompute = \"cheap\"\n").find(
+            "parallel.recompute: recompute = \"cheap\" runs in the CPU trainer for now, and site[0] (\"a\") has "
+            "device = \"cuda\"") != std::string::npos);
+}
+
 TEST_CASE("[launch]: defaults, values, and errors with file:line") {
   meridian::testing::TempDir dir("cfg-launch");
   std::ofstream(dir / "d.txt") << "data";

@@ -34,7 +34,8 @@ JobConfig job(const TempDir& dir, const std::string& run, int batch, int steps =
 double clock_stub() { return 0.0; }
 
 // `size` replicas (threads) over Gloo train `steps` steps with per-replica batch B, each in the
-// slot `make_slot(comm, params, reducer)` gives (reducer: a BucketReducer when `overlap`, else null).
+// slot `make_slot(comm, params, reducer)` gives (reducer: a BucketReducer when `overlap`, else null);
+// `extra`: TOML appended to every replica's job.
 struct GroupRun {
   std::vector<std::vector<float>> params;
   std::vector<std::vector<double>> losses;
@@ -44,7 +45,7 @@ struct GroupRun {
 
 template <class MakeSlot>
 GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int steps, int B, bool overlap,
-                     MakeSlot make_slot) {
+                     MakeSlot make_slot, const std::string& extra = "") {
   MemoryStore store;
   const auto n = static_cast<std::size_t>(size);
   GroupRun out{std::vector<std::vector<float>>(n), std::vector<std::vector<double>>(n), std::vector<double>(n),
@@ -55,7 +56,7 @@ GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int s
       auto comm = connect_gloo(store, "gen0/", rank, size, GlooOptions{});
       std::unique_ptr<BucketReducer> reducer;
       if (overlap) reducer = std::make_unique<BucketReducer>(*comm);
-      const auto cfg = job(dir, tag + std::to_string(rank), B, steps);
+      const auto cfg = job(dir, tag + std::to_string(rank), B, steps, extra);
       RunLog log(cfg.job.run_dir);
       Trainer t(cfg, posix_env(), log, nullptr, clock_stub,
                 make_slot(*comm, ParamLayout::of(cfg.model).total(), reducer.get()));
@@ -139,13 +140,22 @@ TEST_CASE("ZeRO stage 1: 4 replicas with the optimizer's state sharded train as 
   CHECK(sharded.val[0] == doctest::Approx(plain.val[0]).epsilon(1e-5));
 }
 
-TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit: one sum per element, the norm from unit sums") {
+TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit, and so is each recompute mode") {
   TempDir dir("dp-zero1-pair");
   const auto plain = train_group(dir, "plain", 2, 12, 2, false, plain_slot);
   const auto sharded = train_group(dir, "zero1", 2, 12, 2, false, zero1_slot);
+  // One sum per element either way, and the norm added from the same unit sums.
   CHECK(sharded.params[0] == plain.params[0]);
   CHECK(sharded.params[1] == plain.params[0]);
   CHECK(sharded.losses[0] == plain.losses[0]);
+  for (const char* mode : {"cheap", "full"}) {
+    CAPTURE(mode);
+    const auto recomputed =
+        train_group(dir, mode, 2, 12, 2, false, zero1_slot, std::string("[parallel]\nrecompute = \"") + mode + "\"\n");
+    CHECK(recomputed.params[0] == plain.params[0]);
+    CHECK(recomputed.losses[0] == plain.losses[0]);
+    CHECK(recomputed.val[0] == plain.val[0]);
+  }
 }
 
 TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's start, naming it") {
