@@ -142,6 +142,8 @@ class Trainer {
   std::size_t state_bytes() const {
     return (model_->params().size() + model_->grads().size() + opt_.m().size() + opt_.v().size()) * sizeof(float);
   }
+  // The model's activation buffers on the host (core/model/recompute.hpp), in bytes.
+  std::size_t activation_bytes() const { return model_->activation_bytes(); }
   // Under a shard, the undo record of its part (below): 12 bytes per parameter of the part.
   std::size_t undo_bytes() const {
     return (undo_.weights.capacity() + undo_.m.capacity() + undo_.v.capacity()) * sizeof(float);

@@ -406,6 +406,8 @@ nlohmann::json ReplicaProcess::memory_ledger() const {
           {"params", trainer_.param_count()},
           {"moments_elements", trainer_.moments_held().count},
           {"zero_stage", config().parallel.zero_stage},
+          {"recompute", to_string(config().parallel.recompute)},
+          {"activation_bytes", trainer_.activation_bytes()},
           {"replicas", group_.size()},
           {"peak_rss_bytes", peak_rss_bytes()}};
 }

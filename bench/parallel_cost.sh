@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# What `[parallel]` costs a site's step and saves in its memory, on the reference shape (4 layers x
+# 128 channels, T=64, per-replica batch 8), `meridian site` on loopback with Gloo:
+#   - zero_stage 1 (the optimizer's state sharded) against 0, at 2 and 4 CPU replicas;
+#   - recompute "cheap" and "full" against "none", at 1 replica.
+# Each comparison alternates its settings over ROUNDS rounds, same program and data. Tokens/s comes
+# from the leader's metric lines (first to last logged step: start-up, rendezvous and the final
+# evaluation excluded); the memory from summary.json's ledger (the leader's training state per
+# parameter, from the buffers it holds, its activation buffers and its peak resident memory).
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=120  REPLICAS="2 4"
+# Holds /tmp/meridian-bench.lock, so benchmarks on this machine do not overlap.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-120} REPLICAS=${REPLICAS:-"2 4"}
+LOCK=/tmp/meridian-bench.lock
+meridian="$BUILD_DIR/sites/meridian"
+[ -x "$meridian" ] || { echo "parallel_cost.sh: build $meridian first" >&2; exit 1; }
+if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
+  echo "parallel_cost.sh: waiting for $LOCK" >&2
+  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+figures() {  # run_dir -> "tokens/s state_bytes_per_param trainer_bytes_per_param peak_rss_MiB activation_MiB"
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+run = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if '"loss"' in l]
+m = json.load(open(f"{run}/summary.json"))["memory"]
+print(f"{(rows[-1]['tokens'] - rows[0]['tokens']) / (rows[-1]['time'] - rows[0]['time']):.0f}",
+      f"{m['state_bytes_per_param']:.2f}", f"{m['state_bytes']['trainer'] / m['params']:.2f}",
+      f"{m['peak_rss_bytes'] / 2**20:.0f}", f"{m['activation_bytes'] / 2**20:.1f}")
+PY
+}
+
+run() {  # replicas stage recompute round -> figures
+  local dir="$work/m$1-z$2-$3-r$4"
+  "$meridian" site --config configs/single-site.toml --site local --set job.run_dir="$dir" --set inner.steps="$STEPS" \
+    --set replicas.count="$1" --set parallel.zero_stage="$2" --set parallel.recompute="$3" --set log.every=10 \
+    --set log.eval_every=0 --set log.eval_windows=8 --set checkpoint.every=0 --set replicas.sdc_every=0 >/dev/null
+  figures "$dir"
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+
+for m in $REPLICAS; do
+  plain=() sharded=()
+  for r in $(seq "$ROUNDS"); do
+    read -r t0 s0 tr0 rss0 _ <<<"$(run "$m" 0 none "$r")"
+    read -r t1 s1 tr1 rss1 _ <<<"$(run "$m" 1 none "$r")"
+    plain+=("$t0") sharded+=("$t1")
+    echo "$m replicas, round $r: stage 0 $t0 tokens/s ($s0 B/param held, trainer $tr0, peak RSS $rss0 MiB);" \
+         "stage 1 $t1 tokens/s ($s1 B/param held, trainer $tr1, peak RSS $rss1 MiB)"
+  done
+  p=$(median "${plain[@]}") s=$(median "${sharded[@]}")
+  echo "$m replicas, median of $ROUNDS: stage 0 $p tokens/s, stage 1 $s tokens/s, stage 1 / stage 0 $(ratio "$s" "$p")"
+done
+
+none=() cheap=() full=()
+for r in $(seq "$ROUNDS"); do
+  line="1 replica, round $r:"
+  for mode in none cheap full; do
+    read -r t _ _ rss act <<<"$(run 1 0 "$mode" "$r")"
+    declare -n runs=$mode
+    runs+=("$t")
+    line+=" $mode $t tokens/s (activations $act MiB, peak RSS $rss MiB);"
+  done
+  echo "$line"
+done
+n=$(median "${none[@]}")
+for mode in cheap full; do
+  declare -n runs=$mode
+  x=$(median "${runs[@]}")
+  echo "recompute $mode, median of $ROUNDS: $x tokens/s against none $n, $mode / none $(ratio "$x" "$n")"
+done
