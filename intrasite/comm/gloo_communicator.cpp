@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -28,9 +27,6 @@ namespace meridian {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// gloo::sum is overloaded; this picks the element-wise form that AllreduceOptions takes.
-void (*const kSum)(void*, const void*, const void*, std::size_t) = &gloo::sum<float>;
 
 // Gloo's view of a meridian Store, for one rendezvous. Keys are prefixed here rather than with
 // gloo's PrefixStore, which would insert a second '/' ("gen3//0"). All waits share one deadline
@@ -117,18 +113,15 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+
+  // A reduce-scatter then an all-gather, as Gloo's ring does, but each element summed in rank
+  // order: the bits of a sharded group's reduce-scatter (ZeRO), whatever the cut, and the same
+  // on every rank.
   void allreduce(std::span<float> data, ReduceOp op) override {
     if (size_ == 1 || data.empty()) return;
-    run("allreduce", [&] {
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput(data.data(), data.size());
-      // Ring = reduce-scatter then all-gather: each element is summed on one rank only and
-      // then copied, which is what makes the result bit-identical on every rank.
-      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-      opts.setReduceFunction(kSum);
-      gloo::allreduce(opts);
-    });
-    if (op == ReduceOp::Mean) scale_to_mean(data, size_);
+    const auto counts = even_parts(data.size());
+    reduce_scatter(data, counts, op);
+    all_gather(data, counts);
   }
 
   void broadcast(std::span<std::byte> data, int root) override {
@@ -154,22 +147,36 @@ class GlooCommunicator final : public Communicator {
     check_parts(data.size(), counts, size_);
     if (size_ == 1) return;
     // Every rank sends part p to rank p and sums the copies of its own in rank order: each element
-    // is summed on one rank, in one order, whatever the cut of the others.
+    // is summed on one rank, in one order, whatever the cut of the others. In rounds of at most
+    // kReduceScatterRound of each part, so the copies received take a bounded buffer.
     const std::size_t mine = counts[static_cast<std::size_t>(rank_)];
-    received_.resize(mine * static_cast<std::size_t>(size_));
-    run("reduce_scatter", [&] {
-      gloo::AlltoallvOptions opts(context_);
-      std::vector<std::int64_t> sent(counts.begin(), counts.end());
-      opts.setInput(data.data(), std::move(sent));
-      opts.setOutput(received_.data(), std::vector<std::int64_t>(static_cast<std::size_t>(size_),
-                                                                 static_cast<std::int64_t>(mine)));
-      gloo::alltoallv(opts);
-    });
     const auto part = data.subspan(part_offset(counts, rank_), mine);
-    std::copy_n(received_.begin(), mine, part.begin());
-    for (int r = 1; r < size_; ++r) {
-      const float* copy = received_.data() + static_cast<std::size_t>(r) * mine;
-      for (std::size_t i = 0; i < mine; ++i) part[i] += copy[i];
+    const std::size_t longest = *std::max_element(counts.begin(), counts.end());
+    for (std::size_t done = 0; done < longest; done += kReduceScatterRound) {
+      const auto in_round = [&](std::size_t count) { return count > done ? std::min(kReduceScatterRound, count - done) : 0; };
+      std::vector<std::int64_t> sent;
+      std::vector<float> outgoing;
+      for (int p = 0; p < size_; ++p) {
+        const std::size_t n = in_round(counts[static_cast<std::size_t>(p)]);
+        sent.push_back(static_cast<std::int64_t>(n));
+        const float* from = data.data() + part_offset(counts, p) + (n > 0 ? done : 0);
+        outgoing.insert(outgoing.end(), from, from + n);
+      }
+      const std::size_t own = in_round(mine);
+      received_.resize(own * static_cast<std::size_t>(size_));
+      run("reduce_scatter", [&] {
+        gloo::AlltoallvOptions opts(context_);
+        opts.setInput(outgoing.data(), std::move(sent));
+        opts.setOutput(received_.data(), std::vector<std::int64_t>(static_cast<std::size_t>(size_),
+                                                                   static_cast<std::int64_t>(own)));
+        gloo::alltoallv(opts);
+      });
+      float* sum = part.data() + done;
+      std::copy_n(received_.begin(), own, sum);
+      for (int r = 1; r < size_; ++r) {
+        const float* copy = received_.data() + static_cast<std::size_t>(r) * own;
+        for (std::size_t i = 0; i < own; ++i) sum[i] += copy[i];
+      }
     }
     if (op == ReduceOp::Mean) scale_to_mean(part, size_);
   }
@@ -186,6 +193,13 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
+  // n elements cut into size_ parts that differ by at most one.
+  std::vector<std::size_t> even_parts(std::size_t n) const {
+    std::vector<std::size_t> counts(static_cast<std::size_t>(size_), n / static_cast<std::size_t>(size_));
+    for (std::size_t r = 0; r < n % static_cast<std::size_t>(size_); ++r) ++counts[r];
+    return counts;
+  }
+
   template <class F>
   void run(const char* what, F&& call) {
     MERIDIAN_CHECK(!failed_, "rank ", rank_, ": ", what, " on a communicator that already failed; "
@@ -198,7 +212,7 @@ class GlooCommunicator final : public Communicator {
   const int rank_;
   const int size_;
   const std::shared_ptr<gloo::Context> context_;  // null when size_ == 1
-  std::vector<float> received_;                   // reduce_scatter: every rank's copy of this rank's part
+  std::vector<float> received_;  // reduce_scatter: every rank's copy of one round of this rank's part
   bool failed_ = false;
 };
 

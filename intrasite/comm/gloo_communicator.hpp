@@ -15,6 +15,10 @@ struct GlooOptions {
   std::chrono::milliseconds timeout{30000};
 };
 
+// reduce_scatter moves at most this many elements of each part per round, so what it receives
+// takes a bounded buffer (the size of a round's copies of this rank's part, times the ranks).
+inline constexpr std::size_t kReduceScatterRound = std::size_t{1} << 20;
+
 // Joins the group of `size` ranks whose rendezvous keys live under `prefix` in `store` and
 // connects it as a full TCP mesh. Each generation of a group needs a prefix of its own
 // (e.g. "gen3/"): keys left by an earlier generation would otherwise be taken for live peers.

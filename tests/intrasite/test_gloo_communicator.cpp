@@ -217,14 +217,16 @@ TEST_CASE("broadcast gives every rank the root's bytes") {
   }
 }
 
-// Cuts of n elements for `size` ranks: equal parts with the remainder on the last, and one with
-// an empty part (more ranks than a small buffer has units).
+// Cuts of n elements for `size` ranks: equal parts with the remainder on the last, one with an
+// empty part (more ranks than a small buffer has units), and at 3 ranks parts longer than a
+// reduce-scatter round and shorter, so some ranks sit rounds out.
 std::vector<std::vector<std::size_t>> cuts_for(int size) {
   const std::size_t n = 10'007;  // prime: no two parts are alike
   std::vector<std::size_t> uneven(static_cast<std::size_t>(size), n / static_cast<std::size_t>(size));
   uneven.back() += n % static_cast<std::size_t>(size);
   std::vector<std::size_t> hole(static_cast<std::size_t>(size), 5);
   hole[0] = 0;
+  if (size == 3) return {uneven, hole, {kReduceScatterRound + 5, 3, 2 * kReduceScatterRound + 1}};
   return {uneven, hole};
 }
 
