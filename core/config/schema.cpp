@@ -214,16 +214,16 @@ void resolve_parallel(Resolver& r, JobConfig& c) {
   const Setting* stage = r.find("parallel.zero_stage");
   if (!stage || c.parallel.zero_stage == 0) return;
   const auto refuse = [&](const std::string& why) { r.add(stage->origin, "parallel.zero_stage", why); };
-  if (c.parallel.zero_stage > 1)
-    return refuse("expected 0 or 1, found " + std::to_string(c.parallel.zero_stage) +
-                  " (stages 2 and 3, which shard the gradients and the weights too, are not built yet)");
+  if (c.parallel.zero_stage > 2)
+    return refuse("expected 0, 1 or 2, found " + std::to_string(c.parallel.zero_stage) +
+                  " (stage 3, which shards the weights too, is not built yet)");
   const std::string which = "zero_stage = " + std::to_string(c.parallel.zero_stage);
   if (c.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
     refuse(which + " shards AdamW's moments, and " + setting_at(r, "inner.optimizer", stage->origin) + " is " +
            quote(to_string(c.inner.optimizer)) + ": set inner.optimizer = \"adamw\" or zero_stage = 0");
   if (c.replicas.overlap_allreduce)
-    refuse(which + " reduce-scatters the gradients after backward, and " + setting_at(r, "replicas.overlap_allreduce", stage->origin) +
-           " all-reduces them during it: set one of them off");
+    refuse(which + " reduce-scatters the gradients, and " + setting_at(r, "replicas.overlap_allreduce", stage->origin) +
+           " all-reduces them during backward: set one of them off");
   if (c.sites.size() > 1 && c.outer.algorithm == JobConfig::Outer::Algorithm::Sync)
     refuse(which + " leaves each replica only its part of the reduced gradients, and " +
            setting_at(r, "outer.algorithm", stage->origin) + " = \"sync\" all-reduces whole gradients across sites: use \"diloco\" "

@@ -18,6 +18,7 @@
 #include "core/train/init_from.hpp"
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
+#include "core/util/pages.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
@@ -144,16 +145,26 @@ StepResult Trainer::step() {
 
 Trainer::Update Trainer::cpu_step(StepResult& r) {
   const int accum = grad_accum_;
-  model_->zero_grads();
+  if (releases_grads()) zero_and_release(model_->grads());
+  else model_->zero_grads();
   double loss_sum = 0;
+  std::size_t reduced = 0;
   for (int micro = 0; micro < accum; ++micro) {
     next_batch();
     loss_sum += model_->forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
     LanguageModel<float>::GradsReady ready;
-    if (slot_.bucket_ready && micro == accum - 1)
+    if (releases_grads() && micro == accum - 1)
+      ready = [&](std::size_t offset, std::size_t count) {
+        slot_.reduce_range(model_->grads(), {offset, count});
+        release_grads_outside_part({offset, count});
+        reduced += count;
+      };
+    else if (slot_.bucket_ready && micro == accum - 1)
       ready = [&](std::size_t offset, std::size_t count) { slot_.bucket_ready(model_->grads().subspan(offset, count)); };
     model_->backward(1.0f / static_cast<float>(accum), ready);
   }
+  MERIDIAN_CHECK(!releases_grads() || reduced == param_count(), "backward reported ", reduced, " of ", param_count(),
+                 " gradients final");
   r.loss = loss_sum / accum;
   if (slot_.reduce) slot_.reduce(model_->grads(), r.loss);
   if (slot_.shard) {
@@ -178,7 +189,8 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
 
 // The parts travel in the gradients' buffer, free once the update has read it: a gather that
 // fails midway leaves the weights untouched but for this replica's part, which the undo record
-// can put back.
+// can put back. Under stage 2 that makes the buffer whole again for the gather, so a step's peak
+// still holds it once; its pages outside the part go back right after.
 void Trainer::sharded_update(float lr) {
   const ShardRange own = *slot_.shard;
   const auto params = model_->params(), grads = model_->grads();
@@ -193,6 +205,23 @@ void Trainer::sharded_update(float lr) {
   slot_.gather(grads);
   std::copy(grads.begin(), grads.end(), params.begin());
   undo_.held = false;
+  if (releases_grads()) release_grads_outside_part({0, grads.size()});
+}
+
+void Trainer::release_grads_outside_part(ShardRange range) {
+  const ShardRange own = *slot_.shard;
+  const auto grads = model_->grads();
+  if (range.offset < own.offset)
+    release_pages(grads.subspan(range.offset, std::min(range.end(), own.offset) - range.offset));
+  if (range.end() > own.end()) {
+    const std::size_t from = std::max(range.offset, own.end());
+    release_pages(grads.subspan(from, range.end() - from));
+  }
+}
+
+std::size_t Trainer::state_bytes() const {
+  const std::size_t grads = releases_grads() ? resident_bytes(model_->grads()) : model_->grads().size_bytes();
+  return (model_->params().size() + opt_.m().size() + opt_.v().size()) * sizeof(float) + grads;
 }
 
 void Trainer::undo_ungathered_update() {

@@ -45,6 +45,11 @@ struct ReplicaSlot {
   std::optional<ShardRange> shard;
   std::function<void(std::span<float> params)> gather;
   UnitSumsGather gather_unit_sums;
+  // ZeRO stage 2, beside `shard`: reduces a range of the gradients as soon as backward has
+  // finished it (a reduce-scatter of the shard map's cut of the range; last micro-batch only), and
+  // the trainer then gives back the pages of the range outside its part (core/util/pages.hpp).
+  // `reduce` then only averages the loss.
+  std::function<void(std::span<float> grads, ShardRange range)> reduce_range;
 };
 
 struct StepResult {
@@ -139,9 +144,8 @@ class Trainer {
   ShardRange moments_held() const { return opt_.shard(); }
   // The training state's buffers on the host, in bytes: weights, gradients and the optimizer's
   // moments (activations are not state: they scale with the batch, not the model).
-  std::size_t state_bytes() const {
-    return (model_->params().size() + model_->grads().size() + opt_.m().size() + opt_.v().size()) * sizeof(float);
-  }
+  // Under ZeRO stage 2 the gradients count the pages they hold (their part, once a step is done).
+  std::size_t state_bytes() const;
   // The model's activation buffers on the host (core/model/recompute.hpp), in bytes.
   std::size_t activation_bytes() const { return model_->activation_bytes(); }
   // Under a shard, the undo record of its part (below): 12 bytes per parameter of the part.
@@ -166,6 +170,8 @@ class Trainer {
   Update cpu_step(StepResult& r);
   Update device_step(StepResult& r);
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
+  bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2
+  void release_grads_outside_part(ShardRange range);
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
   // The end of run(): the final evaluation and checkpoint, the summary and its log lines.
   TrainSummary finish_run(TrainSummary summary, std::int64_t first_step, double t0, const StepResult& last);

@@ -1,5 +1,6 @@
 #include "intrasite/parallel/data_parallel.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -52,13 +53,27 @@ void reduce_scatter_grads(Communicator& comm, std::span<float> grads) {
   comm.reduce_scatter(grads, ShardMap(grads.size(), comm.size()).counts(), ReduceOp::Mean);
 }
 
-ReplicaSlot sharded_slot(Communicator& comm, std::size_t params) {
+void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params) {
+  const auto map = std::make_shared<const ShardMap>(params, comm.size());
+  slot.reduce_range = [&comm, map](std::span<float> grads, ShardRange range) {
+    std::vector<std::size_t> counts;
+    for (int r = 0; r < map->ranks(); ++r) {
+      const ShardRange part = map->part(r);
+      const std::size_t from = std::max(part.offset, range.offset), to = std::min(part.end(), range.end());
+      counts.push_back(to > from ? to - from : 0);
+    }
+    comm.reduce_scatter(grads.subspan(range.offset, range.count), counts, ReduceOp::Mean);
+  };
+}
+
+ReplicaSlot sharded_slot(Communicator& comm, std::size_t params, int stage) {
   ReplicaSlot slot;
   slot.rank = comm.rank();
   slot.world = comm.size();
   shard_optimizer_state(slot, comm, params);
-  slot.reduce = [&comm](std::span<float> grads, double& loss) {
-    reduce_scatter_grads(comm, grads);
+  if (stage >= 2) shard_gradients(slot, comm, params);
+  slot.reduce = [&comm, stage](std::span<float> grads, double& loss) {
+    if (stage < 2) reduce_scatter_grads(comm, grads);
     average_loss(comm, loss);
   };
   return slot;

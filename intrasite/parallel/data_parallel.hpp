@@ -16,7 +16,10 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap = null
 // The same with the optimizer's state sharded (ZeRO stage 1): each replica owns its part of
 // ShardMap(params, comm.size()); the gradients are reduce-scattered, each replica updates its
 // part, and the weights are all-gathered, so the copies still end every step bit-identical.
-ReplicaSlot sharded_slot(Communicator& comm, std::size_t params);
+// Stage 2 reduce-scatters each range of the gradients as backward finishes it, and each replica
+// keeps the gradients of its part only; every element is summed in the same (rank) order, so the
+// weights stay those of stage 0 bit for bit.
+ReplicaSlot sharded_slot(Communicator& comm, std::size_t params, int stage = 1);
 
 // The parts of such a slot, for a slot whose reduce does more (sites/replica): `slot` keeps the
 // optimizer's state of its part of ShardMap(params, comm.size()) and all-gathers the weights and
@@ -24,5 +27,8 @@ ReplicaSlot sharded_slot(Communicator& comm, std::size_t params);
 // the gradients reduced, as reduce_scatter_grads does.
 void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params);
 void reduce_scatter_grads(Communicator& comm, std::span<float> grads);
+// Stage 2's part, beside shard_optimizer_state: the slot's reduce_range reduce-scatters a range of
+// the gradients over the same ShardMap's cut of it; `reduce` need then only average the loss.
+void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params);
 
 }  // namespace meridian

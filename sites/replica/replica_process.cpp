@@ -141,6 +141,8 @@ bool ReplicaProcess::generation() {
   auto s = data_slot();
   const bool sharded = config().parallel.zero_stage >= 1 && group_.size() > 1;
   if (sharded) shard_optimizer_state(s, group_.comm(), trainer_.param_count());
+  if (sharded && config().parallel.zero_stage >= 2) shard_gradients(s, group_.comm(), trainer_.param_count());
+  const bool reduce_after_backward = sharded && config().parallel.zero_stage == 1;
   if (config().replicas.overlap_allreduce && group_.size() > 1) {
     overlap = std::make_unique<BucketReducer>(group_.comm());
     s.bucket_ready = [&overlap](std::span<float> bucket) { overlap->enqueue(bucket); };
@@ -148,10 +150,10 @@ bool ReplicaProcess::generation() {
   // One collective for the gradients (or the buckets already in flight), one tiny one for the
   // loss and the "a newer generation is published" flag, so every member decides to switch
   // after the same step.
-  s.reduce = [this, &overlap, sharded](std::span<float> grads, double& loss) {
+  s.reduce = [this, &overlap, sharded, reduce_after_backward](std::span<float> grads, double& loss) {
     if (overlap) overlap->wait();
-    else if (sharded) reduce_scatter_grads(group_.comm(), grads);
-    else group_.comm().allreduce(grads, ReduceOp::Mean);
+    else if (reduce_after_backward) reduce_scatter_grads(group_.comm(), grads);
+    else if (!sharded) group_.comm().allreduce(grads, ReduceOp::Mean);
     float control[3] = {static_cast<float>(loss), group_.newer_generation_published() ? 1.0f : 0.0f,
                         inbox_.newest(turn_.leader)};
     group_.comm().allreduce(std::span<float>(control, 3), ReduceOp::Sum);

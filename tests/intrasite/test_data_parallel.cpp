@@ -2,6 +2,8 @@
 // replica with batch M*B, and stay bit-identical among themselves.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -41,6 +43,7 @@ struct GroupRun {
   std::vector<std::vector<double>> losses;
   std::vector<double> val;
   std::vector<std::size_t> moments;  // the length of each replica's AdamW first moment
+  std::vector<std::size_t> state_bytes;  // Trainer::state_bytes after the last step
 };
 
 template <class MakeSlot>
@@ -49,7 +52,7 @@ GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int s
   MemoryStore store;
   const auto n = static_cast<std::size_t>(size);
   GroupRun out{std::vector<std::vector<float>>(n), std::vector<std::vector<double>>(n), std::vector<double>(n),
-               std::vector<std::size_t>(n)};
+               std::vector<std::size_t>(n), std::vector<std::size_t>(n)};
   std::vector<std::thread> replicas;
   for (int rank = 0; rank < size; ++rank) {
     replicas.emplace_back([&, rank] {
@@ -64,6 +67,7 @@ GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int s
       for (int i = 0; i < steps; ++i) out.losses[r].push_back(t.step().loss);
       out.params[r].assign(t.model().params().begin(), t.model().params().end());
       out.val[r] = t.validation_loss();
+      out.state_bytes[r] = t.state_bytes();
       out.moments[r] = t.snapshot().get_pod<float>("adamw.m").size();
     });
   }
@@ -76,6 +80,7 @@ ReplicaSlot plain_slot(Communicator& comm, std::size_t, BucketReducer* reducer) 
 }
 
 ReplicaSlot zero1_slot(Communicator& comm, std::size_t params, BucketReducer*) { return sharded_slot(comm, params); }
+ReplicaSlot zero2_slot(Communicator& comm, std::size_t params, BucketReducer*) { return sharded_slot(comm, params, 2); }
 
 GroupRun train_pair(const TempDir& dir, const std::string& tag, int steps, int B, bool overlap) {
   return train_group(dir, tag, 2, steps, B, overlap, plain_slot);
@@ -120,29 +125,41 @@ TEST_CASE("overlapped bucketed all-reduce gives the same bits as one all-reduce 
   CHECK(overlapped.losses[0] == plain.losses[0]);
 }
 
-TEST_CASE("ZeRO stage 1: 4 replicas with the optimizer's state sharded train as unsharded ones do, bit for bit") {
+TEST_CASE("ZeRO stages 1 and 2: 4 replicas with the optimizer's state (and the gradients) sharded train as unsharded ones do, bit for bit") {
   constexpr int kReplicas = 4, kSteps = 60;
   TempDir dir("dp-zero1");
   const auto plain = train_group(dir, "plain", kReplicas, kSteps, 2, false, plain_slot);
-  const auto sharded = train_group(dir, "zero1", kReplicas, kSteps, 2, false, zero1_slot);
   const std::size_t params = plain.moments[0];
-  std::size_t moments = 0;
-  for (int r = 0; r < kReplicas; ++r) {
-    CAPTURE(r);
-    CHECK(sharded.params[static_cast<std::size_t>(r)] == sharded.params[0]);
-    CHECK(sharded.moments[static_cast<std::size_t>(r)] < params / 3);  // a quarter, within a unit
-    moments += sharded.moments[static_cast<std::size_t>(r)];
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  for (const int stage : {1, 2}) {
+    CAPTURE(stage);
+    const auto sharded = train_group(dir, "zero" + std::to_string(stage), kReplicas, kSteps, 2, false,
+                                     stage == 1 ? zero1_slot : zero2_slot);
+    std::size_t moments = 0;
+    for (int r = 0; r < kReplicas; ++r) {
+      CAPTURE(r);
+      const auto i = static_cast<std::size_t>(r);
+      CHECK(sharded.params[i] == sharded.params[0]);
+      CHECK(sharded.moments[i] < params / 3);  // a quarter, within a unit
+      moments += sharded.moments[i];
+      // Weights and the part's moments, then the gradients: whole at stage 1, at 2 the part's pages
+      // and the partial pages at the buffer's two ends (the buffer is not page-aligned).
+      const std::size_t grads = sharded.state_bytes[i] - 4 * (params + 2 * sharded.moments[i]);
+      if (stage == 1) CHECK(grads == 4 * params);
+      else CHECK(grads <= 4 * sharded.moments[i] + 4 * page);
+    }
+    CHECK(moments == params);  // every element's moments on exactly one replica
+    // Gloo's all-reduce sums each element in rank order as its reduce-scatter does (whole or range
+    // by range), and the norm is added from the same unit sums: the sharded run is the unsharded
+    // one, bit for bit.
+    for (int i = 0; i < kSteps; ++i) CHECK(sharded.losses[0][i] == plain.losses[0][i]);
+    MESSAGE("validation loss after ", kSteps, " steps: unsharded ", plain.val[0], ", stage ", stage, " ", sharded.val[0]);
+    CHECK(sharded.val[0] == plain.val[0]);
+    CHECK(sharded.params[0] == plain.params[0]);
   }
-  CHECK(moments == params);  // every element's moments on exactly one replica
-  // Gloo's all-reduce sums each element in rank order as its reduce-scatter does, and the norm is
-  // added from the same unit sums: the sharded run is the unsharded one, bit for bit.
-  for (int i = 0; i < kSteps; ++i) CHECK(sharded.losses[0][i] == plain.losses[0][i]);
-  MESSAGE("validation loss after ", kSteps, " steps: unsharded ", plain.val[0], ", sharded ", sharded.val[0]);
-  CHECK(sharded.val[0] == plain.val[0]);
-  CHECK(sharded.params[0] == plain.params[0]);
 }
 
-TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit, and so is each recompute mode") {
+TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit, and so is each recompute mode and stage 2 with grad accumulation") {
   TempDir dir("dp-zero1-pair");
   const auto plain = train_group(dir, "plain", 2, 12, 2, false, plain_slot);
   const auto sharded = train_group(dir, "zero1", 2, 12, 2, false, zero1_slot);
@@ -158,6 +175,14 @@ TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit, and so is each rec
     CHECK(recomputed.losses[0] == plain.losses[0]);
     CHECK(recomputed.val[0] == plain.val[0]);
   }
+  // Stage 2 with two micro-batches a step: the first keeps whole gradients, the second's ranges are
+  // reduced as backward finishes them.
+  const std::string accum = "grad_accum = 2\n";
+  const auto plain_accum = train_group(dir, "plain-accum", 2, 6, 2, false, plain_slot, accum);
+  const auto zero2_accum = train_group(dir, "zero2-accum", 2, 6, 2, false, zero2_slot, accum);
+  CHECK(zero2_accum.params[0] == plain_accum.params[0]);
+  CHECK(zero2_accum.params[1] == plain_accum.params[0]);
+  CHECK(zero2_accum.losses[0] == plain_accum.losses[0]);
 }
 
 TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's start, naming it") {
