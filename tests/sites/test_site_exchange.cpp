@@ -145,7 +145,7 @@ std::map<std::int64_t, std::string> commit_hashes(const std::filesystem::path& e
 
 }  // namespace
 
-TEST_CASE("ZeRO stage 1: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
+TEST_CASE("ZeRO stages 1 and 2: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
   EtcdServer etcd;
   if (!etcd.ok()) {
     MESSAGE("skipped: no runnable etcd");
@@ -161,7 +161,8 @@ TEST_CASE("ZeRO stage 1: 2 sites of 2 sharded replicas commit what unsharded one
   };
   const auto plain = run_sites(dir, job("plain", 0, 2), etcd);
   const auto sharded = run_sites(dir, job("sharded", 1, 2), etcd);
-  const auto uneven = run_sites(dir, job("uneven", 1, 4), etcd);
+  const auto zero2 = run_sites(dir, job("zero2", 2, 2), etcd);
+  const auto uneven = run_sites(dir, job("uneven", 2, 4), etcd);
   // At 2 replicas every element's gradient is one sum either way and the norm is added from the
   // same unit sums: the sharded sites train, and so commit, exactly what the unsharded ones do.
   const auto commits = commit_hashes(dir / "plain" / "a" / "events.jsonl", "a");
@@ -170,7 +171,11 @@ TEST_CASE("ZeRO stage 1: 2 sites of 2 sharded replicas commit what unsharded one
   CHECK(commit_hashes(dir / "sharded" / "b" / "events.jsonl", "b") == commits);
   CHECK(sharded.at("a")["params_hash"] == plain.at("a")["params_hash"]);
   CHECK(sharded.at("b")["params_hash"] == plain.at("b")["params_hash"]);
-  // A site of 4 sharded replicas beside one of 2 (each cut its own way): one job, one version.
+  // Stage 2 reduces the same sums range by range.
+  CHECK(commit_hashes(dir / "zero2" / "a" / "events.jsonl", "a") == commits);
+  CHECK(zero2.at("a")["params_hash"] == plain.at("a")["params_hash"]);
+  CHECK(zero2.at("b")["params_hash"] == plain.at("b")["params_hash"]);
+  // A site of 4 stage-2 replicas beside one of 2 (each cut its own way): one job, one version.
   CHECK(uneven.at("a")["version"] == 3);
   CHECK(commit_hashes(dir / "uneven" / "a" / "events.jsonl", "a") == commit_hashes(dir / "uneven" / "b" / "events.jsonl", "b"));
   CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
