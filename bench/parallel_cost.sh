@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What `[parallel]` costs a site's step and saves in its memory, on the reference shape (4 layers x
 # 128 channels, T=64, per-replica batch 8), `meridian site` on loopback with Gloo:
-#   - zero_stage 1 (the optimizer's state sharded) against 0, at 2 and 4 CPU replicas;
+#   - zero_stage 1 (the optimizer's state sharded) and 2 (the gradients too) against 0, at 2 and 4
+#     CPU replicas;
 #   - recompute "cheap" and "full" against "none", at 1 replica.
 # Each comparison alternates its settings over ROUNDS rounds, same program and data. Tokens/s comes
 # from the leader's metric lines (first to last logged step: start-up, rendezvous and the final
@@ -46,16 +47,23 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int(
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 for m in $REPLICAS; do
-  plain=() sharded=()
+  stage0=() stage1=() stage2=()
   for r in $(seq "$ROUNDS"); do
-    read -r t0 s0 tr0 rss0 _ <<<"$(run "$m" 0 none "$r")"
-    read -r t1 s1 tr1 rss1 _ <<<"$(run "$m" 1 none "$r")"
-    plain+=("$t0") sharded+=("$t1")
-    echo "$m replicas, round $r: stage 0 $t0 tokens/s ($s0 B/param held, trainer $tr0, peak RSS $rss0 MiB);" \
-         "stage 1 $t1 tokens/s ($s1 B/param held, trainer $tr1, peak RSS $rss1 MiB)"
+    line="$m replicas, round $r:"
+    for z in 0 1 2; do
+      read -r t held trainer rss _ <<<"$(run "$m" "$z" none "$r")"
+      declare -n runs=stage$z
+      runs+=("$t")
+      line+=" stage $z $t tokens/s ($held B/param held, trainer $trainer, peak RSS $rss MiB);"
+    done
+    echo "$line"
   done
-  p=$(median "${plain[@]}") s=$(median "${sharded[@]}")
-  echo "$m replicas, median of $ROUNDS: stage 0 $p tokens/s, stage 1 $s tokens/s, stage 1 / stage 0 $(ratio "$s" "$p")"
+  p=$(median "${stage0[@]}")
+  for z in 1 2; do
+    declare -n runs=stage$z
+    x=$(median "${runs[@]}")
+    echo "$m replicas, median of $ROUNDS: stage $z $x tokens/s against stage 0 $p, stage $z / stage 0 $(ratio "$x" "$p")"
+  done
 done
 
 none=() cheap=() full=()

@@ -189,8 +189,8 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
 
 // The parts travel in the gradients' buffer, free once the update has read it: a gather that
 // fails midway leaves the weights untouched but for this replica's part, which the undo record
-// can put back. Under stage 2 that makes the buffer whole again for the gather, so a step's peak
-// still holds it once; its pages outside the part go back right after.
+// can put back. With a mirror (stage 2, whose gradients' buffer is no longer whole) they are
+// gathered in place, and the undo record keeps the mirrored part's weights too.
 void Trainer::sharded_update(float lr) {
   const ShardRange own = *slot_.shard;
   const auto params = model_->params(), grads = model_->grads();
@@ -199,11 +199,23 @@ void Trainer::sharded_update(float lr) {
   undo_.m.assign(opt_.m().begin(), opt_.m().end());
   undo_.v.assign(opt_.v().begin(), opt_.v().end());
   undo_.steps_taken = opt_.steps_taken();
+  if (slot_.mirror) {
+    undo_.mirror_range = *slot_.mirror;
+    const auto theirs = params.subspan(slot_.mirror->offset, slot_.mirror->count);
+    undo_.mirror.assign(theirs.begin(), theirs.end());
+  } else {
+    undo_.mirror = {};
+    undo_.mirror_range = {};
+  }
   undo_.held = true;
   opt_.step(params, grads, lr);
-  std::copy(mine.begin(), mine.end(), grads.begin() + static_cast<std::ptrdiff_t>(own.offset));
-  slot_.gather(grads);
-  std::copy(grads.begin(), grads.end(), params.begin());
+  if (slot_.mirror) {
+    slot_.gather(params);
+  } else {
+    std::copy(mine.begin(), mine.end(), grads.begin() + static_cast<std::ptrdiff_t>(own.offset));
+    slot_.gather(grads);
+    std::copy(grads.begin(), grads.end(), params.begin());
+  }
   undo_.held = false;
   if (releases_grads()) release_grads_outside_part({0, grads.size()});
 }
@@ -231,6 +243,8 @@ void Trainer::undo_ungathered_update() {
             model_->params().begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
   std::copy(undo_.m.begin(), undo_.m.end(), opt_.m().begin());
   std::copy(undo_.v.begin(), undo_.v.end(), opt_.v().begin());
+  std::copy(undo_.mirror.begin(), undo_.mirror.end(),
+            model_->params().begin() + static_cast<std::ptrdiff_t>(undo_.mirror_range.offset));
   opt_.set_steps_taken(undo_.steps_taken);
   undo_.held = false;
 }

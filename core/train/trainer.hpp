@@ -50,6 +50,12 @@ struct ReplicaSlot {
   // the trainer then gives back the pages of the range outside its part (core/util/pages.hpp).
   // `reduce` then only averages the loss.
   std::function<void(std::span<float> grads, ShardRange range)> reduce_range;
+  // Stage 2: the next rank's part. With it the weights are all-gathered in place rather than
+  // through the gradients' buffer (which stage 2 no longer holds whole), and this replica keeps
+  // that part's weights from before the update beside its own (4/M bytes per parameter), so that
+  // a group whose all-gather failed midway can put every part back, a dead rank's too
+  // (intrasite/group/state_sync).
+  std::optional<ShardRange> mirror;
 };
 
 struct StepResult {
@@ -149,15 +155,22 @@ class Trainer {
   // The model's activation buffers on the host (core/model/recompute.hpp), in bytes.
   std::size_t activation_bytes() const { return model_->activation_bytes(); }
   // Under a shard, the undo record of its part (below): 12 bytes per parameter of the part.
+  // With a mirror (stage 2), the next rank's weights too: 16/M bytes per parameter.
   std::size_t undo_bytes() const {
-    return (undo_.weights.capacity() + undo_.m.capacity() + undo_.v.capacity()) * sizeof(float);
+    return (undo_.weights.capacity() + undo_.m.capacity() + undo_.v.capacity() + undo_.mirror.capacity()) *
+           sizeof(float);
   }
   // Under a shard, a step whose all-gather failed leaves this replica's part of the weights and
   // its moments updated and the rest of the weights as they were; a healing group either takes
   // the whole step from a member that completed it or undoes this part (12 bytes per parameter of
   // the part are kept for that). Any restore clears it.
+  // With a mirror the weights were gathered in place, so every part may be torn: the undo puts
+  // back this replica's part and the mirrored one, and the group the others (state_sync).
   bool holds_ungathered_update() const { return undo_.held; }
   void undo_ungathered_update();
+  // The part whose weights from before the update this replica keeps beside its own, while an
+  // ungathered update is held (empty otherwise).
+  ShardRange mirror_held() const { return undo_.held ? undo_.mirror_range : ShardRange{}; }
 
  private:
   std::int64_t tokens_per_step() const;
@@ -203,6 +216,8 @@ class Trainer {
   // allocated from step to step.
   struct PartUndo {
     std::vector<float> weights, m, v;
+    std::vector<float> mirror;  // the mirrored part's weights (a slot's mirror)
+    ShardRange mirror_range;
     std::int64_t steps_taken = 0;
     bool held = false;
   };

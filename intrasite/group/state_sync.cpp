@@ -1,6 +1,8 @@
 #include "intrasite/group/state_sync.hpp"
 
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
@@ -17,23 +19,29 @@ struct Member {
   std::int64_t step = 0;
   bool ungathered = false;              // its last step failed in the all-gather
   std::size_t first_unit = 0, end_unit = 0;  // the moments it holds, in kShardUnit units
+  std::size_t mirror_first = 0, mirror_end = 0;  // the weights it mirrors (Trainer::mirror_held)
+  bool covers(std::size_t unit) const { return first_unit <= unit && unit < end_unit; }
+  bool mirrors(std::size_t unit) const { return mirror_first <= unit && unit < mirror_end; }
 };
 
 std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer) {
-  constexpr int kWidth = 4;
+  constexpr int kWidth = 6;
   std::vector<float> rows(kWidth * static_cast<std::size_t>(comm.size()), 0.0f);
-  const ShardRange held = trainer.moments_held();
+  const auto units = [](ShardRange r) {
+    return std::pair{static_cast<float>(r.offset / kShardUnit), static_cast<float>((r.end() + kShardUnit - 1) / kShardUnit)};
+  };
   float* mine = rows.data() + kWidth * comm.rank();
   mine[0] = static_cast<float>(trainer.state().step + 1);
   mine[1] = trainer.holds_ungathered_update() ? 1.0f : 0.0f;
-  mine[2] = static_cast<float>(held.offset / kShardUnit);
-  mine[3] = static_cast<float>((held.end() + kShardUnit - 1) / kShardUnit);
+  std::tie(mine[2], mine[3]) = units(trainer.moments_held());
+  if (trainer.mirror_held().count > 0) std::tie(mine[4], mine[5]) = units(trainer.mirror_held());
   comm.allreduce(rows, ReduceOp::Sum);
   std::vector<Member> members(comm.size());
   for (int r = 0; r < comm.size(); ++r) {
     const float* row = rows.data() + kWidth * r;
-    members[r] = {static_cast<std::int64_t>(row[0]) - 1, row[1] > 0, static_cast<std::size_t>(row[2]),
-                  static_cast<std::size_t>(row[3])};
+    members[r] = {static_cast<std::int64_t>(row[0]) - 1, row[1] > 0,
+                  static_cast<std::size_t>(row[2]),          static_cast<std::size_t>(row[3]),
+                  static_cast<std::size_t>(row[4]),          static_cast<std::size_t>(row[5])};
   }
   return members;
 }
@@ -84,7 +92,7 @@ std::vector<float> gather_moments(Communicator& comm, Trainer& trainer, const st
   for (std::size_t u = 0; u < units; ++u) {
     int from = -1;
     for (int r = 0; r < comm.size() && from < 0; ++r)
-      if (current(members[r], target) && members[r].first_unit <= u && u < members[r].end_unit) from = r;
+      if (current(members[r], target) && members[r].covers(u)) from = r;
     if (from < 0) {
       holes.push_back(u);
       holes_elements += std::min(total, (u + 1) * kShardUnit) - u * kShardUnit;
@@ -104,6 +112,39 @@ std::vector<float> gather_moments(Communicator& comm, Trainer& trainer, const st
   return both;
 }
 
+// Who holds unit `u`'s weights as they were at step `target`, when every member's all-gather of
+// the step after it failed in place: a member that never began that step holds them all; else the
+// unit's owner (its part undone), else the member that mirrored it; -1 when none.
+int holder_of_undone(const std::vector<Member>& members, std::int64_t target, std::size_t u) {
+  const auto undone = [&](const Member& m) { return m.ungathered && m.step == target; };
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (members[r].step == target && !members[r].ungathered) return static_cast<int>(r);
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (undone(members[r]) && members[r].covers(u)) return static_cast<int>(r);
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (undone(members[r]) && members[r].mirrors(u)) return static_cast<int>(r);
+  return -1;
+}
+
+// After an in-place all-gather that failed on every member, each undid its own part and its
+// mirrored one: every run of units goes out from its holder, so every member holds the weights
+// of step `target` whole again. Units nobody holds (an owner and the rank mirroring it both
+// died) stay as the source has them, and are counted.
+void reassemble_weights(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
+                        std::int64_t target, HealReport& report) {
+  const auto params = trainer.model().params();
+  const std::size_t units = (params.size() + kShardUnit - 1) / kShardUnit;
+  for (std::size_t u = 0; u < units;) {
+    const int from = holder_of_undone(members, target, u);
+    std::size_t end = u + 1;
+    while (end < units && holder_of_undone(members, target, end) == from) ++end;
+    const auto run = params.subspan(u * kShardUnit, std::min(params.size(), end * kShardUnit) - u * kShardUnit);
+    if (from < 0) report.weights_lost += run.size();
+    else comm.broadcast(std::as_writable_bytes(run), from);
+    u = end;
+  }
+}
+
 }  // namespace
 
 HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place) {
@@ -113,6 +154,9 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
     if (members[r].step > members[report.source_rank].step) report.source_rank = r;
   const std::int64_t target = members[report.source_rank].step;
   if (trainer.holds_ungathered_update() && trainer.state().step == target) trainer.undo_ungathered_update();
+  bool torn = false;  // an all-gather in place failed on every member
+  for (const auto& m : members) torn = torn || (m.ungathered && m.step == target && m.mirror_end > m.mirror_first);
+  if (torn) reassemble_weights(comm, trainer, members, target, report);
   const std::size_t total = trainer.param_count(), units = (total + kShardUnit - 1) / kShardUnit;
   bool parts = false;
   for (const auto& m : members) parts = parts || (current(m, target) && (m.first_unit != 0 || m.end_unit != units));

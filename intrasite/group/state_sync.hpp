@@ -8,7 +8,9 @@
 // them (ZeRO stage 1): then every member at that step gives its part, and parts no member holds
 // (a dead replica's) come from the source's newest checkpoint (as stale as it is: up to
 // [checkpoint] every steps; the source reads the whole file once), or restart from zero without one. A member whose step failed in the all-gather is taken
-// forward when another completed that step, and undoes its part of the update when none did.
+// forward when another completed that step, and undoes its part of the update when none did. Under
+// stage 2 that all-gather wrote the weights in place: every part then comes back from its owner,
+// or a dead owner's from the rank that mirrored it.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -28,6 +30,9 @@ struct HealReport {
   std::size_t moments_from_checkpoint = 0;
   std::int64_t checkpoint_step = -1;
   std::size_t moments_lost = 0;
+  // Weights no member could put back after an in-place all-gather (ZeRO stage 2) failed on every
+  // member: an owner and the rank mirroring its part both died. They stay as the source held them.
+  std::size_t weights_lost = 0;
 };
 
 // The trainer's place in the new group: set once the members' old parts have been collected.

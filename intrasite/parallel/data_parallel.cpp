@@ -55,6 +55,7 @@ void reduce_scatter_grads(Communicator& comm, std::span<float> grads) {
 
 void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params) {
   const auto map = std::make_shared<const ShardMap>(params, comm.size());
+  slot.mirror = map->part((comm.rank() + 1) % comm.size());
   slot.reduce_range = [&comm, map](std::span<float> grads, ShardRange range) {
     std::vector<std::size_t> counts;
     for (int r = 0; r < map->ranks(); ++r) {

@@ -28,7 +28,8 @@ ReplicaSlot sharded_slot(Communicator& comm, std::size_t params, int stage = 1);
 void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params);
 void reduce_scatter_grads(Communicator& comm, std::span<float> grads);
 // Stage 2's part, beside shard_optimizer_state: the slot's reduce_range reduce-scatters a range of
-// the gradients over the same ShardMap's cut of it; `reduce` need then only average the loss.
+// the gradients over the same ShardMap's cut of it (`reduce` need then only average the loss), and
+// its mirror is the next rank's part, so the weights are gathered in place.
 void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params);
 
 }  // namespace meridian

@@ -209,6 +209,7 @@ void ReplicaProcess::joined(double t_join, GroupPlace place) {
                         {"healed", heal.changed},
                         {"moments_lost", heal.moments_lost},
                         {"moments_from_checkpoint", heal.moments_from_checkpoint},
+                        {"weights_lost", heal.weights_lost},
                         {"checkpoint_step", heal.checkpoint_step},
                         {"ms", 1000 * (now_() - t_join)}});
   mode_.agree(group_.comm(), turn_.leader);

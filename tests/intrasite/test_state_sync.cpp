@@ -1,6 +1,6 @@
-// Healing a group whose replicas shard the optimizer's state (ZeRO stage 1): the survivors'
+// Healing a group whose replicas shard the optimizer's state (ZeRO stages 1 and 2): the survivors'
 // parts carry over to the new cut, a dead replica's part restarts from zero, a step whose
-// all-gather failed is taken forward or undone, and a sharded group's checkpoint loads whole at
+// all-gather failed is taken forward or undone (in place, from the owners and a dead one's mirror), and a sharded group's checkpoint loads whole at
 // any replica count. Replicas are threads over Gloo, as in test_data_parallel.
 #include <doctest/doctest.h>
 
@@ -68,11 +68,11 @@ Held held_state(Trainer& t) {
 // fresh start in its own run directory, <tag><rank>.
 struct ShardedReplica {
   ShardedReplica(const TempDir& dir, const std::string& tag, MemoryStore& store, const std::string& prefix, int rank,
-                 int size, int steps)
+                 int size, int steps, int stage = 1)
       : cfg(job(dir, tag + std::to_string(rank))),
         log(cfg.job.run_dir),
         comm(connect_gloo(store, prefix, rank, size, GlooOptions{})),
-        trainer(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg))) {
+        trainer(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg), stage)) {
     for (int i = 0; i < steps; ++i) trainer.step();
   }
   JobConfig cfg;
@@ -84,9 +84,9 @@ struct ShardedReplica {
 // The trainer's group re-formed as `size` under `prefix`, healed into its sharded place there. The
 // communicator must outlive the trainer's steps.
 std::unique_ptr<Communicator> regroup(MemoryStore& store, const std::string& prefix, int rank, int size, Trainer& t,
-                                      HealReport& report) {
+                                      HealReport& report, int stage = 1) {
   auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
-  report = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, t.param_count()), 1});
+  report = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, t.param_count(), stage), 1});
   return comm;
 }
 
@@ -255,6 +255,53 @@ TEST_CASE("one member completed the all-gather and the other failed in it: the h
     CHECK(after[r].m == ref[r].m);
     CHECK(after[r].v == ref[r].v);
   }
+}
+
+TEST_CASE("ZeRO stage 2: an in-place all-gather torn on every member, its middle rank dead: the heal puts every part back, the dead one's from its mirror") {
+  TempDir dir("heal-torn");
+  MemoryStore store;
+  std::vector<Held> two(3), after(2), replayed(2);
+  std::vector<HealReport> reports(2);
+  on_threads(3, [&](int rank) {
+    ShardedReplica replica(dir, "r", store, "a/", rank, 3, 2, 2);
+    Trainer& t = replica.trainer;
+    two[static_cast<std::size_t>(rank)] = held_state(t);
+    auto tearing = sharded_slot(*replica.comm, t.param_count(), 2);
+    const ShardRange own = *tearing.shard;
+    // Half the other parts arrive, then the peer is lost: what a torn in-place gather leaves.
+    tearing.gather = [own](std::span<float> weights) {
+      for (std::size_t i = 0; i < weights.size(); i += 2)
+        if (i < own.offset || i >= own.end()) weights[i] = 1e6f;
+      throw make_error(ErrorKind::Peer, "injected: the all-gather failed midway");
+    };
+    t.set_slot(std::move(tearing), 1);
+    CHECK_THROWS_AS(t.step(), Error);
+    CHECK(t.holds_ungathered_update());
+    CHECK(t.mirror_held() == ShardMap(t.param_count(), 3).part((rank + 1) % 3));
+    if (rank == 1) return;  // it dies; rank 0 mirrored its part
+    const int now = rank == 0 ? 0 : 1;
+    const auto r = static_cast<std::size_t>(now);
+    const auto pair = regroup(store, "b/", now, 2, t, reports[r], 2);
+    after[r] = held_state(t);
+    t.step();
+    replayed[r] = held_state(t);
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(reports[r].step == 2);
+    CHECK(reports[r].weights_lost == 0);
+    CHECK(reports[r].moments_lost == two[1].part.count);  // the dead part's moments: no checkpoint
+    CHECK(after[r].params == two[0].params);  // step 2's weights, whole, the dead part's too
+  }
+  // The survivors' own moments are step 2's again, and they go on in step.
+  for (const std::size_t was : {0u, 2u}) {
+    const ShardRange part = two[was].part;
+    const Held& now = after[was == 0 ? 0 : 1];
+    for (std::size_t i = std::max(part.offset, now.part.offset); i < std::min(part.end(), now.part.end()); ++i)
+      REQUIRE(now.m[i - now.part.offset] == two[was].m[i - part.offset]);
+  }
+  CHECK(replayed[0].params == replayed[1].params);
+  CHECK(replayed[0].step == 3);
 }
 
 TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 3") {
