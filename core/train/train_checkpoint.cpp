@@ -81,17 +81,20 @@ void copy_exact(const std::vector<float>& from, std::span<float> to, const std::
 
 namespace {
 
-// Every record but the optimizer's; `optimizer` adds those after the weights, where they belong.
+// The records of a training state, the optimizer's after the weights where they belong; without
+// `bulk`, neither the weights nor the moments.
 Checkpoint encode_state(const ModelConfig& shape, std::span<const float> params, const AdamW* opt,
-                        const ResumeState& state, const std::string& config_toml) {
+                        const ResumeState& state, const std::string& config_toml, bool bulk = true) {
   Checkpoint c;
   c.put("model.config", bytes_of(model_config_json(shape)));
-  c.put_pod<float>("params", params);
+  if (bulk) c.put_pod<float>("params", params);
   if (opt) {
-    c.put_pod<float>("adamw.m", opt->m());
-    c.put_pod<float>("adamw.v", opt->v());
-    if (opt->shard().count != params.size())
-      c.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{opt->shard().offset, opt->shard().count});
+    if (bulk) {
+      c.put_pod<float>("adamw.m", opt->m());
+      c.put_pod<float>("adamw.v", opt->v());
+      if (opt->shard().count != params.size())
+        c.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{opt->shard().offset, opt->shard().count});
+    }
     c.put_value<std::int64_t>("adamw.t", opt->steps_taken());
   }
   c.put_value<std::int64_t>("train.step", state.step);
@@ -110,6 +113,11 @@ Checkpoint encode_state(const ModelConfig& shape, std::span<const float> params,
 Checkpoint encode_train_state(const ModelConfig& shape, std::span<const float> params, const AdamW& opt,
                               const ResumeState& state, const std::string& config_toml) {
   return encode_state(shape, params, &opt, state, config_toml);
+}
+
+Checkpoint encode_train_meta(const ModelConfig& shape, const AdamW& opt, const ResumeState& state,
+                             const std::string& config_toml) {
+  return encode_state(shape, {}, &opt, state, config_toml, false);
 }
 
 Checkpoint encode_weights(const ModelConfig& shape, std::span<const float> params, const std::string& config_toml) {
@@ -191,8 +199,8 @@ void put_whole_moments(Checkpoint& c, std::span<const float> m, std::span<const 
   if (c.has("adamw.shard")) c.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{0, m.size()});
 }
 
-ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
-                               std::span<float> params, AdamW& opt) {
+ResumeState decode_train_meta(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
+                              AdamW& opt) {
   const ModelConfig shape = checkpoint_shape(ckpt, source);
   if (!(shape == expected)) {
     const std::string weights = weights_mismatch(shape, expected);
@@ -203,8 +211,6 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
                                      : weights,
                      ")");
   }
-  copy_exact(ckpt.get_pod<float>("params"), params, "params", source);
-  decode_optimizer_state(ckpt, source, opt);
   ResumeState state;
   state.step = ckpt.get_value<std::int64_t>("train.step");
   state.tokens = ckpt.get_value<std::int64_t>("train.tokens");
@@ -217,6 +223,15 @@ ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source
                      state.rollbacks, " out of range");
   if (state.step < 0 || state.tokens < 0)
     throw make_error(ErrorKind::Checkpoint, source, ": negative step or token count");
+  if (ckpt.has("adamw.t")) opt.set_steps_taken(ckpt.get_value<std::int64_t>("adamw.t"));
+  return state;
+}
+
+ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
+                               std::span<float> params, AdamW& opt) {
+  const ResumeState state = decode_train_meta(ckpt, source, expected, opt);
+  copy_exact(ckpt.get_pod<float>("params"), params, "params", source);
+  decode_optimizer_state(ckpt, source, opt);
   return state;
 }
 

@@ -44,6 +44,15 @@ Checkpoint encode_weights(const ModelConfig& shape, std::span<const float> param
 ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
                                std::span<float> params, AdamW& opt);
 
+// A training state without its bulk (the weights and the moments, "params", "adamw.m" and
+// "adamw.v"): what a healing group sends as records while the bulk travels straight between the
+// replicas' buffers (intrasite/group/state_sync). Decoding it checks the shape and sets the
+// optimizer's step count ("adamw.t") and nothing else of `opt`.
+Checkpoint encode_train_meta(const ModelConfig& shape, const AdamW& opt, const ResumeState& state,
+                             const std::string& config_toml);
+ResumeState decode_train_meta(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
+                              AdamW& opt);
+
 // Only the AdamW records ("adamw.m", "adamw.v", "adamw.t"), into `opt` (a fresh AdamW when the
 // checkpoint has none of them: weights only); Error(Checkpoint) naming `source` when one is
 // missing or mis-sized.

@@ -148,21 +148,32 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   if (releases_grads()) zero_and_release(model_->grads());
   else model_->zero_grads();
   double loss_sum = 0;
+  // Stage 2: backward's ranges (a layer each, and the tiny final norm) are reduced in runs of at
+  // least kMinReduceRange elements where they are adjacent, so small layers share one collective.
   std::size_t reduced = 0;
+  ShardRange pending;
+  const auto reduce_pending = [&] {
+    if (pending.count == 0) return;
+    slot_.reduce_range(model_->grads(), pending);
+    release_grads_outside_part(pending);
+    reduced += pending.count;
+    pending = {};
+  };
   for (int micro = 0; micro < accum; ++micro) {
     next_batch();
     loss_sum += model_->forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
     LanguageModel<float>::GradsReady ready;
     if (releases_grads() && micro == accum - 1)
       ready = [&](std::size_t offset, std::size_t count) {
-        slot_.reduce_range(model_->grads(), {offset, count});
-        release_grads_outside_part({offset, count});
-        reduced += count;
+        if (pending.count > 0 && offset + count != pending.offset) reduce_pending();
+        pending = {offset, count + pending.count};
+        if (pending.count >= kMinReduceRange) reduce_pending();
       };
     else if (slot_.bucket_ready && micro == accum - 1)
       ready = [&](std::size_t offset, std::size_t count) { slot_.bucket_ready(model_->grads().subspan(offset, count)); };
     model_->backward(1.0f / static_cast<float>(accum), ready);
   }
+  reduce_pending();
   MERIDIAN_CHECK(!releases_grads() || reduced == param_count(), "backward reported ", reduced, " of ", param_count(),
                  " gradients final");
   r.loss = loss_sum / accum;
@@ -333,9 +344,14 @@ double Trainer::validation_loss() {
       .loss;
 }
 
-Checkpoint Trainer::snapshot() const {
+Checkpoint Trainer::snapshot() const { return snapshot_of(true); }
+
+Checkpoint Trainer::snapshot_meta() const { return snapshot_of(false); }
+
+Checkpoint Trainer::snapshot_of(bool bulk) const {
   fetch_from_device(true);
-  Checkpoint out = encode_train_state(config_.model, model_->params(), opt_, state_, to_toml(config_));
+  Checkpoint out = bulk ? encode_train_state(config_.model, model_->params(), opt_, state_, to_toml(config_))
+                        : encode_train_meta(config_.model, opt_, state_, to_toml(config_));
   if (const LossScaler* scaler = device_ ? device_->loss_scaler() : nullptr) {
     out.put_value<double>("fp16.loss_scale", scaler->scale());
     out.put_value<std::int64_t>("fp16.clean_steps", scaler->clean_steps());
@@ -346,8 +362,22 @@ Checkpoint Trainer::snapshot() const {
   return out;
 }
 
+Trainer::Bulk Trainer::bulk() {
+  fetch_from_device(true);
+  return {model_->params(), opt_.m(), opt_.v()};
+}
+
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
   state_ = decode_train_state(state, source, config_.model, model_->params(), opt_);
+  restored(state);
+}
+
+void Trainer::restore_meta(const Checkpoint& meta, const std::string& source) {
+  state_ = decode_train_meta(meta, source, config_.model, opt_);
+  restored(meta);
+}
+
+void Trainer::restored(const Checkpoint& state) {
   undo_.held = false;
   if (device_) {
     device_->upload_params(model_->params());

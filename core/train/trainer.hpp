@@ -58,6 +58,10 @@ struct ReplicaSlot {
   std::optional<ShardRange> mirror;
 };
 
+// Stage 2 reduces backward's finished ranges in runs of at least this many elements (4 MiB of
+// fp32): fewer collectives for small layers, and at most this much beyond a layer held unreduced.
+inline constexpr std::size_t kMinReduceRange = std::size_t{1} << 20;
+
 struct StepResult {
   std::int64_t step = 0;  // 0-based index of the step just taken
   double loss = 0;        // mean over the micro-batches
@@ -103,6 +107,16 @@ class Trainer {
   // records, and back: what a replica that lost its state heals from.
   Checkpoint snapshot() const;
   void restore(const Checkpoint& state, const std::string& source);
+  // The same without the bulk (the weights and the moments: encode_train_meta), for a heal that
+  // moves the bulk straight between the replicas' buffers: it writes them through bulk() (the host
+  // buffers, brought up to date from a GPU first), then restores the rest with restore_meta, which
+  // also sends the bulk to the GPU.
+  Checkpoint snapshot_meta() const;
+  struct Bulk {
+    std::span<float> params, m, v;  // m and v: the moments this replica keeps (moments_held)
+  };
+  Bulk bulk();
+  void restore_meta(const Checkpoint& meta, const std::string& source);
   // Only the optimizer's moments from such a snapshot: weights, step, data position and extras
   // stay. How a site of a multi-site job drops what a diverging step left in AdamW's statistics
   // while its weights come from the job's newest version.
@@ -182,6 +196,8 @@ class Trainer {
   enum class Update { Applied, Skipped, NonFinite };
   Update cpu_step(StepResult& r);
   Update device_step(StepResult& r);
+  Checkpoint snapshot_of(bool bulk) const;
+  void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2
   void release_grads_outside_part(ShardRange range);

@@ -158,28 +158,42 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   for (const auto& m : members) torn = torn || (m.ungathered && m.step == target && m.mirror_end > m.mirror_first);
   if (torn) reassemble_weights(comm, trainer, members, target, report);
   const std::size_t total = trainer.param_count(), units = (total + kShardUnit - 1) / kShardUnit;
-  bool parts = false;
-  for (const auto& m : members) parts = parts || (current(m, target) && (m.first_unit != 0 || m.end_unit != units));
+  bool whole = true;  // every member keeps the whole model's moments
+  for (const auto& m : members) whole = whole && m.first_unit == 0 && m.end_unit == units;
 
+  // The records go as one small checkpoint; the weights and the moments straight into the
+  // members' buffers, so a heal holds no copy of them.
+  const int from = report.source_rank;
   const auto before = hash64(std::span<const float>(trainer.model().params()));
   std::vector<std::byte> bytes;
-  if (comm.rank() == report.source_rank) bytes = encode_checkpoint(trainer.snapshot());
+  if (comm.rank() == from) bytes = encode_checkpoint(trainer.snapshot_meta());
   std::uint64_t size = bytes.size();
-  comm.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&size, 1)), report.source_rank);
+  comm.broadcast(std::as_writable_bytes(std::span<std::uint64_t>(&size, 1)), from);
   bytes.resize(size);
-  comm.broadcast(bytes, report.source_rank);
-  const std::string source = "state of rank " + std::to_string(report.source_rank);
-  Checkpoint state = decode_checkpoint(bytes, source);
-  if (parts) {
-    const auto both = gather_moments(comm, trainer, members, target, comm.rank() == report.source_rank, report);
-    put_whole_moments(state, std::span(both).first(total), std::span(both).subspan(total));
+  comm.broadcast(bytes, from);
+  const std::string source = "state of rank " + std::to_string(from);
+  const Checkpoint meta = decode_checkpoint(bytes, source);
+  const Trainer::Bulk bulk = trainer.bulk();
+  comm.broadcast(std::as_writable_bytes(bulk.params), from);
+  report.bytes += size + bulk.params.size_bytes();
+  if (whole) {
+    comm.broadcast(std::as_writable_bytes(bulk.m), from);
+    comm.broadcast(std::as_writable_bytes(bulk.v), from);
+    report.bytes += 2 * bulk.m.size_bytes();
+    if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
+  } else {
+    const auto both = gather_moments(comm, trainer, members, target, comm.rank() == from, report);
     report.bytes += both.size() * sizeof(float);
+    if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
+    const ShardRange held = trainer.moments_held();
+    const Trainer::Bulk now = trainer.bulk();
+    const auto at = [&](std::size_t offset) { return both.begin() + static_cast<std::ptrdiff_t>(offset); };
+    std::copy(at(held.offset), at(held.end()), now.m.begin());
+    std::copy(at(total + held.offset), at(total + held.end()), now.v.begin());
   }
-  if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
   // The source restores too: a failed step may have moved its data position past its last completed step.
-  trainer.restore(state, source);
+  trainer.restore_meta(meta, source);
   report.step = trainer.state().step;
-  report.bytes += size;
   report.changed = hash64(std::span<const float>(trainer.model().params())) != before;
   return report;
 }

@@ -2,15 +2,17 @@
 // Healing at a generation boundary: the member with the most progress sends its training state
 // (weights, step, data position, and the layers' extras) to every member over the communicator,
 // so a restarted replica, or survivors that disagree on whether the last step completed, continue
-// bit-identical. Nothing is read from disk.
+// bit-identical. The records go as one small checkpoint; the weights and moments go straight from
+// buffer to buffer, so a heal holds no copy of them.
 //
 // The optimizer's moments come whole from that member, unless some member holds only a part of
-// them (ZeRO stage 1): then every member at that step gives its part, and parts no member holds
-// (a dead replica's) come from the source's newest checkpoint (as stale as it is: up to
-// [checkpoint] every steps; the source reads the whole file once), or restart from zero without one. A member whose step failed in the all-gather is taken
-// forward when another completed that step, and undoes its part of the update when none did. Under
-// stage 2 that all-gather wrote the weights in place: every part then comes back from its owner,
-// or a dead owner's from the rank that mirrored it.
+// them (ZeRO): then every member at that step gives its part, and parts no member holds (a dead
+// replica's) come from the source's newest checkpoint on disk (as stale as it is: up to
+// [checkpoint] every steps; the source reads the whole file once), or restart from zero without
+// one; this assembly holds the whole model's moments once (8 bytes per parameter). A member whose
+// step failed in the all-gather is taken forward when another completed that step, and undoes its
+// part of the update when none did. Under stage 2 that all-gather wrote the weights in place:
+// every part then comes back from its owner, or a dead owner's from the rank that mirrored it.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

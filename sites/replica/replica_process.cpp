@@ -412,11 +412,13 @@ nlohmann::json ReplicaProcess::memory_ledger() const {
           {"recompute", to_string(config().parallel.recompute)},
           {"activation_bytes", trainer_.activation_bytes()},
           {"replicas", group_.size()},
-          {"peak_rss_bytes", peak_rss_bytes()}};
+          {"peak_rss_bytes", peak_rss_bytes()},
+          {"training_peak_rss_bytes", training_peak_rss_}};
 }
 
 void ReplicaProcess::finish() {
   const double t_trained = now_();
+  training_peak_rss_ = peak_rss_bytes();
   const auto params_hash = hash64(std::span<const float>(trainer_.model().params()));
   try {
     trainer_.save_checkpoint(group_.rank() == 0);

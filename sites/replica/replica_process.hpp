@@ -96,6 +96,7 @@ class ReplicaProcess {
   SdcGuard sdc_;
   DivergenceGuard guard_;
   Turn turn_;
+  std::int64_t training_peak_rss_ = 0;  // peak resident memory when training ended (finish)
 };
 
 }  // namespace meridian
