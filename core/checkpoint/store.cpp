@@ -37,8 +37,23 @@ std::optional<std::int64_t> parse_step(std::string_view name) {
   return step;
 }
 
+constexpr std::string_view kPartInfix = ".part-";
+constexpr std::size_t kOffsetDigits = 12;
+
+// ckpt-DDDDDDDDDD.part-OOOOOOOOOOOO.mrdn: the step of a part file.
+std::optional<std::int64_t> parse_part_step(std::string_view name) {
+  const std::size_t main_stem = kPrefix.size() + kStepDigits;
+  if (name.size() != main_stem + kPartInfix.size() + kOffsetDigits + kSuffix.size()) return std::nullopt;
+  if (name.substr(main_stem, kPartInfix.size()) != kPartInfix) return std::nullopt;
+  const std::string_view offset = name.substr(main_stem + kPartInfix.size(), kOffsetDigits);
+  if (offset.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  return parse_step(std::string(name.substr(0, main_stem)) + std::string(kSuffix));
+}
+
 bool is_leftover_tmp(std::string_view name) {
-  return name.ends_with(kTmpSuffix) && parse_step(name.substr(0, name.size() - kTmpSuffix.size())).has_value();
+  if (!name.ends_with(kTmpSuffix)) return false;
+  const std::string_view stem = name.substr(0, name.size() - kTmpSuffix.size());
+  return parse_step(stem).has_value() || parse_part_step(stem).has_value();
 }
 
 }  // namespace
@@ -56,7 +71,16 @@ fs::path CheckpointStore::path_for(std::int64_t step) const {
 }
 
 fs::path CheckpointStore::save(std::int64_t step, const Checkpoint& checkpoint) {
-  const fs::path final_path = path_for(step);
+  const fs::path final_path = write(path_for(step), checkpoint);
+  prune(step);
+  return final_path;
+}
+
+fs::path CheckpointStore::save_part(std::int64_t step, std::size_t offset, const Checkpoint& part) {
+  return write(part_path(path_for(step), offset), part);
+}
+
+fs::path CheckpointStore::write(const fs::path& final_path, const Checkpoint& checkpoint) {
   fs::path tmp_path = final_path;
   tmp_path += kTmpSuffix;
   env_.create_dirs(dir_);
@@ -64,7 +88,6 @@ fs::path CheckpointStore::save(std::int64_t step, const Checkpoint& checkpoint) 
   // removing a failed temp file fails too, the next save's prune retries it.
   write_atomically(env_, final_path, tmp_path, [&](WritableFile& file) { write_checkpoint(checkpoint, file); });
   env_.sync_dir(dir_);
-  prune(step);
   return final_path;
 }
 
@@ -83,8 +106,15 @@ void CheckpointStore::prune(std::int64_t just_saved) {
       doomed.push_back(path_for(step));
     }
   }
+  // Parts go with their checkpoint, and so do those of an older step whose checkpoint is absent
+  // (its leader died before writing it).
+  const auto has = [](const auto& list, const auto& x) { return std::find(list.begin(), list.end(), x) != list.end(); };
   for (const auto& name : env_.list_dir(dir_)) {
     if (is_leftover_tmp(name)) doomed.push_back(dir_ / name);
+    const auto part_step = parse_part_step(name);
+    if (!part_step || *part_step == just_saved) continue;
+    if (has(doomed, path_for(*part_step)) || (!has(present, *part_step) && *part_step < just_saved))
+      doomed.push_back(dir_ / name);
   }
   if (doomed.empty()) return;
   for (const auto& path : doomed) env_.remove(path);
@@ -116,14 +146,57 @@ std::optional<CheckpointStore::Loaded> CheckpointStore::load_latest(
   for (auto it = present.rbegin(); it != present.rend(); ++it) {
     const fs::path path = path_for(*it);
     try {
-      auto checkpoint = decode_checkpoint(env_.read_all(path), path.string());
-      return Loaded{*it, path, std::move(checkpoint)};
+      return Loaded{*it, path, read_checkpoint(env_, path)};
     } catch (const Error& e) {
       // Decode errors already name the file; Io errors name the path too.
       report(std::string("skipping checkpoint: ") + e.what());
     }
   }
   return std::nullopt;
+}
+
+fs::path part_path(const fs::path& path, std::size_t offset) {
+  char digits[kOffsetDigits + 1];
+  std::snprintf(digits, sizeof digits, "%012llu", static_cast<unsigned long long>(offset));
+  return path.parent_path() / (path.stem().string() + std::string(kPartInfix) + digits + std::string(kSuffix));
+}
+
+Checkpoint read_checkpoint(Env& env, const fs::path& path) {
+  Checkpoint out = decode_checkpoint(env.read_all(path), path.string());
+  if (!out.has("adamw.parts")) return out;
+  const auto manifest = out.get_pod<std::uint64_t>("adamw.parts");
+  const auto step = out.get_value<std::int64_t>("train.step");
+  const std::size_t total = out.get("params").size() / sizeof(float);
+  if (manifest.empty() || manifest.size() != 1 + 2 * manifest[0])
+    throw make_error(ErrorKind::Checkpoint, path.string(), ": record \"adamw.parts\" is not a list of parts");
+  std::vector<float> m(total), v(total);
+  std::size_t next = 0;  // the parts cover the model in order, without gaps
+  for (std::size_t i = 0; i < manifest[0]; ++i) {
+    const std::size_t offset = manifest[1 + 2 * i], count = manifest[2 + 2 * i];
+    const fs::path file = part_path(path, offset);
+    if (offset != next || count > total - offset)
+      throw make_error(ErrorKind::Checkpoint, path.string(), ": part ", i, " (elements ", offset, "+", count,
+                       ") does not follow the previous one in a model of ", total);
+    if (!env.exists(file)) throw make_error(ErrorKind::Checkpoint, path.string(), ": its part ", file.string(), " is missing");
+    const Checkpoint part = decode_checkpoint(env.read_all(file), file.string());
+    const auto range = part.get_pod<std::uint64_t>("adamw.shard");
+    if (part.get_value<std::int64_t>("train.step") != step || range.size() != 2 || range[0] != offset || range[1] != count)
+      throw make_error(ErrorKind::Checkpoint, file.string(), " is not the part ", path.string(), " names (step ", step,
+                       ", elements ", offset, "+", count, ")");
+    for (const auto& [record, into] : {std::pair{"adamw.m", &m}, std::pair{"adamw.v", &v}}) {
+      const auto values = part.get_pod<float>(record);
+      if (values.size() != count)
+        throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" holds ", values.size(),
+                         " values, the part has ", count);
+      std::copy(values.begin(), values.end(), into->begin() + static_cast<std::ptrdiff_t>(offset));
+    }
+    next = offset + count;
+  }
+  if (next != total)
+    throw make_error(ErrorKind::Checkpoint, path.string(), ": its parts cover ", next, " of ", total, " elements");
+  out.put_pod<float>("adamw.m", m);
+  out.put_pod<float>("adamw.v", v);
+  return out;
 }
 
 }  // namespace meridian

@@ -1,6 +1,15 @@
 #pragma once
 // A directory of checkpoints named ckpt-<step, 10 digits>.mrdn. A save is atomic (a crash at any
 // instant leaves the previous checkpoint usable) and loading takes the newest file that verifies.
+//
+// A checkpoint may be written in parts (a site whose replicas shard AdamW's moments, [checkpoint]
+// per_replica): each replica saves its part of the moments with save_part, as
+// ckpt-<step>.part-<offset, 12 digits>.mrdn ("adamw.m", "adamw.v", "adamw.shard", "train.step"),
+// and once every part is on disk the leader saves the rest with save, its record "adamw.parts"
+// (uint64: the parts' count, then each part's offset and element count) the manifest.
+// read_checkpoint puts the parts back into the whole model's moments, so every reader sees the
+// file an unsharded save writes; a part missing, damaged, or of another step or range makes the
+// checkpoint unusable (load_latest then tries the next older one).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -23,6 +32,8 @@ class CheckpointStore {
   // directory; only then removes checkpoints beyond keep_last and leftover .tmp files. Returns
   // the final path. step must be in [0, 10^10).
   std::filesystem::path save(std::int64_t step, const Checkpoint& checkpoint);
+  // A part (above): written atomically, nothing pruned.
+  std::filesystem::path save_part(std::int64_t step, std::size_t offset, const Checkpoint& part);
 
   struct Loaded {
     std::int64_t step;
@@ -41,10 +52,18 @@ class CheckpointStore {
 
  private:
   void prune(std::int64_t just_saved);
+  std::filesystem::path write(const std::filesystem::path& final_path, const Checkpoint& checkpoint);
 
   Env& env_;
   std::filesystem::path dir_;
   int keep_last_;
 };
+
+// The checkpoint file at `path`, with the parts it names (beside it) put back into whole
+// "adamw.m" and "adamw.v" records. Error(Checkpoint) naming the file and the part otherwise.
+Checkpoint read_checkpoint(Env& env, const std::filesystem::path& path);
+
+// ckpt-<step>.part-<offset>.mrdn beside the checkpoint file `path`.
+std::filesystem::path part_path(const std::filesystem::path& path, std::size_t offset);
 
 }  // namespace meridian

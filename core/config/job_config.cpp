@@ -376,6 +376,7 @@ std::string to_toml(const JobConfig& c) {
       << "\n[checkpoint]\n"
       << "every = " << c.checkpoint.every << "\n"
       << "keep = " << c.checkpoint.keep << "\n"
+      << "per_replica = " << (c.checkpoint.per_replica ? "true" : "false") << "\n"
       << "\n[guard]\n"
       << "enabled = " << boolean(c.guard.enabled) << "\n"
       << "window = " << c.guard.window << "\n"

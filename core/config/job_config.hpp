@@ -102,6 +102,11 @@ struct JobConfig {
   struct Checkpoint {
     int every = 0;  // 0 = only at the end
     int keep = 3;
+    // Under zero_stage >= 1: every replica writes its part of the moments to a file of its own
+    // and the leader the rest, naming the parts (core/checkpoint/store.hpp), instead of the
+    // leader gathering and writing them all. The site's replicas must share the checkpoints'
+    // directory (one machine, or shared storage).
+    bool per_replica = false;
     bool operator==(const Checkpoint&) const = default;
   } checkpoint;
 

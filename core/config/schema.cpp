@@ -211,6 +211,11 @@ void resolve_parallel(Resolver& r, JobConfig& c) {
                                                    "] (" + quote(c.sites[i].name) +
                                                    ") has device = \"cuda\": set recompute = \"none\" for that job");
   r.read(c.parallel.zero_stage, "parallel", "zero_stage", 0);
+  if (const Setting* parts = r.find("checkpoint.per_replica"); parts && c.checkpoint.per_replica && c.parallel.zero_stage == 0)
+    r.add(parts->origin, "checkpoint.per_replica",
+          "per_replica = true writes each replica's part of a sharded optimizer state, and " +
+              setting_at(r, "parallel.zero_stage", parts->origin) + " is 0 (nothing sharded): set zero_stage = 1 or 2, "
+              "or per_replica = false");
   const Setting* stage = r.find("parallel.zero_stage");
   if (!stage || c.parallel.zero_stage == 0) return;
   const auto refuse = [&](const std::string& why) { r.add(stage->origin, "parallel.zero_stage", why); };
@@ -248,6 +253,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.log.eval_windows, "log", "eval_windows", 1);
   r.read(c.checkpoint.every, "checkpoint", "every", 0);
   r.read(c.checkpoint.keep, "checkpoint", "keep", 1);
+  r.read(c.checkpoint.per_replica, "checkpoint", "per_replica");
   resolve_guard(r, c);
   resolve_ops(r, c);
   resolve_replicas(r, c);

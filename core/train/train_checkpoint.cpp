@@ -263,7 +263,7 @@ ModelSnapshot load_model_snapshot(Env& env, const std::filesystem::path& path,
     ckpt = std::move(loaded->checkpoint);
     snap.source = loaded->path;
   } else {
-    ckpt = decode_checkpoint(env.read_all(path), path.string());
+    ckpt = read_checkpoint(env, path);
     snap.source = path;
   }
   snap.shape = checkpoint_shape(ckpt, snap.source.string());

@@ -445,6 +445,7 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::save_checkpoint(bool write) {
+  if (slot_.shard && config_.checkpoint.per_replica) return save_checkpoint_in_parts(write);
   std::vector<float> m, v;
   if (slot_.shard) {
     m.assign(param_count(), 0.0f);
@@ -460,6 +461,32 @@ void Trainer::save_checkpoint(bool write) {
   CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
   const auto path = store.save(state_.step, out);
   log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}});
+  if (extras_.written) extras_.written();
+}
+
+void Trainer::save_checkpoint_in_parts(bool write) {
+  const ShardRange own = *slot_.shard;
+  MERIDIAN_CHECK(slot_.barrier && !slot_.parts.empty(), "a checkpoint in parts needs the slot's parts and barrier");
+  CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
+  Checkpoint part;
+  part.put_pod<float>("adamw.m", opt_.m());
+  part.put_pod<float>("adamw.v", opt_.v());
+  part.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{own.offset, own.count});
+  part.put_value<std::int64_t>("train.step", state_.step);
+  store.save_part(state_.step, own.offset, part);
+  slot_.barrier();  // every part is on disk before the checkpoint that names them
+  if (!write) return;
+  Checkpoint out = snapshot_meta();
+  out.put_pod<float>("params", model_->params());
+  std::vector<std::uint64_t> manifest = {slot_.parts.size()};
+  std::size_t offset = 0;
+  for (const std::size_t count : slot_.parts) {
+    manifest.insert(manifest.end(), {offset, count});
+    offset += count;
+  }
+  out.put_pod<std::uint64_t>("adamw.parts", manifest);
+  const auto path = store.save(state_.step, out);
+  log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}, {"parts", slot_.parts.size()}});
   if (extras_.written) extras_.written();
 }
 

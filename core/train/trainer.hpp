@@ -45,6 +45,10 @@ struct ReplicaSlot {
   std::optional<ShardRange> shard;
   std::function<void(std::span<float> params)> gather;
   UnitSumsGather gather_unit_sums;
+  // Beside `shard`: every replica's part in elements, in rank order (the shard map's cut), and a
+  // barrier over the group, for a checkpoint written in parts ([checkpoint] per_replica).
+  std::vector<std::size_t> parts;
+  std::function<void()> barrier;
   // ZeRO stage 2, beside `shard`: reduces a range of the gradients as soon as backward has
   // finished it (a reduce-scatter of the shard map's cut of the range; last micro-batch only), and
   // the trainer then gives back the pages of the range outside its part (core/util/pages.hpp).
@@ -156,6 +160,8 @@ class Trainer {
   // Writes a checkpoint of the whole state when `write`. Under a shard every member of the group
   // must call it at the same step: the moments are all-gathered first (8 bytes per parameter for
   // the moment), so the file is the one an unsharded replica writes and loads at any replica count.
+  // With [checkpoint] per_replica each member writes its part of the moments instead, and the
+  // member that writes, once every part is on disk, the rest naming them (core/checkpoint/store.hpp).
   void save_checkpoint(bool write = true);
 
   // The optimizer's state: under a shard, the moments of its part alone (moments_held, without
@@ -197,6 +203,7 @@ class Trainer {
   Update cpu_step(StepResult& r);
   Update device_step(StepResult& r);
   Checkpoint snapshot_of(bool bulk) const;
+  void save_checkpoint_in_parts(bool write);
   void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2

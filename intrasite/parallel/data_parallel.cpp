@@ -34,6 +34,8 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
 void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params) {
   const auto map = std::make_shared<const ShardMap>(params, comm.size());
   slot.shard = map->part(comm.rank());
+  slot.parts = map->counts();
+  slot.barrier = [&comm] { comm.barrier(); };
   slot.gather = [&comm, map](std::span<float> weights) { comm.all_gather(weights, map->counts()); };
   slot.gather_unit_sums = [&comm, map](std::span<double> sums) {
     // The doubles travel as their bytes (two floats each): an all-gather copies, never adds.

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/store.hpp"
 #include "core/io/env.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
@@ -49,7 +50,7 @@ OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool le
         const std::string path = command.at("path").get<std::string>();
         const double scale = command.contains("lr_scale") ? command["lr_scale"].get<double>() : trainer.state().lr_scale;
         const auto rollbacks = trainer.state().rollbacks;
-        trainer.restore(decode_checkpoint(env_.read_all(path), path), path);
+        trainer.restore(read_checkpoint(env_, path), path);
         trainer.set_guard_state(scale, rollbacks);
         out.restored = true;
         result.update({{"path", path}, {"to_step", trainer.state().step}, {"scale", scale}});

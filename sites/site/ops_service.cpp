@@ -185,7 +185,7 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
       if (!r.to.empty() && r.to.find_first_not_of("0123456789") == std::string::npos && r.to.size() < 11)
         path = checkpoints.path_for(std::stoll(r.to));
       if (!posix_env().exists(path)) return failure("rollback: no checkpoint " + path.string());
-      decode_checkpoint(posix_env().read_all(path), path.string());  // verified before any replica reads it
+      read_checkpoint(posix_env(), path);  // verified, with its parts, before any replica reads it
       nlohmann::json command = {{"command", "rollback"}, {"path", std::filesystem::absolute(path).string()}};
       if (r.lr_scale) command["lr_scale"] = *r.lr_scale;
       return file_group_command(std::move(command));
@@ -274,11 +274,11 @@ nlohmann::json OpsService::checkpoints() const {
     const auto path = store.path_for(step);
     nlohmann::json entry = {{"step", step}, {"path", path.string()}};
     try {
-      const auto bytes = posix_env().read_all(path);
-      entry["bytes"] = bytes.size();
-      const auto ckpt = decode_checkpoint(bytes, path.string());
+      entry["bytes"] = posix_env().read_all(path).size();
+      const auto ckpt = read_checkpoint(posix_env(), path);  // with its parts, when it has any
       entry["verified"] = true;
       entry["records"] = ckpt.size();
+      if (ckpt.has("adamw.parts")) entry["parts"] = ckpt.get_pod<std::uint64_t>("adamw.parts").front();
     } catch (const Error& e) {
       entry["verified"] = false;
       entry["error"] = e.what();

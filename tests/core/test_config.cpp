@@ -486,6 +486,11 @@ TEST_CASE("[parallel] zero_stage: 0 by default, 1 and 2 on CPU AdamW sites, refu
   CHECK(load_ok(write(dir / "job.toml", kData)).parallel.zero_stage == 0);
   CHECK(load_ok(write(dir / "job.toml", kData + "[parallel]\nzero_stage = 1\n")).parallel.zero_stage == 1);
   CHECK(load_ok(write(dir / "job.toml", kData + "[parallel]\nzero_stage = 2\n")).parallel.zero_stage == 2);
+  CHECK(load_ok(write(dir / "job.toml", kData + "[checkpoint]\nper_replica = true\n[parallel]\nzero_stage = 1\n"))
+            .checkpoint.per_replica);
+  CHECK(only_problem(dir, kData + "[checkpoint]\nper_replica = true\n").find(
+            "job.toml:4: checkpoint.per_replica: per_replica = true writes each replica's part of a sharded optimizer "
+            "state, and parallel.zero_stage (its default) is 0") != std::string::npos);
   CHECK(only_problem(dir, kData + "[parallel]\nzero_stage = 3\n").find(
             "job.toml:4: parallel.zero_stage: expected 0, 1 or 2, found 3 (stage 3") != std::string::npos);
   CHECK(only_problem(dir, kData + "[inner]\noptimizer = \"muon\"\n[parallel]\nzero_stage = 2\n").find(

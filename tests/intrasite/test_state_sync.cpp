@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/checkpoint/store.hpp"
 #include "core/config/job_config.hpp"
 #include "core/io/env.hpp"
 #include "core/model/param_layout.hpp"
@@ -26,12 +27,12 @@ using meridian::testing::TempDir;
 
 namespace {
 
-JobConfig job(const TempDir& dir, const std::string& run) {
+JobConfig job(const TempDir& dir, const std::string& run, const std::string& extra = "") {
   const auto file = dir / (run + ".toml");
   std::ofstream(file) << "[job]\nname = \"heal\"\nseed = 3\nrun_dir = \"" << (dir / run).string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n[data]\npath = \""
                       << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
-                      << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 100\n";
+                      << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 100\n" << extra;
   return load_job_config(file);
 }
 
@@ -304,6 +305,38 @@ TEST_CASE("ZeRO stage 2: an in-place all-gather torn on every member, its middle
   CHECK(replayed[0].step == 3);
 }
 
+namespace {
+
+// `size` replicas resume from cfg's run directory, then take their sharded places: what each holds.
+std::vector<Held> resume_sharded(const TempDir& dir, MemoryStore& store, const JobConfig& cfg, int size,
+                                 const std::string& group) {
+  std::vector<Held> loaded(static_cast<std::size_t>(size));
+  on_threads(size, [&](int rank) {
+    RunLog log(dir / (group + std::to_string(rank)));
+    auto comm = connect_gloo(store, group + "/", rank, size, GlooOptions{});
+    Trainer t(cfg, posix_env(), log, nullptr, clock_stub);
+    REQUIRE(t.try_resume());
+    t.set_slot(sharded_slot(*comm, params_of(cfg)), 1);
+    loaded[static_cast<std::size_t>(rank)] = held_state(t);
+  });
+  return loaded;
+}
+
+// What `loaded` holds is `wrote`'s state at step 3: its weights, and its parts' moments end to end.
+void check_resharded(const std::vector<Held>& loaded, const std::vector<Held>& wrote) {
+  std::vector<float> whole_m, m;
+  for (const auto& w : wrote) whole_m.insert(whole_m.end(), w.m.begin(), w.m.end());
+  for (const auto& l : loaded) {
+    CHECK(l.params == wrote[0].params);
+    CHECK(l.step == 3);
+    CHECK(l.adam_steps == 3);
+    m.insert(m.end(), l.m.begin(), l.m.end());
+  }
+  CHECK(m == whole_m);
+}
+
+}  // namespace
+
 TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 3") {
   TempDir dir("heal-reshard");
   MemoryStore store;
@@ -313,29 +346,40 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
     replica.trainer.save_checkpoint(rank == 0);
     wrote[static_cast<std::size_t>(rank)] = held_state(replica.trainer);
   });
-  std::vector<float> whole_m;
-  for (const auto& w : wrote) whole_m.insert(whole_m.end(), w.m.begin(), w.m.end());
   const auto cfg = job(dir, "r0");  // every reader resumes from the writer's run directory
   for (int size = 1; size <= 3; ++size) {
     CAPTURE(size);
-    std::vector<Held> loaded(static_cast<std::size_t>(size));
-    on_threads(size, [&](int rank) {
-      const std::string group = std::to_string(size) + "-readers";
-      RunLog log(dir / (group + std::to_string(rank)));
-      auto comm = connect_gloo(store, group + "/", rank, size, GlooOptions{});
-      Trainer t(cfg, posix_env(), log, nullptr, clock_stub);
-      REQUIRE(t.try_resume());
-      auto slot = sharded_slot(*comm, params_of(cfg));
-      t.set_slot(std::move(slot), 1);
-      loaded[static_cast<std::size_t>(rank)] = held_state(t);
-    });
-    std::vector<float> m;
-    for (const auto& l : loaded) {
-      CHECK(l.params == wrote[0].params);
-      CHECK(l.step == 3);
-      CHECK(l.adam_steps == 3);
-      m.insert(m.end(), l.m.begin(), l.m.end());
-    }
-    CHECK(m == whole_m);
+    check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
   }
+}
+
+TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, and not without a part") {
+  TempDir dir("parts-reshard");
+  MemoryStore store;
+  const auto cfg = job(dir, "site", "[checkpoint]\nper_replica = true\n[parallel]\nzero_stage = 1\n");
+  std::vector<Held> wrote(4);
+  on_threads(4, [&](int rank) {
+    RunLog log(dir / ("writer" + std::to_string(rank)));
+    auto comm = connect_gloo(store, "w/", rank, 4, GlooOptions{});
+    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg)));
+    for (int i = 0; i < 3; ++i) t.step();
+    t.save_checkpoint(rank == 0);
+    wrote[static_cast<std::size_t>(rank)] = held_state(t);
+  });
+  // The leader's file has the weights and the parts' list, no moments; each part its own.
+  const CheckpointStore files(posix_env(), cfg.job.run_dir / "checkpoints", 3);
+  const auto main = files.path_for(3);
+  const Checkpoint leader = decode_checkpoint(posix_env().read_all(main), main.string());
+  CHECK_FALSE(leader.has("adamw.m"));
+  CHECK(leader.get_pod<std::uint64_t>("adamw.parts").front() == 4);
+  for (const auto& w : wrote) CHECK(posix_env().exists(part_path(main, w.part.offset)));
+  for (int size = 1; size <= 3; ++size) {
+    CAPTURE(size);
+    check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
+  }
+  // Without one of its parts the checkpoint is no checkpoint: nothing to resume from here.
+  posix_env().remove(part_path(main, wrote[2].part.offset));
+  RunLog log(dir / "late");
+  Trainer late(cfg, posix_env(), log, nullptr, clock_stub);
+  CHECK_FALSE(late.try_resume());
 }

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/store.hpp"
+#include "core/io/env.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/jsonl.hpp"
@@ -141,8 +143,10 @@ TEST_CASE("ZeRO stages 1 and 2: a replica killed mid-run, the survivors re-cut t
   for (const int stage : {1, 2}) {
     CAPTURE(stage);
     TempDir dir("site-kill-zero" + std::to_string(stage));
-    const auto events =
-        kill_one_replica(dir, "[checkpoint]\nevery = 100\n[parallel]\nzero_stage = " + std::to_string(stage) + "\n");
+    // Stage 2's checkpoints are written in parts, one file per replica beside the leader's.
+    const std::string parts = stage == 2 ? "per_replica = true\n" : "";
+    const auto events = kill_one_replica(
+        dir, "[checkpoint]\nevery = 100\n" + parts + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n");
     // The survivors' regroup: the dead replica's part of the moments comes from the newest
     // checkpoint (one at step 100 when the kill came that late) or restarts from zero; theirs carry over.
     std::size_t refilled = 0;
@@ -153,6 +157,13 @@ TEST_CASE("ZeRO stages 1 and 2: a replica killed mid-run, the survivors re-cut t
     CHECK(events_of(events, "checkpoint").size() >= 4);  // steps 100..400, gathered and written by the leader
     // A third of the moments each (and at stage 2 of the gradients): every element's on one replica.
     const auto kept = moments_kept(events, stage);
+    // Each checkpoint in a part per member (3 at the end), read back whole.
+    if (stage == 2) {
+      for (const auto& c : events_of(events, "checkpoint")) CHECK(c["parts"].get<int>() >= 2);
+      CHECK(events_of(events, "checkpoint").back()["parts"] == 3);
+      const auto final_file = dir / "run" / "checkpoints" / "ckpt-0000000400.mrdn";
+      CHECK(meridian::read_checkpoint(meridian::posix_env(), final_file).get_pod<float>("adamw.m").size() == kept[0] + kept[1] + kept[2]);
+    }
     std::size_t params = 0;
     for (const auto& d : events_of(events, "replica_done")) params = d["memory"]["params"].get<std::size_t>();
     CHECK(kept[0] + kept[1] + kept[2] == params);

@@ -1,0 +1,124 @@
+// Checkpoints written in parts (core/checkpoint/store.hpp): each replica's part of the moments in
+// a file of its own, and the leader's file naming them. Read back whole; unusable without every
+// part as named; pruned with their checkpoint.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/store.hpp"
+#include "core/io/env.hpp"
+#include "core/util/error.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace meridian;
+using meridian::testing::TempDir;
+
+namespace {
+
+constexpr std::size_t kElements = 10;
+const std::vector<std::size_t> kParts = {4, 3, 3};
+
+float m_at(std::int64_t step, std::size_t i) { return static_cast<float>(step) + 0.5f * static_cast<float>(i); }
+
+Checkpoint part_of(std::int64_t step, std::size_t offset, std::size_t count) {
+  std::vector<float> m, v;
+  for (std::size_t i = offset; i < offset + count; ++i) {
+    m.push_back(m_at(step, i));
+    v.push_back(2 * m_at(step, i));
+  }
+  Checkpoint part;
+  part.put_pod<float>("adamw.m", m);
+  part.put_pod<float>("adamw.v", v);
+  part.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{offset, count});
+  part.put_value<std::int64_t>("train.step", step);
+  return part;
+}
+
+// Every part, then the leader's file, as a sharded site saves them.
+void save_in_parts(CheckpointStore& store, std::int64_t step) {
+  std::vector<std::uint64_t> manifest = {kParts.size()};
+  std::size_t offset = 0;
+  for (const std::size_t count : kParts) {
+    store.save_part(step, offset, part_of(step, offset, count));
+    manifest.insert(manifest.end(), {offset, count});
+    offset += count;
+  }
+  Checkpoint main;
+  main.put_pod<float>("params", std::vector<float>(kElements, 1.0f));
+  main.put_value<std::int64_t>("train.step", step);
+  main.put_pod<std::uint64_t>("adamw.parts", manifest);
+  store.save(step, main);
+}
+
+std::vector<std::string> files(const TempDir& dir) {
+  auto names = posix_env().list_dir(dir.path());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint in parts reads back with the whole model's moments") {
+  TempDir dir("parts-read");
+  CheckpointStore store(posix_env(), dir.path(), 2);
+  save_in_parts(store, 7);
+  const auto loaded = store.load_latest();
+  REQUIRE(loaded);
+  CHECK(loaded->step == 7);
+  const auto m = loaded->checkpoint.get_pod<float>("adamw.m"), v = loaded->checkpoint.get_pod<float>("adamw.v");
+  REQUIRE(m.size() == kElements);
+  for (std::size_t i = 0; i < kElements; ++i) {
+    CHECK(m[i] == m_at(7, i));
+    CHECK(v[i] == 2 * m_at(7, i));
+  }
+  CHECK(part_path(store.path_for(7), 4).filename() == "ckpt-0000000007.part-000000000004.mrdn");
+}
+
+TEST_CASE("a part missing, damaged, of another step or another range makes its checkpoint unusable, and the older one loads") {
+  TempDir dir("parts-bad");
+  CheckpointStore store(posix_env(), dir.path(), 3);
+  save_in_parts(store, 3);
+  save_in_parts(store, 5);
+  const auto second = part_path(store.path_for(5), 4);
+  std::string expect;
+  SUBCASE("missing") {
+    posix_env().remove(second);
+    expect = "is missing";
+  }
+  SUBCASE("damaged") {
+    auto bytes = posix_env().read_all(second);
+    bytes[bytes.size() / 2] ^= std::byte{1};
+    posix_env().create(second)->append(bytes);
+    expect = second.string();
+  }
+  SUBCASE("of another step") {
+    store.save_part(5, 4, part_of(4, 4, 3));
+    expect = "is not the part";
+  }
+  SUBCASE("of another range") {
+    store.save_part(5, 4, part_of(5, 4, 2));
+    expect = "is not the part";
+  }
+  std::vector<std::string> warnings;
+  const auto loaded = store.load_latest([&](const std::string& w) { warnings.push_back(w); });
+  REQUIRE(loaded);
+  CHECK(loaded->step == 3);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find(expect) != std::string::npos);
+  CHECK_THROWS_AS(read_checkpoint(posix_env(), store.path_for(5)), Error);
+}
+
+TEST_CASE("parts go with their checkpoint, and with an older step whose checkpoint was never written") {
+  TempDir dir("parts-prune");
+  CheckpointStore store(posix_env(), dir.path(), 1);
+  save_in_parts(store, 1);
+  store.save_part(2, 0, part_of(2, 0, 4));  // the leader died before step 2's file
+  save_in_parts(store, 3);
+  CHECK(files(dir) == std::vector<std::string>{"ckpt-0000000003.mrdn", "ckpt-0000000003.part-000000000000.mrdn",
+                                               "ckpt-0000000003.part-000000000004.mrdn",
+                                               "ckpt-0000000003.part-000000000007.mrdn"});
+}
