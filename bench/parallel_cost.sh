@@ -3,16 +3,21 @@
 # 128 channels, T=64, per-replica batch 8), `meridian site` on loopback with Gloo:
 #   - zero_stage 1 (the optimizer's state sharded) and 2 (the gradients too) against 0, at 2 and 4
 #     CPU replicas;
-#   - recompute "cheap" and "full" against "none", at 1 replica.
+#   - recompute "cheap" and "full" against "none", at 1 replica;
+#   - memory: the ledger by part and the peak resident memory up to the end of training, stages
+#     0, 1 and 2 at 4 replicas, on the `medium` preset (10.8M parameters, so that the state shows
+#     beside the process's fixed share), a few steps of one sequence each; stages 1 and 2 again
+#     with [checkpoint] per_replica (the final checkpoint written in parts). MEMORY_ONLY=1: this alone.
 # Each comparison alternates its settings over ROUNDS rounds, same program and data. Tokens/s comes
 # from the leader's metric lines (first to last logged step: start-up, rendezvous and the final
 # evaluation excluded); the memory from summary.json's ledger (the leader's training state per
 # parameter, from the buffers it holds, its activation buffers and its peak resident memory).
-#   BUILD_DIR=build/release  ROUNDS=3  STEPS=120  REPLICAS="2 4"
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=120  REPLICAS="2 4"  MEMORY_PRESET=medium
 # Holds /tmp/meridian-bench.lock, so benchmarks on this machine do not overlap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-120} REPLICAS=${REPLICAS:-"2 4"}
+MEMORY_PRESET=${MEMORY_PRESET:-medium}
 LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "parallel_cost.sh: build $meridian first" >&2; exit 1; }
@@ -46,6 +51,7 @@ run() {  # replicas stage recompute round -> figures
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
+if [ -z "${MEMORY_ONLY:-}" ]; then
 for m in $REPLICAS; do
   stage0=() stage1=() stage2=()
   for r in $(seq "$ROUNDS"); do
@@ -82,4 +88,23 @@ for mode in cheap full; do
   declare -n runs=$mode
   x=$(median "${runs[@]}")
   echo "recompute $mode, median of $ROUNDS: $x tokens/s against none $n, $mode / none $(ratio "$x" "$n")"
+done
+fi
+
+for run in 0 1 2 1-parts 2-parts; do
+  z=${run%-parts} parts=false
+  [ "$run" = "$z" ] || parts=true
+  dir="$work/memory-$run"
+  "$meridian" site --config configs/single-site.toml --site local --set job.run_dir="$dir" \
+    --set model.preset="$MEMORY_PRESET" --set inner.batch_per_replica=1 --set inner.steps=4 --set replicas.count=4 \
+    --set parallel.zero_stage="$z" --set log.every=1 --set log.eval_every=0 --set log.eval_windows=1 \
+    --set checkpoint.every=0 --set checkpoint.per_replica="$parts" --set replicas.sdc_every=0 >/dev/null
+  /usr/bin/python3 - "$dir" "$run" <<'PY'
+import json, sys
+m = json.load(open(f"{sys.argv[1]}/summary.json"))["memory"]
+parts = ", ".join(f"{k} {v / m['params']:.2f}" for k, v in sorted(m["state_bytes"].items()) if v)
+print(f"memory, {m['params']:,} parameters, 4 replicas, stage {sys.argv[2]}: {m['state_bytes_per_param']:.2f} B/param held"
+      f" ({parts}); peak RSS to the end of training {m['training_peak_rss_bytes'] / 2**20:.0f} MiB,"
+      f" with the final checkpoint {m['peak_rss_bytes'] / 2**20:.0f} MiB")
+PY
 done
