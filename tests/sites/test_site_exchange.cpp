@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/store.hpp"
+#include "core/io/env.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/jsonl.hpp"
@@ -155,9 +157,11 @@ TEST_CASE("ZeRO stages 1 and 2: 2 sites of 2 sharded replicas commit what unshar
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  // Stage 2 writes its checkpoints in parts, one per replica.
   const auto job = [&](const std::string& name, int stage, int replicas_a) {
-    return write_job(dir, name, outer + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n", "replicas = 2\n",
-                     inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
+    const std::string parts = stage == 2 ? "[checkpoint]\nper_replica = true\n" : "";
+    return write_job(dir, name, outer + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n" + parts,
+                     "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
   };
   const auto plain = run_sites(dir, job("plain", 0, 2), etcd);
   const auto sharded = run_sites(dir, job("sharded", 1, 2), etcd);
@@ -181,6 +185,14 @@ TEST_CASE("ZeRO stages 1 and 2: 2 sites of 2 sharded replicas commit what unshar
   CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
   CHECK(uneven.at("a")["memory"]["moments_elements"].get<double>() <
         uneven.at("b")["memory"]["moments_elements"].get<double>());  // a quarter against a half
+  // Each site's final checkpoint: a part per replica, read back whole, the outer state beside it.
+  for (const auto& [site, parts] : {std::pair{"a", 4u}, std::pair{"b", 2u}}) {
+    CAPTURE(site);
+    const auto final_file = dir / "uneven" / site / "checkpoints" / "ckpt-0000000012.mrdn";
+    const meridian::Checkpoint whole = meridian::read_checkpoint(meridian::posix_env(), final_file);
+    CHECK(whole.get_pod<std::uint64_t>("adamw.parts").front() == parts);
+    CHECK(whole.get_pod<float>("adamw.m").size() == uneven.at(site)["memory"]["params"].get<std::size_t>());
+  }
 }
 
 TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, both end with every site on one version") {
