@@ -1,0 +1,103 @@
+// The trainer's part in ZeRO (ReplicaSlot::shard): the update of its part and the all-gather with
+// its undo record, the gradients' pages it gives back (stage 2), and checkpoints in parts.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/checkpoint/store.hpp"
+#include "core/runlog/run_log.hpp"
+#include "core/train/trainer.hpp"
+#include "core/util/error.hpp"
+#include "core/util/pages.hpp"
+
+namespace meridian {
+
+// The parts travel in the gradients' buffer, free once the update has read it: a gather that
+// fails midway leaves the weights untouched but for this replica's part, which the undo record
+// can put back. With a mirror (stage 2, whose gradients' buffer is no longer whole) they are
+// gathered in place, and the undo record keeps the mirrored part's weights too.
+void Trainer::sharded_update(float lr) {
+  const ShardRange own = *slot_.shard;
+  const auto params = model_->params(), grads = model_->grads();
+  const auto mine = params.subspan(own.offset, own.count);
+  undo_.weights.assign(mine.begin(), mine.end());
+  undo_.m.assign(opt_.m().begin(), opt_.m().end());
+  undo_.v.assign(opt_.v().begin(), opt_.v().end());
+  undo_.steps_taken = opt_.steps_taken();
+  if (slot_.mirror) {
+    undo_.mirror_range = *slot_.mirror;
+    const auto theirs = params.subspan(slot_.mirror->offset, slot_.mirror->count);
+    undo_.mirror.assign(theirs.begin(), theirs.end());
+  } else {
+    undo_.mirror = {};
+    undo_.mirror_range = {};
+  }
+  undo_.held = true;
+  opt_.step(params, grads, lr);
+  if (slot_.mirror) {
+    slot_.gather(params);
+  } else {
+    std::copy(mine.begin(), mine.end(), grads.begin() + static_cast<std::ptrdiff_t>(own.offset));
+    slot_.gather(grads);
+    std::copy(grads.begin(), grads.end(), params.begin());
+  }
+  undo_.held = false;
+  if (releases_grads()) release_grads_outside_part({0, grads.size()});
+}
+
+void Trainer::release_grads_outside_part(ShardRange range) {
+  const ShardRange own = *slot_.shard;
+  const auto grads = model_->grads();
+  if (range.offset < own.offset)
+    release_pages(grads.subspan(range.offset, std::min(range.end(), own.offset) - range.offset));
+  if (range.end() > own.end()) {
+    const std::size_t from = std::max(range.offset, own.end());
+    release_pages(grads.subspan(from, range.end() - from));
+  }
+}
+
+std::size_t Trainer::state_bytes() const {
+  const std::size_t grads = releases_grads() ? resident_bytes(model_->grads()) : model_->grads().size_bytes();
+  return (model_->params().size() + opt_.m().size() + opt_.v().size()) * sizeof(float) + grads;
+}
+
+void Trainer::undo_ungathered_update() {
+  MERIDIAN_CHECK(undo_.held && slot_.shard && undo_.m.size() == opt_.m().size(), "undo record ", undo_.held,
+                 ", shard ", slot_.shard.has_value());
+  std::copy(undo_.weights.begin(), undo_.weights.end(),
+            model_->params().begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
+  std::copy(undo_.m.begin(), undo_.m.end(), opt_.m().begin());
+  std::copy(undo_.v.begin(), undo_.v.end(), opt_.v().begin());
+  std::copy(undo_.mirror.begin(), undo_.mirror.end(),
+            model_->params().begin() + static_cast<std::ptrdiff_t>(undo_.mirror_range.offset));
+  opt_.set_steps_taken(undo_.steps_taken);
+  undo_.held = false;
+}
+
+void Trainer::save_checkpoint_in_parts(bool write) {
+  const ShardRange own = *slot_.shard;
+  MERIDIAN_CHECK(slot_.barrier && !slot_.parts.empty(), "a checkpoint in parts needs the slot's parts and barrier");
+  CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
+  Checkpoint part;
+  part.put_pod<float>("adamw.m", opt_.m());
+  part.put_pod<float>("adamw.v", opt_.v());
+  part.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{own.offset, own.count});
+  part.put_value<std::int64_t>("train.step", state_.step);
+  store.save_part(state_.step, own.offset, part);
+  slot_.barrier();  // every part is on disk before the checkpoint that names them
+  if (!write) return;
+  Checkpoint out = snapshot_meta();
+  out.put_pod<float>("params", model_->params());
+  std::vector<std::uint64_t> manifest = {slot_.parts.size()};
+  std::size_t offset = 0;
+  for (const std::size_t count : slot_.parts) {
+    manifest.insert(manifest.end(), {offset, count});
+    offset += count;
+  }
+  out.put_pod<std::uint64_t>("adamw.parts", manifest);
+  const auto path = store.save(state_.step, out);
+  log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}, {"parts", slot_.parts.size()}});
+  if (extras_.written) extras_.written();
+}
+
+}  // namespace meridian
