@@ -31,7 +31,7 @@ ReplicaSlot data_parallel_slot(Communicator& comm, BucketReducer* overlap) {
   return slot;
 }
 
-void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params) {
+void shard_state(ReplicaSlot& slot, Communicator& comm, std::size_t params, int stage) {
   const auto map = std::make_shared<const ShardMap>(params, comm.size());
   slot.shard = map->part(comm.rank());
   slot.parts = map->counts();
@@ -49,14 +49,7 @@ void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t pa
     comm.all_gather(words, counts);
     std::memcpy(sums.data(), words.data(), sums.size_bytes());
   };
-}
-
-void reduce_scatter_grads(Communicator& comm, std::span<float> grads) {
-  comm.reduce_scatter(grads, ShardMap(grads.size(), comm.size()).counts(), ReduceOp::Mean);
-}
-
-void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params) {
-  const auto map = std::make_shared<const ShardMap>(params, comm.size());
+  if (stage < 2) return;
   slot.mirror = map->part((comm.rank() + 1) % comm.size());
   slot.reduce_range = [&comm, map](std::span<float> grads, ShardRange range) {
     std::vector<std::size_t> counts;
@@ -69,12 +62,15 @@ void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params) 
   };
 }
 
+void reduce_scatter_grads(Communicator& comm, std::span<float> grads) {
+  comm.reduce_scatter(grads, ShardMap(grads.size(), comm.size()).counts(), ReduceOp::Mean);
+}
+
 ReplicaSlot sharded_slot(Communicator& comm, std::size_t params, int stage) {
   ReplicaSlot slot;
   slot.rank = comm.rank();
   slot.world = comm.size();
-  shard_optimizer_state(slot, comm, params);
-  if (stage >= 2) shard_gradients(slot, comm, params);
+  shard_state(slot, comm, params, stage);
   slot.reduce = [&comm, stage](std::span<float> grads, double& loss) {
     if (stage < 2) reduce_scatter_grads(comm, grads);
     average_loss(comm, loss);

@@ -24,12 +24,10 @@ ReplicaSlot sharded_slot(Communicator& comm, std::size_t params, int stage = 1);
 // The parts of such a slot, for a slot whose reduce does more (sites/replica): `slot` keeps the
 // optimizer's state of its part of ShardMap(params, comm.size()) and all-gathers the weights and
 // the gradients' per-unit sums of squares over comm; its reduce must leave each replica's part of
-// the gradients reduced, as reduce_scatter_grads does.
-void shard_optimizer_state(ReplicaSlot& slot, Communicator& comm, std::size_t params);
+// the gradients reduced, as reduce_scatter_grads does. At stage 2 the slot's reduce_range also
+// reduce-scatters a range of the gradients over the same map's cut of it (`reduce` need then only
+// average the loss), and its mirror is the next rank's part, so the weights are gathered in place.
+void shard_state(ReplicaSlot& slot, Communicator& comm, std::size_t params, int stage);
 void reduce_scatter_grads(Communicator& comm, std::span<float> grads);
-// Stage 2's part, beside shard_optimizer_state: the slot's reduce_range reduce-scatters a range of
-// the gradients over the same ShardMap's cut of it (`reduce` need then only average the loss), and
-// its mirror is the next rank's part, so the weights are gathered in place.
-void shard_gradients(ReplicaSlot& slot, Communicator& comm, std::size_t params);
 
 }  // namespace meridian

@@ -140,8 +140,7 @@ bool ReplicaProcess::generation() {
   std::unique_ptr<BucketReducer> overlap;
   auto s = data_slot();
   const bool sharded = config().parallel.zero_stage >= 1 && group_.size() > 1;
-  if (sharded) shard_optimizer_state(s, group_.comm(), trainer_.param_count());
-  if (sharded && config().parallel.zero_stage >= 2) shard_gradients(s, group_.comm(), trainer_.param_count());
+  if (sharded) shard_state(s, group_.comm(), trainer_.param_count(), config().parallel.zero_stage);
   const bool reduce_after_backward = sharded && config().parallel.zero_stage == 1;
   if (config().replicas.overlap_allreduce && group_.size() > 1) {
     overlap = std::make_unique<BucketReducer>(group_.comm());
