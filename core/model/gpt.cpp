@@ -120,13 +120,22 @@ T Gpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B
   const T* wte = this->params_.data() + off_.wte;
   const T* wpe = this->params_.data() + off_.wpe;
 
+  const std::size_t front = layer_begin(0), back = this->layout_.total() - off_.lnf_weight;
+  this->need_weights(0, front);
   k::encoder_forward(a.encoded.data(), inputs, wte, wpe, B, Tn, C);
-  for (int l = 0; l < this->config_.n_layer; ++l) layer_forward(l, true);
+  for (int l = 0; l < this->config_.n_layer; ++l) {
+    this->need_weights(layer_begin(l), layer_size(l));
+    layer_forward(l, true);
+    this->done_weights(layer_begin(l), layer_size(l));
+  }
   const T* last = a.res3.data() + (this->config_.n_layer - 1) * BT * C;
+  this->need_weights(off_.lnf_weight, back);
   k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last,
                        this->params_.data() + off_.lnf_weight,
                        this->params_.data() + off_.lnf_bias, static_cast<int>(BT), C);
   k::matmul_nt_forward(a.logits.data(), a.lnf.data(), wte, static_cast<const T*>(nullptr), static_cast<int>(BT), C, V);
+  this->done_weights(off_.lnf_weight, back);
+  this->done_weights(0, front);
   if (!targets) return T(0);
   k::cross_entropy_forward(a.losses.data(), a.logits.data(), targets, static_cast<int>(BT), V);
   double sum = 0;  // serial, in order: the reported loss is bit-reproducible
@@ -192,6 +201,9 @@ void Gpt<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsReady&
   const T* wte = this->params_.data() + off_.wte;
   T* dwte = this->grads_.data() + off_.wte;
 
+  const std::size_t front = layer_begin(0), back = this->layout_.total() - off_.lnf_weight;
+  this->need_weights(0, front);
+  this->need_weights(off_.lnf_weight, back);
   k::cross_entropy_forward_backward(a.dlogits.data(), a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                     loss_scale / static_cast<T>(BT));
   k::matmul_nt_backward(a.dln.data(), dwte, static_cast<T*>(nullptr), a.dlogits.data(), a.lnf.data(), wte, N, C, V);
@@ -201,9 +213,12 @@ void Gpt<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsReady&
                         this->grads_.data() + off_.lnf_bias, a.dln.data(), last,
                         this->params_.data() + off_.lnf_weight, a.lnf_mean.data(), a.lnf_rstd.data(), N,
                         C);
-  if (ready) ready(off_.lnf_weight, this->layout_.total() - off_.lnf_weight);  // ln_f: weight and bias, the last tensors
+  this->done_weights(off_.lnf_weight, back);
+  this->done_weights(0, front);
+  if (ready) ready(off_.lnf_weight, back);  // ln_f: weight and bias, the last tensors
   // a.dres is the gradient of the residual stream; each block adds its branches' gradients into it.
   for (int l = this->config_.n_layer - 1; l >= 0; --l) {
+    this->need_weights(layer_begin(l), layer_size(l));
     recompute_for_backward(l);
     const std::size_t cs = plan_.cheap_slot(l), bs = plan_.block_slot(l);
     const auto p = layer_ptrs<LayerParams>(this->params_.data(), l);
@@ -221,14 +236,22 @@ void Gpt<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsReady&
     k::matmul_backward(a.dln.data(), g.qkvw, g.qkvb, a.dqkv.data(), a.ln1.data() + cs * BT * C, p.qkvw, N, C, 3 * C);
     k::layernorm_backward(a.dres.data(), g.ln1w, g.ln1b, a.dln.data(), res_in, p.ln1w, a.ln1_mean.data() + bs * BT,
                           a.ln1_rstd.data() + bs * BT, N, C);
-    if (ready) {  // a layer's tensors are contiguous, from its ln_1.weight to the next layer's
-      const std::size_t begin = off_.layers[l][0];
-      const std::size_t end = l + 1 < this->config_.n_layer ? off_.layers[l + 1][0] : off_.lnf_weight;
-      ready(begin, end - begin);
-    }
+    this->done_weights(layer_begin(l), layer_size(l));
+    if (ready) ready(layer_begin(l), layer_size(l));
   }
   k::encoder_backward(dwte, this->grads_.data() + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C);
-  if (ready) ready(off_.wte, off_.layers.empty() ? off_.lnf_weight : off_.layers[0][0]);  // wte and wpe come first
+  if (ready) ready(off_.wte, front);  // wte and wpe come first
+}
+
+// A layer's tensors are contiguous, from its ln_1.weight to the next layer's (or ln_f).
+template <class T>
+std::size_t Gpt<T>::layer_begin(int l) const {
+  return l < this->config_.n_layer ? off_.layers[static_cast<std::size_t>(l)][0] : off_.lnf_weight;
+}
+
+template <class T>
+std::size_t Gpt<T>::layer_size(int l) const {
+  return layer_begin(l + 1) - layer_begin(l);
 }
 
 template class Gpt<float>;

@@ -49,6 +49,8 @@ class Gpt final : public LanguageModel<T> {
   template <class P, class Ptr>
   P layer_ptrs(Ptr base, int l) const;
   void ensure_batch(int B);
+  std::size_t layer_begin(int l) const;  // l == n_layer: where ln_f begins
+  std::size_t layer_size(int l) const;
 
   GptOffsets off_;  // each layer's 12 tensors in the order of LayerParams
   RecomputePlan plan_;

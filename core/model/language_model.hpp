@@ -49,6 +49,16 @@ class LanguageModel {
   // (B, seq_len, vocab) of the last forward.
   virtual std::span<const T> logits() const = 0;
 
+  // ZeRO stage 3: the weights are not all held between steps. Forward and backward call `need`
+  // for a range of params() just before they read it and `done` once they have, with the same
+  // range: the embeddings and the final norm and head (at the start of forward, and of backward,
+  // kept to the end of each pass's use of the head), and each layer (around its forward, and its
+  // backward with any recompute). Unset, the weights are always whole.
+  struct WeightsHook {
+    std::function<void(std::size_t offset, std::size_t count)> need, done;
+  };
+  void set_weights_hook(WeightsHook hook) { weights_hook_ = std::move(hook); }
+
   // What backward recomputes (recompute.hpp) from the next forward on.
   virtual void set_recompute(Recompute mode) = 0;
   // The activation and backward buffers held for the largest batch so far, in bytes.
@@ -57,8 +67,17 @@ class LanguageModel {
  protected:
   explicit LanguageModel(const ModelConfig& config);  // InvariantError on an invalid shape
 
+  // The layer's range, and the rest (before and after the layers), bracketing what reads them.
+  void need_weights(std::size_t offset, std::size_t count) const {
+    if (weights_hook_.need) weights_hook_.need(offset, count);
+  }
+  void done_weights(std::size_t offset, std::size_t count) const {
+    if (weights_hook_.done) weights_hook_.done(offset, count);
+  }
+
   ModelConfig config_;
   ParamLayout layout_;
+  WeightsHook weights_hook_;
   AlignedVector<T> params_, grads_;
 };
 

@@ -133,11 +133,20 @@ T Llama<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int
   auto& a = acts_;
   const T* w = this->params_.data();
 
+  const std::size_t front = layer_begin(0), back = this->layout_.total() - off_.norm;
+  this->need_weights(0, front);
   k::encoder_forward(a.encoded.data(), inputs, w + off_.embed, static_cast<const T*>(nullptr), B, Tn, C);
-  for (int l = 0; l < c.n_layer; ++l) layer_forward(l, true);
+  for (int l = 0; l < c.n_layer; ++l) {
+    this->need_weights(layer_begin(l), layer_size(l));
+    layer_forward(l, true);
+    this->done_weights(layer_begin(l), layer_size(l));
+  }
   const T* last = a.res_out.data() + (c.n_layer - 1) * BT * C;
+  this->need_weights(off_.norm, back);
   k::rmsnorm_forward(a.norm_out.data(), a.norm_rstd.data(), last, w + off_.norm, N, C, c.norm_eps);
   k::matmul_nt_forward(a.logits.data(), a.norm_out.data(), w + off_.head, static_cast<const T*>(nullptr), N, C, V);
+  this->done_weights(off_.norm, back);
+  this->done_weights(0, front);
   if (!targets) return T(0);
   k::cross_entropy_forward(a.losses.data(), a.logits.data(), targets, N, V);
   double sum = 0;  // serial, in order: the reported loss is bit-reproducible
@@ -208,6 +217,9 @@ void Llama<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsRead
   T* g = this->grads_.data();
   const std::size_t total = this->layout_.total();
 
+  const std::size_t front = layer_begin(0), back = total - off_.norm;
+  this->need_weights(0, front);
+  this->need_weights(off_.norm, back);
   // The logits' gradient overwrites the logits (the kernel allows it).
   k::cross_entropy_forward_backward(a.logits.data(), a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                     loss_scale / static_cast<T>(BT));
@@ -216,8 +228,11 @@ void Llama<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsRead
   std::fill(a.dres.begin(), a.dres.begin() + BT * C, T(0));
   const T* last = a.res_out.data() + (c.n_layer - 1) * BT * C;
   k::rmsnorm_backward(a.dres.data(), g + off_.norm, a.dln.data(), last, w + off_.norm, a.norm_rstd.data(), N, C);
-  if (ready) ready(off_.norm, total - off_.norm);  // norm, and lm_head after it when untied
+  this->done_weights(off_.norm, back);
+  this->done_weights(0, front);
+  if (ready) ready(off_.norm, back);  // norm, and lm_head after it when untied
   for (int l = c.n_layer - 1; l >= 0; --l) {
+    this->need_weights(layer_begin(l), layer_size(l));
     recompute_for_backward(l);
     const auto& o = off_.layers[l];
     const std::size_t cs = plan_.cheap_slot(l), bs = plan_.block_slot(l);
@@ -241,14 +256,22 @@ void Llama<T>::backward(T loss_scale, const typename LanguageModel<T>::GradsRead
                           cheap(a.attn_norm, C), w + o.qkv, N, C, QKV);
     k::rmsnorm_backward(a.dres.data(), g + o.attn_norm, a.dln.data(), res_in, w + o.attn_norm, block(a.attn_rstd, 1),
                         N, C);
-    if (ready) {  // a layer's tensors are contiguous, from its input_layernorm to the next layer's
-      const std::size_t begin = o.attn_norm;
-      const std::size_t end = l + 1 < c.n_layer ? off_.layers[l + 1].attn_norm : off_.norm;
-      ready(begin, end - begin);
-    }
+    this->done_weights(layer_begin(l), layer_size(l));
+    if (ready) ready(layer_begin(l), layer_size(l));
   }
   k::encoder_backward(g + off_.embed, static_cast<T*>(nullptr), a.dres.data(), inputs_.data(), B, Tn, C);
-  if (ready) ready(off_.embed, off_.layers.empty() ? off_.norm : off_.layers[0].attn_norm);
+  if (ready) ready(off_.embed, front);
+}
+
+// A layer's tensors are contiguous, from its input_layernorm to the next layer's (or the norm).
+template <class T>
+std::size_t Llama<T>::layer_begin(int l) const {
+  return l < this->config_.n_layer ? off_.layers[static_cast<std::size_t>(l)].attn_norm : off_.norm;
+}
+
+template <class T>
+std::size_t Llama<T>::layer_size(int l) const {
+  return layer_begin(l + 1) - layer_begin(l);
 }
 
 template class Llama<float>;

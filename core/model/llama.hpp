@@ -42,6 +42,8 @@ class Llama final : public LanguageModel<T> {
     AlignedVector<T> proj, dres, dln, dqkv, datty, dgate_up, dact;  // scratch, reused across layers
   };
   void ensure_batch(int B);
+  std::size_t layer_begin(int l) const;  // l == n_layer: where the final norm begins
+  std::size_t layer_size(int l) const;
   // Layer l's forward from its input into its slots; writes res_out[l] when `output`.
   void layer_forward(int l, bool output);
   void recompute_for_backward(int l);  // refills what the plan did not keep of layer l

@@ -25,6 +25,17 @@ ShardRange ShardMap::part(int rank) const {
   return {std::min(r * units() / counts_.size() * unit_, elements_), counts_[r]};
 }
 
+std::vector<std::size_t> ShardMap::cut(ShardRange range) const {
+  MERIDIAN_CHECK(range.end() <= elements_, "range ", range.offset, "+", range.count, " of ", elements_);
+  std::vector<std::size_t> counts;
+  for (int r = 0; r < ranks(); ++r) {
+    const ShardRange p = part(r);
+    const std::size_t from = std::max(p.offset, range.offset), to = std::min(p.end(), range.end());
+    counts.push_back(to > from ? to - from : 0);
+  }
+  return counts;
+}
+
 int ShardMap::owner(std::size_t element) const {
   MERIDIAN_CHECK(element < elements_, "element=", element, " elements=", elements_);
   // The inverse of part(): the last rank whose first unit is at or before the element's.

@@ -33,6 +33,9 @@ class ShardMap {
   // Each rank's part in elements, in rank order: the cut the collectives take.
   const std::vector<std::size_t>& counts() const { return counts_; }
   int owner(std::size_t element) const;
+  // The same cut of a range of the buffer: each rank's share of `range`, in rank order (the counts
+  // a collective over that range alone takes).
+  std::vector<std::size_t> cut(ShardRange range) const;
 
  private:
   std::size_t elements_;

@@ -58,6 +58,8 @@ void check_slot(const ReplicaSlot& slot, std::size_t params, bool on_device) {
   MERIDIAN_CHECK(!slot.shard || (slot.gather && slot.gather_unit_sums && slot.shard->end() <= params && !on_device),
                  "a shard needs gather and gather_unit_sums, and the CPU: shard ", slot.shard->offset, "+", slot.shard->count,
                  " of ", params, ", device ", on_device);
+  MERIDIAN_CHECK(!slot.gather_range || (slot.shard && slot.mirror && slot.reduce_range),
+                 "stage 3 (gather_range) needs stage 2's shard, mirror and reduce_range");
 }
 
 std::optional<Muon> make_muon(const JobConfig& c, const ParamLayout& layout) {
@@ -95,6 +97,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
     model_->init_weights(config.job.seed);
   }
   check_slot(slot_, param_count(), device.kind == JobConfig::Site::Device::Cuda);
+  install_weights_hook();
   if (device.kind == JobConfig::Site::Device::Cuda) {
     if (config.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
       throw make_error(ErrorKind::Config, "inner.optimizer = \"", to_string(config.inner.optimizer),
@@ -147,6 +150,7 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   const int accum = grad_accum_;
   if (releases_grads()) zero_and_release(model_->grads());
   else model_->zero_grads();
+  if (shards_weights()) begin_sharded_step();
   double loss_sum = 0;
   // Stage 2: backward's ranges (a layer each, and the tiny final norm) are reduced in runs of at
   // least kMinReduceRange elements where they are adjacent, so small layers share one collective.
@@ -155,13 +159,14 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   const auto reduce_pending = [&] {
     if (pending.count == 0) return;
     slot_.reduce_range(model_->grads(), pending);
-    release_grads_outside_part(pending);
+    release_outside_part(model_->grads(), pending);
     reduced += pending.count;
     pending = {};
   };
   for (int micro = 0; micro < accum; ++micro) {
     next_batch();
     loss_sum += model_->forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
+    if (micro == 0 && shards_weights()) mirror_caught_up();
     LanguageModel<float>::GradsReady ready;
     if (releases_grads() && micro == accum - 1)
       ready = [&](std::size_t offset, std::size_t count) {
@@ -244,6 +249,7 @@ void Trainer::next_batch() {
 }
 
 LanguageModel<float>& Trainer::model() {
+  ensure_whole_weights();
   if (device_) {
     fetch_from_device(false);
     device_behind_ = true;
@@ -252,6 +258,7 @@ LanguageModel<float>& Trainer::model() {
 }
 
 std::uint64_t Trainer::params_hash() {
+  ensure_whole_weights();
   if (!device_) return kernels::chunked_hash64(model_->params().data(), model_->params().size_bytes());
   send_to_device_if_changed();
   return device_->params_hash();
@@ -287,6 +294,7 @@ Checkpoint Trainer::snapshot() const { return snapshot_of(true); }
 Checkpoint Trainer::snapshot_meta() const { return snapshot_of(false); }
 
 Checkpoint Trainer::snapshot_of(bool bulk) const {
+  if (bulk) ensure_whole_weights();
   fetch_from_device(true);
   Checkpoint out = bulk ? encode_train_state(config_.model, model_->params(), opt_, state_, to_toml(config_))
                         : encode_train_meta(config_.model, opt_, state_, to_toml(config_));
@@ -316,7 +324,9 @@ void Trainer::restore_meta(const Checkpoint& meta, const std::string& source) {
 }
 
 void Trainer::restored(const Checkpoint& state) {
-  undo_.held = false;
+  undo_.held = undo_.ahead_of_mirror = undo_.refreshing = false;
+  undo_.fresh = {};
+  weights_whole_ = true;  // a restore writes every weight
   if (device_) {
     device_->upload_params(model_->params());
     device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
@@ -352,6 +362,7 @@ void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
   }
   slot_ = std::move(slot);
   grad_accum_ = grad_accum;
+  install_weights_hook();
 }
 
 namespace {
@@ -393,6 +404,7 @@ void Trainer::save_checkpoint(bool write) {
     slot_.gather(m);
     slot_.gather(v);
   }
+  ensure_whole_weights();  // every member: at stage 3 the weights are gathered too
   if (!write) return;
   Checkpoint out = snapshot();
   if (slot_.shard) put_whole_moments(out, m, v);

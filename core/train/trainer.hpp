@@ -60,6 +60,12 @@ struct ReplicaSlot {
   // a group whose all-gather failed midway can put every part back, a dead rank's too
   // (intrasite/group/state_sync).
   std::optional<ShardRange> mirror;
+  // ZeRO stage 3, beside the above: the weights outside this replica's part are not held between
+  // steps. gather_range all-gathers a range of them in place (the shard map's cut of the range)
+  // just before forward or backward reads it, and the trainer gives the range's pages back after
+  // (LanguageModel::WeightsHook). The mirror is then kept apart, up to date with the forward's
+  // gathers, so that a dead rank's part of the weights is still held by one other.
+  std::function<void(std::span<float> weights, ShardRange range)> gather_range;
 };
 
 // Stage 2 reduces backward's finished ranges in runs of at least this many elements (4 MiB of
@@ -190,7 +196,17 @@ class Trainer {
   void undo_ungathered_update();
   // The part whose weights from before the update this replica keeps beside its own, while an
   // ungathered update is held (empty otherwise).
-  ShardRange mirror_held() const { return undo_.held ? undo_.mirror_range : ShardRange{}; }
+  // At stage 3 the mirror is kept from step to step: the next rank's part as it was after step
+  // mirror_step(). This replica's last update is ahead of it until the next forward has gathered
+  // the weights (update_ahead_of_mirror): until then the update can be undone, with the step's
+  // training state, so that a group that lost the mirrored rank goes back to the mirror's step.
+  ShardRange mirror_held() const;
+  std::int64_t mirror_step() const { return undo_.mirror_step; }
+  bool update_ahead_of_mirror() const { return undo_.ahead_of_mirror; }
+  // Stage 3: the weights outside this replica's part are not held now (they read as zero). Any
+  // reader of the whole weights (model(), params_hash, snapshots, checkpoints) first gathers them,
+  // a collective every member must enter at the same point; the next step gives them back.
+  bool weights_sharded() const { return !weights_whole_; }
 
  private:
   std::int64_t tokens_per_step() const;
@@ -207,7 +223,16 @@ class Trainer {
   void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2
-  void release_grads_outside_part(ShardRange range);
+  bool shards_weights() const { return slot_.shard && slot_.gather_range; }  // ZeRO stage 3
+  void release_outside_part(std::span<float> buffer, ShardRange range);
+  // Stage 3: what a step starts with (the mirror taken from whole weights, the rest given back),
+  // what the model's hook does for a range, and what the first forward of a step leaves (the
+  // mirror caught up with the gathered weights).
+  void begin_sharded_step();
+  void gather_weights(std::size_t offset, std::size_t count);
+  void mirror_caught_up();
+  void ensure_whole_weights() const;  // gathers them when sharded (collective)
+  void install_weights_hook();
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
   // The end of run(): the final evaluation and checkpoint, the summary and its log lines.
   TrainSummary finish_run(TrainSummary summary, std::int64_t first_step, double t0, const StepResult& last);
@@ -243,8 +268,17 @@ class Trainer {
     ShardRange mirror_range;
     std::int64_t steps_taken = 0;
     bool held = false;
+    // Stage 3: the step the mirror is of (-1: none yet), the update ahead of it with the training
+    // state from before that update, and the forward's gathers collected into `fresh` until the
+    // mirror can take them whole.
+    std::int64_t mirror_step = -1;
+    bool ahead_of_mirror = false;
+    ResumeState state_before;
+    std::vector<float> fresh;
+    bool refreshing = false;
   };
-  PartUndo undo_;
+  mutable PartUndo undo_;
+  mutable bool weights_whole_ = true;
 };
 
 }  // namespace meridian

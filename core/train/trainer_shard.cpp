@@ -24,15 +24,23 @@ void Trainer::sharded_update(float lr) {
   undo_.m.assign(opt_.m().begin(), opt_.m().end());
   undo_.v.assign(opt_.v().begin(), opt_.v().end());
   undo_.steps_taken = opt_.steps_taken();
-  if (slot_.mirror) {
+  if (slot_.mirror && !shards_weights()) {
     undo_.mirror_range = *slot_.mirror;
     const auto theirs = params.subspan(slot_.mirror->offset, slot_.mirror->count);
     undo_.mirror.assign(theirs.begin(), theirs.end());
-  } else {
+  } else if (!shards_weights()) {
     undo_.mirror = {};
     undo_.mirror_range = {};
   }
   undo_.held = true;
+  if (shards_weights()) {  // stage 3: no gather; the mirror keeps the other rank's part as it was
+    undo_.held = false;
+    undo_.ahead_of_mirror = true;
+    undo_.state_before = state_;
+    opt_.step(params, grads, lr);
+    release_outside_part(grads, {0, grads.size()});
+    return;
+  }
   opt_.step(params, grads, lr);
   if (slot_.mirror) {
     slot_.gather(params);
@@ -42,36 +50,116 @@ void Trainer::sharded_update(float lr) {
     std::copy(grads.begin(), grads.end(), params.begin());
   }
   undo_.held = false;
-  if (releases_grads()) release_grads_outside_part({0, grads.size()});
+  if (releases_grads()) release_outside_part(grads, {0, grads.size()});
 }
 
-void Trainer::release_grads_outside_part(ShardRange range) {
+// Only whole pages go back: a page this part shares with another keeps its bytes.
+void Trainer::release_outside_part(std::span<float> buffer, ShardRange range) {
   const ShardRange own = *slot_.shard;
-  const auto grads = model_->grads();
   if (range.offset < own.offset)
-    release_pages(grads.subspan(range.offset, std::min(range.end(), own.offset) - range.offset));
+    release_pages(buffer.subspan(range.offset, std::min(range.end(), own.offset) - range.offset));
   if (range.end() > own.end()) {
     const std::size_t from = std::max(range.offset, own.end());
-    release_pages(grads.subspan(from, range.end() - from));
+    release_pages(buffer.subspan(from, range.end() - from));
   }
 }
 
 std::size_t Trainer::state_bytes() const {
   const std::size_t grads = releases_grads() ? resident_bytes(model_->grads()) : model_->grads().size_bytes();
-  return (model_->params().size() + opt_.m().size() + opt_.v().size()) * sizeof(float) + grads;
+  const std::size_t params = shards_weights() ? resident_bytes(model_->params()) : model_->params().size_bytes();
+  return (opt_.m().size() + opt_.v().size()) * sizeof(float) + params + grads;
+}
+
+ShardRange Trainer::mirror_held() const {
+  if (shards_weights()) return undo_.mirror_step >= 0 ? undo_.mirror_range : ShardRange{};
+  return undo_.held ? undo_.mirror_range : ShardRange{};
 }
 
 void Trainer::undo_ungathered_update() {
-  MERIDIAN_CHECK(undo_.held && slot_.shard && undo_.m.size() == opt_.m().size(), "undo record ", undo_.held,
-                 ", shard ", slot_.shard.has_value());
+  const bool ahead = undo_.ahead_of_mirror;
+  MERIDIAN_CHECK((undo_.held || ahead) && slot_.shard && undo_.m.size() == opt_.m().size(), "undo record ",
+                 undo_.held, ", ahead of the mirror ", ahead, ", shard ", slot_.shard.has_value());
   std::copy(undo_.weights.begin(), undo_.weights.end(),
             model_->params().begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
   std::copy(undo_.m.begin(), undo_.m.end(), opt_.m().begin());
   std::copy(undo_.v.begin(), undo_.v.end(), opt_.v().begin());
+  opt_.set_steps_taken(undo_.steps_taken);
+  if (ahead) {  // stage 3: the whole step goes back, to where the mirror is
+    state_ = undo_.state_before;
+    sampler_.seek(state_.data);
+    undo_.ahead_of_mirror = false;
+    return;
+  }
   std::copy(undo_.mirror.begin(), undo_.mirror.end(),
             model_->params().begin() + static_cast<std::ptrdiff_t>(undo_.mirror_range.offset));
-  opt_.set_steps_taken(undo_.steps_taken);
   undo_.held = false;
+}
+
+void Trainer::install_weights_hook() {
+  if (!shards_weights()) {
+    model_->set_weights_hook({});
+    return;
+  }
+  model_->set_weights_hook({[this](std::size_t offset, std::size_t count) { gather_weights(offset, count); },
+                            [this](std::size_t offset, std::size_t count) {
+                              if (!weights_whole_) release_outside_part(model_->params(), {offset, count});
+                            }});
+}
+
+// Whole weights (a start, a heal, a reader) become this replica's part again; the mirror is taken
+// from them when it is behind.
+void Trainer::begin_sharded_step() {
+  if (weights_whole_) {
+    const auto params = model_->params();
+    const ShardRange m = *slot_.mirror;
+    undo_.mirror_range = m;
+    undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(m.offset),
+                        params.begin() + static_cast<std::ptrdiff_t>(m.end()));
+    undo_.mirror_step = state_.step;
+    undo_.ahead_of_mirror = false;
+    undo_.refreshing = false;
+    release_outside_part(params, {0, params.size()});
+    weights_whole_ = false;
+    return;
+  }
+  undo_.refreshing = undo_.mirror_step != state_.step;
+  if (undo_.refreshing) undo_.fresh.assign(undo_.mirror_range.count, 0.0f);
+}
+
+void Trainer::gather_weights(std::size_t offset, std::size_t count) {
+  if (weights_whole_) return;
+  const auto params = model_->params();
+  slot_.gather_range(params, {offset, count});
+  if (!undo_.refreshing) return;
+  const ShardRange m = undo_.mirror_range;
+  const std::size_t from = std::max(offset, m.offset), to = std::min(offset + count, m.end());
+  if (to > from)
+    std::copy(params.begin() + static_cast<std::ptrdiff_t>(from), params.begin() + static_cast<std::ptrdiff_t>(to),
+              undo_.fresh.begin() + static_cast<std::ptrdiff_t>(from - m.offset));
+}
+
+// A forward gathers every range once, so the mirror holds the step's weights whole; the update
+// that was ahead of it can no longer be needed back.
+void Trainer::mirror_caught_up() {
+  if (!undo_.refreshing) return;
+  undo_.mirror.swap(undo_.fresh);
+  undo_.fresh = {};
+  undo_.mirror_step = state_.step;
+  undo_.ahead_of_mirror = false;
+  undo_.refreshing = false;
+}
+
+void Trainer::ensure_whole_weights() const {
+  if (weights_whole_) return;
+  const auto params = model_->params();
+  slot_.gather(params);
+  weights_whole_ = true;
+  if (undo_.mirror_step == state_.step) return;
+  const ShardRange m = undo_.mirror_range;
+  undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(m.offset),
+                      params.begin() + static_cast<std::ptrdiff_t>(m.end()));
+  undo_.mirror_step = state_.step;
+  undo_.ahead_of_mirror = false;
 }
 
 void Trainer::save_checkpoint_in_parts(bool write) {
@@ -85,6 +173,7 @@ void Trainer::save_checkpoint_in_parts(bool write) {
   part.put_value<std::int64_t>("train.step", state_.step);
   store.save_part(state_.step, own.offset, part);
   slot_.barrier();  // every part is on disk before the checkpoint that names them
+  ensure_whole_weights();
   if (!write) return;
   Checkpoint out = snapshot_meta();
   out.put_pod<float>("params", model_->params());

@@ -52,13 +52,11 @@ void shard_state(ReplicaSlot& slot, Communicator& comm, std::size_t params, int 
   if (stage < 2) return;
   slot.mirror = map->part((comm.rank() + 1) % comm.size());
   slot.reduce_range = [&comm, map](std::span<float> grads, ShardRange range) {
-    std::vector<std::size_t> counts;
-    for (int r = 0; r < map->ranks(); ++r) {
-      const ShardRange part = map->part(r);
-      const std::size_t from = std::max(part.offset, range.offset), to = std::min(part.end(), range.end());
-      counts.push_back(to > from ? to - from : 0);
-    }
-    comm.reduce_scatter(grads.subspan(range.offset, range.count), counts, ReduceOp::Mean);
+    comm.reduce_scatter(grads.subspan(range.offset, range.count), map->cut(range), ReduceOp::Mean);
+  };
+  if (stage < 3) return;
+  slot.gather_range = [&comm, map](std::span<float> weights, ShardRange range) {
+    comm.all_gather(weights.subspan(range.offset, range.count), map->cut(range));
   };
 }
 

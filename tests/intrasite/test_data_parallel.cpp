@@ -24,10 +24,13 @@ using meridian::testing::TempDir;
 
 namespace {
 
-JobConfig job(const TempDir& dir, const std::string& run, int batch, int steps = 8, const std::string& inner = "") {
+constexpr const char* kTiny = "preset = \"tiny\"\n";
+
+JobConfig job(const TempDir& dir, const std::string& run, int batch, int steps = 8, const std::string& inner = "",
+              const std::string& model = kTiny) {
   const auto file = dir / (run + ".toml");
   std::ofstream(file) << "[job]\nname = \"dp\"\nseed = 11\nrun_dir = \"" << (dir / run).string() << "\"\n"
-                      << "[model]\npreset = \"tiny\"\n"
+                      << "[model]\n" << model
                       << "[data]\npath = \"" << (testing::source_dir() / "data/tinyshakespeare/input.txt").string()
                       << "\"\n[inner]\nlr = 3e-3\nbatch_per_replica = " << batch << "\nsteps = " << steps << "\n" << inner;
   return load_job_config(file);
@@ -48,7 +51,7 @@ struct GroupRun {
 
 template <class MakeSlot>
 GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int steps, int B, bool overlap,
-                     MakeSlot make_slot, const std::string& extra = "") {
+                     MakeSlot make_slot, const std::string& extra = "", const std::string& model = kTiny) {
   MemoryStore store;
   const auto n = static_cast<std::size_t>(size);
   GroupRun out{std::vector<std::vector<float>>(n), std::vector<std::vector<double>>(n), std::vector<double>(n),
@@ -59,15 +62,15 @@ GroupRun train_group(const TempDir& dir, const std::string& tag, int size, int s
       auto comm = connect_gloo(store, "gen0/", rank, size, GlooOptions{});
       std::unique_ptr<BucketReducer> reducer;
       if (overlap) reducer = std::make_unique<BucketReducer>(*comm);
-      const auto cfg = job(dir, tag + std::to_string(rank), B, steps, extra);
+      const auto cfg = job(dir, tag + std::to_string(rank), B, steps, extra, model);
       RunLog log(cfg.job.run_dir);
       Trainer t(cfg, posix_env(), log, nullptr, clock_stub,
                 make_slot(*comm, ParamLayout::of(cfg.model).total(), reducer.get()));
       const auto r = static_cast<std::size_t>(rank);
       for (int i = 0; i < steps; ++i) out.losses[r].push_back(t.step().loss);
-      out.params[r].assign(t.model().params().begin(), t.model().params().end());
+      out.state_bytes[r] = t.state_bytes();  // before anything reads the whole weights (stage 3 gathers them)
       out.val[r] = t.validation_loss();
-      out.state_bytes[r] = t.state_bytes();
+      out.params[r].assign(t.model().params().begin(), t.model().params().end());
       out.moments[r] = t.snapshot().get_pod<float>("adamw.m").size();
     });
   }
@@ -81,6 +84,7 @@ ReplicaSlot plain_slot(Communicator& comm, std::size_t, BucketReducer* reducer) 
 
 ReplicaSlot zero1_slot(Communicator& comm, std::size_t params, BucketReducer*) { return sharded_slot(comm, params); }
 ReplicaSlot zero2_slot(Communicator& comm, std::size_t params, BucketReducer*) { return sharded_slot(comm, params, 2); }
+ReplicaSlot zero3_slot(Communicator& comm, std::size_t params, BucketReducer*) { return sharded_slot(comm, params, 3); }
 
 GroupRun train_pair(const TempDir& dir, const std::string& tag, int steps, int B, bool overlap) {
   return train_group(dir, tag, 2, steps, B, overlap, plain_slot);
@@ -125,16 +129,16 @@ TEST_CASE("overlapped bucketed all-reduce gives the same bits as one all-reduce 
   CHECK(overlapped.losses[0] == plain.losses[0]);
 }
 
-TEST_CASE("ZeRO stages 1 and 2: 4 replicas with the optimizer's state (and the gradients) sharded train as unsharded ones do, bit for bit") {
+TEST_CASE("ZeRO stages 1, 2 and 3: 4 replicas with the optimizer's state (the gradients, the weights) sharded train as unsharded ones do, bit for bit") {
   constexpr int kReplicas = 4, kSteps = 60;
   TempDir dir("dp-zero1");
   const auto plain = train_group(dir, "plain", kReplicas, kSteps, 2, false, plain_slot);
   const std::size_t params = plain.moments[0];
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  for (const int stage : {1, 2}) {
+  for (const int stage : {1, 2, 3}) {
     CAPTURE(stage);
     const auto sharded = train_group(dir, "zero" + std::to_string(stage), kReplicas, kSteps, 2, false,
-                                     stage == 1 ? zero1_slot : zero2_slot);
+                                     stage == 1 ? zero1_slot : stage == 2 ? zero2_slot : zero3_slot);
     std::size_t moments = 0;
     for (int r = 0; r < kReplicas; ++r) {
       CAPTURE(r);
@@ -143,10 +147,14 @@ TEST_CASE("ZeRO stages 1 and 2: 4 replicas with the optimizer's state (and the g
       CHECK(sharded.moments[i] < params / 3);  // a quarter, within a unit
       moments += sharded.moments[i];
       // Weights and the part's moments, then the gradients: whole at stage 1, at 2 the part's pages
-      // and the partial pages at the buffer's two ends (the buffer is not page-aligned).
-      const std::size_t grads = sharded.state_bytes[i] - 4 * (params + 2 * sharded.moments[i]);
-      if (stage == 1) CHECK(grads == 4 * params);
-      else CHECK(grads <= 4 * sharded.moments[i] + 4 * page);
+      // and the partial pages at the buffer's two ends (the buffer is not page-aligned). At 3 the
+      // weights too, with a page at most where two of the ranges gathered for one layer meet.
+      const std::size_t rest = sharded.state_bytes[i] - 4 * 2 * sharded.moments[i];
+      if (stage == 1) CHECK(rest == 8 * params);
+      else if (stage == 2) CHECK(rest - 4 * params <= 4 * sharded.moments[i] + 4 * page);
+      else CHECK(rest <= 8 * sharded.moments[i] + 4 * page * (2 + 2 * (2 + 2)));  // tiny: 2 layers
+      if (stage == 3) MESSAGE("stage 3: trainer's state ", sharded.state_bytes[i], " bytes for ", params,
+                              " parameters (stage 0: ", 16 * params, ")");
     }
     CHECK(moments == params);  // every element's moments on exactly one replica
     // Gloo's all-reduce sums each element in rank order as its reduce-scatter does (whole or range
@@ -183,6 +191,28 @@ TEST_CASE("ZeRO stage 1 at 2 replicas is stage 0 bit for bit, and so is each rec
   CHECK(zero2_accum.params[0] == plain_accum.params[0]);
   CHECK(zero2_accum.params[1] == plain_accum.params[0]);
   CHECK(zero2_accum.losses[0] == plain_accum.losses[0]);
+}
+
+TEST_CASE("ZeRO stage 3 gathers each layer's weights as forward and backward reach it: bit for bit with grad accumulation, full recompute and the Llama family") {
+  TempDir dir("dp-zero3");
+  // Two micro-batches a step: the first forward gathers the mirror's step, every later pass
+  // gathers the same weights again. Full recompute runs each layer's forward again inside its
+  // backward, between the same gather and release.
+  const std::string accum = "grad_accum = 2\n[parallel]\nrecompute = \"full\"\n";
+  const auto plain = train_group(dir, "plain", 3, 6, 2, false, plain_slot, accum);
+  const auto zero3 = train_group(dir, "zero3", 3, 6, 2, false, zero3_slot, accum);
+  for (int r = 0; r < 3; ++r) CHECK(zero3.params[static_cast<std::size_t>(r)] == plain.params[0]);
+  CHECK(zero3.losses[0] == plain.losses[0]);
+  CHECK(zero3.val[0] == plain.val[0]);
+  // A Llama with grouped-query attention and an untied head: its head is the last range gathered.
+  const std::string llama = "family = \"llama\"\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nd_model = 64\n"
+                            "ffn_hidden = 96\nseq_len = 32\nvocab = 256\ntied = false\n";
+  const auto llama_plain = train_group(dir, "llama-plain", 2, 6, 2, false, plain_slot, "", llama);
+  const auto llama_zero3 = train_group(dir, "llama-zero3", 2, 6, 2, false, zero3_slot, "", llama);
+  CHECK(llama_zero3.params[0] == llama_plain.params[0]);
+  CHECK(llama_zero3.params[1] == llama_plain.params[0]);
+  CHECK(llama_zero3.losses[0] == llama_plain.losses[0]);
+  CHECK(llama_zero3.val[0] == llama_plain.val[0]);
 }
 
 TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's start, naming it") {
