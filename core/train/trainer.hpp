@@ -203,6 +203,8 @@ class Trainer {
   ShardRange mirror_held() const;
   std::int64_t mirror_step() const { return undo_.mirror_step; }
   bool update_ahead_of_mirror() const { return undo_.ahead_of_mirror; }
+  // A heal's: the mirror written into the weights' buffer, where the group collects the parts.
+  void mirror_into_weights();
   // Stage 3: the weights outside this replica's part are not held now (they read as zero). Any
   // reader of the whole weights (model(), params_hash, snapshots, checkpoints) first gathers them,
   // a collective every member must enter at the same point; the next step gives them back.

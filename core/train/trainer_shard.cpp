@@ -95,6 +95,13 @@ void Trainer::undo_ungathered_update() {
   undo_.held = false;
 }
 
+void Trainer::mirror_into_weights() {
+  MERIDIAN_CHECK(undo_.mirror.size() == undo_.mirror_range.count && undo_.mirror_step >= 0, "mirror of ",
+                 undo_.mirror.size(), " elements for a range of ", undo_.mirror_range.count, ", step ", undo_.mirror_step);
+  std::copy(undo_.mirror.begin(), undo_.mirror.end(),
+            model_->params().begin() + static_cast<std::ptrdiff_t>(undo_.mirror_range.offset));
+}
+
 void Trainer::install_weights_hook() {
   if (!shards_weights()) {
     model_->set_weights_hook({});

@@ -20,12 +20,16 @@ struct Member {
   bool ungathered = false;              // its last step failed in the all-gather
   std::size_t first_unit = 0, end_unit = 0;  // the moments it holds, in kShardUnit units
   std::size_t mirror_first = 0, mirror_end = 0;  // the weights it mirrors (Trainer::mirror_held)
+  // Stage 3: it holds only its part of the weights (and the mirrored one, as of mirror_step), and
+  // its last update is ahead of that mirror (it can undo it).
+  std::int64_t mirror_step = -1;
+  bool sharded = false, ahead = false;
   bool covers(std::size_t unit) const { return first_unit <= unit && unit < end_unit; }
   bool mirrors(std::size_t unit) const { return mirror_first <= unit && unit < mirror_end; }
 };
 
 std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer) {
-  constexpr int kWidth = 6;
+  constexpr int kWidth = 9;
   std::vector<float> rows(kWidth * static_cast<std::size_t>(comm.size()), 0.0f);
   const auto units = [](ShardRange r) {
     return std::pair{static_cast<float>(r.offset / kShardUnit), static_cast<float>((r.end() + kShardUnit - 1) / kShardUnit)};
@@ -35,13 +39,18 @@ std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer)
   mine[1] = trainer.holds_ungathered_update() ? 1.0f : 0.0f;
   std::tie(mine[2], mine[3]) = units(trainer.moments_held());
   if (trainer.mirror_held().count > 0) std::tie(mine[4], mine[5]) = units(trainer.mirror_held());
+  mine[6] = static_cast<float>(trainer.mirror_step() + 1);
+  mine[7] = trainer.weights_sharded() ? 1.0f : 0.0f;
+  mine[8] = trainer.update_ahead_of_mirror() ? 1.0f : 0.0f;
   comm.allreduce(rows, ReduceOp::Sum);
   std::vector<Member> members(comm.size());
   for (int r = 0; r < comm.size(); ++r) {
     const float* row = rows.data() + kWidth * r;
-    members[r] = {static_cast<std::int64_t>(row[0]) - 1, row[1] > 0,
-                  static_cast<std::size_t>(row[2]),          static_cast<std::size_t>(row[3]),
-                  static_cast<std::size_t>(row[4]),          static_cast<std::size_t>(row[5])};
+    members[r] = {static_cast<std::int64_t>(row[0]) - 1,       row[1] > 0,
+                  static_cast<std::size_t>(row[2]),            static_cast<std::size_t>(row[3]),
+                  static_cast<std::size_t>(row[4]),            static_cast<std::size_t>(row[5]),
+                  static_cast<std::int64_t>(row[6]) - 1,       row[7] > 0,
+                  row[8] > 0};
   }
   return members;
 }
@@ -132,7 +141,7 @@ int holder_of_undone(const std::vector<Member>& members, std::int64_t target, st
 // died) stay as the source has them, and are counted.
 void reassemble_weights(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
                         std::int64_t target, HealReport& report) {
-  const auto params = trainer.model().params();
+  const auto params = trainer.bulk().params;
   const std::size_t units = (params.size() + kShardUnit - 1) / kShardUnit;
   for (std::size_t u = 0; u < units;) {
     const int from = holder_of_undone(members, target, u);
@@ -145,18 +154,94 @@ void reassemble_weights(Communicator& comm, Trainer& trainer, const std::vector<
   }
 }
 
+// Stage 3: who holds unit `u`'s weights as they were at step `target`, once the members whose
+// update is ahead of their mirror by one step have undone it: a member with whole weights there,
+// else the unit's owner, else the member mirroring it; -1 when none.
+std::int64_t undone_step(const Member& m, std::int64_t target) {
+  return m.ahead && m.step == target + 1 ? target : m.step;
+}
+
+int sharded_holder(const std::vector<Member>& members, std::int64_t target, std::size_t u) {
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (!members[r].sharded && members[r].step == target) return static_cast<int>(r);
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (members[r].covers(u) && undone_step(members[r], target) == target) return static_cast<int>(r);
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (members[r].mirrors(u) && members[r].mirror_step == target) return static_cast<int>(r);
+  return -1;
+}
+
+// The newest step whose weights the members still hold whole among them: the most advanced
+// member's, or the one before when a dead rank's part of it is gone (its mirror is a step behind
+// until the next forward). When neither is whole, the newest, with the units nobody holds counted.
+std::int64_t sharded_target(const std::vector<Member>& members, std::size_t units) {
+  std::int64_t newest = members[0].step;
+  for (const auto& m : members) newest = std::max(newest, m.step);
+  const auto whole = [&](std::int64_t target) {
+    for (std::size_t u = 0; u < units; ++u)
+      if (sharded_holder(members, target, u) < 0) return false;
+    return true;
+  };
+  return whole(newest) || !whole(newest - 1) ? newest : newest - 1;
+}
+
+// Every member ends with the weights of step `target` whole, each run of units from its holder
+// (a mirror first copied into the weights' buffer of the member that holds it).
+void reassemble_sharded_weights(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
+                                std::int64_t target, HealReport& report) {
+  if (trainer.mirror_step() == target) trainer.mirror_into_weights();
+  const auto params = trainer.bulk().params;
+  const std::size_t units = (params.size() + kShardUnit - 1) / kShardUnit;
+  for (std::size_t u = 0; u < units;) {
+    const int from = sharded_holder(members, target, u);
+    std::size_t end = u + 1;
+    while (end < units && sharded_holder(members, target, end) == from) ++end;
+    const auto run = params.subspan(u * kShardUnit, std::min(params.size(), end * kShardUnit) - u * kShardUnit);
+    if (from < 0) report.weights_lost += run.size();
+    else comm.broadcast(std::as_writable_bytes(run), from);
+    report.bytes += run.size_bytes();
+    u = end;
+  }
+}
+
+// Stage 3: the members settle on the newest step they hold whole (undoing an update a dead rank's
+// part cannot follow) and put the weights together; afterwards they are members at that step.
+std::int64_t settle_sharded_weights(Communicator& comm, Trainer& trainer, std::vector<Member>& members,
+                                    HealReport& report) {
+  const std::size_t units = (trainer.param_count() + kShardUnit - 1) / kShardUnit;
+  const std::int64_t target = sharded_target(members, units);
+  if (trainer.update_ahead_of_mirror() && trainer.state().step == target + 1) trainer.undo_ungathered_update();
+  reassemble_sharded_weights(comm, trainer, members, target, report);
+  for (auto& m : members) {
+    m.step = undone_step(m, target);
+    m.ungathered = m.ahead = false;
+  }
+  return target;
+}
+
 }  // namespace
 
 HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place) {
-  const auto members = exchange_members(comm, trainer);
+  auto members = exchange_members(comm, trainer);
   HealReport report;
-  for (int r = 1; r < comm.size(); ++r)
-    if (members[r].step > members[report.source_rank].step) report.source_rank = r;
-  const std::int64_t target = members[report.source_rank].step;
-  if (trainer.holds_ungathered_update() && trainer.state().step == target) trainer.undo_ungathered_update();
-  bool torn = false;  // an all-gather in place failed on every member
-  for (const auto& m : members) torn = torn || (m.ungathered && m.step == target && m.mirror_end > m.mirror_first);
-  if (torn) reassemble_weights(comm, trainer, members, target, report);
+  const std::int64_t own_step = trainer.state().step;
+  std::uint64_t before = 0;
+  bool sharded = false;  // stage 3: nobody holds the weights whole, they are put together first
+  for (const auto& m : members) sharded = sharded || m.sharded;
+  std::int64_t target = 0;
+  if (sharded) {
+    target = settle_sharded_weights(comm, trainer, members, report);
+    while (members[report.source_rank].step != target) ++report.source_rank;
+  } else {
+    for (int r = 1; r < comm.size(); ++r)
+      if (members[r].step > members[report.source_rank].step) report.source_rank = r;
+    target = members[report.source_rank].step;
+    if (trainer.holds_ungathered_update() && trainer.state().step == target) trainer.undo_ungathered_update();
+    bool torn = false;  // an all-gather in place failed on every member
+    for (const auto& m : members) torn = torn || (m.ungathered && m.step == target && m.mirror_end > m.mirror_first);
+    if (torn) reassemble_weights(comm, trainer, members, target, report);
+    before = hash64(std::span<const float>(trainer.bulk().params));
+  }
   const std::size_t total = trainer.param_count(), units = (total + kShardUnit - 1) / kShardUnit;
   bool whole = true;  // every member keeps the whole model's moments
   for (const auto& m : members) whole = whole && m.first_unit == 0 && m.end_unit == units;
@@ -164,7 +249,6 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   // The records go as one small checkpoint; the weights and the moments straight into the
   // members' buffers, so a heal holds no copy of them.
   const int from = report.source_rank;
-  const auto before = hash64(std::span<const float>(trainer.model().params()));
   std::vector<std::byte> bytes;
   if (comm.rank() == from) bytes = encode_checkpoint(trainer.snapshot_meta());
   std::uint64_t size = bytes.size();
@@ -174,8 +258,11 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   const std::string source = "state of rank " + std::to_string(from);
   const Checkpoint meta = decode_checkpoint(bytes, source);
   const Trainer::Bulk bulk = trainer.bulk();
-  comm.broadcast(std::as_writable_bytes(bulk.params), from);
-  report.bytes += size + bulk.params.size_bytes();
+  report.bytes += size;
+  if (!sharded) {  // sharded, every member has put them together already
+    comm.broadcast(std::as_writable_bytes(bulk.params), from);
+    report.bytes += bulk.params.size_bytes();
+  }
   if (whole) {
     comm.broadcast(std::as_writable_bytes(bulk.m), from);
     comm.broadcast(std::as_writable_bytes(bulk.v), from);
@@ -194,7 +281,8 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   // The source restores too: a failed step may have moved its data position past its last completed step.
   trainer.restore_meta(meta, source);
   report.step = trainer.state().step;
-  report.changed = hash64(std::span<const float>(trainer.model().params())) != before;
+  // Sharded, the weights this member did not hold read as zero before: it changed when its step did.
+  report.changed = sharded ? own_step != report.step : hash64(std::span<const float>(trainer.bulk().params)) != before;
   return report;
 }
 

@@ -1,4 +1,4 @@
-// Healing a group whose replicas shard the optimizer's state (ZeRO stages 1 and 2): the survivors'
+// Healing a group whose replicas shard the optimizer's state (ZeRO stages 1 to 3): the survivors'
 // parts carry over to the new cut, a dead replica's part restarts from zero, a step whose
 // all-gather failed is taken forward or undone (in place, from the owners and a dead one's mirror), and a sharded group's checkpoint loads whole at
 // any replica count. Replicas are threads over Gloo, as in test_data_parallel.
@@ -305,6 +305,90 @@ TEST_CASE("ZeRO stage 2: an in-place all-gather torn on every member, its middle
   CHECK(replayed[0].step == 3);
 }
 
+// The whole weights of `size` unsharded replicas after `steps` steps: what any stage trains, bit for
+// bit (test_data_parallel).
+std::vector<float> plain_weights(const TempDir& dir, int size, int steps) {
+  MemoryStore store;
+  std::vector<float> out;
+  on_threads(size, [&](int rank) {
+    const auto cfg = job(dir, "plain" + std::to_string(steps) + "-" + std::to_string(rank));
+    RunLog log(cfg.job.run_dir);
+    auto comm = connect_gloo(store, "p/", rank, size, GlooOptions{});
+    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, data_parallel_slot(*comm));
+    for (int i = 0; i < steps; ++i) t.step();
+    if (rank == 0) out.assign(t.model().params().begin(), t.model().params().end());
+  });
+  return out;
+}
+
+TEST_CASE("ZeRO stage 3: the middle of 3 replicas dies right after a step, before its part reached its mirror: the survivors go back a step, the dead part from the mirror") {
+  TempDir dir("heal-zero3");
+  const auto one = plain_weights(dir, 3, 1);
+  MemoryStore store;
+  std::vector<Held> after(2), replayed(2);
+  std::vector<HealReport> reports(2);
+  const ShardMap map(one.size(), 3);
+  on_threads(3, [&](int rank) {
+    ShardedReplica replica(dir, "r", store, "a/", rank, 3, 2, 3);
+    Trainer& t = replica.trainer;
+    // Step 2's update is ahead of the mirrors, which hold step 1's parts; no weights but the part.
+    CHECK(t.weights_sharded());
+    CHECK(t.update_ahead_of_mirror());
+    CHECK(t.mirror_step() == 1);
+    CHECK(t.mirror_held() == map.part((rank + 1) % 3));
+    if (rank == 1) return;  // it dies; rank 0 mirrored its part, as of step 1
+    const int now = rank == 0 ? 0 : 1;
+    const auto r = static_cast<std::size_t>(now);
+    const auto pair = regroup(store, "b/", now, 2, t, reports[r], 3);
+    after[r] = held_state(t);
+    t.step();
+    replayed[r] = held_state(t);
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(reports[r].step == 1);
+    CHECK(reports[r].changed);
+    CHECK(reports[r].weights_lost == 0);
+    CHECK(reports[r].moments_lost == map.part(1).count);
+    CHECK(after[r].params == one);  // step 1's weights, whole, the dead part from its mirror
+    CHECK(after[r].adam_steps == 1);
+  }
+  CHECK(replayed[0].params == replayed[1].params);
+  CHECK(replayed[0].step == 2);
+}
+
+TEST_CASE("ZeRO stage 3: a replica dies in a step whose forward has caught its mirror up: no step is lost") {
+  TempDir dir("heal-zero3-caught");
+  const auto two = plain_weights(dir, 3, 2);
+  MemoryStore store;
+  std::vector<Held> after(2);
+  std::vector<HealReport> reports(2);
+  on_threads(3, [&](int rank) {
+    ShardedReplica replica(dir, "r", store, "a/", rank, 3, 2, 3);
+    Trainer& t = replica.trainer;
+    auto failing = sharded_slot(*replica.comm, t.param_count(), 3);
+    failing.reduce_range = [](std::span<float>, ShardRange) {
+      throw make_error(ErrorKind::Peer, "injected: a peer is lost during backward");
+    };
+    t.set_slot(std::move(failing), 1);
+    CHECK_THROWS_AS(t.step(), Error);
+    CHECK(t.mirror_step() == 2);  // the forward gathered every weight of step 2
+    CHECK_FALSE(t.update_ahead_of_mirror());
+    if (rank == 1) return;
+    const int now = rank == 0 ? 0 : 1;
+    const auto r = static_cast<std::size_t>(now);
+    const auto pair = regroup(store, "b/", now, 2, t, reports[r], 3);
+    after[r] = held_state(t);
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(reports[r].step == 2);
+    CHECK(reports[r].weights_lost == 0);
+    CHECK(after[r].params == two);
+    CHECK(after[r].adam_steps == 2);
+  }
+}
+
 namespace {
 
 // `size` replicas resume from cfg's run directory, then take their sharded places: what each holds.
@@ -337,19 +421,22 @@ void check_resharded(const std::vector<Held>& loaded, const std::vector<Held>& w
 
 }  // namespace
 
-TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 3") {
-  TempDir dir("heal-reshard");
-  MemoryStore store;
-  std::vector<Held> wrote(4);
-  on_threads(4, [&](int rank) {
-    ShardedReplica replica(dir, "r", store, "w/", rank, 4, 3);
-    replica.trainer.save_checkpoint(rank == 0);
-    wrote[static_cast<std::size_t>(rank)] = held_state(replica.trainer);
-  });
-  const auto cfg = job(dir, "r0");  // every reader resumes from the writer's run directory
-  for (int size = 1; size <= 3; ++size) {
-    CAPTURE(size);
-    check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
+TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 3, at stage 1 and at stage 3 (whose weights are gathered to write it)") {
+  for (const int stage : {1, 3}) {
+    CAPTURE(stage);
+    TempDir dir("heal-reshard");
+    MemoryStore store;
+    std::vector<Held> wrote(4);
+    on_threads(4, [&](int rank) {
+      ShardedReplica replica(dir, "r", store, "w/", rank, 4, 3, stage);
+      replica.trainer.save_checkpoint(rank == 0);
+      wrote[static_cast<std::size_t>(rank)] = held_state(replica.trainer);
+    });
+    const auto cfg = job(dir, "r0");  // every reader resumes from the writer's run directory
+    for (int size = 1; size <= 3; ++size) {
+      CAPTURE(size);
+      check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
+    }
   }
 }
 
