@@ -58,8 +58,8 @@ void check_slot(const ReplicaSlot& slot, std::size_t params, bool on_device) {
   MERIDIAN_CHECK(!slot.shard || (slot.gather && slot.gather_unit_sums && slot.shard->end() <= params && !on_device),
                  "a shard needs gather and gather_unit_sums, and the CPU: shard ", slot.shard->offset, "+", slot.shard->count,
                  " of ", params, ", device ", on_device);
-  MERIDIAN_CHECK(!slot.gather_range || (slot.shard && slot.mirror && slot.reduce_range),
-                 "stage 3 (gather_range) needs stage 2's shard, mirror and reduce_range");
+  MERIDIAN_CHECK(!slot.gather_range || (slot.shard && slot.mirror && slot.reduce_range && slot.shift),
+                 "stage 3 (gather_range) needs stage 2's shard, mirror and reduce_range, and shift");
 }
 
 std::optional<Muon> make_muon(const JobConfig& c, const ParamLayout& layout) {
@@ -166,7 +166,6 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   for (int micro = 0; micro < accum; ++micro) {
     next_batch();
     loss_sum += model_->forward(inputs_.data(), targets_.data(), config_.inner.batch_per_replica);
-    if (micro == 0 && shards_weights()) mirror_caught_up();
     LanguageModel<float>::GradsReady ready;
     if (releases_grads() && micro == accum - 1)
       ready = [&](std::size_t offset, std::size_t count) {
@@ -324,8 +323,7 @@ void Trainer::restore_meta(const Checkpoint& meta, const std::string& source) {
 }
 
 void Trainer::restored(const Checkpoint& state) {
-  undo_.held = undo_.ahead_of_mirror = undo_.refreshing = false;
-  undo_.fresh = {};
+  undo_.held = undo_.undoable = false;
   weights_whole_ = true;  // a restore writes every weight
   if (device_) {
     device_->upload_params(model_->params());

@@ -20,6 +20,7 @@
 #include "core/optim/schedule.hpp"
 #include "core/train/device_step.hpp"
 #include "core/train/train_checkpoint.hpp"
+#include "core/util/pages.hpp"
 
 namespace meridian {
 
@@ -63,9 +64,11 @@ struct ReplicaSlot {
   // ZeRO stage 3, beside the above: the weights outside this replica's part are not held between
   // steps. gather_range all-gathers a range of them in place (the shard map's cut of the range)
   // just before forward or backward reads it, and the trainer gives the range's pages back after
-  // (LanguageModel::WeightsHook). The mirror is then kept apart, up to date with the forward's
-  // gathers, so that a dead rank's part of the weights is still held by one other.
+  // (LanguageModel::WeightsHook). The mirror is then kept apart: after each update, shift sends
+  // this replica's part to the rank that mirrors it and receives the mirrored part (a ring shift),
+  // so that a dead rank's part of the weights is still held by one other.
   std::function<void(std::span<float> weights, ShardRange range)> gather_range;
+  std::function<void(std::span<const float> own, std::span<float> mirrored)> shift;
 };
 
 // Stage 2 reduces backward's finished ranges in runs of at least this many elements (4 MiB of
@@ -181,10 +184,11 @@ class Trainer {
   // The model's activation buffers on the host (core/model/recompute.hpp), in bytes.
   std::size_t activation_bytes() const { return model_->activation_bytes(); }
   // Under a shard, the undo record of its part (below): 12 bytes per parameter of the part.
-  // With a mirror (stage 2), the next rank's weights too: 16/M bytes per parameter.
+  // With a mirror (stages 2 and 3), the next rank's weights too: 16/M bytes per parameter.
   std::size_t undo_bytes() const {
     return (undo_.weights.capacity() + undo_.m.capacity() + undo_.v.capacity() + undo_.mirror.capacity()) *
-           sizeof(float);
+               sizeof(float) +
+           resident_bytes(std::span<const float>(undo_.shifted));
   }
   // Under a shard, a step whose all-gather failed leaves this replica's part of the weights and
   // its moments updated and the rest of the weights as they were; a healing group either takes
@@ -197,12 +201,14 @@ class Trainer {
   // The part whose weights from before the update this replica keeps beside its own, while an
   // ungathered update is held (empty otherwise).
   // At stage 3 the mirror is kept from step to step: the next rank's part as it was after step
-  // mirror_step(). This replica's last update is ahead of it until the next forward has gathered
-  // the weights (update_ahead_of_mirror): until then the update can be undone, with the step's
-  // training state, so that a group that lost the mirrored rank goes back to the mirror's step.
+  // mirror_step(). This replica's own part is at own_part_step(): one past its step when the
+  // step failed after the update (in the shift). Its last update can be undone with the step's
+  // training state (can_undo_update), so a group whose dead rank's part of a step never reached
+  // its mirror goes back to the step before.
   ShardRange mirror_held() const;
   std::int64_t mirror_step() const { return undo_.mirror_step; }
-  bool update_ahead_of_mirror() const { return undo_.ahead_of_mirror; }
+  std::int64_t own_part_step() const { return undo_.own_step; }
+  bool can_undo_update() const { return undo_.undoable; }
   // A heal's: the mirror written into the weights' buffer, where the group collects the parts.
   void mirror_into_weights();
   // Stage 3: the weights outside this replica's part are not held now (they read as zero). Any
@@ -228,11 +234,9 @@ class Trainer {
   bool shards_weights() const { return slot_.shard && slot_.gather_range; }  // ZeRO stage 3
   void release_outside_part(std::span<float> buffer, ShardRange range);
   // Stage 3: what a step starts with (the mirror taken from whole weights, the rest given back),
-  // what the model's hook does for a range, and what the first forward of a step leaves (the
-  // mirror caught up with the gathered weights).
+  // and the update of its part with the mirrors shifted.
   void begin_sharded_step();
-  void gather_weights(std::size_t offset, std::size_t count);
-  void mirror_caught_up();
+  void sharded_update_in_place(float lr);
   void ensure_whole_weights() const;  // gathers them when sharded (collective)
   void install_weights_hook();
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
@@ -270,14 +274,13 @@ class Trainer {
     ShardRange mirror_range;
     std::int64_t steps_taken = 0;
     bool held = false;
-    // Stage 3: the step the mirror is of (-1: none yet), the update ahead of it with the training
-    // state from before that update, and the forward's gathers collected into `fresh` until the
-    // mirror can take them whole.
-    std::int64_t mirror_step = -1;
-    bool ahead_of_mirror = false;
+    // Stage 3: the steps the mirror and the own part are of (-1: none yet), and whether the last
+    // update can be undone, with the training state from before it; `shifted` receives the
+    // mirrored part before it replaces the mirror, so a failed shift leaves the mirror whole.
+    std::int64_t mirror_step = -1, own_step = -1;
+    bool undoable = false;
     ResumeState state_before;
-    std::vector<float> fresh;
-    bool refreshing = false;
+    std::vector<float> shifted;
   };
   mutable PartUndo undo_;
   mutable bool weights_whole_ = true;

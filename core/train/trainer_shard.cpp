@@ -24,23 +24,16 @@ void Trainer::sharded_update(float lr) {
   undo_.m.assign(opt_.m().begin(), opt_.m().end());
   undo_.v.assign(opt_.v().begin(), opt_.v().end());
   undo_.steps_taken = opt_.steps_taken();
-  if (slot_.mirror && !shards_weights()) {
+  if (shards_weights()) return sharded_update_in_place(lr);
+  if (slot_.mirror) {
     undo_.mirror_range = *slot_.mirror;
     const auto theirs = params.subspan(slot_.mirror->offset, slot_.mirror->count);
     undo_.mirror.assign(theirs.begin(), theirs.end());
-  } else if (!shards_weights()) {
+  } else {
     undo_.mirror = {};
     undo_.mirror_range = {};
   }
   undo_.held = true;
-  if (shards_weights()) {  // stage 3: no gather; the mirror keeps the other rank's part as it was
-    undo_.held = false;
-    undo_.ahead_of_mirror = true;
-    undo_.state_before = state_;
-    opt_.step(params, grads, lr);
-    release_outside_part(grads, {0, grads.size()});
-    return;
-  }
   opt_.step(params, grads, lr);
   if (slot_.mirror) {
     slot_.gather(params);
@@ -76,18 +69,19 @@ ShardRange Trainer::mirror_held() const {
 }
 
 void Trainer::undo_ungathered_update() {
-  const bool ahead = undo_.ahead_of_mirror;
-  MERIDIAN_CHECK((undo_.held || ahead) && slot_.shard && undo_.m.size() == opt_.m().size(), "undo record ",
-                 undo_.held, ", ahead of the mirror ", ahead, ", shard ", slot_.shard.has_value());
+  const bool whole_step = undo_.undoable;
+  MERIDIAN_CHECK((undo_.held || whole_step) && slot_.shard && undo_.m.size() == opt_.m().size(), "undo record ",
+                 undo_.held, ", undoable ", whole_step, ", shard ", slot_.shard.has_value());
   std::copy(undo_.weights.begin(), undo_.weights.end(),
             model_->params().begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
   std::copy(undo_.m.begin(), undo_.m.end(), opt_.m().begin());
   std::copy(undo_.v.begin(), undo_.v.end(), opt_.v().begin());
   opt_.set_steps_taken(undo_.steps_taken);
-  if (ahead) {  // stage 3: the whole step goes back, to where the mirror is
+  if (whole_step) {  // stage 3: the whole step goes back
     state_ = undo_.state_before;
     sampler_.seek(state_.data);
-    undo_.ahead_of_mirror = false;
+    undo_.own_step = state_.step;
+    undo_.undoable = false;
     return;
   }
   std::copy(undo_.mirror.begin(), undo_.mirror.end(),
@@ -107,53 +101,43 @@ void Trainer::install_weights_hook() {
     model_->set_weights_hook({});
     return;
   }
-  model_->set_weights_hook({[this](std::size_t offset, std::size_t count) { gather_weights(offset, count); },
+  model_->set_weights_hook({[this](std::size_t offset, std::size_t count) {
+                              if (!weights_whole_) slot_.gather_range(model_->params(), {offset, count});
+                            },
                             [this](std::size_t offset, std::size_t count) {
                               if (!weights_whole_) release_outside_part(model_->params(), {offset, count});
                             }});
 }
 
-// Whole weights (a start, a heal, a reader) become this replica's part again; the mirror is taken
-// from them when it is behind.
+// Whole weights (a start, a heal, a reader) become this replica's part again, the mirror taken
+// from them.
 void Trainer::begin_sharded_step() {
-  if (weights_whole_) {
-    const auto params = model_->params();
-    const ShardRange m = *slot_.mirror;
-    undo_.mirror_range = m;
-    undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(m.offset),
-                        params.begin() + static_cast<std::ptrdiff_t>(m.end()));
-    undo_.mirror_step = state_.step;
-    undo_.ahead_of_mirror = false;
-    undo_.refreshing = false;
-    release_outside_part(params, {0, params.size()});
-    weights_whole_ = false;
-    return;
-  }
-  undo_.refreshing = undo_.mirror_step != state_.step;
-  if (undo_.refreshing) undo_.fresh.assign(undo_.mirror_range.count, 0.0f);
-}
-
-void Trainer::gather_weights(std::size_t offset, std::size_t count) {
-  if (weights_whole_) return;
+  if (!weights_whole_) return;
   const auto params = model_->params();
-  slot_.gather_range(params, {offset, count});
-  if (!undo_.refreshing) return;
-  const ShardRange m = undo_.mirror_range;
-  const std::size_t from = std::max(offset, m.offset), to = std::min(offset + count, m.end());
-  if (to > from)
-    std::copy(params.begin() + static_cast<std::ptrdiff_t>(from), params.begin() + static_cast<std::ptrdiff_t>(to),
-              undo_.fresh.begin() + static_cast<std::ptrdiff_t>(from - m.offset));
+  const ShardRange m = *slot_.mirror;
+  undo_.mirror_range = m;
+  undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(m.offset),
+                      params.begin() + static_cast<std::ptrdiff_t>(m.end()));
+  undo_.mirror_step = undo_.own_step = state_.step;
+  release_outside_part(params, {0, params.size()});
+  weights_whole_ = false;
 }
 
-// A forward gathers every range once, so the mirror holds the step's weights whole; the update
-// that was ahead of it can no longer be needed back.
-void Trainer::mirror_caught_up() {
-  if (!undo_.refreshing) return;
-  undo_.mirror.swap(undo_.fresh);
-  undo_.fresh = {};
-  undo_.mirror_step = state_.step;
-  undo_.ahead_of_mirror = false;
-  undo_.refreshing = false;
+// Stage 3: no all-gather. The part's new weights go to the rank that mirrors them, and the
+// mirrored part's come here; the step counts once this completes (Trainer::step).
+void Trainer::sharded_update_in_place(float lr) {
+  const ShardRange own = *slot_.shard;
+  const auto params = model_->params(), grads = model_->grads();
+  undo_.state_before = state_;
+  undo_.undoable = true;
+  opt_.step(params, grads, lr);
+  undo_.own_step = state_.step + 1;
+  release_outside_part(grads, {0, grads.size()});
+  undo_.shifted.resize(undo_.mirror_range.count);
+  slot_.shift(params.subspan(own.offset, own.count), undo_.shifted);
+  undo_.mirror.swap(undo_.shifted);
+  undo_.mirror_step = state_.step + 1;
+  release_pages(std::span<float>(undo_.shifted));  // the old mirror: held only during a shift
 }
 
 void Trainer::ensure_whole_weights() const {
@@ -161,12 +145,6 @@ void Trainer::ensure_whole_weights() const {
   const auto params = model_->params();
   slot_.gather(params);
   weights_whole_ = true;
-  if (undo_.mirror_step == state_.step) return;
-  const ShardRange m = undo_.mirror_range;
-  undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(m.offset),
-                      params.begin() + static_cast<std::ptrdiff_t>(m.end()));
-  undo_.mirror_step = state_.step;
-  undo_.ahead_of_mirror = false;
 }
 
 void Trainer::save_checkpoint_in_parts(bool write) {

@@ -32,6 +32,10 @@ class Communicator {
   virtual void reduce_scatter(std::span<float> data, std::span<const std::size_t> counts, ReduceOp op) = 0;
   // Every rank passes its own part filled in; every part ends holding its owner's values.
   virtual void all_gather(std::span<float> data, std::span<const std::size_t> counts) = 0;
+  // The ranks in a ring: every rank sends `out` to the rank before it and receives into `in` the
+  // `out` of the rank after it (as long as that one's; alone, its own). How a rank keeps a copy of
+  // the next rank's part, at 1/size of an all-gather's traffic.
+  virtual void ring_shift(std::span<const float> out, std::span<float> in) = 0;
 };
 
 // Where rank `rank`'s part starts in a buffer cut by `counts` (see reduce_scatter).

@@ -192,6 +192,24 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  void ring_shift(std::span<const float> out, std::span<float> in) override {
+    if (size_ == 1) {
+      MERIDIAN_CHECK(in.size() == out.size(), "ring_shift alone: in ", in.size(), " out ", out.size());
+      std::copy(out.begin(), out.end(), in.begin());
+      return;
+    }
+    const int before = (rank_ + size_ - 1) % size_, after = (rank_ + 1) % size_;
+    std::vector<std::int64_t> sent(static_cast<std::size_t>(size_), 0), received(static_cast<std::size_t>(size_), 0);
+    sent[static_cast<std::size_t>(before)] = static_cast<std::int64_t>(out.size());
+    received[static_cast<std::size_t>(after)] = static_cast<std::int64_t>(in.size());
+    run("ring_shift", [&] {
+      gloo::AlltoallvOptions opts(context_);
+      opts.setInput(const_cast<float*>(out.data()), std::move(sent));  // read only
+      opts.setOutput(in.data(), std::move(received));
+      gloo::alltoallv(opts);
+    });
+  }
+
  private:
   // n elements cut into size_ parts that differ by at most one.
   std::vector<std::size_t> even_parts(std::size_t n) const {

@@ -167,6 +167,28 @@ class NcclCommunicator final : public Communicator {
     complete("copy to host", Clock::now() + timeout_, true);
   }
 
+  void ring_shift(std::span<const float> out, std::span<float> in) override {
+    if (size_ == 1) {
+      MERIDIAN_CHECK(in.size() == out.size(), "ring_shift alone: in ", in.size(), " out ", out.size());
+      std::copy(out.begin(), out.end(), in.begin());
+      return;
+    }
+    DeviceScope scope(device_);
+    check_usable("ring_shift");
+    reserve((out.size() + in.size()) * sizeof(float));
+    auto* sent = static_cast<float*>(buffer_);
+    float* received = sent + out.size();
+    copy_part(sent, out.data(), out.size(), cudaMemcpyHostToDevice);
+    const int before = (rank_ + size_ - 1) % size_, after = (rank_ + 1) % size_;
+    enqueue("ring_shift", ncclGroupStart());
+    enqueue("ring_shift", ncclSend(sent, out.size(), ncclFloat32, before, comm_, stream_));
+    enqueue("ring_shift", ncclRecv(received, in.size(), ncclFloat32, after, comm_, stream_));
+    enqueue("ring_shift", ncclGroupEnd());
+    complete("ring_shift", Clock::now() + timeout_, true);
+    copy_part(in.data(), received, in.size(), cudaMemcpyDeviceToHost);
+    complete("copy to host", Clock::now() + timeout_, true);
+  }
+
   void barrier() override {
     if (size_ == 1) return;
     DeviceScope scope(device_);

@@ -20,16 +20,16 @@ struct Member {
   bool ungathered = false;              // its last step failed in the all-gather
   std::size_t first_unit = 0, end_unit = 0;  // the moments it holds, in kShardUnit units
   std::size_t mirror_first = 0, mirror_end = 0;  // the weights it mirrors (Trainer::mirror_held)
-  // Stage 3: it holds only its part of the weights (and the mirrored one, as of mirror_step), and
-  // its last update is ahead of that mirror (it can undo it).
-  std::int64_t mirror_step = -1;
-  bool sharded = false, ahead = false;
+  // Stage 3: it holds only its part of the weights, as of own_step (one past `step` when its step
+  // failed after the update), and the mirrored one as of mirror_step; it can undo its last update.
+  std::int64_t mirror_step = -1, own_step = -1;
+  bool sharded = false, undoable = false;
   bool covers(std::size_t unit) const { return first_unit <= unit && unit < end_unit; }
   bool mirrors(std::size_t unit) const { return mirror_first <= unit && unit < mirror_end; }
 };
 
 std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer) {
-  constexpr int kWidth = 9;
+  constexpr int kWidth = 10;
   std::vector<float> rows(kWidth * static_cast<std::size_t>(comm.size()), 0.0f);
   const auto units = [](ShardRange r) {
     return std::pair{static_cast<float>(r.offset / kShardUnit), static_cast<float>((r.end() + kShardUnit - 1) / kShardUnit)};
@@ -41,7 +41,8 @@ std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer)
   if (trainer.mirror_held().count > 0) std::tie(mine[4], mine[5]) = units(trainer.mirror_held());
   mine[6] = static_cast<float>(trainer.mirror_step() + 1);
   mine[7] = trainer.weights_sharded() ? 1.0f : 0.0f;
-  mine[8] = trainer.update_ahead_of_mirror() ? 1.0f : 0.0f;
+  mine[8] = static_cast<float>(trainer.own_part_step() + 1);
+  mine[9] = trainer.can_undo_update() ? 1.0f : 0.0f;
   comm.allreduce(rows, ReduceOp::Sum);
   std::vector<Member> members(comm.size());
   for (int r = 0; r < comm.size(); ++r) {
@@ -49,8 +50,8 @@ std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer)
     members[r] = {static_cast<std::int64_t>(row[0]) - 1,       row[1] > 0,
                   static_cast<std::size_t>(row[2]),            static_cast<std::size_t>(row[3]),
                   static_cast<std::size_t>(row[4]),            static_cast<std::size_t>(row[5]),
-                  static_cast<std::int64_t>(row[6]) - 1,       row[7] > 0,
-                  row[8] > 0};
+                  static_cast<std::int64_t>(row[6]) - 1,       static_cast<std::int64_t>(row[8]) - 1,
+                  row[7] > 0,                                  row[9] > 0};
   }
   return members;
 }
@@ -154,26 +155,27 @@ void reassemble_weights(Communicator& comm, Trainer& trainer, const std::vector<
   }
 }
 
-// Stage 3: who holds unit `u`'s weights as they were at step `target`, once the members whose
-// update is ahead of their mirror by one step have undone it: a member with whole weights there,
-// else the unit's owner, else the member mirroring it; -1 when none.
-std::int64_t undone_step(const Member& m, std::int64_t target) {
-  return m.ahead && m.step == target + 1 ? target : m.step;
+// Stage 3: whether a member's own part is at step `target`, as it is or once its last update is
+// undone (which also takes its training state back to that step).
+bool part_at(const Member& m, std::int64_t target) {
+  return m.own_step == target || (m.undoable && m.own_step == target + 1);
 }
 
+// Who holds unit `u`'s weights as they were at step `target`: a member with whole weights there,
+// else the unit's owner, else the member mirroring it; -1 when none.
 int sharded_holder(const std::vector<Member>& members, std::int64_t target, std::size_t u) {
   for (std::size_t r = 0; r < members.size(); ++r)
     if (!members[r].sharded && members[r].step == target) return static_cast<int>(r);
   for (std::size_t r = 0; r < members.size(); ++r)
-    if (members[r].covers(u) && undone_step(members[r], target) == target) return static_cast<int>(r);
+    if (members[r].sharded && members[r].covers(u) && part_at(members[r], target)) return static_cast<int>(r);
   for (std::size_t r = 0; r < members.size(); ++r)
-    if (members[r].mirrors(u) && members[r].mirror_step == target) return static_cast<int>(r);
+    if (members[r].sharded && members[r].mirrors(u) && members[r].mirror_step == target) return static_cast<int>(r);
   return -1;
 }
 
-// The newest step whose weights the members still hold whole among them: the most advanced
-// member's, or the one before when a dead rank's part of it is gone (its mirror is a step behind
-// until the next forward). When neither is whole, the newest, with the units nobody holds counted.
+// The newest step the members still hold whole among them: the most advanced member's, or the one
+// before when a dead rank's part of it never reached its mirror (the shift after the update
+// failed). When neither is whole, the newest, with the units nobody holds counted.
 std::int64_t sharded_target(const std::vector<Member>& members, std::size_t units) {
   std::int64_t newest = members[0].step;
   for (const auto& m : members) newest = std::max(newest, m.step);
@@ -189,7 +191,7 @@ std::int64_t sharded_target(const std::vector<Member>& members, std::size_t unit
 // (a mirror first copied into the weights' buffer of the member that holds it).
 void reassemble_sharded_weights(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
                                 std::int64_t target, HealReport& report) {
-  if (trainer.mirror_step() == target) trainer.mirror_into_weights();
+  if (trainer.weights_sharded() && trainer.mirror_step() == target) trainer.mirror_into_weights();
   const auto params = trainer.bulk().params;
   const std::size_t units = (params.size() + kShardUnit - 1) / kShardUnit;
   for (std::size_t u = 0; u < units;) {
@@ -204,17 +206,24 @@ void reassemble_sharded_weights(Communicator& comm, Trainer& trainer, const std:
   }
 }
 
-// Stage 3: the members settle on the newest step they hold whole (undoing an update a dead rank's
-// part cannot follow) and put the weights together; afterwards they are members at that step.
+// Stage 3: the members settle on the newest step they hold whole, undo an update past it, and put
+// the weights together. The source is a member whose training state is at that step; afterwards a
+// member counts as there (for the moments) when its own part is.
 std::int64_t settle_sharded_weights(Communicator& comm, Trainer& trainer, std::vector<Member>& members,
                                     HealReport& report) {
   const std::size_t units = (trainer.param_count() + kShardUnit - 1) / kShardUnit;
   const std::int64_t target = sharded_target(members, units);
-  if (trainer.update_ahead_of_mirror() && trainer.state().step == target + 1) trainer.undo_ungathered_update();
+  if (trainer.weights_sharded() && trainer.can_undo_update() && trainer.own_part_step() == target + 1)
+    trainer.undo_ungathered_update();
   reassemble_sharded_weights(comm, trainer, members, target, report);
+  const auto undone = [&](const Member& m) { return m.sharded && m.undoable && m.own_step == target + 1; };
+  report.source_rank = -1;
+  for (std::size_t r = 0; r < members.size() && report.source_rank < 0; ++r)
+    if ((undone(members[r]) ? target : members[r].step) == target) report.source_rank = static_cast<int>(r);
+  MERIDIAN_CHECK(report.source_rank >= 0, "no member holds the training state of step ", target);
   for (auto& m : members) {
-    m.step = undone_step(m, target);
-    m.ungathered = m.ahead = false;
+    if (m.sharded) m.step = part_at(m, target) ? target : -2;
+    m.ungathered = false;
   }
   return target;
 }
@@ -231,7 +240,6 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   std::int64_t target = 0;
   if (sharded) {
     target = settle_sharded_weights(comm, trainer, members, report);
-    while (members[report.source_rank].step != target) ++report.source_rank;
   } else {
     for (int r = 1; r < comm.size(); ++r)
       if (members[r].step > members[report.source_rank].step) report.source_rank = r;

@@ -58,6 +58,7 @@ void shard_state(ReplicaSlot& slot, Communicator& comm, std::size_t params, int 
   slot.gather_range = [&comm, map](std::span<float> weights, ShardRange range) {
     comm.all_gather(weights.subspan(range.offset, range.count), map->cut(range));
   };
+  slot.shift = [&comm](std::span<const float> own, std::span<float> mirrored) { comm.ring_shift(own, mirrored); };
 }
 
 void reduce_scatter_grads(Communicator& comm, std::span<float> grads) {

@@ -280,6 +280,33 @@ TEST_CASE("reduce_scatter and all_gather at 1 to 4 ranks, parts uneven or empty,
       }
 }
 
+TEST_CASE("ring_shift at 1 to 4 ranks, parts uneven or empty: each rank receives the next one's part, bit for bit") {
+  for (int size = 1; size <= 4; ++size)
+    for (const auto& counts : cuts_for(size)) {
+      CAPTURE(size);
+      std::vector<std::vector<float>> received(static_cast<std::size_t>(size));
+      MemoryStore store;
+      require_no_errors(run_ranks(size, [&](int rank) {
+        auto comm = connect_gloo(store, "gen0/", rank, size, kOptions);
+        std::vector<float> out(counts[static_cast<std::size_t>(rank)]);
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = input_value(rank, i);
+        std::vector<float> in(counts[static_cast<std::size_t>((rank + 1) % size)], NAN);
+        comm->ring_shift(out, in);
+        received[static_cast<std::size_t>(rank)] = std::move(in);
+      }));
+      for (int rank = 0; rank < size; ++rank) {
+        CAPTURE(rank);
+        const int next = (rank + 1) % size;
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < counts[static_cast<std::size_t>(next)]; ++i) {
+          const float expected = input_value(next, i);
+          wrong += std::memcmp(&received[static_cast<std::size_t>(rank)][i], &expected, sizeof(float)) != 0;
+        }
+        CHECK(wrong == 0);
+      }
+    }
+}
+
 TEST_CASE("no rank leaves a barrier before every rank has entered it") {
   std::atomic<int> entered{0};
   std::vector<int> seen(3, -1);

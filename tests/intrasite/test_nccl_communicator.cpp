@@ -91,6 +91,9 @@ TEST_CASE("a size-1 communicator's collectives leave the data as it is") {
   comm->reduce_scatter(data, whole, ReduceOp::Mean);
   comm->all_gather(data, whole);
   CHECK(data == std::vector<float>{1.5f, -2.0f, 3.25f});
+  std::vector<float> own(data.size());
+  comm->ring_shift(data, own);  // alone, a rank is its own next one
+  CHECK(own == data);
 }
 
 TEST_CASE("a rank whose rank 0 never publishes the id times out in the store") {
@@ -238,5 +241,28 @@ TEST_CASE("reduce_scatter and all_gather over every GPU (up to 4), the last part
     }
     CHECK(worst < 1e-6);
     CHECK(wrong_gathered == 0);
+  }
+}
+
+TEST_CASE("ring_shift over every GPU (up to 4): each rank receives the next one's part, the last part longer") {
+  if (!have_gpus(2)) return;
+  const int size = std::min(gpu_count(), 4);
+  const auto length = [&](int rank) { return std::size_t{1000} + (rank == size - 1 ? 7u : 0u); };
+  std::vector<std::vector<float>> received(static_cast<std::size_t>(size));
+  MemoryStore store;
+  require_no_errors(run_ranks(size, [&](int rank) {
+    auto comm = connect_nccl(store, "gen0/", rank, size, options_for(rank));
+    std::vector<float> out(length(rank));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = input_value(rank, i);
+    std::vector<float> in(length((rank + 1) % size));
+    comm->ring_shift(out, in);
+    received[static_cast<std::size_t>(rank)] = std::move(in);
+  }));
+  for (int rank = 0; rank < size; ++rank) {
+    CAPTURE(rank);
+    const int next = (rank + 1) % size;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < length(next); ++i) wrong += received[static_cast<std::size_t>(rank)][i] != input_value(next, i);
+    CHECK(wrong == 0);
   }
 }

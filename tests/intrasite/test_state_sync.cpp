@@ -321,22 +321,22 @@ std::vector<float> plain_weights(const TempDir& dir, int size, int steps) {
   return out;
 }
 
-TEST_CASE("ZeRO stage 3: the middle of 3 replicas dies right after a step, before its part reached its mirror: the survivors go back a step, the dead part from the mirror") {
+TEST_CASE("ZeRO stage 3: the middle of 3 replicas dies between steps: the survivors lose no step, its part of the weights comes from its mirror") {
   TempDir dir("heal-zero3");
-  const auto one = plain_weights(dir, 3, 1);
+  const auto two = plain_weights(dir, 3, 2);
   MemoryStore store;
   std::vector<Held> after(2), replayed(2);
   std::vector<HealReport> reports(2);
-  const ShardMap map(one.size(), 3);
+  const ShardMap map(two.size(), 3);
   on_threads(3, [&](int rank) {
     ShardedReplica replica(dir, "r", store, "a/", rank, 3, 2, 3);
     Trainer& t = replica.trainer;
-    // Step 2's update is ahead of the mirrors, which hold step 1's parts; no weights but the part.
+    // Only the part's weights are held, and the next rank's in the mirror, both of step 2.
     CHECK(t.weights_sharded());
-    CHECK(t.update_ahead_of_mirror());
-    CHECK(t.mirror_step() == 1);
+    CHECK(t.own_part_step() == 2);
+    CHECK(t.mirror_step() == 2);
     CHECK(t.mirror_held() == map.part((rank + 1) % 3));
-    if (rank == 1) return;  // it dies; rank 0 mirrored its part, as of step 1
+    if (rank == 1) return;  // it dies; rank 0 mirrors its part
     const int now = rank == 0 ? 0 : 1;
     const auto r = static_cast<std::size_t>(now);
     const auto pair = regroup(store, "b/", now, 2, t, reports[r], 3);
@@ -346,19 +346,18 @@ TEST_CASE("ZeRO stage 3: the middle of 3 replicas dies right after a step, befor
   });
   for (std::size_t r = 0; r < 2; ++r) {
     CAPTURE(r);
-    CHECK(reports[r].step == 1);
-    CHECK(reports[r].changed);
+    CHECK(reports[r].step == 2);
     CHECK(reports[r].weights_lost == 0);
-    CHECK(reports[r].moments_lost == map.part(1).count);
-    CHECK(after[r].params == one);  // step 1's weights, whole, the dead part from its mirror
-    CHECK(after[r].adam_steps == 1);
+    CHECK(reports[r].moments_lost == map.part(1).count);  // no checkpoint: the dead part's moments restart
+    CHECK(after[r].params == two);  // step 2's weights, whole, the dead part from its mirror
+    CHECK(after[r].adam_steps == 2);
   }
   CHECK(replayed[0].params == replayed[1].params);
-  CHECK(replayed[0].step == 2);
+  CHECK(replayed[0].step == 3);
 }
 
-TEST_CASE("ZeRO stage 3: a replica dies in a step whose forward has caught its mirror up: no step is lost") {
-  TempDir dir("heal-zero3-caught");
+TEST_CASE("ZeRO stage 3: a step whose shift completed but on the dead rank's mirror holder: the survivors go back to the step before, which they hold whole") {
+  TempDir dir("heal-zero3-shift");
   const auto two = plain_weights(dir, 3, 2);
   MemoryStore store;
   std::vector<Held> after(2);
@@ -366,15 +365,24 @@ TEST_CASE("ZeRO stage 3: a replica dies in a step whose forward has caught its m
   on_threads(3, [&](int rank) {
     ShardedReplica replica(dir, "r", store, "a/", rank, 3, 2, 3);
     Trainer& t = replica.trainer;
-    auto failing = sharded_slot(*replica.comm, t.param_count(), 3);
-    failing.reduce_range = [](std::span<float>, ShardRange) {
-      throw make_error(ErrorKind::Peer, "injected: a peer is lost during backward");
+    // Step 3's shift runs on every rank, but rank 0 (which mirrors rank 1) fails before it takes
+    // what it received: its step does not count, the others' does.
+    auto slot = sharded_slot(*replica.comm, t.param_count(), 3);
+    slot.shift = [&, rank, inner = slot.shift](std::span<const float> own, std::span<float> mirrored) {
+      inner(own, mirrored);
+      if (rank == 0) throw make_error(ErrorKind::Peer, "injected: the shift failed on rank 0");
     };
-    t.set_slot(std::move(failing), 1);
-    CHECK_THROWS_AS(t.step(), Error);
-    CHECK(t.mirror_step() == 2);  // the forward gathered every weight of step 2
-    CHECK_FALSE(t.update_ahead_of_mirror());
-    if (rank == 1) return;
+    t.set_slot(std::move(slot), 1);
+    if (rank == 0) {
+      CHECK_THROWS_AS(t.step(), Error);
+      CHECK(t.state().step == 2);
+      CHECK(t.own_part_step() == 3);
+      CHECK(t.mirror_step() == 2);
+    } else {
+      t.step();
+      CHECK(t.mirror_step() == 3);
+    }
+    if (rank == 1) return;  // it dies: its part of step 3 is nowhere else
     const int now = rank == 0 ? 0 : 1;
     const auto r = static_cast<std::size_t>(now);
     const auto pair = regroup(store, "b/", now, 2, t, reports[r], 3);
@@ -385,8 +393,10 @@ TEST_CASE("ZeRO stage 3: a replica dies in a step whose forward has caught its m
     CHECK(reports[r].step == 2);
     CHECK(reports[r].weights_lost == 0);
     CHECK(after[r].params == two);
+    CHECK(after[r].step == 2);
     CHECK(after[r].adam_steps == 2);
   }
+  CHECK(reports[1].changed);  // rank 2 had counted step 3
 }
 
 namespace {
