@@ -215,6 +215,11 @@ class Trainer {
   // reader of the whole weights (model(), params_hash, snapshots, checkpoints) first gathers them,
   // a collective every member must enter at the same point; the next step gives them back.
   bool weights_sharded() const { return !weights_whole_; }
+  // Stage 3's slot: whether this replica keeps a part of the weights and a mirror. Then
+  // part_hashes gives kernels::chunked_hash64 of its part's weights and of the mirror, both of the
+  // step it is at (the SDC guard compares each part's two copies).
+  bool shards_weights() const { return slot_.shard && slot_.gather_range; }
+  std::pair<std::uint64_t, std::uint64_t> part_hashes() const;
 
  private:
   std::int64_t tokens_per_step() const;
@@ -231,7 +236,6 @@ class Trainer {
   void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2
-  bool shards_weights() const { return slot_.shard && slot_.gather_range; }  // ZeRO stage 3
   void release_outside_part(std::span<float> buffer, ShardRange range);
   // Stage 3: what a step starts with (the mirror taken from whole weights, the rest given back),
   // and the update of its part with the mirrors shifted.

@@ -9,6 +9,7 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/pages.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
 
@@ -138,6 +139,15 @@ void Trainer::sharded_update_in_place(float lr) {
   undo_.mirror.swap(undo_.shifted);
   undo_.mirror_step = state_.step + 1;
   release_pages(std::span<float>(undo_.shifted));  // the old mirror: held only during a shift
+}
+
+std::pair<std::uint64_t, std::uint64_t> Trainer::part_hashes() const {
+  MERIDIAN_CHECK(shards_weights() && undo_.mirror_step == state_.step && undo_.own_step == state_.step,
+                 "part hashes at step ", state_.step, ": the part is of step ", undo_.own_step, ", the mirror of ",
+                 undo_.mirror_step);
+  const auto own = model_->params().subspan(slot_.shard->offset, slot_.shard->count);
+  return {kernels::chunked_hash64(own.data(), own.size_bytes()),
+          kernels::chunked_hash64(undo_.mirror.data(), undo_.mirror.size() * sizeof(float))};
 }
 
 void Trainer::ensure_whole_weights() const {

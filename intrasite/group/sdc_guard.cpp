@@ -55,10 +55,27 @@ void keep_own_moments(Checkpoint& majority, const Checkpoint& own) {
 
 }  // namespace
 
+SdcVerdict judge_part_copies(const std::vector<std::uint64_t>& parts, const std::vector<std::uint64_t>& mirrors) {
+  MERIDIAN_CHECK(parts.size() == mirrors.size() && !parts.empty(), "parts ", parts.size(), " mirrors ", mirrors.size());
+  SdcVerdict v;
+  for (std::size_t r = 0; r < parts.size(); ++r)
+    if (mirrors[r] != parts[(r + 1) % parts.size()]) v.agree = false;
+  v.rollback = !v.agree;  // two copies of a part: no majority to tell the good one
+  return v;
+}
+
 SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
   SdcOutcome out;
-  out.hashes = all_hashes(comm, trainer.params_hash());
-  out.verdict = judge_hashes(out.hashes);
+  const std::int64_t step = trainer.state().step;
+  if (trainer.shards_weights() && trainer.mirror_step() == step && trainer.own_part_step() == step) {
+    const auto [part, mirror] = trainer.part_hashes();
+    out.hashes = all_hashes(comm, part);
+    out.mirror_hashes = all_hashes(comm, mirror);
+    out.verdict = judge_part_copies(out.hashes, out.mirror_hashes);
+  } else {
+    out.hashes = all_hashes(comm, trainer.params_hash());
+    out.verdict = judge_hashes(out.hashes);
+  }
   if (out.verdict.agree) {
     agreed_state_ = encode_checkpoint(trainer.snapshot());
     agreed_step_ = trainer.state().step;

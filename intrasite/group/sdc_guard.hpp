@@ -10,6 +10,12 @@
 // them). A fault in an owner's update, or in its moments, reaches every copy alike and is not seen
 // here; a copy's fault between two checks is overwritten by the next all-gather (its gradients
 // meanwhile reach every replica, as any replica's do without sharding).
+//
+// Under stage 3 no two replicas hold the same weights: each part has two copies, its owner's and
+// the mirror the next step's ring shift refreshes on the rank before it. The check compares the
+// two copies of every part (judge_part_copies); a difference has no majority, so the group rolls
+// back to the last agreed state. What it sees is what stage 1's check sees: a copy that went
+// wrong since the last step; an owner's fault before its shift reaches both copies alike.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -29,9 +35,13 @@ struct SdcVerdict {
 };
 
 SdcVerdict judge_hashes(const std::vector<std::uint64_t>& hashes);
+// ZeRO stage 3: each rank's hash of its part and of its mirror (the next rank's part). Every part
+// has two copies, its owner's and its mirror's: any pair that differs is a rollback.
+SdcVerdict judge_part_copies(const std::vector<std::uint64_t>& parts, const std::vector<std::uint64_t>& mirrors);
 
 struct SdcOutcome {
-  std::vector<std::uint64_t> hashes;  // by rank
+  std::vector<std::uint64_t> hashes;  // by rank: of the weights, or at stage 3 of the rank's part
+  std::vector<std::uint64_t> mirror_hashes;  // stage 3: of the rank's mirror
   SdcVerdict verdict;
   std::int64_t step = 0;  // the step every replica holds afterwards
 };

@@ -47,7 +47,7 @@ struct Replica {
 // bit flipped in its weights right after step `flip_at` (none when victim < 0).
 // `sharded`: ZeRO stage 1 (sharded_slot).
 std::vector<Replica> train_group(const TempDir& dir, int members, int steps, int every, int victim, int flip_at,
-                                 bool sharded = false) {
+                                 int stage = 0) {
   const auto file = dir / "job.toml";
   std::ofstream(file) << "[job]\nname = \"sdc\"\nseed = 5\nrun_dir = \"" << (dir / "run").string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n[data]\npath = \""
@@ -62,17 +62,19 @@ std::vector<Replica> train_group(const TempDir& dir, int members, int steps, int
       auto comm = connect_gloo(store, "g/", rank, members, GlooOptions{});
       RunLog log(cfg.job.run_dir);
       Trainer t(cfg, posix_env(), log, nullptr, [] { return 0.0; },
-                sharded ? sharded_slot(*comm, ParamLayout::of(cfg.model).total()) : data_parallel_slot(*comm));
+                stage > 0 ? sharded_slot(*comm, ParamLayout::of(cfg.model).total(), stage) : data_parallel_slot(*comm));
       SdcGuard guard;
       bool flipped = false;  // a transient fault: the replay after a rollback does not flip again
       while (t.state().step < steps) {
         t.step();
         if (rank == victim && t.state().step == flip_at && !flipped) {
           flipped = true;
+          // At stage 3 in the victim's own part, read where it lies (no gather: bulk()).
+          float* at = t.bulk().params.data() + (stage == 3 ? t.moments_held().offset : 0) + 100;
           std::uint32_t bits;
-          std::memcpy(&bits, &t.model().params()[100], 4);
+          std::memcpy(&bits, at, 4);
           bits ^= 1u << 22;
-          std::memcpy(&t.model().params()[100], &bits, 4);
+          std::memcpy(at, &bits, 4);
         }
         if (t.state().step % every == 0) {
           auto outcome = guard.check(*comm, t);
@@ -119,8 +121,8 @@ TEST_CASE("2 replicas: both roll back to the last agreed step and the run ends a
 // check (element 100 is rank 0's part; the victim's copy of it goes wrong).
 TEST_CASE("ZeRO stage 1, 3 replicas: the odd copy takes the majority's weights, keeps its part's moments, ends as a clean run") {
   TempDir clean_dir("sdc3z-clean"), dir("sdc3z");
-  const auto clean = train_group(clean_dir, 3, 12, 4, -1, 0, true);
-  const auto r = train_group(dir, 3, 12, 4, /*victim=*/2, /*flip_at=*/8, true);
+  const auto clean = train_group(clean_dir, 3, 12, 4, -1, 0, 1);
+  const auto r = train_group(dir, 3, 12, 4, /*victim=*/2, /*flip_at=*/8, 1);
   for (const auto& rep : r) {
     REQUIRE(rep.findings.size() == 1);
     CHECK(rep.findings[0].step == 8);
@@ -131,12 +133,37 @@ TEST_CASE("ZeRO stage 1, 3 replicas: the odd copy takes the majority's weights, 
 
 TEST_CASE("ZeRO stage 1, 2 replicas: both roll back to their own agreed parts and the replay is exact") {
   TempDir clean_dir("sdc2z-clean"), dir("sdc2z");
-  const auto clean = train_group(clean_dir, 2, 12, 4, -1, 0, true);
-  const auto r = train_group(dir, 2, 12, 4, /*victim=*/1, /*flip_at=*/8, true);
+  const auto clean = train_group(clean_dir, 2, 12, 4, -1, 0, 1);
+  const auto r = train_group(dir, 2, 12, 4, /*victim=*/1, /*flip_at=*/8, 1);
   for (const auto& rep : r) {
     REQUIRE(rep.findings.size() == 1);
     CHECK(rep.findings[0].verdict.rollback);
     CHECK(rep.findings[0].step == 4);
+    CHECK(rep.final_hash == clean[0].final_hash);
+  }
+}
+
+TEST_CASE("judge_part_copies: every part's two copies agree, or the group rolls back") {
+  CHECK(judge_part_copies({1, 2, 3}, {2, 3, 1}).agree);
+  const auto v = judge_part_copies({1, 2, 3}, {2, 9, 1});  // rank 1's mirror of rank 2's part
+  CHECK_FALSE(v.agree);
+  CHECK(v.rollback);
+  CHECK(v.odd_ranks.empty());
+  CHECK(judge_part_copies({4}, {4}).agree);  // alone, a rank mirrors itself
+}
+
+// Under stage 3 the fault is flipped into the victim's own part right before a check: its
+// mirror, on the rank before it, still holds the part as the step's shift sent it.
+TEST_CASE("ZeRO stage 3, 3 replicas: a part whose two copies differ rolls the group back, and the replay is exact") {
+  TempDir clean_dir("sdc3z3-clean"), dir("sdc3z3");
+  const auto clean = train_group(clean_dir, 3, 12, 4, -1, 0, 3);
+  CHECK(clean[0].findings.empty());
+  const auto r = train_group(dir, 3, 12, 4, /*victim=*/2, /*flip_at=*/8, 3);
+  for (const auto& rep : r) {
+    REQUIRE(rep.findings.size() == 1);
+    CHECK(rep.findings[0].verdict.rollback);
+    CHECK(rep.findings[0].step == 4);
+    CHECK(rep.findings[0].mirror_hashes[1] != rep.findings[0].hashes[2]);
     CHECK(rep.final_hash == clean[0].final_hash);
   }
 }
