@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What `[parallel]` costs a site's step and saves in its memory, on the reference shape (4 layers x
 # 128 channels, T=64, per-replica batch 8), `meridian site` on loopback with Gloo:
-#   - zero_stage 1 (the optimizer's state sharded) and 2 (the gradients too) against 0, at 2 and 4
-#     CPU replicas;
+#   - zero_stage 1 (the optimizer's state sharded), 2 (the gradients too) and 3 (the weights too)
+#     against 0, at 2 and 4 CPU replicas;
 #   - recompute "cheap" and "full" against "none", at 1 replica;
 #   - memory: the ledger by part and the peak resident memory up to the end of training, stages
-#     0, 1 and 2 at 4 replicas, on the `medium` preset (10.8M parameters, so that the state shows
-#     beside the process's fixed share), a few steps of one sequence each; stages 1 and 2 again
+#     0 to 3 at 4 replicas, on the `medium` preset (10.8M parameters, so that the state shows
+#     beside the process's fixed share), a few steps of one sequence each; stages 1 to 3 again
 #     with [checkpoint] per_replica (the final checkpoint written in parts). MEMORY_ONLY=1: this alone.
 # Each comparison alternates its settings over ROUNDS rounds, same program and data. Tokens/s comes
 # from the leader's metric lines (first to last logged step: start-up, rendezvous and the final
@@ -53,10 +53,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 if [ -z "${MEMORY_ONLY:-}" ]; then
 for m in $REPLICAS; do
-  stage0=() stage1=() stage2=()
+  stage0=() stage1=() stage2=() stage3=()
   for r in $(seq "$ROUNDS"); do
     line="$m replicas, round $r:"
-    for z in 0 1 2; do
+    for z in 0 1 2 3; do
       read -r t held trainer rss _ <<<"$(run "$m" "$z" none "$r")"
       declare -n runs=stage$z
       runs+=("$t")
@@ -65,7 +65,7 @@ for m in $REPLICAS; do
     echo "$line"
   done
   p=$(median "${stage0[@]}")
-  for z in 1 2; do
+  for z in 1 2 3; do
     declare -n runs=stage$z
     x=$(median "${runs[@]}")
     echo "$m replicas, median of $ROUNDS: stage $z $x tokens/s against stage 0 $p, stage $z / stage 0 $(ratio "$x" "$p")"
@@ -91,7 +91,7 @@ for mode in cheap full; do
 done
 fi
 
-for run in 0 1 2 1-parts 2-parts; do
+for run in 0 1 2 3 1-parts 2-parts 3-parts; do
   z=${run%-parts} parts=false
   [ "$run" = "$z" ] || parts=true
   dir="$work/memory-$run"

@@ -214,14 +214,13 @@ void resolve_parallel(Resolver& r, JobConfig& c) {
   if (const Setting* parts = r.find("checkpoint.per_replica"); parts && c.checkpoint.per_replica && c.parallel.zero_stage == 0)
     r.add(parts->origin, "checkpoint.per_replica",
           "per_replica = true writes each replica's part of a sharded optimizer state, and " +
-              setting_at(r, "parallel.zero_stage", parts->origin) + " is 0 (nothing sharded): set zero_stage = 1 or 2, "
+              setting_at(r, "parallel.zero_stage", parts->origin) + " is 0 (nothing sharded): set zero_stage = 1, 2 or 3, "
               "or per_replica = false");
   const Setting* stage = r.find("parallel.zero_stage");
   if (!stage || c.parallel.zero_stage == 0) return;
   const auto refuse = [&](const std::string& why) { r.add(stage->origin, "parallel.zero_stage", why); };
-  if (c.parallel.zero_stage > 2)
-    return refuse("expected 0, 1 or 2, found " + std::to_string(c.parallel.zero_stage) +
-                  " (stage 3, which shards the weights too, is not built yet)");
+  if (c.parallel.zero_stage > 3 || c.parallel.zero_stage < 0)
+    return refuse("expected 0, 1, 2 or 3, found " + std::to_string(c.parallel.zero_stage));
   const std::string which = "zero_stage = " + std::to_string(c.parallel.zero_stage);
   if (c.inner.optimizer != JobConfig::Inner::Optimizer::AdamW)
     refuse(which + " shards AdamW's moments, and " + setting_at(r, "inner.optimizer", stage->origin) + " is " +

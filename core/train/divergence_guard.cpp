@@ -46,7 +46,7 @@ void DivergenceGuard::reset(const Trainer& trainer, bool report) {
   detector_.clear();
   pending_.reset();
   if (keeps_states()) {
-    trusted_ = trainer.snapshot();
+    trusted_ = trainer.snapshot_held();
     trusted_step_ = trainer.state().step;
   }
 }
@@ -71,7 +71,7 @@ DivergenceGuard::Outcome DivergenceGuard::after_step(Trainer& trainer, const Ste
       recovering_until_.reset();
     }
     if (trainer.state().step % options_.snapshot_every == 0) {
-      pending_ = trainer.snapshot();
+      pending_ = trainer.snapshot_held();
       pending_step_ = trainer.state().step;
     }
     return Outcome::Healthy;

@@ -313,6 +313,7 @@ Trainer::Bulk Trainer::bulk() {
 }
 
 void Trainer::restore(const Checkpoint& state, const std::string& source) {
+  if (state.has("params.part")) return restore_held_part(state, source);
   state_ = decode_train_state(state, source, config_.model, model_->params(), opt_);
   restored(state);
 }

@@ -120,6 +120,11 @@ class Trainer {
   // records, and back: what a replica that lost its state heals from.
   Checkpoint snapshot() const;
   void restore(const Checkpoint& state, const std::string& source);
+  // What a guard keeps to roll back to: snapshot(), but at ZeRO stage 3, while the weights are
+  // sharded, this replica's part of them and its mirror ("params.part", "params.mirror") in place
+  // of the whole, 16/M bytes per parameter rather than 4 + 8/M. restore() takes it back when every
+  // member of the same group restores its own at once, as the guards' rollbacks do.
+  Checkpoint snapshot_held() const;
   // The same without the bulk (the weights and the moments: encode_train_meta), for a heal that
   // moves the bulk straight between the replicas' buffers: it writes them through bulk() (the host
   // buffers, brought up to date from a GPU first), then restores the rest with restore_meta, which
@@ -233,6 +238,7 @@ class Trainer {
   Update device_step(StepResult& r);
   Checkpoint snapshot_of(bool bulk) const;
   void save_checkpoint_in_parts(bool write);
+  void restore_held_part(const Checkpoint& state, const std::string& source);
   void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2

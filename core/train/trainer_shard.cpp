@@ -157,6 +157,49 @@ void Trainer::ensure_whole_weights() const {
   weights_whole_ = true;
 }
 
+// Whole weights (after a heal or a reader's gather) hold the mirrored part too.
+Checkpoint Trainer::snapshot_held() const {
+  const bool current = undo_.mirror_step == state_.step && undo_.own_step == state_.step;
+  if (!shards_weights() || (!weights_whole_ && !current)) return snapshot();
+  Checkpoint out = snapshot_meta();
+  const ShardRange own = *slot_.shard, m = *slot_.mirror;
+  const auto params = model_->params();
+  out.put_pod<float>("params.part", params.subspan(own.offset, own.count));
+  out.put_pod<std::uint64_t>("params.part_range", std::vector<std::uint64_t>{own.offset, own.count});
+  if (weights_whole_) out.put_pod<float>("params.mirror", params.subspan(m.offset, m.count));
+  else out.put_pod<float>("params.mirror", undo_.mirror);
+  out.put_pod<std::uint64_t>("params.mirror_range", std::vector<std::uint64_t>{m.offset, m.count});
+  out.put_pod<float>("adamw.m", opt_.m());
+  out.put_pod<float>("adamw.v", opt_.v());
+  out.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{own.offset, own.count});
+  return out;
+}
+
+// Only into the place it was taken in: the guards that keep such a state drop it when the group
+// re-forms. The weights outside the part are not held afterwards (the next forward gathers them).
+void Trainer::restore_held_part(const Checkpoint& state, const std::string& source) {
+  const auto range = [](const std::vector<std::uint64_t>& r) {
+    return r.size() == 2 ? ShardRange{r[0], r[1]} : ShardRange{0, 0};
+  };
+  const ShardRange part = range(state.get_pod<std::uint64_t>("params.part_range"));
+  const ShardRange mirror = range(state.get_pod<std::uint64_t>("params.mirror_range"));
+  MERIDIAN_CHECK(shards_weights() && part == *slot_.shard && mirror == *slot_.mirror, source,
+                 ": a part of the weights restored into another place (part at ", part.offset, "+", part.count,
+                 ", this replica's at ", slot_.shard ? slot_.shard->offset : 0, ")");
+  const auto weights = state.get_pod<float>("params.part");
+  auto mirrored = state.get_pod<float>("params.mirror");
+  state_ = decode_train_meta(state, source, config_.model, opt_);
+  decode_optimizer_state(state, source, opt_);
+  restored(state);
+  const auto params = model_->params();
+  std::copy(weights.begin(), weights.end(), params.begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
+  release_outside_part(params, {0, params.size()});
+  weights_whole_ = false;
+  undo_.mirror.assign(mirrored.begin(), mirrored.end());
+  undo_.mirror_range = *slot_.mirror;
+  undo_.mirror_step = undo_.own_step = state_.step;
+}
+
 void Trainer::save_checkpoint_in_parts(bool write) {
   const ShardRange own = *slot_.shard;
   MERIDIAN_CHECK(slot_.barrier && !slot_.parts.empty(), "a checkpoint in parts needs the slot's parts and barrier");

@@ -77,7 +77,7 @@ SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
     out.verdict = judge_hashes(out.hashes);
   }
   if (out.verdict.agree) {
-    agreed_state_ = encode_checkpoint(trainer.snapshot());
+    agreed_state_ = encode_checkpoint(trainer.snapshot_held());
     agreed_step_ = trainer.state().step;
   } else if (out.verdict.rollback) {
     if (!agreed_step_)

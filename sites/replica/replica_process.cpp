@@ -352,10 +352,13 @@ void ReplicaProcess::exchange_step(std::int64_t done, bool last, bool draining) 
 }
 
 // Mid-run validation of what the job holds (the global weights, right after a round) for the loss curves.
+// Under ZeRO stage 3 every member evaluates, as the forward gathers each layer's weights.
 void ReplicaProcess::eval_step(std::int64_t done) {
   const auto& log = config().log;
-  if (!turn_.leader || log.eval_every <= 0 || done % log.eval_every != 0 || done == config().inner.steps) return;
+  if (log.eval_every <= 0 || done % log.eval_every != 0 || done == config().inner.steps) return;
+  if (!turn_.leader && !trainer_.shards_weights()) return;
   const double val = timed(Part::Eval, [this] { return trainer_.validation_loss(); });
+  if (!turn_.leader) return;
   log_.metric({{"time", unix_time_now()}, {"site", run_.site}, {"replica", run_.id}, {"step", done},
                {"version", exchange_.state().version()}, {"val_loss", val}, {"tokens", trainer_.state().tokens}});
 }
@@ -396,7 +399,7 @@ void ReplicaProcess::drain_step(std::int64_t done) {
 // What this replica holds for the model, per parameter, from the buffers themselves: the
 // trainer's (weights, gradients, moments), the outer state's, and the guards' kept states.
 nlohmann::json ReplicaProcess::memory_ledger() const {
-  const nlohmann::json parts = {{"trainer", trainer_.state_bytes()},
+  const nlohmann::json parts = {{"trainer", training_state_bytes_},
                                 {"undo", trainer_.undo_bytes()},
                                 {"outer", exchange_.active() ? exchange_.held_bytes() : 0},
                                 {"sdc_guard", sdc_.held_bytes()},
@@ -418,6 +421,7 @@ nlohmann::json ReplicaProcess::memory_ledger() const {
 void ReplicaProcess::finish() {
   const double t_trained = now_();
   training_peak_rss_ = peak_rss_bytes();
+  training_state_bytes_ = trainer_.state_bytes();  // before the hash and the checkpoint gather stage 3's weights
   const auto params_hash = hash64(std::span<const float>(trainer_.model().params()));
   try {
     trainer_.save_checkpoint(group_.rank() == 0);

@@ -97,6 +97,7 @@ class ReplicaProcess {
   DivergenceGuard guard_;
   Turn turn_;
   std::int64_t training_peak_rss_ = 0;  // peak resident memory when training ended (finish)
+  std::size_t training_state_bytes_ = 0;  // the trainer's state then (Trainer::state_bytes)
 };
 
 }  // namespace meridian

@@ -12,6 +12,7 @@
 #include "core/io/env.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/runlog/run_log.hpp"
+#include "core/train/divergence_guard.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "intrasite/comm/gloo_communicator.hpp"
@@ -213,6 +214,62 @@ TEST_CASE("ZeRO stage 3 gathers each layer's weights as forward and backward rea
   CHECK(llama_zero3.params[1] == llama_plain.params[0]);
   CHECK(llama_zero3.losses[0] == llama_plain.losses[0]);
   CHECK(llama_zero3.val[0] == llama_plain.val[0]);
+}
+
+namespace {
+
+// `size` replicas train `steps` steps with a divergence guard each (Recover), a learning-rate spike
+// injected at step 24: the final weights (every replica's) and the rollbacks each guard made.
+struct GuardedRun {
+  std::vector<std::vector<float>> params;
+  std::vector<std::int64_t> rollbacks;
+  std::vector<std::size_t> held_bytes;
+};
+
+template <class MakeSlot>
+GuardedRun train_guarded(const TempDir& dir, const std::string& tag, int size, MakeSlot make_slot) {
+  const std::string guard = "warmup_steps = 5\n[guard]\nwindow = 10\nmin_history = 6\nsnapshot_every = 5\n"
+                            "inject_lr_step = 24\ninject_lr_factor = 300\n";
+  MemoryStore store;
+  const auto n = static_cast<std::size_t>(size);
+  GuardedRun out{std::vector<std::vector<float>>(n), std::vector<std::int64_t>(n), std::vector<std::size_t>(n)};
+  std::vector<std::thread> replicas;
+  for (int rank = 0; rank < size; ++rank)
+    replicas.emplace_back([&, rank] {
+      auto comm = connect_gloo(store, "gen0/", rank, size, GlooOptions{});
+      const auto cfg = job(dir, tag + std::to_string(rank), 2, 40, guard);
+      RunLog log(cfg.job.run_dir);
+      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, make_slot(*comm, ParamLayout::of(cfg.model).total(), nullptr));
+      DivergenceGuard g(cfg.guard, DivergenceGuard::Mode::Recover, log, nlohmann::json::object());
+      g.reset(t, rank == 0);
+      while (t.state().step < 40) g.after_step(t, t.step());
+      const auto r = static_cast<std::size_t>(rank);
+      out.held_bytes[r] = g.held_bytes();
+      out.rollbacks[r] = t.state().rollbacks;
+      out.params[r].assign(t.model().params().begin(), t.model().params().end());
+    });
+  for (auto& r : replicas) r.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the divergence guard under ZeRO stage 3 keeps each replica's part and mirror, rolls the group back to them, and ends where an unsharded group does") {
+  TempDir dir("dp-zero3-guard");
+  const auto plain = train_guarded(dir, "plain", 3, plain_slot);
+  const auto zero3 = train_guarded(dir, "zero3", 3, zero3_slot);
+  REQUIRE(plain.rollbacks[0] == 1);  // the spike was seen and undone
+  const std::size_t params = plain.params[0].size();
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(zero3.rollbacks[r] == 1);
+    CHECK(zero3.params[r] == plain.params[0]);
+    // A kept state is the part's weights, the mirror's and the part's moments (16/M bytes per
+    // parameter, plus the records), where unsharded it is 12 bytes per parameter.
+    CHECK(zero3.held_bytes[r] < plain.held_bytes[r] / 2);
+    MESSAGE("guard's kept states: unsharded ", plain.held_bytes[r], " bytes, stage 3 ", zero3.held_bytes[r], " bytes for ",
+            params, " parameters");
+  }
 }
 
 TEST_CASE("an optimizer that cannot shard its state is refused at the trainer's start, naming it") {
