@@ -225,6 +225,9 @@ class Trainer {
   // step it is at (the SDC guard compares each part's two copies).
   bool shards_weights() const { return slot_.shard && slot_.gather_range; }
   std::pair<std::uint64_t, std::uint64_t> part_hashes() const;
+  // Stage 3: whole weights a reader gathered (or the layers above rewrote) go back to this
+  // replica's part, the mirror taken from them; what the next step does anyway.
+  void drop_gathered_weights();
 
  private:
   std::int64_t tokens_per_step() const;

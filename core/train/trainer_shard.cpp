@@ -142,12 +142,18 @@ void Trainer::sharded_update_in_place(float lr) {
 }
 
 std::pair<std::uint64_t, std::uint64_t> Trainer::part_hashes() const {
-  MERIDIAN_CHECK(shards_weights() && undo_.mirror_step == state_.step && undo_.own_step == state_.step,
+  MERIDIAN_CHECK(shards_weights() && (weights_whole_ || (undo_.mirror_step == state_.step && undo_.own_step == state_.step)),
                  "part hashes at step ", state_.step, ": the part is of step ", undo_.own_step, ", the mirror of ",
                  undo_.mirror_step);
-  const auto own = model_->params().subspan(slot_.shard->offset, slot_.shard->count);
-  return {kernels::chunked_hash64(own.data(), own.size_bytes()),
-          kernels::chunked_hash64(undo_.mirror.data(), undo_.mirror.size() * sizeof(float))};
+  const auto params = model_->params();
+  const auto own = params.subspan(slot_.shard->offset, slot_.shard->count);
+  const std::span<const float> mirror =
+      weights_whole_ ? params.subspan(slot_.mirror->offset, slot_.mirror->count) : std::span<const float>(undo_.mirror);
+  return {kernels::chunked_hash64(own.data(), own.size_bytes()), kernels::chunked_hash64(mirror.data(), mirror.size_bytes())};
+}
+
+void Trainer::drop_gathered_weights() {
+  if (shards_weights()) begin_sharded_step();
 }
 
 void Trainer::ensure_whole_weights() const {

@@ -67,7 +67,8 @@ SdcVerdict judge_part_copies(const std::vector<std::uint64_t>& parts, const std:
 SdcOutcome SdcGuard::check(Communicator& comm, Trainer& trainer) {
   SdcOutcome out;
   const std::int64_t step = trainer.state().step;
-  if (trainer.shards_weights() && trainer.mirror_step() == step && trainer.own_part_step() == step) {
+  if (trainer.shards_weights() &&
+      (!trainer.weights_sharded() || (trainer.mirror_step() == step && trainer.own_part_step() == step))) {
     const auto [part, mirror] = trainer.part_hashes();
     out.hashes = all_hashes(comm, part);
     out.mirror_hashes = all_hashes(comm, mirror);

@@ -317,6 +317,7 @@ void ReplicaProcess::step() {
   const bool draining = mode_.state() == SiteMode::State::Draining && !last;
   log_step(r, done);
   exchange_step(done, last, draining);
+  trainer_.drop_gathered_weights();  // stage 3: what the round gathered goes before anything is measured
   eval_step(done);
   sdc_step(done);
   if (config().checkpoint.every > 0 && done % config().checkpoint.every == 0)

@@ -147,7 +147,7 @@ std::map<std::int64_t, std::string> commit_hashes(const std::filesystem::path& e
 
 }  // namespace
 
-TEST_CASE("ZeRO stages 1 and 2: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
+TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
   EtcdServer etcd;
   if (!etcd.ok()) {
     MESSAGE("skipped: no runnable etcd");
@@ -157,16 +157,17 @@ TEST_CASE("ZeRO stages 1 and 2: 2 sites of 2 sharded replicas commit what unshar
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
-  // Stage 2 writes its checkpoints in parts, one per replica.
+  // Stages 2 and 3 write their checkpoints in parts, one per replica.
   const auto job = [&](const std::string& name, int stage, int replicas_a) {
-    const std::string parts = stage == 2 ? "[checkpoint]\nper_replica = true\n" : "";
+    const std::string parts = stage >= 2 ? "[checkpoint]\nper_replica = true\n" : "";
     return write_job(dir, name, outer + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n" + parts,
                      "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
   };
   const auto plain = run_sites(dir, job("plain", 0, 2), etcd);
   const auto sharded = run_sites(dir, job("sharded", 1, 2), etcd);
   const auto zero2 = run_sites(dir, job("zero2", 2, 2), etcd);
-  const auto uneven = run_sites(dir, job("uneven", 2, 4), etcd);
+  const auto zero3 = run_sites(dir, job("zero3", 3, 2), etcd);
+  const auto uneven = run_sites(dir, job("uneven", 3, 4), etcd);
   // At 2 replicas every element's gradient is one sum either way and the norm is added from the
   // same unit sums: the sharded sites train, and so commit, exactly what the unsharded ones do.
   const auto commits = commit_hashes(dir / "plain" / "a" / "events.jsonl", "a");
@@ -179,12 +180,22 @@ TEST_CASE("ZeRO stages 1 and 2: 2 sites of 2 sharded replicas commit what unshar
   CHECK(commit_hashes(dir / "zero2" / "a" / "events.jsonl", "a") == commits);
   CHECK(zero2.at("a")["params_hash"] == plain.at("a")["params_hash"]);
   CHECK(zero2.at("b")["params_hash"] == plain.at("b")["params_hash"]);
-  // A site of 4 stage-2 replicas beside one of 2 (each cut its own way): one job, one version.
+  // Stage 3 gathers each layer's weights for forward and backward, and the whole weights for the
+  // round's delta and its commit: the same sums again.
+  CHECK(commit_hashes(dir / "zero3" / "a" / "events.jsonl", "a") == commits);
+  CHECK(commit_hashes(dir / "zero3" / "b" / "events.jsonl", "b") == commits);
+  CHECK(zero3.at("a")["params_hash"] == plain.at("a")["params_hash"]);
+  CHECK(zero3.at("b")["params_hash"] == plain.at("b")["params_hash"]);
+  // A site of 4 stage-3 replicas beside one of 2 (each cut its own way): one job, one version.
   CHECK(uneven.at("a")["version"] == 3);
   CHECK(commit_hashes(dir / "uneven" / "a" / "events.jsonl", "a") == commit_hashes(dir / "uneven" / "b" / "events.jsonl", "b"));
   CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
   CHECK(uneven.at("a")["memory"]["moments_elements"].get<double>() <
         uneven.at("b")["memory"]["moments_elements"].get<double>());  // a quarter against a half
+  // The weights the round gathered whole went back to each replica's part: 16/M bytes per
+  // parameter held by the trainer (4 at 4 replicas; stage 2 holds 7), pages where ranges meet aside.
+  const auto& memory = uneven.at("a")["memory"];
+  CHECK(memory["state_bytes"]["trainer"].get<double>() < 5.5 * memory["params"].get<double>());
   // Each site's final checkpoint: a part per replica, read back whole, the outer state beside it.
   for (const auto& [site, parts] : {std::pair{"a", 4u}, std::pair{"b", 2u}}) {
     CAPTURE(site);
