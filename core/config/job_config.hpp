@@ -177,7 +177,8 @@ struct JobConfig {
   // How a site's replicas share its training state. zero_stage 1 (ZeRO stage 1): each replica
   // keeps AdamW's moments for its own part of the weights (core/model/shard_map.hpp), the
   // gradients are reduce-scattered and the weights all-gathered; 2 also reduce-scatters the
-  // gradients range by range during backward and keeps only the part's; 0 keeps a whole copy on each.
+  // gradients range by range during backward and keeps only the part's; 3 keeps only the part's
+  // weights too, each layer's gathered as forward and backward reach it; 0 keeps a whole copy on each.
   // recompute: what backward recomputes instead of forward keeping it (core/model/recompute.hpp).
   struct Parallel {
     int zero_stage = 0;

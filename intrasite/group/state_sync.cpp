@@ -136,23 +136,29 @@ int holder_of_undone(const std::vector<Member>& members, std::int64_t target, st
   return -1;
 }
 
-// After an in-place all-gather that failed on every member, each undid its own part and its
-// mirrored one: every run of units goes out from its holder, so every member holds the weights
-// of step `target` whole again. Units nobody holds (an owner and the rank mirroring it both
-// died) stay as the source has them, and are counted.
-void reassemble_weights(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
-                        std::int64_t target, HealReport& report) {
-  const auto params = trainer.bulk().params;
+// Every member ends with the weights whole: each run of units whose holder (`holder_of(u)`) is
+// the same goes out from it. Units nobody holds (-1) stay as the member has them, and are counted.
+template <class HolderOf>
+void broadcast_runs(Communicator& comm, std::span<float> params, HolderOf holder_of, HealReport& report) {
   const std::size_t units = (params.size() + kShardUnit - 1) / kShardUnit;
   for (std::size_t u = 0; u < units;) {
-    const int from = holder_of_undone(members, target, u);
+    const int from = holder_of(u);
     std::size_t end = u + 1;
-    while (end < units && holder_of_undone(members, target, end) == from) ++end;
+    while (end < units && holder_of(end) == from) ++end;
     const auto run = params.subspan(u * kShardUnit, std::min(params.size(), end * kShardUnit) - u * kShardUnit);
     if (from < 0) report.weights_lost += run.size();
     else comm.broadcast(std::as_writable_bytes(run), from);
     u = end;
   }
+}
+
+// After an in-place all-gather that failed on every member, each undid its own part and its
+// mirrored one: the weights of step `target` are put back from their holders. Units nobody holds
+// (an owner and the rank mirroring it both died) stay as the source has them.
+void reassemble_weights(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
+                        std::int64_t target, HealReport& report) {
+  broadcast_runs(comm, trainer.bulk().params, [&](std::size_t u) { return holder_of_undone(members, target, u); },
+                 report);
 }
 
 // Stage 3: whether a member's own part is at step `target`, as it is or once its last update is
@@ -193,17 +199,8 @@ void reassemble_sharded_weights(Communicator& comm, Trainer& trainer, const std:
                                 std::int64_t target, HealReport& report) {
   if (trainer.weights_sharded() && trainer.mirror_step() == target) trainer.mirror_into_weights();
   const auto params = trainer.bulk().params;
-  const std::size_t units = (params.size() + kShardUnit - 1) / kShardUnit;
-  for (std::size_t u = 0; u < units;) {
-    const int from = sharded_holder(members, target, u);
-    std::size_t end = u + 1;
-    while (end < units && sharded_holder(members, target, end) == from) ++end;
-    const auto run = params.subspan(u * kShardUnit, std::min(params.size(), end * kShardUnit) - u * kShardUnit);
-    if (from < 0) report.weights_lost += run.size();
-    else comm.broadcast(std::as_writable_bytes(run), from);
-    report.bytes += run.size_bytes();
-    u = end;
-  }
+  broadcast_runs(comm, params, [&](std::size_t u) { return sharded_holder(members, target, u); }, report);
+  report.bytes += params.size_bytes();
 }
 
 // Stage 3: the members settle on the newest step they hold whole, undo an update past it, and put
