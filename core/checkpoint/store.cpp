@@ -166,10 +166,15 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
   if (!out.has("adamw.parts")) return out;
   const auto manifest = out.get_pod<std::uint64_t>("adamw.parts");
   const auto step = out.get_value<std::int64_t>("train.step");
-  const std::size_t total = out.get("params").size() / sizeof(float);
   if (manifest.empty() || manifest.size() != 1 + 2 * manifest[0])
     throw make_error(ErrorKind::Checkpoint, path.string(), ": record \"adamw.parts\" is not a list of parts");
-  std::vector<float> m(total), v(total);
+  // ZeRO stage 3 writes the weights in the parts too; otherwise the leader's file has them whole.
+  const bool weights_in_parts = !out.has("params");
+  std::size_t total = 0;
+  if (!weights_in_parts) total = out.get("params").size() / sizeof(float);
+  else
+    for (std::size_t i = 0; i < manifest[0]; ++i) total += static_cast<std::size_t>(manifest[2 + 2 * i]);
+  std::vector<float> m(total), v(total), params(weights_in_parts ? total : 0);
   std::size_t next = 0;  // the parts cover the model in order, without gaps
   for (std::size_t i = 0; i < manifest[0]; ++i) {
     const std::size_t offset = manifest[1 + 2 * i], count = manifest[2 + 2 * i];
@@ -183,7 +188,10 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
     if (part.get_value<std::int64_t>("train.step") != step || range.size() != 2 || range[0] != offset || range[1] != count)
       throw make_error(ErrorKind::Checkpoint, file.string(), " is not the part ", path.string(), " names (step ", step,
                        ", elements ", offset, "+", count, ")");
-    for (const auto& [record, into] : {std::pair{"adamw.m", &m}, std::pair{"adamw.v", &v}}) {
+    for (const auto& [record, into] : {std::pair{"adamw.m", &m}, std::pair{"adamw.v", &v}, std::pair{"params", &params}}) {
+      if (into->empty()) continue;  // the weights, when the leader's file has them
+      if (!part.has(record))
+        throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" is missing");
       const auto values = part.get_pod<float>(record);
       if (values.size() != count)
         throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" holds ", values.size(),
@@ -196,6 +204,7 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
     throw make_error(ErrorKind::Checkpoint, path.string(), ": its parts cover ", next, " of ", total, " elements");
   out.put_pod<float>("adamw.m", m);
   out.put_pod<float>("adamw.v", v);
+  if (weights_in_parts) out.put_pod<float>("params", params);
   return out;
 }
 

@@ -215,12 +215,13 @@ void Trainer::save_checkpoint_in_parts(bool write) {
   part.put_pod<float>("adamw.v", opt_.v());
   part.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{own.offset, own.count});
   part.put_value<std::int64_t>("train.step", state_.step);
+  // Stage 3: the weights go in the parts too, so nobody gathers them.
+  if (shards_weights()) part.put_pod<float>("params", model_->params().subspan(own.offset, own.count));
   store.save_part(state_.step, own.offset, part);
   slot_.barrier();  // every part is on disk before the checkpoint that names them
-  ensure_whole_weights();
   if (!write) return;
   Checkpoint out = snapshot_meta();
-  out.put_pod<float>("params", model_->params());
+  if (!shards_weights()) out.put_pod<float>("params", model_->params());
   std::vector<std::uint64_t> manifest = {slot_.parts.size()};
   std::size_t offset = 0;
   for (const std::size_t count : slot_.parts) {

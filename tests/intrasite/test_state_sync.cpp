@@ -450,33 +450,38 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
   }
 }
 
-TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, and not without a part") {
-  TempDir dir("parts-reshard");
-  MemoryStore store;
-  const auto cfg = job(dir, "site", "[checkpoint]\nper_replica = true\n[parallel]\nzero_stage = 1\n");
-  std::vector<Held> wrote(4);
-  on_threads(4, [&](int rank) {
-    RunLog log(dir / ("writer" + std::to_string(rank)));
-    auto comm = connect_gloo(store, "w/", rank, 4, GlooOptions{});
-    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg)));
-    for (int i = 0; i < 3; ++i) t.step();
-    t.save_checkpoint(rank == 0);
-    wrote[static_cast<std::size_t>(rank)] = held_state(t);
-  });
-  // The leader's file has the weights and the parts' list, no moments; each part its own.
-  const CheckpointStore files(posix_env(), cfg.job.run_dir / "checkpoints", 3);
-  const auto main = files.path_for(3);
-  const Checkpoint leader = decode_checkpoint(posix_env().read_all(main), main.string());
-  CHECK_FALSE(leader.has("adamw.m"));
-  CHECK(leader.get_pod<std::uint64_t>("adamw.parts").front() == 4);
-  for (const auto& w : wrote) CHECK(posix_env().exists(part_path(main, w.part.offset)));
-  for (int size = 1; size <= 3; ++size) {
-    CAPTURE(size);
-    check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
+TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, and not without a part; at stage 3 the parts hold the weights too") {
+  for (const int stage : {1, 3}) {
+    CAPTURE(stage);
+    TempDir dir("parts-reshard");
+    MemoryStore store;
+    const auto cfg = job(dir, "site", "[checkpoint]\nper_replica = true\n[parallel]\nzero_stage = " + std::to_string(stage) + "\n");
+    std::vector<Held> wrote(4);
+    on_threads(4, [&](int rank) {
+      RunLog log(dir / ("writer" + std::to_string(rank)));
+      auto comm = connect_gloo(store, "w/", rank, 4, GlooOptions{});
+      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg), stage));
+      for (int i = 0; i < 3; ++i) t.step();
+      t.save_checkpoint(rank == 0);
+      CHECK(t.weights_sharded() == (stage == 3));  // writing in parts gathered nothing
+      wrote[static_cast<std::size_t>(rank)] = held_state(t);
+    });
+    // The leader's file has the parts' list, no moments, and the weights unless the parts have them.
+    const CheckpointStore files(posix_env(), cfg.job.run_dir / "checkpoints", 3);
+    const auto main = files.path_for(3);
+    const Checkpoint leader = decode_checkpoint(posix_env().read_all(main), main.string());
+    CHECK_FALSE(leader.has("adamw.m"));
+    CHECK(leader.has("params") == (stage == 1));
+    CHECK(leader.get_pod<std::uint64_t>("adamw.parts").front() == 4);
+    for (const auto& w : wrote) CHECK(posix_env().exists(part_path(main, w.part.offset)));
+    for (int size = 1; size <= 3; ++size) {
+      CAPTURE(size);
+      check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
+    }
+    // Without one of its parts the checkpoint is no checkpoint: nothing to resume from here.
+    posix_env().remove(part_path(main, wrote[2].part.offset));
+    RunLog log(dir / "late");
+    Trainer late(cfg, posix_env(), log, nullptr, clock_stub);
+    CHECK_FALSE(late.try_resume());
   }
-  // Without one of its parts the checkpoint is no checkpoint: nothing to resume from here.
-  posix_env().remove(part_path(main, wrote[2].part.offset));
-  RunLog log(dir / "late");
-  Trainer late(cfg, posix_env(), log, nullptr, clock_stub);
-  CHECK_FALSE(late.try_resume());
 }
