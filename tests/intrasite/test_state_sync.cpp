@@ -91,6 +91,19 @@ std::unique_ptr<Communicator> regroup(MemoryStore& store, const std::string& pre
   return comm;
 }
 
+// Rank 1 of 3 is dead: ranks 0 and 2 regroup as 0 and 1 of 2 under "b/", sharded at `stage`,
+// and record what they hold after the heal, and with `replayed` after one more step.
+void regroup_without_rank_1(MemoryStore& store, int rank, Trainer& t, int stage, std::vector<HealReport>& reports,
+                            std::vector<Held>& after, std::vector<Held>* replayed = nullptr) {
+  const int now = rank == 0 ? 0 : 1;
+  const auto r = static_cast<std::size_t>(now);
+  const auto pair = regroup(store, "b/", now, 2, t, reports[r], stage);
+  after[r] = held_state(t);
+  if (!replayed) return;
+  t.step();
+  (*replayed)[r] = held_state(t);
+}
+
 // `size` sharded replicas train `steps` steps from a fresh start.
 std::vector<Held> reference(const TempDir& dir, int size, int steps) {
   MemoryStore store;
@@ -280,12 +293,7 @@ TEST_CASE("ZeRO stage 2: an in-place all-gather torn on every member, its middle
     CHECK(t.holds_ungathered_update());
     CHECK(t.mirror_held() == ShardMap(t.param_count(), 3).part((rank + 1) % 3));
     if (rank == 1) return;  // it dies; rank 0 mirrored its part
-    const int now = rank == 0 ? 0 : 1;
-    const auto r = static_cast<std::size_t>(now);
-    const auto pair = regroup(store, "b/", now, 2, t, reports[r], 2);
-    after[r] = held_state(t);
-    t.step();
-    replayed[r] = held_state(t);
+    regroup_without_rank_1(store, rank, t, 2, reports, after, &replayed);
   });
   for (std::size_t r = 0; r < 2; ++r) {
     CAPTURE(r);
@@ -337,12 +345,7 @@ TEST_CASE("ZeRO stage 3: the middle of 3 replicas dies between steps: the surviv
     CHECK(t.mirror_step() == 2);
     CHECK(t.mirror_held() == map.part((rank + 1) % 3));
     if (rank == 1) return;  // it dies; rank 0 mirrors its part
-    const int now = rank == 0 ? 0 : 1;
-    const auto r = static_cast<std::size_t>(now);
-    const auto pair = regroup(store, "b/", now, 2, t, reports[r], 3);
-    after[r] = held_state(t);
-    t.step();
-    replayed[r] = held_state(t);
+    regroup_without_rank_1(store, rank, t, 3, reports, after, &replayed);
   });
   for (std::size_t r = 0; r < 2; ++r) {
     CAPTURE(r);
@@ -383,10 +386,7 @@ TEST_CASE("ZeRO stage 3: a step whose shift completed but on the dead rank's mir
       CHECK(t.mirror_step() == 3);
     }
     if (rank == 1) return;  // it dies: its part of step 3 is nowhere else
-    const int now = rank == 0 ? 0 : 1;
-    const auto r = static_cast<std::size_t>(now);
-    const auto pair = regroup(store, "b/", now, 2, t, reports[r], 3);
-    after[r] = held_state(t);
+    regroup_without_rank_1(store, rank, t, 3, reports, after);
   });
   for (std::size_t r = 0; r < 2; ++r) {
     CAPTURE(r);
