@@ -120,10 +120,10 @@ class Trainer {
   // records, and back: what a replica that lost its state heals from.
   Checkpoint snapshot() const;
   void restore(const Checkpoint& state, const std::string& source);
-  // What a guard keeps to roll back to: snapshot(), but at ZeRO stage 3, while the weights are
-  // sharded, this replica's part of them and its mirror ("params.part", "params.mirror") in place
-  // of the whole, 16/M bytes per parameter rather than 4 + 8/M. restore() takes it back when every
-  // member of the same group restores its own at once, as the guards' rollbacks do.
+  // What a guard keeps to roll back to: snapshot(), but at ZeRO stage 3 this replica's part of the
+  // weights ("params.part") in place of the whole, 12/M bytes per parameter with the moments
+  // rather than 4 + 8/M. restore() takes it back when every member of the same group restores its
+  // own at once, as the guards' rollbacks do: the mirrors are then shifted anew (a collective).
   Checkpoint snapshot_held() const;
   // The same without the bulk (the weights and the moments: encode_train_meta), for a heal that
   // moves the bulk straight between the replicas' buffers: it writes them through bulk() (the host

@@ -163,18 +163,13 @@ void Trainer::ensure_whole_weights() const {
   weights_whole_ = true;
 }
 
-// Whole weights (after a heal or a reader's gather) hold the mirrored part too.
+// The mirror is not kept: the owners hold it, and a restore shifts it anew.
 Checkpoint Trainer::snapshot_held() const {
-  const bool current = undo_.mirror_step == state_.step && undo_.own_step == state_.step;
-  if (!shards_weights() || (!weights_whole_ && !current)) return snapshot();
+  if (!shards_weights() || (!weights_whole_ && undo_.own_step != state_.step)) return snapshot();
   Checkpoint out = snapshot_meta();
-  const ShardRange own = *slot_.shard, m = *slot_.mirror;
-  const auto params = model_->params();
-  out.put_pod<float>("params.part", params.subspan(own.offset, own.count));
+  const ShardRange own = *slot_.shard;
+  out.put_pod<float>("params.part", model_->params().subspan(own.offset, own.count));
   out.put_pod<std::uint64_t>("params.part_range", std::vector<std::uint64_t>{own.offset, own.count});
-  if (weights_whole_) out.put_pod<float>("params.mirror", params.subspan(m.offset, m.count));
-  else out.put_pod<float>("params.mirror", undo_.mirror);
-  out.put_pod<std::uint64_t>("params.mirror_range", std::vector<std::uint64_t>{m.offset, m.count});
   out.put_pod<float>("adamw.m", opt_.m());
   out.put_pod<float>("adamw.v", opt_.v());
   out.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{own.offset, own.count});
@@ -188,21 +183,21 @@ void Trainer::restore_held_part(const Checkpoint& state, const std::string& sour
     return r.size() == 2 ? ShardRange{r[0], r[1]} : ShardRange{0, 0};
   };
   const ShardRange part = range(state.get_pod<std::uint64_t>("params.part_range"));
-  const ShardRange mirror = range(state.get_pod<std::uint64_t>("params.mirror_range"));
-  MERIDIAN_CHECK(shards_weights() && part == *slot_.shard && mirror == *slot_.mirror, source,
+  MERIDIAN_CHECK(shards_weights() && part == *slot_.shard, source,
                  ": a part of the weights restored into another place (part at ", part.offset, "+", part.count,
                  ", this replica's at ", slot_.shard ? slot_.shard->offset : 0, ")");
   const auto weights = state.get_pod<float>("params.part");
-  auto mirrored = state.get_pod<float>("params.mirror");
   state_ = decode_train_meta(state, source, config_.model, opt_);
   decode_optimizer_state(state, source, opt_);
   restored(state);
   const auto params = model_->params();
-  std::copy(weights.begin(), weights.end(), params.begin() + static_cast<std::ptrdiff_t>(slot_.shard->offset));
+  const auto own = params.subspan(slot_.shard->offset, slot_.shard->count);
+  std::copy(weights.begin(), weights.end(), own.begin());
   release_outside_part(params, {0, params.size()});
   weights_whole_ = false;
-  undo_.mirror.assign(mirrored.begin(), mirrored.end());
   undo_.mirror_range = *slot_.mirror;
+  undo_.mirror.resize(undo_.mirror_range.count);
+  slot_.shift(own, undo_.mirror);
   undo_.mirror_step = undo_.own_step = state_.step;
 }
 

@@ -254,7 +254,7 @@ GuardedRun train_guarded(const TempDir& dir, const std::string& tag, int size, M
 
 }  // namespace
 
-TEST_CASE("the divergence guard under ZeRO stage 3 keeps each replica's part and mirror, rolls the group back to them, and ends where an unsharded group does") {
+TEST_CASE("the divergence guard under ZeRO stage 3 keeps each replica's part, rolls the group back to them, and ends where an unsharded group does") {
   TempDir dir("dp-zero3-guard");
   const auto plain = train_guarded(dir, "plain", 3, plain_slot);
   const auto zero3 = train_guarded(dir, "zero3", 3, zero3_slot);
@@ -264,9 +264,9 @@ TEST_CASE("the divergence guard under ZeRO stage 3 keeps each replica's part and
     CAPTURE(r);
     CHECK(zero3.rollbacks[r] == 1);
     CHECK(zero3.params[r] == plain.params[0]);
-    // A kept state is the part's weights, the mirror's and the part's moments (16/M bytes per
-    // parameter, plus the records), where unsharded it is 12 bytes per parameter.
-    CHECK(zero3.held_bytes[r] < plain.held_bytes[r] / 2);
+    // A kept state is the part's weights and moments (12/M bytes per parameter, plus the
+    // records), where unsharded it is 12 bytes per parameter.
+    CHECK(zero3.held_bytes[r] < plain.held_bytes[r] / 2.5);
     MESSAGE("guard's kept states: unsharded ", plain.held_bytes[r], " bytes, stage 3 ", zero3.held_bytes[r], " bytes for ",
             params, " parameters");
   }

@@ -450,7 +450,7 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
   }
 }
 
-TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, and not without a part; at stage 3 the parts hold the weights too") {
+TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, and not without a part, and at stage 3 the parts hold the weights too") {
   for (const int stage : {1, 3}) {
     CAPTURE(stage);
     TempDir dir("parts-reshard");
