@@ -19,6 +19,7 @@
 #include "core/optim/muon.hpp"
 #include "core/optim/schedule.hpp"
 #include "core/train/device_step.hpp"
+#include "core/train/gather_window.hpp"
 #include "core/train/train_checkpoint.hpp"
 #include "core/util/pages.hpp"
 
@@ -251,6 +252,8 @@ class Trainer {
   void begin_sharded_step();
   void sharded_update_in_place(float lr);
   void ensure_whole_weights() const;  // gathers them when sharded (collective)
+  void need_weights(ShardRange range);  // the model's hook: gathers a window around the range
+  void give_back_weights();             // every page outside the part, and forgets what was held
   void install_weights_hook();
   void next_batch();  // the next micro-batch of this replica's windows into inputs_/targets_
   // The end of run(): the final evaluation and checkpoint, the summary and its log lines.
@@ -297,6 +300,9 @@ class Trainer {
   };
   mutable PartUndo undo_;
   mutable bool weights_whole_ = true;
+  // Stage 3: what the model's hook has gathered and not given back, and where it last asked.
+  HeldRanges held_weights_;
+  std::size_t last_needed_ = 0;
 };
 
 }  // namespace meridian

@@ -2,6 +2,7 @@
 // its undo record, the gradients' pages it gives back (stage 2), and checkpoints in parts.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/checkpoint/store.hpp"
@@ -102,12 +103,31 @@ void Trainer::install_weights_hook() {
     model_->set_weights_hook({});
     return;
   }
-  model_->set_weights_hook({[this](std::size_t offset, std::size_t count) {
-                              if (!weights_whole_) slot_.gather_range(model_->params(), {offset, count});
-                            },
+  model_->set_weights_hook({[this](std::size_t offset, std::size_t count) { need_weights({offset, count}); },
                             [this](std::size_t offset, std::size_t count) {
-                              if (!weights_whole_) release_outside_part(model_->params(), {offset, count});
+                              if (weights_whole_) return;
+                              release_outside_part(model_->params(), {offset, count});
+                              held_weights_.remove({offset, count});
                             }});
+}
+
+// Gathered ranges stay valid until the next update, which gives them all back.
+void Trainer::need_weights(ShardRange range) {
+  if (weights_whole_) return;
+  const std::size_t previous = std::exchange(last_needed_, range.offset);
+  if (held_weights_.covers(range)) return;
+  const ShardRange window = gather_window(range, previous, param_count());
+  slot_.gather_range(model_->params(), window);
+  held_weights_.add(window);
+}
+
+// Every member starts each step (and each pass after the update) from here, so all ask for the
+// same windows: the collectives of a stage-3 pass must match across the group.
+void Trainer::give_back_weights() {
+  const auto params = model_->params();
+  release_outside_part(params, {0, params.size()});
+  held_weights_.clear();
+  last_needed_ = 0;
 }
 
 // Whole weights (a start, a heal, a reader) become this replica's part again, the mirror taken
@@ -120,7 +140,7 @@ void Trainer::begin_sharded_step() {
   undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(m.offset),
                       params.begin() + static_cast<std::ptrdiff_t>(m.end()));
   undo_.mirror_step = undo_.own_step = state_.step;
-  release_outside_part(params, {0, params.size()});
+  give_back_weights();
   weights_whole_ = false;
 }
 
@@ -133,6 +153,7 @@ void Trainer::sharded_update_in_place(float lr) {
   undo_.undoable = true;
   opt_.step(params, grads, lr);
   undo_.own_step = state_.step + 1;
+  give_back_weights();  // what is still gathered would be of the step before
   release_outside_part(grads, {0, grads.size()});
   undo_.shifted.resize(undo_.mirror_range.count);
   slot_.shift(params.subspan(own.offset, own.count), undo_.shifted);
@@ -193,7 +214,7 @@ void Trainer::restore_held_part(const Checkpoint& state, const std::string& sour
   const auto params = model_->params();
   const auto own = params.subspan(slot_.shard->offset, slot_.shard->count);
   std::copy(weights.begin(), weights.end(), own.begin());
-  release_outside_part(params, {0, params.size()});
+  give_back_weights();
   weights_whole_ = false;
   undo_.mirror_range = *slot_.mirror;
   undo_.mirror.resize(undo_.mirror_range.count);
