@@ -298,7 +298,7 @@ class Trainer {
     ResumeState state_before;
     std::vector<float> shifted;
   };
-  mutable PartUndo undo_;
+  PartUndo undo_;
   mutable bool weights_whole_ = true;
   // Stage 3: what the model's hook has gathered and not given back, and where it last asked.
   HeldRanges held_weights_;
