@@ -195,6 +195,7 @@ void link_toml(std::ostream& out, const WanLink& l) {
       << "jitter_ms = " << floating(l.jitter_ms) << "\n"
       << "jitter = " << config_detail::quote(to_string(l.jitter)) << "\n"
       << "bandwidth_mbps = " << floating(l.bandwidth_mbps) << "\n"
+      << "stream_mbps = " << floating(l.stream_mbps) << "\n"
       << "loss = " << floating(l.loss) << "\n";
 }
 

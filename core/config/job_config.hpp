@@ -27,6 +27,9 @@ struct WanLink {
   Jitter jitter = Jitter::Normal;
   double bandwidth_mbps = 0;  // per direction; 0 = unlimited
   double loss = 0;            // packet loss probability, paid as retransmission delay
+  // What one flow (one TCP connection) gets at most, whatever the link's bandwidth: its window
+  // over the round trip (6 MiB over 80 ms is about 630 Mbit/s). 0 = one flow fills the link.
+  double stream_mbps = 0;
   bool operator==(const WanLink&) const = default;
 };
 

@@ -16,6 +16,14 @@ std::string_view to_string(SimConfig::Algorithm a) {
   return "?";
 }
 
+std::string_view to_string(SimConfig::Exchange e) {
+  switch (e) {
+    case SimConfig::Exchange::Leader: return "leader";
+    case SimConfig::Exchange::Split: return "split";
+  }
+  return "?";
+}
+
 std::string_view to_string(SimConfig::Failure::Scope s) {
   switch (s) {
     case SimConfig::Failure::Scope::Replica: return "replica";
@@ -122,6 +130,7 @@ void resolve_sim(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(s.token_budget, "sim", "token_budget", at_least(0));
   r.read(s.days, "sim", "days", at_least(0));
   read_algorithms(r, s);
+  r.read(s.exchange, "sim", "exchange", {SimConfig::Exchange::Leader, SimConfig::Exchange::Split});
   r.read(s.seed, "sim", "seed", 0);
   resolve_failures(r, layers, s);
 }
@@ -154,6 +163,7 @@ void sim_toml(std::ostream& out, const SimConfig& s) {
       << "regroup_s = " << number(s.regroup_s) << "\n"
       << "token_budget = " << number(s.token_budget) << "\n"
       << "days = " << number(s.days) << "\n"
+      << "exchange = " << quote(to_string(s.exchange)) << "\n"
       << "seed = " << s.seed << "\n";
   if (!s.step_times_s.empty()) {
     out << "step_times_s = [";

@@ -30,6 +30,7 @@ WanLink read_link(Resolver& r, const std::string& table, WanLink base, std::stri
   r.read(base.jitter_ms, table, "jitter_ms", at_least(0));
   r.read(base.jitter, table, "jitter", {WanLink::Jitter::Normal, WanLink::Jitter::Uniform, WanLink::Jitter::Pareto});
   r.read(base.bandwidth_mbps, table, "bandwidth_mbps", at_least(0));
+  r.read(base.stream_mbps, table, "stream_mbps", at_least(0));
   r.read(base.loss, table, "loss", within(0, 1, false, true));
   return base;
 }

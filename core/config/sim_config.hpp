@@ -12,6 +12,11 @@ struct SimConfig {
   // The algorithms the simulator compares; "overlap" is DiLoCo with [outer] overlap, "async" is
   // overlapped DiLoCo committing by quorum or deadline with staleness-weighted late deltas.
   enum class Algorithm { Sync, Diloco, Overlap, Streaming, Async };
+  // How a site's delta crosses the WAN: from its leader in one flow per peer site (what a site
+  // runs), or split, each replica sending its 1/M share to the replicas of the peer that hold
+  // the same units, one flow per overlap of the two sites' cuts (INTELLECT-1's way; a what-if
+  // here: a site does not run it yet). The flows matter under [wan] stream_mbps.
+  enum class Exchange { Leader, Split };
 
   // One class of failures (a row of a failure table such as Llama 3's), as a Poisson process.
   struct Failure {
@@ -46,6 +51,7 @@ struct SimConfig {
   double token_budget = 0;  // tokens the job's model must learn from; 0: [inner] steps per site
   double days = 0;          // simulated time limit; 0: until the budget (or the steps) are done
   std::vector<Algorithm> algorithms;  // empty: all five
+  Exchange exchange = Exchange::Leader;
   std::uint64_t seed = 0;  // 0: [job] seed
   std::vector<Failure> failures;
   bool operator==(const SimConfig&) const = default;
@@ -53,5 +59,6 @@ struct SimConfig {
 
 std::string_view to_string(SimConfig::Algorithm a);
 std::string_view to_string(SimConfig::Failure::Scope s);
+std::string_view to_string(SimConfig::Exchange e);
 
 }  // namespace meridian

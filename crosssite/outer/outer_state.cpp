@@ -6,7 +6,7 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
-#include "core/util/hash.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
 namespace {
@@ -256,6 +256,8 @@ void OuterState::restore(const Checkpoint& checkpoint) {
   }
 }
 
-std::uint64_t OuterState::weights_hash(std::span<const float> weights) { return hash64(weights); }
+std::uint64_t OuterState::weights_hash(std::span<const float> weights) {
+  return kernels::chunked_hash64(weights.data(), weights.size_bytes());
+}
 
 }  // namespace meridian

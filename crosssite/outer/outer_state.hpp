@@ -109,7 +109,8 @@ class OuterState {
   // mis-sized records, state unchanged then.
   void save(Checkpoint& checkpoint) const;
   void restore(const Checkpoint& checkpoint);
-  // XXH3-64 of the global weights: what a commit record carries.
+  // What a commit record carries: the chunked hash of the global weights (kernels/cpu/chunk_hash),
+  // which the owners of parts of the weights can compute together, each over its own chunks.
   static std::uint64_t weights_hash(std::span<const float> weights);
 
  private:

@@ -190,7 +190,8 @@ class Engine : public FailureSink {
     d.arrive.resize(n_);
     for (int p = 0; p < n_; ++p) {
       if (p != s && sites_[p].state != Site::State::Down) result_.wan_bytes += shape_.delta_bytes;
-      d.arrive[p] = t + wan_.transfer_s(s, p, shape_.delta_bytes, t);
+      const double flows = sc_.split_exchange ? transfer_parallelism(m.gpus, sc_.sites[p].gpus) : 1;
+      d.arrive[p] = t + wan_.transfer_s(s, p, shape_.delta_bytes, t, flows);
     }
     pending_.push_back(std::move(d));
     ++site.unmerged;

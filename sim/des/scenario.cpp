@@ -99,6 +99,7 @@ Scenario build_scenario(const JobConfig& job) {
   sc.delta_bytes = sc.params * codec_bytes_per_param(job.outer);
   sc.grad_bytes = sc.params * 4;   // sync sends fp32 mean gradients (sites/replica/site_exchange)
   sc.state_bytes = sc.params * 8;  // OuterState::snapshot: fp32 weights and outer momentum
+  sc.split_exchange = s.exchange == SimConfig::Exchange::Split;
   sc.inner_steps = job.outer.inner_steps;
   sc.fragments = job.outer.fragments;
   sc.max_staleness = job.outer.max_staleness;

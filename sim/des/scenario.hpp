@@ -42,6 +42,9 @@ struct Scenario {
   double delta_bytes = 0;  // one site's encoded pseudo-gradient (all fragments)
   double grad_bytes = 0;   // one site's mean gradients, as sync sends them every step
   double state_bytes = 0;  // a peer's state for a rejoining site: weights and outer momentum
+  // Deltas (and sync's gradients) go split between the sites' GPUs, one flow per overlap of their
+  // cuts (transfer_parallelism), instead of one flow from leader to leader.
+  bool split_exchange = false;
   int inner_steps = 50;    // H
   int fragments = 1;       // streaming: fragments synchronised in turn, H / fragments steps apart
   int max_staleness = 4;

@@ -67,14 +67,14 @@ double sample_lost_packets(double packets, double loss, Rng& rng) {
   return std::min(lost, packets);
 }
 
-double WanModel::transfer_s(int a, int b, double bytes, double t) {
+double WanModel::transfer_s(int a, int b, double bytes, double t, double flows) {
   if (a == b) return 0;
   const double start = unpartitioned(a, b, t);
   WanLink l = effective(a, b, start);
   const double lost = sample_lost_packets(std::ceil(bytes / packet_bytes_), l.loss, loss_rng_);
   l.loss = 0;  // paid below
   const std::size_t dir = index(a, b);
-  const double due = directions_[dir].arrival(start, static_cast<std::size_t>(bytes), l) + lost * 2 * l.latency_ms / 1000;
+  const double due = directions_[dir].arrival(start, static_cast<std::size_t>(bytes), l, flows) + lost * 2 * l.latency_ms / 1000;
   last_due_[dir] = std::max(last_due_[dir], due);
   return last_due_[dir] - t;
 }
@@ -82,7 +82,8 @@ double WanModel::transfer_s(int a, int b, double bytes, double t) {
 double WanModel::nominal_s(int a, int b, double bytes) const {
   if (a == b) return 0;
   const WanLink& l = link(a, b);
-  return l.latency_ms / 1000 + (l.bandwidth_mbps > 0 ? bytes * 8 / (l.bandwidth_mbps * 1e6) : 0);
+  const double rate = flows_bytes_per_s(l, 1);
+  return l.latency_ms / 1000 + (rate > 0 ? bytes / rate : 0);
 }
 
 }  // namespace meridian::sim

@@ -3,15 +3,42 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/util/error.hpp"
+
 namespace meridian {
 
 namespace {
 
 constexpr double kParetoShape = 3.0;
 
-double bytes_per_s(const WanLink& link) { return link.bandwidth_mbps * 1e6 / 8; }
+double mbps_to_bytes_per_s(double mbps) { return mbps * 1e6 / 8; }
 
 }  // namespace
+
+double flows_bytes_per_s(const WanLink& link, double flows) {
+  const double link_rate = mbps_to_bytes_per_s(link.bandwidth_mbps);
+  const double flows_rate = mbps_to_bytes_per_s(link.stream_mbps) * flows;
+  if (link_rate <= 0) return flows_rate;
+  if (flows_rate <= 0) return link_rate;
+  return std::min(link_rate, flows_rate);
+}
+
+double transfer_parallelism(int from, int to) {
+  MERIDIAN_CHECK(from >= 1 && to >= 1, "from=", from, " to=", to);
+  // Breakpoints i/from and j/to, met in order: the largest gap between neighbours is the largest flow.
+  double largest = 0, at = 0;
+  int i = 1, j = 1;
+  while (i <= from || j <= to) {
+    const double a = i <= from ? static_cast<double>(i) / from : 2;
+    const double b = j <= to ? static_cast<double>(j) / to : 2;
+    const double next = std::min(a, b);
+    largest = std::max(largest, next - at);
+    at = next;
+    if (a <= next) ++i;
+    if (b <= next) ++j;
+  }
+  return 1 / largest;
+}
 
 double draw_latency_s(const WanLink& link, std::mt19937_64& rng) {
   const double j = link.jitter_ms;
@@ -41,10 +68,9 @@ double draw_loss_delay_s(const WanLink& link, std::size_t bytes, double packet_b
 LinkDirection::LinkDirection(std::uint64_t seed, LinkModelOptions options)
     : options_(options), rng_(seed), tokens_(options.burst_bytes) {}
 
-double LinkDirection::arrival(double now, std::size_t bytes, const WanLink& link) {
+double LinkDirection::arrival(double now, std::size_t bytes, const WanLink& link, double flows) {
   double sent = now;  // when its last byte has left
-  if (link.bandwidth_mbps > 0) {
-    const double rate = bytes_per_s(link);
+  if (const double rate = flows_bytes_per_s(link, flows); rate > 0) {
     if (started_) tokens_ = std::min(options_.burst_bytes, tokens_ + rate * std::max(0.0, now - tokens_at_));
     started_ = true;
     tokens_at_ = now;

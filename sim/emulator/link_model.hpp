@@ -3,7 +3,10 @@
 // end, as a function of (now, the direction's state, the link's figures, a seeded random draw).
 //   bandwidth  a token bucket (rate = bandwidth_mbps, depth = burst_bytes) the transfer drains; one
 //              larger than the tokens left waits for the rest to accrue, and transfers after it
-//              queue behind (per direction: the two directions of a link do not share bandwidth)
+//              queue behind (per direction: the two directions of a link do not share bandwidth).
+//              A transfer carried by one flow drains it at stream_mbps at most (TCP's window over
+//              the round trip); one spread over parallel flows (a split exchange: one per replica)
+//              at that many times it, up to bandwidth_mbps.
 //   latency    one way, plus a jitter draw: normal (sd jitter_ms), uniform (+-jitter_ms), both cut
 //              so the latency stays >= 0; pareto: a one-sided heavy tail of mean jitter_ms (Lomax,
 //              shape 3: most draws small, a few several times the mean)
@@ -30,7 +33,8 @@ class LinkDirection {
 
   // Seconds at which a transfer of `bytes` handed over at `now` arrives whole; advances the state.
   // `link` may change between calls (faults): each transfer goes at the figures of its hand-over.
-  double arrival(double now, std::size_t bytes, const WanLink& link);
+  // `flows`: how many flows carry it side by side (transfer_parallelism), 1 for a link's own.
+  double arrival(double now, std::size_t bytes, const WanLink& link, double flows = 1);
 
  private:
   LinkModelOptions options_;
@@ -41,6 +45,15 @@ class LinkDirection {
   double last_due_ = 0;
 };
 
+// Bytes per second that `flows` side-by-side flows get together on `link`: its bandwidth, or flows x
+// stream_mbps where that is less; 0 when neither limits.
+double flows_bytes_per_s(const WanLink& link, double flows);
+// A transfer split between two sites' replicas, as a split exchange sends it: sender rank r holds
+// [r/from, (r+1)/from) of the bytes, receiver rank q holds [q/to, (q+1)/to), and each overlap of
+// the two cuts is one flow. Returns the whole transfer's size over its largest flow's: as many
+// flows as that, each at one flow's ceiling, take as long as the largest does. `from` when the
+// two cuts are the same; 1 for one replica at both ends.
+double transfer_parallelism(int from, int to);
 // A one-way latency draw in seconds for `link` (latency + jitter, >= 0).
 double draw_latency_s(const WanLink& link, std::mt19937_64& rng);
 // The retransmission delay in seconds that losses add to a transfer of `bytes`.

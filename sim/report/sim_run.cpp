@@ -50,7 +50,8 @@ nlohmann::json scenario_json(const Scenario& sc) {
   return {{"params", sc.params},         {"delta_bytes", sc.delta_bytes}, {"grad_bytes", sc.grad_bytes},
           {"state_bytes", sc.state_bytes}, {"inner_steps", sc.inner_steps}, {"fragments", sc.fragments},
           {"steps", sc.steps},           {"token_budget", sc.token_budget}, {"horizon_s", sc.horizon_s},
-          {"seed", sc.seed},             {"sites", sites}};
+          {"seed", sc.seed},             {"exchange", sc.split_exchange ? "split" : "leader"},
+          {"sites", sites}};
 }
 
 std::string timeline_csv(const Result& r) {

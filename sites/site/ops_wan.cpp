@@ -20,7 +20,8 @@ constexpr int kMaxAttempts = 8;
 json failure(const std::string& why) { return {{"ok", false}, {"error", why}}; }
 
 json link_json(const WanLink& l) {
-  return {{"latency_ms", l.latency_ms}, {"jitter_ms", l.jitter_ms}, {"bandwidth_mbps", l.bandwidth_mbps}, {"loss", l.loss}};
+  return {{"latency_ms", l.latency_ms}, {"jitter_ms", l.jitter_ms}, {"bandwidth_mbps", l.bandwidth_mbps},
+          {"stream_mbps", l.stream_mbps}, {"loss", l.loss}};
 }
 
 // The leader's measured figures of a peer with "<figure>_at" (a wall time) made "<figure>_age_s".

@@ -43,6 +43,7 @@ TEST_CASE("[sim] every key is read, and to_toml writes it back to an equal confi
                              "step_time_s = 0\nstep_times_s = [0.5, 1]\nstep_overhead_s = 0.01\npeak_tflops = 312\nmfu = 0.35\nintra_bandwidth_gbps = 200\n"
                              "intra_latency_us = 2\ngrad_bytes_per_param = 2\nstartup_s = 60\nregroup_s = 20\n"
                              "token_budget = 1e12\ndays = 30\nalgorithms = [\"diloco\", \"async\", \"diloco\"]\nseed = 5\n"
+                             "exchange = \"split\"\n"
                              "[[sim.failure]]\nname = \"gpu\"\nper_gpu_hour = 1e-5\nrecovery_s = 300\n"
                              "[[sim.failure]]\nname = \"power\"\nscope = \"site\"\nper_node_day = 0.001\n");
   const JobConfig c = load_job_config(file);
@@ -55,6 +56,7 @@ TEST_CASE("[sim] every key is read, and to_toml writes it back to an equal confi
   CHECK(c.sim.days == 30);
   CHECK(c.sim.algorithms == std::vector{SimConfig::Algorithm::Diloco, SimConfig::Algorithm::Async});
   CHECK(c.sim.seed == 5);
+  CHECK(c.sim.exchange == SimConfig::Exchange::Split);
   REQUIRE(c.sim.failures.size() == 2);
   CHECK(c.sim.failures[0] == SimConfig::Failure{.name = "gpu", .per_gpu_hour = 1e-5, .recovery_s = 300});
   CHECK(c.sim.failures[1].scope == SimConfig::Failure::Scope::Site);
@@ -76,6 +78,7 @@ TEST_CASE("[sim] problems name the key and the line") {
         std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\nalgorithms = []\n")).find("sim.algorithms") != std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\ndays = -1\n")).find("sim.days") != std::string::npos);
+  CHECK(problems(job_file(dir, "[sim]\nexchange = \"ring\"\n")).find("sim.exchange") != std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\nstep_times_s = [1.0]\n"))
             .find("sim.step_times_s: expected an array of 2 numbers > 0 (one per [[site]])") != std::string::npos);
   CHECK(problems(job_file(dir, "[sim]\nstep_times_s = [1.0, 0]\n")).find("sim.step_times_s") != std::string::npos);

@@ -1,12 +1,15 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/outer/outer_state.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 
 using namespace meridian;
 
@@ -45,6 +48,27 @@ TEST_CASE("preview leaves the state alone, commit makes it the next version, lr 
   CHECK(state.version() == 1);
   CHECK(OuterState::weights_hash(state.global()) == hash);
   CHECK_THROWS_AS(state.commit(3, state.preview(mean)), InvariantError);
+}
+
+TEST_CASE("the commit hash is put together from the chunk hashes of each replica's part, at any cut") {
+  // 3 units and a short fourth: parts of one, two or no whole units, and a short last part.
+  const std::size_t unit = 1024;
+  const auto weights = ramp(3 * unit + 517, 0.01f);
+  const std::uint64_t whole = OuterState::weights_hash(weights);
+  for (int ranks = 1; ranks <= 5; ++ranks) {
+    CAPTURE(ranks);
+    const ShardMap map(weights.size(), ranks, unit);
+    std::vector<std::uint64_t> chunks;
+    for (int r = 0; r < ranks; ++r) {
+      const ShardRange part = map.part(r);
+      const auto mine = kernels::chunk_hashes(weights.data() + part.offset, part.count * sizeof(float));
+      chunks.insert(chunks.end(), mine.begin(), mine.end());
+    }
+    CHECK(kernels::combine_chunk_hashes(chunks) == whole);
+  }
+  auto flipped = weights;
+  flipped[2 * unit + 3] = std::nextafter(flipped[2 * unit + 3], 1.0f);
+  CHECK(OuterState::weights_hash(flipped) != whole);
 }
 
 TEST_CASE("error feedback carries what int8 lost into the next delta") {

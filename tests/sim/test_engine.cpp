@@ -2,6 +2,8 @@
 // 1 s, H = 10, 100 steps per site, 1 MB/s links without latency).
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "sim/des/engine.hpp"
 #include "tests/sim/sim_fixture.hpp"
 
@@ -24,6 +26,32 @@ TEST_CASE("diloco without overlap: every round waits for the transfer, utilizati
     CHECK(s.steps == 100);
     CHECK(s.rounds == 10);
   }
+}
+
+TEST_CASE("a split exchange: one flow per replica, the round's transfer falls as replicas are added") {
+  // 4 MB deltas over flows of 1 MB/s each on a 100 MB/s link: 4 s from a leader, 4/M s split.
+  std::vector<double> waits;
+  for (const int gpus : {1, 2, 4}) {
+    CAPTURE(gpus);
+    Scenario sc = hand_scenario(2, 4e6);
+    sc.wan = WanModel(2, WanLink{.bandwidth_mbps = 800, .stream_mbps = 8}, 1, LinkModelOptions{.burst_bytes = 0});
+    for (auto& s : sc.sites) s.gpus = gpus;
+    const Result leader = simulate(sc, Algorithm::Diloco);
+    sc.split_exchange = true;
+    const Result split = simulate(sc, Algorithm::Diloco);
+    CHECK(leader.wall_s == doctest::Approx(100 + 10 * 4.0));
+    CHECK(split.wall_s == doctest::Approx(100 + 10 * 4.0 / gpus));
+    CHECK(split.wan_bytes == leader.wan_bytes);  // the same bytes, over more flows
+    waits.push_back(split.sites[0].wait_s);
+  }
+  CHECK(waits[1] == doctest::Approx(waits[0] / 2));
+  CHECK(waits[2] == doctest::Approx(waits[0] / 4));
+  // Without a flow ceiling the link is the limit: splitting gains nothing.
+  Scenario bound = hand_scenario(2, 4e6);
+  for (auto& s : bound.sites) s.gpus = 4;
+  const double before = simulate(bound, Algorithm::Diloco).wall_s;
+  bound.split_exchange = true;
+  CHECK(simulate(bound, Algorithm::Diloco).wall_s == doctest::Approx(before));
 }
 
 TEST_CASE("overlapped diloco hides a transfer shorter than a round, only the last one shows") {

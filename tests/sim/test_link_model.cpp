@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/util/error.hpp"
 #include "sim/emulator/link_model.hpp"
 
 using namespace meridian;
@@ -51,6 +52,30 @@ TEST_CASE("token bucket: a transfer drains the bucket at the link's rate, later 
   // Unlimited bandwidth: only the latency counts.
   LinkDirection free(1);
   CHECK(free.arrival(3, 1 << 30, WanLink{.latency_ms = 50}) == doctest::Approx(3.05));
+}
+
+TEST_CASE("a flow gets stream_mbps at most, and flows side by side get that many times it, up to the link") {
+  const WanLink link{.bandwidth_mbps = 80, .stream_mbps = 8};  // 10 MB/s the link, 1 MB/s a flow
+  CHECK(flows_bytes_per_s(link, 1) == doctest::Approx(1e6));
+  CHECK(flows_bytes_per_s(link, 4) == doctest::Approx(4e6));
+  CHECK(flows_bytes_per_s(link, 20) == doctest::Approx(10e6));
+  CHECK(flows_bytes_per_s(WanLink{.stream_mbps = 8}, 3) == doctest::Approx(3e6));   // no link limit
+  CHECK(flows_bytes_per_s(WanLink{.bandwidth_mbps = 8}, 3) == doctest::Approx(1e6));  // no flow limit
+  CHECK(flows_bytes_per_s(WanLink{}, 3) == 0);                                         // unlimited
+  LinkDirection one(1, {.burst_bytes = 0}), four(1, {.burst_bytes = 0});
+  CHECK(one.arrival(0, 2'000'000, link) == doctest::Approx(2.0));
+  CHECK(four.arrival(0, 2'000'000, link, 4) == doctest::Approx(0.5));
+}
+
+TEST_CASE("a split transfer's parallelism: its size over its largest flow, one flow per overlap of the two cuts") {
+  CHECK(transfer_parallelism(1, 1) == doctest::Approx(1));
+  for (int m = 1; m <= 8; ++m) CHECK(transfer_parallelism(m, m) == doctest::Approx(m));
+  CHECK(transfer_parallelism(4, 2) == doctest::Approx(4));  // each of the 4 senders' quarter goes whole to one receiver
+  CHECK(transfer_parallelism(1, 4) == doctest::Approx(4));  // one sender, four flows to four owners
+  CHECK(transfer_parallelism(3, 2) == doctest::Approx(3));  // cuts at 1/3, 1/2, 2/3: largest piece a third
+  CHECK(transfer_parallelism(2, 3) == doctest::Approx(3));
+  CHECK(transfer_parallelism(4, 3) == doctest::Approx(4));  // cuts at 1/4 1/3 1/2 2/3 3/4: largest a quarter
+  CHECK_THROWS_AS(transfer_parallelism(0, 2), InvariantError);
 }
 
 TEST_CASE("latency and bandwidth add up: 64 MiB over 100 Mbit/s and 50 ms") {

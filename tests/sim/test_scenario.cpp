@@ -89,6 +89,16 @@ TEST_CASE("the [wan] links of every pair and the fault schedule, on site indices
   CHECK(sc.wan.link(0, 2).latency_ms == 50);
   CHECK(sc.wan.link(2, 1).bandwidth_mbps == 100);
   CHECK(sc.wan.nominal_s(0, 1, 1.25e6) == doctest::Approx(0.05 + 0.1));
+  CHECK_FALSE(sc.split_exchange);
+}
+
+TEST_CASE("[wan] stream_mbps caps one flow, and [sim] exchange = \"split\" spreads a delta over the replicas' flows") {
+  const JobConfig job = load_job_config(meridian::testing::source_dir() / "configs/demo.toml",
+                                        {"wan.bandwidth_mbps=1000", "wan.stream_mbps=100", "sim.exchange=split"});
+  const Scenario sc = build_scenario(job);
+  CHECK(sc.split_exchange);
+  CHECK(sc.wan.link(0, 1).stream_mbps == 100);
+  CHECK(sc.wan.nominal_s(0, 1, 1.25e6) == doctest::Approx(0.1));  // the leader's one flow: 100 Mbit/s
 }
 
 TEST_CASE("[[wan.link]] pairs and [[wan.fault]] entries reach the WAN model") {

@@ -121,6 +121,14 @@ TEST_CASE("a transfer is held until its emulated arrival: bandwidth, then latenc
   CHECK(f.link->shaping().transit_s == doctest::Approx(1.05));
 }
 
+TEST_CASE("a site's link to a peer is one flow: it runs at stream_mbps where that is below the bandwidth") {
+  Fixture f(wan_of({.latency_ms = 50, .bandwidth_mbps = 80, .stream_mbps = 8}));  // one flow: 1e6 bytes/s
+  f.inner->arrive(1.0, "tcp://a", 7, 1'000'000);
+  const auto r = f.link->receive(10s);
+  REQUIRE(r.has_value());
+  CHECK(f.now == doctest::Approx(2.05).epsilon(0.001));
+}
+
 TEST_CASE("a stamped transfer's emulated link starts when it was sent, not when loopback delivered it") {
   Fixture f(wan_of({.latency_ms = 50, .bandwidth_mbps = 8}));
   f.send(0.25, "tcp://b", 9);
