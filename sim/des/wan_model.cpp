@@ -74,7 +74,8 @@ double WanModel::transfer_s(int a, int b, double bytes, double t, double flows) 
   const double lost = sample_lost_packets(std::ceil(bytes / packet_bytes_), l.loss, loss_rng_);
   l.loss = 0;  // paid below
   const std::size_t dir = index(a, b);
-  const double due = directions_[dir].arrival(start, static_cast<std::size_t>(bytes), l, flows) + lost * 2 * l.latency_ms / 1000;
+  const double due = directions_[dir].arrival(start, static_cast<std::size_t>(bytes), l, flows) +
+                     lost / flows * 2 * l.latency_ms / 1000;  // each flow recovers its own losses
   last_due_[dir] = std::max(last_due_[dir], due);
   return last_due_[dir] - t;
 }

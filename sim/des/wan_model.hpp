@@ -42,8 +42,8 @@ class WanModel {
   double unpartitioned(int a, int b, double t) const;
   // Seconds from `t` until `bytes` sent a -> b at `t` have arrived: a wait for a partition to heal,
   // then LinkDirection::arrival on the link as faults leave it (over `flows` side by side), plus
-  // a round trip per lost packet; arrivals in one direction keep their order. Zero between a site
-  // and itself.
+  // a round trip per lost packet (the flows recover theirs side by side); arrivals in one
+  // direction keep their order. Zero between a site and itself.
   double transfer_s(int a, int b, double bytes, double t, double flows = 1);
   // The same without jitter or loss, over one flow: the deterministic part, for choosing a peer.
   double nominal_s(int a, int b, double bytes) const;

@@ -27,6 +27,16 @@ TEST_CASE("one direction is a queue: a transfer waits for the bytes ahead of it,
   CHECK(wan.transfer_s(0, 1, 1e6, 10) == doctest::Approx(1.01 - burst));  // drained, the bucket full again
 }
 
+TEST_CASE("flows side by side: the flow ceiling times the flows, and each flow recovers its own losses") {
+  const WanLink link{.latency_ms = 50, .bandwidth_mbps = 800, .loss = 1e-3, .stream_mbps = 8};
+  WanModel one(2, link, 5, LinkModelOptions{.burst_bytes = 0}), four(2, link, 5, LinkModelOptions{.burst_bytes = 0});
+  // The same seed loses the same packets: 4 MB at 1 MB/s over one flow, at 4 MB/s over four.
+  const double lost_rtts_one = one.transfer_s(0, 1, 4e6, 0) - 0.05 - 4.0;
+  const double lost_rtts_four = four.transfer_s(0, 1, 4e6, 0, 4) - 0.05 - 1.0;
+  CHECK(lost_rtts_one > 0.1);  // about 2,700 packets at 1e-3: a few lost, 0.1 s each
+  CHECK(lost_rtts_four == doctest::Approx(lost_rtts_one / 4));
+}
+
 TEST_CASE("faults: bandwidth and latency while in force, a partition delays the start until it heals") {
   WanModel wan(3, WanLink{.latency_ms = 10, .bandwidth_mbps = 0});
   wan.add_fault({.kind = WanFault::Kind::Bandwidth, .sites = {2}, .from_s = 10, .to_s = 20, .bandwidth_mbps = 8});
