@@ -1,16 +1,20 @@
-// GPU training throughput and MFU: the CUDA model (core/model/cuda_gpt.hpp) training GPT-2 124M
-// (the `gpt2` preset: 12 layers, 12 heads, 768 channels, context 1024, vocab 50257) with AdamW,
-// bf16 mixed precision by default. One step = zero grads, forward, backward, gradient clipping
+// GPU training throughput and MFU: the CUDA model (core/model/cuda_gpt.hpp, cuda_llama.hpp)
+// training GPT-2 124M by default (the `gpt2` preset: 12 layers, 12 heads, 768 channels, context
+// 1024, vocab 50257), or any preset of either family, with AdamW, bf16 mixed precision by default. One step = zero grads, forward, backward, gradient clipping
 // to norm 1 (the norm comes back to the host, as the trainer needs it), AdamW writing the bf16
 // weight copy: the trainer's DeviceStep itself. Steps are timed on the host after warm-up, each
 // ended by a device synchronisation; the median step gives tokens/s,
 // and FLOPs per step (bench/flops.hpp, the same count as bench_trainer) over the device's peak
-// dense bf16 rate give the MFU.
+// dense bf16 rate give the MFU. After the timed steps, --phases N more steps are timed by CUDA
+// events around each kernel group (DeviceStep::time_phases): the per-phase table of docs/gpu.md.
+// The device memory in use after the timed steps (cudaMemGetInfo: the CUDA context included) is
+// the step's footprint.
 //
 //   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
-//                                 [--attention materialized|tiled]
+//                                 [--attention materialized|tiled] [--phases 5] [--seq T]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
+// The last line of output is one JSON object of the figures, for scripts/gpu-bench.sh.
 // Tokens are random (seeded): throughput does not depend on them. Exit 1 with the probe's
 // message where there is no usable GPU.
 #include <cuda_runtime_api.h>
@@ -21,13 +25,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bench/flops.hpp"
 #include "bench/stats.hpp"
 #include "core/device/cuda_probe.hpp"
-#include "core/model/gpt.hpp"
+#include "core/model/language_model.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/train/device_step.hpp"
 #include "core/util/rng.hpp"
@@ -38,7 +43,7 @@ using namespace meridian;
 namespace {
 
 struct Options {
-  int batch = 8, steps = 20, warmup = 3;
+  int batch = 8, steps = 20, warmup = 3, phases = 5, seq = 0;  // seq 0: the preset's window
   std::string precision = "bf16", preset = "gpt2", attention = "materialized";
   double peak_tflops = 0;  // 0: from the device
 };
@@ -50,6 +55,8 @@ Options parse(int argc, char** argv) {
     if (key == "--batch") o.batch = std::atoi(value.c_str());
     else if (key == "--steps") o.steps = std::atoi(value.c_str());
     else if (key == "--warmup") o.warmup = std::atoi(value.c_str());
+    else if (key == "--phases") o.phases = std::atoi(value.c_str());
+    else if (key == "--seq") o.seq = std::atoi(value.c_str());
     else if (key == "--precision") o.precision = value;
     else if (key == "--attention") o.attention = value;
     else if (key == "--preset") o.preset = value;
@@ -59,11 +66,11 @@ Options parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 ||
+  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 || o.phases < 0 || o.seq < 0 ||
       (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
       (o.attention != "materialized" && o.attention != "tiled")) {
     std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
-                         "[--attention materialized|tiled] "
+                         "[--attention materialized|tiled] [--phases N] [--seq T] "
                          "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
@@ -79,9 +86,25 @@ double peak_bf16_tflops(const CudaDevice& d) {
   return 0;
 }
 
+// The per-phase table: milliseconds per step and share of the phases' sum, largest first.
+void print_phases(const std::map<std::string, double>& phase_ms, double step_ms) {
+  if (phase_ms.empty()) return;
+  std::vector<std::pair<double, std::string>> rows;
+  double total = 0;
+  for (const auto& [phase, ms] : phase_ms) {
+    rows.emplace_back(ms, phase);
+    total += ms;
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("device time by phase, per step (%.2f ms timed by events, the host's median step %.2f ms):\n", total,
+              step_ms);
+  for (const auto& [ms, phase] : rows)
+    std::printf("  %-40s %8.3f ms %5.1f%%\n", phase.c_str(), ms, 100.0 * ms / total);
+}
+
 int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, double peak) {
-  Gpt<float> init(shape);  // the trainer's initialisation, on the host
-  init.init_weights(1337);
+  const auto init = make_model<float>(shape);  // the trainer's initialisation, on the host
+  init->init_weights(1337);
   // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
   ComputeDevice gpu{JobConfig::Site::Device::Cuda, JobConfig::Site::Precision::Fp32,
                     o.attention == "tiled" ? JobConfig::Site::Attention::Tiled
@@ -90,7 +113,7 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
   if (o.precision == "bf16") gpu.precision = JobConfig::Site::Precision::Bf16;
   if (o.precision == "fp16") gpu.precision = JobConfig::Site::Precision::Fp16;
   const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, gpu);
-  step_on_gpu->upload_params(init.params());
+  step_on_gpu->upload_params(init->params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
   Rng rng(7);
   std::vector<std::int32_t> inputs(BT), targets(BT);
@@ -116,6 +139,17 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
     MERIDIAN_CUDA(cudaDeviceSynchronize());
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  std::size_t free_bytes = 0, total_bytes = 0;
+  MERIDIAN_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const double mem_gib = static_cast<double>(total_bytes - free_bytes) / (1u << 30);
+  std::map<std::string, double> phase_ms;
+  if (o.phases > 0) {
+    step_on_gpu->time_phases(true);
+    for (int i = 0; i < o.phases; ++i) step();
+    phase_ms = step_on_gpu->take_phase_ms();
+    step_on_gpu->time_phases(false);
+    for (auto& [phase, ms] : phase_ms) ms /= o.phases;
+  }
   const double median = bench::median(seconds);
   const double tokens_per_s = static_cast<double>(BT) / median;
   const double tflops = bench::train_flops_per_step(shape, o.batch) / median / 1e12;
@@ -127,12 +161,20 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
               median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,
               *std::max_element(seconds.begin(), seconds.end()) * 1e3, o.steps, tokens_per_s, tflops, loss);
   if (peak > 0)
-    std::printf("MFU %.1f%% of %.1f TFLOP/s dense bf16 peak (target on an H100: >= 50%%)\n", 100.0 * tflops / peak,
-                peak);
+    std::printf("MFU %.1f%% of %.1f TFLOP/s dense bf16 peak\n", 100.0 * tflops / peak, peak);
   else
     std::printf("MFU: unknown peak for this device; pass --peak-tflops\n");
-  std::printf("{\"tokens_per_s\": %.1f, \"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f}\n", tokens_per_s, tflops,
-              peak > 0 ? tflops / peak : 0.0, median * 1e3);
+  std::printf("device memory in use %.2f GiB of %.2f\n", mem_gib, static_cast<double>(total_bytes) / (1u << 30));
+  print_phases(phase_ms, median * 1e3);
+  std::string phases_json;
+  for (const auto& [phase, ms] : phase_ms)
+    phases_json += (phases_json.empty() ? "" : ", ") + ("\"" + phase + "\": " + std::to_string(ms));
+  std::printf("{\"preset\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"B\": %d, \"T\": %d, "
+              "\"params\": %zu, \"tokens_per_s\": %.1f, \"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, "
+              "\"mem_gib\": %.3f, \"phases_ms\": {%s}}\n",
+              o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), o.batch, shape.seq_len,
+              ParamLayout::of(shape).total(), tokens_per_s, tflops, peak > 0 ? tflops / peak : 0.0, median * 1e3,
+              mem_gib, phases_json.c_str());
   return 0;
 }
 
@@ -140,10 +182,18 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const auto shape = find_model_preset(o.preset);
+  auto shape = find_model_preset(o.preset);
   if (!shape) {
     std::fprintf(stderr, "bench_gpu: no preset %s\n", o.preset.c_str());
     return 2;
+  }
+  if (o.seq > 0) {
+    if (o.seq > shape->positions()) {
+      std::fprintf(stderr, "bench_gpu: --seq %d is longer than %s's context of %d\n", o.seq, o.preset.c_str(),
+                   shape->positions());
+      return 2;
+    }
+    shape->seq_len = o.seq;
   }
   try {
     const CudaDevice device = require_cuda_device(0);

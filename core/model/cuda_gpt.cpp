@@ -86,35 +86,53 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
         cudaMemcpyAsync(targets_.data(), targets, BT * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
   auto& a = acts_;
   const T* w = weights_.weights();
+  kc::mark(phases_, "embedding (fwd)");
   kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.wte, w + off_.wpe, B, Tn, C, stream_);
   for (int l = 0; l < config_.n_layer; ++l) {
     const auto& o = off_.layers[l];
     // Layer l's slice of an activation kept for every layer, `width` values per position.
     auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+    kc::mark(phases_, "layernorm (fwd)");
     kc::layernorm_forward(of(a.ln1, C), of(a.ln1_mean, 1), of(a.ln1_rstd, 1), res_in, w + o[0], w + o[1], N, C,
                           stream_);
+    kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_forward(blas_, of(a.qkv, 3 * C), of(a.ln1, C), w + o[2], w + o[3], N, C, 3 * C);
+    kc::mark(phases_, "attention (fwd)");
     if (attention_ == CudaAttention::Tiled)
       kc::attention_tiled_forward(of(a.atty, C), of(a.lse, NH), of(a.qkv, 3 * C), B, Tn, C, NH, stream_);
     else
       kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, NH, NH, C / NH);
+    kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_forward(blas_, of(a.attproj, C), of(a.atty, C), w + o[4], w + o[5], N, C, C);
+    kc::mark(phases_, "residual (fwd)");
     kc::add(of(a.res2, C), res_in, of(a.attproj, C), BT * C, stream_);
+    kc::mark(phases_, "layernorm (fwd)");
     kc::layernorm_forward(of(a.ln2, C), of(a.ln2_mean, 1), of(a.ln2_rstd, 1), of(a.res2, C), w + o[6], w + o[7], N,
                           C, stream_);
+    kc::mark(phases_, "MLP matmuls (fwd)");
     kc::matmul_forward(blas_, of(a.fch, 4 * C), of(a.ln2, C), w + o[8], w + o[9], N, C, 4 * C);
+    kc::mark(phases_, "GELU (fwd)");
     kc::gelu_forward(of(a.fch_gelu, 4 * C), of(a.fch, 4 * C), BT * 4 * C, stream_);
+    kc::mark(phases_, "MLP matmuls (fwd)");
     kc::matmul_forward(blas_, of(a.fcproj, C), of(a.fch_gelu, 4 * C), w + o[10], w + o[11], N, 4 * C, C);
+    kc::mark(phases_, "residual (fwd)");
     kc::add(of(a.res3, C), of(a.res2, C), of(a.fcproj, C), BT * C, stream_);
   }
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
+  kc::mark(phases_, "layernorm (fwd)");
   kc::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, w + off_.lnf_weight, w + off_.lnf_bias, N, C, stream_);
+  kc::mark(phases_, "output layer (fwd)");
   kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, static_cast<const T*>(nullptr), N, C, V);
-  if (!targets) return 0.0f;
+  if (!targets) {
+    kc::mark(phases_, nullptr);
+    return 0.0f;
+  }
+  kc::mark(phases_, "cross-entropy and loss to host (fwd)");
   kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
   MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
                                 stream_));
+  kc::mark(phases_, nullptr);
   MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
   double sum = 0;  // serial, in order, as on the CPU
   for (std::size_t i = 0; i < BT; ++i) sum += host_losses_[i];
@@ -132,9 +150,12 @@ void CudaGpt<T>::backward(float loss_scale) {
   float* g = weights_.grads();
 
   T* dlogits = a.logits.data();
+  kc::mark(phases_, "cross-entropy (bwd)");
   kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                      loss_scale / static_cast<float>(BT), stream_);
+  kc::mark(phases_, "output layer (bwd)");
   kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, nullptr, dlogits, a.lnf.data(), w + off_.wte, N, C, V);
+  kc::mark(phases_, "layernorm (bwd)");
   MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;
   kc::layernorm_backward(a.dres.data(), g + off_.lnf_weight, g + off_.lnf_bias, a.dln.data(), last, w + off_.lnf_weight, a.lnf_mean.data(),
@@ -143,24 +164,34 @@ void CudaGpt<T>::backward(float loss_scale) {
     const auto& o = off_.layers[l];
     auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
+    kc::mark(phases_, "MLP matmuls (bwd)");
     kc::matmul_backward(blas_, a.dfch_gelu.data(), g + o[10], g + o[11], a.dres.data(), of(a.fch_gelu, 4 * C),
                         w + o[10], N, 4 * C, C);
+    kc::mark(phases_, "GELU (bwd)");
     kc::gelu_backward(a.dfch.data(), of(a.fch, 4 * C), a.dfch_gelu.data(), BT * 4 * C, stream_);
+    kc::mark(phases_, "MLP matmuls (bwd)");
     kc::matmul_backward(blas_, a.dln.data(), g + o[8], g + o[9], a.dfch.data(), of(a.ln2, C), w + o[8], N, C, 4 * C);
+    kc::mark(phases_, "layernorm (bwd)");
     kc::layernorm_backward(a.dres.data(), g + o[6], g + o[7], a.dln.data(), of(a.res2, C), w + o[6], of(a.ln2_mean, 1),
                            of(a.ln2_rstd, 1), N, C, stream_);
+    kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_backward(blas_, a.datty.data(), g + o[4], g + o[5], a.dres.data(), of(a.atty, C), w + o[4], N, C, C);
+    kc::mark(phases_, "attention (bwd)");
     if (attention_ == CudaAttention::Tiled)
       kc::attention_tiled_backward(a.dqkv.data(), a.datty.data(), of(a.atty, C), of(a.qkv, 3 * C), of(a.lse, NH), B,
                                    Tn, C, NH, stream_);
     else
       kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, NH,
                              NH, C / NH);
+    kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), of(a.ln1, C), w + o[2], N, C, 3 * C);
+    kc::mark(phases_, "layernorm (bwd)");
     kc::layernorm_backward(a.dres.data(), g + o[0], g + o[1], a.dln.data(), res_in, w + o[0], of(a.ln1_mean, 1),
                            of(a.ln1_rstd, 1), N, C, stream_);
   }
+  kc::mark(phases_, "embedding (bwd)");
   kc::encoder_backward(g + off_.wte, g + off_.wpe, a.dres.data(), inputs_.data(), B, Tn, C, stream_);
+  kc::mark(phases_, nullptr);
   have_targets_ = false;  // the logits now hold their gradient
 }
 

@@ -21,6 +21,7 @@
 #include "core/model/param_layout.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/phase_timer.hpp"
 
 namespace meridian {
 
@@ -56,6 +57,8 @@ class CudaGpt {
   // As Gpt::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
   void zero_grads() { weights_.zero_grads(); }
+  // Marks each kernel group of forward and backward on `timer` (null: none, the default).
+  void time_phases(kernels::cuda::PhaseTimer* timer) { phases_ = timer; }
 
  private:
   template <class U>
@@ -78,6 +81,7 @@ class CudaGpt {
   Activations acts_;
   Buf<std::int32_t> inputs_, targets_;
   std::vector<float> host_losses_;
+  kernels::cuda::PhaseTimer* phases_ = nullptr;
   int capacity_ = 0, B_ = 0;
   bool have_targets_ = false;
 };

@@ -86,33 +86,52 @@ float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targ
   auto& a = acts_;
   const T* w = weights_.weights();
   const T* none = nullptr;
+  kc::mark(phases_, "embedding (fwd)");
   kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.embed, none, B, Tn, C, stream_);
   for (int l = 0; l < config_.n_layer; ++l) {
     const auto& o = off_.layers[l];
     auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : of(a.res_out, C) - BT * C;
     T* qkv = of(a.qkv, QKV);
+    kc::mark(phases_, "RMSNorm (fwd)");
     kc::rmsnorm_forward(of(a.attn_norm, C), of(a.attn_rstd, 1), res_in, w + o.attn_norm, N, C, eps, stream_);
+    kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_nt_forward(blas_, qkv, of(a.attn_norm, C), w + o.qkv, off_.has_qkv_bias ? w + o.qkv_bias : none, N, C,
                           QKV);
+    kc::mark(phases_, "rotary (fwd)");
     kc::rope_forward(qkv, rope_cos_.data(), rope_sin_.data(), B, Tn, NH, hs, QKV, stream_);
     kc::rope_forward(qkv + NH * hs, rope_cos_.data(), rope_sin_.data(), B, Tn, KV, hs, QKV, stream_);
+    kc::mark(phases_, "attention (fwd)");
     kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), qkv, B, Tn, NH, KV, hs);
+    kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_nt_forward(blas_, a.proj.data(), of(a.atty, C), w + o.o, none, N, C, C);
+    kc::mark(phases_, "residual (fwd)");
     kc::add(of(a.res_mid, C), res_in, a.proj.data(), BT * C, stream_);
+    kc::mark(phases_, "RMSNorm (fwd)");
     kc::rmsnorm_forward(of(a.mlp_norm, C), of(a.mlp_rstd, 1), of(a.res_mid, C), w + o.mlp_norm, N, C, eps, stream_);
+    kc::mark(phases_, "MLP matmuls (fwd)");
     kc::matmul_nt_forward(blas_, of(a.gate_up, 2 * F), of(a.mlp_norm, C), w + o.gate_up, none, N, C, 2 * F);
+    kc::mark(phases_, "SwiGLU (fwd)");
     kc::swiglu_forward(of(a.act, F), of(a.gate_up, 2 * F), N, F, stream_);
+    kc::mark(phases_, "MLP matmuls (fwd)");
     kc::matmul_nt_forward(blas_, a.proj.data(), of(a.act, F), w + o.down, none, N, F, C);
+    kc::mark(phases_, "residual (fwd)");
     kc::add(of(a.res_out, C), of(a.res_mid, C), a.proj.data(), BT * C, stream_);
   }
   const T* last = a.res_out.data() + (config_.n_layer - 1) * BT * C;
+  kc::mark(phases_, "RMSNorm (fwd)");
   kc::rmsnorm_forward(a.norm_out.data(), a.norm_rstd.data(), last, w + off_.norm, N, C, eps, stream_);
+  kc::mark(phases_, "output layer (fwd)");
   kc::matmul_nt_forward(blas_, a.logits.data(), a.norm_out.data(), w + off_.head, none, N, C, V);
-  if (!targets) return 0.0f;
+  if (!targets) {
+    kc::mark(phases_, nullptr);
+    return 0.0f;
+  }
+  kc::mark(phases_, "cross-entropy and loss to host (fwd)");
   kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
   MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
                                 stream_));
+  kc::mark(phases_, nullptr);
   MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
   double sum = 0;  // serial, in order, as on the CPU
   for (std::size_t i = 0; i < BT; ++i) sum += host_losses_[i];
@@ -131,9 +150,12 @@ void CudaLlama<T>::backward(float loss_scale) {
   float* g = weights_.grads();
 
   T* dlogits = a.logits.data();
+  kc::mark(phases_, "cross-entropy (bwd)");
   kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
                                      loss_scale / static_cast<float>(BT), stream_);
+  kc::mark(phases_, "output layer (bwd)");
   kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.head, nullptr, dlogits, a.norm_out.data(), w + off_.head, N, C, V);
+  kc::mark(phases_, "RMSNorm (bwd)");
   MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
   const T* last = a.res_out.data() + (config_.n_layer - 1) * BT * C;
   kc::rmsnorm_backward(a.dres.data(), g + off_.norm, a.dln.data(), last, w + off_.norm, a.norm_rstd.data(), N, C,
@@ -142,22 +164,33 @@ void CudaLlama<T>::backward(float loss_scale) {
     const auto& o = off_.layers[l];
     auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : of(a.res_out, C) - BT * C;
+    kc::mark(phases_, "MLP matmuls (bwd)");
     kc::matmul_nt_backward(blas_, a.dact.data(), g + o.down, nullptr, a.dres.data(), of(a.act, F), w + o.down, N, F, C);
+    kc::mark(phases_, "SwiGLU (bwd)");
     kc::swiglu_backward(a.dgate_up.data(), of(a.gate_up, 2 * F), a.dact.data(), N, F, stream_);
+    kc::mark(phases_, "MLP matmuls (bwd)");
     kc::matmul_nt_backward(blas_, a.dln.data(), g + o.gate_up, nullptr, a.dgate_up.data(), of(a.mlp_norm, C),
                            w + o.gate_up, N, C, 2 * F);
+    kc::mark(phases_, "RMSNorm (bwd)");
     kc::rmsnorm_backward(a.dres.data(), g + o.mlp_norm, a.dln.data(), of(a.res_mid, C), w + o.mlp_norm,
                          of(a.mlp_rstd, 1), N, C, stream_);
+    kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_nt_backward(blas_, a.datty.data(), g + o.o, nullptr, a.dres.data(), of(a.atty, C), w + o.o, N, C, C);
+    kc::mark(phases_, "attention (bwd)");
     kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, QKV), of(a.att, NH * Tn), B, Tn, NH, KV, hs);
+    kc::mark(phases_, "rotary (bwd)");
     kc::rope_backward(a.dqkv.data(), rope_cos_.data(), rope_sin_.data(), B, Tn, NH, hs, QKV, stream_);
     kc::rope_backward(a.dqkv.data() + NH * hs, rope_cos_.data(), rope_sin_.data(), B, Tn, KV, hs, QKV, stream_);
+    kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_nt_backward(blas_, a.dln.data(), g + o.qkv, off_.has_qkv_bias ? g + o.qkv_bias : nullptr, a.dqkv.data(),
                            of(a.attn_norm, C), w + o.qkv, N, C, QKV);
+    kc::mark(phases_, "RMSNorm (bwd)");
     kc::rmsnorm_backward(a.dres.data(), g + o.attn_norm, a.dln.data(), res_in, w + o.attn_norm, of(a.attn_rstd, 1), N,
                          C, stream_);
   }
+  kc::mark(phases_, "embedding (bwd)");
   kc::encoder_backward(g + off_.embed, nullptr, a.dres.data(), inputs_.data(), B, Tn, C, stream_);
+  kc::mark(phases_, nullptr);
   have_targets_ = false;  // the logits now hold their gradient
 }
 

@@ -17,6 +17,7 @@
 #include "core/model/param_layout.hpp"
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/phase_timer.hpp"
 
 namespace meridian {
 
@@ -44,6 +45,8 @@ class CudaLlama {
   // As Llama::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
   void zero_grads() { weights_.zero_grads(); }
+  // Marks each kernel group of forward and backward on `timer` (null: none, the default).
+  void time_phases(kernels::cuda::PhaseTimer* timer) { phases_ = timer; }
   // (B, seq_len, vocab) of the last forward, downloaded as fp32.
   std::vector<float> logits() const;
 
@@ -68,6 +71,7 @@ class CudaLlama {
   Activations acts_;
   Buf<std::int32_t> inputs_, targets_;
   std::vector<float> host_losses_;
+  kernels::cuda::PhaseTimer* phases_ = nullptr;
   int capacity_ = 0, B_ = 0;
   bool have_targets_ = false;
 };

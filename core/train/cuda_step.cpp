@@ -18,6 +18,7 @@
 #include "kernels/cuda/chunk_hash.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/phase_timer.hpp"
 
 namespace meridian {
 namespace {
@@ -73,6 +74,36 @@ class CudaStep final : public DeviceStep {
   }
 
   std::optional<double> clip(double max_norm) override {
+    kernels::cuda::mark(timer_.get(), "gradient norm and clip");
+    const auto norm = clipped(max_norm);
+    kernels::cuda::mark(timer_.get(), nullptr);
+    return norm;
+  }
+
+  LossScaler* loss_scaler() override { return scaler_ ? &*scaler_ : nullptr; }
+
+  void adamw(float lr) override {
+    kernels::cuda::mark(timer_.get(), "AdamW");
+    opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy());
+    kernels::cuda::mark(timer_.get(), nullptr);
+  }
+
+  std::uint64_t params_hash() override {
+    return kernels::cuda::chunked_hash64(model_.params(), model_.size() * sizeof(float), model_.stream());
+  }
+
+  void time_phases(bool on) override {
+    timer_ = on ? std::make_unique<kernels::cuda::PhaseTimer>(model_.stream()) : nullptr;
+    model_.time_phases(timer_.get());
+  }
+  std::map<std::string, double> take_phase_ms() override {
+    std::map<std::string, double> ms;
+    if (timer_) timer_->collect(ms);
+    return ms;
+  }
+
+ private:
+  std::optional<double> clipped(double max_norm) {
     if (scaler_) {
       const bool finite = kernels::cuda::unscale_gradients(model_.grads(), model_.size(), 1.0f / scaler_->scale(),
                                                            model_.stream());
@@ -86,15 +117,6 @@ class CudaStep final : public DeviceStep {
     return norm;
   }
 
-  LossScaler* loss_scaler() override { return scaler_ ? &*scaler_ : nullptr; }
-
-  void adamw(float lr) override { opt_.step(model_.params(), model_.grads(), lr, model_.weight_copy()); }
-
-  std::uint64_t params_hash() override {
-    return kernels::cuda::chunked_hash64(model_.params(), model_.size() * sizeof(float), model_.stream());
-  }
-
- private:
   static void copy_out(const std::vector<float>& from, std::span<float> to, const char* what) {
     MERIDIAN_CHECK(from.size() == to.size(), what, ": ", from.size(), " values on the device for ", to.size(),
                    " on the host");
@@ -104,6 +126,7 @@ class CudaStep final : public DeviceStep {
   Model<T> model_;
   CudaAdamW opt_;
   std::optional<LossScaler> scaler_;  // fp16 only
+  std::unique_ptr<kernels::cuda::PhaseTimer> timer_;  // while phases are timed
 };
 
 template <template <class> class Model>

@@ -8,9 +8,11 @@
 //
 // No CUDA type appears here, so the Trainer compiles the same with and without the backend.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "core/config/job_config.hpp"
 #include "core/model/model_config.hpp"
@@ -58,6 +60,12 @@ class DeviceStep {
   virtual void adamw(float lr) = 0;
   // kernels::chunked_hash64 of the weights, computed where they are (8 bytes per 4 KiB come back).
   virtual std::uint64_t params_hash() = 0;
+
+  // Where the device time of the steps goes (bench_gpu's table): with timing on, each kernel group
+  // of forward and backward, the gradient norm and clip, and AdamW is timed by CUDA events;
+  // take_phase_ms() returns the milliseconds per group since the last take and starts again.
+  virtual void time_phases(bool on) = 0;
+  virtual std::map<std::string, double> take_phase_ms() = 0;
 };
 
 // A step of model `shape` with AdamW `options` on `device` (a CUDA one), in its precision (fp16

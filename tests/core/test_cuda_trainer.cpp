@@ -5,13 +5,18 @@
 // without a device; the start-up refusals run where there is none.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config/job_config.hpp"
 #include "core/device/cuda_probe.hpp"
 #include "core/io/env.hpp"
+#include "core/model/language_model.hpp"
 #include "core/runlog/run_log.hpp"
+#include "core/train/device_step.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "tests/support/cuda_parity.hpp"
@@ -197,5 +202,48 @@ TEST_CASE("fp16 on a GPU scales the loss: an overflowed step is skipped, the sca
     CHECK(b.loss_scale == a.loss_scale);
     CHECK(b.skipped == a.skipped);
     CHECK(b.loss == a.loss);
+  }
+}
+
+TEST_CASE("phase timing on a device step times every kernel group and changes no result") {
+  if (!have_gpu()) return;
+  TempDir dir("cuda_trainer_phases");
+  for (const std::string preset : {"tiny", "llama-small"}) {
+    CAPTURE(preset);
+    const auto config = tiny_job(dir, "run-" + preset, {"model.preset=" + preset});
+    const bool llama = config.model.family == ModelFamily::Llama;
+    const auto init = make_model<float>(config.model);
+    init->init_weights(3);
+    const int B = 2;
+    const std::size_t BT = static_cast<std::size_t>(B) * config.model.seq_len;
+    std::vector<std::int32_t> inputs(BT), targets(BT);
+    for (std::size_t i = 0; i < BT; ++i) {
+      inputs[i] = static_cast<std::int32_t>((7 * i) % config.model.vocab);
+      targets[i] = static_cast<std::int32_t>((7 * i + 1) % config.model.vocab);
+    }
+    auto one_step = [&](bool timed, std::map<std::string, double>& phases) {
+      auto step = make_cuda_step(config.model, AdamWOptions{}, gpu(Precision::Bf16));
+      step->upload_params(init->params());
+      step->time_phases(timed);
+      step->zero_grads();
+      const float loss = step->forward_backward(inputs.data(), targets.data(), B, 1.0f);
+      REQUIRE(step->clip(1.0).has_value());
+      step->adamw(1e-3f);
+      phases = step->take_phase_ms();
+      return std::pair{loss, step->params_hash()};
+    };
+    std::map<std::string, double> untimed, timed;
+    const auto plain = one_step(false, untimed);
+    const auto with_events = one_step(true, timed);
+    CHECK(untimed.empty());
+    CHECK(with_events == plain);  // events only: the same loss and weights, bit for bit
+    const std::string norm = llama ? "RMSNorm" : "layernorm";
+    for (const std::string& phase : std::vector<std::string>{"embedding (fwd)", norm + " (fwd)", "attention matmuls (fwd)", "attention (fwd)",
+                                    "output layer (fwd)", "cross-entropy (bwd)", "output layer (bwd)",
+                                    "attention (bwd)", "embedding (bwd)", "gradient norm and clip", "AdamW"}) {
+      CAPTURE(phase);
+      REQUIRE(timed.count(phase) == 1);
+      CHECK(timed[phase] > 0);
+    }
   }
 }

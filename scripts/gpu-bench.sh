@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# One prepared benchmark pass on one GPU machine, made for a short loan (docs/gpu.md, "The benchmark"):
+#   scripts/gpu-bench.sh OUT_DIR
+# builds bench_gpu and bench_transfer (build/gpu-bench), then on the GPU: meridian's bench_gpu
+# (GPT-2 124M, bf16, T = 1,024, 20 timed steps after 3 of warm-up, and its per-phase table) and
+# the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same model with flash attention, bf16
+# autocast and fused AdamW, eager and under torch.compile) alternately at B = 8, 64, 16 and 32
+# (most telling first, so that a short budget cuts the tail), the Llama family at about 1B
+# (llama3.2-1b), one step kernel by kernel under Nsight Compute where the machine allows it, and
+# on the CPU bench_transfer (CURVE against plaintext on this machine's cores). Every part has a
+# time limit inside GPU_BENCH_BUDGET_S (480 s by default: 8 minutes, the build included). Without
+# a GPU it builds and reports every GPU part skipped, with the reason.
+# OUT_DIR gets summary.json (every part and every run's figures), table.txt (the same for
+# reading) and logs.tar.gz (every log). A machine that cannot fetch packages takes the
+# dependencies from .gpu-deps/deps.tar.xz (scripts/gpu-deps.sh), as scripts/gpu-check.sh does.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -eq 1 ] || { echo "usage: scripts/gpu-bench.sh OUT_DIR" >&2; exit 2; }
+mkdir -p "$1" && OUT=$(cd "$1" && pwd) || exit 2
+SRC=$(pwd)
+BUILD=$SRC/build/gpu-bench
+WORK=$(mktemp -d /tmp/gpu-bench.XXXXXX)
+LOGS=$WORK/logs
+mkdir -p "$LOGS"
+PARTS=$LOGS/parts.jsonl
+START=$(date +%s)
+BUDGET=${GPU_BENCH_BUDGET_S:-480}
+PEER=$SRC/bench/torch_gpt_gpu_bench.py
+export PYTHONUNBUFFERED=1
+
+TOOL=gpu-bench
+source "$SRC/scripts/gpu-common.sh"
+
+# --- the machine, and what it has for cuDNN (nothing runs on the GPU here) ------------------------
+probe_machine
+{
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+  ls /usr/local/cuda/include/cudnn*.h /usr/include/cudnn*.h /usr/include/*/cudnn*.h 2>&1 | head
+  timeout 30 find /usr /opt -xdev \( -name 'cudnn_version*.h' -o -name 'libcudnn.so*' \) 2>/dev/null | head -20
+  python3 -c 'import nvidia.cudnn as m; print("cudnn wheel:", list(m.__path__)[0])' 2>&1
+  command -v ncu && ncu --version | tail -1
+} > "$LOGS/cudnn-probe.log" 2>&1
+ensure_deps
+
+# --- build: the two benchmarks only --------------------------------------------------------------
+set_cmake_args
+GPU_PARTS=(meridian_b8 torch_eager_b8 torch_compile_b8 meridian_b64 torch_eager_b64 torch_compile_b64
+           meridian_b16 torch_eager_b16 torch_compile_b16 meridian_b32 torch_eager_b32 torch_compile_b32
+           meridian_llama_1b ncu_b8)
+not_built="the configure step failed (configure.log)"
+if part configure 120 cmake "${cmake_args[@]}"; then
+  not_built="the build failed or ran out of time (build.log)"
+  reserve=300
+  [ -n "$gpu_reason" ] && reserve=60
+  part build $(( BUDGET - reserve )) cmake --build "$BUILD" -j "$(nproc)" --target bench_gpu bench_transfer &&
+    not_built=""
+fi
+BG=$BUILD/bench/bench_gpu
+
+if [ -n "$not_built" ]; then
+  skip_all "$not_built" "${GPU_PARTS[@]}"
+elif [ -n "$gpu_reason" ]; then
+  skip_all "$gpu_reason" "${GPU_PARTS[@]}"
+elif ! python3 -c "import torch" > /dev/null 2>&1; then
+  skip_all "python3 has no torch on this machine" torch_eager_b8 torch_compile_b8 torch_eager_b64 torch_compile_b64 \
+    torch_eager_b16 torch_compile_b16 torch_eager_b32 torch_compile_b32
+fi
+if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
+  have_torch=$(python3 -c "import torch" > /dev/null 2>&1 && echo 1)
+  for B in 8 64 16 32; do
+    part "meridian_b$B" 90 "$BG" --preset gpt2 --precision bf16 --batch "$B" --steps 20 --warmup 3 --phases 5
+    if [ -n "$have_torch" ]; then
+      part "torch_eager_b$B" 120 python3 "$PEER" --batch "$B" --steps 20 --warmup 5
+      part "torch_compile_b$B" 200 python3 "$PEER" --batch "$B" --steps 20 --warmup 5 --compile
+    fi
+  done
+  part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
+    --phases 2
+  # One B = 8 step kernel by kernel (ncu needs a runtime that lets it read the counters).
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+  if [ -z "$NCU" ]; then
+    skip_all "no ncu (Nsight Compute) on this machine" ncu_b8
+  else
+    part ncu_b8 150 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+      --launch-count 2000 --csv --print-units base "$BG" --preset gpt2 --batch 8 --steps 1 --warmup 0 --phases 0
+  fi
+fi
+
+# --- CURVE against plaintext on this machine's cores (CPU only) ----------------------------------
+if [ -n "$not_built" ]; then
+  skip_all "$not_built" bench_transfer
+else
+  part bench_transfer 150 "$BUILD/bench/bench_transfer" 3 256 4
+fi
+
+# --- results -------------------------------------------------------------------------------------
+say "collecting results"
+python3 "$SRC/scripts/gpu_bench_report.py" "$LOGS" "$OUT" "$(( $(date +%s) - START ))"
+tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs
+rm -rf "$WORK"
+say "done: $OUT/summary.json, $OUT/table.txt, $OUT/logs.tar.gz"
