@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # One prepared benchmark pass on one GPU machine, made for a short loan (docs/gpu.md, "The benchmark"):
 #   scripts/gpu-bench.sh OUT_DIR
-# builds bench_gpu and bench_transfer (build/gpu-bench), then on the GPU: meridian's bench_gpu
+# builds bench_gpu and bench_transfer (in build/gpu-check, as scripts/gpu-check.sh does), then on the GPU: meridian's bench_gpu
 # (GPT-2 124M, bf16, T = 1,024, 20 timed steps after 3 of warm-up, and its per-phase table) and
 # the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same model with flash attention, bf16
-# autocast and fused AdamW, eager and under torch.compile) alternately at B = 8, 64, 16 and 32
+# autocast and fused AdamW, under torch.compile and eager) alternately at B = 8, 64, 16 and 32
 # (most telling first, so that a short budget cuts the tail), the Llama family at about 1B
-# (llama3.2-1b), one step kernel by kernel under Nsight Compute where the machine allows it, and
+# (llama3.2-1b, B = 4 x T = 2,048) beside the peer's Llama of that shape, one step kernel by kernel under Nsight Compute where the machine allows it, and
 # on the CPU bench_transfer (CURVE against plaintext on this machine's cores). Every part has a
-# time limit inside GPU_BENCH_BUDGET_S (480 s by default: 8 minutes, the build included). Without
+# time limit inside GPU_BENCH_BUDGET_S (420 s by default, the build included: a 15-minute loan
+# also runs scripts/gpu-check.sh). Without
 # a GPU it builds and reports every GPU part skipped, with the reason.
 # OUT_DIR gets summary.json (every part and every run's figures), table.txt (the same for
 # reading) and logs.tar.gz (every log). A machine that cannot fetch packages takes the
@@ -18,13 +19,14 @@ cd "$(dirname "$0")/.."
 [ $# -eq 1 ] || { echo "usage: scripts/gpu-bench.sh OUT_DIR" >&2; exit 2; }
 mkdir -p "$1" && OUT=$(cd "$1" && pwd) || exit 2
 SRC=$(pwd)
-BUILD=$SRC/build/gpu-bench
+# gpu-check's build folder, with its settings: on one loan, whichever runs second builds only what it adds.
+BUILD=$SRC/build/gpu-check
 WORK=$(mktemp -d /tmp/gpu-bench.XXXXXX)
 LOGS=$WORK/logs
 mkdir -p "$LOGS"
 PARTS=$LOGS/parts.jsonl
 START=$(date +%s)
-BUDGET=${GPU_BENCH_BUDGET_S:-480}
+BUDGET=${GPU_BENCH_BUDGET_S:-420}
 PEER=$SRC/bench/torch_gpt_gpu_bench.py
 export PYTHONUNBUFFERED=1
 
@@ -46,7 +48,9 @@ ensure_deps
 set_cmake_args
 GPU_PARTS=(meridian_b8 torch_eager_b8 torch_compile_b8 meridian_b64 torch_eager_b64 torch_compile_b64
            meridian_b16 torch_eager_b16 torch_compile_b16 meridian_b32 torch_eager_b32 torch_compile_b32
-           meridian_llama_1b ncu_b8)
+           meridian_llama_1b torch_llama_1b_eager torch_llama_1b_compile ncu_b8)
+TORCH_PARTS=(torch_eager_b8 torch_compile_b8 torch_eager_b64 torch_compile_b64 torch_eager_b16 torch_compile_b16
+             torch_eager_b32 torch_compile_b32 torch_llama_1b_eager torch_llama_1b_compile)
 not_built="the configure step failed (configure.log)"
 if part configure 120 cmake "${cmake_args[@]}"; then
   not_built="the build failed or ran out of time (build.log)"
@@ -62,20 +66,33 @@ if [ -n "$not_built" ]; then
 elif [ -n "$gpu_reason" ]; then
   skip_all "$gpu_reason" "${GPU_PARTS[@]}"
 elif ! python3 -c "import torch" > /dev/null 2>&1; then
-  skip_all "python3 has no torch on this machine" torch_eager_b8 torch_compile_b8 torch_eager_b64 torch_compile_b64 \
-    torch_eager_b16 torch_compile_b16 torch_eager_b32 torch_compile_b32
+  skip_all "python3 has no torch on this machine" "${TORCH_PARTS[@]}"
 fi
 if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   have_torch=$(python3 -c "import torch" > /dev/null 2>&1 && echo 1)
-  for B in 8 64 16 32; do
-    part "meridian_b$B" 90 "$BG" --preset gpt2 --precision bf16 --batch "$B" --steps 20 --warmup 3 --phases 5
-    if [ -n "$have_torch" ]; then
-      part "torch_eager_b$B" 120 python3 "$PEER" --batch "$B" --steps 20 --warmup 5
-      part "torch_compile_b$B" 200 python3 "$PEER" --batch "$B" --steps 20 --warmup 5 --compile
-    fi
-  done
+  meridian() { part "meridian_b$1" 90 "$BG" --preset gpt2 --precision bf16 --batch "$1" --steps 20 --warmup 3 --phases 5; }
+  torch_run() {  # MODE B
+    [ -n "$have_torch" ] || return 0
+    local extra=(); [ "$1" = compile ] && extra=(--compile)
+    part "torch_$1_b$2" 200 python3 "$PEER" --batch "$2" --steps 20 --warmup 5 "${extra[@]}"
+  }
+  llama_peer() {  # MODE
+    [ -n "$have_torch" ] || return 0
+    local extra=(); [ "$1" = compile ] && extra=(--compile)
+    part "torch_llama_1b_$1" 200 python3 "$PEER" --llama-preset llama3.2-1b --batch 4 --seq 2048 --steps 10 \
+      --warmup 3 "${extra[@]}"
+  }
+  # What the issue's figures need first (meridian and torch.compile at B = 8 and 64, the Llama
+  # beside its peer), so that a short budget cuts only the tail.
+  meridian 8; torch_run compile 8
+  meridian 64; torch_run compile 64
   part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
     --phases 2
+  llama_peer compile
+  torch_run eager 8; torch_run eager 64
+  meridian 16; torch_run compile 16
+  meridian 32; torch_run compile 32
+  torch_run eager 16; torch_run eager 32; llama_peer eager
   # One B = 8 step kernel by kernel (ncu needs a runtime that lets it read the counters).
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
   if [ -z "$NCU" ]; then

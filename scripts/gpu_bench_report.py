@@ -112,7 +112,14 @@ def main():
                 "meridian_over_compile": c and round(m["tokens_per_s"] / c["tokens_per_s"], 3),
             })
     best = max(comparison, key=lambda row: row["meridian_tokens_per_s"], default=None)
-    summary = {"seconds": seconds, "parts": parts, "comparison": comparison, "best_meridian": best}
+    llama = None
+    if "meridian_llama_1b" in runs:
+        m, c = runs["meridian_llama_1b"], runs.get("torch_llama_1b_compile")
+        llama = {"meridian_tokens_per_s": m["tokens_per_s"], "meridian_mfu": m["mfu"],
+                 "torch_compile_tokens_per_s": c and c["tokens_per_s"], "torch_compile_mfu": c and c["mfu"],
+                 "meridian_over_compile": c and round(m["tokens_per_s"] / c["tokens_per_s"], 3)}
+    summary = {"seconds": seconds, "parts": parts, "comparison": comparison, "best_meridian": best,
+               "llama_1b": llama}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     text = [f"gpu-bench: {len(parts)} parts in {seconds:.0f} s"]
@@ -127,6 +134,11 @@ def main():
             text.append(f"  B = {row['B']:2}: {row['meridian_tokens_per_s']:10.0f} against "
                         f"{row['torch_compile_tokens_per_s'] or 0:10.0f}: "
                         f"{'%.3f' % ratio if ratio else 'no torch.compile run'}")
+    if llama:
+        ratio = llama["meridian_over_compile"]
+        text.append(f"  llama3.2-1b, B = 4 x T = 2,048: {llama['meridian_tokens_per_s']:10.0f} against "
+                    f"{llama['torch_compile_tokens_per_s'] or 0:10.0f}: "
+                    f"{'%.3f' % ratio if ratio else 'no torch.compile run'}")
     for tag in ("meridian_b8", "meridian_llama_1b"):
         table = lines_after(logs / f"{tag}.log", "device time by phase")
         if table:
