@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # One prepared benchmark pass on one GPU machine, made for a short loan (docs/gpu.md, "The benchmark"):
 #   scripts/gpu-bench.sh OUT_DIR
-# builds bench_gpu and bench_transfer (in build/gpu-check, as scripts/gpu-check.sh does), then on the GPU: meridian's bench_gpu
-# (GPT-2 124M, bf16, T = 1,024, 20 timed steps after 3 of warm-up, and its per-phase table) and
-# the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same model with flash attention, bf16
-# autocast and fused AdamW, under torch.compile and eager) alternately at B = 8, 64, 16 and 32
-# (most telling first, so that a short budget cuts the tail), the Llama family at about 1B
-# (llama3.2-1b, B = 4 x T = 2,048) beside the peer's Llama of that shape, one step kernel by kernel under Nsight Compute where the machine allows it, and
+# builds bench_gpu and bench_transfer (in build/gpu-check, as scripts/gpu-check.sh does), then
+# on the GPU: meridian's bench_gpu (GPT-2 124M, bf16, T = 1,024, 20 timed steps after 3 of
+# warm-up, and its per-phase table) and the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same
+# model with flash attention, bf16 autocast and fused AdamW, under torch.compile and eager)
+# alternately at B = 8, 64, 16 and 32 (most telling first, so that a short budget cuts the tail),
+# the Llama family at about 1B (llama3.2-1b, B = 4 x T = 2,048) beside the peer's Llama of that
+# shape, one step kernel by kernel under Nsight Compute where the machine allows it, and
 # on the CPU bench_transfer (CURVE against plaintext on this machine's cores). Every part has a
 # time limit inside GPU_BENCH_BUDGET_S (420 s by default, the build included: a 15-minute loan
-# also runs scripts/gpu-check.sh). Without
-# a GPU it builds and reports every GPU part skipped, with the reason.
+# also runs scripts/gpu-check.sh). Without a GPU it builds and reports every GPU part skipped,
+# with the reason.
 # OUT_DIR gets summary.json (every part and every run's figures), table.txt (the same for
 # reading) and logs.tar.gz (every log). A machine that cannot fetch packages takes the
 # dependencies from .gpu-deps/deps.tar.xz (scripts/gpu-deps.sh), as scripts/gpu-check.sh does.
