@@ -12,6 +12,7 @@
 //
 //   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
 //                                 [--attention materialized|tiled] [--phases 5] [--seq T]
+//                                 [--logits-align 64]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
 // The last line of output is one JSON object of the figures, for scripts/gpu-bench.sh.
@@ -44,6 +45,7 @@ namespace {
 
 struct Options {
   int batch = 8, steps = 20, warmup = 3, phases = 5, seq = 0;  // seq 0: the preset's window
+  int logits_align = 64;  // ComputeDevice::logits_align: 1 measures the unaligned output layer
   std::string precision = "bf16", preset = "gpt2", attention = "materialized";
   double peak_tflops = 0;  // 0: from the device
 };
@@ -57,6 +59,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--warmup") o.warmup = std::atoi(value.c_str());
     else if (key == "--phases") o.phases = std::atoi(value.c_str());
     else if (key == "--seq") o.seq = std::atoi(value.c_str());
+    else if (key == "--logits-align") o.logits_align = std::atoi(value.c_str());
     else if (key == "--precision") o.precision = value;
     else if (key == "--attention") o.attention = value;
     else if (key == "--preset") o.preset = value;
@@ -66,11 +69,11 @@ Options parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 || o.phases < 0 || o.seq < 0 ||
+  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 || o.phases < 0 || o.seq < 0 || o.logits_align < 1 ||
       (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
       (o.attention != "materialized" && o.attention != "tiled")) {
     std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
-                         "[--attention materialized|tiled] [--phases N] [--seq T] "
+                         "[--attention materialized|tiled] [--phases N] [--seq T] [--logits-align N] "
                          "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
@@ -112,6 +115,7 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
                     device.index};
   if (o.precision == "bf16") gpu.precision = JobConfig::Site::Precision::Bf16;
   if (o.precision == "fp16") gpu.precision = JobConfig::Site::Precision::Fp16;
+  gpu.logits_align = o.logits_align;
   const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, gpu);
   step_on_gpu->upload_params(init->params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
@@ -170,9 +174,9 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
   for (const auto& [phase, ms] : phase_ms)
     phases_json += (phases_json.empty() ? "" : ", ") + ("\"" + phase + "\": " + std::to_string(ms));
   std::printf("{\"preset\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"B\": %d, \"T\": %d, "
-              "\"params\": %zu, \"tokens_per_s\": %.1f, \"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, "
+              "\"logits_align\": %d, \"params\": %zu, \"tokens_per_s\": %.1f, \"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, "
               "\"mem_gib\": %.3f, \"phases_ms\": {%s}}\n",
-              o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), o.batch, shape.seq_len,
+              o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), o.batch, shape.seq_len, o.logits_align,
               ParamLayout::of(shape).total(), tokens_per_s, tflops, peak > 0 ? tflops / peak : 0.0, median * 1e3,
               mem_gib, phases_json.c_str());
   return 0;

@@ -47,7 +47,7 @@ ensure_deps
 
 # --- build: the two benchmarks only --------------------------------------------------------------
 set_cmake_args
-GPU_PARTS=(meridian_b8 torch_eager_b8 torch_compile_b8 meridian_b64 torch_eager_b64 torch_compile_b64
+GPU_PARTS=(meridian_b8 meridian_b8_unaligned torch_eager_b8 torch_compile_b8 meridian_b64 torch_eager_b64 torch_compile_b64
            meridian_b16 torch_eager_b16 torch_compile_b16 meridian_b32 torch_eager_b32 torch_compile_b32
            meridian_llama_1b torch_llama_1b_eager torch_llama_1b_compile ncu_b8)
 TORCH_PARTS=(torch_eager_b8 torch_compile_b8 torch_eager_b64 torch_compile_b64 torch_eager_b16 torch_compile_b16
@@ -86,6 +86,9 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   # What the figures need first (meridian and torch.compile at B = 8 and 64, the Llama
   # beside its peer), so that a short budget cuts only the tail.
   meridian 8; torch_run compile 8
+  # The output layer's lever: its rows unaligned (the stride 50,257 of before) against the default.
+  part meridian_b8_unaligned 90 "$BG" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 --phases 5 \
+    --logits-align 1
   meridian 64; torch_run compile 64
   part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
     --phases 2

@@ -17,11 +17,12 @@ namespace meridian {
 namespace kc = kernels::cuda;
 
 template <class T>
-CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttention attention)
+CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttention attention, int logits_align)
     : config_(config),
       layout_(ParamLayout::of(config)),
       stream_(stream),
       attention_(attention),
+      logits_ld_(logits_stride(config.vocab, logits_align)),
       blas_(stream),
       off_(gpt_offsets(layout_, config.n_layer)),
       weights_(layout_.total(), stream) {
@@ -33,7 +34,7 @@ CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttentio
 template <class T>
 void CudaGpt<T>::ensure_batch(int B) {
   if (B <= capacity_) return;
-  const std::size_t L = config_.n_layer, C = config_.d_model, V = config_.vocab, NH = config_.n_head;
+  const std::size_t L = config_.n_layer, C = config_.d_model, NH = config_.n_head;
   const std::size_t Tn = config_.seq_len, BT = static_cast<std::size_t>(B) * Tn;
   auto& a = acts_;
   a = Activations{};  // free the smaller set first
@@ -57,7 +58,7 @@ void CudaGpt<T>::ensure_batch(int B) {
   a.lnf = Buf<T>(BT * C);
   a.lnf_mean = Buf<float>(BT);
   a.lnf_rstd = Buf<float>(BT);
-  a.logits = Buf<T>(BT * V);  // backward overwrites it with its gradient
+  a.logits = Buf<T>(BT * logits_ld_);  // backward overwrites it with its gradient
   a.losses = Buf<float>(BT);
   a.dres = Buf<T>(BT * C);
   a.dln = Buf<T>(BT * C);
@@ -123,13 +124,14 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
   kc::mark(phases_, "layernorm (fwd)");
   kc::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, w + off_.lnf_weight, w + off_.lnf_bias, N, C, stream_);
   kc::mark(phases_, "output layer (fwd)");
-  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, static_cast<const T*>(nullptr), N, C, V);
+  kc::matmul_nt_forward(blas_, a.logits.data(), a.lnf.data(), w + off_.wte, static_cast<const T*>(nullptr), N, C, V,
+                        logits_ld_);
   if (!targets) {
     kc::mark(phases_, nullptr);
     return 0.0f;
   }
   kc::mark(phases_, "cross-entropy and loss to host (fwd)");
-  kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
+  kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_, logits_ld_);
   MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
                                 stream_));
   kc::mark(phases_, nullptr);
@@ -152,9 +154,10 @@ void CudaGpt<T>::backward(float loss_scale) {
   T* dlogits = a.logits.data();
   kc::mark(phases_, "cross-entropy (bwd)");
   kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
-                                     loss_scale / static_cast<float>(BT), stream_);
+                                     loss_scale / static_cast<float>(BT), stream_, logits_ld_);
   kc::mark(phases_, "output layer (bwd)");
-  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, nullptr, dlogits, a.lnf.data(), w + off_.wte, N, C, V);
+  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.wte, nullptr, dlogits, a.lnf.data(), w + off_.wte, N, C, V,
+                         logits_ld_);
   kc::mark(phases_, "layernorm (bwd)");
   MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
   const T* last = a.res3.data() + (config_.n_layer - 1) * BT * C;

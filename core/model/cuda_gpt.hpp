@@ -33,8 +33,9 @@ enum class CudaAttention { Materialized, Tiled };
 template <class T>
 class CudaGpt {
  public:
+  // logits_align: the logits rows' stride is the vocabulary rounded up to it (logits_stride).
   explicit CudaGpt(const ModelConfig& config, cudaStream_t stream = nullptr,
-                   CudaAttention attention = CudaAttention::Materialized);
+                   CudaAttention attention = CudaAttention::Materialized, int logits_align = 64);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -75,6 +76,7 @@ class CudaGpt {
   ParamLayout layout_;
   cudaStream_t stream_;
   CudaAttention attention_;
+  int logits_ld_;
   kernels::cuda::Blas blas_;
   GptOffsets off_;
   CudaWeights<T> weights_;

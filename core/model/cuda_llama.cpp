@@ -17,10 +17,11 @@ namespace meridian {
 namespace kc = kernels::cuda;
 
 template <class T>
-CudaLlama<T>::CudaLlama(const ModelConfig& config, cudaStream_t stream)
+CudaLlama<T>::CudaLlama(const ModelConfig& config, cudaStream_t stream, int logits_align)
     : config_(config),
       layout_(ParamLayout::of(config)),
       stream_(stream),
+      logits_ld_(logits_stride(config.vocab, logits_align)),
       blas_(stream),
       off_(llama_offsets(layout_, config)),
       weights_(layout_.total(), stream) {
@@ -36,7 +37,7 @@ CudaLlama<T>::CudaLlama(const ModelConfig& config, cudaStream_t stream)
 template <class T>
 void CudaLlama<T>::ensure_batch(int B) {
   if (B <= capacity_) return;
-  const std::size_t L = config_.n_layer, C = config_.d_model, V = config_.vocab, NH = config_.n_head;
+  const std::size_t L = config_.n_layer, C = config_.d_model, NH = config_.n_head;
   const std::size_t F = config_.ffn_hidden, QKV = qkv_width(), Tn = config_.seq_len, BT = B * Tn;
   auto& a = acts_;
   a = Activations{};  // free the smaller set first
@@ -54,7 +55,7 @@ void CudaLlama<T>::ensure_batch(int B) {
   a.res_out = Buf<T>(L * BT * C);
   a.norm_out = Buf<T>(BT * C);
   a.norm_rstd = Buf<float>(BT);
-  a.logits = Buf<T>(BT * V);  // backward overwrites it with its gradient
+  a.logits = Buf<T>(BT * logits_ld_);  // backward overwrites it with its gradient
   a.losses = Buf<float>(BT);
   a.proj = Buf<T>(BT * C);
   a.dres = Buf<T>(BT * C);
@@ -122,13 +123,13 @@ float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targ
   kc::mark(phases_, "RMSNorm (fwd)");
   kc::rmsnorm_forward(a.norm_out.data(), a.norm_rstd.data(), last, w + off_.norm, N, C, eps, stream_);
   kc::mark(phases_, "output layer (fwd)");
-  kc::matmul_nt_forward(blas_, a.logits.data(), a.norm_out.data(), w + off_.head, none, N, C, V);
+  kc::matmul_nt_forward(blas_, a.logits.data(), a.norm_out.data(), w + off_.head, none, N, C, V, logits_ld_);
   if (!targets) {
     kc::mark(phases_, nullptr);
     return 0.0f;
   }
   kc::mark(phases_, "cross-entropy and loss to host (fwd)");
-  kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_);
+  kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_, logits_ld_);
   MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
                                 stream_));
   kc::mark(phases_, nullptr);
@@ -152,9 +153,10 @@ void CudaLlama<T>::backward(float loss_scale) {
   T* dlogits = a.logits.data();
   kc::mark(phases_, "cross-entropy (bwd)");
   kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
-                                     loss_scale / static_cast<float>(BT), stream_);
+                                     loss_scale / static_cast<float>(BT), stream_, logits_ld_);
   kc::mark(phases_, "output layer (bwd)");
-  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.head, nullptr, dlogits, a.norm_out.data(), w + off_.head, N, C, V);
+  kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.head, nullptr, dlogits, a.norm_out.data(), w + off_.head, N, C, V,
+                         logits_ld_);
   kc::mark(phases_, "RMSNorm (bwd)");
   MERIDIAN_CUDA(cudaMemsetAsync(a.dres.data(), 0, BT * C * sizeof(T), stream_));
   const T* last = a.res_out.data() + (config_.n_layer - 1) * BT * C;
@@ -196,12 +198,14 @@ void CudaLlama<T>::backward(float loss_scale) {
 
 template <class T>
 std::vector<float> CudaLlama<T>::logits() const {
-  const std::size_t n = static_cast<std::size_t>(B_) * config_.seq_len * config_.vocab;
-  std::vector<float> out(n);
-  kc::DeviceBuffer<float> wide(n);
-  kc::widen_to_f32(wide.data(), acts_.logits.data(), n, stream_);
+  const std::size_t rows = static_cast<std::size_t>(B_) * config_.seq_len, V = config_.vocab;
+  const std::size_t padded = rows * logits_ld_;  // the padding columns come along and are dropped here
+  std::vector<float> out(rows * V);
+  kc::DeviceBuffer<float> wide(padded);
+  kc::widen_to_f32(wide.data(), acts_.logits.data(), padded, stream_);
   MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
-  MERIDIAN_CUDA(cudaMemcpy(out.data(), wide.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  MERIDIAN_CUDA(cudaMemcpy2D(out.data(), V * sizeof(float), wide.data(), logits_ld_ * sizeof(float), V * sizeof(float),
+                             rows, cudaMemcpyDeviceToHost));
   return out;
 }
 

@@ -24,7 +24,8 @@ namespace meridian {
 template <class T>
 class CudaLlama {
  public:
-  explicit CudaLlama(const ModelConfig& config, cudaStream_t stream = nullptr);
+  // logits_align: the logits rows' stride is the vocabulary rounded up to it (logits_stride).
+  explicit CudaLlama(const ModelConfig& config, cudaStream_t stream = nullptr, int logits_align = 64);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -64,6 +65,7 @@ class CudaLlama {
   ModelConfig config_;
   ParamLayout layout_;
   cudaStream_t stream_;
+  int logits_ld_;
   kernels::cuda::Blas blas_;
   LlamaOffsets off_;
   CudaWeights<T> weights_;

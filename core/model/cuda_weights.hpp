@@ -17,6 +17,11 @@
 
 namespace meridian {
 
+// The stride of the logits' rows: the vocabulary rounded up to `align` elements (64: 50,257 ->
+// 50,304), so that every row starts 16-byte aligned and cuBLAS takes its aligned kernels for the
+// output layer; the padding columns are never written or read. align 1: no padding.
+inline int logits_stride(int vocab, int align) { return (vocab + align - 1) / align * align; }
+
 template <class T>
 class CudaWeights {
  public:

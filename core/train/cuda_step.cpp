@@ -25,9 +25,10 @@ namespace {
 
 // The model of a family on the device (a prvalue: neither model can be moved).
 template <class Model>
-Model on_device(const ModelConfig& shape, CudaAttention attention) {
-  if constexpr (requires { Model(shape, nullptr, attention); }) return Model(shape, nullptr, attention);
-  else return Model(shape, nullptr);
+Model on_device(const ModelConfig& shape, CudaAttention attention, int logits_align) {
+  if constexpr (requires { Model(shape, nullptr, attention, logits_align); })
+    return Model(shape, nullptr, attention, logits_align);
+  else return Model(shape, nullptr, logits_align);
 }
 
 // Model: CudaGpt<T> or CudaLlama<T>, T its compute type (float; __nv_bfloat16 or __half for
@@ -35,10 +36,10 @@ Model on_device(const ModelConfig& shape, CudaAttention attention) {
 template <template <class> class Model, class T>
 class CudaStep final : public DeviceStep {
  public:
-  CudaStep(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention,
-           const LossScaleOptions& loss_scale)
-      : model_(on_device<Model<T>>(shape, attention)), opt_(model_.layout(), options, model_.stream()) {
-    if constexpr (std::is_same_v<T, __half>) scaler_.emplace(loss_scale);
+  CudaStep(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention, const ComputeDevice& device)
+      : model_(on_device<Model<T>>(shape, attention, device.logits_align)),
+        opt_(model_.layout(), options, model_.stream()) {
+    if constexpr (std::is_same_v<T, __half>) scaler_.emplace(device.loss_scale);
   }
 
   void upload_params(std::span<const float> host) override { model_.upload_params(host); }
@@ -134,12 +135,12 @@ std::unique_ptr<DeviceStep> make_step(const ModelConfig& shape, const AdamWOptio
                                       const ComputeDevice& device) {
   switch (device.precision) {
     case JobConfig::Site::Precision::Bf16:
-      return std::make_unique<CudaStep<Model, __nv_bfloat16>>(shape, options, attention, device.loss_scale);
+      return std::make_unique<CudaStep<Model, __nv_bfloat16>>(shape, options, attention, device);
     case JobConfig::Site::Precision::Fp16:
-      return std::make_unique<CudaStep<Model, __half>>(shape, options, attention, device.loss_scale);
+      return std::make_unique<CudaStep<Model, __half>>(shape, options, attention, device);
     case JobConfig::Site::Precision::Fp32: break;
   }
-  return std::make_unique<CudaStep<Model, float>>(shape, options, attention, device.loss_scale);
+  return std::make_unique<CudaStep<Model, float>>(shape, options, attention, device);
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ struct ComputeDevice {
   JobConfig::Site::Attention attention = JobConfig::Site::Attention::Materialized;
   int index = 0;  // the CUDA device
   LossScaleOptions loss_scale;  // fp16 only: the dynamic loss scaler's start and bounds
+  // The logits rows' stride: the vocabulary rounded up to this (core/model/cuda_weights.hpp,
+  // logits_stride); 1 for none, bench_gpu's way to measure what the alignment buys.
+  int logits_align = 64;
 };
 
 class DeviceStep {

@@ -3,6 +3,8 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/matmul.hpp"
 
+#include <string>
+
 namespace meridian::kernels::cuda {
 namespace {
 
@@ -76,24 +78,32 @@ void matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout
 }
 
 template <class T>
-void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT) {
+void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT,
+                       int ld_out) {
+  if (bias != nullptr && ld_out != 0 && ld_out != OUT)
+    throw CudaError("matmul_nt_forward: a bias needs rows of stride OUT=" + std::to_string(OUT) + ", not " +
+                    std::to_string(ld_out));
   const float beta = seed_with_bias(blas, out, bias, N, OUT);
-  gemm<T, T>(blas, false, true, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, OUT);
+  gemm<T, T>(blas, false, true, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, ld_out > 0 ? ld_out : OUT);
 }
 
 template <class T>
 void matmul_nt_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
-                        int IN, int OUT) {
-  if (dinp != nullptr) gemm<T, T>(blas, false, false, N, IN, OUT, 1.0f, dout, OUT, w, IN, 0.0f, dinp, IN);
-  gemm<T, float>(blas, true, false, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+                        int IN, int OUT, int ld_out) {
+  if (dbias != nullptr && ld_out != 0 && ld_out != OUT)
+    throw CudaError("matmul_nt_backward: a bias needs rows of stride OUT=" + std::to_string(OUT) + ", not " +
+                    std::to_string(ld_out));
+  const int ld = ld_out > 0 ? ld_out : OUT;
+  if (dinp != nullptr) gemm<T, T>(blas, false, false, N, IN, OUT, 1.0f, dout, ld, w, IN, 0.0f, dinp, IN);
+  gemm<T, float>(blas, true, false, OUT, IN, N, 1.0f, dout, ld, inp, IN, 1.0f, dw, IN);
   add_column_sums(blas, dbias, dout, N, OUT);
 }
 
 #define MERIDIAN_MATMUL(T)                                                                                     \
   template void matmul_forward<T>(Blas&, T*, const T*, const T*, const T*, int, int, int);                     \
   template void matmul_backward<T>(Blas&, T*, float*, float*, const T*, const T*, const T*, int, int, int);    \
-  template void matmul_nt_forward<T>(Blas&, T*, const T*, const T*, const T*, int, int, int);                  \
-  template void matmul_nt_backward<T>(Blas&, T*, float*, float*, const T*, const T*, const T*, int, int, int);
+  template void matmul_nt_forward<T>(Blas&, T*, const T*, const T*, const T*, int, int, int, int);             \
+  template void matmul_nt_backward<T>(Blas&, T*, float*, float*, const T*, const T*, const T*, int, int, int, int);
 MERIDIAN_MATMUL(float)
 MERIDIAN_MATMUL(__nv_bfloat16)
 MERIDIAN_MATMUL(__half)

@@ -17,12 +17,15 @@ void matmul_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout
                      int IN, int OUT);
 
 // out = inp @ w^T + bias with w stored (OUT, IN) (Llama's projections, the tied head); bias may be null.
+// `ld_out`: the stride of out's rows (0: OUT), larger for the output layer's aligned rows.
 template <class T>
-void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT);
+void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT,
+                       int ld_out = 0);
 
-// dinp = dout @ w (overwritten; skipped when null), dw += dout^T @ inp, dbias += colsum(dout) (when not null).
+// dinp = dout @ w (overwritten; skipped when null), dw += dout^T @ inp, dbias += colsum(dout) (when not
+// null; only for dout of stride OUT).
 template <class T>
 void matmul_nt_backward(Blas& blas, T* dinp, float* dw, float* dbias, const T* dout, const T* inp, const T* w, int N,
-                        int IN, int OUT);
+                        int IN, int OUT, int ld_out = 0);
 
 }  // namespace meridian::kernels::cuda

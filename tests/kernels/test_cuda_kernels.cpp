@@ -220,6 +220,42 @@ TEST_CASE_TEMPLATE("fused cross-entropy matches the CPU, in place too", T, float
   CHECK_CLOSE(download(d_logits), dlogits, tol<T>());
 }
 
+TEST_CASE_TEMPLATE("the output layer over logits rows of a padded stride matches the CPU and leaves the padding alone",
+                   T, float, bf16) {
+  if (!have_gpu()) return;
+  const int N = 7, C = 48, V = 1000, ld = 1024;  // as 50,257 -> 50,304: rows 16-byte aligned
+  auto inp = inputs<T>(N * C, 70), w = inputs<T>(V * C, 71, 0.2f), dw0 = inputs<float>(V * C, 72);
+  const auto targets = random_tokens(N, V, 73);
+  const float dloss = 1.0f / N;
+  std::vector<float> logits(N * V), losses(N), dinp(N * C), dw = dw0;
+  cpu::matmul_nt_forward(logits.data(), inp.data(), w.data(), static_cast<const float*>(nullptr), N, C, V);
+  cpu::cross_entropy_forward_backward(logits.data(), losses.data(), logits.data(), targets.data(), N, V, dloss);
+  cpu::matmul_nt_backward(dinp.data(), dw.data(), static_cast<float*>(nullptr), logits.data(), inp.data(), w.data(), N,
+                          C, V);
+
+  gpu::Blas blas;
+  auto d_inp = upload<T>(inp), d_w = upload<T>(w);
+  auto d_logits = upload<T>(std::vector<float>(static_cast<std::size_t>(N) * ld, 7.0f));  // the padding's mark
+  DeviceBuffer<std::int32_t> d_targets(targets);
+  DeviceBuffer<T> d_dinp(N * C);
+  DeviceBuffer<float> d_losses(N), d_dw(dw0);
+  gpu::matmul_nt_forward(blas, d_logits.data(), d_inp.data(), d_w.data(), static_cast<const T*>(nullptr), N, C, V, ld);
+  gpu::cross_entropy_forward_backward(d_logits.data(), d_losses.data(), d_logits.data(), d_targets.data(), N, V, dloss,
+                                      nullptr, ld);
+  gpu::matmul_nt_backward(blas, d_dinp.data(), d_dw.data(), nullptr, d_logits.data(), d_inp.data(), d_w.data(), N, C, V,
+                          ld);
+  const auto padded = download(d_logits);
+  std::vector<float> dlogits;
+  for (int n = 0; n < N; ++n) {
+    dlogits.insert(dlogits.end(), padded.begin() + n * ld, padded.begin() + n * ld + V);
+    for (int i = V; i < ld; ++i) REQUIRE(padded[static_cast<std::size_t>(n) * ld + i] == 7.0f);
+  }
+  CHECK_CLOSE(d_losses.download(), losses, wide_tol<T>());
+  CHECK_CLOSE(dlogits, logits, tol<T>());
+  CHECK_CLOSE(download(d_dinp), dinp, tol<T>());
+  CHECK_CLOSE(d_dw.download(), dw, wide_tol<T>());
+}
+
 TEST_CASE("fused AdamW matches the CPU and writes the bf16 copy of the new weights") {
   if (!have_gpu()) return;
   const std::size_t n = 10007;
