@@ -56,6 +56,16 @@ bool is_leftover_tmp(std::string_view name) {
   return parse_step(stem).has_value() || parse_part_step(stem).has_value();
 }
 
+// A temp file that no writer will finish once `just_saved` is saved: a checkpoint's own (only
+// the leader writes those, and its write is done), or a part's of an older step. A part of this
+// step or a later one may be in a member's hands right now: the members write the parts of the
+// next save, which can be of the same step (the last periodic checkpoint, then the final one).
+bool is_abandoned_tmp(std::string_view name, std::int64_t just_saved) {
+  if (!is_leftover_tmp(name)) return false;
+  const auto part_step = parse_part_step(name.substr(0, name.size() - kTmpSuffix.size()));
+  return !part_step || *part_step < just_saved;
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(Env& env, fs::path dir, int keep_last)
@@ -110,7 +120,7 @@ void CheckpointStore::prune(std::int64_t just_saved) {
   // (its leader died before writing it).
   const auto has = [](const auto& list, const auto& x) { return std::find(list.begin(), list.end(), x) != list.end(); };
   for (const auto& name : env_.list_dir(dir_)) {
-    if (is_leftover_tmp(name)) doomed.push_back(dir_ / name);
+    if (is_abandoned_tmp(name, just_saved)) doomed.push_back(dir_ / name);
     const auto part_step = parse_part_step(name);
     if (!part_step || *part_step == just_saved) continue;
     if (has(doomed, path_for(*part_step)) || (!has(present, *part_step) && *part_step < just_saved))

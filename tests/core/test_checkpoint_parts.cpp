@@ -122,3 +122,28 @@ TEST_CASE("parts go with their checkpoint, and with an older step whose checkpoi
                                                "ckpt-0000000003.part-000000000004.mrdn",
                                                "ckpt-0000000003.part-000000000007.mrdn"});
 }
+
+TEST_CASE("a save cleans the temp files no writer will finish, not a part another replica is writing") {
+  TempDir dir("parts-tmp");
+  CheckpointStore store(posix_env(), dir.path(), 2);
+  const auto tmp = [&](const std::string& name) {
+    posix_env().create(dir / name)->append(std::vector<std::byte>(8));
+    return name;
+  };
+  const auto own = tmp("ckpt-0000000007.mrdn.tmp");                      // the leader's, any step
+  const auto older = tmp("ckpt-0000000002.part-000000000004.mrdn.tmp");  // a member died writing it
+  // A member already writing the next save's part: of this same step (the last periodic
+  // checkpoint, then the final one), or of a later one.
+  const auto same = tmp("ckpt-0000000003.part-000000000009.mrdn.tmp");
+  const auto later = tmp("ckpt-0000000004.part-000000000000.mrdn.tmp");
+  save_in_parts(store, 3);
+  const auto left = files(dir);
+  const auto has = [&](const std::string& name) { return std::find(left.begin(), left.end(), name) != left.end(); };
+  CHECK_FALSE(has(own));
+  CHECK_FALSE(has(older));
+  CHECK(has(same));
+  CHECK(has(later));
+  save_in_parts(store, 5);  // once their step is past, they are leftovers too
+  CHECK_FALSE(posix_env().exists(dir / same));
+  CHECK_FALSE(posix_env().exists(dir / later));
+}
