@@ -29,8 +29,10 @@ class CheckpointStore {
   CheckpointStore(Env& env, std::filesystem::path dir, int keep_last);
 
   // Writes "<name>.tmp", syncs and closes it, renames it to the final name and syncs the
-  // directory; only then removes checkpoints beyond keep_last and leftover .tmp files. Returns
-  // the final path. step must be in [0, 10^10).
+  // directory; only then removes checkpoints beyond keep_last (with their parts) and the .tmp
+  // files no writer will finish: earlier saves' own, and parts of older steps (a part of this step
+  // or a later one may be another replica's write in progress). Returns the final path. step must
+  // be in [0, 10^10).
   std::filesystem::path save(std::int64_t step, const Checkpoint& checkpoint);
   // A part (above): written atomically, nothing pruned.
   std::filesystem::path save_part(std::int64_t step, std::size_t offset, const Checkpoint& part);
