@@ -20,9 +20,11 @@ mkdir -p "$out"
 python3 "$here/hard_cases.py" > "$out/hard_cases.txt"
 node "$here/js/reference.mjs" ranks "$out"
 files=("$src/data/tinyshakespeare/input.txt" "$out/hard_cases.txt")
-if [ -d "$src/../shared/data/gutenberg_en" ]; then
-  for f in "$src"/../shared/data/gutenberg_en/*.txt; do [ "$(basename "$f")" = SOURCE.txt ] || files+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")"); done
-fi
+books_dir="$src/../shared/data/gutenberg_en"
+# The trained tokenizer's reference is trained on the books: without them there is nothing to check.
+[ -d "$books_dir" ] || { echo "make_reference: no Gutenberg books at $books_dir (the project's shared data, beside the checkout)" >&2; exit 1; }
+for f in "$books_dir"/*.txt; do [ "$(basename "$f")" = SOURCE.txt ] || files+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")"); done
+(( ${#files[@]} > 2 )) || { echo "make_reference: $books_dir holds no books (*.txt)" >&2; exit 1; }
 : > "$out/expected.jsonl.tmp"
 for enc in gpt2 cl100k_base o200k_base; do
   node "$here/js/reference.mjs" encode "$enc" "${files[@]}" | sed "s/^{/{\"encoding\":\"$enc\",/" >> "$out/expected.jsonl.tmp"
