@@ -321,7 +321,10 @@ void ReplicaProcess::step() {
   eval_step(done);
   sdc_step(done);
   if (config().checkpoint.every > 0 && done % config().checkpoint.every == 0)
-    timed(Part::Checkpoint, [this] { trainer_.save_checkpoint(turn_.leader); });
+    timed(Part::Checkpoint, [this] {
+      trainer_.save_checkpoint(turn_.leader);
+      periodic_saved_ = {trainer_.state().step, exchange_.state().version()};
+    });
   if (draining) drain_step(done);
 }
 
@@ -425,7 +428,9 @@ void ReplicaProcess::finish() {
   training_state_bytes_ = trainer_.state_bytes();  // before the hash and the checkpoint gather stage 3's weights
   const auto params_hash = hash64(std::span<const float>(trainer_.model().params()));
   try {
-    trainer_.save_checkpoint(group_.rank() == 0);
+    // Every member holds the same step and version, so all of them skip or save together.
+    if (periodic_saved_ != std::pair{trainer_.state().step, exchange_.state().version()})
+      trainer_.save_checkpoint(group_.rank() == 0);
   } catch (const Error& e) {  // under a shard the moments are gathered, and a member may be gone
     if (!is_peer_failure(e)) throw;
     log_.event("checkpoint_failed", {{"site", run_.site}, {"replica", run_.id}, {"step", trainer_.state().step},

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "core/runlog/run_log.hpp"
 #include "core/train/divergence_guard.hpp"
@@ -98,6 +99,9 @@ class ReplicaProcess {
   Turn turn_;
   std::int64_t training_peak_rss_ = 0;  // peak resident memory when training ended (finish)
   std::size_t training_state_bytes_ = 0;  // the trainer's state then (Trainer::state_bytes)
+  // The step and version of the newest periodic checkpoint: when training ends on it, the state is
+  // already on disk and finish() does not write it again (a whole save, and its gather under a shard).
+  std::pair<std::int64_t, std::int64_t> periodic_saved_{-1, -1};
 };
 
 }  // namespace meridian

@@ -158,6 +158,10 @@ TEST_CASE("ZeRO stages 1 to 3: a replica killed mid-run, the survivors re-cut th
         refilled = j["moments_lost"].get<std::size_t>() + j["moments_from_checkpoint"].get<std::size_t>();
     CHECK(refilled > 0);
     CHECK(events_of(events, "checkpoint").size() >= 4);  // steps 100..400, gathered and written by the leader
+    // The last step's periodic checkpoint is the final one: the end does not write it again.
+    int at_end = 0;
+    for (const auto& c : events_of(events, "checkpoint")) at_end += c["step"] == 400;
+    CHECK(at_end == 1);
     // A third of the moments each (and at stage 2 of the gradients): every element's on one replica.
     const auto kept = moments_kept(events, stage);
     // Each checkpoint in a part per member (3 at the end), read back whole.
