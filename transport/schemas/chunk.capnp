@@ -31,3 +31,19 @@ struct ChunkHeader {
   # index or an offset would pass unnoticed and misplace correct bytes.
   headerHash @10 :UInt64;
 }
+
+# One stripe of a transfer that a site's replicas carry together (transport/link/stripes.hpp): the
+# sending site's replica i sends stripe i to the receiving site's replica i, each over its own link
+# (its own stream across the WAN), and the receiving site puts the whole back together. The header
+# travels in front of the stripe's bytes, in the payload of an ordinary link transfer, whose chunk
+# hashes protect both; the whole is checked against its announced digest once put together.
+const stripeSchemaVersion :UInt16 = 1;
+
+struct StripeHeader {
+  version @0 :UInt16;
+  transferId @1 :UInt64;  # the whole transfer's id and tag, as its sender's protocol chose them
+  tag @2 :UInt16;
+  index @3 :UInt16;       # 0 .. count-1
+  count @4 :UInt16;
+  totalBytes @5 :UInt64;  # of the whole; stripe i holds [i * total / count, (i + 1) * total / count)
+}

@@ -1,0 +1,52 @@
+#include "transport/link/lane.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "transport/chunking/chunker.hpp"
+
+namespace meridian {
+
+Lane::Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, std::size_t keep)
+    : link_(std::move(link)), stripe_tag_(stripe_tag), keep_(std::max<std::size_t>(keep, 1)) {}
+
+void Lane::hold(std::shared_ptr<const std::vector<std::byte>> payload) {
+  // The leader names a payload by its chunk hashes' total, taken with the same chunk size.
+  const auto identity = total_hash_of(chunk_hashes(*payload, link_->chunk_bytes()).hashes);
+  held_.push_back({identity, std::move(payload)});
+  while (held_.size() > keep_) held_.pop_front();
+}
+
+bool Lane::carry(const StripeOrder& order) {
+  const auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) {
+    return h.identity == order.payload_hash && h.bytes->size() == order.payload_bytes;
+  });
+  if (it == held_.end()) {
+    ++figures_.missing;
+    return false;
+  }
+  auto stripe = make_stripe(order.transfer_id, order.tag, *it->bytes, order.index, order.count);
+  ++figures_.stripes_sent;
+  figures_.bytes_sent += stripe.size();
+  link_->send(order.to, order.transfer_id, stripe_tag_, std::span<const std::byte>(stripe));
+  return true;
+}
+
+std::vector<std::pair<std::string, std::vector<std::byte>>> Lane::take_stripes(std::size_t max) {
+  std::vector<std::pair<std::string, std::vector<std::byte>>> out;
+  while (out.size() < max) {
+    auto r = link_->receive(std::chrono::milliseconds(0));
+    if (!r) break;
+    if (r->tag != stripe_tag_) {
+      ++figures_.refused;
+      link_->recycle(std::move(r->bytes));
+      continue;
+    }
+    ++figures_.stripes_received;
+    figures_.bytes_received += r->bytes.size();
+    out.emplace_back(std::move(r->peer), std::move(r->bytes));
+  }
+  return out;
+}
+
+}  // namespace meridian

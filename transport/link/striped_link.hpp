@@ -1,0 +1,103 @@
+#pragma once
+// The leader's link in a split exchange (stripes.hpp): a transfer of a striped tag, sent for the
+// first time to a peer site that lists lanes, goes in stripes, one per pair of lanes the two sites
+// have: stripe 0 over this link to the peer's own address, stripe i as an order for this site's
+// replica i, which sends it from its own copy of the bytes (every replica encodes the same delta)
+// over its lane to the peer's lane i. Stripes that arrive, over this link or through the replicas'
+// lanes (feed), are put back together and handed out as one transfer from the peer's address.
+//
+// Only first sends are striped (`stripes` says which): a transfer asked for again goes whole over
+// this link, so a replica that lost its copy, died or was not there costs one re-request, no more.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/link/link.hpp"
+#include "transport/link/stripes.hpp"
+
+namespace meridian {
+
+// What one replica's lane sends: stripe `index` of `count` of the payload it holds under
+// `payload_hash` (total_hash_of its chunk hashes), as transfer (transfer_id, stripe tag), to `to`.
+struct StripeOrder {
+  int lane = 1;  // the replica's rank in its site's group
+  std::string to;
+  std::uint64_t transfer_id = 0;
+  std::uint16_t tag = 0;  // the whole's
+  int index = 1, count = 2;
+  std::uint64_t payload_hash = 0;
+  std::uint64_t payload_bytes = 0;
+  bool operator==(const StripeOrder&) const = default;
+};
+
+class StripedLink final : public Link {
+ public:
+  struct Options {
+    std::uint16_t stripe_tag = 0;  // the link tag stripes travel under
+    // Whether a send of (transfer_id, tag) goes in stripes when it can: a first send of a delta.
+    std::function<bool(std::uint64_t transfer_id, std::uint16_t tag)> stripes;
+  };
+  struct Figures {
+    std::uint64_t striped_sends = 0;    // transfers sent in stripes
+    std::uint64_t stripes_in = 0;       // stripes taken, own link and lanes
+    std::uint64_t assembled = 0;        // transfers put back together and handed out
+    std::uint64_t refused = 0;          // stripes malformed, inconsistent, or from no peer's lane
+    std::uint64_t let_go = 0;           // incomplete transfers dropped to keep the bound
+  };
+
+  StripedLink(std::unique_ptr<Link> inner, Options options);
+
+  // This site's lanes besides this link: replicas 1 .. lanes of the site's group.
+  void set_lanes(int lanes) { lanes_ = lanes; }
+  int lanes() const { return lanes_; }
+  // Each peer site's lane addresses (its replicas 1, 2, ...), by the peer's own link address.
+  void set_peer_lanes(std::map<std::string, std::vector<std::string>> lanes);
+  // The orders made by sends since the last call, for the replicas to carry out.
+  std::vector<StripeOrder> take_orders() { return std::exchange(orders_, {}); }
+  // A stripe that one of this site's lanes received from a peer's lane at `from`; one from no
+  // peer's lane, or malformed, is refused and counted.
+  void feed(const std::string& from, std::span<const std::byte> payload);
+  Figures figures() const;
+
+  std::string address() const override { return inner_->address(); }
+  std::size_t chunk_bytes() const override { return inner_->chunk_bytes(); }
+  void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
+  Counters counters() const override { return inner_->counters(); }
+  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
+    inner_->set_peers(std::move(peers), std::move(vouch));
+  }
+  std::map<std::string, std::uint64_t> take_refusals() override { return inner_->take_refusals(); }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::span<const std::byte> payload) override {
+    inner_->send(peer, transfer_id, tag, payload);
+  }
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload) override {
+    inner_->send(peer, transfer_id, tag, std::move(payload));
+  }
+  // Striped when the peer lists lanes, this site has some and `stripes` says so; whole otherwise.
+  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
+  std::optional<Received> receive(std::chrono::milliseconds timeout) override;
+
+ private:
+  // A stripe from `sender` (a peer's own address): the whole when it completes one.
+  void take(const std::string& sender, std::span<const std::byte> payload);
+
+  std::unique_ptr<Link> inner_;
+  Options options_;
+  int lanes_ = 0;
+  std::map<std::string, std::vector<std::string>> peer_lanes_;  // by the peer's own address
+  std::map<std::string, std::string> owner_of_lane_;           // lane address -> the peer's own address
+  StripeAssembler assembler_;
+  std::deque<Received> ready_;
+  std::vector<StripeOrder> orders_;
+  Figures figures_;
+};
+
+}  // namespace meridian
