@@ -94,6 +94,14 @@ std::string_view to_string(JobConfig::Transport::Kind k) {
   return "?";
 }
 
+std::string_view to_string(JobConfig::Transport::Exchange e) {
+  switch (e) {
+    case JobConfig::Transport::Exchange::Leader: return "leader";
+    case JobConfig::Transport::Exchange::Split: return "split";
+  }
+  return "?";
+}
+
 std::string_view to_string(JobConfig::Transport::Network n) {
   switch (n) {
     case JobConfig::Transport::Network::Public: return "public";
@@ -256,6 +264,7 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
       << "\n[transport]\n"
       << "kind = " << quote(to_string(c.transport.kind)) << "\n"
       << "network = " << quote(to_string(c.transport.network)) << "\n"
+      << "exchange = " << quote(to_string(c.transport.exchange)) << "\n"
       << "chunk_bytes = " << c.transport.chunk_bytes << "\n";
   if (c.transport.link_key_file) out << "link_key_file = " << quote(c.transport.link_key_file->string()) << "\n";
   if (c.transport.link_public_key_file)

@@ -240,8 +240,15 @@ struct JobConfig {
     // the job's operator can reach. UCX encrypts nothing, so it carries deltas between sites only
     // on a private one.
     enum class Network { Public, Private };
+    // Who carries a site's deltas across the WAN: its leader alone, on one stream to each peer site,
+    // or every replica its share (a stripe) on a stream of its own, to the replica of the same
+    // rank at the peer site (docs/wan.md, "The split exchange"). A stream over a long WAN path gets
+    // its window over the round trip, often far below the link: split, a site of M replicas sends
+    // on min(M, M') streams to a site of M'.
+    enum class Exchange { Leader, Split };
     Kind kind = Kind::Zmq;
     Network network = Network::Public;
+    Exchange exchange = Exchange::Leader;
     std::int64_t chunk_bytes = 4194304;
     // This site's CURVE secret key (a file only its owner reads; `meridian keys` writes it). With
     // it the links speak CURVE: encrypted, and each site proves the key its [[site]] entry lists.
@@ -345,6 +352,7 @@ std::string_view to_string(JobConfig::Outer::OverlapUpdate u);
 std::string_view to_string(JobConfig::Outer::PartialCommit p);
 std::string_view to_string(JobConfig::Transport::Kind k);
 std::string_view to_string(JobConfig::Transport::Network n);
+std::string_view to_string(JobConfig::Transport::Exchange e);
 std::string_view to_string(JobConfig::Site::Device d);
 std::string_view to_string(JobConfig::Site::Precision p);
 std::string_view to_string(JobConfig::Site::Attention a);

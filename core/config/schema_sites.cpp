@@ -383,6 +383,8 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
   r.read(c.transport.network, "transport", "network",
          {JobConfig::Transport::Network::Public, JobConfig::Transport::Network::Private});
+  r.read(c.transport.exchange, "transport", "exchange",
+         {JobConfig::Transport::Exchange::Leader, JobConfig::Transport::Exchange::Split});
   r.read(c.transport.chunk_bytes, "transport", "chunk_bytes", 1024);
 
   resolve_control(r, c);

@@ -11,6 +11,8 @@ std::uint64_t transfer_id(std::int64_t number, LinkTag tag, std::uint16_t attemp
 
 std::int64_t transfer_number(std::uint64_t transfer_id) { return static_cast<std::int64_t>(transfer_id >> 20); }
 
+bool first_attempt(std::uint64_t transfer_id) { return (transfer_id & 0xFFFF) == 0; }
+
 Courier::Courier(Link& link, std::function<const std::string*(const std::string&)> site_at)
     : link_(link), site_at_(std::move(site_at)) {}
 

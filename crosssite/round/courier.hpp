@@ -24,6 +24,8 @@ namespace meridian {
 
 // The round (or step) a transfer id carries.
 std::int64_t transfer_number(std::uint64_t transfer_id);
+// Whether a transfer id is its payload's first send to that address (not an answer to a request).
+bool first_attempt(std::uint64_t transfer_id);
 
 class Courier {
  public:

@@ -154,6 +154,10 @@ class CrossSite final : public RoundPeers {
   std::int64_t backlog(const OuterState& state) const override;
   // Sites whose membership key this site last read: the live ones.
   std::size_t live_sites() const { return membership_.members().size(); }
+  const std::map<std::string, MemberRecord>& members() const { return membership_.members(); }
+  // A split exchange: this site's lanes (its replicas' link addresses, replica 1 first), which its
+  // membership record lists from the next look at the control plane on.
+  void set_lanes(std::vector<std::string> lanes) { membership_.set_lanes(std::move(lanes)); }
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const override { return log_.newest(); }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.

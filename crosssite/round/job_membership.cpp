@@ -25,7 +25,9 @@ JobMembership::~JobMembership() {
   }
 }
 
-MemberRecord JobMembership::record() const { return {options_.site, address_, incarnation_, !proposing_ || !announcing_, ended_}; }
+MemberRecord JobMembership::record() const {
+  return {options_.site, address_, incarnation_, !proposing_ || !announcing_, ended_, lanes_};
+}
 
 void JobMembership::register_site() {
   keeper_.reset();
@@ -93,7 +95,9 @@ bool JobMembership::names_its_key(const MemberRecord& m) const {
   // another key than its site's would have this site send its deltas to whoever holds that key.
   if (options_.link_keys.empty()) return true;
   const auto it = options_.link_keys.find(m.site);
-  return it != options_.link_keys.end() && split_curve_address(m.address).public_key == it->second;
+  if (it == options_.link_keys.end()) return false;
+  const auto names = [&](const std::string& address) { return split_curve_address(address).public_key == it->second; };
+  return names(m.address) && std::all_of(m.lanes.begin(), m.lanes.end(), names);
 }
 
 const std::string* JobMembership::site_at(const std::string& address) const {
@@ -121,6 +125,11 @@ void JobMembership::set_proposing(bool proposing) {
 void JobMembership::set_announcing(bool announcing) {
   record_stale_ = record_stale_ || announcing != announcing_;
   announcing_ = announcing;
+}
+
+void JobMembership::set_lanes(std::vector<std::string> lanes) {
+  record_stale_ = record_stale_ || lanes != lanes_;
+  lanes_ = std::move(lanes);
 }
 
 void JobMembership::set_ended(std::int64_t version) {

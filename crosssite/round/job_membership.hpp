@@ -66,6 +66,9 @@ class JobMembership {
   bool proposing() const { return proposing_; }
   // Draining: no new round will come. The record's `paused` says so, as for a paused site.
   void set_announcing(bool announcing);
+  // A split exchange: the link addresses of this site's replicas 1, 2, ... for its record (written
+  // at the next maintain()).
+  void set_lanes(std::vector<std::string> lanes);
   // The version this site ended the job on, for its record (written at the next maintain()).
   void set_ended(std::int64_t version);
   std::int64_t lease() const { return lease_; }  // safe from another thread
@@ -86,6 +89,7 @@ class JobMembership {
   // Link address -> site. Not cleared when a site leaves: its last delta may still be on its way.
   std::map<std::string, std::string> site_by_addr_;
   std::int64_t ended_ = -1;
+  std::vector<std::string> lanes_;
   bool proposing_ = true, announcing_ = true, record_stale_ = false;
 };
 

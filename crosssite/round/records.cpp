@@ -91,6 +91,8 @@ std::string encode(const MemberRecord& r) {
   w.setIncarnation(r.incarnation);
   w.setPaused(r.paused);
   w.setEnded(r.ended);
+  auto lanes = w.initLanes(static_cast<unsigned>(r.lanes.size()));
+  for (unsigned i = 0; i < lanes.size(); ++i) lanes.set(i, r.lanes[i]);
   return to_string(message);
 }
 
@@ -176,7 +178,9 @@ std::string encode(const DeltaRequest& r) {
 
 MemberRecord decode_member(std::string_view bytes) {
   return read_record<wire::MemberRecord>(bytes, "member record", [](auto rec) {
-    return MemberRecord{rec.getSite(), rec.getAddress(), rec.getIncarnation(), rec.getPaused(), rec.getEnded()};
+    MemberRecord m{rec.getSite(), rec.getAddress(), rec.getIncarnation(), rec.getPaused(), rec.getEnded(), {}};
+    for (const auto lane : rec.getLanes()) m.lanes.emplace_back(lane.cStr());
+    return m;
   });
 }
 

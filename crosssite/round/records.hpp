@@ -29,6 +29,9 @@ struct MemberRecord {
   // The version the site ended the job on, -1 before: the others stay until every site has, so a
   // site still behind has someone to take the last versions from.
   std::int64_t ended = -1;
+  // A split exchange: its replicas' own link addresses (replica 1 first), which carry the stripes
+  // of its deltas beside its leader's link (transport/link/striped_link.hpp). Empty: no lanes.
+  std::vector<std::string> lanes;
   bool operator==(const MemberRecord&) const = default;
 };
 
@@ -136,6 +139,7 @@ class RoundKeys {
 
 // Link tags: what a transfer carries. The transfer id holds the round (Delta), the step
 // (Gradients) or the version (State).
-enum class LinkTag : std::uint16_t { Delta = 1, DeltaRequest = 2, Gradients = 3, StateRequest = 4, State = 5 };
+// Stripe: a share of a delta carried by one replica's lane in a split exchange (striped_link.hpp).
+enum class LinkTag : std::uint16_t { Delta = 1, DeltaRequest = 2, Gradients = 3, StateRequest = 4, State = 5, Stripe = 6 };
 
 }  // namespace meridian

@@ -463,7 +463,8 @@ void ReplicaProcess::finish() {
                               {"step", trainer_.state().step},
                               {"generation", group_.generation().number},
                               {"params_hash", std::to_string(params_hash)},
-                              {"memory", memory_ledger()}});
+                              {"memory", memory_ledger()},
+                              {"lane", exchange_.lane_figures()}});
   store_.add(site_keys::done(run_.id), 1);  // how an agent that did not start this process learns it ended
 }
 

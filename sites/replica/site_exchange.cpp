@@ -11,15 +11,18 @@
 #include "crosssite/control/etcd_client.hpp"
 #include "crosssite/control/etcd_watch.hpp"
 #include "crosssite/control/lease_keeper.hpp"
+#include "crosssite/round/courier.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "sites/replica/exchange_options.hpp"
 #include "sites/replica/group_channel.hpp"
+#include "sites/replica/site_lanes.hpp"
 #include "sites/replica/trainer_training.hpp"
 #include "sites/replica/wan_control.hpp"
 #include "transport/link/measured_link.hpp"
+#include "transport/link/striped_link.hpp"
 
 namespace meridian {
 namespace {
@@ -49,12 +52,59 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<
     if (s.name == site_) placement_.data_offset = placement_.data_replicas;
     placement_.data_replicas += s.replicas;
   }
+  if (active() && config_.transport.exchange == JobConfig::Transport::Exchange::Split && !synchronous())
+    lanes_ = std::make_unique<SiteLanes>(
+        static_cast<std::uint16_t>(LinkTag::Stripe), [this](const SiteLanes::SiteOf& site_of) { return lane_link(site_of); },
+        [this](double start) {
+          if (wan_.schedule && !wan_.schedule->start()) wan_.schedule->set_start(start);
+        });
   if (active() && config_.control.endpoints.empty())
     throw make_error(ErrorKind::Config, "job '", config_.job.name, "' has ", placement_.sites,
                      " sites but no [control] endpoints: start it with `meridian launch`, or name its etcd cluster");
 }
 
 SiteExchange::~SiteExchange() = default;
+
+std::unique_ptr<Link> SiteExchange::lane_link(const std::function<const std::string*(const std::string&)>& site_of) {
+  auto me = *std::find_if(config_.sites.begin(), config_.sites.end(), [&](const auto& s) { return s.name == site_; });
+  me.port = 0;  // the site's port is its leader's link
+  auto link = make_link(config_, me);
+  if (!config_.wan.emulated()) return link;
+  // The lane's own shaping: its stream across the emulated WAN is one more, with its own ceiling.
+  if (!wan_.schedule) wan_.schedule = std::make_shared<WanSchedule>(config_);
+  const auto address = link->address();
+  return std::make_unique<ShapedLink>(std::move(link), site_, wan_.schedule, site_of, clocks_.wall,
+                                      hash64(address.data(), address.size(), config_.job.seed));
+}
+
+void SiteExchange::open_lanes(Communicator& group, bool leader) {
+  if (!lanes_) return;
+  auto lanes = lanes_->open(group, leader);
+  if (!leader) return;
+  links_.striped->set_lanes(static_cast<int>(lanes.size()));
+  cross_->set_lanes(std::move(lanes));
+}
+
+void SiteExchange::sync_lanes(Communicator& group, bool leader) {
+  if (!lanes_) return;
+  if (leader) {
+    std::map<std::string, std::vector<std::string>> by_address, by_site;
+    for (const auto& [site, m] : cross_->members())
+      if (site != site_) {
+        by_address[m.address] = m.lanes;
+        by_site[site] = m.lanes;
+      }
+    links_.striped->set_peer_lanes(std::move(by_address));
+    lanes_->set_peers(std::move(by_site), wan_.schedule ? wan_.schedule->start() : std::nullopt);
+  }
+  lanes_->sync(group, leader);
+}
+
+void SiteExchange::encoded(std::span<const std::byte> bytes) {
+  if (lanes_) lanes_->hold(bytes);
+}
+
+nlohmann::json SiteExchange::lane_figures() const { return lanes_ ? lanes_->figures() : nlohmann::json::object(); }
 
 void SiteExchange::ensure_leader_side() {
   if (cross_) return;
@@ -87,6 +137,16 @@ void SiteExchange::ensure_leader_side() {
     links_.shaped = shaped.get();
     links_.link = std::move(shaped);
     wan_.control = std::make_unique<WanControl>(config_, site_, wan_.schedule, *etcd_, log_, clocks_.wall);
+  }
+  if (lanes_) {
+    // Only a delta's first send to a peer goes in stripes: one asked for again goes whole.
+    StripedLink::Options striping{static_cast<std::uint16_t>(LinkTag::Stripe), [](std::uint64_t id, std::uint16_t tag) {
+                                    return tag == static_cast<std::uint16_t>(LinkTag::Delta) && first_attempt(id);
+                                  }};
+    auto striped = std::make_unique<StripedLink>(std::move(links_.link), std::move(striping));
+    links_.striped = striped.get();
+    links_.link = std::move(striped);
+    lanes_->lead(links_.striped);
   }
   // Outside the shaping: it measures what the protocol's transfers get, emulated WAN included.
   auto measured = std::make_unique<MeasuredLink>(std::move(links_.link), clocks_.wall, MeasuredLink::Options{});
@@ -164,11 +224,16 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
                            static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.model.seq_len);
   Replica replica{channel, training};
   start(replica);
+  sync_lanes(group, leader);
   const bool polling = driver_.polling();
   const double t0 = clocks_.monotonic();
   double said_at = t0;
-  while (driver_.attempt(replica, kAttempt))
-    if (leader) report_wait(t0, said_at);
+  bool more = true;
+  while (more) {
+    more = driver_.attempt(replica, kAttempt);
+    sync_lanes(group, leader);  // every replica attempts as often: the same answer everywhere
+    if (more && leader) report_wait(t0, said_at);
+  }
   if (said_at > t0) waits_.reporter(json::object());
   if (!polling) waits_.waited_s += clocks_.monotonic() - t0;
 }
@@ -176,6 +241,7 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
 void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
   if (leader) ensure_leader_side();
+  open_lanes(group, leader);
   // A leader that died mid-wait left what it waited for in the store: it is not waited for now.
   if (leader && waits_.reporter) waits_.reporter(json::object());
   const double t0 = clocks_.monotonic();

@@ -42,6 +42,8 @@ class EtcdClient;
 class Link;
 class MeasuredLink;
 class ShapedLink;
+class SiteLanes;
+class StripedLink;
 class WanControl;
 class WanSchedule;
 
@@ -108,6 +110,8 @@ class SiteExchange final : private RoundEvents {
   nlohmann::json roll_back(Trainer& trainer);
 
   OuterState& state() { return state_; }
+  // A split exchange: this replica's lane (its figures; an empty object on the leader or without).
+  nlohmann::json lane_figures() const;
   // The outer state's buffers and the synchronous baseline's scratch, in bytes.
   std::size_t held_bytes() const { return state_.held_bytes() + scratch_.size() * sizeof(float); }
   // A training checkpoint's share of the exchange: the outer state, and the rounds and WAN bytes
@@ -141,6 +145,7 @@ class SiteExchange final : private RoundEvents {
   struct LinkStack {
     std::unique_ptr<Link> link;
     ShapedLink* shaped = nullptr;
+    StripedLink* striped = nullptr;  // a split exchange
     MeasuredLink* measured = nullptr;
   };
   // The emulated WAN of a job that asks for one: its schedule and the operator's faults.
@@ -165,12 +170,20 @@ class SiteExchange final : private RoundEvents {
   // nothing; a wait is reported to the agent as it lasts.
   void drive(Communicator& group, bool leader, Trainer& trainer, const std::function<void(Replica&)>& start);
   void report_wait(double began, double& said_at) const;
+  // A split exchange: the replicas' lanes, opened at each join of the group (every member).
+  void open_lanes(Communicator& group, bool leader);
+  // ... and synced after each round attempt: orders and the peers' lanes out, stripes in.
+  void sync_lanes(Communicator& group, bool leader);
+  // What the members' lanes put on the WAN (the leader's link counts the rest of the site's bytes).
+  std::uint64_t lanes_sent() const;
+  std::unique_ptr<Link> lane_link(const std::function<const std::string*(const std::string&)>& site_of);
   void log_cross_site_events();
   // What the leader's link measured per peer site (round trip, bandwidth each way).
   nlohmann::json measured_links() const;
 
   // RoundEvents: the leader's log.
   void looked() override { log_cross_site_events(); }
+  void encoded(std::span<const std::byte> bytes) override;
   void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
   void applied(const AppliedVersion& v) override;
   void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) override;
@@ -188,6 +201,7 @@ class SiteExchange final : private RoundEvents {
   LinkStack links_;
   WanEmulation wan_;
   std::unique_ptr<CrossSite> cross_;
+  std::unique_ptr<SiteLanes> lanes_;  // a split exchange between sites of several replicas
   Waits waits_;
   TrafficCarry carry_;
   std::vector<float> scratch_;  // the synchronous baseline's gradients and loss

@@ -1,6 +1,8 @@
 // What the exchange reports and keeps: the job summary (summary.json), the figures `meridianctl
 // status` shows, and its counts in a checkpoint.
 #include "sites/replica/site_exchange.hpp"
+#include "sites/replica/site_lanes.hpp"
+#include "transport/link/striped_link.hpp"
 
 #include <algorithm>
 
@@ -20,11 +22,13 @@ nlohmann::json refusal_counts(const Refusals& refused) {
 
 }  // namespace
 
+std::uint64_t SiteExchange::lanes_sent() const { return lanes_ ? lanes_->lanes_bytes_sent() : 0; }
+
 void SiteExchange::save(Checkpoint& checkpoint) const {
   state_.save(checkpoint);
   const auto t = cross_ ? cross_->traffic() : CrossSiteTraffic{};
   checkpoint.put_value("exchange.rounds", rounds());
-  checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(carry_.sent + t.bytes_sent));
+  checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(carry_.sent + t.bytes_sent + lanes_sent()));
   checkpoint.put_value("exchange.wan_bytes_received", static_cast<std::int64_t>(carry_.received + t.bytes_received));
 }
 
@@ -56,6 +60,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   if (!cross_) return out;
   auto t = cross_->traffic();
   t.bytes_sent += carry_.sent;
+  t.bytes_sent += lanes_sent();
   t.bytes_received += carry_.received;
   out["wan_bytes_sent"] = t.bytes_sent;
   out["wan_bytes_received"] = t.bytes_received;
@@ -75,6 +80,14 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["frames_rerequested"] = link.rerequests;
   out["frames_dropped"] = link.dropped;  // peers whose queue was full: dead, stopped or far behind
   out["waited_s"] = waits_.waited_s;
+  if (links_.striped) {
+    // What this replica (the leader) put on the WAN itself: its stripes and everything unstriped.
+    const auto f = links_.striped->figures();
+    out["split"] = {{"lanes", links_.striped->lanes()},   {"link_bytes_sent", link.bytes_sent},
+                    {"striped_sends", f.striped_sends},   {"stripes_in", f.stripes_in},
+                    {"assembled", f.assembled},           {"stripes_refused", f.refused},
+                    {"incomplete_let_go", f.let_go}};
+  }
   if (links_.shaped) {
     const auto w = links_.shaped->shaping();
     out["wan_emulated"] = true;
@@ -122,7 +135,7 @@ nlohmann::json SiteExchange::ops_figures(std::size_t params) const {
   if (wan_.control) out["wan_faults"] = wan_.control->figures();
   // Bytes on the wire per fp32 byte of the deltas they carry: ~0.25 for int8, ~0.13 for int4.
   if (rounds() > 0 && placement_.sites > 1)
-    out["codec_ratio"] = static_cast<double>(carry_.sent + t.bytes_sent) / (4.0 * static_cast<double>(params) * rounds() * (placement_.sites - 1));
+    out["codec_ratio"] = static_cast<double>(carry_.sent + t.bytes_sent + lanes_sent()) / (4.0 * static_cast<double>(params) * rounds() * (placement_.sites - 1));
   return out;
 }
 

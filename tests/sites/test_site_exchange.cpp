@@ -206,6 +206,64 @@ TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unshard
   }
 }
 
+TEST_CASE("split exchange: each replica carries its share of a delta on its own lane, and the job commits what a leader's exchange does") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("split-sites");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
+                            "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  const auto job = [&](const std::string& name, const std::string& exchange, int replicas_a) {
+    return write_job(dir, name, outer + "[transport]\nexchange = \"" + exchange + "\"\n", "replicas = 2\n", inner, 5,
+                     "replicas = " + std::to_string(replicas_a) + "\n");
+  };
+  const auto leader = run_sites(dir, job("leader", "leader", 2), etcd);
+  const auto split = run_sites(dir, job("split", "split", 2), etcd);
+  const auto uneven = run_sites(dir, job("uneven", "split", 3), etcd);
+  // The bytes are the same, only who carries them differs: every commit and the final weights agree.
+  const auto commits = commit_hashes(dir / "leader" / "a" / "events.jsonl", "a");
+  CHECK(commits.size() == 3);
+  CHECK(commit_hashes(dir / "split" / "a" / "events.jsonl", "a") == commits);
+  CHECK(commit_hashes(dir / "split" / "b" / "events.jsonl", "b") == commits);
+  CHECK(split.at("a")["params_hash"] == leader.at("a")["params_hash"]);
+  CHECK(split.at("b")["params_hash"] == leader.at("b")["params_hash"]);
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    // Every round's delta went to the peer in 2 stripes and came back together there.
+    const auto& s = split.at(site)["split"];
+    CHECK(s["lanes"] == 1);
+    CHECK(s["striped_sends"] == 3);
+    CHECK(s["assembled"] == 3);
+    CHECK(s["stripes_refused"] == 0);
+    CHECK(split.at(site)["delta_requests"] == 0);
+    // The leader put half of the site's delta bytes on the WAN, its replica the other half.
+    const double site_bytes = split.at(site)["wan_bytes_sent"].get<double>();
+    const double leader_bytes = s["link_bytes_sent"].get<double>();
+    CHECK(leader_bytes == doctest::Approx(site_bytes / 2).epsilon(0.02));
+    const auto done = events_of(read_jsonl(dir / "split" / site / "events.jsonl"), "replica_done");
+    int members = 0;
+    for (const auto& e : done) {
+      if (e["lane"].empty()) continue;
+      ++members;
+      CHECK(e["lane"]["stripes_sent"] == 3);
+      CHECK(e["lane"]["stripes_received"] == 3);
+      CHECK(e["lane"]["missing"] == 0);
+      CHECK(e["lane"]["bytes_sent"].get<double>() == doctest::Approx(site_bytes / 2).epsilon(0.02));
+    }
+    CHECK(members == 1);
+  }
+  // 3 replicas beside 2: the lanes the two have in common (one besides the leaders) carry it.
+  CHECK(uneven.at("a")["version"] == 3);
+  CHECK(commit_hashes(dir / "uneven" / "a" / "events.jsonl", "a") == commit_hashes(dir / "uneven" / "b" / "events.jsonl", "b"));
+  CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
+  CHECK(uneven.at("a")["split"]["lanes"] == 2);
+  CHECK(uneven.at("a")["split"]["striped_sends"] == 3);
+  CHECK(uneven.at("b")["split"]["assembled"] == 3);
+}
+
 TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, both end with every site on one version") {
   EtcdServer etcd;
   if (!etcd.ok()) {

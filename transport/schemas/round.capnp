@@ -20,6 +20,7 @@ struct MemberRecord {
   paused @4 :Bool;         # it announces no new round: its outer exchange is paused (pause-outer,
                            # which proposes nothing either) or it drains; no commit waits for it
   ended @5 :Int64 = -1;    # the version it ended the job on; -1 while it has not (a peer behind needs it until it has)
+  lanes @6 :List(Text);    # a split exchange: the link addresses of its replicas 1, 2, ... (their lanes)
 }
 
 # "deltas/<site>/<round>": a site finished a round and is sending its encoded delta.

@@ -1,0 +1,226 @@
+#include "sites/replica/site_lanes.hpp"
+
+#include <cstring>
+#include <set>
+#include <span>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+namespace {
+
+// Bytes, not a wire format: every member runs the same binary on the same machine type.
+class Writer {
+ public:
+  template <class T>
+  void put(const T& v) {
+    const auto at = out_.size();
+    out_.resize(at + sizeof v);
+    std::memcpy(out_.data() + at, &v, sizeof v);
+  }
+  void put(const std::string& s) {
+    put(static_cast<std::uint64_t>(s.size()));
+    bytes(std::as_bytes(std::span(s.data(), s.size())));
+  }
+  void bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  std::vector<std::byte>& out() { return out_; }
+
+ private:
+  std::vector<std::byte> out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  template <class T>
+  T get() {
+    T v{};
+    MERIDIAN_CHECK(at_ + sizeof v <= in_.size(), "lane message: ", in_.size(), " bytes, read past ", at_);
+    std::memcpy(&v, in_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::span<const std::byte> bytes(std::size_t n) {
+    MERIDIAN_CHECK(at_ + n <= in_.size(), "lane message: ", in_.size(), " bytes, read past ", at_ + n);
+    const auto s = in_.subspan(at_, n);
+    at_ += n;
+    return s;
+  }
+  std::string text() {
+    const auto b = bytes(get<std::uint64_t>());
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+  }
+
+ private:
+  std::span<const std::byte> in_;
+  std::size_t at_ = 0;
+};
+
+// A count up to 2^48 as two floats of 24 bits each, which a sum of zeros leaves exact.
+void put_exact(std::uint64_t n, float* out) {
+  out[0] = static_cast<float>(n >> 24);
+  out[1] = static_cast<float>(n & 0xFFFFFF);
+}
+std::uint64_t get_exact(const float* in) {
+  return (static_cast<std::uint64_t>(in[0]) << 24) + static_cast<std::uint64_t>(in[1]);
+}
+
+// One member's bytes to every member: the size, then the bytes when there are any.
+void broadcast_bytes(Communicator& group, std::vector<std::byte>& bytes, int root) {
+  std::uint64_t size = bytes.size();
+  group.broadcast(std::as_writable_bytes(std::span(&size, 1)), root);
+  bytes.resize(size);
+  if (size > 0) group.broadcast(bytes, root);
+}
+
+}  // namespace
+
+std::vector<std::string> SiteLanes::open(Communicator& group, bool leader) {
+  if (!leader && !lane_) {
+    auto site_of = [this](const std::string& address) -> const std::string* {
+      const auto it = site_of_lane_.find(address);
+      return it == site_of_lane_.end() ? nullptr : &it->second;
+    };
+    lane_ = std::make_unique<Lane>(make_link_(site_of), stripe_tag_);
+  }
+  std::vector<std::string> lanes;
+  for (int r = 1; r < group.size(); ++r) {
+    std::vector<std::byte> address;
+    if (group.rank() == r) {
+      const auto a = lane_->address();
+      address.assign(reinterpret_cast<const std::byte*>(a.data()), reinterpret_cast<const std::byte*>(a.data()) + a.size());
+    }
+    broadcast_bytes(group, address, r);
+    if (leader) lanes.emplace_back(reinterpret_cast<const char*>(address.data()), address.size());
+  }
+  peers_changed_ = true;  // a member that came since has none of them
+  return lanes;
+}
+
+void SiteLanes::set_peers(std::map<std::string, std::vector<std::string>> lanes_by_site, std::optional<double> wan_start) {
+  peers_changed_ = peers_changed_ || lanes_by_site != peers_ || wan_start != wan_start_;
+  peers_ = std::move(lanes_by_site);
+  wan_start_ = wan_start;
+}
+
+void SiteLanes::sync(Communicator& group, bool leader) {
+  if (group.size() < 2) return;
+  std::vector<std::byte> message;
+  if (leader) {
+    Writer w;
+    const auto orders = striped_ ? striped_->take_orders() : std::vector<StripeOrder>{};
+    w.put(static_cast<std::uint64_t>(orders.size()));
+    for (const auto& o : orders) {
+      w.put(o.lane);
+      w.put(o.to);
+      w.put(o.transfer_id);
+      w.put(o.tag);
+      w.put(o.index);
+      w.put(o.count);
+      w.put(o.payload_hash);
+      w.put(o.payload_bytes);
+    }
+    w.put(static_cast<std::uint8_t>(peers_changed_));
+    if (peers_changed_) {
+      w.put(wan_start_.value_or(-1.0));
+      w.put(static_cast<std::uint64_t>(peers_.size()));
+      for (const auto& [site, lanes] : peers_) {
+        w.put(site);
+        w.put(static_cast<std::uint64_t>(lanes.size()));
+        for (const auto& l : lanes) w.put(l);
+      }
+      peers_changed_ = false;
+    }
+    // Nothing to say (no order, no change) is said in the size alone.
+    if (!orders.empty() || w.out().size() > sizeof(std::uint64_t) + 1) message = std::move(w.out());
+  }
+  broadcast_bytes(group, message, 0);
+  if (!leader && !message.empty()) carry(message, group.rank());
+  gather_stripes(group, leader);
+}
+
+void SiteLanes::carry(const std::vector<std::byte>& message, int rank) {
+  Reader r(message);
+  const auto orders = r.get<std::uint64_t>();
+  for (std::uint64_t i = 0; i < orders; ++i) {
+    StripeOrder o;
+    o.lane = r.get<int>();
+    o.to = r.text();
+    o.transfer_id = r.get<std::uint64_t>();
+    o.tag = r.get<std::uint16_t>();
+    o.index = r.get<int>();
+    o.count = r.get<int>();
+    o.payload_hash = r.get<std::uint64_t>();
+    o.payload_bytes = r.get<std::uint64_t>();
+    if (o.lane == rank) lane_->carry(o);
+  }
+  if (r.get<std::uint8_t>() == 0) return;
+  const double start = r.get<double>();
+  if (start >= 0 && on_start_) on_start_(start);
+  std::set<std::string> addresses;
+  site_of_lane_.clear();
+  const auto sites = r.get<std::uint64_t>();
+  for (std::uint64_t s = 0; s < sites; ++s) {
+    const auto site = r.text();
+    const auto n = r.get<std::uint64_t>();
+    for (std::uint64_t l = 0; l < n; ++l) {
+      const auto address = r.text();
+      site_of_lane_[address] = site;
+      addresses.insert(address);
+    }
+  }
+  lane_->set_peers(std::move(addresses));
+}
+
+void SiteLanes::gather_stripes(Communicator& group, bool leader) {
+  const auto size = static_cast<std::size_t>(group.size());
+  std::vector<std::byte> mine;
+  if (lane_) {
+    auto stripes = lane_->take_stripes();
+    if (!stripes.empty()) {
+      Writer w;
+      w.put(static_cast<std::uint64_t>(stripes.size()));
+      for (const auto& [from, bytes] : stripes) {
+        w.put(from);
+        w.put(static_cast<std::uint64_t>(bytes.size()));
+        w.bytes(bytes);
+      }
+      mine = std::move(w.out());
+    }
+  }
+  // Per member: its stripes' size, then what its lane sent so far (the site's WAN bytes).
+  std::vector<float> figures(4 * size, 0.0f);
+  const auto r = static_cast<std::size_t>(group.rank());
+  put_exact(mine.size(), &figures[4 * r]);
+  if (lane_) put_exact(lane_->figures().bytes_sent, &figures[4 * r + 2]);
+  group.allreduce(figures, ReduceOp::Sum);
+  lanes_sent_ = 0;
+  for (std::size_t from = 1; from < size; ++from) lanes_sent_ += get_exact(&figures[4 * from + 2]);
+  for (std::size_t from = 1; from < size; ++from) {
+    const auto bytes = get_exact(&figures[4 * from]);
+    if (bytes == 0) continue;
+    std::vector<std::byte> stripes = from == r ? std::move(mine) : std::vector<std::byte>(bytes);
+    group.broadcast(stripes, static_cast<int>(from));
+    if (!leader || !striped_) continue;
+    Reader in(stripes);
+    const auto n = in.get<std::uint64_t>();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const auto lane = in.text();
+      striped_->feed(lane, in.bytes(in.get<std::uint64_t>()));
+    }
+  }
+}
+
+void SiteLanes::hold(std::span<const std::byte> payload) {
+  if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end()));
+}
+
+nlohmann::json SiteLanes::figures() const {
+  if (!lane_) return nlohmann::json::object();
+  const auto& f = lane_->figures();
+  return {{"address", lane_->address()},     {"stripes_sent", f.stripes_sent},
+          {"bytes_sent", f.bytes_sent},      {"stripes_received", f.stripes_received},
+          {"bytes_received", f.bytes_received}, {"missing", f.missing}};
+}
+
+}  // namespace meridian

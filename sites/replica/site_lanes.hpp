@@ -1,0 +1,68 @@
+#pragma once
+// The split exchange inside a site ([transport] exchange = "split"; transport/link/striped_link.hpp):
+// every replica but the leader keeps a lane, its own link to the peer sites' lanes. Between the
+// leader's looks at the other sites (after each round attempt), one short collective brings the
+// replicas the leader's stripe orders, the peers' lanes and the emulated WAN's start, and brings
+// the leader the stripes the lanes received. The stripes reach the leader by broadcast over the
+// site's own network, one per replica that has some: the WAN carries each byte once.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "intrasite/comm/communicator.hpp"
+#include "transport/link/lane.hpp"
+#include "transport/link/striped_link.hpp"
+
+namespace meridian {
+
+class SiteLanes {
+ public:
+  // A replica's lane link: the transport on a port of its own, wrapped in the WAN's shaping when
+  // emulated (`site_of` names the site at a peer's lane address).
+  using SiteOf = std::function<const std::string*(const std::string&)>;
+  using MakeLink = std::function<std::unique_ptr<Link>(SiteOf site_of)>;
+
+  // `on_wan_start`: a member learns the emulated WAN's start (wall-clock seconds) from its leader.
+  SiteLanes(std::uint16_t stripe_tag, MakeLink make_link, std::function<void(double)> on_wan_start)
+      : stripe_tag_(stripe_tag), make_link_(std::move(make_link)), on_start_(std::move(on_wan_start)) {}
+
+  // Every member of the group, at each (re)formation: a member without a lane makes one; the
+  // leader gets every member's lane address, in rank order (replica 1 first); others get nothing.
+  std::vector<std::string> open(Communicator& group, bool leader);
+  // The leader's striped link, which makes the orders and takes the stripes (null: none).
+  void lead(StripedLink* striped) { striped_ = striped; }
+  // Leader: the peer sites' lanes by site name and the WAN's start, shared at the next sync.
+  void set_peers(std::map<std::string, std::vector<std::string>> lanes_by_site, std::optional<double> wan_start);
+  // Every member together: orders and peers out, stripes in.
+  void sync(Communicator& group, bool leader);
+  // A replica's copy of a delta its site sends (the leader's own goes through its link).
+  void hold(std::span<const std::byte> payload);
+  // Leader: what the members' lanes have sent in all, as of the last sync.
+  std::uint64_t lanes_bytes_sent() const { return lanes_sent_; }
+  // This replica's lane figures (empty object without a lane).
+  nlohmann::json figures() const;
+
+ private:
+  void carry(const std::vector<std::byte>& message, int rank);
+  void gather_stripes(Communicator& group, bool leader);
+
+  std::uint16_t stripe_tag_;
+  MakeLink make_link_;
+  std::unique_ptr<Lane> lane_;
+  std::function<void(double)> on_start_;
+  StripedLink* striped_ = nullptr;
+  std::map<std::string, std::vector<std::string>> peers_;  // site -> lanes
+  std::map<std::string, std::string> site_of_lane_;
+  std::optional<double> wan_start_;
+  bool peers_changed_ = false;
+  std::uint64_t lanes_sent_ = 0;
+};
+
+}  // namespace meridian
