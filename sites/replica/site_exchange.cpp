@@ -32,6 +32,9 @@ using nlohmann::json;
 
 // How long the leader pumps before the members hear from it again: short against any collective timeout.
 constexpr auto kAttempt = 200ms;
+// The same in a split exchange: the stripes that reach the members' lanes wait for the end of the
+// leader's attempt, so an attempt there is short (a few small collectives each).
+constexpr auto kLaneAttempt = 20ms;
 // A wait this long is said to the site's agent (on_wait), and again every as long while it lasts.
 constexpr double kWaitReportS = 1.0;
 
@@ -230,7 +233,7 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   double said_at = t0;
   bool more = true;
   while (more) {
-    more = driver_.attempt(replica, kAttempt);
+    more = driver_.attempt(replica, lanes_ ? kLaneAttempt : kAttempt);
     sync_lanes(group, leader);  // every replica attempts as often: the same answer everywhere
     if (more && leader) report_wait(t0, said_at);
   }

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# A round's cross-site exchange under the emulated WAN, carried by each site's leader alone or split
+# across its replicas ([transport] exchange = "leader" | "split"), at M = 1, 2 and 4 replicas per
+# site: two sites (`meridian launch`, a local etcd, loopback), the demo's model ("small", 0.8M
+# parameters, int8 deltas of ~0.8 MB), DiLoCo in lockstep (overlap = false: each site waits for
+# the version its round goes into), H = 4, STEPS inner steps. The WAN: 10 ms one way, 1 Gbit/s a
+# direction, and a ceiling of STREAM_MBPS on one flow (one connection), well under the link: a
+# leader's one flow per peer runs at that ceiling, a split site's M flows at M times it.
+#
+# Figure: a site's wait per round (summary.json's waited_s / rounds, the mean of the two sites),
+# which in lockstep is the round's exchange (the delta's transfer, the commit through etcd) plus
+# the imbalance between the sites' steps; the median over ROUNDS repeats, leader and split
+# alternating. Ratios: split / leader at each M, and split at M / split at 1. Also what each
+# replica put on the WAN (its share of the site's bytes), from the last split run at each M.
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=16  STREAM_MBPS=8  REPLICAS="1 2 4"
+# Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-16} STREAM_MBPS=${STREAM_MBPS:-8}
+REPLICAS=${REPLICAS:-"1 2 4"}
+LOCK=/tmp/meridian-bench.lock
+meridian="$BUILD_DIR/sites/meridian"
+[ -x "$meridian" ] || { echo "split_exchange.sh: build $meridian first" >&2; exit 1; }
+if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
+  echo "split_exchange.sh: waiting for $LOCK" >&2
+  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
+fi
+export OMP_NUM_THREADS=1  # every replica of both sites shares this machine's cores
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+job() {  # name exchange replicas -> job file
+  local file="$work/$1.toml"
+  cat >"$file" <<TOML
+[job]
+name = "$1"
+run_dir = "$work/$1"
+seed = 7
+[model]
+preset = "small"
+[data]
+path = "$PWD/data/tinyshakespeare/input.txt"
+[inner]
+lr = 3e-3
+batch_per_replica = 2
+steps = $STEPS
+[log]
+every = 4
+eval_every = 0
+eval_windows = 2
+[checkpoint]
+every = 0
+[outer]
+algorithm = "diloco"
+inner_steps = 4
+codec = "int8"
+overlap = false
+[transport]
+exchange = "$2"
+[wan]
+latency_ms = 10.0
+bandwidth_mbps = 1000.0
+stream_mbps = $STREAM_MBPS
+[[site]]
+name = "a"
+replicas = $3
+[[site]]
+name = "b"
+replicas = $3
+TOML
+  echo "$file"
+}
+
+wait_per_round() {  # run dir -> seconds a site waited per round, mean of the two sites
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+s = [json.load(open(f"{sys.argv[1]}/{site}/summary.json")) for site in "ab"]
+print(f"{sum(x['waited_s'] / x['rounds'] for x in s) / len(s):.3f}")
+PY
+}
+
+shares() {  # run dir -> each replica's WAN bytes as a share of its site's
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+for site in "ab":
+    s = json.load(open(f"{sys.argv[1]}/{site}/summary.json"))
+    total = s["wan_bytes_sent"]
+    own = [s["split"]["link_bytes_sent"]] if "split" in s else [total]
+    for line in open(f"{sys.argv[1]}/{site}/events.jsonl"):
+        e = json.loads(line)
+        if e.get("event") == "replica_done" and e.get("lane"):
+            own.append(e["lane"]["bytes_sent"])
+    print(f"  site {site}: {total} bytes; per replica " + ", ".join(f"{b / total:.3f}" for b in own))
+PY
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+declare -A med
+for m in $REPLICAS; do
+  leader=() split=()
+  for r in $(seq "$ROUNDS"); do
+    for mode in leader split; do
+      name="$mode-m$m-r$r"
+      "$meridian" launch "$(job "$name" "$mode" "$m")" >"$work/$name.log" 2>&1 ||
+        { echo "split_exchange.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
+      w=$(wait_per_round "$work/$name")
+      if [ "$mode" = leader ]; then leader+=("$w"); else split+=("$w"); fi
+      echo "M=$m round $r $mode: waited $w s per round"
+    done
+  done
+  med[leader$m]=$(median "${leader[@]}") med[split$m]=$(median "${split[@]}")
+  echo "M=$m: median wait per round, leader ${med[leader$m]} s, split ${med[split$m]} s" \
+    "(split / leader $(awk -v s="${med[split$m]}" -v l="${med[leader$m]}" 'BEGIN { printf "%.2f", s / l }'))"
+  echo "M=$m: each replica's share of its site's WAN bytes (split, last round):"
+  shares "$work/split-m$m-r$ROUNDS"
+done
+first=${REPLICAS%% *}
+echo "--- wait per round (s), median of $ROUNDS, stream ceiling $STREAM_MBPS Mbit/s"
+for m in $REPLICAS; do
+  awk -v m="$m" -v l="${med[leader$m]}" -v s="${med[split$m]}" -v s1="${med[split$first]}" -v l1="${med[leader$first]}" \
+    'BEGIN { printf "M=%s  leader %.3f (x%.2f of M=1)  split %.3f (x%.2f of M=1)  split/leader %.2f\n", m, l, l / l1, s, s / s1, s / l }'
+done
