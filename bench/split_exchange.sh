@@ -7,11 +7,13 @@
 # direction, and a ceiling of STREAM_MBPS on one flow (one connection), well under the link: a
 # leader's one flow per peer runs at that ceiling, a split site's M flows at M times it.
 #
-# Figure: a site's wait per round (summary.json's waited_s / rounds, the mean of the two sites),
-# which in lockstep is the round's exchange (the delta's transfer, the commit through etcd) plus
-# the imbalance between the sites' steps; the median over ROUNDS repeats, leader and split
-# alternating. Ratios: split / leader at each M, and split at M / split at 1. Also what each
-# replica put on the WAN (its share of the site's bytes), from the last split run at each M.
+# Figures, each the mean of the two sites, then the median over ROUNDS repeats (leader and split
+# alternating): a delta's transfer, from its send to its arrival whole at the peer's leader (its
+# bytes over the bandwidth the receiving MeasuredLink saw, latency included), and a site's wait per
+# round (summary.json's waited_s / rounds: in lockstep, the transfer, the commit through etcd and
+# the imbalance between the sites' steps, which grows with the processes sharing the cores).
+# Ratios: split / leader at each M, and each at M against M = 1. Also what each replica put on
+# the WAN (its share of the site's bytes), from the last split run at each M.
 #   BUILD_DIR=build/release  ROUNDS=3  STEPS=16  STREAM_MBPS=8  REPLICAS="1 2 4"
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
@@ -71,11 +73,17 @@ TOML
   echo "$file"
 }
 
-wait_per_round() {  # run dir -> seconds a site waited per round, mean of the two sites
+figures() {  # run dir -> "wait transfer": seconds a site waited per round, and a delta's transfer
+  # from its send to its arrival whole at the peer's leader (its bytes over the bandwidth the
+  # receiver's MeasuredLink saw, latency included: the median over the run); means of the two sites
   /usr/bin/python3 - "$1" <<'PY'
 import json, sys
 s = [json.load(open(f"{sys.argv[1]}/{site}/summary.json")) for site in "ab"]
-print(f"{sum(x['waited_s'] / x['rounds'] for x in s) / len(s):.3f}")
+wait = sum(x["waited_s"] / x["rounds"] for x in s) / len(s)
+peer = {"a": "b", "b": "a"}
+transfer = sum(x["wan_bytes_received"] / x["rounds"] * 8 / (x["wan_links"][peer[x["site"]]]["in_mbps"] * 1e6)
+               for x in s) / len(s)
+print(f"{wait:.3f} {transfer:.3f}")
 PY
 }
 
@@ -97,26 +105,30 @@ PY
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A med
 for m in $REPLICAS; do
-  leader=() split=()
+  declare -A wait=() transfer=()
   for r in $(seq "$ROUNDS"); do
     for mode in leader split; do
       name="$mode-m$m-r$r"
       "$meridian" launch "$(job "$name" "$mode" "$m")" >"$work/$name.log" 2>&1 ||
         { echo "split_exchange.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-      w=$(wait_per_round "$work/$name")
-      if [ "$mode" = leader ]; then leader+=("$w"); else split+=("$w"); fi
-      echo "M=$m round $r $mode: waited $w s per round"
+      read -r w t < <(figures "$work/$name")
+      wait[$mode]+="$w " transfer[$mode]+="$t "
+      echo "M=$m round $r $mode: waited $w s per round, a delta's transfer $t s"
     done
   done
-  med[leader$m]=$(median "${leader[@]}") med[split$m]=$(median "${split[@]}")
-  echo "M=$m: median wait per round, leader ${med[leader$m]} s, split ${med[split$m]} s" \
-    "(split / leader $(awk -v s="${med[split$m]}" -v l="${med[leader$m]}" 'BEGIN { printf "%.2f", s / l }'))"
+  for mode in leader split; do
+    # shellcheck disable=SC2086
+    med[wait$mode$m]=$(median ${wait[$mode]}) med[transfer$mode$m]=$(median ${transfer[$mode]})
+  done
   echo "M=$m: each replica's share of its site's WAN bytes (split, last round):"
   shares "$work/split-m$m-r$ROUNDS"
 done
 first=${REPLICAS%% *}
-echo "--- wait per round (s), median of $ROUNDS, stream ceiling $STREAM_MBPS Mbit/s"
+echo "--- seconds, median of $ROUNDS runs, a flow's ceiling $STREAM_MBPS Mbit/s; (x of M=$first)"
 for m in $REPLICAS; do
-  awk -v m="$m" -v l="${med[leader$m]}" -v s="${med[split$m]}" -v s1="${med[split$first]}" -v l1="${med[leader$first]}" \
-    'BEGIN { printf "M=%s  leader %.3f (x%.2f of M=1)  split %.3f (x%.2f of M=1)  split/leader %.2f\n", m, l, l / l1, s, s / s1, s / l }'
+  for what in transfer wait; do
+    awk -v m="$m" -v what="$what" -v l="${med[$what"leader"$m]}" -v s="${med[$what"split"$m]}" \
+      -v l1="${med[$what"leader"$first]}" -v s1="${med[$what"split"$first]}" \
+      'BEGIN { printf "M=%s  %-8s  leader %.3f (x%.2f)  split %.3f (x%.2f)  split/leader %.2f\n", m, what, l, l / l1, s, s / s1, s / l }'
+  done
 done

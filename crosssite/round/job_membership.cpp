@@ -85,7 +85,10 @@ JobMembership::Change JobMembership::refresh(CrossSiteEvents& events) {
   members_ = std::move(members);
   for (const auto& site : joined) change.joined.push_back(&members_.at(site));
   const std::size_t known = site_by_addr_.size();
-  for (const auto& [site, m] : members_) site_by_addr_[m.address] = site;
+  for (const auto& [site, m] : members_) {
+    site_by_addr_[m.address] = site;
+    for (const auto& lane : m.lanes) site_by_addr_[lane] = site;  // a split exchange's stripes come from them
+  }
   change.new_addresses = site_by_addr_.size() > known;
   return change;
 }

@@ -56,9 +56,10 @@ class JobMembership {
   Change refresh(CrossSiteEvents& events);
   const std::map<std::string, MemberRecord>& members() const { return members_; }
   bool member(const std::string& site) const { return members_.contains(site); }
-  // The member site at a link address as last read (null if none), without reading anything.
+  // The member site at a link address (its own, or one of its lanes) as last read (null if none),
+  // without reading anything.
   const std::string* site_at(const std::string& address) const;
-  // Every member's link address read so far (the link exchanges with these only).
+  // Every member's link address read so far, its lanes' too (the link exchanges with these only).
   std::set<std::string> addresses() const;
   // Stops renewing and forgets itself; returns the lease for the caller to revoke (0: none).
   std::int64_t leave();

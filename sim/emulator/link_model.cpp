@@ -25,19 +25,7 @@ double flows_bytes_per_s(const WanLink& link, double flows) {
 
 double transfer_parallelism(int from, int to) {
   MERIDIAN_CHECK(from >= 1 && to >= 1, "from=", from, " to=", to);
-  // Breakpoints i/from and j/to, met in order: the largest gap between neighbours is the largest flow.
-  double largest = 0, at = 0;
-  int i = 1, j = 1;
-  while (i <= from || j <= to) {
-    const double a = i <= from ? static_cast<double>(i) / from : 2;
-    const double b = j <= to ? static_cast<double>(j) / to : 2;
-    const double next = std::min(a, b);
-    largest = std::max(largest, next - at);
-    at = next;
-    if (a <= next) ++i;
-    if (b <= next) ++j;
-  }
-  return 1 / largest;
+  return std::max(from, to);
 }
 
 double draw_latency_s(const WanLink& link, std::mt19937_64& rng) {

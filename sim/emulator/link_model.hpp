@@ -48,11 +48,10 @@ class LinkDirection {
 // Bytes per second that `flows` side-by-side flows get together on `link`: its bandwidth, or flows x
 // stream_mbps where that is less; 0 when neither limits.
 double flows_bytes_per_s(const WanLink& link, double flows);
-// A transfer split between two sites' replicas, as a split exchange sends it: sender rank r holds
-// [r/from, (r+1)/from) of the bytes, receiver rank q holds [q/to, (q+1)/to), and each overlap of
-// the two cuts is one flow. Returns the whole transfer's size over its largest flow's: as many
-// flows as that, each at one flow's ceiling, take as long as the largest does. `from` when the
-// two cuts are the same; 1 for one replica at both ends.
+// How many flows carry a transfer between a site of `from` replicas and one of `to` in a split
+// exchange: max(from, to), stripe i from sender i mod from to receiver i mod to, each a distinct
+// pair (transport/link/striped_link.hpp). The same count as cutting the bytes by both sites' shards
+// and sending each overlap as a flow: the largest overlap is the first, [0, 1 / max(from, to)).
 double transfer_parallelism(int from, int to);
 // A one-way latency draw in seconds for `link` (latency + jitter, >= 0).
 double draw_latency_s(const WanLink& link, std::mt19937_64& rng);

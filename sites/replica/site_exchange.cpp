@@ -95,7 +95,9 @@ void SiteExchange::sync_lanes(Communicator& group, bool leader) {
     for (const auto& [site, m] : cross_->members())
       if (site != site_) {
         by_address[m.address] = m.lanes;
+        // The members' lanes hear from the peer's own link too (a peer with fewer lanes).
         by_site[site] = m.lanes;
+        by_site[site].insert(by_site[site].begin(), m.address);
       }
     links_.striped->set_peer_lanes(std::move(by_address));
     lanes_->set_peers(std::move(by_site), wan_.schedule ? wan_.schedule->start() : std::nullopt);

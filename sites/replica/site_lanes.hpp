@@ -38,7 +38,8 @@ class SiteLanes {
   std::vector<std::string> open(Communicator& group, bool leader);
   // The leader's striped link, which makes the orders and takes the stripes (null: none).
   void lead(StripedLink* striped) { striped_ = striped; }
-  // Leader: the peer sites' lanes by site name and the WAN's start, shared at the next sync.
+  // Leader: the peer sites' addresses (own link and lanes) by site name and the WAN's start,
+  // shared at the next sync.
   void set_peers(std::map<std::string, std::vector<std::string>> lanes_by_site, std::optional<double> wan_start);
   // Every member together: orders and peers out, stripes in.
   void sync(Communicator& group, bool leader);

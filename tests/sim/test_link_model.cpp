@@ -67,7 +67,7 @@ TEST_CASE("a flow gets stream_mbps at most, and flows side by side get that many
   CHECK(four.arrival(0, 2'000'000, link, 4) == doctest::Approx(0.5));
 }
 
-TEST_CASE("a split transfer's parallelism: its size over its largest flow, one flow per overlap of the two cuts") {
+TEST_CASE("a split transfer's parallelism: as many flows as the larger site has replicas, as StripedLink sends it") {
   CHECK(transfer_parallelism(1, 1) == doctest::Approx(1));
   for (int m = 1; m <= 8; ++m) CHECK(transfer_parallelism(m, m) == doctest::Approx(m));
   CHECK(transfer_parallelism(4, 2) == doctest::Approx(4));  // each of the 4 senders' quarter goes whole to one receiver

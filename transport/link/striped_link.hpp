@@ -1,10 +1,12 @@
 #pragma once
 // The leader's link in a split exchange (stripes.hpp): a transfer of a striped tag, sent for the
-// first time to a peer site that lists lanes, goes in stripes, one per pair of lanes the two sites
-// have: stripe 0 over this link to the peer's own address, stripe i as an order for this site's
-// replica i, which sends it from its own copy of the bytes (every replica encodes the same delta)
-// over its lane to the peer's lane i. Stripes that arrive, over this link or through the replicas'
-// lanes (feed), are put back together and handed out as one transfer from the peer's address.
+// first time to a peer site that lists lanes (or from a site that has some), goes in stripes, one
+// per flow between the two sites: with S senders here (this link, then the replicas' lanes) and R
+// receivers there (the peer's own link, then its lanes), max(S, R) stripes, stripe i from sender
+// i mod S to receiver i mod R. A stripe of this link's goes at once; one of replica k's is an order
+// for it, which it sends from its own copy of the bytes (every replica encodes the same delta)
+// over its lane. Stripes that arrive, over this link or through the replicas' lanes (feed), are
+// put back together and handed out as one transfer from the peer's own address.
 //
 // Only first sends are striped (`stripes` says which): a transfer asked for again goes whole over
 // this link, so a replica that lost its copy, died or was not there costs one re-request, no more.
@@ -56,6 +58,7 @@ class StripedLink final : public Link {
   void set_lanes(int lanes) { lanes_ = lanes; }
   int lanes() const { return lanes_; }
   // Each peer site's lane addresses (its replicas 1, 2, ...), by the peer's own link address.
+  // Stripes fed from a peer's own address are its too (a peer with fewer lanes than this site).
   void set_peer_lanes(std::map<std::string, std::vector<std::string>> lanes);
   // The orders made by sends since the last call, for the replicas to carry out.
   std::vector<StripeOrder> take_orders() { return std::exchange(orders_, {}); }
@@ -80,7 +83,7 @@ class StripedLink final : public Link {
             std::shared_ptr<const std::vector<std::byte>> payload) override {
     inner_->send(peer, transfer_id, tag, std::move(payload));
   }
-  // Striped when the peer lists lanes, this site has some and `stripes` says so; whole otherwise.
+  // Striped when this site or the peer has lanes and `stripes` says so; whole otherwise.
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
@@ -93,7 +96,7 @@ class StripedLink final : public Link {
   Options options_;
   int lanes_ = 0;
   std::map<std::string, std::vector<std::string>> peer_lanes_;  // by the peer's own address
-  std::map<std::string, std::string> owner_of_lane_;           // lane address -> the peer's own address
+  std::map<std::string, std::string> owner_of_lane_;           // lane or own address -> the peer's own address
   StripeAssembler assembler_;
   std::deque<Received> ready_;
   std::vector<StripeOrder> orders_;
