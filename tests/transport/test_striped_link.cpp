@@ -59,6 +59,14 @@ std::optional<Received> deliver(ManualClock& clock, Site& from, Site& to) {
   return std::nullopt;
 }
 
+// A network with 50 ms of latency and nothing else: whatever goes wrong is the links' doing.
+const SimNetworkOptions kQuiet{0.05, 0, 1e9, 0, 0, 0};
+
+// A delta's first send (an even id), with the chunk hashes its encoder takes.
+void send_delta(Site& from, const Site& to, std::uint64_t id, const std::shared_ptr<const std::vector<std::byte>>& delta) {
+  from.leader->send(to.leader->address(), id, kDelta, delta, chunk_hashes(*delta, from.leader->chunk_bytes()));
+}
+
 void introduce(Site& a, Site& b) {
   a.leader->set_peer_lanes({{b.leader->address(), b.lane_addresses()}});
   b.leader->set_peer_lanes({{a.leader->address(), a.lane_addresses()}});
@@ -68,12 +76,12 @@ void introduce(Site& a, Site& b) {
 
 TEST_CASE("striped link: a delta between sites of 3 replicas goes in 3 stripes, a third on each lane") {
   ManualClock clock;
-  SimNetwork net(clock, 1, SimNetworkOptions{0.05, 0, 1e9, 0, 0, 0});
+  SimNetwork net(clock, 1, kQuiet);
   Site a(net, "a", 2), b(net, "b", 2);
   introduce(a, b);
   const auto delta = payload(300000);
   a.hold(delta);
-  a.leader->send(b.leader->address(), 10, kDelta, delta, chunk_hashes(*delta, a.leader->chunk_bytes()));
+  send_delta(a, b, 10, delta);
   const auto r = deliver(clock, a, b);
   REQUIRE(r.has_value());
   CHECK(r->peer == a.leader->address());
@@ -96,14 +104,14 @@ TEST_CASE("striped link: a delta between sites of 3 replicas goes in 3 stripes, 
 
 TEST_CASE("striped link: sites of different replica counts send on as many flows as the larger has") {
   ManualClock clock;
-  SimNetwork net(clock, 2, SimNetworkOptions{0.05, 0, 1e9, 0, 0, 0});
+  SimNetwork net(clock, 2, kQuiet);
   Site a(net, "a", 3), b(net, "b", 1);
   introduce(a, b);
   const auto from_a = payload(5000, 3), from_b = payload(7001, 4);
   a.hold(from_a);
   b.hold(from_b);
-  a.leader->send(b.leader->address(), 2, kDelta, from_a, chunk_hashes(*from_a, a.leader->chunk_bytes()));
-  b.leader->send(a.leader->address(), 4, kDelta, from_b, chunk_hashes(*from_b, b.leader->chunk_bytes()));
+  send_delta(a, b, 2, from_a);
+  send_delta(b, a, 4, from_b);
   const auto at_b = deliver(clock, a, b);
   const auto at_a = deliver(clock, b, a);
   REQUIRE(at_b.has_value());
@@ -121,14 +129,14 @@ TEST_CASE("striped link: sites of different replica counts send on as many flows
 
 TEST_CASE("striped link: re-sends, other tags and peers without lanes go whole") {
   ManualClock clock;
-  SimNetwork net(clock, 3, SimNetworkOptions{0.05, 0, 1e9, 0, 0, 0});
+  SimNetwork net(clock, 3, kQuiet);
   Site a(net, "a", 2), b(net, "b", 2);
   const auto delta = payload(4000);
   a.hold(delta);
   // b lists no lanes at a yet.
-  a.leader->send(b.leader->address(), 0, kDelta, delta, chunk_hashes(*delta, a.leader->chunk_bytes()));
+  send_delta(a, b, 0, delta);
   introduce(a, b);
-  a.leader->send(b.leader->address(), 1, kDelta, delta, chunk_hashes(*delta, a.leader->chunk_bytes()));  // a re-send
+  send_delta(a, b, 1, delta);  // a re-send
   a.leader->send(b.leader->address(), 2, kOther, delta);
   CHECK(a.leader->take_orders().empty());
   CHECK(a.leader->figures().striped_sends == 0);
@@ -143,13 +151,13 @@ TEST_CASE("striped link: re-sends, other tags and peers without lanes go whole")
 
 TEST_CASE("striped link: a lane without the payload sends nothing, and stray stripes are refused") {
   ManualClock clock;
-  SimNetwork net(clock, 4, SimNetworkOptions{0.05, 0, 1e9, 0, 0, 0});
+  SimNetwork net(clock, 4, kQuiet);
   Site a(net, "a", 1), b(net, "b", 1);
   introduce(a, b);
   const auto delta = payload(4000);
   // a's lane never held it (a replica that joined after the encode): the whole never completes,
   // and the peer's protocol asks again for it.
-  a.leader->send(b.leader->address(), 0, kDelta, delta, chunk_hashes(*delta, a.leader->chunk_bytes()));
+  send_delta(a, b, 0, delta);
   CHECK_FALSE(deliver(clock, a, b).has_value());
   CHECK(a.lanes[0]->figures().missing == 1);
   // A stripe fed from an address that is no peer's lane, and garbage from a peer's lane.

@@ -31,8 +31,10 @@ class LinkDecorator : public Link {
             std::shared_ptr<const std::vector<std::byte>> payload) final {
     if (before_send(peer, transfer_id, payload->size())) inner_->send(peer, transfer_id, tag, std::move(payload));
   }
+  // Not final: a decorator may send a hashed payload another way (StripedLink cuts it into stripes),
+  // calling before_send itself where it sends through the inner link.
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) final {
+            std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
     if (before_send(peer, transfer_id, payload->size()))
       inner_->send(peer, transfer_id, tag, std::move(payload), std::move(hashes));
   }

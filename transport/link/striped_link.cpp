@@ -8,7 +8,7 @@
 namespace meridian {
 
 StripedLink::StripedLink(std::unique_ptr<Link> inner, Options options)
-    : inner_(std::move(inner)), options_(std::move(options)) {}
+    : LinkDecorator(std::move(inner)), options_(std::move(options)) {}
 
 void StripedLink::set_peer_lanes(std::map<std::string, std::vector<std::string>> lanes) {
   peer_lanes_ = std::move(lanes);

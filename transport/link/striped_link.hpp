@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/link/link.hpp"
+#include "transport/link/link_decorator.hpp"
 #include "transport/link/stripes.hpp"
 
 namespace meridian {
@@ -37,7 +37,7 @@ struct StripeOrder {
   bool operator==(const StripeOrder&) const = default;
 };
 
-class StripedLink final : public Link {
+class StripedLink final : public LinkDecorator {
  public:
   struct Options {
     std::uint16_t stripe_tag = 0;  // the link tag stripes travel under
@@ -67,32 +67,19 @@ class StripedLink final : public Link {
   void feed(const std::string& from, std::span<const std::byte> payload);
   Figures figures() const;
 
-  std::string address() const override { return inner_->address(); }
-  std::size_t chunk_bytes() const override { return inner_->chunk_bytes(); }
-  void recycle(std::vector<std::byte> bytes) override { inner_->recycle(std::move(bytes)); }
-  Counters counters() const override { return inner_->counters(); }
-  void set_peers(std::set<std::string> peers, std::function<bool(const std::string&)> vouch) override {
-    inner_->set_peers(std::move(peers), std::move(vouch));
-  }
-  std::map<std::string, std::uint64_t> take_refusals() override { return inner_->take_refusals(); }
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::span<const std::byte> payload) override {
-    inner_->send(peer, transfer_id, tag, payload);
-  }
-  void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
-            std::shared_ptr<const std::vector<std::byte>> payload) override {
-    inner_->send(peer, transfer_id, tag, std::move(payload));
-  }
+  using LinkDecorator::send;
   // Striped when this site or the peer has lanes and `stripes` says so; whole otherwise.
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override;
   std::optional<Received> receive(std::chrono::milliseconds timeout) override;
 
+ protected:
+  bool before_send(const std::string&, std::uint64_t, std::size_t) override { return true; }
+
  private:
   // A stripe from `sender` (a peer's own address): the whole when it completes one.
   void take(const std::string& sender, std::span<const std::byte> payload);
 
-  std::unique_ptr<Link> inner_;
   Options options_;
   int lanes_ = 0;
   std::map<std::string, std::vector<std::string>> peer_lanes_;  // by the peer's own address
