@@ -12,8 +12,10 @@
 # bytes over the bandwidth the receiving MeasuredLink saw, latency included), and a site's wait per
 # round (summary.json's waited_s / rounds: in lockstep, the transfer, the commit through etcd and
 # the imbalance between the sites' steps, which grows with the processes sharing the cores).
-# Ratios: split / leader at each M, and each at M against M = 1. Also what each replica put on
-# the WAN (its share of the site's bytes), from the last split run at each M.
+# And the round's exchange: the wait less the wait of the same job on a link whose one flow fills
+# it ("base": the commit through etcd, the sites' imbalance). Ratios: split / leader at each M,
+# and each at M against M = 1. Also what each replica put on the WAN (its share of the site's
+# bytes), from the last split run at each M.
 #   BUILD_DIR=build/release  ROUNDS=3  STEPS=16  STREAM_MBPS=8  REPLICAS="1 2 4"
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
@@ -31,7 +33,7 @@ export OMP_NUM_THREADS=1  # every replica of both sites shares this machine's co
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-job() {  # name exchange replicas -> job file
+job() {  # name exchange replicas stream_mbps -> job file
   local file="$work/$1.toml"
   cat >"$file" <<TOML
 [job]
@@ -62,7 +64,7 @@ exchange = "$2"
 [wan]
 latency_ms = 10.0
 bandwidth_mbps = 1000.0
-stream_mbps = $STREAM_MBPS
+stream_mbps = $4
 [[site]]
 name = "a"
 replicas = $3
@@ -107,16 +109,19 @@ declare -A med
 for m in $REPLICAS; do
   declare -A wait=() transfer=()
   for r in $(seq "$ROUNDS"); do
-    for mode in leader split; do
+    for mode in leader split base; do
       name="$mode-m$m-r$r"
-      "$meridian" launch "$(job "$name" "$mode" "$m")" >"$work/$name.log" 2>&1 ||
+      # base: the same job on a link whose one flow fills it (1 Gbit/s: the delta in 7 ms), the
+      # wait that is not the exchange's (the commit through etcd, the sites' imbalance).
+      if [ "$mode" = base ]; then exchange=leader stream=0; else exchange=$mode stream=$STREAM_MBPS; fi
+      "$meridian" launch "$(job "$name" "$exchange" "$m" "$stream")" >"$work/$name.log" 2>&1 ||
         { echo "split_exchange.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
       read -r w t < <(figures "$work/$name")
       wait[$mode]+="$w " transfer[$mode]+="$t "
       echo "M=$m round $r $mode: waited $w s per round, a delta's transfer $t s"
     done
   done
-  for mode in leader split; do
+  for mode in leader split base; do
     # shellcheck disable=SC2086
     med[wait$mode$m]=$(median ${wait[$mode]}) med[transfer$mode$m]=$(median ${transfer[$mode]})
   done
@@ -131,4 +136,9 @@ for m in $REPLICAS; do
       -v l1="${med[$what"leader"$first]}" -v s1="${med[$what"split"$first]}" \
       'BEGIN { printf "M=%s  %-8s  leader %.3f (x%.2f)  split %.3f (x%.2f)  split/leader %.2f\n", m, what, l, l / l1, s, s / s1, s / l }'
   done
+  # The round's exchange: its wait less the base's (the same job where one flow fills the link).
+  awk -v m="$m" -v b="${med[waitbase$m]}" -v l="${med[waitleader$m]}" -v s="${med[waitsplit$m]}" \
+    -v b1="${med[waitbase$first]}" -v l1="${med[waitleader$first]}" -v s1="${med[waitsplit$first]}" \
+    'BEGIN { printf "M=%s  exchange  leader %.3f (x%.2f)  split %.3f (x%.2f)  split/leader %.2f  (base wait %.3f)\n",
+             m, l - b, (l - b) / (l1 - b1), s - b, (s - b) / (s1 - b1), (s - b) / (l - b), b }'
 done
