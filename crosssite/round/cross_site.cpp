@@ -553,6 +553,8 @@ void CrossSite::handle(Received r) {
       // Kept until its commit is read and it is checked against it (catch_up); a newer one replaces it.
       transfer_.received(id, *site, std::move(r.bytes));
       return;
+    case LinkTag::Stripe:
+      break;  // a site that splits its exchange takes stripes in its StripedLink: this one does not
   }
   ++counts().refused.transfers_unknown_tag;  // a tag of no protocol version we speak, or too far ahead
 }

@@ -31,7 +31,7 @@ struct MemberRecord {
   std::int64_t ended = -1;
   // A split exchange: its replicas' own link addresses (replica 1 first), which carry the stripes
   // of its deltas beside its leader's link (transport/link/striped_link.hpp). Empty: no lanes.
-  std::vector<std::string> lanes;
+  std::vector<std::string> lanes{};
   bool operator==(const MemberRecord&) const = default;
 };
 

@@ -73,7 +73,8 @@ int run(int argc, char** argv) {
     if (outcome.ok()) continue;
     ++failed;
     std::cout << "seed " << seed << " FAILED (" << outcome.fragments << " fragments, "
-              << (outcome.overlap ? "overlapped" : "not overlapped") << "; replay: meridian-protosim --seed " << seed
+              << (outcome.overlap ? "overlapped" : "not overlapped") << (outcome.split ? ", split" : "")
+              << "; replay: meridian-protosim --seed " << seed
               << " --trace):\n";
     for (const auto& v : outcome.violations) std::cout << "  " << v << "\n";
   }

@@ -47,8 +47,8 @@ class OverwritingControlPlane final : public ControlPlane {
   ControlPlane& inner_;
 };
 
-// An equivocating site: every delta it sends to a peer at an address `victim` accepts goes with
-// one byte flipped and chunk hashes that match the forgery, so the victim's link delivers it whole
+// An equivocating site: every delta (or stripe of one) it sends to a peer at an address `victim`
+// accepts goes with one byte flipped and chunk hashes that match the forgery, so the victim's link delivers it whole
 // and only the announced digest can tell.
 class ForgingLink final : public Link {
  public:
@@ -66,10 +66,12 @@ class ForgingLink final : public Link {
   }
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
             std::shared_ptr<const std::vector<std::byte>> payload, ChunkHashes hashes) override {
-    if (tag != static_cast<std::uint16_t>(LinkTag::Delta) || payload->empty() || !victim_(peer))
+    const bool stripe = tag == static_cast<std::uint16_t>(LinkTag::Stripe);
+    if ((tag != static_cast<std::uint16_t>(LinkTag::Delta) && !stripe) || payload->empty() || !victim_(peer))
       return inner_->send(peer, transfer_id, tag, std::move(payload), std::move(hashes));
     auto forged = std::make_shared<std::vector<std::byte>>(*payload);
-    (*forged)[forged->size() / 2] ^= std::byte{0x01};
+    // A stripe's header comes first: its last byte is the delta's.
+    (*forged)[stripe ? forged->size() - 1 : forged->size() / 2] ^= std::byte{0x01};
     auto forged_hashes = chunk_hashes(*forged, chunk_bytes());
     inner_->send(peer, transfer_id, tag, std::move(forged), std::move(forged_hashes));
   }

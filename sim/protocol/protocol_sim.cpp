@@ -26,6 +26,8 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   const int drawn = std::array{1, 2, 4}[rng.below(3)];
   job.fragments = options.fragments > 0 ? options.fragments : drawn;
   job.eager = rng.uniform() < 0.25;
+  // From a stream of its own: the seeds' other draws, and so their faults, stay what they were.
+  job.split = options.split.value_or(Rng::derive(seed, 7).uniform() < 0.5);
   job.mutations = options.mutations;
   CrossSiteOptions& c = job.cross;
   c.lease_ttl_s = options.lease_ttl_s;
@@ -62,6 +64,7 @@ class Run {
     outcome_.seed = seed;
     outcome_.overlap = job_.overlap;
     outcome_.fragments = job_.fragments;
+    outcome_.split = job_.split;
     if (options.trace) world_.trace = [this](const std::string& line) { outcome_.trace.push_back(line); };
     for (const auto& name : job_.sites) sites_.push_back(std::make_unique<SimSite>(world_, name));
   }
@@ -259,6 +262,7 @@ SimOutcome Run::go() {
   outcome_.versions = checker_.newest_version();
   outcome_.rounds_dropped = checker_.rounds_dropped();
   outcome_.overflowed = network_.counters().overflowed;
+  for (const auto& s : sites_) outcome_.assembled += s->assembled();
   return outcome_;
 }
 

@@ -21,6 +21,8 @@ struct SimOptions {
   double tick_s = 0.05;  // how often each site looks, in virtual seconds
   double lease_ttl_s = 2;
   int fragments = 0;  // Streaming DiLoCo's P; 0: drawn per seed from 1, 2 and 4 (overlapped seeds)
+  // The split exchange (SimJob::split); unset: drawn per seed, for half of them.
+  std::optional<bool> split;
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
@@ -44,6 +46,8 @@ struct SimOutcome {
   std::uint64_t overflowed = 0;  // transfers dropped at a receiver's full queue (SimNetworkOptions)
   bool overlap = true;
   int fragments = 1;
+  bool split = false;
+  std::uint64_t assembled = 0;  // split: deltas the sites put together from stripes
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "core/util/hash.hpp"
 #include "core/util/rng.hpp"
+#include "crosssite/round/courier.hpp"
 #include "sim/protocol/mutant_seams.hpp"
 #include "transport/chunking/chunker.hpp"
 
@@ -49,13 +51,21 @@ class WireChannel final : public ReplicaChannel {
 };
 
 // A member replica tells no log anything: the driver calls events on the leader only.
+// The member's round tells nobody anything, but for the deltas it encodes: its lane holds them.
 class Quiet final : public RoundEvents {
  public:
+  explicit Quiet(std::unique_ptr<Lane>& lane) : lane_(lane) {}
+  void encoded(std::span<const std::byte> bytes) override {
+    if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end()));
+  }
   void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
   void applied(const AppliedVersion&) override {}
   void dropped(std::int64_t, std::int64_t, std::int64_t, int) override {}
   void fast_forwarded(std::int64_t, std::int64_t) override {}
   void caught_up(std::int64_t, std::int64_t, double) override {}
+
+ private:
+  std::unique_ptr<Lane>& lane_;
 };
 
 }  // namespace
@@ -72,7 +82,7 @@ FragmentPlan sim_fragments(std::size_t n, int fragments) {
   for (int f = 0; f < fragments; ++f) {
     const std::size_t offset = static_cast<std::size_t>(f) * each;
     const std::size_t count = f + 1 == fragments ? n - offset : each;
-    plan.push_back(Fragment{{FragmentRange{offset, count}}, {"w" + std::to_string(f)}, count});
+    plan.push_back(Fragment{{FragmentRange{offset, count}}, {std::string("w").append(std::to_string(f))}, count});
   }
   return plan;
 }
@@ -133,7 +143,8 @@ struct SimSite::Member {
       : now(disk), steps(now, seed, site), channel(wire, false), driver(plan, now.state, quiet, std::move(clock)) {}
   Disk now;
   Steps steps;
-  Quiet quiet;
+  std::unique_ptr<Lane> lane;  // the split exchange's
+  Quiet quiet{lane};
   WireChannel channel;
   RoundDriver driver;
 };
@@ -143,6 +154,8 @@ struct SimSite::Incarnation {
   std::unique_ptr<MemoryControlPlane> control;
   std::unique_ptr<ControlPlane> overwriting;  // SimMutations::overwrite_commits: what CrossSite talks to
   std::unique_ptr<Link> link;
+  StripedLink* striped = nullptr;  // the split exchange: `link` is it
+  std::uint64_t assembled_seen = 0;  // its figure as of the last call
   std::weak_ptr<Lease> lease;
   Disk now;
   double next_at = 0;  // when the next step of training ends
@@ -189,6 +202,14 @@ void SimSite::start(const Disk& disk) {
     inc->link = std::make_unique<ForgingLink>(std::move(inc->link),
                                               [victim](const std::string& address) { return address.starts_with(victim); });
   }
+  if (world_.job.split) {
+    StripedLink::Options striping{static_cast<std::uint16_t>(LinkTag::Stripe), [](std::uint64_t id, std::uint16_t tag) {
+                                    return tag == static_cast<std::uint16_t>(LinkTag::Delta) && first_attempt(id);
+                                  }};
+    auto striped = std::make_unique<StripedLink>(std::move(inc->link), std::move(striping));
+    inc->striped = striped.get();
+    inc->link = std::move(striped);
+  }
   CrossSiteOptions o = world_.job.cross;
   o.job = world_.job.name;
   o.site = name_;
@@ -224,6 +245,13 @@ void SimSite::start(const Disk& disk) {
   inc->driver = std::make_unique<RoundDriver>(plan, inc->now.state, events, [this] { return world_.clock.now(); });
   inc->driver->lead(inc->peers ? inc->peers.get() : static_cast<RoundPeers*>(inc->cross.get()));
   inc->member = std::make_unique<Member>(disk, plan, world_.job.seed, name_, inc->wire, [this] { return world_.clock.now(); });
+  if (inc->striped) {
+    inc->member->lane = std::make_unique<Lane>(
+        world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1"),
+        static_cast<std::uint16_t>(LinkTag::Stripe));
+    inc->striped->set_lanes(1);
+    inc->cross->set_lanes({inc->member->lane->address()});
+  }
   inc->driver->pause(paused_outer_);
   inc->member->driver.pause(paused_outer_);
   incarnation_ = std::move(inc);
@@ -334,6 +362,7 @@ void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& cal
   Member& m = *inc.member;
   Replica member{m.channel, m.steps};
   call(m.driver, member);
+  sync_lanes();
   const bool same = inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local &&
                     inc.now.step == m.now.step && inc.driver->waiting() == m.driver.waiting() &&
                     OuterState::weights_hash(inc.now.state.global()) == OuterState::weights_hash(m.now.state.global());
@@ -342,6 +371,26 @@ void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& cal
                         " step " + std::to_string(inc.now.step) + ", the member at version " +
                         std::to_string(m.now.state.version()) + " step " + std::to_string(m.now.step));
   check_weights();
+}
+
+void SimSite::sync_lanes() {
+  Incarnation& inc = *incarnation_;
+  if (!inc.striped) return;
+  Lane& lane = *inc.member->lane;
+  std::map<std::string, std::vector<std::string>> peer_lanes;
+  std::set<std::string> peers;
+  for (const auto& [site, m] : inc.cross->members())
+    if (site != name_) {
+      peer_lanes[m.address] = m.lanes;
+      peers.insert(m.address);
+      peers.insert(m.lanes.begin(), m.lanes.end());
+    }
+  inc.striped->set_peer_lanes(std::move(peer_lanes));
+  lane.set_peers(std::move(peers));
+  for (const auto& order : inc.striped->take_orders()) lane.carry(order);
+  for (auto& [from, bytes] : lane.take_stripes()) inc.striped->feed(from, bytes);
+  const auto assembled = inc.striped->figures().assembled;
+  assembled_ += assembled - std::exchange(inc.assembled_seen, assembled);
 }
 
 void SimSite::check_weights() {
@@ -459,6 +508,7 @@ void SimSite::cut_off(bool cut) {
 void SimSite::apply_faults() {
   if (!incarnation_) return;
   world_.network.isolate(incarnation_->link->address(), cut_);
+  if (const auto& lane = incarnation_->member->lane) world_.network.isolate(lane->address(), cut_);
   ControlFaults& f = incarnation_->control->faults();
   f.down = cut_ || world_.faults.outages > 0;
   f.lost_reply = world_.faults.lost_reply.contains(name_) ? world_.faults.lost_reply.at(name_) : 0;

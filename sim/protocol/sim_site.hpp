@@ -20,7 +20,9 @@
 #include "crosssite/round/cross_site.hpp"
 #include "crosssite/round/round_driver.hpp"
 #include "crosssite/outer/outer_state.hpp"
+#include "transport/link/lane.hpp"
 #include "transport/link/sim_link.hpp"
+#include "transport/link/striped_link.hpp"
 
 namespace meridian {
 
@@ -55,6 +57,9 @@ struct SimJob {
   int fragments = 1;         // Streaming DiLoCo's P: an exchange sends one fragment
   bool overlap = true;
   bool eager = false;        // overlapped rounds start from the estimate of their commit
+  // The split exchange ([transport] exchange = "split"): the member replica sends its stripes of
+  // each delta on a lane of its own and hands its leader those it receives, after every call.
+  bool split = false;
   std::uint64_t seed = 0;
   OuterOptions outer;
   CrossSiteOptions cross;  // the protocol's timings; job, site and sites are filled in per site
@@ -103,6 +108,8 @@ class SimSite final : private RoundEvents {
   void rollback();  // to the newest version it holds: the in-flight round is dropped
   void spike();     // its next step of training is far out of line (a loss spike)
   std::string describe() const;
+  // Split exchange: the deltas put together from stripes here, over every incarnation (as of each's last call).
+  std::uint64_t assembled() const { return assembled_; }
 
  private:
   struct Lease;
@@ -120,6 +127,9 @@ class SimSite final : private RoundEvents {
   // the same version, weights and step, and the working weights must be the round's start less
   // the progress in flight.
   void on_replicas(const std::function<void(RoundDriver&, Replica&)>& call);
+  // The split exchange's collective after a call: the leader's orders to the member's lane, the
+  // stripes its lane took in to the leader, and both told the peers' lanes.
+  void sync_lanes();
   void check_weights();
   void save_disk();
   void log_events();
@@ -139,6 +149,7 @@ class SimSite final : private RoundEvents {
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
+  std::uint64_t assembled_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

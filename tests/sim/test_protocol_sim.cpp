@@ -29,14 +29,22 @@ long long first_caught(const SimOptions& options, long long limit) {
 TEST_CASE("protocol simulator: 1,000 seeds with 24 faults each hold every invariant") {
   const SimOptions options;
   std::int64_t versions = 0;
+  int split = 0;
+  std::uint64_t assembled = 0;
   for (std::uint64_t seed = 0; seed < 1000; ++seed) {
     const auto outcome = simulate(seed, options);
     INFO(report(outcome));
     REQUIRE(outcome.ok());
     CHECK(outcome.faults == 24);
     versions += outcome.versions;
+    split += outcome.split ? 1 : 0;
+    assembled += outcome.assembled;
   }
   CHECK(versions > 1000 * 20);  // the job gets somewhere under its faults, not just stays safe
+  // Half the seeds split their exchange, and most of their deltas went in stripes.
+  CHECK(split > 400);
+  CHECK(split < 600);
+  CHECK(assembled > static_cast<std::uint64_t>(split) * 24);
 }
 
 TEST_CASE("protocol simulator: a seed replays exactly, and another seed is another run") {
