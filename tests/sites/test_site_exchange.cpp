@@ -217,13 +217,15 @@ TEST_CASE("split exchange: each replica carries its share of a delta on its own 
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
-  const auto job = [&](const std::string& name, const std::string& exchange, int replicas_a) {
-    return write_job(dir, name, outer + "[transport]\nexchange = \"" + exchange + "\"\n", "replicas = 2\n", inner, 5,
-                     "replicas = " + std::to_string(replicas_a) + "\n");
+  const auto job = [&](const std::string& name, const std::string& exchange, int replicas_a,
+                       const std::string& transport = "") {
+    return write_job(dir, name, outer + "[transport]\nexchange = \"" + exchange + "\"\n" + transport, "replicas = 2\n",
+                     inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
   };
   const auto leader = run_sites(dir, job("leader", "leader", 2), etcd);
   const auto split = run_sites(dir, job("split", "split", 2), etcd);
   const auto uneven = run_sites(dir, job("uneven", "split", 3), etcd);
+  const auto ucx = run_sites(dir, job("ucx", "split", 2, "kind = \"ucx\"\nnetwork = \"private\"\n"), etcd);
   // The bytes are the same, only who carries them differs: every commit and the final weights agree.
   const auto commits = commit_hashes(dir / "leader" / "a" / "events.jsonl", "a");
   CHECK(commits.size() == 3);
@@ -256,7 +258,12 @@ TEST_CASE("split exchange: each replica carries its share of a delta on its own 
     }
     CHECK(members == 1);
   }
-  // 3 replicas beside 2: the lanes the two have in common (one besides the leaders) carry it.
+  // The lanes are the job's transport: over UCX the same stripes, the same commits.
+  CHECK(commit_hashes(dir / "ucx" / "a" / "events.jsonl", "a") == commits);
+  CHECK(ucx.at("b")["params_hash"] == leader.at("b")["params_hash"]);
+  CHECK(ucx.at("a")["split"]["assembled"] == 3);
+  // 3 replicas beside 2: three stripes, one from each of a's replicas, to b's two (two flows into b's
+  // leader: from a's leader and a's replica 2).
   CHECK(uneven.at("a")["version"] == 3);
   CHECK(commit_hashes(dir / "uneven" / "a" / "events.jsonl", "a") == commit_hashes(dir / "uneven" / "b" / "events.jsonl", "b"));
   CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
