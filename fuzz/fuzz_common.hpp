@@ -116,3 +116,4 @@ int meridian_fuzz_config(const std::uint8_t* data, std::size_t size);
 int meridian_fuzz_checkpoint(const std::uint8_t* data, std::size_t size);
 int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size);
 int meridian_fuzz_codec(const std::uint8_t* data, std::size_t size);
+int meridian_fuzz_stripes(const std::uint8_t* data, std::size_t size);

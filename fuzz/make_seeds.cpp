@@ -15,6 +15,7 @@
 #include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/records.hpp"
 #include "transport/chunking/chunker.hpp"
+#include "transport/link/stripes.hpp"
 #include "transport/schemas/store.capnp.h"
 #include "transport/schemas/wire_bytes.hpp"
 
@@ -71,6 +72,9 @@ void records() {
   seed("records", "member", with_selector(0, bytes_of(encode(MemberRecord{"us-east", "tcp://10.0.0.1:7100", 3, false}))));
   seed("records", "member-paused",
        with_selector(0, bytes_of(encode(MemberRecord{"eu-west", "tcp://10.77.0.2:7100;curve=abc", 0, true}))));
+  seed("records", "member-lanes",
+       with_selector(0, bytes_of(encode(MemberRecord{"us-east", "tcp://10.0.0.1:7100", 5, false, -1,
+                                                     {"tcp://10.0.0.2:7101", "tcp://10.0.0.3:7102"}}))));
   seed("records", "announcement",
        with_selector(1, bytes_of(encode(DeltaAnnouncement{"us-east", 12, 11, 4096, 1 << 20, digest_of(1), false, 0, 1, false}))));
   seed("records", "announcement-final",
@@ -248,6 +252,23 @@ void codecs() {
 
 }  // namespace
 
+void stripes() {
+  std::vector<std::byte> payload(500);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 13 + 5);
+  // A genuine transfer in 3 stripes, fed last first, with a duplicate.
+  Script genuine;
+  genuine.put<std::uint8_t>(1).put<std::uint16_t>(1).put<std::uint8_t>(2).piece(payload).put<std::uint8_t>(3);
+  for (const std::uint8_t i : {2, 1, 1, 0}) genuine.put(i);
+  seed("stripes", "genuine", genuine.out);
+  // Raw stripes from two peers: a well-formed one, a stripe of another count under the same id, and garbage.
+  Script raw;
+  raw.put<std::uint8_t>(0).piece(make_stripe(7, 1, payload, 0, 2));
+  raw.put<std::uint8_t>(0).piece(make_stripe(7, 1, payload, 1, 3));
+  raw.put<std::uint8_t>(2).piece(make_stripe(7, 1, payload, 1, 2));
+  raw.put<std::uint8_t>(2).piece(std::vector<std::byte>(40, std::byte{0x5A}));
+  seed("stripes", "raw", raw.out);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s <fuzz/corpus directory>\n", argv[0]);
@@ -261,6 +282,7 @@ int main(int argc, char** argv) {
   checkpoints();
   tokens();
   codecs();
+  stripes();
   std::printf("%d seeds written under %s\n", written, root.c_str());
   return 0;
 }
