@@ -112,8 +112,8 @@ class SiteExchange final : private RoundEvents {
   OuterState& state() { return state_; }
   // A split exchange: this replica's lane (its figures; an empty object on the leader or without).
   nlohmann::json lane_figures() const;
-  // The outer state's buffers and the synchronous baseline's scratch, in bytes.
-  std::size_t held_bytes() const { return state_.held_bytes() + scratch_.size() * sizeof(float); }
+  // The outer state's buffers, the synchronous baseline's scratch and a lane's deltas, in bytes.
+  std::size_t held_bytes() const;
   // A training checkpoint's share of the exchange: the outer state, and the rounds and WAN bytes
   // so far, so that a job's traffic figures count every launch of it. Restore takes the counts
   // only into a process that has counted nothing yet (a resume, not a rollback).

@@ -22,6 +22,10 @@ nlohmann::json refusal_counts(const Refusals& refused) {
 
 }  // namespace
 
+std::size_t SiteExchange::held_bytes() const {
+  return state_.held_bytes() + scratch_.size() * sizeof(float) + (lanes_ ? lanes_->held_bytes() : 0);
+}
+
 std::uint64_t SiteExchange::lanes_sent() const { return lanes_ ? lanes_->lanes_bytes_sent() : 0; }
 
 void SiteExchange::save(Checkpoint& checkpoint) const {

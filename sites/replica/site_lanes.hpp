@@ -47,6 +47,8 @@ class SiteLanes {
   void hold(std::span<const std::byte> payload);
   // Leader: what the members' lanes have sent in all, as of the last sync.
   std::uint64_t lanes_bytes_sent() const { return lanes_sent_; }
+  // The deltas this replica's lane holds, in bytes (for its memory ledger).
+  std::size_t held_bytes() const { return lane_ ? lane_->held_bytes() : 0; }
   // This replica's lane figures (empty object without a lane).
   nlohmann::json figures() const;
 

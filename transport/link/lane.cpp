@@ -17,6 +17,12 @@ void Lane::hold(std::shared_ptr<const std::vector<std::byte>> payload) {
   while (held_.size() > keep_) held_.pop_front();
 }
 
+std::size_t Lane::held_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& h : held_) bytes += h.bytes->size();
+  return bytes;
+}
+
 bool Lane::carry(const StripeOrder& order) {
   const auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) {
     return h.identity == order.payload_hash && h.bytes->size() == order.payload_bytes;

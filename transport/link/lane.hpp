@@ -25,8 +25,10 @@ class Lane {
     std::uint64_t refused = 0;   // transfers that were no stripe
   };
 
-  // `keep`: how many payloads are held (the newest), each as long as a stripe of it may be ordered.
-  Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, std::size_t keep = 4);
+  // `keep`: how many payloads are held (the newest). Orders for a delta come in the site's sync
+  // right after it is encoded, before the next is: two cover that, and an order for an older one
+  // (a peer that joined since) is missing, which the peer's request for the whole makes good.
+  Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, std::size_t keep = 2);
 
   std::string address() const { return link_->address(); }
   // A payload this replica's site may send in stripes.
@@ -39,6 +41,7 @@ class Lane {
   // The peers' lanes this one exchanges with (Link::set_peers).
   void set_peers(std::set<std::string> peers) { link_->set_peers(std::move(peers), nullptr); }
   const Figures& figures() const { return figures_; }
+  std::size_t held_bytes() const;  // the payloads it holds
   Link& link() { return *link_; }
 
  private:
