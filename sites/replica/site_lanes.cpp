@@ -175,7 +175,12 @@ void SiteLanes::carry(const std::vector<std::byte>& message, int rank) {
 void SiteLanes::gather_stripes(Communicator& group, bool leader) {
   const auto size = static_cast<std::size_t>(group.size());
   std::vector<std::byte> mine;
-  if (lane_) {
+  if (lane_ && leader) {
+    // A member that became the leader keeps its lane: what peers that have not read the new list
+    // yet send it is its own to put together.
+    for (auto& [from, bytes] : lane_->take_stripes())
+      if (striped_) striped_->feed(from, bytes);
+  } else if (lane_) {
     auto stripes = lane_->take_stripes();
     if (!stripes.empty()) {
       Writer w;
