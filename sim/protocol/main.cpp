@@ -1,5 +1,6 @@
 // meridian-protosim: runs the protocol simulator over a range of seeds, or one seed with its trace.
 //   meridian-protosim --seeds 0:5000 [--sites 3] [--faults 24] [--rounds 24] [--mutation NAME]
+//                     [--split on|off]  (the split exchange for every seed, or none; default: half)
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
 #include <algorithm>
@@ -54,6 +55,11 @@ int run(int argc, char** argv) {
     else if (arg == "--rounds") options.rounds = std::stoll(value());
     else if (arg == "--mutation") set_mutation(options, value());
     else if (arg == "--trace") options.trace = true;
+    else if (arg == "--split") {
+      const std::string v = value();
+      if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
+      options.split = v == "on";
+    }
     else throw meridian::make_error(meridian::ErrorKind::Usage, "unknown argument ", arg);
   }
   const auto began = std::chrono::steady_clock::now();
