@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "core/util/error.hpp"
 
@@ -36,6 +37,11 @@ class Communicator {
   // `out` of the rank after it (as long as that one's; alone, its own). How a rank keeps a copy of
   // the next rank's part, at 1/size of an all-gather's traffic.
   virtual void ring_shift(std::span<const float> out, std::span<float> in) = 0;
+
+  // Each rank's bytes (any length, none included) to `root`, which gets them all, by rank; the
+  // others get nothing. By default one broadcast of each rank's size and one of its bytes when it
+  // has some, so every rank sees every part; a fabric that can send to one rank does only that.
+  virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine, int root);
 };
 
 // Where rank `rank`'s part starts in a buffer cut by `counts` (see reduce_scatter).

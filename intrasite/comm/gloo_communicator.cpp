@@ -10,12 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
+#include <gloo/gather.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -133,6 +135,44 @@ class GlooCommunicator final : public Communicator {
       opts.setRoot(root);
       gloo::broadcast(opts);
     });
+  }
+
+  // Every rank learns every size (one all-gather of 8 bytes each), then one gather of the parts,
+  // each padded to the longest: the root alone receives them.
+  std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine, int root) override {
+    MERIDIAN_CHECK(root >= 0 && root < size_, "root=", root, " size=", size_);
+    const auto n = static_cast<std::size_t>(size_);
+    if (size_ == 1) return {std::vector<std::byte>(mine.begin(), mine.end())};
+    std::vector<std::uint64_t> sizes(n);
+    std::uint64_t own = mine.size();
+    run("gather", [&] {
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(&own, 1);
+      opts.setOutput(sizes.data(), sizes.size());
+      gloo::allgather(opts);
+    });
+    const std::uint64_t longest = *std::max_element(sizes.begin(), sizes.end());
+    std::vector<std::vector<std::byte>> parts;
+    if (longest == 0) {
+      if (rank_ == root) parts.resize(n);
+      return parts;
+    }
+    std::vector<std::byte> padded(longest);
+    std::copy(mine.begin(), mine.end(), padded.begin());
+    std::vector<std::byte> all(rank_ == root ? longest * n : 0);
+    run("gather", [&] {
+      gloo::GatherOptions opts(context_);
+      opts.setInput(padded.data(), padded.size());
+      if (rank_ == root) opts.setOutput(all.data(), all.size());
+      opts.setRoot(root);
+      gloo::gather(opts);
+    });
+    if (rank_ != root) return parts;
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto from = all.begin() + static_cast<std::ptrdiff_t>(r * longest);
+      parts.emplace_back(from, from + static_cast<std::ptrdiff_t>(sizes[r]));
+    }
+    return parts;
   }
 
   void barrier() override {

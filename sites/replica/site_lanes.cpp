@@ -56,15 +56,6 @@ class Reader {
   std::size_t at_ = 0;
 };
 
-// A count up to 2^48 as two floats of 24 bits each, which a sum of zeros leaves exact.
-void put_exact(std::uint64_t n, float* out) {
-  out[0] = static_cast<float>(n >> 24);
-  out[1] = static_cast<float>(n & 0xFFFFFF);
-}
-std::uint64_t get_exact(const float* in) {
-  return (static_cast<std::uint64_t>(in[0]) << 24) + static_cast<std::uint64_t>(in[1]);
-}
-
 // One member's bytes to every member: the size, then the bytes when there are any.
 void broadcast_bytes(Communicator& group, std::vector<std::byte>& bytes, int root) {
   std::uint64_t size = bytes.size();
@@ -83,16 +74,11 @@ std::vector<std::string> SiteLanes::open(Communicator& group, bool leader) {
     };
     lane_ = std::make_unique<Lane>(make_link_(site_of), stripe_tag_);
   }
+  std::string address = lane_ && !leader ? lane_->address() : std::string();
+  const auto parts = group.gather(std::as_bytes(std::span(address.data(), address.size())), 0);
   std::vector<std::string> lanes;
-  for (int r = 1; r < group.size(); ++r) {
-    std::vector<std::byte> address;
-    if (group.rank() == r) {
-      const auto a = lane_->address();
-      address.assign(reinterpret_cast<const std::byte*>(a.data()), reinterpret_cast<const std::byte*>(a.data()) + a.size());
-    }
-    broadcast_bytes(group, address, r);
-    if (leader) lanes.emplace_back(reinterpret_cast<const char*>(address.data()), address.size());
-  }
+  for (std::size_t r = 1; r < parts.size(); ++r)
+    lanes.emplace_back(reinterpret_cast<const char*>(parts[r].data()), parts[r].size());
   peers_changed_ = true;  // a member that came since has none of them
   return lanes;
 }
@@ -173,45 +159,35 @@ void SiteLanes::carry(const std::vector<std::byte>& message, int rank) {
 }
 
 void SiteLanes::gather_stripes(Communicator& group, bool leader) {
-  const auto size = static_cast<std::size_t>(group.size());
-  std::vector<std::byte> mine;
+  // Each member's part: what its lane sent so far (the site's WAN bytes), then its stripes.
+  Writer w;
   if (lane_ && leader) {
     // A member that became the leader keeps its lane: what peers that have not read the new list
     // yet send it is its own to put together.
     for (auto& [from, bytes] : lane_->take_stripes())
       if (striped_) striped_->feed(from, bytes);
   } else if (lane_) {
-    auto stripes = lane_->take_stripes();
-    if (!stripes.empty()) {
-      Writer w;
-      w.put(static_cast<std::uint64_t>(stripes.size()));
-      for (const auto& [from, bytes] : stripes) {
-        w.put(from);
-        w.put(static_cast<std::uint64_t>(bytes.size()));
-        w.bytes(bytes);
-      }
-      mine = std::move(w.out());
+    const auto stripes = lane_->take_stripes();
+    w.put(lane_->figures().bytes_sent);
+    w.put(static_cast<std::uint64_t>(stripes.size()));
+    for (const auto& [from, bytes] : stripes) {
+      w.put(from);
+      w.put(static_cast<std::uint64_t>(bytes.size()));
+      w.bytes(bytes);
     }
   }
-  // Per member: its stripes' size, then what its lane sent so far (the site's WAN bytes).
-  std::vector<float> figures(4 * size, 0.0f);
-  const auto r = static_cast<std::size_t>(group.rank());
-  put_exact(mine.size(), &figures[4 * r]);
-  if (lane_) put_exact(lane_->figures().bytes_sent, &figures[4 * r + 2]);
-  group.allreduce(figures, ReduceOp::Sum);
+  const auto parts = group.gather(w.out(), 0);
+  if (!leader) return;
   lanes_sent_ = 0;
-  for (std::size_t from = 1; from < size; ++from) lanes_sent_ += get_exact(&figures[4 * from + 2]);
-  for (std::size_t from = 1; from < size; ++from) {
-    const auto bytes = get_exact(&figures[4 * from]);
-    if (bytes == 0) continue;
-    std::vector<std::byte> stripes = from == r ? std::move(mine) : std::vector<std::byte>(bytes);
-    group.broadcast(stripes, static_cast<int>(from));
-    if (!leader || !striped_) continue;
-    Reader in(stripes);
+  for (const auto& part : parts) {
+    if (part.empty()) continue;
+    Reader in(part);
+    lanes_sent_ += in.get<std::uint64_t>();
     const auto n = in.get<std::uint64_t>();
     for (std::uint64_t i = 0; i < n; ++i) {
       const auto lane = in.text();
-      striped_->feed(lane, in.bytes(in.get<std::uint64_t>()));
+      const auto bytes = in.bytes(in.get<std::uint64_t>());
+      if (striped_) striped_->feed(lane, bytes);
     }
   }
 }

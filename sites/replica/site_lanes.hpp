@@ -3,8 +3,8 @@
 // every replica but the leader keeps a lane, its own link to the peer sites' lanes. Between the
 // leader's looks at the other sites (after each round attempt), one short collective brings the
 // replicas the leader's stripe orders, the peers' lanes and the emulated WAN's start, and brings
-// the leader the stripes the lanes received. The stripes reach the leader by broadcast over the
-// site's own network, one per replica that has some: the WAN carries each byte once.
+// the leader the stripes the lanes received (Communicator::gather: over Gloo to the leader alone;
+// NCCL's default sends every part to every member). The WAN carries each byte once.
 #include <cstdint>
 #include <functional>
 #include <map>

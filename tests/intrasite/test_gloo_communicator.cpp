@@ -307,6 +307,47 @@ TEST_CASE("ring_shift at 1 to 4 ranks, parts uneven or empty: each rank receives
     }
 }
 
+TEST_CASE("gather at 1 to 4 ranks, parts of any length or none: the root gets each rank's bytes, the others nothing") {
+  const auto part_of = [](int rank, std::size_t round) {
+    const std::size_t lengths[] = {0, 5, 1000, 3};
+    std::vector<std::byte> part(lengths[(static_cast<std::size_t>(rank) + round) % 4]);
+    for (std::size_t i = 0; i < part.size(); ++i) part[i] = static_cast<std::byte>(rank * 7 + static_cast<int>(i));
+    return part;
+  };
+  for (int size = 1; size <= 4; ++size)
+    for (const int root : {0, size - 1}) {
+      CAPTURE(size);
+      CAPTURE(root);
+      // Gloo's own gather, then the default one (a broadcast per rank) on the same group.
+      std::vector<std::vector<std::vector<std::byte>>> gloo(static_cast<std::size_t>(size)), base(gloo.size());
+      std::vector<std::vector<std::vector<std::byte>>> nothing(gloo.size());
+      MemoryStore store;
+      require_no_errors(run_ranks(size, [&](int rank) {
+        auto comm = connect_gloo(store, "gen0/", rank, size, kOptions);
+        const auto r = static_cast<std::size_t>(rank);
+        gloo[r] = comm->gather(part_of(rank, 0), root);
+        base[r] = comm->Communicator::gather(part_of(rank, 1), root);
+        nothing[r] = comm->gather({}, root);
+      }));
+      for (int rank = 0; rank < size; ++rank) {
+        CAPTURE(rank);
+        const auto r = static_cast<std::size_t>(rank);
+        if (rank != root) {
+          CHECK(gloo[r].empty());
+          CHECK(base[r].empty());
+          continue;
+        }
+        REQUIRE(gloo[r].size() == static_cast<std::size_t>(size));
+        REQUIRE(base[r].size() == static_cast<std::size_t>(size));
+        for (int from = 0; from < size; ++from) {
+          CHECK(gloo[r][static_cast<std::size_t>(from)] == part_of(from, 0));
+          CHECK(base[r][static_cast<std::size_t>(from)] == part_of(from, 1));
+          CHECK(nothing[r][static_cast<std::size_t>(from)].empty());
+        }
+      }
+    }
+}
+
 TEST_CASE("no rank leaves a barrier before every rank has entered it") {
   std::atomic<int> entered{0};
   std::vector<int> seen(3, -1);
