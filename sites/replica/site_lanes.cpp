@@ -1,5 +1,6 @@
 #include "sites/replica/site_lanes.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <span>
@@ -159,7 +160,8 @@ void SiteLanes::carry(const std::vector<std::byte>& message, int rank) {
 }
 
 void SiteLanes::gather_stripes(Communicator& group, bool leader) {
-  // Each member's part: what its lane sent so far (the site's WAN bytes), then its stripes.
+  // Each member's part: its lane's address and what it sent so far (the site's WAN bytes), then
+  // its stripes.
   Writer w;
   if (lane_ && leader) {
     // A member that became the leader keeps its lane: what peers that have not read the new list
@@ -168,6 +170,7 @@ void SiteLanes::gather_stripes(Communicator& group, bool leader) {
       if (striped_) striped_->feed(from, bytes);
   } else if (lane_) {
     const auto stripes = lane_->take_stripes();
+    w.put(lane_->address());
     w.put(lane_->figures().bytes_sent);
     w.put(static_cast<std::uint64_t>(stripes.size()));
     for (const auto& [from, bytes] : stripes) {
@@ -178,11 +181,16 @@ void SiteLanes::gather_stripes(Communicator& group, bool leader) {
   }
   const auto parts = group.gather(w.out(), 0);
   if (!leader) return;
-  lanes_sent_ = 0;
   for (const auto& part : parts) {
     if (part.empty()) continue;
     Reader in(part);
-    lanes_sent_ += in.get<std::uint64_t>();
+    // Each lane's count is its process's own: a lane that came back (another address) starts
+    // again from zero, and what the site sent never shrinks.
+    const auto address = in.text();
+    const auto sent = in.get<std::uint64_t>();
+    auto& seen = lane_sent_[address];
+    lanes_sent_ += sent - std::min(seen, sent);
+    seen = sent;
     const auto n = in.get<std::uint64_t>();
     for (std::uint64_t i = 0; i < n; ++i) {
       const auto lane = in.text();

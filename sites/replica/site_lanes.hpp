@@ -45,7 +45,8 @@ class SiteLanes {
   void sync(Communicator& group, bool leader);
   // A replica's copy of a delta its site sends (the leader's own goes through its link).
   void hold(std::span<const std::byte> payload);
-  // Leader: what the members' lanes have sent in all, as of the last sync.
+  // Leader: what the members' lanes have sent in all, as of the last sync (lanes of members gone
+  // since included, up to their last report).
   std::uint64_t lanes_bytes_sent() const { return lanes_sent_; }
   // The deltas this replica's lane holds, in bytes (for its memory ledger).
   std::size_t held_bytes() const { return lane_ ? lane_->held_bytes() : 0; }
@@ -65,7 +66,8 @@ class SiteLanes {
   std::map<std::string, std::string> site_of_lane_;
   std::optional<double> wan_start_;
   bool peers_changed_ = false;
-  std::uint64_t lanes_sent_ = 0;
+  std::uint64_t lanes_sent_ = 0;                      // leader: the members' lanes' bytes, summed
+  std::map<std::string, std::uint64_t> lane_sent_;     // ... each lane's count as last reported
 };
 
 }  // namespace meridian
