@@ -374,6 +374,17 @@ void refuse_public_ucx(Resolver& r, const JobConfig& c) {
 
 }
 
+// The synchronous baseline's gradients go from each site's leader: asked to split, it would not.
+void refuse_split_sync(Resolver& r, const JobConfig& c) {
+  if (c.transport.exchange != JobConfig::Transport::Exchange::Split ||
+      c.outer.algorithm != JobConfig::Outer::Algorithm::Sync)
+    return;
+  const Setting* s = r.find("transport.exchange");
+  r.add(s ? s->origin : r.table_origin("transport"), "transport.exchange",
+        "expected \"leader\" with outer.algorithm = \"sync\" (the synchronous baseline sends its gradients from "
+        "each site's leader; the split exchange carries DiLoCo's deltas), found \"split\"");
+}
+
 }  // namespace
 
 void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
@@ -391,6 +402,7 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   resolve_sites(r, layers, c);
   resolve_link_keys(r, c);
   refuse_public_ucx(r, c);
+  refuse_split_sync(r, c);
   refuse_plaintext(r, c);
   resolve_wan(r, layers, c);  // after the sites: links and faults name them
   derive_outer(r, c);         // after the sites: they are its M

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 #include <span>
+#include <type_traits>
 
 #include "core/util/error.hpp"
 
@@ -24,6 +25,10 @@ class Writer {
     bytes(std::as_bytes(std::span(s.data(), s.size())));
   }
   void bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  template <class T>
+  void operator()(const T& v) {
+    put(v);
+  }
   std::vector<std::byte>& out() { return out_; }
 
  private:
@@ -51,11 +56,31 @@ class Reader {
     const auto b = bytes(get<std::uint64_t>());
     return {reinterpret_cast<const char*>(b.data()), b.size()};
   }
+  template <class T>
+  void operator()(T& v) {
+    if constexpr (std::is_same_v<T, std::string>)
+      v = text();
+    else
+      v = get<T>();
+  }
 
  private:
   std::span<const std::byte> in_;
   std::size_t at_ = 0;
 };
+
+// An order's fields, in one list for both ways: `io` is a Writer or a Reader.
+template <class Io, class Order>
+void order_fields(Io& io, Order& o) {
+  io(o.lane);
+  io(o.to);
+  io(o.transfer_id);
+  io(o.tag);
+  io(o.index);
+  io(o.count);
+  io(o.payload_hash);
+  io(o.payload_bytes);
+}
 
 // One member's bytes to every member: the size, then the bytes when there are any.
 void broadcast_bytes(Communicator& group, std::vector<std::byte>& bytes, int root) {
@@ -98,14 +123,7 @@ void SiteLanes::sync(Communicator& group, bool leader) {
     const auto orders = striped_ ? striped_->take_orders() : std::vector<StripeOrder>{};
     w.put(static_cast<std::uint64_t>(orders.size()));
     for (const auto& o : orders) {
-      w.put(o.lane);
-      w.put(o.to);
-      w.put(o.transfer_id);
-      w.put(o.tag);
-      w.put(o.index);
-      w.put(o.count);
-      w.put(o.payload_hash);
-      w.put(o.payload_bytes);
+      order_fields(w, o);
     }
     w.put(static_cast<std::uint8_t>(peers_changed_));
     if (peers_changed_) {
@@ -131,14 +149,7 @@ void SiteLanes::carry(const std::vector<std::byte>& message, int rank) {
   const auto orders = r.get<std::uint64_t>();
   for (std::uint64_t i = 0; i < orders; ++i) {
     StripeOrder o;
-    o.lane = r.get<int>();
-    o.to = r.text();
-    o.transfer_id = r.get<std::uint64_t>();
-    o.tag = r.get<std::uint16_t>();
-    o.index = r.get<int>();
-    o.count = r.get<int>();
-    o.payload_hash = r.get<std::uint64_t>();
-    o.payload_bytes = r.get<std::uint64_t>();
+    order_fields(r, o);
     if (o.lane == rank) lane_->carry(o);
   }
   if (r.get<std::uint8_t>() == 0) return;

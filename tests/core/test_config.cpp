@@ -633,6 +633,21 @@ TEST_CASE("UCX between sites only on a network the job calls private, and valida
         std::string::npos);
 }
 
+TEST_CASE("transport.exchange: leader or split, and split only where DiLoCo's deltas go") {
+  TempDir dir("config");
+  const std::string two_sites = "[[site]]\nname = \"a\"\nreplicas = 2\n[[site]]\nname = \"b\"\n";
+  CHECK(load_ok(write(dir / "default.toml", kData + two_sites)).transport.exchange == JobConfig::Transport::Exchange::Leader);
+  const auto split = load_ok(write(dir / "split.toml", kData + "[transport]\nexchange = \"split\"\n" + two_sites));
+  CHECK(split.transport.exchange == JobConfig::Transport::Exchange::Split);
+  CHECK(load_ok(write(dir / "again.toml", to_toml(split))).transport == split.transport);  // what validate prints
+  CHECK(only_problem(dir, kData + "[transport]\nexchange = \"striped\"\n").find("one of \"leader\", \"split\"") !=
+        std::string::npos);
+  const std::string problem =
+      only_problem(dir, kData + "[outer]\nalgorithm = \"sync\"\n[transport]\nexchange = \"split\"\n" + two_sites);
+  CHECK(problem.find("job.toml:6") != std::string::npos);
+  CHECK(problem.find("transport.exchange: expected \"leader\" with outer.algorithm = \"sync\"") != std::string::npos);
+}
+
 TEST_CASE("CURVE keys on the links: all sites list one and the file names this site's secret, or none does") {
   TempDir dir("config");
   // Z85 keys from ZeroMQ's own CURVE test (public halves).
