@@ -579,6 +579,13 @@ const std::string* CrossSite::site_of(const std::string& address) {
   return membership_.site_at(address);
 }
 
+std::map<std::string, std::vector<std::string>> CrossSite::peer_lanes() const {
+  std::map<std::string, std::vector<std::string>> lanes;
+  for (const auto& [site, m] : membership_.members())
+    if (site != options_.site) lanes[m.address] = m.lanes;
+  return lanes;
+}
+
 const std::string* CrossSite::known_site(const std::string& address) const { return membership_.site_at(address); }
 
 void CrossSite::read_announcements(ControlPlane& plane) {

@@ -158,6 +158,8 @@ class CrossSite final : public RoundPeers {
   // A split exchange: this site's lanes (its replicas' link addresses, replica 1 first), which its
   // membership record lists from the next look at the control plane on.
   void set_lanes(std::vector<std::string> lanes) { membership_.set_lanes(std::move(lanes)); }
+  // Every other member's lanes, by its own link address, as last read (StripedLink::set_peer_lanes).
+  std::map<std::string, std::vector<std::string>> peer_lanes() const;
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const override { return log_.newest(); }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.

@@ -92,8 +92,9 @@ void RoundDriver::send_next(Replica& r) {
     fresh_.resize(state_.fragment(fragment).size);
     decode(encoded, fresh_);  // what the peers will merge, codec error included
   }
-  if (!r.channel.leader()) events_.encoded(encoded);
-  if (leads(r)) {
+  if (!r.channel.leader()) {
+    events_.encoded(std::move(encoded));
+  } else if (leads(r)) {
     const std::int64_t round = std::max(peers_->next_round(), cursor_.next_round);
     cursor_.next_round = round + 1;
     figures_.last_round = round;

@@ -22,9 +22,9 @@ class RoundEvents {
   virtual ~RoundEvents() = default;
   // After each look at the other sites: what they did is due in the log.
   virtual void looked() {}
-  // On every replica but the leader, a delta it encoded (bit for bit the one its leader submits):
-  // in a split exchange each replica sends a share of it (site_lanes.hpp).
-  virtual void encoded(std::span<const std::byte>) {}
+  // On every replica but the leader, a delta it encoded (bit for bit the one its leader submits),
+  // handed over: in a split exchange each replica sends a share of it (site_lanes.hpp).
+  virtual void encoded(std::vector<std::byte>) {}
   virtual void submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) = 0;
   virtual void applied(const AppliedVersion& v) = 0;
   virtual void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) = 0;

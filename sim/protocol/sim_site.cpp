@@ -55,8 +55,8 @@ class WireChannel final : public ReplicaChannel {
 class Quiet final : public RoundEvents {
  public:
   explicit Quiet(std::unique_ptr<Lane>& lane) : lane_(lane) {}
-  void encoded(std::span<const std::byte> bytes) override {
-    if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end()));
+  void encoded(std::vector<std::byte> bytes) override {
+    if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(std::move(bytes)));
   }
   void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
   void applied(const AppliedVersion&) override {}
@@ -377,14 +377,12 @@ void SimSite::sync_lanes() {
   Incarnation& inc = *incarnation_;
   if (!inc.striped) return;
   Lane& lane = *inc.member->lane;
-  std::map<std::string, std::vector<std::string>> peer_lanes;
+  auto peer_lanes = inc.cross->peer_lanes();
   std::set<std::string> peers;
-  for (const auto& [site, m] : inc.cross->members())
-    if (site != name_) {
-      peer_lanes[m.address] = m.lanes;
-      peers.insert(m.address);
-      peers.insert(m.lanes.begin(), m.lanes.end());
-    }
+  for (const auto& [address, lanes] : peer_lanes) {
+    peers.insert(address);
+    peers.insert(lanes.begin(), lanes.end());
+  }
   inc.striped->set_peer_lanes(std::move(peer_lanes));
   lane.set_peers(std::move(peers));
   for (const auto& order : inc.striped->take_orders()) lane.carry(order);

@@ -91,22 +91,23 @@ void SiteExchange::open_lanes(Communicator& group, bool leader) {
 void SiteExchange::sync_lanes(Communicator& group, bool leader) {
   if (!lanes_) return;
   if (leader) {
-    std::map<std::string, std::vector<std::string>> by_address, by_site;
-    for (const auto& [site, m] : cross_->members())
-      if (site != site_) {
-        by_address[m.address] = m.lanes;
-        // The members' lanes hear from the peer's own link too (a peer with fewer lanes).
-        by_site[site] = m.lanes;
-        by_site[site].insert(by_site[site].begin(), m.address);
+    auto lanes = cross_->peer_lanes();
+    // The members' lanes hear from the peer's own link too (a peer with fewer lanes than this site).
+    std::map<std::string, std::vector<std::string>> by_site;
+    for (const auto& [address, peer] : lanes)
+      if (const std::string* site = cross_->known_site(address)) {
+        auto& all = by_site[*site];
+        all = peer;
+        all.insert(all.begin(), address);
       }
-    links_.striped->set_peer_lanes(std::move(by_address));
+    links_.striped->set_peer_lanes(std::move(lanes));
     lanes_->set_peers(std::move(by_site), wan_.schedule ? wan_.schedule->start() : std::nullopt);
   }
   lanes_->sync(group, leader);
 }
 
-void SiteExchange::encoded(std::span<const std::byte> bytes) {
-  if (lanes_) lanes_->hold(bytes);
+void SiteExchange::encoded(std::vector<std::byte> bytes) {
+  if (lanes_) lanes_->hold(std::move(bytes));
 }
 
 nlohmann::json SiteExchange::lane_figures() const { return lanes_ ? lanes_->figures() : nlohmann::json::object(); }

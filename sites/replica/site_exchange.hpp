@@ -183,7 +183,7 @@ class SiteExchange final : private RoundEvents {
 
   // RoundEvents: the leader's log.
   void looked() override { log_cross_site_events(); }
-  void encoded(std::span<const std::byte> bytes) override;
+  void encoded(std::vector<std::byte> bytes) override;
   void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
   void applied(const AppliedVersion& v) override;
   void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) override;

@@ -211,8 +211,8 @@ void SiteLanes::gather_stripes(Communicator& group, bool leader) {
   }
 }
 
-void SiteLanes::hold(std::span<const std::byte> payload) {
-  if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(payload.begin(), payload.end()));
+void SiteLanes::hold(std::vector<std::byte> payload) {
+  if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(std::move(payload)));
 }
 
 nlohmann::json SiteLanes::figures() const {

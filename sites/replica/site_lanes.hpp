@@ -44,7 +44,7 @@ class SiteLanes {
   // Every member together: orders and peers out, stripes in.
   void sync(Communicator& group, bool leader);
   // A replica's copy of a delta its site sends (the leader's own goes through its link).
-  void hold(std::span<const std::byte> payload);
+  void hold(std::vector<std::byte> payload);
   // Leader: what the members' lanes have sent in all, as of the last sync (lanes of members gone
   // since included, up to their last report).
   std::uint64_t lanes_bytes_sent() const { return lanes_sent_; }
