@@ -182,7 +182,7 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
 
 OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::span<const float> means) const {
   ++previews_;
-  Outcome out{global_, {}, 0};
+  Outcome out{global_, {}, {}, 0};
   std::size_t at = 0;
   std::vector<float> slice;
   for (const int index : fragments) {
@@ -197,7 +197,8 @@ OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::
     at += f.size;
   }
   MERIDIAN_CHECK(at == means.size(), "means=", means.size(), " fragments hold ", at);
-  out.hash = weights_hash(out.global);
+  out.chunks = kernels::chunk_hashes(out.global.data(), out.global.size() * sizeof(float));
+  out.hash = kernels::combine_chunk_hashes(out.chunks);
   return out;
 }
 

@@ -80,8 +80,12 @@ class OuterState {
   // The weights and momentum one commit produces from the current version, and their hash; the
   // state itself is untouched, so a proposer can hash its proposal before anyone agrees to it.
   struct Outcome {
-    std::vector<float> global;                               // the whole model: the hash is over all of it
+    std::vector<float> global;                               // every weight this state holds
     std::vector<std::pair<int, OuterOptimizer>> optimizers;  // of the fragments it changed
+    // kernels::chunk_hashes of `global`, and what they combine to. A state that holds one
+    // replica's part of the model (its values from a ShardMap part on) has its part's chunks of
+    // the whole model's list: the parts' lists end to end combine to the commit hash.
+    std::vector<std::uint64_t> chunks;
     std::uint64_t hash = 0;
   };
   // One outer step per fragment of `fragments` (distinct), each on its mean delta: `means` holds

@@ -8,6 +8,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
+#include "crosssite/codec/codec_parts.hpp"
 #include "crosssite/outer/outer_state.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
@@ -372,4 +373,53 @@ TEST_CASE("eager: the round starts at the estimate's outer step, the true commit
   for (std::size_t i = 0; i < local.size(); ++i) CHECK(local[i] == doctest::Approx(state.global()[i] - 0.25f));
   // Only right after the encode: a round that already moved is a caller's bug.
   CHECK_THROWS_AS(state.step_ahead(local, 0, estimate), InvariantError);
+}
+
+TEST_CASE("an OuterState of each replica's part does what the whole one does, round after round") {
+  // 5 units and a short sixth: at 3 and 4 replicas the parts differ by a unit and the last is short.
+  const std::size_t n = 5 * kShardUnit + 777;
+  const auto initial = ramp(n, 0.01f);
+  const OuterOptions outer{0.7f, 0.9f, true, 2, 0};  // delayed Nesterov: the buffer is per value too
+  const CodecOptions codecs[] = {{CodecKind::Int8, 256}, {CodecKind::Sparse, 256, 32}, {CodecKind::Int4, 128}};
+  for (const auto& codec : codecs)
+    for (int ranks = 1; ranks <= 4; ++ranks) {
+      CAPTURE(to_string(codec.kind));
+      CAPTURE(ranks);
+      const ShardMap map(n, ranks);
+      OuterState whole(initial, outer, codec, true);
+      std::vector<OuterState> parts;
+      for (int r = 0; r < ranks; ++r)
+        parts.emplace_back(std::span(initial).subspan(map.part(r).offset, map.part(r).count), outer, codec, true);
+      auto local = initial;
+      for (int round = 1; round <= 3; ++round) {
+        for (std::size_t i = 0; i < n; ++i) local[i] -= 1e-3f * static_cast<float>((i * 7 + round) % 11) - 4e-3f;
+        auto part_local = local;
+        std::vector<std::vector<std::byte>> encoded;
+        for (int r = 0; r < ranks; ++r)
+          encoded.push_back(parts[r].encode_delta(std::span(part_local).subspan(map.part(r).offset, map.part(r).count)));
+        const auto sent = whole.encode_delta(local);
+        CHECK(join_encoded(encoded) == sent);
+        // Another site's delta and this one's, averaged as a commit would; then its rebase.
+        std::vector<float> mean(n);
+        decode(sent, mean);
+        for (std::size_t i = 0; i < n; ++i) mean[i] = 0.5f * mean[i] + 1e-4f * static_cast<float>(i % 5);
+        auto outcome = whole.preview(mean);
+        std::vector<std::uint64_t> chunks;
+        for (int r = 0; r < ranks; ++r) {
+          const ShardRange p = map.part(r);
+          auto mine = parts[r].preview(std::span<const float>(mean).subspan(p.offset, p.count));
+          chunks.insert(chunks.end(), mine.chunks.begin(), mine.chunks.end());
+          parts[r].commit(round, std::move(mine));
+          parts[r].rebase(std::span(part_local).subspan(p.offset, p.count));
+        }
+        CHECK(kernels::combine_chunk_hashes(chunks) == outcome.hash);
+        whole.commit(round, std::move(outcome));
+        whole.rebase(local);
+        CHECK(part_local == local);
+      }
+      for (int r = 0; r < ranks; ++r) {
+        const ShardRange p = map.part(r);
+        CHECK(std::equal(parts[r].global().begin(), parts[r].global().end(), whole.global().begin() + p.offset));
+      }
+    }
 }

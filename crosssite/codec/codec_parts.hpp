@@ -1,0 +1,27 @@
+#pragma once
+// A delta's encoding put together from its parts' encodings, and a part's encoding cut out of the
+// whole's, byte for byte what encode() gives for the same values (codec.hpp's wire format). Every
+// codec codes each block (or value) on its own, so a part that begins at a block boundary and,
+// unless it is the last, ends at one, is coded exactly as the whole codes those values: the
+// payload is a few regions (int8's and int4's scales and values; one for the others), each laid
+// out in value order, and a part's share of each region is a contiguous run of its bytes.
+//
+// This is what lets the owners of parts of a site's weights (ShardMap's units are whole blocks)
+// encode their parts alone, and the site still send the bytes an unsharded site would.
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace meridian {
+
+// The encoding of the parts' values one after the other. Error(Peer) when a part is malformed or
+// the parts disagree on the codec, or one but the last does not end at a block boundary (for
+// int4, also at an even count): bytes from another replica are checked as any peer's.
+std::vector<std::byte> join_encoded(std::span<const std::vector<std::byte>> parts);
+
+// The encoding of values [offset, offset + count) of `whole`'s. Error(Peer) when `whole` is
+// malformed; InvariantError when the range is not inside it or does not begin at a block boundary
+// and end at one or at the end (a caller's cut, not the bytes, is wrong then).
+std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_t offset, std::size_t count);
+
+}  // namespace meridian
