@@ -6,6 +6,7 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
+#include "crosssite/outer/outer_parts.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
@@ -31,17 +32,33 @@ void check_plan(const FragmentPlan& plan, std::size_t n) {
 }  // namespace
 
 OuterState::OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
-                       FragmentPlan plan)
+                       FragmentPlan plan, std::optional<ShardRange> part)
     : plan_(plan.empty() ? whole_model(initial.size()) : std::move(plan)),
-      global_(initial.begin(), initial.end()),
-      start_(initial.begin(), initial.end()),
+      size_(initial.size()),
+      part_(part.value_or(ShardRange{0, initial.size()})),
       codec_(codec) {
   check_plan(plan_, initial.size());
-  for (const auto& f : plan_) {
-    encoded_size(f.size, codec);  // Error(Config) now rather than at the first round
-    optimizers_.emplace_back(f.size, outer);
-    if (error_feedback) feedback_.emplace_back(f.size, feedback_decay(codec.kind));
+  MERIDIAN_CHECK(part_.end() <= size_ && (!sharded() || plan_.size() == 1), "part ", part_.offset, "+", part_.count,
+                 " of ", size_, " values in ", plan_.size(), " fragments");
+  const auto held = initial.subspan(part_.offset, part_.count);
+  global_.assign(held.begin(), held.end());
+  start_ = global_;
+  for (const auto& f : plan_) encoded_size(f.size, codec);  // Error(Config) now rather than at the first round
+  make_buffers(outer, error_feedback);
+}
+
+void OuterState::make_buffers(const OuterOptions& outer, bool error_feedback) {
+  optimizers_.clear();
+  feedback_.clear();
+  for (int f = 0; f < fragments(); ++f) {
+    optimizers_.emplace_back(held_size(f), outer);
+    if (error_feedback) feedback_.emplace_back(held_size(f), feedback_decay(codec_.kind));
   }
+}
+
+std::vector<FragmentRange> OuterState::held(int fragment) const {
+  if (sharded()) return {{part_.offset, part_.count}};
+  return this->fragment(fragment).ranges;
 }
 
 const Fragment& OuterState::fragment(int f) const {
@@ -50,14 +67,13 @@ const Fragment& OuterState::fragment(int f) const {
 }
 
 std::vector<std::byte> OuterState::encode_delta(std::span<const float> local, int fragment) {
-  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
-  const Fragment& f = this->fragment(fragment);
-  delta_.resize(f.size);
-  std::size_t at = 0;
-  for (const auto& r : f.ranges)
-    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++at) {
-      delta_[at] = start_[j] - local[j];
-      start_[j] = local[j];
+  MERIDIAN_CHECK(local.size() == size_, "local=", local.size(), " model=", size_);
+  delta_.resize(held_size(fragment));
+  std::size_t i = 0;
+  for (const auto& r : held(fragment))
+    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++i) {
+      delta_[i] = start_[at(j)] - local[j];
+      start_[at(j)] = local[j];
     }
   if (!feedback_.empty()) return feedback_[static_cast<std::size_t>(fragment)].encode(delta_, codec_);
   std::vector<std::byte> out(encoded_size(delta_.size(), codec_));
@@ -70,15 +86,15 @@ void OuterState::rebase(std::span<float> local) {
 }
 
 void OuterState::rebase(std::span<float> local, int fragment) {
-  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
+  MERIDIAN_CHECK(local.size() == size_, "local=", local.size(), " model=", size_);
   const std::span<const float> unsent = unsent_in_weights(fragment);
-  std::size_t at = 0;
-  for (const auto& r : this->fragment(fragment).ranges)
-    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++at) {
+  std::size_t i = 0;
+  for (const auto& r : held(fragment))
+    for (std::size_t j = r.offset; j < r.offset + r.count; ++j, ++i) {
       // Subtracting 0 leaves every float as it was: without a kept residual this is the plain rebase.
-      const float kept = unsent.empty() ? 0.0f : unsent[at];
-      local[j] = global_[j] + (local[j] - start_[j]) - kept;
-      start_[j] = global_[j] - kept;
+      const float kept = unsent.empty() ? 0.0f : unsent[i];
+      local[j] = global_[at(j)] + (local[j] - start_[at(j)]) - kept;
+      start_[at(j)] = global_[at(j)] - kept;
     }
 }
 
@@ -93,8 +109,8 @@ void OuterState::end_feedback() {
 
 void OuterState::step_ahead(std::span<float> local, int fragment, std::span<const float> estimate) {
   const Fragment& f = this->fragment(fragment);
-  MERIDIAN_CHECK(local.size() == global_.size() && estimate.size() == f.size, "local=", local.size(), " global=",
-                 global_.size(), " estimate=", estimate.size(), " fragment=", f.size);
+  MERIDIAN_CHECK(!sharded() && local.size() == size_ && estimate.size() == f.size, "local=", local.size(), " model=",
+                 size_, " estimate=", estimate.size(), " fragment=", f.size, " part=", part_.count);
   for (const auto& r : f.ranges)
     MERIDIAN_CHECK(std::equal(local.begin() + static_cast<std::ptrdiff_t>(r.offset),
                               local.begin() + static_cast<std::ptrdiff_t>(r.offset + r.count),
@@ -109,8 +125,8 @@ void OuterState::step_ahead(std::span<float> local, int fragment, std::span<cons
 }
 
 void OuterState::drop_in_flight(std::span<float> local) {
-  MERIDIAN_CHECK(local.size() == global_.size(), "local=", local.size(), " global=", global_.size());
-  std::copy(global_.begin(), global_.end(), local.begin());
+  MERIDIAN_CHECK(local.size() == size_, "local=", local.size(), " model=", size_);
+  std::copy(global_.begin(), global_.end(), local.begin() + static_cast<std::ptrdiff_t>(part_.offset));
   start_ = global_;
   for (auto& f : feedback_) f.reset();
 }
@@ -145,6 +161,7 @@ std::size_t OuterState::held_bytes() const {
 }
 
 std::vector<std::byte> OuterState::snapshot() const {
+  MERIDIAN_CHECK(!sharded(), "the snapshot of a state that holds ", part_.count, " of ", size_, " values");
   Checkpoint c;
   c.put_pod("outer.global", std::span<const float>(global_));
   c.put_value("outer.version", version_);
@@ -153,27 +170,32 @@ std::vector<std::byte> OuterState::snapshot() const {
 }
 
 void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local) {
-  const Checkpoint c = decode_checkpoint(snapshot, "a peer's state snapshot");
+  Checkpoint c = decode_checkpoint(snapshot, "a peer's state snapshot");
   std::vector<float> global;
   std::int64_t version = 0;
-  std::vector<OuterOptimizer> optimizers;
   try {
     global = c.get_pod<float>("outer.global");
     version = c.get_value<std::int64_t>("outer.version");
-    optimizers = restored_optimizers(c);
   } catch (const Error& e) {
     throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
   }
-  if (global.size() != global_.size())
-    throw make_error(ErrorKind::Peer, "a peer's state snapshot holds ", global.size(), " weights, the model has ",
-                     global_.size());
+  if (global.size() != size_)
+    throw make_error(ErrorKind::Peer, "a peer's state snapshot holds ", global.size(), " weights, the model has ", size_);
   if (version <= version_)
     throw make_error(ErrorKind::Peer, "a peer's state snapshot is version ", version, ", this site already holds ",
                      version_);
   if (const auto h = weights_hash(global); h != expected_hash)
     throw make_error(ErrorKind::Peer, "a peer's state snapshot of version ", version, " hashes to ", h,
                      ", its commit says ", expected_hash);
-  global_ = std::move(global);
+  std::vector<OuterOptimizer> optimizers;
+  try {
+    if (sharded()) c = cut_outer_records(c, part_);
+    optimizers = restored_optimizers(c);
+  } catch (const Error& e) {
+    throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
+  }
+  global_.assign(global.begin() + static_cast<std::ptrdiff_t>(part_.offset),
+                 global.begin() + static_cast<std::ptrdiff_t>(part_.end()));
   optimizers_ = std::move(optimizers);
   version_ = version;
   for (auto& f : feedback_) f.restore({});
@@ -190,10 +212,15 @@ OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::
     MERIDIAN_CHECK(at + f.size <= means.size(), "means=", means.size(), " fragment ", index, " ends at ", at + f.size);
     for (const auto& [done, optimizer] : out.optimizers) MERIDIAN_CHECK(done != index, "fragment ", index, " twice");
     out.optimizers.emplace_back(index, optimizers_[static_cast<std::size_t>(index)]);
-    slice.resize(f.size);
-    gather(f, out.global, slice);
-    out.optimizers.back().second.step(slice, means.subspan(at, f.size));
-    scatter(f, slice, out.global);
+    if (sharded()) {
+      // One fragment, the whole model: its mean's values of the part.
+      out.optimizers.back().second.step(out.global, means.subspan(at + part_.offset, part_.count));
+    } else {
+      slice.resize(f.size);
+      gather(f, out.global, slice);
+      out.optimizers.back().second.step(slice, means.subspan(at, f.size));
+      scatter(f, slice, out.global);
+    }
     at += f.size;
   }
   MERIDIAN_CHECK(at == means.size(), "means=", means.size(), " fragments hold ", at);
@@ -215,46 +242,51 @@ void OuterState::save(Checkpoint& checkpoint) const {
   checkpoint.put_value("outer.version", version_);
   checkpoint.put_pod("outer.start", std::span<const float>(start_));
   save_optimizers(checkpoint);
+  if (sharded()) checkpoint.put_pod<std::uint64_t>("outer.part", std::vector<std::uint64_t>{part_.offset, part_.count, size_});
   if (feedback_.empty()) return;
   // One flat record in parameter order, whatever the fragments: the same as DiLoCo's.
   std::vector<float> residual(global_.size());
-  for (std::size_t f = 0; f < plan_.size(); ++f) scatter(plan_[f], feedback_[f].residual(), residual);
+  if (sharded())
+    residual.assign(feedback_[0].residual().begin(), feedback_[0].residual().end());
+  else
+    for (std::size_t f = 0; f < plan_.size(); ++f) scatter(plan_[f], feedback_[f].residual(), residual);
   checkpoint.put_pod("outer.residual", std::span<const float>(residual));
 }
 
-void OuterState::restore(const Checkpoint& checkpoint) {
+void OuterState::restore(const Checkpoint& checkpoint) { restore(checkpoint, part_); }
+
+void OuterState::restore(const Checkpoint& checkpoint, ShardRange part) {
   auto global = checkpoint.get_pod<float>("outer.global");
   const auto version = checkpoint.get_value<std::int64_t>("outer.version");
-  if (global.size() != global_.size())
-    throw make_error(ErrorKind::Checkpoint, "record \"outer.global\" holds ", global.size(), " values, the model has ",
-                     global_.size());
+  auto model_sized = [&](const char* name, std::size_t count) {
+    if (count != size_)
+      throw make_error(ErrorKind::Checkpoint, "record \"", name, "\" holds ", count, " values, the model has ", size_);
+  };
+  model_sized("outer.global", global.size());
   if (version < 0) throw make_error(ErrorKind::Checkpoint, "record \"outer.version\" is negative: ", version);
   std::optional<std::vector<float>> residual;
   if (!feedback_.empty() && checkpoint.has("outer.residual")) {
     residual = checkpoint.get_pod<float>("outer.residual");
-    if (residual->size() != global_.size())
-      throw make_error(ErrorKind::Checkpoint, "record \"outer.residual\" holds ", residual->size(),
-                       " values, the model has ", global_.size());
+    model_sized("outer.residual", residual->size());
   }
   // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
   auto start = checkpoint.has("outer.start") ? checkpoint.get_pod<float>("outer.start") : global;
-  if (start.size() != global_.size())
-    throw make_error(ErrorKind::Checkpoint, "record \"outer.start\" holds ", start.size(), " values, the model has ",
-                     global_.size());
-  auto optimizers = restored_optimizers(checkpoint);
-  global_ = std::move(global);
-  start_ = std::move(start);
-  optimizers_ = std::move(optimizers);
-  version_ = version;
-  for (std::size_t f = 0; f < feedback_.size(); ++f) {
-    if (!residual) {
-      feedback_[f].restore({});
-      continue;
-    }
-    std::vector<float> slice(plan_[f].size);
-    gather(plan_[f], *residual, slice);
-    feedback_[f].restore(slice);
+  model_sized("outer.start", start.size());
+  OuterState next(global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_, part);
+  next.optimizers_ = next.restored_optimizers(next.sharded() ? cut_outer_records(checkpoint, part) : checkpoint);
+  next.start_.assign(start.begin() + static_cast<std::ptrdiff_t>(part.offset),
+                     start.begin() + static_cast<std::ptrdiff_t>(part.end()));
+  next.version_ = version;
+  next.previews_ = previews_;
+  for (int f = 0; residual && f < next.fragments(); ++f) {
+    std::vector<float> held(next.held_size(f));
+    if (next.sharded())
+      std::copy_n(residual->begin() + static_cast<std::ptrdiff_t>(part.offset), part.count, held.begin());
+    else
+      gather(plan_[static_cast<std::size_t>(f)], *residual, held);
+    next.feedback_[static_cast<std::size_t>(f)].restore(held);
   }
+  *this = std::move(next);
 }
 
 std::uint64_t OuterState::weights_hash(std::span<const float> weights) {

@@ -5,6 +5,12 @@
 // local; when a commit arrives mid-round the round is rebased onto it). Every replica of a site runs the same deterministic code on the same inputs, so they all
 // hold bit-identical copies and any of them can lead the site's cross-site exchange.
 //
+// A site may keep it sharded ([parallel] shard_outer): each replica holds the values of one
+// ShardMap part of the model (weights, start, momentum, residual), encodes that part of each delta
+// and previews that part of each version, and the site joins the parts (codec_parts.hpp, the
+// chunk hashes of Outcome, outer_parts.hpp). Its spans of local weights stay the whole model's;
+// only the part is read or written. A sharded state has one fragment.
+//
 // Streaming DiLoCo (fragments.hpp): the model is P fragments, each with its own slice of the
 // outer momentum and of the residual; a round is one fragment's, its delta that fragment's only,
 // and a commit changes the fragments its deltas cover (usually one) and rebases only those of the
@@ -15,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "core/model/shard_map.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/error_feedback.hpp"
 #include "crosssite/outer/outer_optimizer.hpp"
@@ -28,12 +35,17 @@ class OuterState {
  public:
   // Version 0 is `initial`, the weights every site starts from. `plan`: the fragments (empty:
   // one, the whole model); InvariantError when they do not cover `initial` exactly.
+  // `part`: the values this state holds (sharded), the whole model without one; InvariantError
+  // for a part outside the model, or a part short of the model with more than one fragment.
   OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
-             FragmentPlan plan = {});
+             FragmentPlan plan = {}, std::optional<ShardRange> part = std::nullopt);
 
   std::int64_t version() const { return version_; }
+  // The weights of the values held: the whole model's, or the part's.
   std::span<const float> global() const { return global_; }
-  std::size_t size() const { return global_.size(); }
+  std::size_t size() const { return size_; }  // the model's values, held or not
+  ShardRange part() const { return part_; }
+  bool sharded() const { return part_.count != size_; }
   // The buffers this state holds (weights, round start, momentum, residuals, scratch), in bytes.
   std::size_t held_bytes() const;
   const CodecOptions& codec() const { return codec_; }
@@ -103,6 +115,7 @@ class OuterState {
 
   // What a peer needs to join at this version without disk: the weights, the version and the
   // optimizer state (not this site's residual, which is nobody else's), as checkpoint bytes.
+  // InvariantError when sharded: outer_parts.hpp puts a sharded site's snapshot together.
   std::vector<std::byte> snapshot() const;
   // Takes a peer's snapshot as the current version when its weights hash to `expected_hash` and it
   // is newer than this one; the residual restarts from zero and `local` is rebased onto it.
@@ -110,9 +123,12 @@ class OuterState {
   void adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local);
 
   // Records "outer.*" of a training checkpoint, and back. Error(Checkpoint) on missing or
-  // mis-sized records, state unchanged then.
+  // mis-sized records, state unchanged then. A sharded state saves its part's values and the part
+  // ("outer.part"; outer_parts.hpp joins the parts); restore reads the whole model's records, and
+  // keeps `part` of them (the part held so far without one): a site's parts are cut anew so.
   void save(Checkpoint& checkpoint) const;
   void restore(const Checkpoint& checkpoint);
+  void restore(const Checkpoint& checkpoint, ShardRange part);
   // What a commit record carries: the chunked hash of the global weights (kernels/cpu/chunk_hash),
   // which the owners of parts of the weights can compute together, each over its own chunks.
   static std::uint64_t weights_hash(std::span<const float> weights);
@@ -124,8 +140,16 @@ class OuterState {
   std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
   // The residual that `fragment`'s local weights keep (rebase), or nothing.
   std::span<const float> unsent_in_weights(int fragment) const;
+  // `fragment`'s ranges of the model that this state holds, and the buffers' index of value j.
+  std::vector<FragmentRange> held(int fragment) const;
+  std::size_t at(std::size_t j) const { return j - part_.offset; }
+  std::size_t held_size(int fragment) const { return sharded() ? part_.count : this->fragment(fragment).size; }
+  // Fresh optimizers and residuals for the values held.
+  void make_buffers(const OuterOptions& outer, bool error_feedback);
 
   FragmentPlan plan_;
+  std::size_t size_ = 0;
+  ShardRange part_;
   std::vector<float> global_;
   std::vector<float> start_;
   std::vector<OuterOptimizer> optimizers_;   // by fragment

@@ -9,6 +9,7 @@
 #include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/outer/outer_parts.hpp"
 #include "crosssite/outer/outer_state.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
@@ -388,15 +389,14 @@ TEST_CASE("an OuterState of each replica's part does what the whole one does, ro
       const ShardMap map(n, ranks);
       OuterState whole(initial, outer, codec, true);
       std::vector<OuterState> parts;
-      for (int r = 0; r < ranks; ++r)
-        parts.emplace_back(std::span(initial).subspan(map.part(r).offset, map.part(r).count), outer, codec, true);
+      for (int r = 0; r < ranks; ++r) parts.emplace_back(initial, outer, codec, true, FragmentPlan{}, map.part(r));
       auto local = initial;
       for (int round = 1; round <= 3; ++round) {
         for (std::size_t i = 0; i < n; ++i) local[i] -= 1e-3f * static_cast<float>((i * 7 + round) % 11) - 4e-3f;
-        auto part_local = local;
+        // Each replica's weights: its own part is all it reads and writes.
+        std::vector<std::vector<float>> replica(ranks, local);
         std::vector<std::vector<std::byte>> encoded;
-        for (int r = 0; r < ranks; ++r)
-          encoded.push_back(parts[r].encode_delta(std::span(part_local).subspan(map.part(r).offset, map.part(r).count)));
+        for (int r = 0; r < ranks; ++r) encoded.push_back(parts[r].encode_delta(replica[r]));
         const auto sent = whole.encode_delta(local);
         CHECK(join_encoded(encoded) == sent);
         // Another site's delta and this one's, averaged as a commit would; then its rebase.
@@ -406,20 +406,92 @@ TEST_CASE("an OuterState of each replica's part does what the whole one does, ro
         auto outcome = whole.preview(mean);
         std::vector<std::uint64_t> chunks;
         for (int r = 0; r < ranks; ++r) {
-          const ShardRange p = map.part(r);
-          auto mine = parts[r].preview(std::span<const float>(mean).subspan(p.offset, p.count));
+          auto mine = parts[r].preview(mean);
           chunks.insert(chunks.end(), mine.chunks.begin(), mine.chunks.end());
           parts[r].commit(round, std::move(mine));
-          parts[r].rebase(std::span(part_local).subspan(p.offset, p.count));
+          parts[r].rebase(replica[r]);
         }
         CHECK(kernels::combine_chunk_hashes(chunks) == outcome.hash);
         whole.commit(round, std::move(outcome));
         whole.rebase(local);
-        CHECK(part_local == local);
+        for (int r = 0; r < ranks; ++r) {
+          const ShardRange p = map.part(r);
+          CHECK(std::equal(local.begin() + p.offset, local.begin() + p.end(), replica[r].begin() + p.offset));
+        }
       }
-      for (int r = 0; r < ranks; ++r) {
-        const ShardRange p = map.part(r);
-        CHECK(std::equal(parts[r].global().begin(), parts[r].global().end(), whole.global().begin() + p.offset));
+      // The parts' records join to the whole state's, and cut anew at any count.
+      std::vector<Checkpoint> saved(ranks);
+      for (int r = 0; r < ranks; ++r) parts[r].save(saved[r]);
+      const Checkpoint joined = join_outer_parts(saved);
+      Checkpoint expected;
+      whole.save(expected);
+      for (const auto& name : expected.names()) {
+        CAPTURE(name);
+        CHECK(std::ranges::equal(joined.get(name), expected.get(name)));
+      }
+      CHECK(outer_snapshot(joined) == whole.snapshot());
+      const ShardMap other(n, 5 - ranks);
+      for (int r = 0; r < other.ranks(); ++r) {
+        OuterState cut(initial, outer, codec, true, FragmentPlan{}, map.part(0));
+        cut.restore(joined, other.part(r));
+        CHECK(cut.part() == other.part(r));
+        CHECK(cut.version() == 3);
+        CHECK(std::equal(cut.global().begin(), cut.global().end(), whole.global().begin() + other.part(r).offset));
+        Checkpoint again;
+        cut.save(again);
+        CHECK(again.get_pod<float>("outer.residual") ==
+              cut_outer_records(expected, other.part(r)).get_pod<float>("outer.residual"));
       }
     }
+}
+
+TEST_CASE("a sharded state adopts its part of a peer's whole snapshot, checked against the whole model's hash") {
+  const std::size_t n = 3 * kShardUnit + 100;
+  const auto initial = ramp(n, 0.02f);
+  OuterState peer(initial, {}, {CodecKind::Int8, 256}, true);
+  const std::vector<float> mean(n, 0.01f);
+  auto outcome = peer.preview(mean);
+  const auto hash = outcome.hash;
+  peer.commit(1, std::move(outcome));
+  const ShardMap map(n, 2);
+  OuterState part(initial, {}, {CodecKind::Int8, 256}, true, FragmentPlan{}, map.part(1));
+  auto local = initial;
+  CHECK_THROWS_AS(part.adopt(peer.snapshot(), hash + 1, local), Error);
+  CHECK(part.version() == 0);
+  part.adopt(peer.snapshot(), hash, local);
+  CHECK(part.version() == 1);
+  const ShardRange p = map.part(1);
+  CHECK(std::equal(part.global().begin(), part.global().end(), peer.global().begin() + p.offset));
+  CHECK(std::equal(local.begin() + p.offset, local.begin() + p.end(), peer.global().begin() + p.offset));
+  CHECK(std::equal(local.begin(), local.begin() + p.offset, initial.begin()));  // the other part is not this one's
+  CHECK_THROWS_AS(part.snapshot(), InvariantError);
+  CHECK_THROWS_AS(OuterState(initial, {}, {CodecKind::Int8, 256}, true, FragmentPlan{}, ShardRange{n - 10, 11}),
+                  InvariantError);
+}
+
+TEST_CASE("parts that do not make one state are refused") {
+  const std::size_t n = 2 * kShardUnit;
+  const auto initial = ramp(n, 0.02f);
+  const ShardMap map(n, 2);
+  std::vector<Checkpoint> saved(2);
+  OuterState a(initial, {}, {CodecKind::Int8, 256}, true, FragmentPlan{}, map.part(0));
+  OuterState b(initial, {}, {CodecKind::Int8, 256}, true, FragmentPlan{}, map.part(1));
+  a.save(saved[0]);
+  b.save(saved[1]);
+  CHECK_NOTHROW(join_outer_parts(saved));
+  CHECK_THROWS_AS(join_outer_parts(std::span(saved).first(1)), Error);
+  auto newer = b;
+  auto outcome = newer.preview(std::vector<float>(n, 0.1f));
+  newer.commit(1, std::move(outcome));
+  saved[1] = Checkpoint{};
+  newer.save(saved[1]);
+  try {
+    join_outer_parts(saved);
+    FAIL("joined two versions");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Peer);
+    CHECK(std::string(e.what()).find("disagree on record \"outer.version\"") != std::string::npos);
+  }
+  const std::vector<Checkpoint> twice{saved[0], saved[0]};
+  CHECK_THROWS_AS(join_outer_parts(twice), Error);
 }

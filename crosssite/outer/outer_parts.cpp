@@ -1,0 +1,117 @@
+#include "crosssite/outer/outer_parts.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/util/error.hpp"
+
+namespace meridian {
+namespace {
+
+constexpr const char* kPartRecord = "outer.part";
+
+bool per_value(const std::string& name) {
+  return name == "outer.global" || name == "outer.start" || name == "outer.residual" ||
+         name.starts_with("outer.momentum") && !name.ends_with(".pending");
+}
+
+bool outer(const std::string& name) { return name.starts_with("outer.") && name != kPartRecord; }
+
+// The part `records` hold and the model's size: "outer.part", or the whole of a whole state's.
+std::pair<ShardRange, std::size_t> held_part(const Checkpoint& records) {
+  if (!records.has(kPartRecord)) {
+    const std::size_t n = records.get(std::string("outer.global")).size() / sizeof(float);
+    return {{0, n}, n};
+  }
+  const auto range = records.get_pod<std::uint64_t>(kPartRecord);
+  if (range.size() != 3 || range[0] + range[1] > range[2])
+    throw make_error(ErrorKind::Checkpoint, "record \"", kPartRecord, "\" is not a part of a model");
+  return {{range[0], range[1]}, range[2]};
+}
+
+}  // namespace
+
+Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part) {
+  const std::size_t n = whole.get(std::string("outer.global")).size() / sizeof(float);
+  if (part.end() > n)
+    throw make_error(ErrorKind::Checkpoint, "outer records of ", n, " values cut at ", part.offset, "+", part.count);
+  Checkpoint cut;
+  for (const auto& name : whole.names()) {
+    if (!outer(name)) continue;
+    const auto bytes = whole.get(name);
+    if (!per_value(name)) {
+      cut.put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
+      continue;
+    }
+    if (bytes.size() != n * sizeof(float))
+      throw make_error(ErrorKind::Checkpoint, "record \"", name, "\" holds ", bytes.size() / sizeof(float),
+                       " values, the model has ", n);
+    const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(part.offset * sizeof(float));
+    cut.put(name, std::vector<std::byte>(first, first + static_cast<std::ptrdiff_t>(part.count * sizeof(float))));
+  }
+  return cut;
+}
+
+Checkpoint join_outer_parts(std::span<const Checkpoint> parts) {
+  MERIDIAN_CHECK(!parts.empty(), "no parts to join");
+  struct Held {
+    ShardRange range;
+    std::size_t model = 0;
+    const Checkpoint* records = nullptr;
+  };
+  std::vector<Held> held;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    try {
+      const auto [range, model] = held_part(parts[i]);
+      held.push_back({range, model, &parts[i]});
+    } catch (const Error& e) {
+      throw make_error(ErrorKind::Peer, "outer part ", i, ": ", e.what());
+    }
+  }
+  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) { return a.range.offset < b.range.offset; });
+  const std::size_t n = held.front().model;
+  std::size_t covered = 0;
+  for (const auto& h : held) {
+    if (h.model != n || h.range.offset != covered)
+      throw make_error(ErrorKind::Peer, "outer parts: the part at ", h.range.offset, "+", h.range.count, " of ",
+                       h.model, " values does not follow the parts before it (", covered, " of ", n, ")");
+    covered += h.range.count;
+  }
+  if (covered != n) throw make_error(ErrorKind::Peer, "outer parts cover ", covered, " of ", n, " values");
+  Checkpoint whole;
+  const Checkpoint& first = *held.front().records;
+  for (const auto& name : first.names()) {
+    if (!outer(name)) continue;
+    std::vector<std::byte> joined;
+    for (const auto& h : held) {
+      if (!h.records->has(name))
+        throw make_error(ErrorKind::Peer, "outer part at ", h.range.offset, " has no record \"", name, "\"");
+      const auto bytes = h.records->get(name);
+      if (!per_value(name)) {
+        if (!std::equal(bytes.begin(), bytes.end(), first.get(name).begin(), first.get(name).end()))
+          throw make_error(ErrorKind::Peer, "outer parts disagree on record \"", name, "\"");
+        joined.assign(bytes.begin(), bytes.end());
+        continue;
+      }
+      if (bytes.size() != h.range.count * sizeof(float))
+        throw make_error(ErrorKind::Peer, "outer part at ", h.range.offset, ": record \"", name, "\" holds ",
+                         bytes.size() / sizeof(float), " values, the part ", h.range.count);
+      joined.insert(joined.end(), bytes.begin(), bytes.end());
+    }
+    whole.put(name, std::move(joined));
+  }
+  return whole;
+}
+
+std::vector<std::byte> outer_snapshot(const Checkpoint& whole) {
+  Checkpoint snapshot;
+  for (const auto& name : whole.names())
+    if (outer(name) && name != "outer.start" && name != "outer.residual") {
+      const auto bytes = whole.get(name);
+      snapshot.put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
+    }
+  return encode_checkpoint(snapshot);
+}
+
+}  // namespace meridian

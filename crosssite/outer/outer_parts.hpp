@@ -1,0 +1,29 @@
+#pragma once
+// The records of a sharded site's outer state (OuterState with a part, [parallel] shard_outer),
+// between the parts its replicas hold and the whole model's: what a checkpoint writes, a peer's
+// snapshot carries and a re-formed group cuts anew. Every "outer.*" record that holds a value per
+// parameter (weights, round start, momentum and its delay buffer, residual) is cut or joined in
+// parameter order; the others (version, step counts) are the same in every part.
+#include <span>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/model/shard_map.hpp"
+
+namespace meridian {
+
+// `whole`'s outer records with their values of `part` only. Error(Checkpoint) when a per-value
+// record does not hold the model's values (as many as "outer.global"), or `part` is not inside them.
+Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part);
+
+// The whole model's records from the parts' (OuterState::save of each, "outer.part" naming its
+// part, a whole state's none), in any order. Error(Peer) when they do not cover the model exactly once, disagree on the
+// model's size or on a record that is not per value (two versions), or a part's record does not
+// hold its part's values: parts come from other replicas, and are checked as a peer's bytes.
+Checkpoint join_outer_parts(std::span<const Checkpoint> parts);
+
+// What OuterState::snapshot() gives, from the whole model's records: the weights, the version and
+// the optimizer's state, not the site's own round start and residual.
+std::vector<std::byte> outer_snapshot(const Checkpoint& whole);
+
+}  // namespace meridian
