@@ -422,6 +422,7 @@ std::string to_toml(const JobConfig& c) {
       << "\n[parallel]\n"
       << "zero_stage = " << c.parallel.zero_stage << "\n"
       << "recompute = \"" << to_string(c.parallel.recompute) << "\"\n"
+      << "shard_outer = " << (c.parallel.shard_outer ? "true" : "false") << "\n"
       << "\n[launch]\n"
       << "max_site_restarts = " << c.launch.max_site_restarts << "\n"
       << "restart_backoff_ms = " << c.launch.restart_backoff_ms << "\n";

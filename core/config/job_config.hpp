@@ -186,6 +186,9 @@ struct JobConfig {
   struct Parallel {
     int zero_stage = 0;
     Recompute recompute = Recompute::None;
+    // Each replica keeps DiLoCo's outer state (version weights, round start, momentum, residual)
+    // for its part of the model only, and the site joins the parts (crosssite/outer/outer_parts.hpp).
+    bool shard_outer = false;
     bool operator==(const Parallel&) const = default;
   } parallel;
 

@@ -200,8 +200,30 @@ std::string setting_at(const Resolver& r, const std::string& key, const Origin& 
   return key + " (" + s->origin.file + (s->origin.line > 0 ? ":" + std::to_string(s->origin.line) : "") + ")";
 }
 
+// A sharded outer state is DiLoCo's over the whole model at once: refused beside what it is not.
+void resolve_shard_outer(Resolver& r, JobConfig& c) {
+  r.read(c.parallel.shard_outer, "parallel", "shard_outer");
+  const Setting* s = r.find("parallel.shard_outer");
+  if (!s || !c.parallel.shard_outer) return;
+  const auto refuse = [&](const std::string& why) {
+    r.add(s->origin, "parallel.shard_outer", "shard_outer = true shards DiLoCo's outer state, and " + why);
+  };
+  using Outer = JobConfig::Outer;
+  if (c.sites.size() < 2)
+    refuse("a job of one site keeps none (nothing crosses sites): set shard_outer = false or add a site");
+  else if (c.outer.algorithm == Outer::Algorithm::Sync)
+    refuse(setting_at(r, "outer.algorithm", s->origin) + " = \"sync\" keeps none: use \"diloco\" or shard_outer = false");
+  else if (c.outer.algorithm == Outer::Algorithm::Streaming)
+    refuse(setting_at(r, "outer.algorithm", s->origin) + " = \"streaming\" keeps it per fragment, which a part does "
+           "not cut yet: use \"diloco\" or shard_outer = false");
+  if (c.outer.overlap_update == Outer::OverlapUpdate::Eager)
+    refuse(setting_at(r, "outer.overlap_update", s->origin) + " = \"eager\" steps the whole model ahead: use "
+           "\"rebase\" or shard_outer = false");
+}
+
 // After the sites: a sharded state is refused beside what cannot work with it yet, naming both.
 void resolve_parallel(Resolver& r, JobConfig& c) {
+  resolve_shard_outer(r, c);
   r.read(c.parallel.recompute, "parallel", "recompute", {Recompute::None, Recompute::Cheap, Recompute::Full});
   if (const Setting* s = r.find("parallel.recompute"); s && c.parallel.recompute != Recompute::None)
     for (std::size_t i = 0; i < c.sites.size(); ++i)

@@ -47,6 +47,25 @@ OuterState::OuterState(std::span<const float> initial, OuterOptions outer, Codec
   make_buffers(outer, error_feedback);
 }
 
+OuterState::OuterState(const OuterState& other)
+    : plan_(other.plan_),
+      size_(other.size_),
+      part_(other.part_),
+      global_(other.global_),
+      start_(other.start_),
+      optimizers_(other.optimizers_),
+      codec_(other.codec_),
+      feedback_(other.feedback_),
+      delta_(other.delta_),
+      version_(other.version_),
+      previews_(other.previews_),
+      mirror_(other.mirror_ ? std::make_unique<OuterState>(*other.mirror_) : nullptr) {}
+
+OuterState& OuterState::operator=(const OuterState& other) {
+  if (this != &other) *this = OuterState(other);
+  return *this;
+}
+
 void OuterState::make_buffers(const OuterOptions& outer, bool error_feedback) {
   optimizers_.clear();
   feedback_.clear();
@@ -75,6 +94,7 @@ std::vector<std::byte> OuterState::encode_delta(std::span<const float> local, in
       delta_[i] = start_[at(j)] - local[j];
       start_[at(j)] = local[j];
     }
+  if (mirror_) mirror_->encode_delta(local, fragment);  // its start and residual move as its owner's do
   if (!feedback_.empty()) return feedback_[static_cast<std::size_t>(fragment)].encode(delta_, codec_);
   std::vector<std::byte> out(encoded_size(delta_.size(), codec_));
   meridian::encode(delta_, codec_, out);
@@ -86,6 +106,8 @@ void OuterState::rebase(std::span<float> local) {
 }
 
 void OuterState::rebase(std::span<float> local, int fragment) {
+  // The mirror writes its part of `local` as its owner does: the same values.
+  if (mirror_) mirror_->rebase(local, fragment);
   MERIDIAN_CHECK(local.size() == size_, "local=", local.size(), " model=", size_);
   const std::span<const float> unsent = unsent_in_weights(fragment);
   std::size_t i = 0;
@@ -104,6 +126,7 @@ std::span<const float> OuterState::unsent_in_weights(int fragment) const {
 }
 
 void OuterState::end_feedback() {
+  if (mirror_) mirror_->end_feedback();
   for (auto& f : feedback_) f.reset();
 }
 
@@ -126,6 +149,7 @@ void OuterState::step_ahead(std::span<float> local, int fragment, std::span<cons
 
 void OuterState::drop_in_flight(std::span<float> local) {
   MERIDIAN_CHECK(local.size() == size_, "local=", local.size(), " model=", size_);
+  if (mirror_) mirror_->drop_in_flight(local);
   std::copy(global_.begin(), global_.end(), local.begin() + static_cast<std::ptrdiff_t>(part_.offset));
   start_ = global_;
   for (auto& f : feedback_) f.reset();
@@ -157,6 +181,7 @@ std::size_t OuterState::held_bytes() const {
   for (const auto& o : optimizers_) floats += o.momentum_buffer().size() + o.delay_buffer().size();
   std::size_t bytes = floats * sizeof(float);
   for (const auto& f : feedback_) bytes += f.held_bytes();
+  if (mirror_) bytes += mirror_->held_bytes();
   return bytes;
 }
 
@@ -194,6 +219,7 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
   } catch (const Error& e) {
     throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
   }
+  if (mirror_) mirror_->adopt(snapshot, expected_hash, local);
   global_.assign(global.begin() + static_cast<std::ptrdiff_t>(part_.offset),
                  global.begin() + static_cast<std::ptrdiff_t>(part_.end()));
   optimizers_ = std::move(optimizers);
@@ -226,12 +252,15 @@ OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::
   MERIDIAN_CHECK(at == means.size(), "means=", means.size(), " fragments hold ", at);
   out.chunks = kernels::chunk_hashes(out.global.data(), out.global.size() * sizeof(float));
   out.hash = kernels::combine_chunk_hashes(out.chunks);
+  if (mirror_) out.mirror = std::make_shared<Outcome>(mirror_->preview(fragments, means));
   return out;
 }
 
 void OuterState::commit(std::int64_t version, Outcome outcome) {
   MERIDIAN_CHECK(version == version_ + 1 && outcome.global.size() == global_.size(), "version=", version,
                  " current=", version_, " size=", outcome.global.size(), " expected=", global_.size());
+  MERIDIAN_CHECK(!mirror_ == !outcome.mirror, "an outcome ", outcome.mirror ? "with" : "without", " a mirror's");
+  if (mirror_) mirror_->commit(version, std::move(*outcome.mirror));
   global_ = std::move(outcome.global);
   for (auto& [index, optimizer] : outcome.optimizers) optimizers_[static_cast<std::size_t>(index)] = std::move(optimizer);
   version_ = version;
@@ -253,9 +282,19 @@ void OuterState::save(Checkpoint& checkpoint) const {
   checkpoint.put_pod("outer.residual", std::span<const float>(residual));
 }
 
-void OuterState::restore(const Checkpoint& checkpoint) { restore(checkpoint, part_); }
+void OuterState::restore(const Checkpoint& checkpoint) { restore(checkpoint, part_, mirror_part()); }
 
-void OuterState::restore(const Checkpoint& checkpoint, ShardRange part) {
+std::optional<ShardRange> OuterState::mirror_part() const {
+  if (!mirror_) return std::nullopt;
+  return mirror_->part();
+}
+
+void OuterState::save_mirror(Checkpoint& checkpoint) const {
+  MERIDIAN_CHECK(mirror_ != nullptr, "save_mirror of a state without a mirror");
+  mirror_->save(checkpoint);
+}
+
+void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror) {
   auto global = checkpoint.get_pod<float>("outer.global");
   const auto version = checkpoint.get_value<std::int64_t>("outer.version");
   auto model_sized = [&](const char* name, std::size_t count) {
@@ -285,6 +324,11 @@ void OuterState::restore(const Checkpoint& checkpoint, ShardRange part) {
     else
       gather(plan_[static_cast<std::size_t>(f)], *residual, held);
     next.feedback_[static_cast<std::size_t>(f)].restore(held);
+  }
+  if (mirror) {
+    next.mirror_ = std::make_unique<OuterState>(global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_,
+                                                *mirror);
+    next.mirror_->restore(checkpoint, *mirror);
   }
   *this = std::move(next);
 }

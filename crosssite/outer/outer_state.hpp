@@ -9,7 +9,9 @@
 // ShardMap part of the model (weights, start, momentum, residual), encodes that part of each delta
 // and previews that part of each version, and the site joins the parts (codec_parts.hpp, the
 // chunk hashes of Outcome, outer_parts.hpp). Its spans of local weights stay the whole model's;
-// only the part is read or written. A sharded state has one fragment.
+// only the part is read or written. A sharded state has one fragment. It may also keep a mirror of
+// another replica's part (the next rank's), on which it does all it does on its own, so that the
+// site still holds every part when one replica dies (sites/replica/outer_cut.hpp).
 //
 // Streaming DiLoCo (fragments.hpp): the model is P fragments, each with its own slice of the
 // outer momentum and of the residual; a round is one fragment's, its delta that fragment's only,
@@ -17,6 +19,7 @@
 // in-flight round. With one fragment (the default) this is DiLoCo over the whole model.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -39,6 +42,10 @@ class OuterState {
   // for a part outside the model, or a part short of the model with more than one fragment.
   OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
              FragmentPlan plan = {}, std::optional<ShardRange> part = std::nullopt);
+  OuterState(const OuterState& other);
+  OuterState& operator=(const OuterState& other);
+  OuterState(OuterState&&) noexcept = default;
+  OuterState& operator=(OuterState&&) noexcept = default;
 
   std::int64_t version() const { return version_; }
   // The weights of the values held: the whole model's, or the part's.
@@ -99,6 +106,7 @@ class OuterState {
     // the whole model's list: the parts' lists end to end combine to the commit hash.
     std::vector<std::uint64_t> chunks;
     std::uint64_t hash = 0;
+    std::shared_ptr<Outcome> mirror;  // the mirror's, when the state keeps one
   };
   // One outer step per fragment of `fragments` (distinct), each on its mean delta: `means` holds
   // their values one fragment after the other, in that order.
@@ -128,7 +136,10 @@ class OuterState {
   // keeps `part` of them (the part held so far without one): a site's parts are cut anew so.
   void save(Checkpoint& checkpoint) const;
   void restore(const Checkpoint& checkpoint);
-  void restore(const Checkpoint& checkpoint, ShardRange part);
+  void restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror = std::nullopt);
+  // The mirror's part and its records (as save() writes them), when the state keeps one.
+  std::optional<ShardRange> mirror_part() const;
+  void save_mirror(Checkpoint& checkpoint) const;
   // What a commit record carries: the chunked hash of the global weights (kernels/cpu/chunk_hash),
   // which the owners of parts of the weights can compute together, each over its own chunks.
   static std::uint64_t weights_hash(std::span<const float> weights);
@@ -158,6 +169,7 @@ class OuterState {
   std::vector<float> delta_;                 // scratch
   std::int64_t version_ = 0;
   mutable std::uint64_t previews_ = 0;
+  std::unique_ptr<OuterState> mirror_;
 };
 
 }  // namespace meridian

@@ -514,6 +514,25 @@ TEST_CASE("[parallel] zero_stage: 0 by default, 1 to 3 on CPU AdamW sites, refus
             "inner.optimizer (--set inner.optimizer=sgd) is \"sgd\"") != std::string::npos);
 }
 
+TEST_CASE("[parallel] shard_outer: off by default, DiLoCo's outer state of two sites or more, refused beside the rest naming both") {
+  TempDir dir("cfg-shard-outer");
+  const std::string two_sites = "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
+  CHECK_FALSE(load_ok(write(dir / "job.toml", kData + two_sites)).parallel.shard_outer);
+  CHECK(load_ok(write(dir / "job.toml", kData + two_sites + "[parallel]\nshard_outer = true\n")).parallel.shard_outer);
+  CHECK(only_problem(dir, kData + "[parallel]\nshard_outer = true\n").find(
+            "job.toml:4: parallel.shard_outer: shard_outer = true shards DiLoCo's outer state, and a job of one site "
+            "keeps none") != std::string::npos);
+  const auto sync = only_problem(dir, kData + "[outer]\nalgorithm = \"sync\"\n" + two_sites + "[parallel]\nshard_outer = true\n");
+  CHECK(sync.find("parallel.shard_outer: shard_outer = true shards DiLoCo's outer state, and outer.algorithm (line 4) = "
+                  "\"sync\" keeps none") != std::string::npos);
+  const auto streaming = only_problem(
+      dir, kData + "[outer]\nalgorithm = \"streaming\"\nfragments = 2\n" + two_sites + "[parallel]\nshard_outer = true\n");
+  CHECK(streaming.find("outer.algorithm (line 4) = \"streaming\" keeps it per fragment") != std::string::npos);
+  const auto eager = only_problem(
+      dir, kData + "[outer]\noverlap_update = \"eager\"\n" + two_sites + "[parallel]\nshard_outer = true\n");
+  CHECK(eager.find("outer.overlap_update (line 4) = \"eager\" steps the whole model ahead") != std::string::npos);
+}
+
 TEST_CASE("[parallel] recompute: none by default, cheap and full, refused on a CUDA site naming both") {
   TempDir dir("cfg-recompute");
   CHECK(load_ok(write(dir / "job.toml", kData)).parallel.recompute == Recompute::None);

@@ -495,3 +495,50 @@ TEST_CASE("parts that do not make one state are refused") {
   const std::vector<Checkpoint> twice{saved[0], saved[0]};
   CHECK_THROWS_AS(join_outer_parts(twice), Error);
 }
+
+TEST_CASE("a part's mirror of the next replica's part does what that replica does, and its records stand in for them") {
+  const std::size_t n = 4 * kShardUnit + 300;
+  const auto initial = ramp(n, 0.01f);
+  const CodecOptions codec{CodecKind::Int8, 256};
+  OuterState whole(initial, {}, codec, true);
+  Checkpoint start;
+  whole.save(start);
+  const int ranks = 3;
+  const ShardMap map(n, ranks);
+  std::vector<OuterState> parts;
+  for (int r = 0; r < ranks; ++r) {
+    parts.emplace_back(initial, OuterOptions{}, codec, true);
+    parts.back().restore(start, map.part(r), map.part((r + 1) % ranks));
+    CHECK(parts.back().mirror_part() == map.part((r + 1) % ranks));
+  }
+  auto local = initial;
+  for (int round = 1; round <= 2; ++round) {
+    for (std::size_t i = 0; i < n; ++i) local[i] += 1e-3f * static_cast<float>(i % 7) - 2e-3f;
+    std::vector<float> mean(n, 0.0f);
+    decode(whole.encode_delta(local), mean);
+    for (auto& p : parts) {
+      auto mine = local;
+      p.encode_delta(mine);
+      auto outcome = p.preview(mean);
+      REQUIRE(outcome.mirror != nullptr);
+      p.commit(round, std::move(outcome));
+      p.rebase(mine);
+    }
+    whole.commit(round, whole.preview(mean));
+    whole.rebase(local);
+  }
+  // Rank 1 dies: rank 0's mirror and rank 2's part stand in for it, and the whole comes back.
+  std::vector<Checkpoint> held(3);
+  parts[0].save(held[0]);
+  parts[0].save_mirror(held[1]);
+  parts[2].save(held[2]);
+  const Checkpoint joined = join_outer_parts(held);
+  Checkpoint expected;
+  whole.save(expected);
+  for (const auto& name : expected.names()) {
+    CAPTURE(name);
+    CHECK(std::ranges::equal(joined.get(name), expected.get(name)));
+  }
+  CHECK(parts[0].held_bytes() > 0);
+  CHECK_THROWS_AS(whole.save_mirror(expected), InvariantError);
+}
