@@ -104,6 +104,41 @@ Checkpoint join_outer_parts(std::span<const Checkpoint> parts) {
   return whole;
 }
 
+std::optional<OuterSources> choose_outer_sources(std::span<const HeldOuter> held) {
+  std::vector<std::int64_t> versions;
+  for (const auto& h : held) versions.push_back(h.version);
+  std::sort(versions.rbegin(), versions.rend());
+  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+  for (const std::int64_t v : versions) {
+    OuterSources out{v, {}, v == versions.front()};
+    std::size_t covered = 0;
+    const std::size_t model = held.front().model;
+    while (covered < model) {
+      // At `covered`: the longest part that begins there, a member's own before a mirror.
+      std::optional<OuterSource> best;
+      std::size_t best_count = 0;
+      for (int m = 0; m < static_cast<int>(held.size()); ++m) {
+        const HeldOuter& h = held[static_cast<std::size_t>(m)];
+        if (h.version != v || h.model != model) continue;
+        const auto consider = [&](ShardRange r, bool mirror) {
+          if (r.offset == covered && r.count > best_count) best = OuterSource{m, mirror}, best_count = r.count;
+        };
+        consider(h.part, false);
+      }
+      for (int m = 0; m < static_cast<int>(held.size()) && !best; ++m) {
+        const HeldOuter& h = held[static_cast<std::size_t>(m)];
+        if (h.version == v && h.model == model && h.mirror && h.mirror->offset == covered && h.mirror->count > 0)
+          best = OuterSource{m, true}, best_count = h.mirror->count;
+      }
+      if (!best) break;
+      out.sources.push_back(*best);
+      covered += best_count;
+    }
+    if (covered == model) return out;
+  }
+  return std::nullopt;
+}
+
 std::vector<std::byte> outer_snapshot(const Checkpoint& whole) {
   Checkpoint snapshot;
   for (const auto& name : whole.names())

@@ -4,6 +4,8 @@
 // snapshot carries and a re-formed group cuts anew. Every "outer.*" record that holds a value per
 // parameter (weights, round start, momentum and its delay buffer, residual) is cut or joined in
 // parameter order; the others (version, step counts) are the same in every part.
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,6 +23,31 @@ Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part);
 // model's size or on a record that is not per value (two versions), or a part's record does not
 // hold its part's values: parts come from other replicas, and are checked as a peer's bytes.
 Checkpoint join_outer_parts(std::span<const Checkpoint> parts);
+
+// What a replica of a re-formed group holds of the outer state: its version, its part (the whole
+// model's for a whole state) and its mirror's part, if any.
+struct HeldOuter {
+  std::int64_t version = 0;
+  ShardRange part;
+  std::optional<ShardRange> mirror;
+  std::size_t model = 0;
+};
+// One source of the state a group goes on from: a member's own records, or its mirror's.
+struct OuterSource {
+  int member = 0;
+  bool mirror = false;
+  bool operator==(const OuterSource&) const = default;
+};
+struct OuterSources {
+  std::int64_t version = 0;
+  std::vector<OuterSource> sources;  // in parameter order, covering the model once
+  bool newest = true;                // false: the newest version's parts do not cover the model
+};
+// Whose records make the whole state: the newest version whose parts cover the model (own parts
+// before mirrors, fewest sources), else the newest older one that does (a restarted replica's
+// whole state from its checkpoint); nothing when no version does. Pure: every member of the
+// group computes the same from the same list.
+std::optional<OuterSources> choose_outer_sources(std::span<const HeldOuter> held);
 
 // What OuterState::snapshot() gives, from the whole model's records: the weights, the version and
 // the optimizer's state, not the site's own round start and residual.

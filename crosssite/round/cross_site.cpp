@@ -208,6 +208,10 @@ void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
   gate_.look_now();  // read back whichever proposal won, at once
 }
 
+void CrossSite::previewed(std::uint64_t hash) {
+  if (control([&](ControlPlane& plane) { proposer_.claim_previewed(hash, plane, events_); })) gate_.look_now();
+}
+
 std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const OuterState& state, bool far_behind) {
   if (transfer_.has_newer_than(state.version())) {
     const CommitRecord* record = log_.find(transfer_.received_version());

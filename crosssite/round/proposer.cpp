@@ -3,6 +3,8 @@
 #include <set>
 #include <utility>
 
+#include "core/util/error.hpp"
+
 namespace meridian {
 
 Proposer::Proposer(ProposerOptions options, CommitLog& log, DeltaStore& store, CrossSiteTraffic& counts)
@@ -27,24 +29,48 @@ std::optional<Waiting> Proposer::propose(CommitView view, const OuterState& stat
   const int fragment = commit_fragment(view, rounds);
   const double round_tokens = options_.rule.scale_partial ? full_round_tokens(view, *entries) : 0.0;
   CommitRecord proposal{next, *entries, 0, options_.site, merged, fragment, round_tokens};
-  auto means = mean_of(proposal, state);
-  auto outcome = state.preview(means.fragments, means.mean);
-  proposal.params_hash = outcome.hash;
-  proposal.screens = std::move(means.screens);
   std::set<std::string> merging;
-  for (const auto& e : *entries) {
-    proposal.merged[e.site] = e.round;
-    merging.insert(e.site);
+  for (const auto& e : *entries) merging.insert(e.site);
+  auto means = mean_of(proposal, state);
+  Pending pending{std::move(proposal), std::move(means),
+                  static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)};
+  if (state.sharded()) {
+    previewing_ = std::move(pending);
+    preview_taken_ = false;
+    return Waiting{Waiting::What::SiteHash, next, ""};
   }
+  auto outcome = state.preview(pending.means.fragments, pending.means.mean);
+  pending.proposal.params_hash = outcome.hash;
+  claim(std::move(pending), std::move(outcome), plane, events);
+  return std::nullopt;
+}
+
+std::optional<ProposalPreview> Proposer::take_preview() {
+  if (!previewing_ || std::exchange(preview_taken_, true)) return std::nullopt;
+  return ProposalPreview{previewing_->proposal.number, previewing_->means.fragments, previewing_->means.mean};
+}
+
+void Proposer::claim_previewed(std::uint64_t hash, ControlPlane& plane, CrossSiteEvents& events) {
+  MERIDIAN_CHECK(previewing_ && preview_taken_, "a preview's hash with no proposal previewed");
+  Pending pending = std::move(*std::exchange(previewing_, std::nullopt));
+  pending.proposal.params_hash = hash;
+  claim(std::move(pending), std::nullopt, plane, events);
+}
+
+void Proposer::claim(Pending pending, std::optional<OuterState::Outcome> outcome, ControlPlane& plane,
+                     CrossSiteEvents& events) {
+  CommitRecord& proposal = pending.proposal;
+  proposal.screens = std::move(pending.means.screens);
+  for (const auto& e : proposal.entries) proposal.merged[e.site] = e.round;
   ++counts_.commits_proposed;
   // Before the proposal can win: should this site die right after, what it committed is on its disk.
-  store_.journal(*entries);
-  if (log_.claim(plane, next, encode(proposal), options_.site, events)) {
+  store_.journal(proposal.entries);
+  if (log_.claim(plane, proposal.number, encode(proposal), options_.site, events)) {
     ++counts_.commits_won;
-    if (static_cast<int>(merging.size()) < awaited_sites(view, rounds, fragment)) ++counts_.commits_by_deadline;
+    if (pending.short_of_sites) ++counts_.commits_by_deadline;
   }
-  proposed_ = VersionCommit{std::move(proposal), std::move(means.mean), {}, std::move(means.fragments), std::move(outcome)};
-  return std::nullopt;
+  proposed_ = VersionCommit{std::move(proposal), std::move(pending.means.mean), {}, std::move(pending.means.fragments),
+                            std::move(outcome)};
 }
 
 VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& state) {
@@ -57,6 +83,7 @@ VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& 
     commit.mean_delta = std::move(proposed_->mean_delta);
     commit.fragments = std::move(proposed_->fragments);
     commit.outcome = std::move(proposed_->outcome);
+    commit.proposed_here = true;
   } else {
     auto means = mean_of(record, state);
     commit.fragments = std::move(means.fragments);

@@ -36,6 +36,15 @@ struct VersionCommit {
   // This site's own proposal won: what it previewed to hash the proposal, so that the version is
   // not computed a second time (one model copy held from the proposal to its apply).
   std::optional<OuterState::Outcome> outcome;
+  // This site's own proposal won (a sharded site's replicas kept their parts' previews of it).
+  bool proposed_here = false;
+};
+
+// A sharded site's proposal, for its replicas to preview their parts of and hash together.
+struct ProposalPreview {
+  std::int64_t version = 0;
+  std::vector<int> fragments;
+  std::vector<float> mean;
 };
 
 struct ProposerOptions {
@@ -56,18 +65,32 @@ class Proposer {
   void held(CommitView& view, const DeltaKey& key);
   // Claims version view.version + 1 in `plane` when the commit rule says it is due on `view` (its
   // `held` filled by held()); `merged`: per site, the newest round merged so far, which the record
-  // carries on. What it waits for when it proposed nothing.
+  // carries on. What it waits for when it proposed nothing. A sharded state cannot hash a
+  // proposal alone: it is kept for take_preview() and claimed by claim_previewed() with the hash
+  // of the parts.
   std::optional<Waiting> propose(CommitView view, const OuterState& state,
                                      const std::map<std::string, std::int64_t>& merged, ControlPlane& plane,
                                      CrossSiteEvents& events);
+  std::optional<ProposalPreview> take_preview();
+  void claim_previewed(std::uint64_t hash, ControlPlane& plane, CrossSiteEvents& events);
   // What `record` (the next version, every delta verified here) applies: this site's own
   // proposal's mean when that is what won, else computed.
   VersionCommit commit_of(const CommitRecord& record, const OuterState& state);
   // The site applied or adopted a version: its proposal is of no use any more.
-  void forget() { proposed_.reset(); }
+  void forget() {
+    proposed_.reset();
+    previewing_.reset();
+  }
 
  private:
+  // A proposal and its means, before it is claimed.
+  struct Pending {
+    CommitRecord proposal;
+    DeltaStore::Means means;
+    bool short_of_sites = false;  // fewer sites than the round awaits: a commit by the deadline
+  };
   DeltaStore::Means mean_of(const CommitRecord& record, const OuterState& state);
+  void claim(Pending pending, std::optional<OuterState::Outcome> outcome, ControlPlane& plane, CrossSiteEvents& events);
 
   ProposerOptions options_;
   CommitLog& log_;
@@ -75,6 +98,8 @@ class Proposer {
   CrossSiteTraffic& counts_;
   RoundTiming timing_;
   std::optional<VersionCommit> proposed_;  // this site's latest proposal and its means
+  std::optional<Pending> previewing_;      // a sharded site's, while its replicas preview it
+  bool preview_taken_ = false;
 };
 
 }  // namespace meridian

@@ -5,7 +5,11 @@
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "core/checkpoint/checkpoint.hpp"
 #include "crosssite/codec/codec.hpp"
+#include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/outer/outer_parts.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 #include "crosssite/outer/delta_mean.hpp"
 #include "crosssite/outer/fragments.hpp"
 #include "crosssite/round/mutant.hpp"
@@ -87,7 +91,7 @@ void RoundDriver::send_next(Replica& r) {
   const bool final = exchange_.last && exchange_.left.empty();
   // Every replica encodes: only the leader sends the bytes, but the error-feedback residual they
   // leave must be the same everywhere.
-  auto encoded = state_.encode_delta(r.training.weights(), fragment);
+  auto encoded = joined(r, state_.encode_delta(r.training.weights(), fragment));
   if (plan_.eager && !exchange_.last) {
     fresh_.resize(state_.fragment(fragment).size);
     decode(encoded, fresh_);  // what the peers will merge, codec error included
@@ -171,6 +175,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       u.snapshot = std::move(commit->snapshot);
       if (u.kind == Update::Kind::Snapshot) u.job_step = job_step(commit->record.merged);
       if (wait_.what == What::NextVersion) u.waits = false;
+      u.proposed_here = commit->proposed_here;
       looked.record = std::move(commit->record);
       looked.outcome = std::move(commit->outcome);
     } else if (wait_.what == What::NextVersion && peers_->disputed()) {
@@ -178,6 +183,16 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
     } else if (wait_.what == What::Finished && peers_->finished(state_)) {
       u.waits = false;
     }
+  }
+  if (state_.sharded()) {
+    u.gather_state = peers_->state_wanted();
+    if (u.kind == Update::Kind::Nothing)
+      if (auto p = peers_->take_preview()) {
+        u.kind = Update::Kind::Preview;
+        u.version = p->version;
+        u.fragments = std::move(p->fragments);
+        u.mean = std::move(p->mean);
+      }
   }
   // A site in lockstep waits for the version after its round: once no version can merge that
   // round, the version may need this site's next one, so it drops this one and trains on.
@@ -198,15 +213,22 @@ std::optional<std::int64_t> RoundDriver::own_unmergeable() const {
 }
 
 void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
+  if (u.gather_state) assemble_state(r);
   if (u.kind == Update::Kind::Nothing) return;
   if (u.kind == Update::Kind::DropRound) return drop_lost_round(r, u.version);
+  if (u.kind == Update::Kind::Preview) return preview_proposal(r, u);
   cursor_.dropped_in_a_row = 0;  // a version came: the job makes progress
   const double t0 = clock_();
   const std::int64_t from = state_.version();
   auto weights = r.training.weights();
   if (u.kind == Update::Kind::Commit) {
-    // Each replica previews a version once: a leader whose proposal won did so already.
-    auto outcome = looked.outcome ? std::move(*looked.outcome) : state_.preview(u.fragments, u.mean);
+    // Each replica previews a version once: a leader whose proposal won did so already, and so
+    // did every replica of a sharded site.
+    std::optional<OuterState::Outcome> previewed = std::move(looked.outcome);
+    if (u.proposed_here && proposal_ && proposal_->first == u.version) previewed = std::move(proposal_->second);
+    proposal_.reset();
+    auto outcome = previewed ? std::move(*previewed) : state_.preview(u.fragments, u.mean);
+    if (state_.sharded()) outcome.hash = site_hash(parts(r), outcome.chunks);
     if (outcome.hash != u.params_hash)
       throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
                        outcome.hash, ", the commit says ", u.params_hash, ": this site's copy of version ", from,
@@ -214,9 +236,11 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     state_.commit(u.version, std::move(outcome));
     if (!mutant(Mutant::SkipRebase))
       for (const int f : u.fragments) state_.rebase(weights, mutant(Mutant::RebaseWrongFragment) ? 0 : f);
+    share_weights(r);
   } else {
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
     state_.adopt(u.snapshot, u.params_hash, weights);
+    share_weights(r);
     take_up(r, u.job_step);
     if (!figures_.rejoined_after_s) figures_.rejoined_after_s = clock_() - cursor_.started_at;
   }
@@ -263,6 +287,7 @@ void RoundDriver::drop_lost_round(Replica& r, std::int64_t round) {
   // Its progress would be on top of a version no commit made; as a commit without the round
   // would have, the site goes back to the version it holds. The error-feedback residual goes too.
   if (!mutant(Mutant::KeepDroppedRound)) state_.drop_in_flight(r.training.weights());
+  share_weights(r);
   cursor_.rolled_back_at = step;
   cursor_.aim = state_.version() + 1;  // the version the dropped round aimed at still needs one
   ++cursor_.dropped_in_a_row;
@@ -275,14 +300,59 @@ void RoundDriver::drop_lost_round(Replica& r, std::int64_t round) {
                      "from a checkpoint before it with a lower [inner] lr or [outer] lr");
 }
 
-RoundDriver::Rollback RoundDriver::roll_back(Training& training) {
+RoundDriver::Rollback RoundDriver::roll_back(Training& training, SiteParts* site_parts) {
   const std::int64_t step = training.step();
   // The round ends after this step when it is a multiple of the round's length: it is all dropped.
   const std::int64_t dropped = std::min((step - 1) % plan_.inner_steps + 1,
                                         step - std::max<std::int64_t>(cursor_.rolled_back_at, 0));
   state_.drop_in_flight(training.weights());
   cursor_.rolled_back_at = step;
-  return {state_.version(), dropped, OuterState::weights_hash(state_.global())};
+  if (!state_.sharded()) return {state_.version(), dropped, OuterState::weights_hash(state_.global())};
+  MERIDIAN_CHECK(site_parts != nullptr, "a sharded outer state rolled back without its site's parts");
+  site_parts->all_gather(training.weights());
+  const auto chunks = kernels::chunk_hashes(state_.global().data(), state_.global().size_bytes());
+  return {state_.version(), dropped, site_hash(*site_parts, chunks)};
+}
+
+SiteParts& RoundDriver::parts(const Replica& r) const {
+  MERIDIAN_CHECK(r.parts != nullptr, "site ", plan_.site, ": a sharded outer state (part at ", state_.part().offset,
+                 "+", state_.part().count, " of ", state_.size(), ") without its site's parts");
+  return *r.parts;
+}
+
+std::vector<std::byte> RoundDriver::joined(const Replica& r, std::vector<std::byte> encoded) const {
+  if (!state_.sharded()) return encoded;
+  return join_encoded(parts(r).all_gather(encoded));
+}
+
+void RoundDriver::share_weights(Replica& r) const {
+  if (state_.sharded()) parts(r).all_gather(r.training.weights());
+}
+
+std::uint64_t RoundDriver::site_hash(SiteParts& site_parts, const std::vector<std::uint64_t>& chunks) const {
+  std::vector<std::uint64_t> all;
+  for (const auto& part : site_parts.all_gather(std::as_bytes(std::span(chunks)))) {
+    const auto* first = reinterpret_cast<const std::uint64_t*>(part.data());
+    all.insert(all.end(), first, first + part.size() / sizeof(std::uint64_t));
+  }
+  return kernels::combine_chunk_hashes(all);
+}
+
+void RoundDriver::preview_proposal(Replica& r, const Update& u) {
+  auto outcome = state_.preview(u.fragments, u.mean);
+  const std::uint64_t hash = site_hash(parts(r), outcome.chunks);
+  proposal_.emplace(u.version, std::move(outcome));
+  if (leads(r)) peers_->previewed(hash);
+}
+
+void RoundDriver::assemble_state(Replica& r) {
+  Checkpoint records;
+  state_.save(records);
+  const auto parts_at_leader = parts(r).gather(encode_checkpoint(records));
+  if (!leads(r)) return;
+  std::vector<Checkpoint> held;
+  for (const auto& bytes : parts_at_leader) held.push_back(decode_checkpoint(bytes, "a replica's outer part"));
+  peers_->state_assembled(state_.version(), outer_snapshot(join_outer_parts(held)));
 }
 
 void RoundDriver::step_ahead(std::span<float> weights, int fragment) {

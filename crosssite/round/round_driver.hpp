@@ -29,6 +29,7 @@
 #include "crosssite/round/replica_channel.hpp"
 #include "crosssite/round/round_events.hpp"
 #include "crosssite/round/round_peers.hpp"
+#include "crosssite/round/site_parts.hpp"
 #include "crosssite/round/training.hpp"
 
 namespace meridian {
@@ -44,10 +45,12 @@ struct RoundPlan {
   double eager_share = 1;         // this site's share of a commit's tokens: its replicas / the job's
 };
 
-// One replica's side of a call: how it shares with the others, and its training.
+// One replica's side of a call: how it shares with the others, its training, and, when the
+// site's outer state is sharded (OuterState::sharded), how the replicas put their parts together.
 struct Replica {
   ReplicaChannel& channel;
   Training& training;
+  SiteParts* parts = nullptr;
 };
 
 class RoundDriver {
@@ -89,7 +92,7 @@ class RoundDriver {
     std::int64_t to_version = 0, discarded_steps = 0;
     std::uint64_t params_hash = 0;
   };
-  Rollback roll_back(Training& training);
+  Rollback roll_back(Training& training, SiteParts* parts = nullptr);
   void pause(bool paused) { paused_ = paused; }
   bool paused() const { return paused_; }
 
@@ -160,6 +163,14 @@ class RoundDriver {
   std::int64_t job_step(const std::map<std::string, std::int64_t>& merged) const;
   void step_ahead(std::span<float> weights, int fragment);
   bool leads(const Replica& r) const { return r.channel.leader() && peers_ != nullptr; }
+  // A sharded state's parts, together: of an encoded delta, of the weights a change of the state
+  // wrote (each replica wrote its part), a preview's hash, and the state for a peer.
+  SiteParts& parts(const Replica& r) const;
+  std::vector<std::byte> joined(const Replica& r, std::vector<std::byte> encoded) const;
+  void share_weights(Replica& r) const;
+  std::uint64_t site_hash(SiteParts& parts, const std::vector<std::uint64_t>& chunks) const;
+  void preview_proposal(Replica& r, const Update& u);
+  void assemble_state(Replica& r);
 
   RoundPlan plan_;
   OuterState& state_;
@@ -171,6 +182,8 @@ class RoundDriver {
   Exchange exchange_;
   Cursor cursor_;
   std::vector<float> fresh_;  // eager: the decoded delta just sent
+  // A sharded site's preview of its own proposal, by version, kept for when that proposal wins.
+  std::optional<std::pair<std::int64_t, OuterState::Outcome>> proposal_;
   Figures figures_;
 };
 

@@ -44,6 +44,16 @@ class RoundPeers {
   // from the next look on); a join takes this back.
   virtual void stop_announcing() = 0;
   virtual void leave() = 0;
+
+  // A sharded outer state (OuterState::sharded) cannot hash a proposal, nor give a peer its state,
+  // on the leader alone: the replicas do it together at the next attempt.
+  // The proposal decided at the last look, once, for the replicas to preview their parts of ...
+  virtual std::optional<ProposalPreview> take_preview() = 0;
+  // ... and the hash of their parts together: the proposal is claimed with it.
+  virtual void previewed(std::uint64_t hash) = 0;
+  // Whether a peer asked for this site's state, which the replicas put together for it.
+  virtual bool state_wanted() const = 0;
+  virtual void state_assembled(std::int64_t version, std::vector<std::byte> snapshot) = 0;
 };
 
 }  // namespace meridian

@@ -19,10 +19,23 @@ std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byt
   if (serving_ == nullptr || serving_->version() < min_version || serving_->version() == 0) return std::nullopt;
   // A snapshot is the whole model: one per peer per re-request period, however often it asks.
   const double now = clock_();
-  auto [it, fresh] = served_at_.try_emplace(address, now);
-  if (!fresh && now - it->second < rerequest_s_) return std::nullopt;
-  it->second = now;
-  return std::pair(serving_->version(), std::make_shared<const std::vector<std::byte>>(serving_->snapshot()));
+  const auto it = served_at_.find(address);
+  if (it != served_at_.end() && now - it->second < rerequest_s_) return std::nullopt;
+  auto bytes = snapshot_bytes();
+  if (!bytes) return std::nullopt;
+  served_at_[address] = now;
+  return std::pair(serving_->version(), std::move(bytes));
+}
+
+std::shared_ptr<const std::vector<std::byte>> StateTransfer::snapshot_bytes() {
+  if (!serving_->sharded()) return std::make_shared<const std::vector<std::byte>>(serving_->snapshot());
+  if (assembly_.version == serving_->version()) return assembly_.bytes;
+  assembly_.wanted = true;
+  return nullptr;
+}
+
+void StateTransfer::assembled(std::int64_t version, std::vector<std::byte> snapshot) {
+  assembly_ = {false, version, std::make_shared<const std::vector<std::byte>>(std::move(snapshot))};
 }
 
 void StateTransfer::received(std::int64_t version, const std::string& from, std::vector<std::byte> bytes) {

@@ -27,6 +27,10 @@ class StateTransfer {
                 std::chrono::milliseconds catch_up_after);
 
   void serve(const OuterState* state) { serving_ = state; }
+  // A sharded state's snapshot is put together by the site's replicas (RoundPeers::state_wanted):
+  // a peer's request before it is here is answered once it is, when the peer asks again.
+  bool assembly_wanted() const { return assembly_.wanted; }
+  void assembled(std::int64_t version, std::vector<std::byte> snapshot);
   // What to answer a peer at `address` that asks for a version >= min_version: the snapshot and
   // its version, or nothing (this site has no such version, or answered that peer lately).
   std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byte>>>> answer(
@@ -52,9 +56,20 @@ class StateTransfer {
   }
   bool stuck_long() const { return stuck_since_ && clock_() - *stuck_since_ >= catch_up_s_; }
   bool far_behind_long(bool far_behind);
-  void applied() { stuck_since_.reset(); }
+  void applied() {
+    stuck_since_.reset();
+    assembly_ = {};  // of a version this site no longer holds
+  }
 
  private:
+  // The latest snapshot a sharded site's replicas put together, and whether one is asked for.
+  struct Assembly {
+    bool wanted = false;
+    std::int64_t version = -1;
+    std::shared_ptr<const std::vector<std::byte>> bytes;
+  };
+  Assembly assembly_;
+  std::shared_ptr<const std::vector<std::byte>> snapshot_bytes();
   struct Snapshot {
     std::int64_t version = 0;
     std::string from;

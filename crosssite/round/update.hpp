@@ -14,6 +14,9 @@ struct Update {
     Commit,     // version `version`: one outer step per fragment of `fragments` on `mean`
     Snapshot,   // a peer's whole state of version `version`, to adopt; the site goes on from `job_step`
     DropRound,  // this site's round `version` can never be merged: its progress goes
+    // A sharded site's proposal of version `version` (its `fragments` and `mean`): every replica
+    // previews its part, and the leader claims the version with the hash of the parts together.
+    Preview,
   };
   Kind kind = Kind::Nothing;
   bool waits = false;             // after this attempt the site still waits for the other sites
@@ -27,6 +30,10 @@ struct Update {
   std::vector<int> fragments;     // Commit: ascending
   std::vector<float> mean;        // Commit: the fragments' mean deltas, one after the other
   std::vector<std::byte> snapshot;  // Snapshot
+  // Commit: this site proposed it, and a sharded site's replicas previewed it already (Preview).
+  bool proposed_here = false;
+  // A sharded site: a peer asked for this site's state, and the replicas hand the leader their parts.
+  bool gather_state = false;
 };
 
 }  // namespace meridian

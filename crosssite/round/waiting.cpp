@@ -19,6 +19,7 @@ std::string Waiting::describe() const {
     case What::LastDeltas: return "the last deltas to be merged";
     case What::PeersToEnd: return "the others to end (one behind takes the last versions from here):" + detail;
     case What::Gradients: return "gradients of step " + n + " from " + detail;
+    case What::SiteHash: return "this site's replicas to hash their parts of its proposal of version " + n;
   }
   return "?";
 }

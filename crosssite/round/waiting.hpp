@@ -22,6 +22,7 @@ struct Waiting {
     LastDeltas,       // the last deltas to be merged
     PeersToEnd,       // the others to end: detail names them
     Gradients,        // gradients of step `number` from the site in detail
+    SiteHash,         // this site's replicas to hash their parts of its proposal of version `number`
   };
   What what = What::Nothing;
   std::int64_t number = 0;

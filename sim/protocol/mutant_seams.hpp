@@ -119,6 +119,12 @@ class ReapplyingPeers final : public RoundPeers {
   std::int64_t peers_newest_round() const override { return inner_.peers_newest_round(); }
   void leave() override { inner_.leave(); }
   void stop_announcing() override { inner_.stop_announcing(); }
+  std::optional<ProposalPreview> take_preview() override { return inner_.take_preview(); }
+  void previewed(std::uint64_t hash) override { inner_.previewed(hash); }
+  bool state_wanted() const override { return inner_.state_wanted(); }
+  void state_assembled(std::int64_t version, std::vector<std::byte> snapshot) override {
+    inner_.state_assembled(version, std::move(snapshot));
+  }
 
  private:
   RoundPeers& inner_;

@@ -542,3 +542,37 @@ TEST_CASE("a part's mirror of the next replica's part does what that replica doe
   CHECK(parts[0].held_bytes() > 0);
   CHECK_THROWS_AS(whole.save_mirror(expected), InvariantError);
 }
+
+TEST_CASE("a re-formed group goes on from the newest version its parts and mirrors cover, else an older whole") {
+  const std::size_t n = 300;
+  const ShardRange a{0, 100}, b{100, 100}, c{200, 100}, all{0, n};
+  auto held = [&](std::int64_t v, ShardRange part, std::optional<ShardRange> mirror) {
+    return HeldOuter{v, part, mirror, n};
+  };
+  // The first join: every member whole at version 0; the first covers it.
+  const std::vector<HeldOuter> fresh{held(0, all, {}), held(0, all, {})};
+  auto sources = choose_outer_sources(fresh);
+  REQUIRE(sources);
+  CHECK(sources->sources == std::vector<OuterSource>{{0, false}});
+  // Three parts with mirrors, the middle one dead: its mirror at the first stands in.
+  const std::vector<HeldOuter> survivors{held(5, a, b), held(5, c, a)};
+  sources = choose_outer_sources(survivors);
+  REQUIRE(sources);
+  CHECK(sources->version == 5);
+  CHECK(sources->newest);
+  CHECK(sources->sources == std::vector<OuterSource>{{0, false}, {0, true}, {1, false}});
+  // ... and a restarted replica with its checkpoint's whole state of version 3 changes nothing.
+  const std::vector<HeldOuter> restarted{held(5, a, b), held(3, all, {}), held(5, c, a)};
+  sources = choose_outer_sources(restarted);
+  REQUIRE(sources);
+  CHECK(sources->sources == std::vector<OuterSource>{{0, false}, {0, true}, {2, false}});
+  // Two neighbours dead: version 5 has a hole, the restarted replica's version 3 is what is whole.
+  const std::vector<HeldOuter> hole{held(5, a, b), held(3, all, {})};
+  sources = choose_outer_sources(hole);
+  REQUIRE(sources);
+  CHECK(sources->version == 3);
+  CHECK_FALSE(sources->newest);
+  CHECK(sources->sources == std::vector<OuterSource>{{1, false}});
+  const std::vector<HeldOuter> lost{held(5, a, b)};
+  CHECK_FALSE(choose_outer_sources(lost));
+}

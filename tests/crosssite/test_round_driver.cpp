@@ -75,6 +75,11 @@ struct FakePeers final : RoundPeers {
   std::int64_t peers_newest_round() const override { return peers_round; }
   void leave() override { left = true; }
   void stop_announcing() override { announcing = false; }
+  // Whole states only here: a sharded site's replicas preview and assemble together (test_site_exchange).
+  std::optional<ProposalPreview> take_preview() override { return std::nullopt; }
+  void previewed(std::uint64_t) override { FAIL("a whole state's proposal is hashed by its proposer"); }
+  bool state_wanted() const override { return false; }
+  void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("a whole state serves its own snapshot"); }
 };
 
 // One collective per call in the count: the header, then the payload of a commit or state.
