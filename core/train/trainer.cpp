@@ -393,6 +393,7 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::save_checkpoint(bool write) {
+  if (extras_.gather) extras_.gather();
   if (slot_.shard && config_.checkpoint.per_replica) return save_checkpoint_in_parts(write);
   std::vector<float> m, v;
   if (slot_.shard) {

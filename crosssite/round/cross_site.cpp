@@ -452,6 +452,13 @@ void CrossSite::serve_state_to(const std::string& address, std::int64_t min_vers
   ++counts().states_sent;
 }
 
+void CrossSite::state_assembled(std::int64_t version, std::vector<std::byte> snapshot) {
+  for (auto& [address, bytes] : transfer_.assembled(version, std::move(snapshot))) {
+    courier_.send(address, LinkTag::State, version, std::move(bytes));
+    ++counts().states_sent;
+  }
+}
+
 void CrossSite::request(const std::string& site, std::int64_t round) {
   const auto member = membership_.members().find(site);
   if (member == membership_.members().end() || site == options_.site) return;

@@ -171,9 +171,7 @@ class CrossSite final : public RoundPeers {
   std::optional<ProposalPreview> take_preview() override { return proposer_.take_preview(); }
   void previewed(std::uint64_t hash) override;
   bool state_wanted() const override { return transfer_.assembly_wanted(); }
-  void state_assembled(std::int64_t version, std::vector<std::byte> snapshot) override {
-    transfer_.assembled(version, std::move(snapshot));
-  }
+  void state_assembled(std::int64_t version, std::vector<std::byte> snapshot) override;
   // False while the operator paused the site's outer exchange: poll_commit proposes nothing (it
   // still hands out the commits others make), and the membership record says so (from the next
   // look at the control plane on), so the others' commits do not wait for this site's rounds.

@@ -21,21 +21,34 @@ std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byt
   const double now = clock_();
   const auto it = served_at_.find(address);
   if (it != served_at_.end() && now - it->second < rerequest_s_) return std::nullopt;
-  auto bytes = snapshot_bytes();
-  if (!bytes) return std::nullopt;
-  served_at_[address] = now;
-  return std::pair(serving_->version(), std::move(bytes));
+  auto snapshot = snapshot_of(address, min_version);
+  if (snapshot) served_at_[address] = now;
+  return snapshot;
 }
 
-std::shared_ptr<const std::vector<std::byte>> StateTransfer::snapshot_bytes() {
-  if (!serving_->sharded()) return std::make_shared<const std::vector<std::byte>>(serving_->snapshot());
-  if (assembly_.version == serving_->version()) return assembly_.bytes;
-  assembly_.wanted = true;
-  return nullptr;
+std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byte>>>> StateTransfer::snapshot_of(
+    const std::string& address, std::int64_t min_version) {
+  if (!serving_->sharded())
+    return std::pair(serving_->version(), std::make_shared<const std::vector<std::byte>>(serving_->snapshot()));
+  // The site's replicas put it together at their next attempt (assembled()); the peer gets it then.
+  assembly_.waiting[address] = min_version;
+  return std::nullopt;
 }
 
-void StateTransfer::assembled(std::int64_t version, std::vector<std::byte> snapshot) {
-  assembly_ = {false, version, std::make_shared<const std::vector<std::byte>>(std::move(snapshot))};
+std::vector<std::pair<std::string, std::shared_ptr<const std::vector<std::byte>>>> StateTransfer::assembled(
+    std::int64_t version, std::vector<std::byte> snapshot) {
+  const auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(snapshot));
+  std::vector<std::pair<std::string, std::shared_ptr<const std::vector<std::byte>>>> out;
+  for (auto it = assembly_.waiting.begin(); it != assembly_.waiting.end();) {
+    if (it->second > version) {
+      ++it;
+      continue;
+    }
+    served_at_[it->first] = clock_();
+    out.emplace_back(it->first, bytes);
+    it = assembly_.waiting.erase(it);
+  }
+  return out;
 }
 
 void StateTransfer::received(std::int64_t version, const std::string& from, std::vector<std::byte> bytes) {

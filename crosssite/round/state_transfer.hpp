@@ -27,10 +27,11 @@ class StateTransfer {
                 std::chrono::milliseconds catch_up_after);
 
   void serve(const OuterState* state) { serving_ = state; }
-  // A sharded state's snapshot is put together by the site's replicas (RoundPeers::state_wanted):
-  // a peer's request before it is here is answered once it is, when the peer asks again.
-  bool assembly_wanted() const { return assembly_.wanted; }
-  void assembled(std::int64_t version, std::vector<std::byte> snapshot);
+  // A sharded state's snapshot is put together by the site's replicas when a peer asks
+  // (RoundPeers::state_wanted), and goes to the peers waiting for that version or an older one.
+  bool assembly_wanted() const { return !assembly_.waiting.empty(); }
+  std::vector<std::pair<std::string, std::shared_ptr<const std::vector<std::byte>>>> assembled(
+      std::int64_t version, std::vector<std::byte> snapshot);
   // What to answer a peer at `address` that asks for a version >= min_version: the snapshot and
   // its version, or nothing (this site has no such version, or answered that peer lately).
   std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byte>>>> answer(
@@ -56,20 +57,17 @@ class StateTransfer {
   }
   bool stuck_long() const { return stuck_since_ && clock_() - *stuck_since_ >= catch_up_s_; }
   bool far_behind_long(bool far_behind);
-  void applied() {
-    stuck_since_.reset();
-    assembly_ = {};  // of a version this site no longer holds
-  }
+  void applied() { stuck_since_.reset(); }
 
  private:
-  // The latest snapshot a sharded site's replicas put together, and whether one is asked for.
+  // A sharded site's peers waiting for its state, and the version each asked for at least.
   struct Assembly {
-    bool wanted = false;
-    std::int64_t version = -1;
-    std::shared_ptr<const std::vector<std::byte>> bytes;
+    std::map<std::string, std::int64_t> waiting;
   };
   Assembly assembly_;
-  std::shared_ptr<const std::vector<std::byte>> snapshot_bytes();
+  // The snapshot to give the peer at `address` that asks for `min_version` or newer, when there is one now.
+  std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byte>>>> snapshot_of(
+      const std::string& address, std::int64_t min_version);
   struct Snapshot {
     std::int64_t version = 0;
     std::string from;

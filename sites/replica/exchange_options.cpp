@@ -1,5 +1,9 @@
 #include "sites/replica/exchange_options.hpp"
 
+#include <numeric>
+
+#include "core/model/shard_map.hpp"
+
 #include <algorithm>
 
 #include "crosssite/round/local_steps.hpp"
@@ -37,6 +41,12 @@ CodecOptions codec_options(const JobConfig& c) {
                          : c.outer.codec == C::Int4 ? CodecKind::Int4
                                                     : CodecKind::Sparse;
   return {kind, c.outer.block, kind == CodecKind::Sparse ? c.outer.sparse_keep() : 0};
+}
+
+std::size_t outer_shard_unit(const JobConfig& c) {
+  const CodecOptions codec = codec_options(c);
+  const bool blocks = codec.kind != CodecKind::Fp32 && codec.kind != CodecKind::Bf16;
+  return blocks ? std::lcm(kShardUnit, static_cast<std::size_t>(codec.block)) : kShardUnit;
 }
 
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {

@@ -19,6 +19,9 @@ StalenessDecay staleness_decay(const JobConfig& c);
 // Streaming DiLoCo's fragments of the job's model; DiLoCo and sync: the whole model.
 FragmentPlan fragment_plan(const JobConfig& c, std::size_t params);
 CodecOptions codec_options(const JobConfig& c);
+// The unit a sharded outer state is cut in ([parallel] shard_outer): whole shard units and whole
+// codec blocks, so that each part encodes and hashes alone (crosssite/codec/codec_parts.hpp).
+std::size_t outer_shard_unit(const JobConfig& c);
 // The round as site `site` runs it: its steps between exchanges (H, or fewer on a slower site with
 // [outer] dynamic_inner_steps, divided by `fragments`), the overlap and its bounds, its share of
 // the job's replicas. Error(Config) when the site is not one of the job's.

@@ -82,7 +82,7 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
       group_(store_, run.id, gloo_options(run.config), now_, nccl_device(placement(run.config, run.site, run.id))),
       guard_(run.config.guard, guard_mode(), log_, {{"site", run.site}, {"replica", run.id}},
              versions() ? DivergenceGuard::ToVersion([this](Trainer& t) {
-               auto fields = exchange_.roll_back(t);
+               auto fields = exchange_.roll_back(t, group_.comm());
                figures_.discarded(fields["discarded_steps"].get<std::int64_t>());
                return fields;
              })
@@ -94,7 +94,8 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
   });
   if (exchange_.active())
     trainer_.set_extras({[this](Checkpoint& out) { exchange_.save(out); },
-                         [this](const Checkpoint& in) { exchange_.restore(in); }, [this] { exchange_.checkpointed(); }});
+                         [this](const Checkpoint& in) { exchange_.restore(in); }, [this] { exchange_.checkpointed(); },
+                         [this] { exchange_.gather_for_checkpoint(group_.comm(), turn_.leader); }});
   inbox_.on_version_rollback(
       [this](Trainer& t, std::int64_t version, std::optional<double> scale) { return roll_back_to(t, version, scale); });
 }
@@ -375,6 +376,9 @@ void ReplicaProcess::sdc_step(std::int64_t done) {
   const double t_check = now_();
   const auto found = timed(Part::Sdc, [this] { return sdc_.check(group_.comm(), trainer_); });
   if (found.verdict.agree) return;
+  // The agreed state a rollback restored holds no part of a sharded outer state: the in-flight
+  // round is dropped onto the version held, as the divergence guard's way back does.
+  if (found.verdict.rollback && config().parallel.shard_outer) exchange_.roll_back(trainer_, group_.comm());
   figures_.sdc_finding();
   std::vector<std::string> hashes;
   for (auto h : found.hashes) hashes.push_back(std::to_string(h));

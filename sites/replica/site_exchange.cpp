@@ -17,7 +17,10 @@
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "sites/replica/exchange_options.hpp"
+#include "crosssite/outer/outer_parts.hpp"
 #include "sites/replica/group_channel.hpp"
+#include "sites/replica/group_parts.hpp"
+#include "sites/replica/outer_cut.hpp"
 #include "sites/replica/site_lanes.hpp"
 #include "sites/replica/trainer_training.hpp"
 #include "sites/replica/wan_control.hpp"
@@ -228,7 +231,9 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   GroupChannel channel(group, leader, state_.fragments());
   TrainerTraining training(trainer, group.size(),
                            static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.model.seq_len);
-  Replica replica{channel, training};
+  std::optional<GroupParts> parts;
+  if (state_.sharded()) parts.emplace(group, *outer_map_);
+  Replica replica{channel, training, parts ? &*parts : nullptr};
   start(replica);
   sync_lanes(group, leader);
   const bool polling = driver_.polling();
@@ -244,8 +249,34 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   if (!polling) waits_.waited_s += clocks_.monotonic() - t0;
 }
 
+void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer) {
+  if (!config_.parallel.shard_outer) return;
+  const double t0 = clocks_.monotonic();
+  outer_map_.emplace(state_.size(), group.size(), outer_shard_unit(config_));
+  const OuterCut cut = cut_outer_state(group, state_, *outer_map_, trainer.model().params());
+  if (!leader) return;
+  json fields = {{"site", site_},          {"replicas", group.size()}, {"version", cut.version},
+                 {"sources", cut.sources}, {"mirrors", cut.mirrors},   {"moved", cut.moved},
+                 {"bytes", cut.bytes},     {"ms", 1000 * (clocks_.monotonic() - t0)}};
+  if (cut.older) fields["older"] = "the newest version's parts had a hole: an older whole state, its round dropped";
+  log_.event("outer_cut", fields);
+}
+
+void SiteExchange::gather_for_checkpoint(Communicator& group, bool leader) {
+  if (!state_.sharded()) return;
+  Checkpoint mine;
+  state_.save(mine);
+  const auto parts = GroupParts(group, *outer_map_).gather(encode_checkpoint(mine));
+  if (!leader) return;
+  std::vector<Checkpoint> held;
+  for (std::size_t r = 0; r < parts.size(); ++r)
+    held.push_back(decode_checkpoint(parts[r], "replica " + std::to_string(r) + "'s outer part"));
+  checkpoint_records_ = join_outer_parts(held);
+}
+
 void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
+  cut_outer(group, leader, trainer);
   if (leader) ensure_leader_side();
   open_lanes(group, leader);
   // A leader that died mid-wait left what it waited for in the store: it is not waited for now.
@@ -274,10 +305,12 @@ void SiteExchange::after_step(Communicator& group, bool leader, Trainer& trainer
   drive(group, leader, trainer, [&](Replica& r) { driver_.after_step(r, done, last, hold); });
 }
 
-nlohmann::json SiteExchange::roll_back(Trainer& trainer) {
+nlohmann::json SiteExchange::roll_back(Trainer& trainer, Communicator& group) {
   MERIDIAN_CHECK(active() && !synchronous(), "roll_back: a DiLoCo job of several sites only");
   TrainerTraining training(trainer, 1, 0);
-  const auto r = driver_.roll_back(training);
+  std::optional<GroupParts> parts;
+  if (state_.sharded()) parts.emplace(group, *outer_map_);
+  const auto r = driver_.roll_back(training, parts ? &*parts : nullptr);
   return {{"to_version", r.to_version},
           {"discarded_steps", r.discarded_steps},
           {"params_hash", std::to_string(r.params_hash)}};

@@ -26,7 +26,9 @@
 #include <span>
 #include <string>
 
+#include "core/checkpoint/checkpoint.hpp"
 #include "core/config/job_config.hpp"
+#include "core/model/shard_map.hpp"
 #include <nlohmann/json.hpp>
 #include "intrasite/comm/communicator.hpp"
 #include "crosssite/round/cross_site.hpp"
@@ -107,7 +109,7 @@ class SiteExchange final : private RoundEvents {
   // DiLoCo: the divergence guard's way back for this site (every member together): its in-flight
   // round is dropped onto the newest version it holds (OuterState::drop_in_flight), the rest of
   // the round counts only the steps from here. The rollback event's fields.
-  nlohmann::json roll_back(Trainer& trainer);
+  nlohmann::json roll_back(Trainer& trainer, Communicator& group);
 
   OuterState& state() { return state_; }
   // A split exchange: this replica's lane (its figures; an empty object on the leader or without).
@@ -123,6 +125,9 @@ class SiteExchange final : private RoundEvents {
     if (cross_) cross_->durable(state_.version());
   }
   void restore(const Checkpoint& checkpoint);
+  // Every member, before a checkpoint is written: a sharded outer state's parts go to the leader,
+  // whose save() writes the whole model's records (a checkpoint loads at any replica count).
+  void gather_for_checkpoint(Communicator& group, bool leader);
   std::int64_t rounds() const { return driver_.figures().rounds; }
   double waited_s() const { return waits_.waited_s; }
   // Time spent applying versions (or adopting a peer's state), joins included.
@@ -170,6 +175,8 @@ class SiteExchange final : private RoundEvents {
   // nothing; a wait is reported to the agent as it lasts.
   void drive(Communicator& group, bool leader, Trainer& trainer, const std::function<void(Replica&)>& start);
   void report_wait(double began, double& said_at) const;
+  // [parallel] shard_outer: the outer state cut anew for the group just (re)formed (every member).
+  void cut_outer(Communicator& group, bool leader, Trainer& trainer);
   // A split exchange: the replicas' lanes, opened at each join of the group (every member).
   void open_lanes(Communicator& group, bool leader);
   // ... and synced after each round attempt: orders and the peers' lanes out, stripes in.
@@ -202,6 +209,10 @@ class SiteExchange final : private RoundEvents {
   WanEmulation wan_;
   std::unique_ptr<CrossSite> cross_;
   std::unique_ptr<SiteLanes> lanes_;  // a split exchange between sites of several replicas
+  // [parallel] shard_outer: the outer state's cut among the group's members, from its last join,
+  // and at the leader the whole records gathered for the checkpoint being written.
+  std::optional<ShardMap> outer_map_;
+  mutable std::optional<Checkpoint> checkpoint_records_;  // taken by the save() that writes them
   Waits waits_;
   TrafficCarry carry_;
   std::vector<float> scratch_;  // the synchronous baseline's gradients and loss

@@ -1,10 +1,12 @@
 // What the exchange reports and keeps: the job summary (summary.json), the figures `meridianctl
 // status` shows, and its counts in a checkpoint.
 #include "sites/replica/site_exchange.hpp"
-#include "sites/replica/site_lanes.hpp"
-#include "transport/link/striped_link.hpp"
 
 #include <algorithm>
+#include <utility>
+
+#include "sites/replica/site_lanes.hpp"
+#include "transport/link/striped_link.hpp"
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "sim/emulator/shaped_link.hpp"
@@ -29,7 +31,15 @@ std::size_t SiteExchange::held_bytes() const {
 std::uint64_t SiteExchange::lanes_sent() const { return lanes_ ? lanes_->lanes_bytes_sent() : 0; }
 
 void SiteExchange::save(Checkpoint& checkpoint) const {
-  state_.save(checkpoint);
+  // A sharded state's own records are a part: a checkpoint gets the whole the leader gathered
+  // for it, a heal's or a guard's snapshot none (each member keeps its part; a join cuts anew).
+  if (!state_.sharded())
+    state_.save(checkpoint);
+  else if (const auto records = std::exchange(checkpoint_records_, std::nullopt))
+    for (const auto& name : records->names()) {
+      const auto bytes = records->get(name);
+      checkpoint.put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
+    }
   const auto t = cross_ ? cross_->traffic() : CrossSiteTraffic{};
   checkpoint.put_value("exchange.rounds", rounds());
   checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(carry_.sent + t.bytes_sent + lanes_sent()));
@@ -37,7 +47,7 @@ void SiteExchange::save(Checkpoint& checkpoint) const {
 }
 
 void SiteExchange::restore(const Checkpoint& checkpoint) {
-  state_.restore(checkpoint);
+  if (!config_.parallel.shard_outer || checkpoint.has("outer.global")) state_.restore(checkpoint);
   const bool counted = rounds() > 0 || (cross_ && cross_->traffic().bytes_sent > 0);
   if (counted || !checkpoint.has("exchange.rounds")) return;  // older checkpoints: counts from here
   const auto rounds = checkpoint.get_value<std::int64_t>("exchange.rounds");

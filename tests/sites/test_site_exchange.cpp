@@ -324,6 +324,120 @@ TEST_CASE("split exchange: a replica killed mid-run costs its stripes a re-reque
   CHECK(a["split"]["lanes"] == 2);  // the restarted replica has a lane again
 }
 
+TEST_CASE("sharded outer state: each replica keeps its part, and the job commits what whole states do, hash for hash") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("outer-shards");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
+                            "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  const auto job = [&](const std::string& name, const std::string& more, int replicas_a) {
+    return write_job(dir, name, outer + more, "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
+  };
+  const std::string shard = "[parallel]\nshard_outer = true\n";
+  const auto plain = run_sites(dir, job("plain", "", 2), etcd);
+  const auto sharded = run_sites(dir, job("sharded", shard, 2), etcd);
+  const auto split3 = run_sites(dir, job("split3", "[transport]\nexchange = \"split\"\n[parallel]\nshard_outer = true\n"
+                                                   "zero_stage = 3\n[checkpoint]\nper_replica = true\n", 2), etcd);
+  const auto plain4 = run_sites(dir, job("plain4", "", 4), etcd);
+  const auto sharded4 = run_sites(dir, job("sharded4", shard, 4), etcd);
+  // Each replica encodes and previews its part; the parts join to the bytes and the hash a whole
+  // state gives: every commit and the final weights agree, with the split exchange and stage 3 too.
+  const auto commits = commit_hashes(dir / "plain" / "a" / "events.jsonl", "a");
+  CHECK(commits.size() == 3);
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    CHECK(commit_hashes(dir / "sharded" / site / "events.jsonl", site) == commits);
+    CHECK(commit_hashes(dir / "split3" / site / "events.jsonl", site) == commits);
+    CHECK(sharded.at(site)["params_hash"] == plain.at(site)["params_hash"]);
+    CHECK(split3.at(site)["params_hash"] == plain.at(site)["params_hash"]);
+    // The first join cut the whole state every replica began with, nothing sent.
+    const auto cuts = events_of(read_jsonl(dir / "sharded" / site / "events.jsonl"), "outer_cut");
+    REQUIRE(cuts.size() == 1);
+    CHECK(cuts[0]["replicas"] == 2);
+    CHECK(cuts[0]["moved"] == false);
+  }
+  CHECK(split3.at("a")["split"]["assembled"] == 3);
+  // A site of 4 beside one of 2: the same commits as whole states make, and a quarter of the
+  // outer state per replica, with a mirror of the next one's quarter: about half of a whole
+  // state's (the tiny model is 8.5 units of 4,096 values: the leader's part and mirror are 2 each).
+  const auto commits4 = commit_hashes(dir / "plain4" / "a" / "events.jsonl", "a");
+  CHECK(commits4.size() == 3);
+  CHECK(commit_hashes(dir / "sharded4" / "a" / "events.jsonl", "a") == commits4);
+  CHECK(commit_hashes(dir / "sharded4" / "b" / "events.jsonl", "b") == commits4);
+  CHECK(sharded4.at("a")["params_hash"] == plain4.at("a")["params_hash"]);
+  const double outer_whole = plain4.at("a")["memory"]["state_bytes"]["outer"].get<double>();
+  const double outer_part = sharded4.at("a")["memory"]["state_bytes"]["outer"].get<double>();
+  CHECK(outer_part == doctest::Approx(outer_whole * 4 / 8.47).epsilon(0.01));
+  // The final checkpoint holds the whole outer state, gathered from the parts: what a whole state writes.
+  const auto final_of = [&](const std::string& run) {
+    return meridian::read_checkpoint(meridian::posix_env(), dir / run / "a" / "checkpoints" / "ckpt-0000000012.mrdn");
+  };
+  const auto whole = final_of("plain4"), parts = final_of("sharded4");
+  for (const std::string record : {"outer.global", "outer.start", "outer.momentum", "outer.residual"}) {
+    CAPTURE(record);
+    CHECK(parts.get_pod<float>(record) == whole.get_pod<float>(record));
+  }
+}
+
+TEST_CASE("sharded outer state: a replica killed mid-run, its part comes from the mirror, and both sites end on one version") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("outer-shards-kill");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 120\n"
+                            "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
+                            "[replicas]\nrestart = true\n";
+  const auto job = write_job(dir, "shardkill",
+                             "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
+                             "[parallel]\nshard_outer = true\n",
+                             "replicas = 2\n", inner, 5, "replicas = 3\n");
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  const std::string endpoints = "control.endpoints=[\"" + etcd.endpoint() + "\"]";
+  std::vector<std::unique_ptr<ChildProcess>> sites;
+  for (const std::string site : {"a", "b"})
+    sites.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", job.string(), "--site", site, "--set", endpoints},
+        dir / ("shardkill-" + site + ".log")));
+  const auto run = dir / "shardkill";
+  REQUIRE(wait_for_step(run / "a", 24));
+  const auto victims = find_processes({"replica", job.string(), "--site a --id 1"});
+  REQUIRE(victims.size() == 1);
+  ::kill(victims[0], SIGKILL);
+  for (auto& s : sites) {
+    const auto status = s->wait_for(std::chrono::seconds(240));
+    REQUIRE(status.has_value());
+    CHECK(*status == 0);
+  }
+  const auto a = json::parse(std::ifstream(run / "a" / "summary.json"));
+  const auto b = json::parse(std::ifstream(run / "b" / "summary.json"));
+  const auto events = read_jsonl(run / "a" / "events.jsonl");
+  REQUIRE_FALSE(events_of(events, "replica_exited").empty());
+  // The survivors cut the state anew from their parts and the dead replica's mirror, at the
+  // version they held: nothing committed is lost, and no older state was taken. (A version
+  // committed without this site meanwhile may make it adopt the peer's state, which the peer's
+  // replicas put together from their parts.)
+  const auto cuts = events_of(events, "outer_cut");
+  REQUIRE(cuts.size() >= 2);
+  int from_mirror = 0;
+  for (const auto& c : cuts) {
+    CHECK_FALSE(c.contains("older"));
+    from_mirror += c["mirrors"].get<int>();
+  }
+  CHECK(from_mirror >= 1);
+  CHECK(a["version"] == b["version"]);
+  CHECK(a["params_hash"] == b["params_hash"]);
+  const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
+  const auto at_b = commit_hashes(run / "b" / "events.jsonl", "b");
+  for (const auto& [version, hash] : at_b)
+    if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
+}
+
 TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, both end with every site on one version") {
   EtcdServer etcd;
   if (!etcd.ok()) {

@@ -1,0 +1,34 @@
+#pragma once
+// A sharded outer state ([parallel] shard_outer) cut anew for a group that (re)formed: every member
+// says what it holds (version, part, mirror), all choose the same sources (choose_outer_sources:
+// the newest version the parts and mirrors cover whole), and each keeps its new part of the joined
+// records and a mirror of the next rank's. One replica's death loses nothing: its part comes from
+// the mirror its predecessor kept. A group that holds its parts already moves nothing; one whose
+// members all hold the whole state (the first join) cuts without a transfer. Otherwise the chosen
+// records travel once to every member, the whole state's records held there while it cuts.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/model/shard_map.hpp"
+#include "crosssite/outer/outer_state.hpp"
+#include "intrasite/comm/communicator.hpp"
+
+namespace meridian {
+
+struct OuterCut {
+  std::int64_t version = 0;
+  int sources = 0;           // parts put together
+  int mirrors = 0;           // ... of them, mirrors standing in for a part no member held
+  bool moved = false;        // whether any records travelled
+  bool older = false;        // the newest version's parts had a hole: an older whole state, in-flight round dropped
+  std::size_t bytes = 0;     // records received here
+};
+
+// Every member of `group` calls it together. `weights`: the member's working weights, whole
+// (the in-flight round's progress is dropped from them when an older state is taken).
+// Error(Data) when no version is whole among the members (a part and its mirror died together,
+// and no member restarted from a checkpoint).
+OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights);
+
+}  // namespace meridian
