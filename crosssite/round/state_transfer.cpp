@@ -31,7 +31,7 @@ std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byt
   if (!serving_->sharded())
     return std::pair(serving_->version(), std::make_shared<const std::vector<std::byte>>(serving_->snapshot()));
   // The site's replicas put it together at their next attempt (assembled()); the peer gets it then.
-  assembly_.waiting[address] = min_version;
+  awaiting_assembly_[address] = min_version;
   return std::nullopt;
 }
 
@@ -39,14 +39,14 @@ std::vector<std::pair<std::string, std::shared_ptr<const std::vector<std::byte>>
     std::int64_t version, std::vector<std::byte> snapshot) {
   const auto bytes = std::make_shared<const std::vector<std::byte>>(std::move(snapshot));
   std::vector<std::pair<std::string, std::shared_ptr<const std::vector<std::byte>>>> out;
-  for (auto it = assembly_.waiting.begin(); it != assembly_.waiting.end();) {
+  for (auto it = awaiting_assembly_.begin(); it != awaiting_assembly_.end();) {
     if (it->second > version) {
       ++it;
       continue;
     }
     served_at_[it->first] = clock_();
     out.emplace_back(it->first, bytes);
-    it = assembly_.waiting.erase(it);
+    it = awaiting_assembly_.erase(it);
   }
   return out;
 }

@@ -29,7 +29,7 @@ class StateTransfer {
   void serve(const OuterState* state) { serving_ = state; }
   // A sharded state's snapshot is put together by the site's replicas when a peer asks
   // (RoundPeers::state_wanted), and goes to the peers waiting for that version or an older one.
-  bool assembly_wanted() const { return !assembly_.waiting.empty(); }
+  bool assembly_wanted() const { return !awaiting_assembly_.empty(); }
   std::vector<std::pair<std::string, std::shared_ptr<const std::vector<std::byte>>>> assembled(
       std::int64_t version, std::vector<std::byte> snapshot);
   // What to answer a peer at `address` that asks for a version >= min_version: the snapshot and
@@ -61,10 +61,7 @@ class StateTransfer {
 
  private:
   // A sharded site's peers waiting for its state, and the version each asked for at least.
-  struct Assembly {
-    std::map<std::string, std::int64_t> waiting;
-  };
-  Assembly assembly_;
+  std::map<std::string, std::int64_t> awaiting_assembly_;
   // The snapshot to give the peer at `address` that asks for `min_version` or newer, when there is one now.
   std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byte>>>> snapshot_of(
       const std::string& address, std::int64_t min_version);

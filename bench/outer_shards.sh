@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# What a replica holds of DiLoCo's outer state, whole or sharded ([parallel] shard_outer), and what
+# sharding it costs a round: two sites (`meridian launch`, a local etcd, loopback), site a of
+# REPLICAS replicas beside site b of 2, the demo's model ("small", 0.8M parameters), int8 deltas
+# with error feedback, DiLoCo in lockstep, H = 4, STEPS inner steps, ZeRO stage 0 and 3, with the
+# outer state whole and sharded, alternating over ROUNDS runs.
+#
+# Figures from site a's leader (summary.json's memory ledger, the buffers held when training ended):
+# the outer state's bytes per parameter (state_bytes.outer), the whole ledger's
+# (state_bytes_per_param), and its peak resident memory; a's tokens/s from its metrics lines, from
+# the first round's end to the last step (the rounds' exchanges in it), as a median over the runs,
+# and its ratio to the whole state's at the same stage.
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  REPLICAS=4
+# Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} REPLICAS=${REPLICAS:-4}
+LOCK=/tmp/meridian-bench.lock
+meridian="$BUILD_DIR/sites/meridian"
+[ -x "$meridian" ] || { echo "outer_shards.sh: build $meridian first" >&2; exit 1; }
+if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
+  echo "outer_shards.sh: waiting for $LOCK" >&2
+  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
+fi
+export OMP_NUM_THREADS=1  # every replica of both sites shares this machine's cores
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+job() {  # name zero_stage shard_outer -> job file
+  local file="$work/$1.toml"
+  cat >"$file" <<TOML
+[job]
+name = "$1"
+run_dir = "$work/$1"
+seed = 7
+[model]
+preset = "small"
+[data]
+path = "$PWD/data/tinyshakespeare/input.txt"
+[inner]
+lr = 3e-3
+batch_per_replica = 2
+steps = $STEPS
+[log]
+every = 1
+eval_every = 0
+eval_windows = 2
+[checkpoint]
+every = 0
+[outer]
+algorithm = "diloco"
+inner_steps = 4
+codec = "int8"
+overlap = false
+[parallel]
+zero_stage = $2
+shard_outer = $3
+[[site]]
+name = "a"
+replicas = $REPLICAS
+[[site]]
+name = "b"
+replicas = 2
+TOML
+  echo "$file"
+}
+
+figures() {  # run dir -> "outer/param ledger/param peak_MiB tokens/s" of site a's leader
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+run = sys.argv[1]
+m = json.load(open(f"{run}/a/summary.json"))["memory"]
+# From the first round's end (step 4) to the last step: the rounds' exchanges included.
+rows = [json.loads(l) for l in open(f"{run}/a/metrics.jsonl") if '"loss"' in l]
+rows = [r for r in rows if r["step"] >= 4]
+tps = (rows[-1]["tokens"] - rows[0]["tokens"]) / (rows[-1]["time"] - rows[0]["time"])
+print(f'{m["state_bytes"]["outer"] / m["params"]:.2f} {m["state_bytes_per_param"]:.2f} '
+      f'{m["peak_rss_bytes"] / 2**20:.0f} {tps:.0f}')
+PY
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+
+declare -A rate=() line=()
+for r in $(seq "$ROUNDS"); do
+  for stage in 0 3; do
+    for shard in false true; do
+      name="z$stage-$shard-r$r"
+      "$meridian" launch "$(job "$name" "$stage" "$shard")" >"$work/$name.log" 2>&1 ||
+        { echo "outer_shards.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
+      read -r outer ledger peak tps < <(figures "$work/$name")
+      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak"
+      echo "round $r, stage $stage, shard_outer $shard: outer $outer B/param, ledger $ledger B/param, peak $peak MiB, $tps tokens/s"
+    done
+  done
+done
+echo
+echo "site a, $REPLICAS replicas; medians of $ROUNDS runs"
+echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | tokens/s | against whole |"
+for stage in 0 3; do
+  # shellcheck disable=SC2086
+  whole=$(median ${rate[${stage}false]})
+  for shard in false true; do
+    # shellcheck disable=SC2086
+    tps=$(median ${rate[$stage$shard]})
+    read -r outer ledger peak <<<"${line[$stage$shard]}"
+    label=$([ "$shard" = true ] && echo sharded || echo whole)
+    echo "| $stage | $label | $outer | $ledger | $peak | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
+  done
+done
