@@ -134,8 +134,10 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       }
       if (commit) return commit;
     }
+    // A sharded site's replicas hash its proposal and put its state together at the next attempt.
+    if (proposer_.preview_pending()) return std::nullopt;
     pump(std::min(deadline, gate_.next_look()));  // at least once: peers' requests are answered here
-    if (clock_() >= deadline) return std::nullopt;
+    if (clock_() >= deadline || transfer_.assembly_wanted()) return std::nullopt;
   }
 }
 

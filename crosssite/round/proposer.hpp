@@ -72,6 +72,7 @@ class Proposer {
                                      const std::map<std::string, std::int64_t>& merged, ControlPlane& plane,
                                      CrossSiteEvents& events);
   std::optional<ProposalPreview> take_preview();
+  bool preview_pending() const { return previewing_ && !preview_taken_; }
   void claim_previewed(std::uint64_t hash, ControlPlane& plane, CrossSiteEvents& events);
   // What `record` (the next version, every delta verified here) applies: this site's own
   // proposal's mean when that is what won, else computed.

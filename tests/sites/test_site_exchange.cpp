@@ -79,6 +79,33 @@ std::map<int, double> losses(const std::filesystem::path& metrics) {
   return out;
 }
 
+// Runs both sites of `job` (a of 3 replicas, restarts on), kills site a's replica 1 once a passed
+// step 24, and waits for both to end well; each site's summary.
+std::map<std::string, json> run_killing_a_replica(const TempDir& dir, const std::filesystem::path& job,
+                                                  const EtcdServer& etcd) {
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  const std::string endpoints = "control.endpoints=[\"" + etcd.endpoint() + "\"]";
+  const std::string name = job.stem().string();
+  std::vector<std::unique_ptr<ChildProcess>> sites;
+  for (const std::string site : {"a", "b"})
+    sites.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", job.string(), "--site", site, "--set", endpoints},
+        dir / (name + "-" + site + ".log")));
+  const auto run = dir / name;
+  REQUIRE(wait_for_step(run / "a", 24));
+  const auto victims = find_processes({"replica", job.string(), "--site a --id 1"});
+  REQUIRE(victims.size() == 1);
+  ::kill(victims[0], SIGKILL);
+  for (auto& s : sites) {
+    const auto status = s->wait_for(std::chrono::seconds(240));
+    REQUIRE(status.has_value());
+    CHECK(*status == 0);
+  }
+  std::map<std::string, json> out;
+  for (const std::string site : {"a", "b"}) out[site] = json::parse(std::ifstream(run / site / "summary.json"));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("identity: DiLoCo with H = 1, outer lr 1, no momentum, fp32 equals synchronous training") {
@@ -286,25 +313,10 @@ TEST_CASE("split exchange: a replica killed mid-run costs its stripes a re-reque
                              "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
                              "[transport]\nexchange = \"split\"\n",
                              "replicas = 2\n", inner, 5, "replicas = 3\n");
-  ::setenv("OMP_NUM_THREADS", "1", 1);
-  const std::string endpoints = "control.endpoints=[\"" + etcd.endpoint() + "\"]";
-  std::vector<std::unique_ptr<ChildProcess>> sites;
-  for (const std::string site : {"a", "b"})
-    sites.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", job.string(), "--site", site, "--set", endpoints},
-        dir / ("splitkill-" + site + ".log")));
+  const auto summaries = run_killing_a_replica(dir, job, etcd);
   const auto run = dir / "splitkill";
-  REQUIRE(wait_for_step(run / "a", 24));
-  const auto victims = find_processes({"replica", job.string(), "--site a --id 1"});
-  REQUIRE(victims.size() == 1);
-  ::kill(victims[0], SIGKILL);
-  for (auto& s : sites) {
-    const auto status = s->wait_for(std::chrono::seconds(240));
-    REQUIRE(status.has_value());
-    CHECK(*status == 0);
-  }
-  const auto a = json::parse(std::ifstream(run / "a" / "summary.json"));
-  const auto b = json::parse(std::ifstream(run / "b" / "summary.json"));
+  const auto& a = summaries.at("a");
+  const auto& b = summaries.at("b");
   const auto events = read_jsonl(run / "a" / "events.jsonl");
   REQUIRE_FALSE(events_of(events, "replica_exited").empty());
   CHECK_FALSE(events_of(events, "replica_restarted").empty());
@@ -397,25 +409,10 @@ TEST_CASE("sharded outer state: a replica killed mid-run, its part comes from th
                              "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
                              "[parallel]\nshard_outer = true\n",
                              "replicas = 2\n", inner, 5, "replicas = 3\n");
-  ::setenv("OMP_NUM_THREADS", "1", 1);
-  const std::string endpoints = "control.endpoints=[\"" + etcd.endpoint() + "\"]";
-  std::vector<std::unique_ptr<ChildProcess>> sites;
-  for (const std::string site : {"a", "b"})
-    sites.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{MERIDIAN_BIN, "site", "--config", job.string(), "--site", site, "--set", endpoints},
-        dir / ("shardkill-" + site + ".log")));
+  const auto summaries = run_killing_a_replica(dir, job, etcd);
   const auto run = dir / "shardkill";
-  REQUIRE(wait_for_step(run / "a", 24));
-  const auto victims = find_processes({"replica", job.string(), "--site a --id 1"});
-  REQUIRE(victims.size() == 1);
-  ::kill(victims[0], SIGKILL);
-  for (auto& s : sites) {
-    const auto status = s->wait_for(std::chrono::seconds(240));
-    REQUIRE(status.has_value());
-    CHECK(*status == 0);
-  }
-  const auto a = json::parse(std::ifstream(run / "a" / "summary.json"));
-  const auto b = json::parse(std::ifstream(run / "b" / "summary.json"));
+  const auto& a = summaries.at("a");
+  const auto& b = summaries.at("b");
   const auto events = read_jsonl(run / "a" / "events.jsonl");
   REQUIRE_FALSE(events_of(events, "replica_exited").empty());
   // The survivors cut the state anew from their parts and the dead replica's mirror, at the
