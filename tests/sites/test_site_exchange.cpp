@@ -356,6 +356,15 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
                                                    "zero_stage = 3\n[checkpoint]\nper_replica = true\n", 2), etcd);
   const auto plain4 = run_sites(dir, job("plain4", "", 4), etcd);
   const auto sharded4 = run_sites(dir, job("sharded4", shard, 4), etcd);
+  // Overlapped rounds (the default), 3 replicas beside 2: versions come between steps, and a
+  // proposal waits for its replicas' hash; the sites end on one version, with one set of weights.
+  const auto overlapped = run_sites(
+      dir, write_job(dir, "overlapped", "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\n" + shard,
+                     "replicas = 2\n", inner, 5, "replicas = 3\n"),
+      etcd);
+  CHECK(overlapped.at("a")["version"] == overlapped.at("b")["version"]);
+  CHECK(overlapped.at("a")["params_hash"] == overlapped.at("b")["params_hash"]);
+  CHECK(overlapped.at("a")["version"].get<int>() >= 3);
   // Each replica encodes and previews its part; the parts join to the bytes and the hash a whole
   // state gives: every commit and the final weights agree, with the split exchange and stage 3 too.
   const auto commits = commit_hashes(dir / "plain" / "a" / "events.jsonl", "a");
