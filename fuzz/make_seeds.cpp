@@ -250,6 +250,24 @@ void codecs() {
   seed("codec", "sparse-dense", with_selector(1, out));
 }
 
+// A delta of 40 values in parts of 16, 16 and 8 (blocks of 16 and 8 values), each codec.
+void parts() {
+  std::vector<float> x(40);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.02f * static_cast<float>(i % 9) - 0.07f;
+  const CodecOptions kinds[] = {{CodecKind::Fp32, 0, 0}, {CodecKind::Bf16, 0, 0}, {CodecKind::Int8, 16, 0},
+                                {CodecKind::Int4, 8, 0}, {CodecKind::Sparse, 16, 3}};
+  for (const auto& o : kinds) {
+    Script script;
+    script.put<std::uint8_t>(2);
+    for (const auto& [offset, count] : {std::pair<std::size_t, std::size_t>{0, 16}, {16, 16}, {32, 8}}) {
+      std::vector<std::byte> out(encoded_size(count, o));
+      encode(std::span(x).subspan(offset, count), o, out);
+      script.piece(out);
+    }
+    seed("parts", std::string(to_string(o.kind)), script.out);
+  }
+}
+
 }  // namespace
 
 void stripes() {
@@ -283,6 +301,7 @@ int main(int argc, char** argv) {
   tokens();
   codecs();
   stripes();
+  parts();
   std::printf("%d seeds written under %s\n", written, root.c_str());
   return 0;
 }

@@ -52,6 +52,7 @@ TEST_CASE("checkpoint") { replay("checkpoint", meridian_fuzz_checkpoint); }
 TEST_CASE("tokens") { replay("tokens", meridian_fuzz_tokens); }
 TEST_CASE("codec") { replay("codec", meridian_fuzz_codec); }
 TEST_CASE("stripes") { replay("stripes", meridian_fuzz_stripes); }
+TEST_CASE("parts") { replay("parts", meridian_fuzz_parts); }
 
 // What fuzz_records found, beyond "it returns": a 104-byte commit record whose lists of empty
 // structs claimed about a million merged rounds, each a map insertion (10 s under the fuzz build's

@@ -1,0 +1,50 @@
+// A delta's encoded parts as a site's replicas hand them to each other under a sharded outer state
+// (crosssite/codec/codec_parts.hpp): the first byte picks 1 to 4 parts, each a piece (a 2-byte
+// length in front). Promises checked: join_encoded refuses bad parts with Error only; what it
+// joins is one encoding of the parts' values together (its size is encoded_size of their count,
+// and it decodes as a whole when its values are finite), and cuts back into the very parts.
+#include "fuzz/fuzz_common.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/codec/codec_parts.hpp"
+
+int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
+  using namespace meridian;
+  meridian::fuzz::Input in(data, size);
+  const int count = 1 + in.take<std::uint8_t>() % 4;
+  std::vector<std::vector<std::byte>> parts;
+  for (int i = 0; i < count; ++i) {
+    const auto piece = in.piece();
+    parts.emplace_back(piece.begin(), piece.end());
+  }
+  std::vector<std::byte> joined;
+  try {
+    joined = join_encoded(parts);
+  } catch (const Error&) {
+    return 0;
+  }
+  std::vector<std::uint64_t> counts;
+  std::uint64_t n = 0;
+  for (const auto& p : parts) {
+    std::uint64_t c = 0;
+    std::memcpy(&c, p.data() + 8, sizeof c);
+    counts.push_back(c);
+    n += c;
+  }
+  std::uint64_t joined_n = 0;
+  std::memcpy(&joined_n, joined.data() + 8, sizeof joined_n);
+  MERIDIAN_FUZZ_EXPECT(joined_n == n, "joined ", joined_n, " values of parts of ", n);
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    MERIDIAN_FUZZ_EXPECT(encoded_part(joined, offset, counts[i]) == parts[i], "part ", i, " cut back otherwise");
+    offset += counts[i];
+  }
+  std::vector<float> y(n);
+  try {
+    decode(joined, y);
+  } catch (const Error&) {
+    // A part's values may be non-finite (fp32, bf16) or its scales bad: refused as the parts would be.
+  }
+  return 0;
+}
+
+MERIDIAN_FUZZ_TARGET(parts)
