@@ -2,7 +2,7 @@
 # What a replica holds of DiLoCo's outer state, whole or sharded ([parallel] shard_outer), and what
 # sharding it costs a round: two sites (`meridian launch`, a local etcd, loopback), site a of
 # REPLICAS replicas beside site b of 2, the demo's model ("small", 0.8M parameters), int8 deltas
-# with error feedback, DiLoCo in lockstep, H = 4, STEPS inner steps, ZeRO stage 0 and 3, with the
+# with error feedback, DiLoCo in lockstep, H inner steps a round, STEPS in all, ZeRO stage 0 and 3, with the
 # outer state whole and sharded, alternating over ROUNDS runs.
 #
 # Figures from site a's leader (summary.json's memory ledger, the buffers held when training ended):
@@ -10,11 +10,11 @@
 # (state_bytes_per_param), and its peak resident memory; a's tokens/s from its metrics lines, from
 # the first round's end to the last step (the rounds' exchanges in it), as a median over the runs,
 # and its ratio to the whole state's at the same stage.
-#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  REPLICAS=4
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} REPLICAS=${REPLICAS:-4}
+BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} H=${H:-4} REPLICAS=${REPLICAS:-4}
 LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "outer_shards.sh: build $meridian first" >&2; exit 1; }
@@ -49,7 +49,7 @@ eval_windows = 2
 every = 0
 [outer]
 algorithm = "diloco"
-inner_steps = 4
+inner_steps = $H
 codec = "int8"
 overlap = false
 [parallel]
@@ -66,13 +66,13 @@ TOML
 }
 
 figures() {  # run dir -> "outer/param ledger/param peak_MiB tokens/s" of site a's leader
-  /usr/bin/python3 - "$1" <<'PY'
+  /usr/bin/python3 - "$1" "$H" <<'PY'
 import json, sys
 run = sys.argv[1]
 m = json.load(open(f"{run}/a/summary.json"))["memory"]
-# From the first round's end (step 4) to the last step: the rounds' exchanges included.
+# From the first round's end (step H) to the last step: the rounds' exchanges included.
 rows = [json.loads(l) for l in open(f"{run}/a/metrics.jsonl") if '"loss"' in l]
-rows = [r for r in rows if r["step"] >= 4]
+rows = [r for r in rows if r["step"] >= int(sys.argv[2])]
 tps = (rows[-1]["tokens"] - rows[0]["tokens"]) / (rows[-1]["time"] - rows[0]["time"])
 print(f'{m["state_bytes"]["outer"] / m["params"]:.2f} {m["state_bytes_per_param"]:.2f} '
       f'{m["peak_rss_bytes"] / 2**20:.0f} {tps:.0f}')
@@ -95,7 +95,7 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 echo
-echo "site a, $REPLICAS replicas; medians of $ROUNDS runs"
+echo "site a, $REPLICAS replicas, H = $H, $STEPS steps; medians of $ROUNDS runs"
 echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | tokens/s | against whole |"
 for stage in 0 3; do
   # shellcheck disable=SC2086

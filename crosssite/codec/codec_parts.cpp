@@ -11,6 +11,10 @@
 namespace meridian {
 namespace {
 
+// Far above any model's part (2^40 values: 4 TB of fp32), and low enough that no codec's size
+// arithmetic overflows: a header claiming more is refused before any size is computed from it.
+constexpr std::uint64_t kMaxValues = std::uint64_t{1} << 40;
+
 struct Layout {
   CodecOptions options;
   std::size_t n = 0;
@@ -32,6 +36,7 @@ Layout read_layout(std::span<const std::byte> bytes, const std::string& what) {
   std::memcpy(&n, bytes.data() + 8, 8);
   if (kind > static_cast<std::uint8_t>(CodecKind::Sparse))
     throw make_error(ErrorKind::Peer, what, ": unknown codec id ", int{kind});
+  if (n > kMaxValues) throw make_error(ErrorKind::Peer, what, ": claims ", n, " values, more than ", kMaxValues);
   const CodecOptions options{static_cast<CodecKind>(kind), static_cast<int>(block), keep};
   std::byte expected[kCodecHeaderBytes];
   std::size_t size = 0;

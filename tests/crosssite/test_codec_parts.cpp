@@ -2,6 +2,7 @@
 // every codec, cut as ShardMap cuts a site's buffers among 1 to 4 replicas (uneven last part).
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,11 @@ TEST_CASE("parts that cannot be one delta's are refused, naming the part") {
   auto unknown = b;
   unknown[0] = std::byte{42};
   expect_peer({unknown, a}, "encoded part 0 of 2: unknown codec id 42");
+  // A count whose encoded size wraps around to the part's real size: refused before any arithmetic.
+  auto wrapping = encoded(all.subspan(0, 32), {CodecKind::Bf16, 0, 0});
+  const std::uint64_t huge = (std::uint64_t{1} << 63) + 32;
+  std::memcpy(wrapping.data() + 8, &huge, sizeof huge);
+  expect_peer({wrapping}, "claims 9223372036854775840 values");
 }
 
 TEST_CASE("a part that does not begin at a block boundary is the caller's bug") {
