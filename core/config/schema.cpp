@@ -219,6 +219,11 @@ void resolve_shard_outer(Resolver& r, JobConfig& c) {
   if (c.outer.overlap_update == Outer::OverlapUpdate::Eager)
     refuse(setting_at(r, "outer.overlap_update", s->origin) + " = \"eager\" steps the whole model ahead: use "
            "\"rebase\" or shard_outer = false");
+  // Its parts travel in host memory over the site's group, which is NCCL's on a CUDA site.
+  for (std::size_t i = 0; i < c.sites.size(); ++i)
+    if (c.sites[i].device == JobConfig::Site::Device::Cuda)
+      refuse("its parts go between a site's CPU replicas for now, and site[" + std::to_string(i) + "] (" +
+             quote(c.sites[i].name) + ") has device = \"cuda\": set shard_outer = false for that job");
 }
 
 // After the sites: a sharded state is refused beside what cannot work with it yet, naming both.

@@ -531,6 +531,9 @@ TEST_CASE("[parallel] shard_outer: off by default, DiLoCo's outer state of two s
   const auto eager = only_problem(
       dir, kData + "[outer]\noverlap_update = \"eager\"\n" + two_sites + "[parallel]\nshard_outer = true\n");
   CHECK(eager.find("outer.overlap_update (line 4) = \"eager\" steps the whole model ahead") != std::string::npos);
+  const auto cuda = only_problem(dir, kData + two_sites + "device = \"cuda\"\n[parallel]\nshard_outer = true\n");
+  CHECK(cuda.find("shard_outer = true shards DiLoCo's outer state, and its parts go between a site's CPU replicas for "
+                  "now, and site[1] (\"b\") has device = \"cuda\"") != std::string::npos);
 }
 
 TEST_CASE("[parallel] recompute: none by default, cheap and full, refused on a CUDA site naming both") {
