@@ -393,7 +393,6 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::save_checkpoint(bool write) {
-  if (extras_.gather) extras_.gather();
   if (slot_.shard && config_.checkpoint.per_replica) return save_checkpoint_in_parts(write);
   std::vector<float> m, v;
   if (slot_.shard) {
@@ -405,6 +404,8 @@ void Trainer::save_checkpoint(bool write) {
     slot_.gather(v);
   }
   ensure_whole_weights();  // every member: at stage 3 the weights are gathered too
+  // Last before the write: no collective between what the extras gathered and the save that takes it.
+  if (extras_.gather) extras_.gather();
   if (!write) return;
   Checkpoint out = snapshot();
   if (slot_.shard) put_whole_moments(out, m, v);

@@ -147,7 +147,8 @@ class Trainer {
     std::function<void(Checkpoint&)> save;
     std::function<void(const Checkpoint&)> restore;
     std::function<void()> written;  // a checkpoint with the state `save` gave is on disk, whole
-    // Every member, as a checkpoint begins: what `save` needs from the others (collective).
+    // Every member, right before a checkpoint is written (the last collective of it): what `save`
+    // needs from the others.
     std::function<void()> gather;
   };
   void set_extras(Extras extras) { extras_ = std::move(extras); }

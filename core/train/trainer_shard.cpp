@@ -235,6 +235,7 @@ void Trainer::save_checkpoint_in_parts(bool write) {
   if (shards_weights()) part.put_pod<float>("params", model_->params().subspan(own.offset, own.count));
   store.save_part(state_.step, own.offset, part);
   slot_.barrier();  // every part is on disk before the checkpoint that names them
+  if (extras_.gather) extras_.gather();
   if (!write) return;
   Checkpoint out = snapshot_meta();
   if (!shards_weights()) out.put_pod<float>("params", model_->params());

@@ -13,7 +13,7 @@ constexpr const char* kPartRecord = "outer.part";
 
 bool per_value(const std::string& name) {
   return name == "outer.global" || name == "outer.start" || name == "outer.residual" ||
-         name.starts_with("outer.momentum") && !name.ends_with(".pending");
+         (name.starts_with("outer.momentum") && !name.ends_with(".pending"));
 }
 
 bool outer(const std::string& name) { return name.starts_with("outer.") && name != kPartRecord; }

@@ -230,7 +230,7 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
 
 OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::span<const float> means) const {
   ++previews_;
-  Outcome out{global_, {}, {}, 0};
+  Outcome out{global_, {}, {}, 0, nullptr};
   std::size_t at = 0;
   std::vector<float> slice;
   for (const int index : fragments) {

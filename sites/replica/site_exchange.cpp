@@ -263,6 +263,7 @@ void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer)
 }
 
 void SiteExchange::gather_for_checkpoint(Communicator& group, bool leader) {
+  checkpoint_records_.reset();
   if (!state_.sharded()) return;
   Checkpoint mine;
   state_.save(mine);
