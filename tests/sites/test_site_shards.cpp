@@ -1,0 +1,283 @@
+// Two sites whose replicas share their state (tests/sites/two_sites.hpp: `meridian site` processes on
+// loopback against a real etcd): ZeRO stages, the split exchange and the sharded outer state each
+// commit what whole, unsharded replicas do, hash for hash, and survive a replica killed mid-run.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+
+#include "core/checkpoint/store.hpp"
+#include "core/io/env.hpp"
+#include "tests/sites/two_sites.hpp"
+
+using namespace meridian::testing;
+using nlohmann::json;
+
+TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("zero1-sites");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
+                            "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  // Stages 2 and 3 write their checkpoints in parts, one per replica.
+  const auto job = [&](const std::string& name, int stage, int replicas_a) {
+    const std::string parts = stage >= 2 ? "[checkpoint]\nper_replica = true\n" : "";
+    return write_job(dir, name, outer + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n" + parts,
+                     "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
+  };
+  const auto plain = run_sites(dir, job("plain", 0, 2), etcd);
+  const auto sharded = run_sites(dir, job("sharded", 1, 2), etcd);
+  const auto zero2 = run_sites(dir, job("zero2", 2, 2), etcd);
+  const auto zero3 = run_sites(dir, job("zero3", 3, 2), etcd);
+  const auto uneven = run_sites(dir, job("uneven", 3, 4), etcd);
+  // At 2 replicas every element's gradient is one sum either way and the norm is added from the
+  // same unit sums: the sharded sites train, and so commit, exactly what the unsharded ones do.
+  const auto commits = commit_hashes(dir / "plain" / "a" / "events.jsonl", "a");
+  CHECK(commits.size() == 3);
+  CHECK(commit_hashes(dir / "sharded" / "a" / "events.jsonl", "a") == commits);
+  CHECK(commit_hashes(dir / "sharded" / "b" / "events.jsonl", "b") == commits);
+  CHECK(sharded.at("a")["params_hash"] == plain.at("a")["params_hash"]);
+  CHECK(sharded.at("b")["params_hash"] == plain.at("b")["params_hash"]);
+  // Stage 2 reduces the same sums range by range.
+  CHECK(commit_hashes(dir / "zero2" / "a" / "events.jsonl", "a") == commits);
+  CHECK(zero2.at("a")["params_hash"] == plain.at("a")["params_hash"]);
+  CHECK(zero2.at("b")["params_hash"] == plain.at("b")["params_hash"]);
+  // Stage 3 gathers each layer's weights for forward and backward, and the whole weights for the
+  // round's delta and its commit: the same sums again.
+  CHECK(commit_hashes(dir / "zero3" / "a" / "events.jsonl", "a") == commits);
+  CHECK(commit_hashes(dir / "zero3" / "b" / "events.jsonl", "b") == commits);
+  CHECK(zero3.at("a")["params_hash"] == plain.at("a")["params_hash"]);
+  CHECK(zero3.at("b")["params_hash"] == plain.at("b")["params_hash"]);
+  // A site of 4 stage-3 replicas beside one of 2 (each cut its own way): one job, one version.
+  CHECK(uneven.at("a")["version"] == 3);
+  CHECK(commit_hashes(dir / "uneven" / "a" / "events.jsonl", "a") == commit_hashes(dir / "uneven" / "b" / "events.jsonl", "b"));
+  CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
+  CHECK(uneven.at("a")["memory"]["moments_elements"].get<double>() <
+        uneven.at("b")["memory"]["moments_elements"].get<double>());  // a quarter against a half
+  // The weights the round gathered whole went back to each replica's part: 16/M bytes per
+  // parameter held by the trainer (4 at 4 replicas; stage 2 holds 7), pages where ranges meet aside.
+  const auto& memory = uneven.at("a")["memory"];
+  CHECK(memory["state_bytes"]["trainer"].get<double>() < 5.5 * memory["params"].get<double>());
+  // Each site's final checkpoint: a part per replica, read back whole, the outer state beside it.
+  for (const auto& [site, parts] : {std::pair{"a", 4u}, std::pair{"b", 2u}}) {
+    CAPTURE(site);
+    const auto final_file = dir / "uneven" / site / "checkpoints" / "ckpt-0000000012.mrdn";
+    const meridian::Checkpoint whole = meridian::read_checkpoint(meridian::posix_env(), final_file);
+    CHECK(whole.get_pod<std::uint64_t>("adamw.parts").front() == parts);
+    CHECK(whole.get_pod<float>("adamw.m").size() == uneven.at(site)["memory"]["params"].get<std::size_t>());
+  }
+}
+
+TEST_CASE("split exchange: each replica carries its share of a delta on its own lane, and the job commits what a leader's exchange does") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("split-sites");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
+                            "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  const auto job = [&](const std::string& name, const std::string& exchange, int replicas_a,
+                       const std::string& transport = "") {
+    return write_job(dir, name, outer + "[transport]\nexchange = \"" + exchange + "\"\n" + transport, "replicas = 2\n",
+                     inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
+  };
+  const auto leader = run_sites(dir, job("leader", "leader", 2), etcd);
+  const auto split = run_sites(dir, job("split", "split", 2), etcd);
+  const auto uneven = run_sites(dir, job("uneven", "split", 3), etcd);
+  const auto ucx = run_sites(dir, job("ucx", "split", 2, "kind = \"ucx\"\nnetwork = \"private\"\n"), etcd);
+  // The bytes are the same, only who carries them differs: every commit and the final weights agree.
+  const auto commits = commit_hashes(dir / "leader" / "a" / "events.jsonl", "a");
+  CHECK(commits.size() == 3);
+  CHECK(commit_hashes(dir / "split" / "a" / "events.jsonl", "a") == commits);
+  CHECK(commit_hashes(dir / "split" / "b" / "events.jsonl", "b") == commits);
+  CHECK(split.at("a")["params_hash"] == leader.at("a")["params_hash"]);
+  CHECK(split.at("b")["params_hash"] == leader.at("b")["params_hash"]);
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    // Every round's delta went to the peer in 2 stripes and came back together there.
+    const auto& s = split.at(site)["split"];
+    CHECK(s["lanes"] == 1);
+    CHECK(s["striped_sends"] == 3);
+    CHECK(s["assembled"] == 3);
+    CHECK(s["stripes_refused"] == 0);
+    CHECK(split.at(site)["delta_requests"] == 0);
+    // The leader put half of the site's delta bytes on the WAN, its replica the other half.
+    const double site_bytes = split.at(site)["wan_bytes_sent"].get<double>();
+    const double leader_bytes = s["link_bytes_sent"].get<double>();
+    CHECK(leader_bytes == doctest::Approx(site_bytes / 2).epsilon(0.02));
+    const auto done = events_of(read_jsonl(dir / "split" / site / "events.jsonl"), "replica_done");
+    int members = 0;
+    for (const auto& e : done) {
+      if (e["lane"].empty()) continue;
+      ++members;
+      CHECK(e["lane"]["stripes_sent"] == 3);
+      CHECK(e["lane"]["stripes_received"] == 3);
+      CHECK(e["lane"]["missing"] == 0);
+      CHECK(e["lane"]["bytes_sent"].get<double>() == doctest::Approx(site_bytes / 2).epsilon(0.02));
+    }
+    CHECK(members == 1);
+  }
+  // The lanes are the job's transport: over UCX the same stripes, the same commits.
+  CHECK(commit_hashes(dir / "ucx" / "a" / "events.jsonl", "a") == commits);
+  CHECK(ucx.at("b")["params_hash"] == leader.at("b")["params_hash"]);
+  CHECK(ucx.at("a")["split"]["assembled"] == 3);
+  // 3 replicas beside 2: three stripes, one from each of a's replicas, to b's two (two flows into b's
+  // leader: from a's leader and a's replica 2).
+  CHECK(uneven.at("a")["version"] == 3);
+  CHECK(commit_hashes(dir / "uneven" / "a" / "events.jsonl", "a") == commit_hashes(dir / "uneven" / "b" / "events.jsonl", "b"));
+  CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
+  CHECK(uneven.at("a")["split"]["lanes"] == 2);
+  CHECK(uneven.at("a")["split"]["striped_sends"] == 3);
+  CHECK(uneven.at("b")["split"]["assembled"] == 3);
+}
+
+TEST_CASE("split exchange: a replica killed mid-run costs its stripes a re-request, and both sites end on one version") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("split-kill");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 160\n"
+                            "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
+                            "[replicas]\nrestart = true\n";
+  const auto job = write_job(dir, "splitkill",
+                             "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
+                             "[transport]\nexchange = \"split\"\n",
+                             "replicas = 2\n", inner, 5, "replicas = 3\n");
+  const auto summaries = run_killing_a_replica(dir, job, etcd);
+  const auto run = dir / "splitkill";
+  const auto& a = summaries.at("a");
+  const auto& b = summaries.at("b");
+  const auto events = read_jsonl(run / "a" / "events.jsonl");
+  REQUIRE_FALSE(events_of(events, "replica_exited").empty());
+  CHECK_FALSE(events_of(events, "replica_restarted").empty());
+  // Nothing committed is lost: one chain of versions, and both sites end on its last, with one set
+  // of weights. The stripes the dead replica was to send never come; the peer asks for the whole
+  // delta again, and while the site re-forms its group it may adopt a peer's state instead.
+  CHECK(a["version"] == b["version"]);
+  CHECK(a["params_hash"] == b["params_hash"]);
+  const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
+  const auto at_b = commit_hashes(run / "b" / "events.jsonl", "b");
+  CHECK(at_a.size() + 8 > static_cast<std::size_t>(a["version"].get<int>()));
+  for (const auto& [version, hash] : at_b)
+    if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
+  // The stripes went on around the failure: nearly every round striped and put together at the peer.
+  CHECK(a["split"]["striped_sends"].get<int>() >= 30);
+  CHECK(b["split"]["assembled"].get<int>() >= 30);
+  CHECK(a["split"]["lanes"] == 2);  // the restarted replica has a lane again
+}
+
+TEST_CASE("sharded outer state: each replica keeps its part, and the job commits what whole states do, hash for hash") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("outer-shards");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
+                            "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
+  const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
+  const auto job = [&](const std::string& name, const std::string& more, int replicas_a) {
+    return write_job(dir, name, outer + more, "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
+  };
+  const std::string shard = "[parallel]\nshard_outer = true\n";
+  const auto plain = run_sites(dir, job("plain", "", 2), etcd);
+  const auto sharded = run_sites(dir, job("sharded", shard, 2), etcd);
+  const auto split3 = run_sites(dir, job("split3", "[transport]\nexchange = \"split\"\n[parallel]\nshard_outer = true\n"
+                                                   "zero_stage = 3\n[checkpoint]\nper_replica = true\n", 2), etcd);
+  const auto plain4 = run_sites(dir, job("plain4", "", 4), etcd);
+  const auto sharded4 = run_sites(dir, job("sharded4", shard, 4), etcd);
+  // Overlapped rounds (the default), 3 replicas beside 2: versions come between steps, and a
+  // proposal waits for its replicas' hash; the sites end on one version, with one set of weights.
+  const auto overlapped = run_sites(
+      dir, write_job(dir, "overlapped", "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\n" + shard,
+                     "replicas = 2\n", inner, 5, "replicas = 3\n"),
+      etcd);
+  CHECK(overlapped.at("a")["version"] == overlapped.at("b")["version"]);
+  CHECK(overlapped.at("a")["params_hash"] == overlapped.at("b")["params_hash"]);
+  CHECK(overlapped.at("a")["version"].get<int>() >= 3);
+  // Each replica encodes and previews its part; the parts join to the bytes and the hash a whole
+  // state gives: every commit and the final weights agree, with the split exchange and stage 3 too.
+  const auto commits = commit_hashes(dir / "plain" / "a" / "events.jsonl", "a");
+  CHECK(commits.size() == 3);
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    CHECK(commit_hashes(dir / "sharded" / site / "events.jsonl", site) == commits);
+    CHECK(commit_hashes(dir / "split3" / site / "events.jsonl", site) == commits);
+    CHECK(sharded.at(site)["params_hash"] == plain.at(site)["params_hash"]);
+    CHECK(split3.at(site)["params_hash"] == plain.at(site)["params_hash"]);
+    // The first join cut the whole state every replica began with, nothing sent.
+    const auto cuts = events_of(read_jsonl(dir / "sharded" / site / "events.jsonl"), "outer_cut");
+    REQUIRE(cuts.size() == 1);
+    CHECK(cuts[0]["replicas"] == 2);
+    CHECK(cuts[0]["moved"] == false);
+  }
+  CHECK(split3.at("a")["split"]["assembled"] == 3);
+  // A site of 4 beside one of 2: the same commits as whole states make, and a quarter of the
+  // outer state per replica, with a mirror of the next one's quarter: about half of a whole
+  // state's (the tiny model is 8.5 units of 4,096 values: the leader's part and mirror are 2 each).
+  const auto commits4 = commit_hashes(dir / "plain4" / "a" / "events.jsonl", "a");
+  CHECK(commits4.size() == 3);
+  CHECK(commit_hashes(dir / "sharded4" / "a" / "events.jsonl", "a") == commits4);
+  CHECK(commit_hashes(dir / "sharded4" / "b" / "events.jsonl", "b") == commits4);
+  CHECK(sharded4.at("a")["params_hash"] == plain4.at("a")["params_hash"]);
+  const double outer_whole = plain4.at("a")["memory"]["state_bytes"]["outer"].get<double>();
+  const double outer_part = sharded4.at("a")["memory"]["state_bytes"]["outer"].get<double>();
+  CHECK(outer_part == doctest::Approx(outer_whole * 4 / 8.47).epsilon(0.01));
+  // The final checkpoint holds the whole outer state, gathered from the parts: what a whole state writes.
+  const auto final_of = [&](const std::string& run) {
+    return meridian::read_checkpoint(meridian::posix_env(), dir / run / "a" / "checkpoints" / "ckpt-0000000012.mrdn");
+  };
+  const auto whole = final_of("plain4"), parts = final_of("sharded4");
+  for (const std::string record : {"outer.global", "outer.start", "outer.momentum", "outer.residual"}) {
+    CAPTURE(record);
+    CHECK(parts.get_pod<float>(record) == whole.get_pod<float>(record));
+  }
+}
+
+TEST_CASE("sharded outer state: a replica killed mid-run, its part comes from the mirror, and both sites end on one version") {
+  EtcdServer etcd;
+  if (!etcd.ok()) {
+    MESSAGE("skipped: no runnable etcd");
+    return;
+  }
+  TempDir dir("outer-shards-kill");
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 120\n"
+                            "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
+                            "[replicas]\nrestart = true\n";
+  const auto job = write_job(dir, "shardkill",
+                             "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
+                             "[parallel]\nshard_outer = true\n",
+                             "replicas = 2\n", inner, 5, "replicas = 3\n");
+  const auto summaries = run_killing_a_replica(dir, job, etcd);
+  const auto run = dir / "shardkill";
+  const auto& a = summaries.at("a");
+  const auto& b = summaries.at("b");
+  const auto events = read_jsonl(run / "a" / "events.jsonl");
+  REQUIRE_FALSE(events_of(events, "replica_exited").empty());
+  // The survivors cut the state anew from their parts and the dead replica's mirror, at the
+  // version they held: nothing committed is lost, and no older state was taken. (A version
+  // committed without this site meanwhile may make it adopt the peer's state, which the peer's
+  // replicas put together from their parts.)
+  const auto cuts = events_of(events, "outer_cut");
+  REQUIRE(cuts.size() >= 2);
+  int from_mirror = 0;
+  for (const auto& c : cuts) {
+    CHECK_FALSE(c.contains("older"));
+    from_mirror += c["mirrors"].get<int>();
+  }
+  CHECK(from_mirror >= 1);
+  CHECK(a["version"] == b["version"]);
+  CHECK(a["params_hash"] == b["params_hash"]);
+  const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
+  const auto at_b = commit_hashes(run / "b" / "events.jsonl", "b");
+  for (const auto& [version, hash] : at_b)
+    if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
+}
