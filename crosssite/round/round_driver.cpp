@@ -1,18 +1,19 @@
 #include "crosssite/round/round_driver.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
+#include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
-#include "core/checkpoint/checkpoint.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
-#include "crosssite/outer/outer_parts.hpp"
-#include "kernels/cpu/chunk_hash.hpp"
 #include "crosssite/outer/delta_mean.hpp"
 #include "crosssite/outer/fragments.hpp"
+#include "crosssite/outer/outer_parts.hpp"
 #include "crosssite/round/mutant.hpp"
+#include "kernels/cpu/chunk_hash.hpp"
 
 namespace meridian {
 
@@ -332,8 +333,9 @@ void RoundDriver::share_weights(Replica& r) const {
 std::uint64_t RoundDriver::site_hash(SiteParts& site_parts, const std::vector<std::uint64_t>& chunks) const {
   std::vector<std::uint64_t> all;
   for (const auto& part : site_parts.all_gather(std::as_bytes(std::span(chunks)))) {
-    const auto* first = reinterpret_cast<const std::uint64_t*>(part.data());
-    all.insert(all.end(), first, first + part.size() / sizeof(std::uint64_t));
+    const std::size_t at = all.size();
+    all.resize(at + part.size() / sizeof(std::uint64_t));
+    std::memcpy(all.data() + at, part.data(), (all.size() - at) * sizeof(std::uint64_t));
   }
   return kernels::combine_chunk_hashes(all);
 }
