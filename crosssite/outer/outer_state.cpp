@@ -195,7 +195,7 @@ std::vector<std::byte> OuterState::snapshot() const {
 }
 
 void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local) {
-  Checkpoint c = decode_checkpoint(snapshot, "a peer's state snapshot");
+  const Checkpoint c = decode_checkpoint(snapshot, "a peer's state snapshot");
   std::vector<float> global;
   std::int64_t version = 0;
   try {
@@ -212,20 +212,23 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
   if (const auto h = weights_hash(global); h != expected_hash)
     throw make_error(ErrorKind::Peer, "a peer's state snapshot of version ", version, " hashes to ", h,
                      ", its commit says ", expected_hash);
+  take_snapshot(c, global, version);
+  rebase(local);  // the mirror's part too
+}
+
+void OuterState::take_snapshot(const Checkpoint& records, std::span<const float> global, std::int64_t version) {
   std::vector<OuterOptimizer> optimizers;
   try {
-    if (sharded()) c = cut_outer_records(c, part_);
-    optimizers = restored_optimizers(c);
+    optimizers = restored_optimizers(sharded() ? cut_outer_records(records, part_) : records);
   } catch (const Error& e) {
     throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
   }
-  if (mirror_) mirror_->adopt(snapshot, expected_hash, local);
-  global_.assign(global.begin() + static_cast<std::ptrdiff_t>(part_.offset),
-                 global.begin() + static_cast<std::ptrdiff_t>(part_.end()));
+  if (mirror_) mirror_->take_snapshot(records, global, version);
+  const auto held = global.subspan(part_.offset, part_.count);
+  global_.assign(held.begin(), held.end());
   optimizers_ = std::move(optimizers);
   version_ = version;
   for (auto& f : feedback_) f.restore({});
-  rebase(local);
 }
 
 OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::span<const float> means) const {
@@ -311,26 +314,27 @@ void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::opt
   // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
   auto start = checkpoint.has("outer.start") ? checkpoint.get_pod<float>("outer.start") : global;
   model_sized("outer.start", start.size());
-  OuterState next(global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_, part);
-  next.optimizers_ = next.restored_optimizers(next.sharded() ? cut_outer_records(checkpoint, part) : checkpoint);
-  next.start_.assign(start.begin() + static_cast<std::ptrdiff_t>(part.offset),
-                     start.begin() + static_cast<std::ptrdiff_t>(part.end()));
-  next.version_ = version;
+  OuterState next = held_of(checkpoint, {global, start, residual, version}, part);
+  if (mirror) next.mirror_ = std::make_unique<OuterState>(held_of(checkpoint, {global, start, residual, version}, *mirror));
   next.previews_ = previews_;
-  for (int f = 0; residual && f < next.fragments(); ++f) {
+  *this = std::move(next);
+}
+
+OuterState OuterState::held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const {
+  OuterState next(whole.global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_, part);
+  next.optimizers_ = next.restored_optimizers(next.sharded() ? cut_outer_records(checkpoint, part) : checkpoint);
+  next.start_.assign(whole.start.begin() + static_cast<std::ptrdiff_t>(part.offset),
+                     whole.start.begin() + static_cast<std::ptrdiff_t>(part.end()));
+  next.version_ = whole.version;
+  for (int f = 0; whole.residual && f < next.fragments(); ++f) {
     std::vector<float> held(next.held_size(f));
     if (next.sharded())
-      std::copy_n(residual->begin() + static_cast<std::ptrdiff_t>(part.offset), part.count, held.begin());
+      std::copy_n(whole.residual->begin() + static_cast<std::ptrdiff_t>(part.offset), part.count, held.begin());
     else
-      gather(plan_[static_cast<std::size_t>(f)], *residual, held);
+      gather(plan_[static_cast<std::size_t>(f)], *whole.residual, held);
     next.feedback_[static_cast<std::size_t>(f)].restore(held);
   }
-  if (mirror) {
-    next.mirror_ = std::make_unique<OuterState>(global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_,
-                                                *mirror);
-    next.mirror_->restore(checkpoint, *mirror);
-  }
-  *this = std::move(next);
+  return next;
 }
 
 std::uint64_t OuterState::weights_hash(std::span<const float> weights) {

@@ -149,6 +149,17 @@ class OuterState {
   // fragment ("outer.momentum"), "outer.momentum.f<p>" etc. otherwise.
   void save_optimizers(Checkpoint& checkpoint) const;
   std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
+  // The values of a checkpoint's records that hold the whole model, read and checked once.
+  struct WholeRecords {
+    std::span<const float> global, start;
+    const std::optional<std::vector<float>>& residual;
+    std::int64_t version;
+  };
+  // A state of this one's kind holding `part` of them (restore: its own part, and its mirror's).
+  OuterState held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const;
+  // A snapshot adopt() checked, whole: this state's part of it and its mirror's, as version
+  // `version`. Error(Peer) before anything changes when its optimizer records do not fit.
+  void take_snapshot(const Checkpoint& records, std::span<const float> global, std::int64_t version);
   // The residual that `fragment`'s local weights keep (rebase), or nothing.
   std::span<const float> unsent_in_weights(int fragment) const;
   // `fragment`'s ranges of the model that this state holds, and the buffers' index of value j.

@@ -464,6 +464,19 @@ TEST_CASE("a sharded state adopts its part of a peer's whole snapshot, checked a
   CHECK(std::equal(part.global().begin(), part.global().end(), peer.global().begin() + p.offset));
   CHECK(std::equal(local.begin() + p.offset, local.begin() + p.end(), peer.global().begin() + p.offset));
   CHECK(std::equal(local.begin(), local.begin() + p.offset, initial.begin()));  // the other part is not this one's
+  // A part with a mirror adopts both: the mirror's weights and part of `local` are the peer's too.
+  Checkpoint records;
+  OuterState(initial, {}, {CodecKind::Int8, 256}, true).save(records);
+  OuterState mirrored(initial, {}, {CodecKind::Int8, 256}, true);
+  mirrored.restore(records, map.part(0), map.part(1));
+  auto mirrored_local = initial;
+  mirrored.adopt(peer.snapshot(), hash, mirrored_local);
+  Checkpoint mirror;
+  mirrored.save_mirror(mirror);
+  CHECK(mirror.get_pod<float>("outer.global") ==
+        std::vector<float>(peer.global().begin() + p.offset, peer.global().begin() + p.end()));
+  CHECK(mirror.get_value<std::int64_t>("outer.version") == 1);
+  CHECK(mirrored_local == std::vector<float>(peer.global().begin(), peer.global().end()));
   CHECK_THROWS_AS(part.snapshot(), InvariantError);
   CHECK_THROWS_AS(OuterState(initial, {}, {CodecKind::Int8, 256}, true, FragmentPlan{}, ShardRange{n - 10, 11}),
                   InvariantError);
