@@ -1,5 +1,6 @@
 #include "crosssite/codec/codec_parts.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -138,6 +139,24 @@ std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_
   }
   MERIDIAN_CHECK(out == part.data() + part.size(), "cut ", out - part.data(), " of ", part.size(), " bytes");
   return part;
+}
+
+std::size_t encoded_count(std::span<const std::byte> whole) { return read_layout(whole, "an encoded delta").n; }
+
+void decode_range(std::span<const std::byte> whole, std::size_t offset, std::span<float> out) {
+  const Layout layout = read_layout(whole, "an encoded delta");
+  const std::size_t end = offset + out.size();
+  MERIDIAN_CHECK(offset <= end && end <= layout.n, "values [", offset, ", ", end, ") of ", layout.n);
+  if (out.empty()) return;
+  // The blocks that hold the range: fp32 and bf16 code each value alone.
+  const bool blocks = !at_boundary(layout.options, 1);
+  const auto block = blocks ? static_cast<std::size_t>(layout.options.block) : 1;
+  const std::size_t first = offset / block * block, last = std::min(layout.n, (end + block - 1) / block * block);
+  if (first == offset && last == end) return decode(encoded_part(whole, first, last - first), out);
+  std::vector<float> held(last - first);
+  decode(encoded_part(whole, first, last - first), held);
+  std::copy(held.begin() + static_cast<std::ptrdiff_t>(offset - first),
+            held.begin() + static_cast<std::ptrdiff_t>(end - first), out.begin());
 }
 
 }  // namespace meridian

@@ -24,4 +24,13 @@ std::vector<std::byte> join_encoded(std::span<const std::vector<std::byte>> part
 // and end at one or at the end (a caller's cut, not the bytes, is wrong then).
 std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_t offset, std::size_t count);
 
+// How many values `whole` encodes; Error(Peer) when it is malformed (as encoded_part's check).
+std::size_t encoded_count(std::span<const std::byte> whole);
+
+// Values [offset, offset + out.size()) of `whole`'s, decoded from the blocks that hold them alone:
+// exactly those values of a whole decode, without one. Any range inside the values (the blocks
+// are the message's own, whatever a caller's cut). Error(Peer) when the bytes are malformed;
+// InvariantError when the range is not inside the values.
+void decode_range(std::span<const std::byte> whole, std::size_t offset, std::span<float> out);
+
 }  // namespace meridian

@@ -233,6 +233,14 @@ void OuterState::take_snapshot(const Checkpoint& records, std::span<const float>
 
 OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::span<const float> means) const {
   ++previews_;
+  if (sharded()) {
+    // One fragment, the whole model: its mean's values of the part.
+    MERIDIAN_CHECK(fragments == std::vector<int>{0} && means.size() == size_, "fragments=", fragments.size(),
+                   " means=", means.size(), " model=", size_);
+    Outcome out = stepped(means.subspan(part_.offset, part_.count));
+    if (mirror_) out.mirror = std::make_shared<Outcome>(mirror_->preview(fragments, means));
+    return out;
+  }
   Outcome out{global_, {}, {}, 0, nullptr};
   std::size_t at = 0;
   std::vector<float> slice;
@@ -241,21 +249,36 @@ OuterState::Outcome OuterState::preview(const std::vector<int>& fragments, std::
     MERIDIAN_CHECK(at + f.size <= means.size(), "means=", means.size(), " fragment ", index, " ends at ", at + f.size);
     for (const auto& [done, optimizer] : out.optimizers) MERIDIAN_CHECK(done != index, "fragment ", index, " twice");
     out.optimizers.emplace_back(index, optimizers_[static_cast<std::size_t>(index)]);
-    if (sharded()) {
-      // One fragment, the whole model: its mean's values of the part.
-      out.optimizers.back().second.step(out.global, means.subspan(at + part_.offset, part_.count));
-    } else {
-      slice.resize(f.size);
-      gather(f, out.global, slice);
-      out.optimizers.back().second.step(slice, means.subspan(at, f.size));
-      scatter(f, slice, out.global);
-    }
+    slice.resize(f.size);
+    gather(f, out.global, slice);
+    out.optimizers.back().second.step(slice, means.subspan(at, f.size));
+    scatter(f, slice, out.global);
     at += f.size;
   }
   MERIDIAN_CHECK(at == means.size(), "means=", means.size(), " fragments hold ", at);
   out.chunks = kernels::chunk_hashes(out.global.data(), out.global.size() * sizeof(float));
   out.hash = kernels::combine_chunk_hashes(out.chunks);
   if (mirror_) out.mirror = std::make_shared<Outcome>(mirror_->preview(fragments, means));
+  return out;
+}
+
+OuterState::Outcome OuterState::preview(const MergedDeltas& merged) const {
+  MERIDIAN_CHECK(sharded() && merged.values == size_, "a preview of ", merged.values, " merged values on a ",
+                 sharded() ? "sharded" : "whole", " state of ", size_);
+  ++previews_;
+  std::vector<float> mean(part_.count);
+  merged.mean(part_.offset, mean);
+  Outcome out = stepped(mean);
+  if (mirror_) out.mirror = std::make_shared<Outcome>(mirror_->preview(merged));
+  return out;
+}
+
+OuterState::Outcome OuterState::stepped(std::span<const float> part_mean) const {
+  Outcome out{global_, {}, {}, 0, nullptr};
+  out.optimizers.emplace_back(0, optimizers_[0]);
+  out.optimizers.back().second.step(out.global, part_mean);
+  out.chunks = kernels::chunk_hashes(out.global.data(), out.global.size() * sizeof(float));
+  out.hash = kernels::combine_chunk_hashes(out.chunks);
   return out;
 }
 

@@ -29,6 +29,7 @@
 #include "crosssite/codec/error_feedback.hpp"
 #include "crosssite/outer/outer_optimizer.hpp"
 #include "crosssite/outer/fragments.hpp"
+#include "crosssite/outer/merged_deltas.hpp"
 
 namespace meridian {
 
@@ -115,6 +116,10 @@ class OuterState {
   Outcome preview(std::span<const float> mean_delta, int fragment = 0) const {
     return preview(std::vector<int>{fragment}, mean_delta);
   }
+  // A sharded state's step on a commit's deltas, still encoded: the mean of the part it holds (and
+  // its mirror's) alone, decoded from those values' blocks; the same outcome as preview() on the
+  // whole mean. InvariantError on a whole state.
+  Outcome preview(const MergedDeltas& merged) const;
   // How many previews this state computed: each a pass over the whole model, once per version on
   // every replica (a leader reuses its winning proposal's).
   std::uint64_t previews() const { return previews_; }
@@ -166,6 +171,8 @@ class OuterState {
   std::vector<FragmentRange> held(int fragment) const;
   std::size_t at(std::size_t j) const { return j - part_.offset; }
   std::size_t held_size(int fragment) const { return sharded() ? part_.count : this->fragment(fragment).size; }
+  // A sharded state's outcome of one outer step on `part_mean`, its part's values of the mean.
+  Outcome stepped(std::span<const float> part_mean) const;
   // Fresh optimizers and residuals for the values held.
   void make_buffers(const OuterOptions& outer, bool error_feedback);
 

@@ -34,21 +34,35 @@ DeltaScreen::DeltaScreen(DeltaScreenOptions options) : options_(options) {
 }
 
 DeltaScreen::Verdict DeltaScreen::check(std::span<const float> decoded, std::size_t expected_size, int rounds) const {
-  MERIDIAN_CHECK(rounds >= 1, "rounds=", rounds);
-  if (decoded.size() != expected_size)
-    return {false, "wrong size: " + std::to_string(decoded.size()) + " values, expected " + std::to_string(expected_size),
-            0};
-  double sum = 0;
-  for (std::size_t j = 0; j < decoded.size(); ++j) {
-    const float x = decoded[j];
+  Tally tally;
+  tally.add(decoded);
+  return judge(tally, expected_size, rounds);
+}
+
+void DeltaScreen::Tally::add(std::span<const float> piece) {
+  const std::size_t at = values_;
+  values_ += piece.size();
+  if (!bad_.empty()) return;
+  for (std::size_t j = 0; j < piece.size(); ++j) {
+    const float x = piece[j];
     if (!std::isfinite(x)) {
       std::ostringstream reason;
-      reason << "non-finite value " << x << " at index " << j;
-      return {false, reason.str(), 0};
+      reason << "non-finite value " << x << " at index " << at + j;
+      bad_ = reason.str();
+      return;
     }
-    sum += static_cast<double>(x) * static_cast<double>(x);
+    sum_ += static_cast<double>(x) * static_cast<double>(x);
   }
-  const double norm = std::sqrt(sum);
+}
+
+DeltaScreen::Verdict DeltaScreen::judge(const Tally& tally, std::size_t expected_size, int rounds) const {
+  MERIDIAN_CHECK(rounds >= 1, "rounds=", rounds);
+  // The size first: a wrong one says so, not where its values went wrong.
+  if (tally.values_ != expected_size)
+    return {false, "wrong size: " + std::to_string(tally.values_) + " values, expected " + std::to_string(expected_size),
+            0};
+  if (!tally.bad_.empty()) return {false, tally.bad_, 0};
+  const double norm = std::sqrt(tally.sum_);
   if (norms_.size() >= static_cast<std::size_t>(options_.min_history)) {
     const double median = median_norm();
     const int spanned = std::min(rounds, options_.max_spanned_rounds);

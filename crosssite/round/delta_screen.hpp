@@ -45,6 +45,21 @@ class DeltaScreen {
   // skips this check). Pure and bit-deterministic.
   Verdict check(std::span<const float> decoded, std::size_t expected_size, int rounds = 1) const;
 
+  // A delta taken in pieces, in index order (decoded a range at a time, never whole): what check()
+  // reads of it, summed alike, so its verdict is check()'s on the whole, bit for bit.
+  class Tally {
+   public:
+    void add(std::span<const float> piece);
+    std::size_t values() const { return values_; }
+
+   private:
+    friend class DeltaScreen;
+    std::size_t values_ = 0;
+    double sum_ = 0;
+    std::string bad_;  // the first non-finite value, said
+  };
+  Verdict judge(const Tally& tally, std::size_t expected_size, int rounds = 1) const;
+
   // Records the norm of a delta a commit merged; the oldest beyond `window` is forgotten. Call it
   // for each merged delta in the commit's listed order, so every site holds the same history.
   // InvariantError when the norm is negative or not finite (no such delta passes check()).

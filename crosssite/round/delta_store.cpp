@@ -7,7 +7,7 @@
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "crosssite/codec/codec.hpp"
-#include "crosssite/outer/delta_mean.hpp"
+#include "crosssite/codec/codec_parts.hpp"
 
 namespace meridian {
 
@@ -77,12 +77,24 @@ const DeltaStore::WrongCopies* DeltaStore::wrong_copies(const DeltaKey& key) con
   return it == wrong_.end() ? nullptr : &it->second;
 }
 
+DeltaScreen::Verdict DeltaStore::screened(const DeltaScreen& screen, const std::vector<std::byte>& bytes,
+                                          std::size_t n, int rounds) {
+  constexpr std::size_t kPiece = std::size_t{1} << 16;
+  const std::size_t count = encoded_count(bytes);
+  std::vector<float> piece(std::min(count, kPiece));
+  DeltaScreen::Tally tally;
+  for (std::size_t at = 0; at < count; at += kPiece) {
+    const std::span<float> values(piece.data(), std::min(kPiece, count - at));
+    decode_range(bytes, at, values);
+    tally.add(values);
+  }
+  return screen.judge(tally, n, rounds);
+}
+
 DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n) {
-  std::vector<float> decoded(n);
   DeltaScreen::Verdict verdict;
   try {
-    decode(bytes, decoded);
-    verdict = screens_[static_cast<std::size_t>(a.fragment)].check(decoded, n, a.rounds);
+    verdict = screened(screens_[static_cast<std::size_t>(a.fragment)], bytes, n, a.rounds);
   } catch (const Error& e) {
     verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
   }
@@ -143,30 +155,33 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
   out.fragments.erase(std::unique(out.fragments.begin(), out.fragments.end()), out.fragments.end());
   for (const int fragment : out.fragments) {
     const std::size_t n = state.fragment(fragment).size;
-    DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
-    std::vector<std::vector<float>> decoded;
-    std::vector<std::span<const float>> views;
+    const DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
+    std::vector<std::span<const std::byte>> encoded;
     std::vector<double> weights;
     std::vector<CommitEntry> entries;
     for (const auto& e : record.entries) {
       if (e.fragment != fragment) continue;
       entries.push_back(e);
-      decoded.emplace_back(n);
-      decode(arrived_.at({e.site, e.round}), decoded.back());  // Error(Peer) if the bytes (matching their digest) are no delta of this model
+      const auto& bytes = arrived_.at({e.site, e.round});
       // The norm of every delta a commit merges, screened here or not, goes into the screen the
       // commit record carries (Means::screens).
-      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screen.check(decoded.back(), n).norm;
-      views.emplace_back(decoded.back());
+      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screened(screen, bytes, n, 1).norm;
+      encoded.emplace_back(bytes);
       weights.push_back(e.weight);
     }
-    std::vector<float> mean(n);
-    weighted_mean(views, weights, mean);
     // A late delta, or a missing site, also counts in absolute terms: a version made of stale
     // deltas, or of one site's of three, moves the weights less than a full round's. Same inputs,
     // same bits on every site.
-    if (const double share = commit_share(record.number, entries, record.round_tokens, rule); share < 1.0)
-      for (auto& x : mean) x = static_cast<float>(share * static_cast<double>(x));
-    out.mean.insert(out.mean.end(), mean.begin(), mean.end());
+    const double share = commit_share(record.number, entries, record.round_tokens, rule);
+    if (state.sharded()) {
+      out.merged = MergedDeltas{{}, weights, share, n};
+      for (const auto bytes : encoded) out.merged->encoded.emplace_back(bytes.begin(), bytes.end());
+      continue;
+    }
+    const std::size_t at = out.mean.size();
+    out.mean.resize(at + n);
+    // Error(Peer) if the bytes (matching their digest) are no delta of this model.
+    merged_mean(encoded, weights, share, n, 0, std::span(out.mean).subspan(at));
   }
   for (std::size_t f = 0; f < screens_.size(); ++f) {
     DeltaScreen after = screens_[f];

@@ -17,6 +17,7 @@
 #include "crosssite/round/cross_site_types.hpp"
 #include "crosssite/round/delta_journal.hpp"
 #include "crosssite/round/delta_screen.hpp"
+#include "crosssite/outer/merged_deltas.hpp"
 #include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/records.hpp"
 #include "transport/link/link.hpp"
@@ -72,14 +73,22 @@ class DeltaStore {
 
   // What a commit applies: per fragment its entries cover, the weighted mean of those entries,
   // scaled by commit_share (staleness, missing sites). Every entry must be verified here.
+  // A sharded state (OuterState::sharded) gets the deltas still encoded instead of `mean`: its
+  // replicas each take the mean of their parts (MergedDeltas), and no whole one is decoded here.
   struct Means {
     std::vector<int> fragments;
     std::vector<float> mean;
+    std::optional<MergedDeltas> merged;
     std::vector<std::vector<double>> screens;  // every fragment's screen once the commit is made
   };
   Means mean_of(const CommitRecord& record, const OuterState& state, const CommitRuleOptions& rule);
 
  private:
+  // A delta's verdict from its bytes, decoded a piece at a time (never whole). Error(Peer) when
+  // they do not decode.
+  static DeltaScreen::Verdict screened(const DeltaScreen& screen, const std::vector<std::byte>& bytes, std::size_t n,
+                                       int rounds);
+
   DeltaStoreOptions options_;
   Link& link_;
   std::map<DeltaKey, std::vector<std::byte>> arrived_;

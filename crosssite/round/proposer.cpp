@@ -47,7 +47,8 @@ std::optional<Waiting> Proposer::propose(CommitView view, const OuterState& stat
 
 std::optional<ProposalPreview> Proposer::take_preview() {
   if (!previewing_ || std::exchange(preview_taken_, true)) return std::nullopt;
-  return ProposalPreview{previewing_->proposal.number, previewing_->means.fragments, previewing_->means.mean};
+  return ProposalPreview{previewing_->proposal.number, previewing_->means.fragments, previewing_->means.mean,
+                         previewing_->means.merged};
 }
 
 void Proposer::claim_previewed(std::uint64_t hash, ControlPlane& plane, CrossSiteEvents& events) {
@@ -70,7 +71,7 @@ void Proposer::claim(Pending pending, std::optional<OuterState::Outcome> outcome
     if (pending.short_of_sites) ++counts_.commits_by_deadline;
   }
   proposed_ = VersionCommit{std::move(proposal), std::move(pending.means.mean), {}, std::move(pending.means.fragments),
-                            std::move(outcome)};
+                            std::move(outcome), false, std::move(pending.means.merged)};
 }
 
 VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& state) {
@@ -81,6 +82,7 @@ VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& 
   VersionCommit commit{record, {}, {}, {}, {}};
   if (ours) {
     commit.mean_delta = std::move(proposed_->mean_delta);
+    commit.merged = std::move(proposed_->merged);
     commit.fragments = std::move(proposed_->fragments);
     commit.outcome = std::move(proposed_->outcome);
     commit.proposed_here = true;
@@ -88,6 +90,7 @@ VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& 
     auto means = mean_of(record, state);
     commit.fragments = std::move(means.fragments);
     commit.mean_delta = std::move(means.mean);
+    commit.merged = std::move(means.merged);
   }
   proposed_.reset();
   return commit;

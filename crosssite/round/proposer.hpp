@@ -38,6 +38,8 @@ struct VersionCommit {
   std::optional<OuterState::Outcome> outcome;
   // This site's own proposal won (a sharded site's replicas kept their parts' previews of it).
   bool proposed_here = false;
+  // A sharded state's: the deltas, still encoded, instead of mean_delta (DeltaStore::Means).
+  std::optional<MergedDeltas> merged;
 };
 
 // A sharded site's proposal, for its replicas to preview their parts of and hash together.
@@ -45,6 +47,7 @@ struct ProposalPreview {
   std::int64_t version = 0;
   std::vector<int> fragments;
   std::vector<float> mean;
+  std::optional<MergedDeltas> merged;
 };
 
 struct ProposerOptions {

@@ -173,6 +173,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       u.params_hash = commit->record.params_hash;
       u.fragments = std::move(commit->fragments);
       u.mean = std::move(commit->mean_delta);
+      u.merged = std::move(commit->merged);
       u.snapshot = std::move(commit->snapshot);
       if (u.kind == Update::Kind::Snapshot) u.job_step = job_step(commit->record.merged);
       if (wait_.what == What::NextVersion) u.waits = false;
@@ -193,6 +194,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
         u.version = p->version;
         u.fragments = std::move(p->fragments);
         u.mean = std::move(p->mean);
+        u.merged = std::move(p->merged);
       }
   }
   // A site in lockstep waits for the version after its round: once no version can merge that
@@ -228,7 +230,7 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     std::optional<OuterState::Outcome> previewed = std::move(looked.outcome);
     if (u.proposed_here && proposal_ && proposal_->first == u.version) previewed = std::move(proposal_->second);
     proposal_.reset();
-    auto outcome = previewed ? std::move(*previewed) : state_.preview(u.fragments, u.mean);
+    auto outcome = previewed ? std::move(*previewed) : preview_of(u);
     if (state_.sharded()) outcome.hash = site_hash(parts(r), outcome.chunks);
     if (outcome.hash != u.params_hash)
       throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
@@ -341,10 +343,14 @@ std::uint64_t RoundDriver::site_hash(SiteParts& site_parts, const std::vector<st
 }
 
 void RoundDriver::preview_proposal(Replica& r, const Update& u) {
-  auto outcome = state_.preview(u.fragments, u.mean);
+  auto outcome = preview_of(u);
   const std::uint64_t hash = site_hash(parts(r), outcome.chunks);
   proposal_.emplace(u.version, std::move(outcome));
   if (leads(r)) peers_->previewed(hash);
+}
+
+OuterState::Outcome RoundDriver::preview_of(const Update& u) const {
+  return u.merged ? state_.preview(*u.merged) : state_.preview(u.fragments, u.mean);
 }
 
 void RoundDriver::assemble_state(Replica& r) {

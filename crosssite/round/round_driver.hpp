@@ -170,6 +170,8 @@ class RoundDriver {
   void share_weights(Replica& r) const;
   std::uint64_t site_hash(SiteParts& parts, const std::vector<std::uint64_t>& chunks) const;
   void preview_proposal(Replica& r, const Update& u);
+  // The outcome of `u`'s mean (a sharded site's: of the parts held, from the deltas still encoded).
+  OuterState::Outcome preview_of(const Update& u) const;
   void assemble_state(Replica& r);
 
   RoundPlan plan_;

@@ -4,7 +4,10 @@
 // applies it to its own OuterState and weights, so all of them stay bit-identical.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "crosssite/outer/merged_deltas.hpp"
 
 namespace meridian {
 
@@ -28,12 +31,15 @@ struct Update {
   // (healed from a peer, its own round state fresh) sends the same fragment as the others.
   std::int64_t aim = 0;
   std::vector<int> fragments;     // Commit: ascending
-  std::vector<float> mean;        // Commit: the fragments' mean deltas, one after the other
+  std::vector<float> mean;        // Commit, Preview: the fragments' mean deltas, one after the other
   std::vector<std::byte> snapshot;  // Snapshot
   // Commit: this site proposed it, and a sharded site's replicas previewed it already (Preview).
   bool proposed_here = false;
   // A sharded site: a peer asked for this site's state, and the replicas hand the leader their parts.
   bool gather_state = false;
+  // Commit, Preview of a sharded site: the deltas, still encoded, instead of `mean`; each replica
+  // takes the mean of the parts it holds.
+  std::optional<MergedDeltas> merged;
 };
 
 }  // namespace meridian

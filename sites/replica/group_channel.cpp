@@ -11,11 +11,12 @@ namespace {
 
 // Bytes, not a wire format: every member runs the same binary on the same machine type.
 struct Header {
-  std::uint8_t kind = 0, waits = 0, proposed_here = 0, gather_state = 0;
+  std::uint8_t kind = 0, waits = 0, proposed_here = 0, gather_state = 0, merged = 0;
   std::int64_t version = 0;
   std::uint64_t params_hash = 0;
   std::int64_t job_step = 0, backlog = 0, aim = 0;
-  std::uint64_t fragments = 0, payload = 0;  // fragment ids after the header; payload elements
+  // Fragment ids after the header; payload elements (a mean's values, or bytes: a state, packed deltas).
+  std::uint64_t fragments = 0, payload = 0;
 };
 
 bool carries_mean(Update::Kind kind) { return kind == Update::Kind::Commit || kind == Update::Kind::Preview; }
@@ -24,20 +25,25 @@ bool carries_mean(Update::Kind kind) { return kind == Update::Kind::Commit || ki
 
 void GroupChannel::share(Update& update) {
   header_.assign(sizeof(Header) + sizeof(int) * static_cast<std::size_t>(fragments_), std::byte{0});
+  std::vector<std::byte> packed;
   if (leader_) {
     MERIDIAN_CHECK(update.fragments.size() <= static_cast<std::size_t>(fragments_), "an update of ",
                    update.fragments.size(), " fragments, the job has ", fragments_);
+    if (update.merged) packed = update.merged->pack();
     const Header h{static_cast<std::uint8_t>(update.kind),
                    update.waits,
                    update.proposed_here,
                    update.gather_state,
+                   update.merged.has_value(),
                    update.version,
                    update.params_hash,
                    update.job_step,
                    update.backlog,
                    update.aim,
                    update.fragments.size(),
-                   carries_mean(update.kind) ? update.mean.size() : update.snapshot.size()};
+                   update.merged        ? packed.size()
+                   : carries_mean(update.kind) ? update.mean.size()
+                                               : update.snapshot.size()};
     std::memcpy(header_.data(), &h, sizeof h);
     std::memcpy(header_.data() + sizeof h, update.fragments.data(), sizeof(int) * update.fragments.size());
   }
@@ -48,10 +54,19 @@ void GroupChannel::share(Update& update) {
     update = Update{static_cast<Update::Kind>(h.kind), h.waits != 0, h.version, h.params_hash, h.job_step, h.backlog,
                     h.aim, std::vector<int>(h.fragments), {}, {}, h.proposed_here != 0, h.gather_state != 0};
     std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
-    if (carries_mean(update.kind)) update.mean.resize(h.payload);
+    if (h.merged != 0) {
+      packed.resize(h.payload);
+    } else if (carries_mean(update.kind)) {
+      update.mean.resize(h.payload);
+    }
     if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);
   }
-  if (carries_mean(update.kind)) group_.broadcast(std::as_writable_bytes(std::span<float>(update.mean)), 0);
+  if (h.merged != 0) {
+    group_.broadcast(packed, 0);
+    if (!leader_) update.merged = MergedDeltas::unpack(packed);
+  } else if (carries_mean(update.kind)) {
+    group_.broadcast(std::as_writable_bytes(std::span<float>(update.mean)), 0);
+  }
   if (update.kind == Update::Kind::Snapshot) group_.broadcast(update.snapshot, 0);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // A site's replicas share each round attempt's Update over their group's Communicator: one
 // broadcast of a header of known size (the kind, the figures, the fragments), and one of the
-// payload when there is one (a commit's mean, a peer's state). Two collectives per version.
+// payload when there is one (a commit's mean, or a sharded site's deltas still encoded; a peer's
+// state). Two collectives per version.
 #include <cstddef>
 #include <vector>
 

@@ -2,6 +2,7 @@
 // every codec, cut as ShardMap cuts a site's buffers among 1 to 4 replicas (uneven last part).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/util/rng.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
+#include "tests/support/error_of.hpp"
 
 using namespace meridian;
 
@@ -118,4 +120,36 @@ TEST_CASE("a part that does not begin at a block boundary is the caller's bug") 
   CHECK_THROWS_AS(encoded_part(whole, 256, 100), InvariantError);
   CHECK_THROWS_AS(encoded_part(whole, 768, 512), InvariantError);
   CHECK(encoded_part(whole, 1024, 0).size() == kCodecHeaderBytes);
+}
+
+TEST_CASE("any range of a delta decodes from its own blocks to exactly the whole decode's values") {
+  const std::size_t n = 3 * 1024 + 77;
+  const auto x = values(n, 11);
+  const std::pair<std::size_t, std::size_t> ranges[] = {{0, n}, {0, 1}, {255, 2}, {256, 1024}, {1000, 1500},
+                                                        {n - 1, 1}, {n - 77, 77}, {513, 0}};
+  for (const auto& o : kCodecs) {
+    CAPTURE(name(o));
+    const auto whole = encoded(x, o);
+    CHECK(encoded_count(whole) == n);
+    std::vector<float> all(n);
+    decode(whole, all);
+    for (const auto& [offset, count] : ranges) {
+      CAPTURE(offset);
+      CAPTURE(count);
+      std::vector<float> part(count);
+      decode_range(whole, offset, part);
+      CHECK(std::equal(part.begin(), part.end(), all.begin() + static_cast<std::ptrdiff_t>(offset)));
+    }
+  }
+}
+
+TEST_CASE("a range past the values is the caller's bug, malformed bytes the peer's") {
+  const auto whole = encoded(values(1000, 2), {CodecKind::Int8, 256, 0});
+  std::vector<float> out(10);
+  CHECK_THROWS_AS(decode_range(whole, 995, out), InvariantError);
+  auto short_by_one = whole;
+  short_by_one.pop_back();
+  CHECK(testing::error_of(ErrorKind::Peer, [&] { decode_range(short_by_one, 0, out); }).find("bytes for 1000 values") !=
+        std::string::npos);
+  testing::error_of(ErrorKind::Peer, [&] { encoded_count(std::span(whole).first(8)); });
 }

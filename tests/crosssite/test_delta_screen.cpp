@@ -163,3 +163,29 @@ TEST_CASE("a screen that follows a record's history judges as the one that built
   const std::vector<double> impossible{1, -2};
   CHECK_THROWS_AS(follower.follow(impossible), InvariantError);
 }
+
+TEST_CASE("a delta tallied piece by piece gets check()'s verdict on the whole, norm bit for bit") {
+  DeltaScreen screen;
+  for (const double n : {1.0, 1.1, 0.9}) screen.accept(n);
+  Vec whole(1000);
+  for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = 0.001f * static_cast<float>(i % 37) - 0.01f;
+  const auto tallied = [&](const Vec& v, std::size_t expected) {
+    DeltaScreen::Tally tally;
+    for (std::size_t at = 0; at < v.size(); at += 300)
+      tally.add(std::span<const float>(v).subspan(at, std::min<std::size_t>(300, v.size() - at)));
+    return screen.judge(tally, expected);
+  };
+  auto a = screen.check(whole, 1000), b = tallied(whole, 1000);
+  CHECK(a.ok == b.ok);
+  CHECK(a.norm == b.norm);  // the same sum, in the same order
+  whole[777] = std::numeric_limits<float>::infinity();
+  a = screen.check(whole, 1000), b = tallied(whole, 1000);
+  CHECK_FALSE(b.ok);
+  CHECK(b.reason == a.reason);
+  CHECK(b.reason.find("at index 777") != std::string::npos);
+  CHECK(tallied(whole, 999).reason == "wrong size: 1000 values, expected 999");
+  for (auto& x : whole) x = 100;
+  a = screen.check(whole, 1000), b = tallied(whole, 1000);
+  CHECK_FALSE(b.ok);
+  CHECK(b.reason == a.reason);
+}

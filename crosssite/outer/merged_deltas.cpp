@@ -1,0 +1,95 @@
+#include "crosssite/outer/merged_deltas.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/util/error.hpp"
+#include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/outer/delta_mean.hpp"
+
+namespace meridian {
+namespace {
+
+// Values decoded at a time per delta: bounds what a mean of a whole part holds besides its output.
+constexpr std::size_t kPiece = std::size_t{1} << 16;
+
+template <class T>
+void put(std::vector<std::byte>& out, const T& value) {
+  const auto* p = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+template <class T>
+T take(std::span<const std::byte>& in) {
+  MERIDIAN_CHECK(in.size() >= sizeof(T), "a merged-deltas pack ends ", in.size(), " bytes short of a field of ",
+                 sizeof(T));
+  T value;
+  std::memcpy(&value, in.data(), sizeof(T));
+  in = in.subspan(sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+void merged_mean(std::span<const std::span<const std::byte>> encoded, std::span<const double> weights, double share,
+                 std::size_t values, std::size_t offset, std::span<float> out) {
+  MERIDIAN_CHECK(offset <= values && out.size() <= values - offset, "values [", offset, ", ", offset + out.size(),
+                 ") of ", values);
+  for (std::size_t i = 0; i < encoded.size(); ++i)
+    if (const std::size_t n = encoded_count(encoded[i]); n != values)
+      throw make_error(ErrorKind::Peer, "merged delta ", i, " of ", encoded.size(), " holds ", n, " values, the model ",
+                       values);
+  std::vector<std::vector<float>> decoded(encoded.size());
+  std::vector<std::span<const float>> views(encoded.size());
+  for (std::size_t at = 0; at < out.size(); at += kPiece) {
+    const std::size_t count = std::min(kPiece, out.size() - at);
+    for (std::size_t i = 0; i < encoded.size(); ++i) {
+      decoded[i].resize(count);
+      decode_range(encoded[i], offset + at, decoded[i]);
+      views[i] = decoded[i];
+    }
+    const auto piece = out.subspan(at, count);
+    weighted_mean(views, weights, piece);
+    // A late delta, or a missing site, also counts in absolute terms (commit_share).
+    if (share < 1.0)
+      for (auto& x : piece) x = static_cast<float>(share * static_cast<double>(x));
+  }
+}
+
+void MergedDeltas::mean(std::size_t offset, std::span<float> out) const {
+  std::vector<std::span<const std::byte>> views(encoded.begin(), encoded.end());
+  merged_mean(views, weights, share, values, offset, out);
+}
+
+std::vector<std::byte> MergedDeltas::pack() const {
+  MERIDIAN_CHECK(encoded.size() == weights.size(), encoded.size(), " deltas, ", weights.size(), " weights");
+  std::vector<std::byte> out;
+  put(out, std::uint64_t{encoded.size()});
+  put(out, share);
+  put(out, std::uint64_t{values});
+  for (std::size_t i = 0; i < encoded.size(); ++i) {
+    put(out, weights[i]);
+    put(out, std::uint64_t{encoded[i].size()});
+    out.insert(out.end(), encoded[i].begin(), encoded[i].end());
+  }
+  return out;
+}
+
+MergedDeltas MergedDeltas::unpack(std::span<const std::byte> bytes) {
+  MergedDeltas m;
+  const auto count = take<std::uint64_t>(bytes);
+  m.share = take<double>(bytes);
+  m.values = take<std::uint64_t>(bytes);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    m.weights.push_back(take<double>(bytes));
+    const auto size = take<std::uint64_t>(bytes);
+    MERIDIAN_CHECK(size <= bytes.size(), "merged delta ", i, " of ", count, ": ", size, " bytes, ", bytes.size(), " left");
+    m.encoded.emplace_back(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
+    bytes = bytes.subspan(size);
+  }
+  MERIDIAN_CHECK(bytes.empty(), "a merged-deltas pack with ", bytes.size(), " bytes past its ", count, " deltas");
+  return m;
+}
+
+}  // namespace meridian

@@ -1,0 +1,39 @@
+#pragma once
+// The deltas a commit merges, still encoded, with their weights and the commit's share: the mean
+// over any range of the model's values, decoded from that range's blocks alone (codec_parts.hpp's
+// decode_range), a piece at a time. Each value of it is the whole mean's, bit for bit: the mean
+// is taken value by value (weighted_mean), and a block decodes alike alone or in its whole.
+//
+// A site whose outer state is sharded hands these to its replicas instead of a whole mean: each
+// takes the mean of the part it holds and of its mirror's, and no replica, its leader included,
+// holds a whole decoded delta or a whole mean.
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace meridian {
+
+// out = share x weighted_mean of values [offset, offset + out.size()) of `encoded`, each a delta
+// of `values` values, in the listed order; commit_share's scaling as DeltaStore applies it (none
+// at a share of 1). Error(Peer) when a delta does not decode or holds another count of values,
+// Error(Data) as weighted_mean's (weights, non-finite values). InvariantError when the range is not
+// inside the values.
+void merged_mean(std::span<const std::span<const std::byte>> encoded, std::span<const double> weights, double share,
+                 std::size_t values, std::size_t offset, std::span<float> out);
+
+struct MergedDeltas {
+  std::vector<std::vector<std::byte>> encoded;  // in the commit record's order
+  std::vector<double> weights;                  // one per delta
+  double share = 1;                             // commit_share: a stale or partial version moves less
+  std::size_t values = 0;                       // every delta's
+
+  // merged_mean over these deltas.
+  void mean(std::size_t offset, std::span<float> out) const;
+  // The bytes a site's leader hands its replicas, and back. InvariantError on bytes that are not
+  // a pack (the replicas of a site run one binary).
+  std::vector<std::byte> pack() const;
+  static MergedDeltas unpack(std::span<const std::byte> bytes);
+  bool operator==(const MergedDeltas&) const = default;
+};
+
+}  // namespace meridian

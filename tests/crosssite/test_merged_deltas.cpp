@@ -1,0 +1,103 @@
+// A commit's deltas still encoded (crosssite/outer/merged_deltas): the mean of any range is the
+// whole mean's values bit for bit, a sharded state's preview from them is the one from the whole
+// mean (its mirror's too), and the pack a leader hands its replicas comes back as it went.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/model/shard_map.hpp"
+#include "core/util/error.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/delta_mean.hpp"
+#include "crosssite/outer/merged_deltas.hpp"
+#include "crosssite/outer/outer_state.hpp"
+#include "tests/support/error_of.hpp"
+
+using namespace meridian;
+
+namespace {
+
+constexpr std::size_t kValues = 17 * kShardUnit + 500;  // more than one piece of the mean's decode
+const CodecOptions kCodec{CodecKind::Int8, 256};
+
+std::vector<std::byte> encoded_delta(int seed) {
+  std::vector<float> delta(kValues);
+  for (std::size_t i = 0; i < kValues; ++i)
+    delta[i] = 1e-3f * static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(seed)) % 23) - 11);
+  std::vector<std::byte> out(encoded_size(kValues, kCodec));
+  encode(delta, kCodec, out);
+  return out;
+}
+
+MergedDeltas three_sites(double share) {
+  return MergedDeltas{{encoded_delta(1), encoded_delta(2), encoded_delta(3)}, {100, 300, 50}, share, kValues};
+}
+
+// The mean as a whole state's commit takes it: every delta decoded whole, weighted, scaled.
+std::vector<float> whole_mean(const MergedDeltas& m) {
+  std::vector<std::vector<float>> decoded;
+  std::vector<std::span<const float>> views;
+  for (const auto& e : m.encoded) {
+    decoded.emplace_back(kValues);
+    decode(e, decoded.back());
+  }
+  for (const auto& d : decoded) views.emplace_back(d);
+  std::vector<float> mean(kValues);
+  weighted_mean(views, m.weights, mean);
+  if (m.share < 1.0)
+    for (auto& x : mean) x = static_cast<float>(m.share * static_cast<double>(x));
+  return mean;
+}
+
+}  // namespace
+
+TEST_CASE("the mean of any range of encoded deltas is the whole mean's values, bit for bit") {
+  for (const double share : {1.0, 0.625}) {
+    CAPTURE(share);
+    const auto merged = three_sites(share);
+    const auto expected = whole_mean(merged);
+    for (const auto& [offset, count] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {0, kValues}, {kShardUnit, kShardUnit}, {100, 70000}, {kValues - 3, 3}, {5, 0}}) {
+      CAPTURE(offset);
+      std::vector<float> part(count);
+      merged.mean(offset, part);
+      CHECK(std::equal(part.begin(), part.end(), expected.begin() + static_cast<std::ptrdiff_t>(offset)));
+    }
+  }
+}
+
+TEST_CASE("a sharded state's preview from encoded deltas is its preview from the whole mean, mirror included") {
+  const auto initial = std::vector<float>(kValues, 0.5f);
+  OuterState whole(initial, {}, kCodec, true);
+  Checkpoint records;
+  whole.save(records);
+  const ShardMap map(kValues, 2);
+  OuterState part(initial, {}, kCodec, true);
+  part.restore(records, map.part(1), map.part(0));
+  const auto merged = three_sites(0.8);
+  const auto mean = whole_mean(merged);
+  const auto from_mean = part.preview({0}, mean), from_deltas = part.preview(merged);
+  CHECK(from_deltas.global == from_mean.global);
+  CHECK(from_deltas.chunks == from_mean.chunks);
+  CHECK(from_deltas.hash == from_mean.hash);
+  REQUIRE(from_deltas.mirror != nullptr);
+  CHECK(from_deltas.mirror->global == from_mean.mirror->global);
+  CHECK_THROWS_AS(whole.preview(merged), InvariantError);  // a whole state takes the whole mean
+}
+
+TEST_CASE("the replicas' pack of encoded deltas comes back as it went, and a delta of another model is the peer's") {
+  const auto merged = three_sites(0.5);
+  CHECK(MergedDeltas::unpack(merged.pack()) == merged);
+  CHECK(MergedDeltas::unpack(MergedDeltas{}.pack()) == MergedDeltas{});
+  auto packed = merged.pack();
+  packed.pop_back();
+  CHECK_THROWS_AS(MergedDeltas::unpack(packed), InvariantError);
+  auto other = merged;
+  other.values = kValues + 1;
+  std::vector<float> out(4);
+  CHECK(testing::error_of(ErrorKind::Peer, [&] { other.mean(0, out); }).find("merged delta 0 of 3 holds") !=
+        std::string::npos);
+}

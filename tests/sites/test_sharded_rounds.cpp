@@ -1,0 +1,192 @@
+// A sharded site's rounds ([parallel] shard_outer) over Gloo, replicas as threads, the other sites
+// a fake that commits what a whole state makes of each mean, handing the deltas still encoded (each
+// replica takes the mean of its part and its mirror's): the parts' hash matches every commit,
+// and a bit flipped in one replica's part of the outer weights (silent data corruption, which no
+// other replica holds a copy of to compare) stops every replica at the next version, Error(Data)
+// naming it, before anything of that version is applied.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/model/shard_map.hpp"
+#include "core/util/error.hpp"
+#include "crosssite/round/round_driver.hpp"
+#include "intrasite/comm/gloo_communicator.hpp"
+#include "intrasite/comm/store.hpp"
+#include "sites/replica/group_channel.hpp"
+#include "sites/replica/group_parts.hpp"
+#include "sites/replica/outer_cut.hpp"
+#include "tests/support/ranks.hpp"
+
+using namespace meridian;
+using namespace std::chrono_literals;
+using meridian::testing::require_no_errors;
+using meridian::testing::run_ranks;
+
+namespace {
+
+constexpr std::size_t kValues = 3 * kShardUnit + 100;
+constexpr int kReplicas = 2;
+const CodecOptions kCodec{CodecKind::Int8, 256};
+
+std::vector<float> initial() {
+  std::vector<float> w(kValues);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  return w;
+}
+
+// The other sites: version after version, each a mean the fake makes up, hashed on a whole state
+// as a site holding the whole model would.
+struct OtherSites final : RoundPeers {
+  OuterState whole{initial(), {}, kCodec, false};
+  std::int64_t rounds = 0;
+
+  std::int64_t next_round() const override { return rounds; }
+  std::size_t chunk_bytes() const override { return 1 << 12; }
+  void submit(const DeltaAnnouncement&, std::vector<std::byte>, ChunkHashes) override { ++rounds; }
+  std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds) override {
+    if (whole.version() >= rounds || state.version() != whole.version()) return std::nullopt;
+    // Two sites' deltas, still encoded, as a sharded site's commit carries them.
+    VersionCommit c;
+    c.fragments = {0};
+    c.merged = MergedDeltas{{}, {3.0, 1.0}, 0.75, kValues};
+    for (int site = 0; site < 2; ++site) {
+      std::vector<float> delta(kValues);
+      for (std::size_t i = 0; i < kValues; ++i)
+        delta[i] = 1e-3f * static_cast<float>((i + static_cast<std::size_t>(rounds + site)) % 7) - 2e-3f;
+      c.merged->encoded.emplace_back(encoded_size(kValues, kCodec));
+      encode(delta, kCodec, c.merged->encoded.back());
+    }
+    std::vector<float> mean(kValues);
+    c.merged->mean(0, mean);
+    auto outcome = whole.preview(mean);
+    c.record.number = whole.version() + 1;
+    c.record.params_hash = outcome.hash;
+    c.record.proposer = "b";
+    whole.commit(c.record.number, std::move(outcome));
+    return c;
+  }
+  std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t) const override { return std::nullopt; }
+  bool unmergeable(const OuterState&, std::int64_t) const override { return false; }
+  bool disputed() const override { return false; }
+  std::int64_t backlog(const OuterState& state) const override { return rounds - state.version(); }
+  bool finished(const OuterState&) override { return false; }
+  std::int64_t newest_commit() const override { return whole.version(); }
+  std::int64_t peers_newest_round() const override { return rounds - 1; }
+  void stop_announcing() override {}
+  void leave() override {}
+  std::optional<ProposalPreview> take_preview() override { return std::nullopt; }
+  void previewed(std::uint64_t) override { FAIL("no proposal of this site's is in play"); }
+  bool state_wanted() const override { return false; }
+  void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
+};
+
+struct Weights final : Training {
+  std::vector<float> w = initial();
+  std::int64_t steps = 0;
+  std::span<float> weights() override { return w; }
+  std::int64_t step() const override { return steps; }
+  void fast_forward(std::int64_t step) override { steps = std::max(steps, step); }
+  std::int64_t tokens_per_step() const override { return 100; }
+  void train() {
+    ++steps;
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 1e-3f * static_cast<float>((i + steps) % 5);
+  }
+};
+
+struct Quiet final : RoundEvents {
+  void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
+  void applied(const AppliedVersion&) override {}
+  void dropped(std::int64_t, std::int64_t, std::int64_t, int) override {}
+  void fast_forwarded(std::int64_t, std::int64_t) override {}
+  void caught_up(std::int64_t, std::int64_t, double) override {}
+};
+
+// What one replica saw: the versions it applied, each's hash of its weights, and how it stopped.
+struct Seen {
+  std::vector<std::uint64_t> hashes;
+  std::int64_t version = 0;
+};
+
+// `rounds` rounds of one step each, lockstep, on kReplicas replicas of a sharded site; replica
+// `victim` gets a bit flipped in its part of the outer weights after version `flip_after`.
+std::vector<Seen> run(OtherSites& others, int rounds, int victim = -1, std::int64_t flip_after = 0,
+                      std::vector<std::exception_ptr>* errors = nullptr) {
+  MemoryStore store;
+  const ShardMap map(kValues, kReplicas);
+  std::vector<Seen> seen(kReplicas);
+  RoundPlan plan;
+  plan.site = "a";
+  plan.total_steps = 1000;
+  plan.overlap = false;
+  auto thrown = run_ranks(kReplicas, [&](int rank) {
+    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
+    OuterState state(initial(), {}, kCodec, false);
+    Weights training;
+    cut_outer_state(*comm, state, map, training.w);
+    GroupChannel channel(*comm, rank == 0, 1);
+    GroupParts parts(*comm, map);
+    Quiet events;
+    RoundDriver driver(plan, state, events, [] { return 0.0; });
+    if (rank == 0) driver.lead(&others);
+    Replica r{channel, training, &parts};
+    auto& mine = seen[static_cast<std::size_t>(rank)];
+    for (int i = 0; i < rounds; ++i) {
+      training.train();
+      driver.after_step(r, training.steps, false, false);
+      for (int tries = 0; tries < 20 && driver.attempt(r, 0ms);) ++tries;
+      mine.version = state.version();
+      mine.hashes.push_back(OuterState::weights_hash(training.w));
+      if (rank == victim && state.version() == flip_after) {
+        // A hardware fault in this replica's own part of the version's weights.
+        auto* at = const_cast<float*>(state.global().data()) + 17;
+        std::uint32_t bits;
+        std::memcpy(&bits, at, 4);
+        bits ^= 1u << 20;
+        std::memcpy(at, &bits, 4);
+      }
+    }
+  });
+  if (errors != nullptr) {
+    *errors = std::move(thrown);
+  } else {
+    require_no_errors(thrown);
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("a sharded site over Gloo: every version's parts hash as the whole state's, and the replicas' weights agree") {
+  OtherSites others;
+  const auto seen = run(others, 4);
+  CHECK(others.whole.version() == 4);
+  for (const auto& s : seen) {
+    CHECK(s.version == 4);
+    CHECK(s.hashes == seen[0].hashes);
+  }
+  // The weights each version rebased onto are the whole state's (no progress since: exactly it).
+  CHECK(seen[0].hashes.back() == OuterState::weights_hash(others.whole.global()));
+}
+
+TEST_CASE("a bit flipped in one replica's part of the outer weights stops every replica at the next version, naming it") {
+  OtherSites others;
+  std::vector<std::exception_ptr> errors;
+  const auto seen = run(others, 4, /*victim=*/1, /*flip_after=*/2, &errors);
+  for (int rank = 0; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    REQUIRE(errors[static_cast<std::size_t>(rank)]);
+    try {
+      std::rethrow_exception(errors[static_cast<std::size_t>(rank)]);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Data);
+      const std::string what = e.what();
+      CHECK(what.find("version 3 computed here hashes to") != std::string::npos);
+      CHECK(what.find("this site's copy of version 2 differs from its peers'") != std::string::npos);
+    }
+    CHECK(seen[static_cast<std::size_t>(rank)].version == 2);  // version 3 never applied
+  }
+}
