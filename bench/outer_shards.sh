@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # What a replica holds of DiLoCo's outer state, whole or sharded ([parallel] shard_outer), and what
 # sharding it costs a round: two sites (`meridian launch`, a local etcd, loopback), site a of
-# REPLICAS replicas beside site b of 2, the demo's model ("small", 0.8M parameters), int8 deltas
+# REPLICAS replicas beside site b of 2, the demo's model (PRESET "small", 0.8M parameters), int8 deltas
 # with error feedback, DiLoCo in lockstep, H inner steps a round, STEPS in all, ZeRO stage 0 and 3, with the
 # outer state whole and sharded, alternating over ROUNDS runs.
 #
 # Figures from site a's leader (summary.json's memory ledger, the buffers held when training ended):
 # the outer state's bytes per parameter (state_bytes.outer), the whole ledger's
-# (state_bytes_per_param), and its peak resident memory; a's tokens/s from its metrics lines, from
+# (state_bytes_per_param), and its peak resident memory, at the end and before the final checkpoint
+# (training_peak_rss_bytes: training and the rounds' transients); a's tokens/s from its metrics lines, from
 # the first round's end to the last step (the rounds' exchanges in it), as a median over the runs,
 # and its ratio to the whole state's at the same stage.
-#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4  PRESET=small
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} H=${H:-4} REPLICAS=${REPLICAS:-4}
+BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} H=${H:-4} REPLICAS=${REPLICAS:-4} PRESET=${PRESET:-small}
 LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "outer_shards.sh: build $meridian first" >&2; exit 1; }
@@ -34,7 +35,7 @@ name = "$1"
 run_dir = "$work/$1"
 seed = 7
 [model]
-preset = "small"
+preset = "$PRESET"
 [data]
 path = "$PWD/data/tinyshakespeare/input.txt"
 [inner]
@@ -65,7 +66,7 @@ TOML
   echo "$file"
 }
 
-figures() {  # run dir -> "outer/param ledger/param peak_MiB tokens/s" of site a's leader
+figures() {  # run dir -> "outer/param ledger/param peak_MiB training_peak_MiB tokens/s" of site a's leader
   /usr/bin/python3 - "$1" "$H" <<'PY'
 import json, sys
 run = sys.argv[1]
@@ -75,7 +76,7 @@ rows = [json.loads(l) for l in open(f"{run}/a/metrics.jsonl") if '"loss"' in l]
 rows = [r for r in rows if r["step"] >= int(sys.argv[2])]
 tps = (rows[-1]["tokens"] - rows[0]["tokens"]) / (rows[-1]["time"] - rows[0]["time"])
 print(f'{m["state_bytes"]["outer"] / m["params"]:.2f} {m["state_bytes_per_param"]:.2f} '
-      f'{m["peak_rss_bytes"] / 2**20:.0f} {tps:.0f}')
+      f'{m["peak_rss_bytes"] / 2**20:.0f} {m["training_peak_rss_bytes"] / 2**20:.0f} {tps:.0f}')
 PY
 }
 
@@ -88,23 +89,24 @@ for r in $(seq "$ROUNDS"); do
       name="z$stage-$shard-r$r"
       "$meridian" launch "$(job "$name" "$stage" "$shard")" >"$work/$name.log" 2>&1 ||
         { echo "outer_shards.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-      read -r outer ledger peak tps < <(figures "$work/$name")
-      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak"
-      echo "round $r, stage $stage, shard_outer $shard: outer $outer B/param, ledger $ledger B/param, peak $peak MiB, $tps tokens/s"
+      read -r outer ledger peak training tps < <(figures "$work/$name")
+      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak $training"
+      echo "round $r, stage $stage, shard_outer $shard: outer $outer B/param, ledger $ledger B/param, peak $peak MiB" \
+        "($training MiB before the final checkpoint), $tps tokens/s"
     done
   done
 done
 echo
-echo "site a, $REPLICAS replicas, H = $H, $STEPS steps; medians of $ROUNDS runs"
-echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | tokens/s | against whole |"
+echo "site a, $REPLICAS replicas, $PRESET, H = $H, $STEPS steps; medians of $ROUNDS runs"
+echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | training peak MiB | tokens/s | against whole |"
 for stage in 0 3; do
   # shellcheck disable=SC2086
   whole=$(median ${rate[${stage}false]})
   for shard in false true; do
     # shellcheck disable=SC2086
     tps=$(median ${rate[$stage$shard]})
-    read -r outer ledger peak <<<"${line[$stage$shard]}"
+    read -r outer ledger peak training <<<"${line[$stage$shard]}"
     label=$([ "$shard" = true ] && echo sharded || echo whole)
-    echo "| $stage | $label | $outer | $ledger | $peak | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
+    echo "| $stage | $label | $outer | $ledger | $peak | $training | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
   done
 done

@@ -1,8 +1,10 @@
 // A delta's encoded parts as a site's replicas hand them to each other under a sharded outer state
 // (crosssite/codec/codec_parts.hpp): the first byte picks 1 to 4 parts, each a piece (a 2-byte
-// length in front). Promises checked: join_encoded refuses bad parts with Error only; what it
-// joins is one encoding of the parts' values together (its size is encoded_size of their count,
-// and it decodes as a whole when its values are finite), and cuts back into the very parts.
+// length in front), then a range. Promises checked: join_encoded refuses bad parts with Error only;
+// what it joins is one encoding of the parts' values together (its size is encoded_size of their
+// count, and it decodes as a whole when its values are finite), and cuts back into the very parts;
+// a range of it decodes to the whole decode's values; a range of a part as it came (a commit's
+// delta a replica takes its part's mean of) decodes or is refused with Error only.
 #include "fuzz/fuzz_common.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
@@ -15,6 +17,17 @@ int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
   for (int i = 0; i < count; ++i) {
     const auto piece = in.piece();
     parts.emplace_back(piece.begin(), piece.end());
+  }
+  const auto a = in.take<std::uint32_t>(), b = in.take<std::uint32_t>();
+  const auto range_of = [&](std::uint64_t n) {
+    const std::uint64_t offset = a % (n + 1);
+    return std::pair<std::uint64_t, std::uint64_t>{offset, std::min<std::uint64_t>(b % (n - offset + 1), 1 << 16)};
+  };
+  try {
+    const auto [offset, count] = range_of(encoded_count(parts[0]));
+    std::vector<float> values(count);
+    decode_range(parts[0], offset, values);
+  } catch (const Error&) {
   }
   std::vector<std::byte> joined;
   try {
@@ -44,7 +57,13 @@ int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
     decode(joined, y);
   } catch (const Error&) {
     // A part's values may be non-finite (fp32, bf16) or its scales bad: refused as the parts would be.
+    return 0;
   }
+  const auto [from, taken] = range_of(n);
+  std::vector<float> range(taken);
+  decode_range(joined, from, range);
+  MERIDIAN_FUZZ_EXPECT(std::memcmp(range.data(), y.data() + from, taken * sizeof(float)) == 0, "values [", from, ", ",
+                       from + taken, ") decode otherwise than in the whole");
   return 0;
 }
 

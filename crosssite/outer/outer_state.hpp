@@ -144,6 +144,7 @@ class OuterState {
   void restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror = std::nullopt);
   // The mirror's part and its records (as save() writes them), when the state keeps one.
   std::optional<ShardRange> mirror_part() const;
+  const OuterState* mirror() const { return mirror_.get(); }
   void save_mirror(Checkpoint& checkpoint) const;
   // What a commit record carries: the chunked hash of the global weights (kernels/cpu/chunk_hash),
   // which the owners of parts of the weights can compute together, each over its own chunks.

@@ -231,7 +231,12 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     if (u.proposed_here && proposal_ && proposal_->first == u.version) previewed = std::move(proposal_->second);
     proposal_.reset();
     auto outcome = previewed ? std::move(*previewed) : preview_of(u);
-    if (state_.sharded()) outcome.hash = site_hash(parts(r), outcome.chunks);
+    std::vector<int> stale_mirrors;
+    if (state_.sharded()) {
+      auto parts_hash = site_hash(parts(r), outcome.chunks, outcome.mirror.get());
+      outcome.hash = parts_hash.hash;
+      stale_mirrors = std::move(parts_hash.stale_mirrors);
+    }
     if (outcome.hash != u.params_hash)
       throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
                        outcome.hash, ", the commit says ", u.params_hash, ": this site's copy of version ", from,
@@ -240,6 +245,7 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     if (!mutant(Mutant::SkipRebase))
       for (const int f : u.fragments) state_.rebase(weights, mutant(Mutant::RebaseWrongFragment) ? 0 : f);
     share_weights(r);
+    if (!stale_mirrors.empty()) repair_mirrors(r, stale_mirrors);
   } else {
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
     state_.adopt(u.snapshot, u.params_hash, weights);
@@ -314,7 +320,7 @@ RoundDriver::Rollback RoundDriver::roll_back(Training& training, SiteParts* site
   MERIDIAN_CHECK(site_parts != nullptr, "a sharded outer state rolled back without its site's parts");
   site_parts->all_gather(training.weights());
   const auto chunks = kernels::chunk_hashes(state_.global().data(), state_.global().size_bytes());
-  return {state_.version(), dropped, site_hash(*site_parts, chunks)};
+  return {state_.version(), dropped, site_hash(*site_parts, chunks, nullptr).hash};
 }
 
 SiteParts& RoundDriver::parts(const Replica& r) const {
@@ -332,19 +338,46 @@ void RoundDriver::share_weights(Replica& r) const {
   if (state_.sharded()) parts(r).all_gather(r.training.weights());
 }
 
-std::uint64_t RoundDriver::site_hash(SiteParts& site_parts, const std::vector<std::uint64_t>& chunks) const {
+RoundDriver::PartsHash RoundDriver::site_hash(SiteParts& site_parts, const std::vector<std::uint64_t>& chunks,
+                                              const OuterState::Outcome* mirror) const {
+  // Each replica's word: where its part and its mirror's begin, the mirror's chunks combined (a
+  // mirror is one part: the whole list is not needed to compare it), then its own chunks.
+  const auto mirror_part = state_.mirror_part();
+  std::vector<std::uint64_t> mine{state_.part().offset, mirror ? mirror_part->offset : 0, mirror ? 1u : 0u,
+                                  mirror ? kernels::combine_chunk_hashes(mirror->chunks) : 0};
+  mine.insert(mine.end(), chunks.begin(), chunks.end());
+  struct Said {
+    std::uint64_t offset = 0, mirror_offset = 0, mirrors = 0, mirror_hash = 0;
+    std::vector<std::uint64_t> chunks;
+  };
+  std::vector<Said> said;
   std::vector<std::uint64_t> all;
-  for (const auto& part : site_parts.all_gather(std::as_bytes(std::span(chunks)))) {
-    const std::size_t at = all.size();
-    all.resize(at + part.size() / sizeof(std::uint64_t));
-    std::memcpy(all.data() + at, part.data(), (all.size() - at) * sizeof(std::uint64_t));
+  for (const auto& bytes : site_parts.all_gather(std::as_bytes(std::span(mine)))) {
+    std::vector<std::uint64_t> words(bytes.size() / sizeof(std::uint64_t));
+    MERIDIAN_CHECK(words.size() >= 4 && bytes.size() % sizeof(std::uint64_t) == 0, "a replica's part hash of ",
+                   bytes.size(), " bytes");
+    std::memcpy(words.data(), bytes.data(), bytes.size());
+    said.push_back({words[0], words[1], words[2], words[3], {words.begin() + 4, words.end()}});
+    all.insert(all.end(), said.back().chunks.begin(), said.back().chunks.end());
   }
-  return kernels::combine_chunk_hashes(all);
+  PartsHash out{kernels::combine_chunk_hashes(all), {}};
+  for (std::size_t r = 0; r < said.size(); ++r) {
+    if (said[r].mirrors == 0) continue;
+    const auto owner = std::find_if(said.begin(), said.end(), [&](const Said& s) { return s.offset == said[r].mirror_offset; });
+    MERIDIAN_CHECK(owner != said.end(), "replica ", r, " mirrors a part at ", said[r].mirror_offset, " that no replica owns");
+    if (kernels::combine_chunk_hashes(owner->chunks) != said[r].mirror_hash) out.stale_mirrors.push_back(static_cast<int>(r));
+  }
+  return out;
+}
+
+void RoundDriver::repair_mirrors(Replica& r, const std::vector<int>& replicas) {
+  const std::size_t bytes = parts(r).recut(state_, r.training.weights());
+  if (leads(r)) events_.mirrors_repaired(replicas, state_.version(), bytes);
 }
 
 void RoundDriver::preview_proposal(Replica& r, const Update& u) {
   auto outcome = preview_of(u);
-  const std::uint64_t hash = site_hash(parts(r), outcome.chunks);
+  const std::uint64_t hash = site_hash(parts(r), outcome.chunks, nullptr).hash;
   proposal_.emplace(u.version, std::move(outcome));
   if (leads(r)) peers_->previewed(hash);
 }

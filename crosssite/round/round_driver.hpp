@@ -168,7 +168,17 @@ class RoundDriver {
   SiteParts& parts(const Replica& r) const;
   std::vector<std::byte> joined(const Replica& r, std::vector<std::byte> encoded) const;
   void share_weights(Replica& r) const;
-  std::uint64_t site_hash(SiteParts& parts, const std::vector<std::uint64_t>& chunks) const;
+  // The commit hash of the replicas' chunk lists together; with their mirrors' outcomes (every
+  // replica passes one, or none does), the replicas whose mirror's weights are not its owner's
+  // part's: corrupted since the cut, as the owner's part is checked by the hash.
+  struct PartsHash {
+    std::uint64_t hash = 0;
+    std::vector<int> stale_mirrors;
+  };
+  PartsHash site_hash(SiteParts& parts, const std::vector<std::uint64_t>& chunks,
+                      const OuterState::Outcome* mirror) const;
+  // The site's parts cut anew from their owners (SiteParts::recut), the stale mirrors with them.
+  void repair_mirrors(Replica& r, const std::vector<int>& replicas);
   void preview_proposal(Replica& r, const Update& u);
   // The outcome of `u`'s mean (a sharded site's: of the parts held, from the deltas still encoded).
   OuterState::Outcome preview_of(const Update& u) const;

@@ -1,6 +1,7 @@
 #pragma once
 // What a site's round tells its log (a real site's RunLog events on the leader) or the
 // simulator's checker. Called on the leader only, but for `encoded`.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -30,6 +31,9 @@ class RoundEvents {
   virtual void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) = 0;
   virtual void fast_forwarded(std::int64_t from_step, std::int64_t step) = 0;
   virtual void caught_up(std::int64_t from_version, std::int64_t version, double seconds) = 0;
+  // A sharded site: the mirrors of `replicas` differed from their owners' parts at `version`, and
+  // the parts were cut anew (`bytes` of records received at the leader).
+  virtual void mirrors_repaired(const std::vector<int>& /*replicas*/, std::int64_t /*version*/, std::size_t /*bytes*/) {}
 };
 
 }  // namespace meridian

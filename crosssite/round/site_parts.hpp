@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "crosssite/outer/outer_state.hpp"
+
 namespace meridian {
 
 class SiteParts {
@@ -20,6 +22,10 @@ class SiteParts {
   virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine) = 0;
   // `values` holds a value per parameter: each replica's outer part of it goes to every replica.
   virtual void all_gather(std::span<float> values) = 0;
+  // Cuts `state` anew from every part's owner (sites/replica/outer_cut), each replica's mirror
+  // included: a mirror found stale is replaced. `weights`: the replica's working weights. The
+  // bytes of records received here.
+  virtual std::size_t recut(OuterState& state, std::span<float> weights) = 0;
 };
 
 }  // namespace meridian

@@ -52,7 +52,7 @@ void GroupChannel::share(Update& update) {
   std::memcpy(&h, header_.data(), sizeof h);
   if (!leader_) {
     update = Update{static_cast<Update::Kind>(h.kind), h.waits != 0, h.version, h.params_hash, h.job_step, h.backlog,
-                    h.aim, std::vector<int>(h.fragments), {}, {}, h.proposed_here != 0, h.gather_state != 0};
+                    h.aim, std::vector<int>(h.fragments), {}, {}, h.proposed_here != 0, h.gather_state != 0, {}};
     std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
     if (h.merged != 0) {
       packed.resize(h.payload);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/util/error.hpp"
+#include "sites/replica/outer_cut.hpp"
 
 namespace meridian {
 
@@ -47,6 +48,10 @@ std::vector<std::vector<std::byte>> GroupParts::all_gather(std::span<const std::
 void GroupParts::all_gather(std::span<float> values) {
   MERIDIAN_CHECK(values.size() == map_.elements(), values.size(), " values for an outer cut of ", map_.elements());
   group_.all_gather(values, map_.counts());
+}
+
+std::size_t GroupParts::recut(OuterState& state, std::span<float> weights) {
+  return cut_outer_state(group_, state, map_, weights, true).bytes;
 }
 
 }  // namespace meridian

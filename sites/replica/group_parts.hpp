@@ -15,6 +15,7 @@ class GroupParts final : public SiteParts {
   std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> mine) override;
   std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine) override;
   void all_gather(std::span<float> values) override;
+  std::size_t recut(OuterState& state, std::span<float> weights) override;
 
  private:
   Communicator& group_;

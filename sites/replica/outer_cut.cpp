@@ -62,7 +62,8 @@ std::vector<std::byte> records_of(const OuterState& state, bool mirror) {
 
 }  // namespace
 
-OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights) {
+OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights,
+                         bool from_owners) {
   GroupParts parts(group, map);
   const auto held = what_members_hold(parts, state);
   const auto sources = choose_outer_sources(held);
@@ -72,7 +73,7 @@ OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap&
                      "the site's replicas, which take the state from the site's newest checkpoint");
   OuterCut cut{sources->version, static_cast<int>(sources->sources.size()), 0, false, !sources->newest, 0};
   for (const auto& s : sources->sources) cut.mirrors += s.mirror ? 1 : 0;
-  if (in_place(held, *sources, map)) return cut;
+  if (!from_owners && in_place(held, *sources, map)) return cut;
   const int rank = group.rank();
   bool whole_here = true;
   for (const auto& h : held) whole_here = whole_here && h.version == sources->version && h.part.count == h.model;

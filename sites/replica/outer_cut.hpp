@@ -27,8 +27,10 @@ struct OuterCut {
 
 // Every member of `group` calls it together. `weights`: the member's working weights, whole
 // (the in-flight round's progress is dropped from them when an older state is taken).
-// Error(Data) when no version is whole among the members (a part and its mirror died together,
-// and no member restarted from a checkpoint).
-OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights);
+// `from_owners`: the chosen records travel even when every member holds its cut already (a
+// mirror found stale is replaced so). Error(Data) when no version is whole among the members (a
+// part and its mirror died together, and no member restarted from a checkpoint).
+OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights,
+                         bool from_owners = false);
 
 }  // namespace meridian

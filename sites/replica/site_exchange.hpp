@@ -196,6 +196,7 @@ class SiteExchange final : private RoundEvents {
   void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) override;
   void fast_forwarded(std::int64_t from_step, std::int64_t step) override;
   void caught_up(std::int64_t from_version, std::int64_t version, double seconds) override;
+  void mirrors_repaired(const std::vector<int>& replicas, std::int64_t version, std::size_t bytes) override;
 
   JobConfig config_;
   std::string site_;

@@ -3,7 +3,9 @@
 // replica takes the mean of its part and its mirror's): the parts' hash matches every commit,
 // and a bit flipped in one replica's part of the outer weights (silent data corruption, which no
 // other replica holds a copy of to compare) stops every replica at the next version, Error(Data)
-// naming it, before anything of that version is applied.
+// naming it, before anything of that version is applied; one flipped in a replica's mirror of
+// another's part is found at the next version too (the mirror's hash against its owner's part's)
+// and the mirror cut anew from the owner.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -98,6 +100,10 @@ struct Weights final : Training {
 };
 
 struct Quiet final : RoundEvents {
+  std::vector<int> repaired;  // replicas whose mirrors were found stale
+  void mirrors_repaired(const std::vector<int>& replicas, std::int64_t, std::size_t) override {
+    repaired.insert(repaired.end(), replicas.begin(), replicas.end());
+  }
   void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
   void applied(const AppliedVersion&) override {}
   void dropped(std::int64_t, std::int64_t, std::int64_t, int) override {}
@@ -105,15 +111,34 @@ struct Quiet final : RoundEvents {
   void caught_up(std::int64_t, std::int64_t, double) override {}
 };
 
-// What one replica saw: the versions it applied, each's hash of its weights, and how it stopped.
+// What one replica saw: each version's hash of its weights, the version it ended on, the mirrors
+// found stale (the leader), and its part's and its mirror's weights at the end.
 struct Seen {
   std::vector<std::uint64_t> hashes;
   std::int64_t version = 0;
+  std::vector<int> repaired;
+  std::vector<float> part, mirror;
 };
 
-// `rounds` rounds of one step each, lockstep, on kReplicas replicas of a sharded site; replica
-// `victim` gets a bit flipped in its part of the outer weights after version `flip_after`.
-std::vector<Seen> run(OtherSites& others, int rounds, int victim = -1, std::int64_t flip_after = 0,
+// A bit flipped after version `after` in replica `victim`'s outer weights: its own part's, or
+// its mirror's of the next replica's part.
+struct Fault {
+  int victim = -1;
+  std::int64_t after = 0;
+  bool in_mirror = false;
+};
+
+void flip(const OuterState& state) {
+  // A hardware fault in the memory of the version's weights.
+  auto* at = const_cast<float*>(state.global().data()) + 17;
+  std::uint32_t bits;
+  std::memcpy(&bits, at, 4);
+  bits ^= 1u << 20;
+  std::memcpy(at, &bits, 4);
+}
+
+// `rounds` rounds of one step each, lockstep, on kReplicas replicas of a sharded site.
+std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
                       std::vector<std::exception_ptr>* errors = nullptr) {
   MemoryStore store;
   const ShardMap map(kValues, kReplicas);
@@ -134,21 +159,25 @@ std::vector<Seen> run(OtherSites& others, int rounds, int victim = -1, std::int6
     if (rank == 0) driver.lead(&others);
     Replica r{channel, training, &parts};
     auto& mine = seen[static_cast<std::size_t>(rank)];
+    bool flipped = false;
     for (int i = 0; i < rounds; ++i) {
       training.train();
       driver.after_step(r, training.steps, false, false);
       for (int tries = 0; tries < 20 && driver.attempt(r, 0ms);) ++tries;
       mine.version = state.version();
       mine.hashes.push_back(OuterState::weights_hash(training.w));
-      if (rank == victim && state.version() == flip_after) {
-        // A hardware fault in this replica's own part of the version's weights.
-        auto* at = const_cast<float*>(state.global().data()) + 17;
-        std::uint32_t bits;
-        std::memcpy(&bits, at, 4);
-        bits ^= 1u << 20;
-        std::memcpy(at, &bits, 4);
+      if (rank == fault.victim && state.version() == fault.after && !flipped) {
+        if (fault.in_mirror) {
+          flip(*state.mirror());
+        } else {
+          flip(state);
+        }
+        flipped = true;  // a transient fault: once
       }
     }
+    mine.repaired = events.repaired;
+    mine.part.assign(state.global().begin(), state.global().end());
+    mine.mirror.assign(state.mirror()->global().begin(), state.mirror()->global().end());
   });
   if (errors != nullptr) {
     *errors = std::move(thrown);
@@ -175,7 +204,7 @@ TEST_CASE("a sharded site over Gloo: every version's parts hash as the whole sta
 TEST_CASE("a bit flipped in one replica's part of the outer weights stops every replica at the next version, naming it") {
   OtherSites others;
   std::vector<std::exception_ptr> errors;
-  const auto seen = run(others, 4, /*victim=*/1, /*flip_after=*/2, &errors);
+  const auto seen = run(others, 4, {.victim = 1, .after = 2}, &errors);
   for (int rank = 0; rank < kReplicas; ++rank) {
     CAPTURE(rank);
     REQUIRE(errors[static_cast<std::size_t>(rank)]);
@@ -188,5 +217,19 @@ TEST_CASE("a bit flipped in one replica's part of the outer weights stops every 
       CHECK(what.find("this site's copy of version 2 differs from its peers'") != std::string::npos);
     }
     CHECK(seen[static_cast<std::size_t>(rank)].version == 2);  // version 3 never applied
+  }
+}
+
+TEST_CASE("a bit flipped in one replica's mirror is found at the next version, and the parts are cut anew from their owners") {
+  OtherSites clean_others, others;
+  const auto clean = run(clean_others, 5);
+  const auto seen = run(others, 5, {.victim = 0, .after = 2, .in_mirror = true});
+  CHECK(seen[0].repaired == std::vector<int>{0});  // at version 3, on the leader's log
+  for (int rank = 0; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    const auto& s = seen[static_cast<std::size_t>(rank)];
+    CHECK(s.version == 5);
+    CHECK(s.hashes == clean[0].hashes);  // nothing of the fault reached the weights
+    CHECK(s.mirror == seen[static_cast<std::size_t>((rank + 1) % kReplicas)].part);
   }
 }
