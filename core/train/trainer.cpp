@@ -18,6 +18,7 @@
 #include "core/train/init_from.hpp"
 #include "core/train/job_data.hpp"
 #include "core/util/error.hpp"
+#include "core/util/hash.hpp"
 #include "core/util/pages.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
@@ -292,7 +293,17 @@ Checkpoint Trainer::snapshot() const { return snapshot_of(true); }
 
 Checkpoint Trainer::snapshot_meta() const { return snapshot_of(false); }
 
-Checkpoint Trainer::snapshot_of(bool bulk) const {
+std::uint64_t Trainer::state_fingerprint() {
+  MERIDIAN_CHECK(!extras_.save || extras_.fingerprint, "a trainer's extras save records but have no fingerprint");
+  fetch_from_device(true);
+  const auto meta = encode_checkpoint(snapshot_of(false, false));
+  const std::uint64_t parts[] = {hash64(std::span<const float>(model_->params())), hash64(std::span<const float>(opt_.m())),
+                                 hash64(std::span<const float>(opt_.v())), hash64(meta.data(), meta.size()),
+                                 extras_.fingerprint ? extras_.fingerprint() : 0};
+  return hash64(std::span<const std::uint64_t>(parts));
+}
+
+Checkpoint Trainer::snapshot_of(bool bulk, bool extras) const {
   if (bulk) ensure_whole_weights();
   fetch_from_device(true);
   Checkpoint out = bulk ? encode_train_state(config_.model, model_->params(), opt_, state_, to_toml(config_))
@@ -303,7 +314,7 @@ Checkpoint Trainer::snapshot_of(bool bulk) const {
     out.put_value<std::int64_t>("fp16.skipped_steps", scaler->skipped_steps());
   }
   if (tokenizer_) put_tokenizer(out, *tokenizer_);
-  if (extras_.save) extras_.save(out);
+  if (extras && extras_.save) extras_.save(out);
   return out;
 }
 

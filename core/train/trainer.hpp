@@ -131,6 +131,10 @@ class Trainer {
   // buffers, brought up to date from a GPU first), then restores the rest with restore_meta, which
   // also sends the bulk to the GPU.
   Checkpoint snapshot_meta() const;
+  // A hash of everything snapshot() holds (the weights, the moments this replica keeps, the
+  // records of snapshot_meta, the extras' state), read in place but for the small records:
+  // replicas whose fingerprints match hold the same state, and a heal between them moves nothing.
+  std::uint64_t state_fingerprint();
   struct Bulk {
     std::span<float> params, m, v;  // m and v: the moments this replica keeps (moments_held)
   };
@@ -150,6 +154,8 @@ class Trainer {
     // Every member, right before a checkpoint is written (the last collective of it): what `save`
     // needs from the others.
     std::function<void()> gather;
+    // A hash of what `save` writes, read in place (state_fingerprint); required with `save`.
+    std::function<std::uint64_t()> fingerprint;
   };
   void set_extras(Extras extras) { extras_ = std::move(extras); }
 
@@ -243,7 +249,8 @@ class Trainer {
   enum class Update { Applied, Skipped, NonFinite };
   Update cpu_step(StepResult& r);
   Update device_step(StepResult& r);
-  Checkpoint snapshot_of(bool bulk) const;
+  // `extras`: with the extras' records (state_fingerprint hashes them apart).
+  Checkpoint snapshot_of(bool bulk, bool extras = true) const;
   void save_checkpoint_in_parts(bool write);
   void restore_held_part(const Checkpoint& state, const std::string& source);
   void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras

@@ -6,6 +6,7 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
+#include "core/util/hash.hpp"
 #include "crosssite/outer/outer_parts.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
 
@@ -280,6 +281,25 @@ OuterState::Outcome OuterState::stepped(std::span<const float> part_mean) const 
   out.chunks = kernels::chunk_hashes(out.global.data(), out.global.size() * sizeof(float));
   out.hash = kernels::combine_chunk_hashes(out.chunks);
   return out;
+}
+
+std::uint64_t OuterState::fingerprint() const {
+  Hasher64 h;
+  const auto value = [&](std::int64_t v) { h.update(&v, sizeof v); };
+  value(version_);
+  value(static_cast<std::int64_t>(part_.offset));
+  value(static_cast<std::int64_t>(part_.count));
+  h.update(global_.data(), global_.size() * sizeof(float));
+  h.update(start_.data(), start_.size() * sizeof(float));
+  for (const auto& o : optimizers_) {
+    h.update(o.momentum_buffer().data(), o.momentum_buffer().size_bytes());
+    h.update(o.delay_buffer().data(), o.delay_buffer().size_bytes());
+    value(o.pending());
+    value(o.steps_taken());
+  }
+  for (const auto& f : feedback_) h.update(f.residual().data(), f.residual().size_bytes());
+  value(mirror_ ? static_cast<std::int64_t>(mirror_->fingerprint()) : 0);
+  return h.digest();
 }
 
 void OuterState::commit(std::int64_t version, Outcome outcome) {

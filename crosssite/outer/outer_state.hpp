@@ -146,6 +146,9 @@ class OuterState {
   std::optional<ShardRange> mirror_part() const;
   const OuterState* mirror() const { return mirror_.get(); }
   void save_mirror(Checkpoint& checkpoint) const;
+  // A hash of everything this state holds (version, weights, start, optimizers, residuals, the
+  // part and the mirror): states with equal fingerprints are the same state. Read in place.
+  std::uint64_t fingerprint() const;
   // What a commit record carries: the chunked hash of the global weights (kernels/cpu/chunk_hash),
   // which the owners of parts of the weights can compute together, each over its own chunks.
   static std::uint64_t weights_hash(std::span<const float> weights);

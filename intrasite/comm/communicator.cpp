@@ -19,4 +19,16 @@ std::vector<std::vector<std::byte>> Communicator::gather(std::span<const std::by
   return parts;
 }
 
+// One float all-reduce: each rank writes its value as four 16-bit pieces (exact in fp32) into its
+// own slots, zeros elsewhere, and the sum fills every slot.
+std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine) {
+  std::vector<float> slots(4 * static_cast<std::size_t>(comm.size()), 0.0f);
+  for (int i = 0; i < 4; ++i) slots[4 * comm.rank() + i] = static_cast<float>((mine >> (16 * i)) & 0xFFFF);
+  comm.allreduce(slots, ReduceOp::Sum);
+  std::vector<std::uint64_t> hashes(comm.size(), 0);
+  for (int r = 0; r < comm.size(); ++r)
+    for (int i = 0; i < 4; ++i) hashes[r] |= static_cast<std::uint64_t>(slots[4 * r + i]) << (16 * i);
+  return hashes;
+}
+
 }  // namespace meridian

@@ -5,6 +5,7 @@
 // building a new communicator for the survivors under a new generation prefix.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -43,6 +44,9 @@ class Communicator {
   // has some, so every rank sees every part; a fabric that can send to one rank does only that.
   virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine, int root);
 };
+
+// Every rank's 64-bit value (a hash), in rank order, on every rank; all call it together.
+std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine);
 
 // Where rank `rank`'s part starts in a buffer cut by `counts` (see reduce_scatter).
 inline std::size_t part_offset(std::span<const std::size_t> counts, int rank) {

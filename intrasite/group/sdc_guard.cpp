@@ -33,18 +33,6 @@ SdcVerdict judge_hashes(const std::vector<std::uint64_t>& hashes) {
 
 namespace {
 
-// Every rank's 64-bit hash, exchanged with one float all-reduce: each rank writes its hash as four
-// 16-bit pieces (exact in fp32) into its own slots, zeros elsewhere, and the sum fills every slot.
-std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine) {
-  std::vector<float> slots(4 * static_cast<std::size_t>(comm.size()), 0.0f);
-  for (int i = 0; i < 4; ++i) slots[4 * comm.rank() + i] = static_cast<float>((mine >> (16 * i)) & 0xFFFF);
-  comm.allreduce(slots, ReduceOp::Sum);
-  std::vector<std::uint64_t> hashes(comm.size(), 0);
-  for (int r = 0; r < comm.size(); ++r)
-    for (int i = 0; i < 4; ++i) hashes[r] |= static_cast<std::uint64_t>(slots[4 * r + i]) << (16 * i);
-  return hashes;
-}
-
 // The majority's state with this replica's part of the moments, under a shard.
 void keep_own_moments(Checkpoint& majority, const Checkpoint& own) {
   for (const char* record : {"adamw.m", "adamw.v", "adamw.shard"}) {

@@ -1,5 +1,6 @@
 #include "intrasite/group/state_sync.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -225,6 +226,13 @@ std::int64_t settle_sharded_weights(Communicator& comm, Trainer& trainer, std::v
   return target;
 }
 
+// Whether every member's state fingerprint is the source's.
+bool same_state(Communicator& comm, Trainer& trainer, int source) {
+  const auto fingerprints = all_hashes(comm, trainer.state_fingerprint());
+  return std::all_of(fingerprints.begin(), fingerprints.end(),
+                     [&](std::uint64_t f) { return f == fingerprints[static_cast<std::size_t>(source)]; });
+}
+
 }  // namespace
 
 HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place) {
@@ -251,6 +259,13 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   bool whole = true;  // every member keeps the whole model's moments
   for (const auto& m : members) whole = whole && m.first_unit == 0 && m.end_unit == units;
 
+  // Members that hold the same state (a first join: every replica built it from the same seed, or
+  // resumed from the same checkpoint) move nothing; the hash reads every buffer in place.
+  if (!sharded && whole && same_state(comm, trainer, report.source_rank)) {
+    if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
+    report.step = trainer.state().step;
+    return report;
+  }
   // The records go as one small checkpoint; the weights and the moments straight into the
   // members' buffers, so a heal holds no copy of them.
   const int from = report.source_rank;

@@ -95,7 +95,8 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
   if (exchange_.active())
     trainer_.set_extras({[this](Checkpoint& out) { exchange_.save(out); },
                          [this](const Checkpoint& in) { exchange_.restore(in); }, [this] { exchange_.checkpointed(); },
-                         [this] { exchange_.gather_for_checkpoint(group_.comm(), turn_.leader); }});
+                         [this] { exchange_.gather_for_checkpoint(group_.comm(), turn_.leader); },
+                         [this] { return exchange_.fingerprint(); }});
   inbox_.on_version_rollback(
       [this](Trainer& t, std::int64_t version, std::optional<double> scale) { return roll_back_to(t, version, scale); });
 }

@@ -120,6 +120,8 @@ class SiteExchange final : private RoundEvents {
   // so far, so that a job's traffic figures count every launch of it. Restore takes the counts
   // only into a process that has counted nothing yet (a resume, not a rollback).
   void save(Checkpoint& checkpoint) const;
+  // A hash of what save() writes into a heal's snapshot (Trainer::Extras::fingerprint).
+  std::uint64_t fingerprint() const;
   // A checkpoint with what save() gave is on disk: the delta journal may let go of what it holds.
   void checkpointed() {
     if (cross_) cross_->durable(state_.version());

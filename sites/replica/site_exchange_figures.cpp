@@ -9,6 +9,7 @@
 #include "transport/link/striped_link.hpp"
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/util/hash.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sites/replica/wan_control.hpp"
 #include "transport/link/measured_link.hpp"
@@ -44,6 +45,14 @@ void SiteExchange::save(Checkpoint& checkpoint) const {
   checkpoint.put_value("exchange.rounds", rounds());
   checkpoint.put_value("exchange.wan_bytes_sent", static_cast<std::int64_t>(carry_.sent + t.bytes_sent + lanes_sent()));
   checkpoint.put_value("exchange.wan_bytes_received", static_cast<std::int64_t>(carry_.received + t.bytes_received));
+}
+
+std::uint64_t SiteExchange::fingerprint() const {
+  const auto t = cross_ ? cross_->traffic() : CrossSiteTraffic{};
+  // A sharded state's records are not in a heal's snapshot (save()).
+  const std::uint64_t values[] = {state_.sharded() ? 0 : state_.fingerprint(), static_cast<std::uint64_t>(rounds()),
+                                  carry_.sent + t.bytes_sent + lanes_sent(), carry_.received + t.bytes_received};
+  return hash64(std::span<const std::uint64_t>(values));
 }
 
 void SiteExchange::restore(const Checkpoint& checkpoint) {

@@ -117,6 +117,33 @@ std::vector<Held> reference(const TempDir& dir, int size, int steps) {
 
 }  // namespace
 
+TEST_CASE("replicas that hold the same state move nothing when they join, and one that differs is healed whole") {
+  TempDir dir("heal-same");
+  const JobConfig cfg = job(dir, "same");  // one run directory: the records of their states are equal
+  for (const bool differ : {false, true}) {
+    CAPTURE(differ);
+    MemoryStore store;
+    std::vector<HealReport> reports(3);
+    std::vector<std::uint64_t> after(3);
+    on_threads(3, [&](int rank) {
+      RunLog log(cfg.job.run_dir);
+      auto comm = connect_gloo(store, "g/", rank, 3, GlooOptions{});
+      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, data_parallel_slot(*comm));
+      if (differ && rank == 2) t.model().params()[5] += 1.0f;
+      reports[static_cast<std::size_t>(rank)] = sync_state(*comm, t, GroupPlace{data_parallel_slot(*comm), 1});
+      t.step();
+      after[static_cast<std::size_t>(rank)] = hash64(std::span<const float>(t.model().params()));
+    });
+    for (std::size_t r = 0; r < 3; ++r) {
+      CAPTURE(r);
+      CHECK((reports[r].bytes > 0) == differ);  // a first join of replicas built alike moves no byte
+      CHECK(reports[r].changed == (differ && r == 2));
+      CHECK(reports[r].source_rank == 0);
+      CHECK(after[r] == after[0]);
+    }
+  }
+}
+
 TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dead one's restart at zero") {
   TempDir dir("heal-shrink");
   MemoryStore store;
