@@ -33,7 +33,10 @@ std::pair<ShardRange, std::size_t> held_part(const Checkpoint& records) {
 }  // namespace
 
 Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part) {
-  const std::size_t n = whole.get(std::string("outer.global")).size() / sizeof(float);
+  return cut_outer_records(whole, part, whole.get(std::string("outer.global")).size() / sizeof(float));
+}
+
+Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part, std::size_t n) {
   if (part.end() > n)
     throw make_error(ErrorKind::Checkpoint, "outer records of ", n, " values cut at ", part.offset, "+", part.count);
   Checkpoint cut;

@@ -17,6 +17,8 @@ namespace meridian {
 // `whole`'s outer records with their values of `part` only. Error(Checkpoint) when a per-value
 // record does not hold the model's values (as many as "outer.global"), or `part` is not inside them.
 Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part);
+// The same with the model's values given (records that may lack "outer.global": an optimizer's).
+Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part, std::size_t values);
 
 // The whole model's records from the parts' (OuterState::save of each, "outer.part" naming its
 // part, a whole state's none), in any order. Error(Peer) when they do not cover the model exactly once, disagree on the

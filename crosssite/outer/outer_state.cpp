@@ -357,15 +357,29 @@ void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::opt
   // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
   auto start = checkpoint.has("outer.start") ? checkpoint.get_pod<float>("outer.start") : global;
   model_sized("outer.start", start.size());
-  OuterState next = held_of(checkpoint, {global, start, residual, version}, part);
-  if (mirror) next.mirror_ = std::make_unique<OuterState>(held_of(checkpoint, {global, start, residual, version}, *mirror));
+  keep(checkpoint, {global, start, residual ? std::optional(std::span<const float>(*residual)) : std::nullopt, version},
+       part, mirror);
+}
+
+void OuterState::cut(ShardRange part, std::optional<ShardRange> mirror) {
+  MERIDIAN_CHECK(!sharded() && fragments() == 1, "a cut of a state ", sharded() ? "sharded already" : "of fragments");
+  Checkpoint optimizers;
+  save_optimizers(optimizers);
+  const auto residual = feedback_.empty() ? std::nullopt : std::optional(feedback_[0].residual());
+  keep(optimizers, {global_, start_, residual, version_}, part, mirror);
+}
+
+void OuterState::keep(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part,
+                      std::optional<ShardRange> mirror) {
+  OuterState next = held_of(checkpoint, whole, part);
+  if (mirror) next.mirror_ = std::make_unique<OuterState>(held_of(checkpoint, whole, *mirror));
   next.previews_ = previews_;
   *this = std::move(next);
 }
 
 OuterState OuterState::held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const {
   OuterState next(whole.global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_, part);
-  next.optimizers_ = next.restored_optimizers(next.sharded() ? cut_outer_records(checkpoint, part) : checkpoint);
+  next.optimizers_ = next.restored_optimizers(next.sharded() ? cut_outer_records(checkpoint, part, size_) : checkpoint);
   next.start_.assign(whole.start.begin() + static_cast<std::ptrdiff_t>(part.offset),
                      whole.start.begin() + static_cast<std::ptrdiff_t>(part.end()));
   next.version_ = whole.version;

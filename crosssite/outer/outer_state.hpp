@@ -142,6 +142,10 @@ class OuterState {
   void save(Checkpoint& checkpoint) const;
   void restore(const Checkpoint& checkpoint);
   void restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror = std::nullopt);
+  // A whole state keeps `part` of itself, and a mirror of `mirror`: what restore() from its own
+  // records would make, without writing them out (a group's first cut, every member whole).
+  // InvariantError on a sharded state.
+  void cut(ShardRange part, std::optional<ShardRange> mirror);
   // The mirror's part and its records (as save() writes them), when the state keeps one.
   std::optional<ShardRange> mirror_part() const;
   const OuterState* mirror() const { return mirror_.get(); }
@@ -161,11 +165,13 @@ class OuterState {
   // The values of a checkpoint's records that hold the whole model, read and checked once.
   struct WholeRecords {
     std::span<const float> global, start;
-    const std::optional<std::vector<float>>& residual;
+    std::optional<std::span<const float>> residual;
     std::int64_t version;
   };
   // A state of this one's kind holding `part` of them (restore: its own part, and its mirror's).
   OuterState held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const;
+  // This state becomes held_of `part` (and its mirror's); `checkpoint`: the optimizers' records.
+  void keep(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part, std::optional<ShardRange> mirror);
   // A snapshot adopt() checked, whole: this state's part of it and its mirror's, as version
   // `version`. Error(Peer) before anything changes when its optimizer records do not fit.
   void take_snapshot(const Checkpoint& records, std::span<const float> global, std::int64_t version);

@@ -77,26 +77,24 @@ OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap&
   const int rank = group.rank();
   bool whole_here = true;
   for (const auto& h : held) whole_here = whole_here && h.version == sources->version && h.part.count == h.model;
-  Checkpoint whole;
-  if (whole_here) {
-    state.save(whole);  // every member holds the same whole state: each cuts its own
-  } else {
-    // Each source's records from the member that holds them, to every member.
-    bool own = false, mirror = false;
-    for (const auto& s : sources->sources)
-      if (s.member == rank) (s.mirror ? mirror : own) = true;
-    const auto owned = parts.all_gather(own ? records_of(state, false) : std::vector<std::byte>{});
-    const auto mirrored = parts.all_gather(mirror ? records_of(state, true) : std::vector<std::byte>{});
-    std::vector<Checkpoint> chosen;
-    for (const auto& s : sources->sources) {
-      const auto& bytes = (s.mirror ? mirrored : owned)[static_cast<std::size_t>(s.member)];
-      cut.bytes += bytes.size();
-      chosen.push_back(decode_checkpoint(bytes, "replica " + std::to_string(s.member) + "'s outer part"));
-    }
-    whole = join_outer_parts(chosen);
-    cut.moved = true;
+  if (whole_here) {  // every member holds the same whole state: each cuts its own
+    state.cut(map.part(rank), mirror_of(map, rank));
+    return cut;
   }
-  state.restore(whole, map.part(rank), mirror_of(map, rank));
+  // Each source's records from the member that holds them, to every member.
+  bool own = false, mirror = false;
+  for (const auto& s : sources->sources)
+    if (s.member == rank) (s.mirror ? mirror : own) = true;
+  const auto owned = parts.all_gather(own ? records_of(state, false) : std::vector<std::byte>{});
+  const auto mirrored = parts.all_gather(mirror ? records_of(state, true) : std::vector<std::byte>{});
+  std::vector<Checkpoint> chosen;
+  for (const auto& s : sources->sources) {
+    const auto& bytes = (s.mirror ? mirrored : owned)[static_cast<std::size_t>(s.member)];
+    cut.bytes += bytes.size();
+    chosen.push_back(decode_checkpoint(bytes, "replica " + std::to_string(s.member) + "'s outer part"));
+  }
+  cut.moved = true;
+  state.restore(join_outer_parts(chosen), map.part(rank), mirror_of(map, rank));
   if (cut.older) {
     state.drop_in_flight(weights);
     parts.all_gather(weights);

@@ -589,3 +589,35 @@ TEST_CASE("a re-formed group goes on from the newest version its parts and mirro
   const std::vector<HeldOuter> lost{held(5, a, b)};
   CHECK_FALSE(choose_outer_sources(lost));
 }
+
+TEST_CASE("a whole state cut to a part and a mirror in place is the one its own records restore") {
+  const std::size_t n = 3 * kShardUnit + 77;
+  const auto initial = ramp(n, 0.01f);
+  OuterOptions outer;
+  outer.delay = 2;  // a delay buffer too
+  OuterState whole(initial, outer, {CodecKind::Int8, 256}, true);
+  auto local = initial;
+  for (int round = 1; round <= 2; ++round) {
+    for (std::size_t i = 0; i < n; ++i) local[i] -= 1e-3f * static_cast<float>(i % 5);
+    std::vector<float> mean(n);
+    decode(whole.encode_delta(local), mean);
+    whole.commit(round, whole.preview(mean));
+    whole.rebase(local);
+  }
+  const ShardMap map(n, 3);
+  Checkpoint records;
+  whole.save(records);
+  OuterState restored = whole, cut = whole;
+  restored.restore(records, map.part(1), map.part(2));
+  cut.cut(map.part(1), map.part(2));
+  CHECK(cut.fingerprint() == restored.fingerprint());
+  CHECK(cut.mirror_part() == map.part(2));
+  Checkpoint a, b;
+  cut.save(a);
+  restored.save(b);
+  for (const auto& name : b.names()) {
+    CAPTURE(name);
+    CHECK(std::ranges::equal(a.get(name), b.get(name)));
+  }
+  CHECK_THROWS_AS(cut.cut(map.part(0), std::nullopt), InvariantError);
+}
