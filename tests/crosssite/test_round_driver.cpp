@@ -9,9 +9,11 @@
 
 #include "crosssite/round/round_driver.hpp"
 #include "tests/support/error_of.hpp"
+#include "tests/support/fake_training.hpp"
 
 using namespace meridian;
 using namespace std::chrono_literals;
+using meridian::testing::FakeTraining;
 
 namespace {
 
@@ -103,19 +105,6 @@ struct FakeChannel final : ReplicaChannel {
   bool is_leader;
 };
 
-struct FakeTraining final : Training {
-  std::vector<float> w = initial();
-  std::int64_t steps = 0;
-  std::span<float> weights() override { return w; }
-  std::int64_t step() const override { return steps; }
-  void fast_forward(std::int64_t step) override { steps = std::max(steps, step); }
-  std::int64_t tokens_per_step() const override { return 100; }
-  void train() {
-    ++steps;
-    for (auto& x : w) x -= 0.001f;
-  }
-};
-
 struct Log final : RoundEvents {
   std::vector<std::string> said;
   void submitted(const DeltaAnnouncement& a, std::span<const std::byte>) override {
@@ -126,6 +115,9 @@ struct Log final : RoundEvents {
   void fast_forwarded(std::int64_t, std::int64_t step) override { said.push_back("step " + std::to_string(step)); }
   void caught_up(std::int64_t, std::int64_t version, double) override { said.push_back("caught up " + std::to_string(version)); }
 };
+
+// Every step takes 0.001 off every weight.
+float uniform(std::size_t, std::int64_t) { return 0.001f; }
 
 // A site of two replicas: each with its OuterState, training and driver; the leader has the peers.
 struct Site {
@@ -166,7 +158,7 @@ struct Site {
   Log log, member_log;
   Wire wire;
   FakeChannel lead_channel{wire, true}, member_channel{wire, false};
-  FakeTraining lead_training, member_training;
+  FakeTraining lead_training{initial(), uniform}, member_training{initial(), uniform};
   OuterState leader_state, member_state;
   RoundDriver leader, member;
 };

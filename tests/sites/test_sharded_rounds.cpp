@@ -21,10 +21,12 @@
 #include "sites/replica/group_channel.hpp"
 #include "sites/replica/group_parts.hpp"
 #include "sites/replica/outer_cut.hpp"
+#include "tests/support/fake_training.hpp"
 #include "tests/support/ranks.hpp"
 
 using namespace meridian;
 using namespace std::chrono_literals;
+using meridian::testing::FakeTraining;
 using meridian::testing::require_no_errors;
 using meridian::testing::run_ranks;
 
@@ -86,19 +88,6 @@ struct OtherSites final : RoundPeers {
   void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
 };
 
-struct Weights final : Training {
-  std::vector<float> w = initial();
-  std::int64_t steps = 0;
-  std::span<float> weights() override { return w; }
-  std::int64_t step() const override { return steps; }
-  void fast_forward(std::int64_t step) override { steps = std::max(steps, step); }
-  std::int64_t tokens_per_step() const override { return 100; }
-  void train() {
-    ++steps;
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 1e-3f * static_cast<float>((i + steps) % 5);
-  }
-};
-
 struct Quiet final : RoundEvents {
   std::vector<int> repaired;  // replicas whose mirrors were found stale
   void mirrors_repaired(const std::vector<int>& replicas, std::int64_t, std::size_t) override {
@@ -150,7 +139,9 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
   auto thrown = run_ranks(kReplicas, [&](int rank) {
     auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
     OuterState state(initial(), {}, kCodec, false);
-    Weights training;
+    FakeTraining training(initial(), [](std::size_t i, std::int64_t step) {
+      return 1e-3f * static_cast<float>((i + static_cast<std::size_t>(step)) % 5);
+    });
     cut_outer_state(*comm, state, map, training.w);
     GroupChannel channel(*comm, rank == 0, 1);
     GroupParts parts(*comm, map);
