@@ -62,8 +62,8 @@ int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
   const auto [from, taken] = range_of(n);
   std::vector<float> range(taken);
   decode_range(joined, from, range);
-  MERIDIAN_FUZZ_EXPECT(std::memcmp(range.data(), y.data() + from, taken * sizeof(float)) == 0, "values [", from, ", ",
-                       from + taken, ") decode otherwise than in the whole");
+  MERIDIAN_FUZZ_EXPECT(taken == 0 || std::memcmp(range.data(), y.data() + from, taken * sizeof(float)) == 0, "values [",
+                       from, ", ", from + taken, ") decode otherwise than in the whole");
   return 0;
 }
 
