@@ -7,9 +7,8 @@
 #include "core/checkpoint/store.hpp"
 #include "core/data/tokens.hpp"
 #include "core/io/env.hpp"
-#include "core/optim/muon.hpp"
-#include "kernels/cpu/newton_schulz.hpp"
 #include "core/optim/grad_clip.hpp"
+#include "core/optim/muon.hpp"
 #include "core/optim/sgd.hpp"
 #include "core/runlog/progress.hpp"
 #include "core/runlog/run_log.hpp"
@@ -21,6 +20,7 @@
 #include "core/util/hash.hpp"
 #include "core/util/pages.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
+#include "kernels/cpu/newton_schulz.hpp"
 
 namespace meridian {
 namespace {
@@ -297,9 +297,9 @@ std::uint64_t Trainer::state_fingerprint() {
   MERIDIAN_CHECK(!extras_.save || extras_.fingerprint, "a trainer's extras save records but have no fingerprint");
   fetch_from_device(true);
   const auto meta = encode_checkpoint(snapshot_of(false, false));
-  const std::uint64_t parts[] = {hash64(std::span<const float>(model_->params())), hash64(std::span<const float>(opt_.m())),
-                                 hash64(std::span<const float>(opt_.v())), hash64(meta.data(), meta.size()),
-                                 extras_.fingerprint ? extras_.fingerprint() : 0};
+  const std::uint64_t parts[] = {hash64(std::span<const float>(model_->params())),
+                                 hash64(std::span<const float>(opt_.m())), hash64(std::span<const float>(opt_.v())),
+                                 hash64(meta.data(), meta.size()), extras_.fingerprint ? extras_.fingerprint() : 0};
   return hash64(std::span<const std::uint64_t>(parts));
 }
 

@@ -84,7 +84,8 @@ MergedDeltas MergedDeltas::unpack(std::span<const std::byte> bytes) {
   for (std::uint64_t i = 0; i < count; ++i) {
     m.weights.push_back(take<double>(bytes));
     const auto size = take<std::uint64_t>(bytes);
-    MERIDIAN_CHECK(size <= bytes.size(), "merged delta ", i, " of ", count, ": ", size, " bytes, ", bytes.size(), " left");
+    MERIDIAN_CHECK(size <= bytes.size(), "merged delta ", i, " of ", count, ": ", size, " bytes, ", bytes.size(),
+                   " left");
     m.encoded.emplace_back(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
     bytes = bytes.subspan(size);
   }

@@ -27,9 +27,9 @@
 #include "core/model/shard_map.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/error_feedback.hpp"
-#include "crosssite/outer/outer_optimizer.hpp"
 #include "crosssite/outer/fragments.hpp"
 #include "crosssite/outer/merged_deltas.hpp"
+#include "crosssite/outer/outer_optimizer.hpp"
 
 namespace meridian {
 

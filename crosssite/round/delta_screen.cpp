@@ -59,8 +59,8 @@ DeltaScreen::Verdict DeltaScreen::judge(const Tally& tally, std::size_t expected
   MERIDIAN_CHECK(rounds >= 1, "rounds=", rounds);
   // The size first: a wrong one says so, not where its values went wrong.
   if (tally.values_ != expected_size)
-    return {false, "wrong size: " + std::to_string(tally.values_) + " values, expected " + std::to_string(expected_size),
-            0};
+    return {false,
+            "wrong size: " + std::to_string(tally.values_) + " values, expected " + std::to_string(expected_size), 0};
   if (!tally.bad_.empty()) return {false, tally.bad_, 0};
   const double norm = std::sqrt(tally.sum_);
   if (norms_.size() >= static_cast<std::size_t>(options_.min_history)) {

@@ -1,13 +1,12 @@
 #include "crosssite/round/delta_store.hpp"
 
-#include "crosssite/round/mutant.hpp"
-
 #include <algorithm>
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/round/mutant.hpp"
 
 namespace meridian {
 
@@ -77,8 +76,8 @@ const DeltaStore::WrongCopies* DeltaStore::wrong_copies(const DeltaKey& key) con
   return it == wrong_.end() ? nullptr : &it->second;
 }
 
-DeltaScreen::Verdict DeltaStore::screened(const DeltaScreen& screen, const std::vector<std::byte>& bytes,
-                                          std::size_t n, int rounds) {
+DeltaScreen::Verdict DeltaStore::screened(const DeltaScreen& screen, const std::vector<std::byte>& bytes, std::size_t n,
+                                          int rounds) {
   constexpr std::size_t kPiece = std::size_t{1} << 16;
   const std::size_t count = encoded_count(bytes);
   std::vector<float> piece(std::min(count, kPiece));
@@ -91,7 +90,8 @@ DeltaScreen::Verdict DeltaStore::screened(const DeltaScreen& screen, const std::
   return screen.judge(tally, n, rounds);
 }
 
-DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n) {
+DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes,
+                                        std::size_t n) {
   DeltaScreen::Verdict verdict;
   try {
     verdict = screened(screens_[static_cast<std::size_t>(a.fragment)], bytes, n, a.rounds);

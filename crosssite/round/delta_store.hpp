@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "crosssite/outer/merged_deltas.hpp"
+#include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/commit_rule.hpp"
 #include "crosssite/round/cross_site_types.hpp"
 #include "crosssite/round/delta_journal.hpp"
 #include "crosssite/round/delta_screen.hpp"
-#include "crosssite/outer/merged_deltas.hpp"
-#include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/records.hpp"
 #include "transport/link/link.hpp"
 

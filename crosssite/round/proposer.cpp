@@ -70,8 +70,13 @@ void Proposer::claim(Pending pending, std::optional<OuterState::Outcome> outcome
     ++counts_.commits_won;
     if (pending.short_of_sites) ++counts_.commits_by_deadline;
   }
-  proposed_ = VersionCommit{std::move(proposal), std::move(pending.means.mean), {}, std::move(pending.means.fragments),
-                            std::move(outcome), false, std::move(pending.means.merged)};
+  proposed_ = VersionCommit{std::move(proposal),
+                            std::move(pending.means.mean),
+                            {},
+                            std::move(pending.means.fragments),
+                            std::move(outcome),
+                            false,
+                            std::move(pending.means.merged)};
 }
 
 VersionCommit Proposer::commit_of(const CommitRecord& record, const OuterState& state) {

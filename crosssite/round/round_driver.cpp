@@ -363,9 +363,12 @@ RoundDriver::PartsHash RoundDriver::site_hash(SiteParts& site_parts, const std::
   PartsHash out{kernels::combine_chunk_hashes(all), {}};
   for (std::size_t r = 0; r < said.size(); ++r) {
     if (said[r].mirrors == 0) continue;
-    const auto owner = std::find_if(said.begin(), said.end(), [&](const Said& s) { return s.offset == said[r].mirror_offset; });
-    MERIDIAN_CHECK(owner != said.end(), "replica ", r, " mirrors a part at ", said[r].mirror_offset, " that no replica owns");
-    if (kernels::combine_chunk_hashes(owner->chunks) != said[r].mirror_hash) out.stale_mirrors.push_back(static_cast<int>(r));
+    const auto owner =
+        std::find_if(said.begin(), said.end(), [&](const Said& s) { return s.offset == said[r].mirror_offset; });
+    MERIDIAN_CHECK(owner != said.end(), "replica ", r, " mirrors a part at ", said[r].mirror_offset,
+                   " that no replica owns");
+    if (kernels::combine_chunk_hashes(owner->chunks) != said[r].mirror_hash)
+      out.stale_mirrors.push_back(static_cast<int>(r));
   }
   return out;
 }

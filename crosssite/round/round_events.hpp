@@ -33,7 +33,8 @@ class RoundEvents {
   virtual void caught_up(std::int64_t from_version, std::int64_t version, double seconds) = 0;
   // A sharded site: the mirrors of `replicas` differed from their owners' parts at `version`, and
   // the parts were cut anew (`bytes` of records received at the leader).
-  virtual void mirrors_repaired(const std::vector<int>& /*replicas*/, std::int64_t /*version*/, std::size_t /*bytes*/) {}
+  virtual void mirrors_repaired(const std::vector<int>& /*replicas*/, std::int64_t /*version*/, std::size_t /*bytes*/) {
+  }
 };
 
 }  // namespace meridian

@@ -101,8 +101,8 @@ class ReapplyingPeers final : public RoundPeers {
   }
   std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds budget) override {
     if (adopted_) {
-      VersionCommit again{*std::exchange(adopted_, std::nullopt), std::vector<float>(state.fragment(0).size), {}, {0}, {},
-                          false, {}};
+      VersionCommit again{
+          *std::exchange(adopted_, std::nullopt), std::vector<float>(state.fragment(0).size), {}, {0}, {}, false, {}};
       return again;
     }
     auto commit = inner_.poll_commit(state, budget);

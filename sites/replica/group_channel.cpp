@@ -41,7 +41,7 @@ void GroupChannel::share(Update& update) {
                    update.backlog,
                    update.aim,
                    update.fragments.size(),
-                   update.merged        ? packed.size()
+                   update.merged               ? packed.size()
                    : carries_mean(update.kind) ? update.mean.size()
                                                : update.snapshot.size()};
     std::memcpy(header_.data(), &h, sizeof h);
@@ -51,8 +51,19 @@ void GroupChannel::share(Update& update) {
   Header h;
   std::memcpy(&h, header_.data(), sizeof h);
   if (!leader_) {
-    update = Update{static_cast<Update::Kind>(h.kind), h.waits != 0, h.version, h.params_hash, h.job_step, h.backlog,
-                    h.aim, std::vector<int>(h.fragments), {}, {}, h.proposed_here != 0, h.gather_state != 0, {}};
+    update = Update{static_cast<Update::Kind>(h.kind),
+                    h.waits != 0,
+                    h.version,
+                    h.params_hash,
+                    h.job_step,
+                    h.backlog,
+                    h.aim,
+                    std::vector<int>(h.fragments),
+                    {},
+                    {},
+                    h.proposed_here != 0,
+                    h.gather_state != 0,
+                    {}};
     std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
     if (h.merged != 0) {
       packed.resize(h.payload);

@@ -385,9 +385,13 @@ void SiteExchange::caught_up(std::int64_t from_version, std::int64_t version, do
 
 void SiteExchange::mirrors_repaired(const std::vector<int>& replicas, std::int64_t version, std::size_t bytes) {
   log_.event("outer_mirrors_repaired",
-             {{"site", site_}, {"version", version}, {"replicas", replicas}, {"bytes", bytes},
-              {"why", "these replicas' mirrors of the next one's outer part differed from it (corrupted since "
-                      "the cut): the parts were cut anew from their owners"}});
+             {{"site", site_},
+              {"version", version},
+              {"replicas", replicas},
+              {"bytes", bytes},
+              {"why",
+               "these replicas' mirrors of the next one's outer part differed from it (corrupted since "
+               "the cut): the parts were cut anew from their owners"}});
 }
 
 void SiteExchange::leave() const {

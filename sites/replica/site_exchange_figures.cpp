@@ -1,18 +1,16 @@
 // What the exchange reports and keeps: the job summary (summary.json), the figures `meridianctl
 // status` shows, and its counts in a checkpoint.
-#include "sites/replica/site_exchange.hpp"
-
 #include <algorithm>
 #include <utility>
-
-#include "sites/replica/site_lanes.hpp"
-#include "transport/link/striped_link.hpp"
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/hash.hpp"
 #include "sim/emulator/shaped_link.hpp"
+#include "sites/replica/site_exchange.hpp"
+#include "sites/replica/site_lanes.hpp"
 #include "sites/replica/wan_control.hpp"
 #include "transport/link/measured_link.hpp"
+#include "transport/link/striped_link.hpp"
 
 namespace meridian {
 namespace {

@@ -125,8 +125,8 @@ TEST_CASE("a part that does not begin at a block boundary is the caller's bug") 
 TEST_CASE("any range of a delta decodes from its own blocks to exactly the whole decode's values") {
   const std::size_t n = 3 * 1024 + 77;
   const auto x = values(n, 11);
-  const std::pair<std::size_t, std::size_t> ranges[] = {{0, n}, {0, 1}, {255, 2}, {256, 1024}, {1000, 1500},
-                                                        {n - 1, 1}, {n - 77, 77}, {513, 0}};
+  const std::pair<std::size_t, std::size_t> ranges[] = {{0, n},       {0, 1},     {255, 2},     {256, 1024},
+                                                        {1000, 1500}, {n - 1, 1}, {n - 77, 77}, {513, 0}};
   for (const auto& o : kCodecs) {
     CAPTURE(name(o));
     const auto whole = encoded(x, o);

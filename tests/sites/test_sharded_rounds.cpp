@@ -180,7 +180,8 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
 
 }  // namespace
 
-TEST_CASE("a sharded site over Gloo: every version's parts hash as the whole state's, and the replicas' weights agree") {
+TEST_CASE(
+    "a sharded site over Gloo: every version's parts hash as the whole state's, and the replicas' weights agree") {
   OtherSites others;
   const auto seen = run(others, 4);
   CHECK(others.whole.version() == 4);
@@ -192,7 +193,8 @@ TEST_CASE("a sharded site over Gloo: every version's parts hash as the whole sta
   CHECK(seen[0].hashes.back() == OuterState::weights_hash(others.whole.global()));
 }
 
-TEST_CASE("a bit flipped in one replica's part of the outer weights stops every replica at the next version, naming it") {
+TEST_CASE(
+    "a bit flipped in one replica's part of the outer weights stops every replica at the next version, naming it") {
   OtherSites others;
   std::vector<std::exception_ptr> errors;
   const auto seen = run(others, 4, {.victim = 1, .after = 2}, &errors);
@@ -211,7 +213,9 @@ TEST_CASE("a bit flipped in one replica's part of the outer weights stops every 
   }
 }
 
-TEST_CASE("a bit flipped in one replica's mirror is found at the next version, and the parts are cut anew from their owners") {
+TEST_CASE(
+    "a bit flipped in one replica's mirror is found at the next version, and the parts are cut anew from their "
+    "owners") {
   OtherSites clean_others, others;
   const auto clean = run(clean_others, 5);
   const auto seen = run(others, 5, {.victim = 0, .after = 2, .in_mirror = true});
