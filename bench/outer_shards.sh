@@ -11,12 +11,14 @@
 # (training_peak_rss_bytes: training and the rounds' transients), and the first join's time (its
 # replica 0's `joined` event: the heal); a's tokens/s from its metrics lines, from
 # the first round's end to the last step (the rounds' exchanges in it), as a median over the runs,
-# and its ratio to the whole state's at the same stage.
-#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4  PRESET=small
+# and its ratio to the whole state's at the same stage. PER_REPLICA=true: stage 3 writes its
+# checkpoints in parts ([checkpoint] per_replica), so the final one gathers nothing.
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4  PRESET=small  PER_REPLICA=false
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} H=${H:-4} REPLICAS=${REPLICAS:-4} PRESET=${PRESET:-small}
+PER_REPLICA=${PER_REPLICA:-false}
 LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "outer_shards.sh: build $meridian first" >&2; exit 1; }
@@ -49,6 +51,7 @@ eval_every = 0
 eval_windows = 2
 [checkpoint]
 every = 0
+per_replica = $([ "$2" -gt 0 ] && echo "$PER_REPLICA" || echo false)
 [outer]
 algorithm = "diloco"
 inner_steps = $H

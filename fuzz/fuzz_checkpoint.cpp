@@ -5,14 +5,16 @@
 // the lengths allow, so that the fuzzer gets past the hashes to what lies behind them (names,
 // duplicates, the end record, then what the outer state reads from the records).
 // Promises checked: a decoded checkpoint encodes and decodes to the same records; a snapshot or
-// checkpoint the outer state takes leaves it in a state it can step from; nothing but Error is thrown.
+// checkpoint the outer state takes leaves it in a state it can step from; a part file's slice of a
+// sharded state (sliced_records.hpp) joins alone only when it is the whole; nothing but Error is thrown.
 #include <algorithm>
 #include <array>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/sliced_records.hpp"
 #include "core/util/hash.hpp"
-#include "fuzz/fuzz_common.hpp"
 #include "crosssite/outer/outer_state.hpp"
+#include "fuzz/fuzz_common.hpp"
 
 namespace {
 
@@ -120,6 +122,20 @@ int meridian_fuzz_checkpoint(const std::uint8_t* data, std::size_t size) {
     step(state);
   } catch (const Error&) {
   }
+  // As a part file of a checkpoint in parts: its slice of a sharded state, joined alone, is whole
+  // only when it covers the state.
+  bool joined_alone = false;
+  std::optional<StoredSlice> stored;
+  try {
+    stored = stored_slice(checkpoint, "fuzz part");
+    if (stored) {
+      Checkpoint joined;
+      join_slices(std::span(&stored->slice, 1), stored->kinds(), ErrorKind::Checkpoint, joined);
+      joined_alone = true;
+    }
+  } catch (const Error&) {
+  }
+  MERIDIAN_FUZZ_EXPECT(!joined_alone || (stored->slice.offset == 0 && stored->slice.count == stored->slice.total));
   // As the outer part of a site's own checkpoint.
   try {
     OuterState state = outer_state(how);

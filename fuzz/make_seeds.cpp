@@ -12,6 +12,7 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "crosssite/codec/codec.hpp"
+#include "crosssite/outer/outer_parts.hpp"
 #include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/records.hpp"
 #include "transport/chunking/chunker.hpp"
@@ -208,6 +209,13 @@ void checkpoints() {
   c.put_value("step", std::int64_t{120});
   site.save(c);
   seed("checkpoint", "site-fragments", with_selector(0x0f, encode_checkpoint(c)));
+  // A part file of a checkpoint in parts, carrying the first state as its slice (a whole one:
+  // streaming's fragments are not sharded).
+  Checkpoint held, part;
+  state.save(held);
+  part.put_value("train.step", std::int64_t{120});
+  put_outer_slice(part, held);
+  seed("checkpoint", "part-slice", with_selector(0x0e, encode_checkpoint(part)));
   Checkpoint small;
   small.put("a", {std::byte{1}, std::byte{2}, std::byte{3}});
   small.put("b", {});

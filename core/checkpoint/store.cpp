@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
+#include "core/checkpoint/sliced_records.hpp"
 #include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
@@ -171,6 +173,53 @@ fs::path part_path(const fs::path& path, std::size_t offset) {
   return path.parent_path() / (path.stem().string() + std::string(kPartInfix) + digits + std::string(kSuffix));
 }
 
+namespace {
+
+// A part's slice (sliced_records.hpp), its records copied out of the part, which is then dropped.
+struct HeldSlice {
+  StoredSlice stored;
+  std::unique_ptr<Checkpoint> records;
+};
+
+HeldSlice keep_slice(const Checkpoint& part, StoredSlice stored) {
+  auto records = std::make_unique<Checkpoint>();
+  const SliceKinds kinds = stored.kinds();
+  for (const auto& name : part.names())
+    if (kinds.member(name)) {
+      const auto bytes = part.get(name);
+      records->put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
+    }
+  stored.slice.records = records.get();
+  return {std::move(stored), std::move(records)};
+}
+
+// Every part carries a slice of one state, or none does.
+void join_held_slices(const fs::path& path, std::span<const HeldSlice> held, std::size_t parts, std::size_t elements,
+                      Checkpoint& out) {
+  if (held.empty()) return;
+  const StoredSlice& first = held.front().stored;
+  if (held.size() != parts)
+    throw make_error(ErrorKind::Checkpoint, path.string(), ": ", held.size(), " of its ", parts,
+                     " parts carry a slice of a sharded state");
+  if (first.slice.total != elements)
+    throw make_error(ErrorKind::Checkpoint, first.slice.source, ": its slice is of a state of ", first.slice.total,
+                     " values, the model has ", elements);
+  std::vector<RecordSlice> slices;
+  for (const auto& h : held) {
+    if (h.stored.values != first.values || h.stored.shared != first.shared)
+      throw make_error(ErrorKind::Checkpoint, h.stored.slice.source, ": its slice names other records than ",
+                       first.slice.source, "'s");
+    slices.push_back(h.stored.slice);
+  }
+  const SliceKinds kinds = first.kinds();
+  for (const auto& name : out.names())
+    if (kinds.member(name))
+      throw make_error(ErrorKind::Checkpoint, path.string(), ": record \"", name, "\" is both in it and in its parts");
+  join_slices(slices, kinds, ErrorKind::Checkpoint, out);
+}
+
+}  // namespace
+
 Checkpoint read_checkpoint(Env& env, const fs::path& path) {
   Checkpoint out = decode_checkpoint(env.read_all(path), path.string());
   if (!out.has("adamw.parts")) return out;
@@ -185,6 +234,7 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
   else
     for (std::size_t i = 0; i < manifest[0]; ++i) total += static_cast<std::size_t>(manifest[2 + 2 * i]);
   std::vector<float> m(total), v(total), params(weights_in_parts ? total : 0);
+  std::vector<HeldSlice> slices;
   std::size_t next = 0;  // the parts cover the model in order, without gaps
   for (std::size_t i = 0; i < manifest[0]; ++i) {
     const std::size_t offset = manifest[1 + 2 * i], count = manifest[2 + 2 * i];
@@ -208,6 +258,7 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
                          " values, the part has ", count);
       std::copy(values.begin(), values.end(), into->begin() + static_cast<std::ptrdiff_t>(offset));
     }
+    if (auto stored = stored_slice(part, file.string())) slices.push_back(keep_slice(part, std::move(*stored)));
     next = offset + count;
   }
   if (next != total)
@@ -215,6 +266,7 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
   out.put_pod<float>("adamw.m", m);
   out.put_pod<float>("adamw.v", v);
   if (weights_in_parts) out.put_pod<float>("params", params);
+  join_held_slices(path, slices, manifest[0], total, out);
   return out;
 }
 

@@ -6,10 +6,12 @@
 // per_replica): each replica saves its part of the moments with save_part, as
 // ckpt-<step>.part-<offset, 12 digits>.mrdn ("adamw.m", "adamw.v", "adamw.shard", "train.step"),
 // and once every part is on disk the leader saves the rest with save, its record "adamw.parts"
-// (uint64: the parts' count, then each part's offset and element count) the manifest.
-// read_checkpoint puts the parts back into the whole model's moments, so every reader sees the
-// file an unsharded save writes; a part missing, damaged, or of another step or range makes the
-// checkpoint unusable (load_latest then tries the next older one).
+// (uint64: the parts' count, then each part's offset and element count) the manifest. A part may
+// also carry a slice of a state the replicas hold in parts of their own (sliced_records.hpp: a
+// sharded outer state's), which every part then carries. read_checkpoint puts the parts back into
+// the whole model's moments and joins the slices, so every reader sees the file an unsharded save
+// writes; a part missing, damaged, or of another step or range makes the checkpoint unusable
+// (load_latest then tries the next older one).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -62,7 +64,8 @@ class CheckpointStore {
 };
 
 // The checkpoint file at `path`, with the parts it names (beside it) put back into whole
-// "adamw.m" and "adamw.v" records. Error(Checkpoint) naming the file and the part otherwise.
+// "adamw.m" and "adamw.v" records and their slices joined. Error(Checkpoint) naming the file and
+// the part otherwise.
 Checkpoint read_checkpoint(Env& env, const std::filesystem::path& path);
 
 // ckpt-<step>.part-<offset>.mrdn beside the checkpoint file `path`.

@@ -151,11 +151,15 @@ class Trainer {
     std::function<void(Checkpoint&)> save;
     std::function<void(const Checkpoint&)> restore;
     std::function<void()> written;  // a checkpoint with the state `save` gave is on disk, whole
-    // Every member, right before a checkpoint is written (the last collective of it): what `save`
-    // needs from the others.
+    // Every member, right before a whole checkpoint is written (the last collective of it): what
+    // `save` needs from the others.
     std::function<void()> gather;
     // A hash of what `save` writes, read in place (state_fingerprint); required with `save`.
     std::function<std::uint64_t()> fingerprint;
+    // Every member, into its part of a checkpoint written in parts ([checkpoint] per_replica): the
+    // records of its own share of the extras' state (a slice, core/checkpoint/sliced_records.hpp),
+    // so that nobody gathers them; `save` then writes the rest.
+    std::function<void(Checkpoint&)> save_part;
   };
   void set_extras(Extras extras) { extras_ = std::move(extras); }
 

@@ -233,9 +233,9 @@ void Trainer::save_checkpoint_in_parts(bool write) {
   part.put_value<std::int64_t>("train.step", state_.step);
   // Stage 3: the weights go in the parts too, so nobody gathers them.
   if (shards_weights()) part.put_pod<float>("params", model_->params().subspan(own.offset, own.count));
+  if (extras_.save_part) extras_.save_part(part);
   store.save_part(state_.step, own.offset, part);
   slot_.barrier();  // every part is on disk before the checkpoint that names them
-  if (extras_.gather) extras_.gather();
   if (!write) return;
   Checkpoint out = snapshot_meta();
   if (!shards_weights()) out.put_pod<float>("params", model_->params());

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/checkpoint/sliced_records.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
@@ -17,6 +18,8 @@ bool per_value(const std::string& name) {
 }
 
 bool outer(const std::string& name) { return name.starts_with("outer.") && name != kPartRecord; }
+
+const SliceKinds kOuterKinds{outer, per_value};
 
 // The part `records` hold and the model's size: "outer.part", or the whole of a whole state's.
 std::pair<ShardRange, std::size_t> held_part(const Checkpoint& records) {
@@ -58,53 +61,23 @@ Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part, std::size
 
 Checkpoint join_outer_parts(std::span<const Checkpoint> parts) {
   MERIDIAN_CHECK(!parts.empty(), "no parts to join");
-  struct Held {
-    ShardRange range;
-    std::size_t model = 0;
-    const Checkpoint* records = nullptr;
-  };
-  std::vector<Held> held;
+  std::vector<RecordSlice> slices;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     try {
       const auto [range, model] = held_part(parts[i]);
-      held.push_back({range, model, &parts[i]});
+      slices.push_back({range.offset, range.count, model, &parts[i], "outer part " + std::to_string(i)});
     } catch (const Error& e) {
       throw make_error(ErrorKind::Peer, "outer part ", i, ": ", e.what());
     }
   }
-  std::sort(held.begin(), held.end(), [](const Held& a, const Held& b) { return a.range.offset < b.range.offset; });
-  const std::size_t n = held.front().model;
-  std::size_t covered = 0;
-  for (const auto& h : held) {
-    if (h.model != n || h.range.offset != covered)
-      throw make_error(ErrorKind::Peer, "outer parts: the part at ", h.range.offset, "+", h.range.count, " of ",
-                       h.model, " values does not follow the parts before it (", covered, " of ", n, ")");
-    covered += h.range.count;
-  }
-  if (covered != n) throw make_error(ErrorKind::Peer, "outer parts cover ", covered, " of ", n, " values");
   Checkpoint whole;
-  const Checkpoint& first = *held.front().records;
-  for (const auto& name : first.names()) {
-    if (!outer(name)) continue;
-    std::vector<std::byte> joined;
-    for (const auto& h : held) {
-      if (!h.records->has(name))
-        throw make_error(ErrorKind::Peer, "outer part at ", h.range.offset, " has no record \"", name, "\"");
-      const auto bytes = h.records->get(name);
-      if (!per_value(name)) {
-        if (!std::equal(bytes.begin(), bytes.end(), first.get(name).begin(), first.get(name).end()))
-          throw make_error(ErrorKind::Peer, "outer parts disagree on record \"", name, "\"");
-        joined.assign(bytes.begin(), bytes.end());
-        continue;
-      }
-      if (bytes.size() != h.range.count * sizeof(float))
-        throw make_error(ErrorKind::Peer, "outer part at ", h.range.offset, ": record \"", name, "\" holds ",
-                         bytes.size() / sizeof(float), " values, the part ", h.range.count);
-      joined.insert(joined.end(), bytes.begin(), bytes.end());
-    }
-    whole.put(name, std::move(joined));
-  }
+  join_slices(slices, kOuterKinds, ErrorKind::Peer, whole);
   return whole;
+}
+
+void put_outer_slice(Checkpoint& part_file, const Checkpoint& part) {
+  const auto [range, model] = held_part(part);
+  put_slice(part_file, part, kOuterKinds, range.offset, range.count, model);
 }
 
 std::optional<OuterSources> choose_outer_sources(std::span<const HeldOuter> held) {

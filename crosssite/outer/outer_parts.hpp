@@ -26,6 +26,11 @@ Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part, std::size
 // hold its part's values: parts come from other replicas, and are checked as a peer's bytes.
 Checkpoint join_outer_parts(std::span<const Checkpoint> parts);
 
+// A part's records (OuterState::save of a part) as the slice a checkpoint's part file carries
+// (core/checkpoint/sliced_records.hpp): read_checkpoint joins the parts' slices to the records
+// join_outer_parts gives, with no replica holding the whole.
+void put_outer_slice(Checkpoint& part_file, const Checkpoint& part);
+
 // What a replica of a re-formed group holds of the outer state: its version, its part (the whole
 // model's for a whole state) and its mirror's part, if any.
 struct HeldOuter {

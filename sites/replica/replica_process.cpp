@@ -93,10 +93,10 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
     store_.set(site_keys::waiting(), std::as_bytes(std::span(text.data(), text.size())));
   });
   if (exchange_.active())
-    trainer_.set_extras({[this](Checkpoint& out) { exchange_.save(out); },
-                         [this](const Checkpoint& in) { exchange_.restore(in); }, [this] { exchange_.checkpointed(); },
-                         [this] { exchange_.gather_for_checkpoint(group_.comm(), turn_.leader); },
-                         [this] { return exchange_.fingerprint(); }});
+    trainer_.set_extras(
+        {[this](Checkpoint& out) { exchange_.save(out); }, [this](const Checkpoint& in) { exchange_.restore(in); },
+         [this] { exchange_.checkpointed(); }, [this] { exchange_.gather_for_checkpoint(group_.comm(), turn_.leader); },
+         [this] { return exchange_.fingerprint(); }, [this](Checkpoint& part) { exchange_.save_part(part); }});
   inbox_.on_version_rollback(
       [this](Trainer& t, std::int64_t version, std::optional<double> scale) { return roll_back_to(t, version, scale); });
 }

@@ -275,6 +275,13 @@ void SiteExchange::gather_for_checkpoint(Communicator& group, bool leader) {
   checkpoint_records_ = join_outer_parts(held);
 }
 
+void SiteExchange::save_part(Checkpoint& part) const {
+  if (!state_.sharded()) return;
+  Checkpoint mine;
+  state_.save(mine);
+  put_outer_slice(part, mine);
+}
+
 void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
   cut_outer(group, leader, trainer);

@@ -127,9 +127,12 @@ class SiteExchange final : private RoundEvents {
     if (cross_) cross_->durable(state_.version());
   }
   void restore(const Checkpoint& checkpoint);
-  // Every member, before a checkpoint is written: a sharded outer state's parts go to the leader,
-  // whose save() writes the whole model's records (a checkpoint loads at any replica count).
+  // Every member, before a whole checkpoint is written: a sharded outer state's parts go to the
+  // leader, whose save() writes the whole model's records (a checkpoint loads at any replica count).
   void gather_for_checkpoint(Communicator& group, bool leader);
+  // Every member, into its part of a checkpoint in parts: a sharded outer state's part, as a slice
+  // (read_checkpoint joins them; nothing is gathered). A whole state's records go in save()'s file.
+  void save_part(Checkpoint& part) const;
   std::int64_t rounds() const { return driver_.figures().rounds; }
   double waited_s() const { return waits_.waited_s; }
   // Time spent applying versions (or adopting a peer's state), joins included.

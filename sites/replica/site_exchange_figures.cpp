@@ -30,8 +30,9 @@ std::size_t SiteExchange::held_bytes() const {
 std::uint64_t SiteExchange::lanes_sent() const { return lanes_ ? lanes_->lanes_bytes_sent() : 0; }
 
 void SiteExchange::save(Checkpoint& checkpoint) const {
-  // A sharded state's own records are a part: a checkpoint gets the whole the leader gathered
-  // for it, a heal's or a guard's snapshot none (each member keeps its part; a join cuts anew).
+  // A sharded state's own records are a part: a whole checkpoint gets the whole the leader
+  // gathered for it, one in parts none (each part file carries its slice, save_part), a heal's or
+  // a guard's snapshot none (each member keeps its part; a join cuts anew).
   if (!state_.sharded())
     state_.save(checkpoint);
   else if (const auto records = std::exchange(checkpoint_records_, std::nullopt))

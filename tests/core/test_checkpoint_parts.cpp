@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/sliced_records.hpp"
 #include "core/checkpoint/store.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
@@ -38,12 +39,29 @@ Checkpoint part_of(std::int64_t step, std::size_t offset, std::size_t count) {
   return part;
 }
 
-// Every part, then the leader's file, as a sharded site saves them.
-void save_in_parts(CheckpointStore& store, std::int64_t step) {
+// A state cut otherwise than the moments (6, 4 and no elements), each part file carrying a slice.
+const SliceKinds kOuter{[](const std::string& name) { return name.starts_with("outer."); },
+                        [](const std::string& name) { return name == "outer.global"; }};
+constexpr std::size_t kSlices[] = {0, 6, 10, 10};
+
+void put_outer(Checkpoint& part, std::size_t index) {
+  const std::size_t offset = kSlices[index], count = kSlices[index + 1] - offset;
+  Checkpoint records;
+  records.put_pod<float>("outer.global", std::vector<float>(count, static_cast<float>(index)));
+  records.put_value<std::int64_t>("outer.version", 4);
+  put_slice(part, records, kOuter, offset, count, kElements);
+}
+
+// Every part, then the leader's file, as a sharded site saves them; the first `sliced` parts
+// carry their slice of an outer state too.
+void save_in_parts(CheckpointStore& store, std::int64_t step, std::size_t sliced = 0) {
   std::vector<std::uint64_t> manifest = {kParts.size()};
   std::size_t offset = 0;
-  for (const std::size_t count : kParts) {
-    store.save_part(step, offset, part_of(step, offset, count));
+  for (std::size_t index = 0; index < kParts.size(); ++index) {
+    const std::size_t count = kParts[index];
+    Checkpoint part = part_of(step, offset, count);
+    if (index < sliced) put_outer(part, index);
+    store.save_part(step, offset, part);
     manifest.insert(manifest.end(), {offset, count});
     offset += count;
   }
@@ -76,6 +94,26 @@ TEST_CASE("a checkpoint in parts reads back with the whole model's moments") {
     CHECK(v[i] == 2 * m_at(7, i));
   }
   CHECK(part_path(store.path_for(7), 4).filename() == "ckpt-0000000007.part-000000000004.mrdn");
+}
+
+TEST_CASE("a checkpoint whose parts carry slices of a state reads back with the state's records joined") {
+  TempDir dir("parts-sliced");
+  CheckpointStore store(posix_env(), dir.path(), 2);
+  save_in_parts(store, 7, kParts.size());
+  const Checkpoint read = read_checkpoint(posix_env(), store.path_for(7));
+  CHECK(read.get_pod<float>("outer.global") == std::vector<float>{0, 0, 0, 0, 0, 0, 1, 1, 1, 1});
+  CHECK(read.get_value<std::int64_t>("outer.version") == 4);
+  CHECK(read.get_pod<float>("adamw.m").size() == kElements);
+  CHECK_FALSE(read.has("sliced.range"));
+  // A part without its slice, or a leader's file that holds the state too, is refused.
+  save_in_parts(store, 8, kParts.size() - 1);
+  CHECK_THROWS_WITH_AS(read_checkpoint(posix_env(), store.path_for(8)),
+                       doctest::Contains("2 of its 3 parts carry a slice of a sharded state"), Error);
+  Checkpoint main = decode_checkpoint(posix_env().read_all(store.path_for(7)), "main");
+  main.put_value<std::int64_t>("outer.version", 4);
+  store.save(7, main);
+  CHECK_THROWS_WITH_AS(read_checkpoint(posix_env(), store.path_for(7)),
+                       doctest::Contains("record \"outer.version\" is both in it and in its parts"), Error);
 }
 
 TEST_CASE("a part missing, damaged, of another step or another range makes its checkpoint unusable, and the older one loads") {

@@ -231,15 +231,27 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
   const double outer_whole = plain4.at("a")["memory"]["state_bytes"]["outer"].get<double>();
   const double outer_part = sharded4.at("a")["memory"]["state_bytes"]["outer"].get<double>();
   CHECK(outer_part == doctest::Approx(outer_whole * 4 / 8.47).epsilon(0.01));
-  // The final checkpoint holds the whole outer state, gathered from the parts: what a whole state writes.
+  // The final checkpoint holds the whole outer state: what a whole state writes, gathered from the
+  // parts at the leader, or (split3, [checkpoint] per_replica) in slices, one in each replica's
+  // part file, that only the reader joins.
+  const auto final_file = [&](const std::string& run) {
+    return dir / run / "a" / "checkpoints" / "ckpt-0000000012.mrdn";
+  };
   const auto final_of = [&](const std::string& run) {
-    return meridian::read_checkpoint(meridian::posix_env(), dir / run / "a" / "checkpoints" / "ckpt-0000000012.mrdn");
+    return meridian::read_checkpoint(meridian::posix_env(), final_file(run));
   };
   const auto whole = final_of("plain4"), parts = final_of("sharded4");
+  const auto whole2 = final_of("plain"), sliced = final_of("split3");
   for (const std::string record : {"outer.global", "outer.start", "outer.momentum", "outer.residual"}) {
     CAPTURE(record);
     CHECK(parts.get_pod<float>(record) == whole.get_pod<float>(record));
+    CHECK(sliced.get_pod<float>(record) == whole2.get_pod<float>(record));
   }
+  const auto leader_file = meridian::decode_checkpoint(meridian::posix_env().read_all(final_file("split3")), "split3");
+  CHECK_FALSE(leader_file.has("outer.global"));
+  const auto part_file = meridian::decode_checkpoint(
+      meridian::posix_env().read_all(meridian::part_path(final_file("split3"), 0)), "split3 part");
+  CHECK(part_file.get_pod<std::uint64_t>("sliced.range").at(2) == whole2.get_pod<float>("outer.global").size());
 }
 
 TEST_CASE("sharded outer state: a replica killed mid-run, its part comes from the mirror, and both sites end on one version") {
