@@ -58,8 +58,46 @@ void merged_mean(std::span<const std::span<const std::byte>> encoded, std::span<
 }
 
 void MergedDeltas::mean(std::size_t offset, std::span<float> out) const {
+  if (out.empty()) return;
   std::vector<std::span<const std::byte>> views(encoded.begin(), encoded.end());
-  merged_mean(views, weights, share, values, offset, out);
+  if (held.empty()) return merged_mean(views, weights, share, values, offset, out);
+  std::size_t total = 0;
+  for (const ShardRange& r : held) total += r.count;
+  std::size_t at = 0;  // where range r begins in each encoding's values
+  for (const ShardRange& r : held) {
+    if (offset >= r.offset && offset < r.end() && out.size() <= r.end() - offset)
+      return merged_mean(views, weights, share, total, at + (offset - r.offset), out);
+    at += r.count;
+  }
+  MERIDIAN_CHECK(false, "values [", offset, ", ", offset + out.size(), ") are not inside one of the ", held.size(),
+                 " ranges held");
+}
+
+MergedDeltas MergedDeltas::cut(std::vector<ShardRange> ranges) const {
+  MERIDIAN_CHECK(held.empty(), "a cut of deltas cut already");
+  std::erase_if(ranges, [](const ShardRange& r) { return r.count == 0; });
+  std::sort(ranges.begin(), ranges.end(), [](const ShardRange& a, const ShardRange& b) { return a.offset < b.offset; });
+  std::vector<ShardRange> joined;
+  for (const ShardRange& r : ranges) {
+    MERIDIAN_CHECK(r.end() <= values, "range ", r.offset, "+", r.count, " of ", values, " values");
+    if (!joined.empty() && r.offset <= joined.back().end())
+      joined.back().count = std::max(joined.back().end(), r.end()) - joined.back().offset;
+    else
+      joined.push_back(r);
+  }
+  MergedDeltas out{{}, weights, share, values, joined};
+  if (joined.size() == 1 && joined[0].count == values) out.held.clear();  // all of it: the deltas as they are
+  if (joined.empty()) out.held = {ShardRange{0, 0}};                      // nothing: no bytes
+  for (const auto& whole : encoded) {
+    if (out.held.empty() || joined.empty()) {
+      out.encoded.push_back(joined.empty() ? std::vector<std::byte>{} : whole);
+      continue;
+    }
+    std::vector<std::vector<std::byte>> parts;
+    for (const ShardRange& r : joined) parts.push_back(encoded_part(whole, r.offset, r.count));
+    out.encoded.push_back(parts.size() == 1 ? std::move(parts.front()) : join_encoded(parts));
+  }
+  return out;
 }
 
 std::vector<std::byte> MergedDeltas::pack() const {
@@ -68,6 +106,11 @@ std::vector<std::byte> MergedDeltas::pack() const {
   put(out, std::uint64_t{encoded.size()});
   put(out, share);
   put(out, std::uint64_t{values});
+  put(out, std::uint64_t{held.size()});
+  for (const ShardRange& r : held) {
+    put(out, std::uint64_t{r.offset});
+    put(out, std::uint64_t{r.count});
+  }
   for (std::size_t i = 0; i < encoded.size(); ++i) {
     put(out, weights[i]);
     put(out, std::uint64_t{encoded[i].size()});
@@ -81,6 +124,11 @@ MergedDeltas MergedDeltas::unpack(std::span<const std::byte> bytes) {
   const auto count = take<std::uint64_t>(bytes);
   m.share = take<double>(bytes);
   m.values = take<std::uint64_t>(bytes);
+  const auto ranges = take<std::uint64_t>(bytes);
+  for (std::uint64_t i = 0; i < ranges; ++i) {
+    const auto offset = take<std::uint64_t>(bytes);
+    m.held.push_back({offset, take<std::uint64_t>(bytes)});
+  }
   for (std::uint64_t i = 0; i < count; ++i) {
     m.weights.push_back(take<double>(bytes));
     const auto size = take<std::uint64_t>(bytes);

@@ -6,10 +6,13 @@
 //
 // A site whose outer state is sharded hands these to its replicas instead of a whole mean: each
 // takes the mean of the part it holds and of its mirror's, and no replica, its leader included,
-// holds a whole decoded delta or a whole mean.
+// holds a whole decoded delta or a whole mean. Each replica gets only the blocks of those two
+// parts (cut(): a codec codes each block alone, so a range's blocks are a delta of their own).
 #include <cstddef>
 #include <span>
 #include <vector>
+
+#include "core/model/shard_map.hpp"
 
 namespace meridian {
 
@@ -22,13 +25,20 @@ void merged_mean(std::span<const std::span<const std::byte>> encoded, std::span<
                  std::size_t values, std::size_t offset, std::span<float> out);
 
 struct MergedDeltas {
-  std::vector<std::vector<std::byte>> encoded;  // in the commit record's order
+  std::vector<std::vector<std::byte>> encoded;  // in the commit record's order, each of the values held
   std::vector<double> weights;                  // one per delta
   double share = 1;                             // commit_share: a stale or partial version moves less
-  std::size_t values = 0;                       // every delta's
+  std::size_t values = 0;                       // the model's: every whole delta's
+  // The ranges of the model's values each encoding holds, ascending, end to end; none: the whole.
+  std::vector<ShardRange> held;
 
-  // merged_mean over these deltas.
+  // merged_mean over these deltas. InvariantError when a non-empty range is not inside one range held.
   void mean(std::size_t offset, std::span<float> out) const;
+  // Whole deltas' blocks of `ranges` only (a ShardMap's parts: each begins at a block boundary and
+  // ends at one or at the model's end; they are sorted, and adjacent or overlapping ones joined),
+  // what a replica that holds those parts needs; their means are the whole deltas', bit for bit.
+  // Error(Peer) as encoded_part's on a malformed delta.
+  MergedDeltas cut(std::vector<ShardRange> ranges) const;
   // The bytes a site's leader hands its replicas, and back. InvariantError on bytes that are not
   // a pack (the replicas of a site run one binary).
   std::vector<std::byte> pack() const;

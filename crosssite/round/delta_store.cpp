@@ -174,7 +174,7 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
     // same bits on every site.
     const double share = commit_share(record.number, entries, record.round_tokens, rule);
     if (state.sharded()) {
-      out.merged = MergedDeltas{{}, weights, share, n};
+      out.merged = MergedDeltas{{}, weights, share, n, {}};
       for (const auto bytes : encoded) out.merged->encoded.emplace_back(bytes.begin(), bytes.end());
       continue;
     }

@@ -19,6 +19,22 @@ std::vector<std::vector<std::byte>> Communicator::gather(std::span<const std::by
   return parts;
 }
 
+std::vector<std::byte> Communicator::scatter(std::span<const std::vector<std::byte>> parts, int root) {
+  MERIDIAN_CHECK(root >= 0 && root < size() && (rank() != root || parts.size() == static_cast<std::size_t>(size())),
+                 "root=", root, " size=", size(), " parts=", parts.size());
+  std::vector<std::byte> mine;
+  for (int r = 0; r < size(); ++r) {
+    std::vector<std::byte> part;
+    if (rank() == root) part = parts[static_cast<std::size_t>(r)];
+    std::uint64_t bytes = part.size();
+    broadcast(std::as_writable_bytes(std::span(&bytes, 1)), root);
+    part.resize(bytes);
+    if (bytes > 0) broadcast(part, root);
+    if (r == rank()) mine = std::move(part);
+  }
+  return mine;
+}
+
 // One float all-reduce: each rank writes its value as four 16-bit pieces (exact in fp32) into its
 // own slots, zeros elsewhere, and the sum fills every slot.
 std::vector<std::uint64_t> all_hashes(Communicator& comm, std::uint64_t mine) {

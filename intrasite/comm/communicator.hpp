@@ -43,6 +43,10 @@ class Communicator {
   // others get nothing. By default one broadcast of each rank's size and one of its bytes when it
   // has some, so every rank sees every part; a fabric that can send to one rank does only that.
   virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine, int root);
+  // The root's `parts` (one per rank, by rank, any length, none included; the others pass none)
+  // to their ranks: each rank gets its own. By default a broadcast of each part's size and bytes,
+  // so every rank sees every part; a fabric that can send to one rank sends each only its own.
+  virtual std::vector<std::byte> scatter(std::span<const std::vector<std::byte>> parts, int root);
 };
 
 // Every rank's 64-bit value (a hash), in rank order, on every rank; all call it together.

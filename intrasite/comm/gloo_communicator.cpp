@@ -1,15 +1,5 @@
 #include "intrasite/comm/gloo_communicator.hpp"
 
-#include <signal.h>
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <cctype>
-#include <cstring>
-#include <mutex>
-#include <utility>
-#include <vector>
-
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/alltoallv.h>
@@ -21,7 +11,17 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/util/error.hpp"
 
@@ -173,6 +173,36 @@ class GlooCommunicator final : public Communicator {
       parts.emplace_back(from, from + static_cast<std::ptrdiff_t>(sizes[r]));
     }
     return parts;
+  }
+
+  // Every rank learns every size (one broadcast of 8 bytes each), then one scatter of the parts,
+  // each padded to the longest.
+  std::vector<std::byte> scatter(std::span<const std::vector<std::byte>> parts, int root) override {
+    const auto n = static_cast<std::size_t>(size_);
+    MERIDIAN_CHECK(root >= 0 && root < size_ && (rank_ != root || parts.size() == n), "root=", root, " size=", size_,
+                   " parts=", parts.size());
+    if (size_ == 1) return parts.front();
+    std::vector<std::uint64_t> sizes(n);
+    if (rank_ == root)
+      for (std::size_t r = 0; r < n; ++r) sizes[r] = parts[r].size();
+    broadcast(std::as_writable_bytes(std::span(sizes)), root);
+    const std::uint64_t longest = *std::max_element(sizes.begin(), sizes.end());
+    if (longest == 0) return {};
+    std::vector<std::byte> all(rank_ == root ? longest * n : 0), mine(longest);
+    std::vector<std::byte*> inputs;
+    for (std::size_t r = 0; r < n && rank_ == root; ++r) {
+      std::copy(parts[r].begin(), parts[r].end(), all.begin() + static_cast<std::ptrdiff_t>(r * longest));
+      inputs.push_back(all.data() + r * longest);
+    }
+    run("scatter", [&] {
+      gloo::ScatterOptions opts(context_);
+      if (rank_ == root) opts.setInputs(inputs, longest);
+      opts.setOutput(mine.data(), mine.size());
+      opts.setRoot(root);
+      gloo::scatter(opts);
+    });
+    mine.resize(sizes[static_cast<std::size_t>(rank_)]);
+    return mine;
   }
 
   void barrier() override {

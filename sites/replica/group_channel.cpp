@@ -21,20 +21,37 @@ struct Header {
 
 bool carries_mean(Update::Kind kind) { return kind == Update::Kind::Commit || kind == Update::Kind::Preview; }
 
+// Header::merged: how a commit's deltas travel.
+enum Merged : std::uint8_t { kNone = 0, kBroadcast = 1, kScattered = 2 };
+
 }  // namespace
+
+std::vector<std::vector<std::byte>> GroupChannel::cut_packs(const MergedDeltas& merged) const {
+  std::vector<std::vector<std::byte>> packs(1);
+  try {
+    for (int r = 1; r < group_.size(); ++r) packs.push_back(merged.cut(held_(r)).pack());
+  } catch (const Error&) {
+    packs.clear();
+  }
+  return packs;
+}
 
 void GroupChannel::share(Update& update) {
   header_.assign(sizeof(Header) + sizeof(int) * static_cast<std::size_t>(fragments_), std::byte{0});
   std::vector<std::byte> packed;
+  std::vector<std::vector<std::byte>> packs;
   if (leader_) {
     MERIDIAN_CHECK(update.fragments.size() <= static_cast<std::size_t>(fragments_), "an update of ",
                    update.fragments.size(), " fragments, the job has ", fragments_);
-    if (update.merged) packed = update.merged->pack();
+    if (update.merged && held_) packs = cut_packs(*update.merged);
+    if (update.merged && packs.empty()) packed = update.merged->pack();
     const Header h{static_cast<std::uint8_t>(update.kind),
                    update.waits,
                    update.proposed_here,
                    update.gather_state,
-                   update.merged.has_value(),
+                   !update.merged  ? kNone
+                   : packs.empty() ? kBroadcast
+                                   : kScattered,
                    update.version,
                    update.params_hash,
                    update.job_step,
@@ -65,20 +82,23 @@ void GroupChannel::share(Update& update) {
                     h.gather_state != 0,
                     {}};
     std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
-    if (h.merged != 0) {
+    if (h.merged == kBroadcast) {
       packed.resize(h.payload);
-    } else if (carries_mean(update.kind)) {
+    } else if (h.merged == kNone && carries_mean(update.kind)) {
       update.mean.resize(h.payload);
     }
     if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);
   }
-  if (h.merged != 0) {
+  if (h.merged == kScattered) {
+    packed = group_.scatter(packs, 0);
+  } else if (h.merged == kBroadcast) {
     group_.broadcast(packed, 0);
-    if (!leader_) update.merged = MergedDeltas::unpack(packed);
   } else if (carries_mean(update.kind)) {
     group_.broadcast(std::as_writable_bytes(std::span<float>(update.mean)), 0);
   }
+  if (h.merged != kNone && !leader_) update.merged = MergedDeltas::unpack(packed);
   if (update.kind == Update::Kind::Snapshot) group_.broadcast(update.snapshot, 0);
+  if (!leader_) received_ += packed.size() + update.mean.size() * sizeof(float) + update.snapshot.size();
 }
 
 }  // namespace meridian

@@ -2,10 +2,14 @@
 // A site's replicas share each round attempt's Update over their group's Communicator: one
 // broadcast of a header of known size (the kind, the figures, the fragments), and one of the
 // payload when there is one (a commit's mean, or a sharded site's deltas still encoded; a peer's
-// state). Two collectives per version.
+// state). Two collectives per version. A sharded site's deltas are scattered, not broadcast:
+// each replica gets the blocks of the ranges it holds (its part and its mirror's) alone.
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "core/model/shard_map.hpp"
 #include "crosssite/round/replica_channel.hpp"
 #include "intrasite/comm/communicator.hpp"
 
@@ -13,16 +17,28 @@ namespace meridian {
 
 class GroupChannel final : public ReplicaChannel {
  public:
-  // `fragments`: the job's (a commit names at most that many). Rank 0 leads.
-  GroupChannel(Communicator& group, bool leader, int fragments) : group_(group), leader_(leader), fragments_(fragments) {}
+  // The ranges of the model's values a member's outer state holds (a sharded site's), by rank.
+  using HeldRanges = std::function<std::vector<ShardRange>(int rank)>;
+  // `fragments`: the job's (a commit names at most that many). Rank 0 leads. `held`: where merged
+  // deltas are scattered (none: they are broadcast whole).
+  GroupChannel(Communicator& group, bool leader, int fragments, HeldRanges held = {})
+      : group_(group), leader_(leader), fragments_(fragments), held_(std::move(held)) {}
   bool leader() const override { return leader_; }
   void share(Update& update) override;
+  // The payloads' bytes this member received (the leader's: none), as a ledger of the site's traffic.
+  std::uint64_t received_bytes() const { return received_; }
 
  private:
+  // Each member's cut of `merged` packed, the leader's none (it keeps the whole); none at all when
+  // a delta does not cut (a malformed one goes whole, so that every replica meets its fault alike).
+  std::vector<std::vector<std::byte>> cut_packs(const MergedDeltas& merged) const;
+
   Communicator& group_;
   bool leader_;
   int fragments_;
+  HeldRanges held_;
   std::vector<std::byte> header_;
+  std::uint64_t received_ = 0;
 };
 
 }  // namespace meridian

@@ -62,6 +62,12 @@ std::vector<std::byte> records_of(const OuterState& state, bool mirror) {
 
 }  // namespace
 
+std::vector<ShardRange> held_ranges(const ShardMap& map, int rank) {
+  std::vector<ShardRange> held = {map.part(rank)};
+  if (const auto mirror = mirror_of(map, rank)) held.push_back(*mirror);
+  return held;
+}
+
 OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights,
                          bool from_owners) {
   GroupParts parts(group, map);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/model/shard_map.hpp"
 #include "crosssite/outer/outer_state.hpp"
@@ -32,5 +33,9 @@ struct OuterCut {
 // part and its mirror died together, and no member restarted from a checkpoint).
 OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights,
                          bool from_owners = false);
+
+// The ranges of the model's values member `rank` holds under `map`: its part, and its mirror of
+// the next rank's when the group has several.
+std::vector<ShardRange> held_ranges(const ShardMap& map, int rank);
 
 }  // namespace meridian

@@ -228,7 +228,9 @@ void SiteExchange::wait_together(Communicator& group, bool leader, const std::fu
 void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, const std::function<void(Replica&)>& start) {
   if (leader) ensure_leader_side();
   driver_.lead(leader ? cross_.get() : nullptr);
-  GroupChannel channel(group, leader, state_.fragments());
+  GroupChannel::HeldRanges held;
+  if (state_.sharded()) held = [map = *outer_map_](int rank) { return held_ranges(map, rank); };
+  GroupChannel channel(group, leader, state_.fragments(), std::move(held));
   TrainerTraining training(trainer, group.size(),
                            static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.model.seq_len);
   std::optional<GroupParts> parts;

@@ -33,7 +33,7 @@ std::vector<std::byte> encoded_delta(int seed) {
 }
 
 MergedDeltas three_sites(double share) {
-  return MergedDeltas{{encoded_delta(1), encoded_delta(2), encoded_delta(3)}, {100, 300, 50}, share, kValues};
+  return MergedDeltas{{encoded_delta(1), encoded_delta(2), encoded_delta(3)}, {100, 300, 50}, share, kValues, {}};
 }
 
 // The mean as a whole state's commit takes it: every delta decoded whole, weighted, scaled.
@@ -86,6 +86,35 @@ TEST_CASE("a sharded state's preview from encoded deltas is its preview from the
   REQUIRE(from_deltas.mirror != nullptr);
   CHECK(from_deltas.mirror->global == from_mean.mirror->global);
   CHECK_THROWS_AS(whole.preview(merged), InvariantError);  // a whole state takes the whole mean
+}
+
+TEST_CASE("a cut to a replica's part and mirror holds their blocks alone, and their means are the whole's") {
+  const auto merged = three_sites(0.7);
+  const auto expected = whole_mean(merged);
+  const ShardMap map(kValues, 4);
+  const auto whole_bytes = merged.pack().size();
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    // The part and the next rank's, as a sharded replica holds them: the last wraps to the first.
+    const ShardRange part = map.part(rank), mirror = map.part((rank + 1) % 4);
+    const auto cut = merged.cut({part, mirror});
+    CHECK(cut.held.size() == (rank == 3 ? 2u : 1u));
+    CHECK(static_cast<double>(cut.pack().size()) < 0.6 * static_cast<double>(whole_bytes));
+    for (const ShardRange r : {part, mirror}) {
+      std::vector<float> mean(r.count);
+      cut.mean(r.offset, mean);
+      CHECK(std::equal(mean.begin(), mean.end(), expected.begin() + static_cast<std::ptrdiff_t>(r.offset)));
+    }
+    CHECK(MergedDeltas::unpack(cut.pack()) == cut);
+    std::vector<float> outside(3);
+    CHECK_THROWS_AS(cut.mean(map.part((rank + 2) % 4).offset, outside), InvariantError);
+  }
+  // Ranges that cover the model keep the deltas whole; none keeps no bytes.
+  CHECK(merged.cut({map.part(0), map.part(1), {2 * map.part(1).offset, kValues - 2 * map.part(1).offset}}) == merged);
+  const auto none = merged.cut({});
+  CHECK(none.encoded == std::vector<std::vector<std::byte>>(3));
+  std::vector<float> nothing;
+  none.mean(0, nothing);
 }
 
 TEST_CASE("the replicas' pack of encoded deltas comes back as it went, and a delta of another model is the peer's") {

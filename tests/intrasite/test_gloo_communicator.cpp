@@ -348,6 +348,43 @@ TEST_CASE("gather at 1 to 4 ranks, parts of any length or none: the root gets ea
     }
 }
 
+TEST_CASE("scatter at 1 to 4 ranks, parts of any length or none: each rank gets the root's part for it") {
+  const auto part_for = [](int rank, std::size_t round) {
+    const std::size_t lengths[] = {3, 0, 1000, 5};
+    std::vector<std::byte> part(lengths[(static_cast<std::size_t>(rank) + round) % 4]);
+    for (std::size_t i = 0; i < part.size(); ++i) part[i] = static_cast<std::byte>(rank * 11 + static_cast<int>(i));
+    return part;
+  };
+  for (int size = 1; size <= 4; ++size)
+    for (const int root : {0, size - 1}) {
+      CAPTURE(size);
+      CAPTURE(root);
+      // Gloo's own scatter, the default one (broadcasts) on the same group, and parts all empty.
+      std::vector<std::vector<std::byte>> gloo(static_cast<std::size_t>(size)), base(gloo.size()), nothing(gloo.size());
+      MemoryStore store;
+      require_no_errors(run_ranks(size, [&](int rank) {
+        auto comm = connect_gloo(store, "gen0/", rank, size, kOptions);
+        std::vector<std::vector<std::byte>> parts[3];
+        for (int to = 0; to < size && rank == root; ++to) {
+          parts[0].push_back(part_for(to, 0));
+          parts[1].push_back(part_for(to, 1));
+          parts[2].emplace_back();
+        }
+        const auto r = static_cast<std::size_t>(rank);
+        gloo[r] = comm->scatter(parts[0], root);
+        base[r] = comm->Communicator::scatter(parts[1], root);
+        nothing[r] = comm->scatter(parts[2], root);
+      }));
+      for (int rank = 0; rank < size; ++rank) {
+        CAPTURE(rank);
+        const auto r = static_cast<std::size_t>(rank);
+        CHECK(gloo[r] == part_for(rank, 0));
+        CHECK(base[r] == part_for(rank, 1));
+        CHECK(nothing[r].empty());
+      }
+    }
+}
+
 TEST_CASE("no rank leaves a barrier before every rank has entered it") {
   std::atomic<int> entered{0};
   std::vector<int> seen(3, -1);

@@ -33,7 +33,7 @@ using meridian::testing::run_ranks;
 namespace {
 
 constexpr std::size_t kValues = 3 * kShardUnit + 100;
-constexpr int kReplicas = 2;
+constexpr int kReplicas = 3;
 const CodecOptions kCodec{CodecKind::Int8, 256};
 
 std::vector<float> initial() {
@@ -56,7 +56,7 @@ struct OtherSites final : RoundPeers {
     // Two sites' deltas, still encoded, as a sharded site's commit carries them.
     VersionCommit c;
     c.fragments = {0};
-    c.merged = MergedDeltas{{}, {3.0, 1.0}, 0.75, kValues};
+    c.merged = MergedDeltas{{}, {3.0, 1.0}, 0.75, kValues, {}};
     for (int site = 0; site < 2; ++site) {
       std::vector<float> delta(kValues);
       for (std::size_t i = 0; i < kValues; ++i)
@@ -107,6 +107,7 @@ struct Seen {
   std::int64_t version = 0;
   std::vector<int> repaired;
   std::vector<float> part, mirror;
+  std::uint64_t received = 0;  // the group channel's payload bytes
 };
 
 // A bit flipped after version `after` in replica `victim`'s outer weights: its own part's, or
@@ -127,8 +128,10 @@ void flip(const OuterState& state) {
 }
 
 // `rounds` rounds of one step each, lockstep, on kReplicas replicas of a sharded site.
+// `scatter`: each replica gets the deltas' blocks of its part and mirror alone (as a sharded site's
+// group channel does), or all of them.
 std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
-                      std::vector<std::exception_ptr>* errors = nullptr) {
+                      std::vector<std::exception_ptr>* errors = nullptr, bool scatter = true) {
   MemoryStore store;
   const ShardMap map(kValues, kReplicas);
   std::vector<Seen> seen(kReplicas);
@@ -143,7 +146,9 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
       return 1e-3f * static_cast<float>((i + static_cast<std::size_t>(step)) % 5);
     });
     cut_outer_state(*comm, state, map, training.w);
-    GroupChannel channel(*comm, rank == 0, 1);
+    GroupChannel::HeldRanges held;
+    if (scatter) held = [&map](int r) { return held_ranges(map, r); };
+    GroupChannel channel(*comm, rank == 0, 1, held);
     GroupParts parts(*comm, map);
     Quiet events;
     RoundDriver driver(plan, state, events, [] { return 0.0; });
@@ -167,6 +172,7 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
       }
     }
     mine.repaired = events.repaired;
+    mine.received = channel.received_bytes();
     mine.part.assign(state.global().begin(), state.global().end());
     mine.mirror.assign(state.mirror()->global().begin(), state.mirror()->global().end());
   });
@@ -191,6 +197,16 @@ TEST_CASE(
   }
   // The weights each version rebased onto are the whole state's (no progress since: exactly it).
   CHECK(seen[0].hashes.back() == OuterState::weights_hash(others.whole.global()));
+  // Each replica got the blocks of its part and its mirror's: about 2/3 of the deltas, not all.
+  OtherSites others_whole;
+  const auto whole = run(others_whole, 4, {}, nullptr, false);
+  CHECK(whole[2].hashes == seen[2].hashes);
+  for (int rank = 1; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    const auto share = static_cast<double>(seen[static_cast<std::size_t>(rank)].received) /
+                       static_cast<double>(whole[static_cast<std::size_t>(rank)].received);
+    CHECK(share == doctest::Approx(2.0 / 3).epsilon(0.05));
+  }
 }
 
 TEST_CASE(
