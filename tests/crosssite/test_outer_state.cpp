@@ -6,14 +6,18 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/store.hpp"
+#include "core/io/env.hpp"
 #include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/codec/codec_parts.hpp"
 #include "crosssite/outer/outer_parts.hpp"
 #include "crosssite/outer/outer_state.hpp"
 #include "kernels/cpu/chunk_hash.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
+using meridian::testing::TempDir;
 
 namespace {
 
@@ -430,6 +434,32 @@ TEST_CASE("an OuterState of each replica's part does what the whole one does, ro
         CHECK(std::ranges::equal(joined.get(name), expected.get(name)));
       }
       CHECK(outer_snapshot(joined) == whole.snapshot());
+      // Written as a checkpoint in parts ([checkpoint] per_replica), each replica's records a slice
+      // in its own part file and none in the leader's: read back, the whole state's records.
+      TempDir dir("outer-slices");
+      CheckpointStore store(posix_env(), dir.path(), 1);
+      std::vector<std::uint64_t> manifest = {static_cast<std::uint64_t>(ranks)};
+      for (int r = 0; r < ranks; ++r) {
+        const ShardRange p = map.part(r);
+        Checkpoint part;
+        part.put_pod<float>("adamw.m", std::vector<float>(p.count));
+        part.put_pod<float>("adamw.v", std::vector<float>(p.count));
+        part.put_pod<std::uint64_t>("adamw.shard", std::vector<std::uint64_t>{p.offset, p.count});
+        part.put_value<std::int64_t>("train.step", 12);
+        put_outer_slice(part, saved[static_cast<std::size_t>(r)]);
+        store.save_part(12, p.offset, part);
+        manifest.insert(manifest.end(), {p.offset, p.count});
+      }
+      Checkpoint leader;
+      leader.put_pod<float>("params", std::vector<float>(n));
+      leader.put_value<std::int64_t>("train.step", 12);
+      leader.put_pod<std::uint64_t>("adamw.parts", manifest);
+      store.save(12, leader);
+      const Checkpoint read = read_checkpoint(posix_env(), store.path_for(12));
+      for (const auto& name : expected.names()) {
+        CAPTURE(name);
+        CHECK(std::ranges::equal(read.get(name), expected.get(name)));
+      }
       const ShardMap other(n, 5 - ranks);
       for (int r = 0; r < other.ranks(); ++r) {
         OuterState cut(initial, outer, codec, true, FragmentPlan{}, map.part(0));
