@@ -1,0 +1,123 @@
+// A site's group channel (sites/replica/group_channel): the leader's Update reaches every replica
+// over Gloo (replicas as threads). A sharded site's merged deltas are scattered, each replica
+// getting the blocks of its part and its mirror's alone; a delta that does not cut goes whole, so
+// every replica meets its fault alike; a whole state's mean is broadcast.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/model/shard_map.hpp"
+#include "core/util/error.hpp"
+#include "crosssite/codec/codec.hpp"
+#include "intrasite/comm/gloo_communicator.hpp"
+#include "intrasite/comm/store.hpp"
+#include "sites/replica/group_channel.hpp"
+#include "sites/replica/outer_cut.hpp"
+#include "tests/support/ranks.hpp"
+
+using namespace meridian;
+using namespace std::chrono_literals;
+using meridian::testing::require_no_errors;
+using meridian::testing::run_ranks;
+
+namespace {
+
+constexpr int kReplicas = 3;
+constexpr std::size_t kValues = 4 * kShardUnit + 300;
+const CodecOptions kCodec{CodecKind::Int8, 256};
+
+std::vector<std::byte> encoded_delta(int seed) {
+  std::vector<float> delta(kValues);
+  for (std::size_t i = 0; i < kValues; ++i)
+    delta[i] = 1e-3f * static_cast<float>(static_cast<int>((i * 5 + static_cast<std::size_t>(seed)) % 17) - 8);
+  std::vector<std::byte> out(encoded_size(kValues, kCodec));
+  encode(delta, kCodec, out);
+  return out;
+}
+
+Update commit_of(MergedDeltas merged) {
+  Update u;
+  u.kind = Update::Kind::Commit;
+  u.version = 7;
+  u.params_hash = 42;
+  u.fragments = {0};
+  u.merged = std::move(merged);
+  return u;
+}
+
+struct Received {
+  Update update;
+  std::uint64_t bytes = 0;
+};
+
+// The leader's `update` shared by a channel of each of kReplicas ranks; `scatter`: with the
+// members' held ranges under `map`.
+std::vector<Received> share(const Update& update, const ShardMap& map, bool scatter) {
+  MemoryStore store;
+  std::vector<Received> got(kReplicas);
+  require_no_errors(run_ranks(kReplicas, [&](int rank) {
+    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
+    GroupChannel::HeldRanges held;
+    if (scatter) held = [&map](int r) { return held_ranges(map, r); };
+    GroupChannel channel(*comm, rank == 0, 1, held);
+    auto& mine = got[static_cast<std::size_t>(rank)];
+    if (rank == 0) mine.update = update;
+    channel.share(mine.update);
+    mine.bytes = channel.received_bytes();
+  }));
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a sharded site's merged deltas: each replica gets its part's and its mirror's blocks, the leader keeps all") {
+  const ShardMap map(kValues, kReplicas);
+  const MergedDeltas merged{{encoded_delta(1), encoded_delta(2)}, {2.0, 1.0}, 0.9, kValues, {}};
+  const auto got = share(commit_of(merged), map, true);
+  CHECK(got[0].update.merged == merged);
+  CHECK(got[0].bytes == 0);
+  for (int rank = 1; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    const auto& u = got[static_cast<std::size_t>(rank)];
+    CHECK(u.update.kind == Update::Kind::Commit);
+    CHECK(u.update.version == 7);
+    CHECK(u.update.params_hash == 42);
+    CHECK(u.update.fragments == std::vector<int>{0});
+    REQUIRE(u.update.merged);
+    CHECK(*u.update.merged == merged.cut(held_ranges(map, rank)));
+    CHECK(u.bytes == u.update.merged->pack().size());
+    CHECK(u.bytes < merged.pack().size());
+  }
+}
+
+TEST_CASE("a merged delta that does not cut goes whole to every replica, which all meet its fault alike") {
+  const ShardMap map(kValues, kReplicas);
+  MergedDeltas merged{{encoded_delta(1), {std::byte{7}, std::byte{1}, std::byte{0}}}, {1.0, 1.0}, 1.0, kValues, {}};
+  const auto got = share(commit_of(merged), map, true);
+  for (int rank = 0; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    const auto& u = got[static_cast<std::size_t>(rank)].update;
+    REQUIRE(u.merged);
+    CHECK(*u.merged == merged);
+    std::vector<float> mean(16);
+    CHECK_THROWS_AS(u.merged->mean(map.part(rank).offset, mean), Error);
+  }
+}
+
+TEST_CASE("a whole state's update: the mean reaches every replica as the leader sent it") {
+  const ShardMap map(kValues, kReplicas);
+  Update update;
+  update.kind = Update::Kind::Commit;
+  update.version = 3;
+  update.fragments = {0};
+  for (std::size_t i = 0; i < 1000; ++i) update.mean.push_back(1e-3f * static_cast<float>(i % 7));
+  const auto got = share(update, map, false);
+  for (int rank = 1; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    CHECK(got[static_cast<std::size_t>(rank)].update.mean == update.mean);
+    CHECK(!got[static_cast<std::size_t>(rank)].update.merged);
+    CHECK(got[static_cast<std::size_t>(rank)].bytes == 1000 * sizeof(float));
+  }
+}
