@@ -9,7 +9,8 @@
 # the outer state's bytes per parameter (state_bytes.outer), the whole ledger's
 # (state_bytes_per_param), and its peak resident memory, at the end and before the final checkpoint
 # (training_peak_rss_bytes: training and the rounds' transients), and the first join's time (its
-# replica 0's `joined` event: the heal); a's tokens/s from its metrics lines, from
+# replica 0's `joined` event: the heal), and what its replica 1 received from the leader in the
+# group's channel (versions' means or merged deltas, bytes per parameter); a's tokens/s from its metrics lines, from
 # the first round's end to the last step (the rounds' exchanges in it), as a median over the runs,
 # and its ratio to the whole state's at the same stage. PER_REPLICA=true: stage 3 writes its
 # checkpoints in parts ([checkpoint] per_replica), so the final one gathers nothing.
@@ -70,18 +71,21 @@ TOML
   echo "$file"
 }
 
-figures() {  # run dir -> "outer/param ledger/param peak_MiB training_peak_MiB join_ms tokens/s" of site a's leader
+figures() {  # run dir -> "outer/param ledger/param peak_MiB training_peak_MiB join_ms group/param tokens/s" of site a's leader
   /usr/bin/python3 - "$1" "$H" <<'PY'
 import json, sys
 run = sys.argv[1]
 m = json.load(open(f"{run}/a/summary.json"))["memory"]
-join = next(e for e in map(json.loads, open(f"{run}/a/events.jsonl")) if e["event"] == "joined" and e["rank"] == 0)
+events = [json.loads(l) for l in open(f"{run}/a/events.jsonl")]
+join = next(e for e in events if e["event"] == "joined" and e["rank"] == 0)
+group = next(e["group_bytes_received"] for e in events if e["event"] == "replica_done" and e["replica"] == 1)
 # From the first round's end (step H) to the last step: the rounds' exchanges included.
 rows = [json.loads(l) for l in open(f"{run}/a/metrics.jsonl") if '"loss"' in l]
 rows = [r for r in rows if r["step"] >= int(sys.argv[2])]
 tps = (rows[-1]["tokens"] - rows[0]["tokens"]) / (rows[-1]["time"] - rows[0]["time"])
 print(f'{m["state_bytes"]["outer"] / m["params"]:.2f} {m["state_bytes_per_param"]:.2f} '
-      f'{m["peak_rss_bytes"] / 2**20:.0f} {m["training_peak_rss_bytes"] / 2**20:.0f} {join["ms"]:.0f} {tps:.0f}')
+      f'{m["peak_rss_bytes"] / 2**20:.0f} {m["training_peak_rss_bytes"] / 2**20:.0f} {join["ms"]:.0f} '
+      f'{group / m["params"]:.2f} {tps:.0f}')
 PY
 }
 
@@ -94,24 +98,24 @@ for r in $(seq "$ROUNDS"); do
       name="z$stage-$shard-r$r"
       "$meridian" launch "$(job "$name" "$stage" "$shard")" >"$work/$name.log" 2>&1 ||
         { echo "outer_shards.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-      read -r outer ledger peak training join tps < <(figures "$work/$name")
-      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak $training $join"
+      read -r outer ledger peak training join group tps < <(figures "$work/$name")
+      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak $training $join $group"
       echo "round $r, stage $stage, shard_outer $shard: outer $outer B/param, ledger $ledger B/param, peak $peak MiB" \
-        "($training MiB before the final checkpoint), first join $join ms, $tps tokens/s"
+        "($training MiB before the final checkpoint), first join $join ms, replica 1 got $group B/param, $tps tokens/s"
     done
   done
 done
 echo
 echo "site a, $REPLICAS replicas, $PRESET, H = $H, $STEPS steps; medians of $ROUNDS runs"
-echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | training peak MiB | first join ms | tokens/s | against whole |"
+echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | training peak MiB | first join ms | replica 1's group B/param | tokens/s | against whole |"
 for stage in 0 3; do
   # shellcheck disable=SC2086
   whole=$(median ${rate[${stage}false]})
   for shard in false true; do
     # shellcheck disable=SC2086
     tps=$(median ${rate[$stage$shard]})
-    read -r outer ledger peak training join <<<"${line[$stage$shard]}"
+    read -r outer ledger peak training join group <<<"${line[$stage$shard]}"
     label=$([ "$shard" = true ] && echo sharded || echo whole)
-    echo "| $stage | $label | $outer | $ledger | $peak | $training | $join | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
+    echo "| $stage | $label | $outer | $ledger | $peak | $training | $join | $group | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
   done
 done

@@ -469,7 +469,8 @@ void ReplicaProcess::finish() {
                               {"generation", group_.generation().number},
                               {"params_hash", std::to_string(params_hash)},
                               {"memory", memory_ledger()},
-                              {"lane", exchange_.lane_figures()}});
+                              {"lane", exchange_.lane_figures()},
+                              {"group_bytes_received", exchange_.group_bytes_received()}});
   store_.add(site_keys::done(run_.id), 1);  // how an agent that did not start this process learns it ended
 }
 

@@ -249,6 +249,7 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   }
   if (said_at > t0) waits_.reporter(json::object());
   if (!polling) waits_.waited_s += clocks_.monotonic() - t0;
+  group_received_ += channel.received_bytes();
 }
 
 void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer) {

@@ -114,6 +114,9 @@ class SiteExchange final : private RoundEvents {
   OuterState& state() { return state_; }
   // A split exchange: this replica's lane (its figures; an empty object on the leader or without).
   nlohmann::json lane_figures() const;
+  // The bytes of versions, means, deltas and states this replica received from its leader in the
+  // group's channel (the leader's: none).
+  std::uint64_t group_bytes_received() const { return group_received_; }
   // The outer state's buffers, the synchronous baseline's scratch and a lane's deltas, in bytes.
   std::size_t held_bytes() const;
   // A training checkpoint's share of the exchange: the outer state, and the rounds and WAN bytes
@@ -221,6 +224,7 @@ class SiteExchange final : private RoundEvents {
   mutable std::optional<Checkpoint> checkpoint_records_;  // taken by the save() that writes them
   Waits waits_;
   TrafficCarry carry_;
+  std::uint64_t group_received_ = 0;
   std::vector<float> scratch_;  // the synchronous baseline's gradients and loss
 };
 
