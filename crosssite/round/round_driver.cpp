@@ -226,9 +226,12 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
   auto weights = r.training.weights();
   if (u.kind == Update::Kind::Commit) {
     // Each replica previews a version once: a leader whose proposal won did so already, and so
-    // did every replica of a sharded site.
+    // did every replica of a sharded site, unless its group was cut anew since (the commit
+    // carries the deltas for that).
     std::optional<OuterState::Outcome> previewed = std::move(looked.outcome);
-    if (u.proposed_here && proposal_ && proposal_->first == u.version) previewed = std::move(proposal_->second);
+    if (u.proposed_here && proposal_ && proposal_->version == u.version && proposal_->part == state_.part() &&
+        proposal_->mirror == state_.mirror_part())
+      previewed = std::move(proposal_->outcome);
     proposal_.reset();
     auto outcome = previewed ? std::move(*previewed) : preview_of(u);
     std::vector<int> stale_mirrors;
@@ -381,7 +384,7 @@ void RoundDriver::repair_mirrors(Replica& r, const std::vector<int>& replicas) {
 void RoundDriver::preview_proposal(Replica& r, const Update& u) {
   auto outcome = preview_of(u);
   const std::uint64_t hash = site_hash(parts(r), outcome.chunks, nullptr).hash;
-  proposal_.emplace(u.version, std::move(outcome));
+  proposal_ = Proposal{u.version, state_.part(), state_.mirror_part(), std::move(outcome)};
   if (leads(r)) peers_->previewed(hash);
 }
 

@@ -194,8 +194,15 @@ class RoundDriver {
   Exchange exchange_;
   Cursor cursor_;
   std::vector<float> fresh_;  // eager: the decoded delta just sent
-  // A sharded site's preview of its own proposal, by version, kept for when that proposal wins.
-  std::optional<std::pair<std::int64_t, OuterState::Outcome>> proposal_;
+  // A sharded site's preview of its own proposal, kept for when that proposal wins: good only for
+  // the part and mirror it was taken on (a group re-formed since previews the commit anew).
+  struct Proposal {
+    std::int64_t version = 0;
+    ShardRange part;
+    std::optional<ShardRange> mirror;
+    OuterState::Outcome outcome;
+  };
+  std::optional<Proposal> proposal_;
   Figures figures_;
 };
 

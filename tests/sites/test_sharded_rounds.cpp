@@ -88,6 +88,60 @@ struct OtherSites final : RoundPeers {
   void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
 };
 
+// This site proposes version 1 (its replicas preview it), then wins it once the test lets it.
+struct Proposing final : RoundPeers {
+  OuterState whole{initial(), {}, kCodec, false};
+  MergedDeltas merged{{}, {1.0, 1.0}, 1.0, kValues, {}};
+  std::int64_t rounds = 0;
+  bool offered = false;
+  std::optional<std::uint64_t> claimed;  // the parts' hash the leader claimed version 1 with
+  std::uint64_t hash = 0;                // what version 1 hashes to on a whole state
+
+  Proposing() {
+    for (int site = 0; site < 2; ++site) {
+      std::vector<float> delta(kValues);
+      for (std::size_t i = 0; i < kValues; ++i)
+        delta[i] = 1e-3f * static_cast<float>((i + static_cast<std::size_t>(site)) % 9) - 4e-3f;
+      merged.encoded.emplace_back(encoded_size(kValues, kCodec));
+      encode(delta, kCodec, merged.encoded.back());
+    }
+    std::vector<float> mean(kValues);
+    merged.mean(0, mean);
+    hash = whole.preview(mean).hash;
+  }
+  std::int64_t next_round() const override { return rounds; }
+  std::size_t chunk_bytes() const override { return 1 << 12; }
+  void submit(const DeltaAnnouncement&, std::vector<std::byte>, ChunkHashes) override { ++rounds; }
+  std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds) override {
+    if (!claimed || state.version() != 0) return std::nullopt;
+    VersionCommit c;
+    c.fragments = {0};
+    c.merged = merged;
+    c.record.number = 1;
+    c.record.params_hash = hash;
+    c.record.proposer = "a";
+    c.proposed_here = true;
+    return c;
+  }
+  std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t) const override { return std::nullopt; }
+  bool unmergeable(const OuterState&, std::int64_t) const override { return false; }
+  bool disputed() const override { return false; }
+  std::int64_t backlog(const OuterState& state) const override { return rounds - state.version(); }
+  bool finished(const OuterState&) override { return false; }
+  std::int64_t newest_commit() const override { return claimed ? 1 : 0; }
+  std::int64_t peers_newest_round() const override { return rounds - 1; }
+  void stop_announcing() override {}
+  void leave() override {}
+  std::optional<ProposalPreview> take_preview() override {
+    if (offered) return std::nullopt;
+    offered = true;
+    return ProposalPreview{1, {0}, {}, merged};
+  }
+  void previewed(std::uint64_t parts_hash) override { claimed = parts_hash; }
+  bool state_wanted() const override { return false; }
+  void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
+};
+
 struct Quiet final : RoundEvents {
   std::vector<int> repaired;  // replicas whose mirrors were found stale
   void mirrors_repaired(const std::vector<int>& replicas, std::int64_t, std::size_t) override {
@@ -207,6 +261,49 @@ TEST_CASE(
                        static_cast<double>(whole[static_cast<std::size_t>(rank)].received);
     CHECK(share == doctest::Approx(2.0 / 3).epsilon(0.05));
   }
+}
+
+TEST_CASE("a group cut anew between its own proposal's preview and the commit previews the commit from its deltas") {
+  Proposing peers;
+  const ShardMap before(kValues, kReplicas), after(kValues, kReplicas, 2 * kShardUnit);
+  REQUIRE(before.part(0) != after.part(0));
+  RoundPlan plan;
+  plan.site = "a";
+  plan.total_steps = 1000;
+  plan.overlap = false;
+  MemoryStore store;
+  std::vector<std::uint64_t> hashes(kReplicas);
+  require_no_errors(run_ranks(kReplicas, [&](int rank) {
+    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
+    OuterState state(initial(), {}, kCodec, false);
+    FakeTraining training(initial(), [](std::size_t, std::int64_t) { return 0.0f; });
+    Quiet events;
+    RoundDriver driver(plan, state, events, [] { return 0.0; });
+    if (rank == 0) driver.lead(&peers);
+    const auto attempt = [&](const ShardMap& map) {
+      GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
+      GroupParts parts(*comm, map);
+      Replica r{channel, training, &parts};
+      driver.attempt(r, 0ms);
+    };
+    cut_outer_state(*comm, state, before, training.w);
+    training.train();
+    {
+      GroupChannel channel(*comm, rank == 0, 1, [&before](int r) { return held_ranges(before, r); });
+      GroupParts parts(*comm, before);
+      Replica r{channel, training, &parts};
+      driver.after_step(r, training.steps, false, false);
+    }
+    attempt(before);  // the preview: every replica previews version 1 on its part, the leader claims it
+    cut_outer_state(*comm, state, after, training.w);  // a group re-formed: other parts
+    attempt(after);                                    // version 1 won: the preview kept is of another part
+    CHECK(state.version() == 1);
+    CHECK(state.part() == after.part(rank));
+    hashes[static_cast<std::size_t>(rank)] = OuterState::weights_hash(training.w);
+  }));
+  REQUIRE(peers.claimed);
+  CHECK(*peers.claimed == peers.hash);
+  for (const auto h : hashes) CHECK(h == hashes[0]);
 }
 
 TEST_CASE(
