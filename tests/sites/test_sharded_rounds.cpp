@@ -42,15 +42,30 @@ std::vector<float> initial() {
   return w;
 }
 
-// The other sites: version after version, each a mean the fake makes up, hashed on a whole state
-// as a site holding the whole model would.
-struct OtherSites final : RoundPeers {
-  OuterState whole{initial(), {}, kCodec, false};
+// What both fakes of the other sites do alike: count this site's rounds, lose none, end never.
+struct FakePeers : RoundPeers {
   std::int64_t rounds = 0;
 
   std::int64_t next_round() const override { return rounds; }
   std::size_t chunk_bytes() const override { return 1 << 12; }
   void submit(const DeltaAnnouncement&, std::vector<std::byte>, ChunkHashes) override { ++rounds; }
+  std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t) const override { return std::nullopt; }
+  bool unmergeable(const OuterState&, std::int64_t) const override { return false; }
+  bool disputed() const override { return false; }
+  std::int64_t backlog(const OuterState& state) const override { return rounds - state.version(); }
+  bool finished(const OuterState&) override { return false; }
+  std::int64_t peers_newest_round() const override { return rounds - 1; }
+  void stop_announcing() override {}
+  void leave() override {}
+  bool state_wanted() const override { return false; }
+  void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
+};
+
+// The other sites: version after version, each a mean the fake makes up, hashed on a whole state
+// as a site holding the whole model would.
+struct OtherSites final : FakePeers {
+  OuterState whole{initial(), {}, kCodec, false};
+
   std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds) override {
     if (whole.version() >= rounds || state.version() != whole.version()) return std::nullopt;
     // Two sites' deltas, still encoded, as a sharded site's commit carries them.
@@ -73,26 +88,15 @@ struct OtherSites final : RoundPeers {
     whole.commit(c.record.number, std::move(outcome));
     return c;
   }
-  std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t) const override { return std::nullopt; }
-  bool unmergeable(const OuterState&, std::int64_t) const override { return false; }
-  bool disputed() const override { return false; }
-  std::int64_t backlog(const OuterState& state) const override { return rounds - state.version(); }
-  bool finished(const OuterState&) override { return false; }
   std::int64_t newest_commit() const override { return whole.version(); }
-  std::int64_t peers_newest_round() const override { return rounds - 1; }
-  void stop_announcing() override {}
-  void leave() override {}
   std::optional<ProposalPreview> take_preview() override { return std::nullopt; }
   void previewed(std::uint64_t) override { FAIL("no proposal of this site's is in play"); }
-  bool state_wanted() const override { return false; }
-  void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
 };
 
 // This site proposes version 1 (its replicas preview it), then wins it once the test lets it.
-struct Proposing final : RoundPeers {
+struct Proposing final : FakePeers {
   OuterState whole{initial(), {}, kCodec, false};
   MergedDeltas merged{{}, {1.0, 1.0}, 1.0, kValues, {}};
-  std::int64_t rounds = 0;
   bool offered = false;
   std::optional<std::uint64_t> claimed;  // the parts' hash the leader claimed version 1 with
   std::uint64_t hash = 0;                // what version 1 hashes to on a whole state
@@ -109,9 +113,6 @@ struct Proposing final : RoundPeers {
     merged.mean(0, mean);
     hash = whole.preview(mean).hash;
   }
-  std::int64_t next_round() const override { return rounds; }
-  std::size_t chunk_bytes() const override { return 1 << 12; }
-  void submit(const DeltaAnnouncement&, std::vector<std::byte>, ChunkHashes) override { ++rounds; }
   std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds) override {
     if (!claimed || state.version() != 0) return std::nullopt;
     VersionCommit c;
@@ -123,23 +124,13 @@ struct Proposing final : RoundPeers {
     c.proposed_here = true;
     return c;
   }
-  std::optional<std::int64_t> lost_round(const OuterState&, std::int64_t) const override { return std::nullopt; }
-  bool unmergeable(const OuterState&, std::int64_t) const override { return false; }
-  bool disputed() const override { return false; }
-  std::int64_t backlog(const OuterState& state) const override { return rounds - state.version(); }
-  bool finished(const OuterState&) override { return false; }
   std::int64_t newest_commit() const override { return claimed ? 1 : 0; }
-  std::int64_t peers_newest_round() const override { return rounds - 1; }
-  void stop_announcing() override {}
-  void leave() override {}
   std::optional<ProposalPreview> take_preview() override {
     if (offered) return std::nullopt;
     offered = true;
     return ProposalPreview{1, {0}, {}, merged};
   }
   void previewed(std::uint64_t parts_hash) override { claimed = parts_hash; }
-  bool state_wanted() const override { return false; }
-  void state_assembled(std::int64_t, std::vector<std::byte>) override { FAIL("no peer asked for this site's state"); }
 };
 
 struct Quiet final : RoundEvents {
@@ -280,23 +271,20 @@ TEST_CASE("a group cut anew between its own proposal's preview and the commit pr
     Quiet events;
     RoundDriver driver(plan, state, events, [] { return 0.0; });
     if (rank == 0) driver.lead(&peers);
-    const auto attempt = [&](const ShardMap& map) {
+    // The group's channel and parts under `map`, for one call of the driver.
+    const auto in_group = [&](const ShardMap& map, const auto& call) {
       GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
       GroupParts parts(*comm, map);
       Replica r{channel, training, &parts};
-      driver.attempt(r, 0ms);
+      call(r);
     };
+    const auto attempt = [&](Replica& r) { driver.attempt(r, 0ms); };
     cut_outer_state(*comm, state, before, training.w);
     training.train();
-    {
-      GroupChannel channel(*comm, rank == 0, 1, [&before](int r) { return held_ranges(before, r); });
-      GroupParts parts(*comm, before);
-      Replica r{channel, training, &parts};
-      driver.after_step(r, training.steps, false, false);
-    }
-    attempt(before);  // the preview: every replica previews version 1 on its part, the leader claims it
+    in_group(before, [&](Replica& r) { driver.after_step(r, training.steps, false, false); });
+    in_group(before, attempt);  // the preview: every replica previews version 1 on its part, the leader claims it
     cut_outer_state(*comm, state, after, training.w);  // a group re-formed: other parts
-    attempt(after);                                    // version 1 won: the preview kept is of another part
+    in_group(after, attempt);                          // version 1 won: the preview kept is of another part
     CHECK(state.version() == 1);
     CHECK(state.part() == after.part(rank));
     hashes[static_cast<std::size_t>(rank)] = OuterState::weights_hash(training.w);
