@@ -140,7 +140,7 @@ bool RoundDriver::attempt(Replica& r, std::chrono::milliseconds budget) {
   Looked looked;
   if (leads(r)) u = look(polling() ? std::chrono::milliseconds(0) : budget, looked);
   if (leads(r)) u.aim = cursor_.aim;
-  r.channel.share(u);
+  r.channel.share(u, previewed());
   cursor_.aim = u.aim;  // a replica that joined since takes the leader's
   apply(r, u, looked);
   if (!u.waits) ended(r, u);
@@ -227,13 +227,13 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
   if (u.kind == Update::Kind::Commit) {
     // Each replica previews a version once: a leader whose proposal won did so already, and so
     // did every replica of a sharded site, unless its group was cut anew since (the commit
-    // carries the deltas for that).
-    std::optional<OuterState::Outcome> previewed = std::move(looked.outcome);
-    if (u.proposed_here && proposal_ && proposal_->version == u.version && proposal_->part == state_.part() &&
-        proposal_->mirror == state_.mirror_part())
-      previewed = std::move(proposal_->outcome);
+    // carries the deltas then, and only then).
+    std::optional<OuterState::Outcome> kept = std::move(looked.outcome);
+    if (u.proposed_here && previewed() == u.version) kept = std::move(proposal_->outcome);
     proposal_.reset();
-    auto outcome = previewed ? std::move(*previewed) : preview_of(u);
+    MERIDIAN_CHECK(kept || u.merged || !u.mean.empty() || u.fragments.empty(), "version ", u.version,
+                   "'s commit came without its deltas, and this replica holds no preview of it");
+    auto outcome = kept ? std::move(*kept) : preview_of(u);
     std::vector<int> stale_mirrors;
     if (state_.sharded()) {
       auto parts_hash = site_hash(parts(r), outcome.chunks, outcome.mirror.get());
@@ -386,6 +386,11 @@ void RoundDriver::preview_proposal(Replica& r, const Update& u) {
   const std::uint64_t hash = site_hash(parts(r), outcome.chunks, nullptr).hash;
   proposal_ = Proposal{u.version, state_.part(), state_.mirror_part(), std::move(outcome)};
   if (leads(r)) peers_->previewed(hash);
+}
+
+std::int64_t RoundDriver::previewed() const {
+  const bool good = proposal_ && proposal_->part == state_.part() && proposal_->mirror == state_.mirror_part();
+  return good ? proposal_->version : -1;
 }
 
 OuterState::Outcome RoundDriver::preview_of(const Update& u) const {

@@ -180,6 +180,8 @@ class RoundDriver {
   // The site's parts cut anew from their owners (SiteParts::recut), the stale mirrors with them.
   void repair_mirrors(Replica& r, const std::vector<int>& replicas);
   void preview_proposal(Replica& r, const Update& u);
+  // The version of this replica's kept preview when good on the part and mirror it holds now; -1.
+  std::int64_t previewed() const;
   // The outcome of `u`'s mean (a sharded site's: of the parts held, from the deltas still encoded).
   OuterState::Outcome preview_of(const Update& u) const;
   void assemble_state(Replica& r);

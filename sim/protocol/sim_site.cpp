@@ -38,7 +38,7 @@ class WireChannel final : public ReplicaChannel {
  public:
   WireChannel(Update& wire, bool leader) : wire_(wire), leader_(leader) {}
   bool leader() const override { return leader_; }
-  void share(Update& update) override {
+  void share(Update& update, std::int64_t) override {
     if (leader_)
       wire_ = update;
     else

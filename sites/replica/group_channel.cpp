@@ -21,8 +21,16 @@ struct Header {
 
 bool carries_mean(Update::Kind kind) { return kind == Update::Kind::Commit || kind == Update::Kind::Preview; }
 
-// Header::merged: how a commit's deltas travel.
-enum Merged : std::uint8_t { kNone = 0, kBroadcast = 1, kScattered = 2 };
+// Header::merged: how a commit's deltas travel. kUnlessPreviewed: a commit this site proposed,
+// whose preview the leader holds: none when every replica holds its preview too, whole otherwise.
+enum Merged : std::uint8_t { kNone = 0, kBroadcast = 1, kScattered = 2, kUnlessPreviewed = 3 };
+
+// Every member together: whether all hold a preview of `version`.
+bool all_previewed(Communicator& group, std::int64_t previewed, std::int64_t version) {
+  float lacking = previewed == version ? 0.0f : 1.0f;
+  group.allreduce(std::span<float>(&lacking, 1), ReduceOp::Sum);
+  return lacking == 0.0f;
+}
 
 }  // namespace
 
@@ -36,22 +44,29 @@ std::vector<std::vector<std::byte>> GroupChannel::cut_packs(const MergedDeltas& 
   return packs;
 }
 
-void GroupChannel::share(Update& update) {
+std::uint8_t GroupChannel::merged_mode(const Update& update, std::int64_t previewed,
+                                       std::vector<std::vector<std::byte>>& packs) const {
+  if (!update.merged) return kNone;
+  if (update.kind == Update::Kind::Commit && update.proposed_here && previewed == update.version)
+    return kUnlessPreviewed;
+  if (held_) packs = cut_packs(*update.merged);
+  return packs.empty() ? kBroadcast : kScattered;
+}
+
+void GroupChannel::share(Update& update, std::int64_t previewed) {
   header_.assign(sizeof(Header) + sizeof(int) * static_cast<std::size_t>(fragments_), std::byte{0});
   std::vector<std::byte> packed;
   std::vector<std::vector<std::byte>> packs;
   if (leader_) {
     MERIDIAN_CHECK(update.fragments.size() <= static_cast<std::size_t>(fragments_), "an update of ",
                    update.fragments.size(), " fragments, the job has ", fragments_);
-    if (update.merged && held_) packs = cut_packs(*update.merged);
-    if (update.merged && packs.empty()) packed = update.merged->pack();
+    const std::uint8_t mode = merged_mode(update, previewed, packs);
+    if (mode == kBroadcast) packed = update.merged->pack();
     const Header h{static_cast<std::uint8_t>(update.kind),
                    update.waits,
                    update.proposed_here,
                    update.gather_state,
-                   !update.merged  ? kNone
-                   : packs.empty() ? kBroadcast
-                                   : kScattered,
+                   mode,
                    update.version,
                    update.params_hash,
                    update.job_step,
@@ -82,14 +97,21 @@ void GroupChannel::share(Update& update) {
                     h.gather_state != 0,
                     {}};
     std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
-    if (h.merged == kBroadcast) {
-      packed.resize(h.payload);
-    } else if (h.merged == kNone && carries_mean(update.kind)) {
-      update.mean.resize(h.payload);
-    }
+    if (h.merged == kBroadcast) packed.resize(h.payload);
+    if (h.merged == kNone && carries_mean(update.kind)) update.mean.resize(h.payload);
     if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);
   }
-  if (h.merged == kScattered) {
+  if (h.merged == kUnlessPreviewed) {
+    if (all_previewed(group_, previewed, h.version)) {
+      h.merged = kNone;
+    } else {
+      if (leader_) packed = update.merged->pack();
+      std::uint64_t size = packed.size();
+      group_.broadcast(std::as_writable_bytes(std::span(&size, 1)), 0);
+      packed.resize(size);
+      group_.broadcast(packed, 0);
+    }
+  } else if (h.merged == kScattered) {
     packed = group_.scatter(packs, 0);
   } else if (h.merged == kBroadcast) {
     group_.broadcast(packed, 0);

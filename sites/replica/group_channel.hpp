@@ -3,7 +3,9 @@
 // broadcast of a header of known size (the kind, the figures, the fragments), and one of the
 // payload when there is one (a commit's mean, or a sharded site's deltas still encoded; a peer's
 // state). Two collectives per version. A sharded site's deltas are scattered, not broadcast:
-// each replica gets the blocks of the ranges it holds (its part and its mirror's) alone.
+// each replica gets the blocks of the ranges it holds (its part and its mirror's) alone. A commit
+// this site proposed goes without them when every replica holds its preview (one small sum to
+// know; otherwise they go whole).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -24,7 +26,7 @@ class GroupChannel final : public ReplicaChannel {
   GroupChannel(Communicator& group, bool leader, int fragments, HeldRanges held = {})
       : group_(group), leader_(leader), fragments_(fragments), held_(std::move(held)) {}
   bool leader() const override { return leader_; }
-  void share(Update& update) override;
+  void share(Update& update, std::int64_t previewed) override;
   // The payloads' bytes this member received (the leader's: none), as a ledger of the site's traffic.
   std::uint64_t received_bytes() const { return received_; }
 
@@ -32,6 +34,10 @@ class GroupChannel final : public ReplicaChannel {
   // Each member's cut of `merged` packed, the leader's none (it keeps the whole); none at all when
   // a delta does not cut (a malformed one goes whole, so that every replica meets its fault alike).
   std::vector<std::vector<std::byte>> cut_packs(const MergedDeltas& merged) const;
+  // Leader: how `update`'s merged deltas travel (Header::merged), with the members' cuts in `packs`
+  // when scattered.
+  std::uint8_t merged_mode(const Update& update, std::int64_t previewed,
+                           std::vector<std::vector<std::byte>>& packs) const;
 
   Communicator& group_;
   bool leader_;

@@ -93,7 +93,7 @@ struct Wire {
 struct FakeChannel final : ReplicaChannel {
   FakeChannel(Wire& wire, bool leader) : wire(wire), is_leader(leader) {}
   bool leader() const override { return is_leader; }
-  void share(Update& u) override {
+  void share(Update& u, std::int64_t) override {
     if (is_leader) {
       wire.last = u;
       wire.collectives += 1 + (u.kind == Update::Kind::Commit || u.kind == Update::Kind::Snapshot);

@@ -1,7 +1,8 @@
 // A site's group channel (sites/replica/group_channel): the leader's Update reaches every replica
 // over Gloo (replicas as threads). A sharded site's merged deltas are scattered, each replica
 // getting the blocks of its part and its mirror's alone; a delta that does not cut goes whole, so
-// every replica meets its fault alike; a whole state's mean is broadcast.
+// every replica meets its fault alike; a commit this site proposed goes without its deltas when
+// every replica holds its preview, whole otherwise; a whole state's mean is broadcast.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -52,8 +53,9 @@ struct Received {
 };
 
 // The leader's `update` shared by a channel of each of kReplicas ranks; `scatter`: with the
-// members' held ranges under `map`.
-std::vector<Received> share(const Update& update, const ShardMap& map, bool scatter) {
+// members' held ranges under `map`; `previewed`: the version each rank holds a preview of.
+std::vector<Received> share(const Update& update, const ShardMap& map, bool scatter,
+                            std::vector<std::int64_t> previewed = std::vector<std::int64_t>(kReplicas, -1)) {
   MemoryStore store;
   std::vector<Received> got(kReplicas);
   require_no_errors(run_ranks(kReplicas, [&](int rank) {
@@ -63,7 +65,7 @@ std::vector<Received> share(const Update& update, const ShardMap& map, bool scat
     GroupChannel channel(*comm, rank == 0, 1, held);
     auto& mine = got[static_cast<std::size_t>(rank)];
     if (rank == 0) mine.update = update;
-    channel.share(mine.update);
+    channel.share(mine.update, previewed[static_cast<std::size_t>(rank)]);
     mine.bytes = channel.received_bytes();
   }));
   return got;
@@ -119,5 +121,45 @@ TEST_CASE("a whole state's update: the mean reaches every replica as the leader 
     CHECK(got[static_cast<std::size_t>(rank)].update.mean == update.mean);
     CHECK(!got[static_cast<std::size_t>(rank)].update.merged);
     CHECK(got[static_cast<std::size_t>(rank)].bytes == 1000 * sizeof(float));
+  }
+}
+
+TEST_CASE("a commit this site proposed: no deltas when every replica previewed it, whole when one did not") {
+  const ShardMap map(kValues, kReplicas);
+  const MergedDeltas merged{{encoded_delta(1), encoded_delta(2)}, {1.0, 1.0}, 1.0, kValues, {}};
+  auto proposed = commit_of(merged);
+  proposed.proposed_here = true;
+  SUBCASE("every replica holds its preview") {
+    const auto got = share(proposed, map, true, {7, 7, 7});
+    for (int rank = 1; rank < kReplicas; ++rank) {
+      CAPTURE(rank);
+      const auto& u = got[static_cast<std::size_t>(rank)];
+      CHECK(u.update.kind == Update::Kind::Commit);
+      CHECK(u.update.proposed_here);
+      CHECK(u.update.params_hash == 42);
+      CHECK(!u.update.merged);
+      CHECK(u.update.mean.empty());
+      CHECK(u.bytes == 0);
+    }
+  }
+  SUBCASE("one replica's preview is of another version, or it has none") {
+    for (const auto& previewed : {std::vector<std::int64_t>{7, 6, 7}, std::vector<std::int64_t>{7, 7, -1}}) {
+      const auto got = share(proposed, map, true, previewed);
+      for (int rank = 1; rank < kReplicas; ++rank) {
+        CAPTURE(rank);
+        const auto& u = got[static_cast<std::size_t>(rank)];
+        REQUIRE(u.update.merged);
+        CHECK(*u.update.merged == merged);
+        CHECK(u.bytes == merged.pack().size());
+      }
+    }
+  }
+  SUBCASE("the leader's own preview is not good: the deltas are cut as for any commit") {
+    const auto got = share(proposed, map, true, {-1, 7, 7});
+    for (int rank = 1; rank < kReplicas; ++rank) {
+      CAPTURE(rank);
+      REQUIRE(got[static_cast<std::size_t>(rank)].update.merged);
+      CHECK(*got[static_cast<std::size_t>(rank)].update.merged == merged.cut(held_ranges(map, rank)));
+    }
   }
 }

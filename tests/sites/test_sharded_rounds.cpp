@@ -229,6 +229,50 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
   return seen;
 }
 
+
+// This site's proposal of version 1, previewed by every replica on the cut `before`, wins once the
+// group holds the cut `after`: what each replica ends on, and the bytes the commit brought it.
+struct Won {
+  std::vector<std::uint64_t> hashes = std::vector<std::uint64_t>(kReplicas);
+  std::vector<std::uint64_t> commit_bytes = std::vector<std::uint64_t>(kReplicas);
+};
+
+Won proposal_won(Proposing& peers, const ShardMap& before, const ShardMap& after) {
+  RoundPlan plan;
+  plan.site = "a";
+  plan.total_steps = 1000;
+  plan.overlap = false;
+  MemoryStore store;
+  Won won;
+  require_no_errors(run_ranks(kReplicas, [&](int rank) {
+    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
+    OuterState state(initial(), {}, kCodec, false);
+    FakeTraining training(initial(), [](std::size_t, std::int64_t) { return 0.0f; });
+    Quiet events;
+    RoundDriver driver(plan, state, events, [] { return 0.0; });
+    if (rank == 0) driver.lead(&peers);
+    // The group's channel and parts under `map`, for one call of the driver: its bytes received.
+    const auto in_group = [&](const ShardMap& map, const auto& call) {
+      GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
+      GroupParts parts(*comm, map);
+      Replica r{channel, training, &parts};
+      call(r);
+      return channel.received_bytes();
+    };
+    const auto attempt = [&](Replica& r) { driver.attempt(r, 0ms); };
+    cut_outer_state(*comm, state, before, training.w);
+    training.train();
+    in_group(before, [&](Replica& r) { driver.after_step(r, training.steps, false, false); });
+    in_group(before, attempt);  // the preview: every replica previews version 1 on its part, the leader claims it
+    if (&after != &before) cut_outer_state(*comm, state, after, training.w);  // a group re-formed: other parts
+    won.commit_bytes[static_cast<std::size_t>(rank)] = in_group(after, attempt);
+    CHECK(state.version() == 1);
+    CHECK(state.part() == after.part(rank));
+    won.hashes[static_cast<std::size_t>(rank)] = OuterState::weights_hash(training.w);
+  }));
+  return won;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -254,44 +298,35 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "this site's proposal wins: each replica commits its preview, and the commit brings it no deltas while the "
+    "group holds the cut the preview was taken on") {
+  Proposing peers;
+  const ShardMap map(kValues, kReplicas);
+  const auto won = proposal_won(peers, map, map);
+  REQUIRE(peers.claimed);
+  CHECK(*peers.claimed == peers.hash);
+  for (int rank = 0; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    CHECK(won.hashes[static_cast<std::size_t>(rank)] == won.hashes[0]);
+    CHECK(won.commit_bytes[static_cast<std::size_t>(rank)] == 0);
+  }
+}
+
 TEST_CASE("a group cut anew between its own proposal's preview and the commit previews the commit from its deltas") {
   Proposing peers;
   const ShardMap before(kValues, kReplicas), after(kValues, kReplicas, 2 * kShardUnit);
   REQUIRE(before.part(0) != after.part(0));
-  RoundPlan plan;
-  plan.site = "a";
-  plan.total_steps = 1000;
-  plan.overlap = false;
-  MemoryStore store;
-  std::vector<std::uint64_t> hashes(kReplicas);
-  require_no_errors(run_ranks(kReplicas, [&](int rank) {
-    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
-    OuterState state(initial(), {}, kCodec, false);
-    FakeTraining training(initial(), [](std::size_t, std::int64_t) { return 0.0f; });
-    Quiet events;
-    RoundDriver driver(plan, state, events, [] { return 0.0; });
-    if (rank == 0) driver.lead(&peers);
-    // The group's channel and parts under `map`, for one call of the driver.
-    const auto in_group = [&](const ShardMap& map, const auto& call) {
-      GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
-      GroupParts parts(*comm, map);
-      Replica r{channel, training, &parts};
-      call(r);
-    };
-    const auto attempt = [&](Replica& r) { driver.attempt(r, 0ms); };
-    cut_outer_state(*comm, state, before, training.w);
-    training.train();
-    in_group(before, [&](Replica& r) { driver.after_step(r, training.steps, false, false); });
-    in_group(before, attempt);  // the preview: every replica previews version 1 on its part, the leader claims it
-    cut_outer_state(*comm, state, after, training.w);  // a group re-formed: other parts
-    in_group(after, attempt);                          // version 1 won: the preview kept is of another part
-    CHECK(state.version() == 1);
-    CHECK(state.part() == after.part(rank));
-    hashes[static_cast<std::size_t>(rank)] = OuterState::weights_hash(training.w);
-  }));
+  const auto won = proposal_won(peers, before, after);
   REQUIRE(peers.claimed);
   CHECK(*peers.claimed == peers.hash);
-  for (const auto h : hashes) CHECK(h == hashes[0]);
+  for (int rank = 0; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    CHECK(won.hashes[static_cast<std::size_t>(rank)] == won.hashes[0]);
+    // No preview held: the deltas came as for any commit, each replica's blocks of its new cut.
+    if (rank > 0)
+      CHECK(won.commit_bytes[static_cast<std::size_t>(rank)] == peers.merged.cut(held_ranges(after, rank)).pack().size());
+  }
 }
 
 TEST_CASE(
