@@ -229,7 +229,6 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
   return seen;
 }
 
-
 // This site's proposal of version 1, previewed by every replica on the cut `before`, wins once the
 // group holds the cut `after`: what each replica ends on, and the bytes the commit brought it.
 struct Won {
@@ -325,7 +324,8 @@ TEST_CASE("a group cut anew between its own proposal's preview and the commit pr
     CHECK(won.hashes[static_cast<std::size_t>(rank)] == won.hashes[0]);
     // No preview held: the deltas came as for any commit, each replica's blocks of its new cut.
     if (rank > 0)
-      CHECK(won.commit_bytes[static_cast<std::size_t>(rank)] == peers.merged.cut(held_ranges(after, rank)).pack().size());
+      CHECK(won.commit_bytes[static_cast<std::size_t>(rank)] ==
+            peers.merged.cut(held_ranges(after, rank)).pack().size());
   }
 }
 
