@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   libboost-dev libasio-dev
   libzmq3-dev cppzmq-dev
   libucx-dev ucx-utils

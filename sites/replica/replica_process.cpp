@@ -125,7 +125,7 @@ nlohmann::json ReplicaProcess::roll_back_to(Trainer& t, std::int64_t version, st
 }
 
 int ReplicaProcess::run() {
-  trainer_.try_resume();
+  if (trainer_.try_resume()) resume_peak_rss_ = peak_rss_bytes();
   while (generation()) {
   }
   finish();
@@ -424,7 +424,8 @@ nlohmann::json ReplicaProcess::memory_ledger() const {
           {"activation_bytes", trainer_.activation_bytes()},
           {"replicas", group_.size()},
           {"peak_rss_bytes", peak_rss_bytes()},
-          {"training_peak_rss_bytes", training_peak_rss_}};
+          {"training_peak_rss_bytes", training_peak_rss_},
+          {"resume_peak_rss_bytes", resume_peak_rss_}};
 }
 
 void ReplicaProcess::finish() {

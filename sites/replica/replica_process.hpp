@@ -98,6 +98,7 @@ class ReplicaProcess {
   DivergenceGuard guard_;
   Turn turn_;
   std::int64_t training_peak_rss_ = 0;  // peak resident memory when training ended (finish)
+  std::int64_t resume_peak_rss_ = 0;    // ... when a resume from a checkpoint ended (0: none)
   std::size_t training_state_bytes_ = 0;  // the trainer's state then (Trainer::state_bytes)
   // The step and version of the newest periodic checkpoint: when training ends on it, the state is
   // already on disk and finish() does not write it again (a whole save, and its gather under a shard).

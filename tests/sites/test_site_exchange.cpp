@@ -176,6 +176,11 @@ TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go 
   CHECK(ratio == doctest::Approx(2.0).epsilon(0.02));
   CHECK(second.at("a")["bytes_per_param_round"].get<double>() ==
         doctest::Approx(first.at("a")["bytes_per_param_round"].get<double>()).epsilon(0.02));
+  // The memory ledger tells a resume's peak apart: none in a fresh launch.
+  CHECK(first.at("a")["memory"]["resume_peak_rss_bytes"] == 0);
+  const auto& memory = second.at("a")["memory"];
+  CHECK(memory["resume_peak_rss_bytes"].get<double>() > 0);
+  CHECK(memory["resume_peak_rss_bytes"].get<double>() <= memory["peak_rss_bytes"].get<double>());
 }
 
 TEST_CASE("dynamic local updates: a site half as fast ends its rounds after half the inner steps") {
