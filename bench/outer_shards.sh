@@ -13,13 +13,15 @@
 # group's channel (versions' means or merged deltas, bytes per parameter); a's tokens/s from its metrics lines, from
 # the first round's end to the last step (the rounds' exchanges in it), as a median over the runs,
 # and its ratio to the whole state's at the same stage. PER_REPLICA=true: stage 3 writes its
-# checkpoints in parts ([checkpoint] per_replica), so the final one gathers nothing.
-#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4  PRESET=small  PER_REPLICA=false
+# checkpoints in parts ([checkpoint] per_replica), so the final one gathers nothing. RESUME=true:
+# each run is launched again for STEPS more, resuming from its final checkpoint, and the table adds
+# site a's leader's peak resident memory when that resume ended (resume_peak_rss_bytes).
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=24  H=4  REPLICAS=4  PRESET=small  PER_REPLICA=false  RESUME=false
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-24} H=${H:-4} REPLICAS=${REPLICAS:-4} PRESET=${PRESET:-small}
-PER_REPLICA=${PER_REPLICA:-false}
+PER_REPLICA=${PER_REPLICA:-false} RESUME=${RESUME:-false}
 LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "outer_shards.sh: build $meridian first" >&2; exit 1; }
@@ -31,7 +33,7 @@ export OMP_NUM_THREADS=1  # every replica of both sites shares this machine's co
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-job() {  # name zero_stage shard_outer -> job file
+job() {  # name zero_stage shard_outer [steps] -> job file
   local file="$work/$1.toml"
   cat >"$file" <<TOML
 [job]
@@ -45,7 +47,7 @@ path = "$PWD/data/tinyshakespeare/input.txt"
 [inner]
 lr = 3e-3
 batch_per_replica = 2
-steps = $STEPS
+steps = ${4:-$STEPS}
 [log]
 every = 1
 eval_every = 0
@@ -99,23 +101,29 @@ for r in $(seq "$ROUNDS"); do
       "$meridian" launch "$(job "$name" "$stage" "$shard")" >"$work/$name.log" 2>&1 ||
         { echo "outer_shards.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
       read -r outer ledger peak training join group tps < <(figures "$work/$name")
-      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak $training $join $group"
+      resumed=-
+      if [ "$RESUME" = true ]; then
+        "$meridian" launch "$(job "$name" "$stage" "$shard" $((2 * STEPS)))" >"$work/$name-resumed.log" 2>&1 ||
+          { echo "outer_shards.sh: $name's resume failed; its log:" >&2; tail -20 "$work/$name-resumed.log" >&2; exit 1; }
+        resumed=$(/usr/bin/python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["memory"]["resume_peak_rss_bytes"] / 2**20))' "$work/$name/a/summary.json")
+      fi
+      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak $training $join $group $resumed"
       echo "round $r, stage $stage, shard_outer $shard: outer $outer B/param, ledger $ledger B/param, peak $peak MiB" \
-        "($training MiB before the final checkpoint), first join $join ms, replica 1 got $group B/param, $tps tokens/s"
+        "($training MiB before the final checkpoint, $resumed after a resume), first join $join ms, replica 1 got $group B/param, $tps tokens/s"
     done
   done
 done
 echo
 echo "site a, $REPLICAS replicas, $PRESET, H = $H, $STEPS steps; medians of $ROUNDS runs"
-echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | training peak MiB | first join ms | replica 1's group B/param | tokens/s | against whole |"
+echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | training peak MiB | resume peak MiB | first join ms | replica 1's group B/param | tokens/s | against whole |"
 for stage in 0 3; do
   # shellcheck disable=SC2086
   whole=$(median ${rate[${stage}false]})
   for shard in false true; do
     # shellcheck disable=SC2086
     tps=$(median ${rate[$stage$shard]})
-    read -r outer ledger peak training join group <<<"${line[$stage$shard]}"
+    read -r outer ledger peak training join group resumed <<<"${line[$stage$shard]}"
     label=$([ "$shard" = true ] && echo sharded || echo whole)
-    echo "| $stage | $label | $outer | $ledger | $peak | $training | $join | $group | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
+    echo "| $stage | $label | $outer | $ledger | $peak | $training | $resumed | $join | $group | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
   done
 done

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +52,19 @@ class Checkpoint {
     std::vector<T> values(bytes.size() / sizeof(T));
     if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
     return values;
+  }
+
+  // The record's values where they lie, without a copy (for records of a model's size): valid
+  // while the record is. Error(Checkpoint) when its size is not a multiple of sizeof(T).
+  template <class T>
+  std::span<const T> view_pod(std::string_view name) const {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    const auto bytes = get(name);
+    if (bytes.size() % sizeof(T) != 0) size_mismatch(name, bytes.size(), sizeof(T), "a multiple of ");
+    if (bytes.empty()) return {};
+    // A record's bytes are a vector's own allocation: aligned for any such T, and the objects
+    // implicitly created there are what the bytes written into it represent.
+    return {std::launder(reinterpret_cast<const T*>(bytes.data())), bytes.size() / sizeof(T)};
   }
 
   // Error(Checkpoint) when the record's size is not sizeof(T).

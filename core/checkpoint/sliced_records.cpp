@@ -51,6 +51,7 @@ void join_slices(std::span<const RecordSlice> slices, const SliceKinds& kinds, E
     if (!kinds.member(name)) continue;
     const bool per_value = kinds.per_value(name);
     std::vector<std::byte> joined;
+    if (per_value) joined.reserve(total * sizeof(float));  // no regrowth: the record is a model's size
     for (const RecordSlice* s : order) {
       if (!s->records->has(name)) throw make_error(error, s->source, " has no record \"", name, "\"");
       const auto bytes = s->records->get(name);

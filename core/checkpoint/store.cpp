@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "core/checkpoint/sliced_records.hpp"
@@ -233,7 +234,9 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
   if (!weights_in_parts) total = out.get("params").size() / sizeof(float);
   else
     for (std::size_t i = 0; i < manifest[0]; ++i) total += static_cast<std::size_t>(manifest[2 + 2 * i]);
-  std::vector<float> m(total), v(total), params(weights_in_parts ? total : 0);
+  // Joined straight into the records' own buffers, which `out` then takes (no second copy).
+  std::vector<std::byte> m(total * sizeof(float)), v(total * sizeof(float)),
+      params(weights_in_parts ? total * sizeof(float) : 0);
   std::vector<HeldSlice> slices;
   std::size_t next = 0;  // the parts cover the model in order, without gaps
   for (std::size_t i = 0; i < manifest[0]; ++i) {
@@ -252,20 +255,20 @@ Checkpoint read_checkpoint(Env& env, const fs::path& path) {
       if (into->empty()) continue;  // the weights, when the leader's file has them
       if (!part.has(record))
         throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" is missing");
-      const auto values = part.get_pod<float>(record);
+      const auto values = part.view_pod<float>(record);
       if (values.size() != count)
         throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" holds ", values.size(),
                          " values, the part has ", count);
-      std::copy(values.begin(), values.end(), into->begin() + static_cast<std::ptrdiff_t>(offset));
+      if (!values.empty()) std::memcpy(into->data() + offset * sizeof(float), values.data(), values.size_bytes());
     }
     if (auto stored = stored_slice(part, file.string())) slices.push_back(keep_slice(part, std::move(*stored)));
     next = offset + count;
   }
   if (next != total)
     throw make_error(ErrorKind::Checkpoint, path.string(), ": its parts cover ", next, " of ", total, " elements");
-  out.put_pod<float>("adamw.m", m);
-  out.put_pod<float>("adamw.v", v);
-  if (weights_in_parts) out.put_pod<float>("params", params);
+  out.put("adamw.m", std::move(m));
+  out.put("adamw.v", std::move(v));
+  if (weights_in_parts) out.put("params", std::move(params));
   join_held_slices(path, slices, manifest[0], total, out);
   return out;
 }

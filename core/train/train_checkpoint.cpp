@@ -69,7 +69,7 @@ ModelConfig model_config_from_json(std::span<const std::byte> bytes, const std::
   }
 }
 
-void copy_exact(const std::vector<float>& from, std::span<float> to, const std::string& record,
+void copy_exact(std::span<const float> from, std::span<float> to, const std::string& record,
                 const std::string& source) {
   if (from.size() != to.size())
     throw make_error(ErrorKind::Checkpoint, source, ": record \"", record, "\" holds ", from.size(),
@@ -180,7 +180,7 @@ void decode_optimizer_state(const Checkpoint& ckpt, const std::string& source, A
     throw make_error(ErrorKind::Checkpoint, source, " holds AdamW's moments of elements ", held.offset, "..",
                      held.end(), " only, and this replica keeps ", own.offset, "..", own.end());
   const auto take = [&](const char* record, std::span<float> to) {
-    const std::vector<float> from = ckpt.get_pod<float>(record);
+    const auto from = ckpt.view_pod<float>(record);
     if (from.size() != held.count)
       throw make_error(ErrorKind::Checkpoint, source, ": record \"", record, "\" holds ", from.size(),
                        " values, the model needs ", held.count);
@@ -230,7 +230,7 @@ ResumeState decode_train_meta(const Checkpoint& ckpt, const std::string& source,
 ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
                                std::span<float> params, AdamW& opt) {
   const ResumeState state = decode_train_meta(ckpt, source, expected, opt);
-  copy_exact(ckpt.get_pod<float>("params"), params, "params", source);
+  copy_exact(ckpt.view_pod<float>("params"), params, "params", source);
   decode_optimizer_state(ckpt, source, opt);
   return state;
 }

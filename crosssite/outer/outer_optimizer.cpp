@@ -97,7 +97,9 @@ void OuterOptimizer::save(Checkpoint& checkpoint, std::string_view m_name, std::
 }
 
 void OuterOptimizer::restore(const Checkpoint& checkpoint, std::string_view m_name, std::string_view steps_name) {
-  std::vector<float> m = checkpoint.get_pod<float>(m_name);
+  // Everything is checked before anything is written, and the values are copied into the buffers
+  // held (no second buffer of a model's size while a large state is restored).
+  const auto m = checkpoint.view_pod<float>(m_name);
   if (m.size() != m_.size())
     throw make_error(ErrorKind::Checkpoint, "outer optimizer: record \"", m_name, "\" holds ", m.size(),
                      " values, the model has ", m_.size());
@@ -105,12 +107,12 @@ void OuterOptimizer::restore(const Checkpoint& checkpoint, std::string_view m_na
   if (steps < 0)
     throw make_error(ErrorKind::Checkpoint, "outer optimizer: record \"", steps_name, "\" holds a negative step count ",
                      steps);
-  std::vector<float> buffer(delayed() ? m_.size() : 0, 0.0f);
+  std::span<const float> buffer;
   std::int64_t pending = 0;
   const std::string buffer_name = record_name(m_name, ".buffer");
   const std::string pending_name = record_name(m_name, ".pending");
   if (delayed() && checkpoint.has(buffer_name)) {
-    buffer = checkpoint.get_pod<float>(buffer_name);
+    buffer = checkpoint.view_pod<float>(buffer_name);
     if (buffer.size() != m_.size())
       throw make_error(ErrorKind::Checkpoint, "outer optimizer: record \"", buffer_name, "\" holds ", buffer.size(),
                        " values, the model has ", m_.size());
@@ -119,9 +121,10 @@ void OuterOptimizer::restore(const Checkpoint& checkpoint, std::string_view m_na
       throw make_error(ErrorKind::Checkpoint, "outer optimizer: record \"", pending_name,
                        "\" holds a negative count ", pending);
   }
-  m_ = std::move(m);
+  std::copy(m.begin(), m.end(), m_.begin());
   steps_ = steps;
-  buffer_ = std::move(buffer);
+  buffer_.assign(delayed() ? m_.size() : 0, 0.0f);
+  std::copy(buffer.begin(), buffer.end(), buffer_.begin());
   pending_ = pending;
 }
 

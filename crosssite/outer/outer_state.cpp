@@ -165,16 +165,20 @@ void OuterState::save_optimizers(Checkpoint& checkpoint) const {
 }
 
 std::vector<OuterOptimizer> OuterState::restored_optimizers(const Checkpoint& checkpoint) const {
+  auto optimizers = optimizers_;
+  restore_into(optimizers, checkpoint);
+  return optimizers;
+}
+
+void OuterState::restore_into(std::vector<OuterOptimizer>& optimizers, const Checkpoint& checkpoint) const {
   const int n = fragments();
   const auto saved = checkpoint.has("outer.fragments") ? checkpoint.get_value<std::int64_t>("outer.fragments") : 1;
   if (saved != n)
     throw make_error(ErrorKind::Checkpoint, "the outer state was saved with ", saved,
                      " fragments (outer.fragments), this job has ", n);
-  auto optimizers = optimizers_;
   for (int f = 0; f < n; ++f)
     optimizers[static_cast<std::size_t>(f)].restore(checkpoint, optimizer_record("outer.momentum", f, n),
                                                     optimizer_record("outer.steps", f, n));
-  return optimizers;
 }
 
 std::size_t OuterState::held_bytes() const {
@@ -197,10 +201,10 @@ std::vector<std::byte> OuterState::snapshot() const {
 
 void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local) {
   const Checkpoint c = decode_checkpoint(snapshot, "a peer's state snapshot");
-  std::vector<float> global;
+  std::span<const float> global;  // read where it lies in `c`
   std::int64_t version = 0;
   try {
-    global = c.get_pod<float>("outer.global");
+    global = c.view_pod<float>("outer.global");
     version = c.get_value<std::int64_t>("outer.version");
   } catch (const Error& e) {
     throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
@@ -220,7 +224,8 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
 void OuterState::take_snapshot(const Checkpoint& records, std::span<const float> global, std::int64_t version) {
   std::vector<OuterOptimizer> optimizers;
   try {
-    optimizers = restored_optimizers(sharded() ? cut_outer_records(records, part_) : records);
+    // Not one conditional expression: its whole-state arm would copy every record.
+    optimizers = sharded() ? restored_optimizers(cut_outer_records(records, part_)) : restored_optimizers(records);
   } catch (const Error& e) {
     throw make_error(ErrorKind::Peer, "a peer's state snapshot: ", e.what());
   }
@@ -341,7 +346,8 @@ void OuterState::save_mirror(Checkpoint& checkpoint) const {
 }
 
 void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror) {
-  auto global = checkpoint.get_pod<float>("outer.global");
+  // The whole records are read where they lie: held_of copies what the state keeps of them.
+  const auto global = checkpoint.view_pod<float>("outer.global");
   const auto version = checkpoint.get_value<std::int64_t>("outer.version");
   auto model_sized = [&](const char* name, std::size_t count) {
     if (count != size_)
@@ -349,16 +355,15 @@ void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::opt
   };
   model_sized("outer.global", global.size());
   if (version < 0) throw make_error(ErrorKind::Checkpoint, "record \"outer.version\" is negative: ", version);
-  std::optional<std::vector<float>> residual;
+  std::optional<std::span<const float>> residual;
   if (!feedback_.empty() && checkpoint.has("outer.residual")) {
-    residual = checkpoint.get_pod<float>("outer.residual");
+    residual = checkpoint.view_pod<float>("outer.residual");
     model_sized("outer.residual", residual->size());
   }
   // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
-  auto start = checkpoint.has("outer.start") ? checkpoint.get_pod<float>("outer.start") : global;
+  const auto start = checkpoint.has("outer.start") ? checkpoint.view_pod<float>("outer.start") : global;
   model_sized("outer.start", start.size());
-  keep(checkpoint, {global, start, residual ? std::optional(std::span<const float>(*residual)) : std::nullopt, version},
-       part, mirror);
+  keep(checkpoint, {global, start, residual, version}, part, mirror);
 }
 
 void OuterState::cut(ShardRange part, std::optional<ShardRange> mirror) {
@@ -379,17 +384,24 @@ void OuterState::keep(const Checkpoint& checkpoint, const WholeRecords& whole, S
 
 OuterState OuterState::held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const {
   OuterState next(whole.global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_, part);
-  next.optimizers_ = next.restored_optimizers(next.sharded() ? cut_outer_records(checkpoint, part, size_) : checkpoint);
+  // Restored in place: a state of this one's kind is thrown away whole if a record is wrong. Not
+  // one conditional expression: its whole-state arm would copy the checkpoint.
+  if (next.sharded())
+    next.restore_into(next.optimizers_, cut_outer_records(checkpoint, part, size_));
+  else
+    next.restore_into(next.optimizers_, checkpoint);
   next.start_.assign(whole.start.begin() + static_cast<std::ptrdiff_t>(part.offset),
                      whole.start.begin() + static_cast<std::ptrdiff_t>(part.end()));
   next.version_ = whole.version;
   for (int f = 0; whole.residual && f < next.fragments(); ++f) {
+    auto& feedback = next.feedback_[static_cast<std::size_t>(f)];
+    if (const auto ranges = next.held(f); ranges.size() == 1) {  // no gather: one range of the record
+      feedback.restore(whole.residual->subspan(ranges.front().offset, ranges.front().count));
+      continue;
+    }
     std::vector<float> held(next.held_size(f));
-    if (next.sharded())
-      std::copy_n(whole.residual->begin() + static_cast<std::ptrdiff_t>(part.offset), part.count, held.begin());
-    else
-      gather(plan_[static_cast<std::size_t>(f)], *whole.residual, held);
-    next.feedback_[static_cast<std::size_t>(f)].restore(held);
+    gather(plan_[static_cast<std::size_t>(f)], *whole.residual, held);
+    feedback.restore(held);
   }
   return next;
 }

@@ -162,6 +162,8 @@ class OuterState {
   // fragment ("outer.momentum"), "outer.momentum.f<p>" etc. otherwise.
   void save_optimizers(Checkpoint& checkpoint) const;
   std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
+  // ... restored in place in `optimizers` (partly, when a record is wrong: for a state thrown away then).
+  void restore_into(std::vector<OuterOptimizer>& optimizers, const Checkpoint& checkpoint) const;
   // The values of a checkpoint's records that hold the whole model, read and checked once.
   struct WholeRecords {
     std::span<const float> global, start;

@@ -72,6 +72,11 @@ TEST_CASE("records round trip in order, including empty and one-byte payloads") 
   CHECK(d.get_pod<std::uint8_t>("one") == std::vector<std::uint8_t>{0x5a});
   CHECK(d.get_pod<float>("weights").size() == 40);
   CHECK(d.get_pod<float>("weights")[39] == doctest::Approx(0.25 * 39 - 3));
+  // A view is the record's own values, where they lie.
+  const auto view = d.view_pod<float>("weights");
+  CHECK(std::vector<float>(view.begin(), view.end()) == d.get_pod<float>("weights"));
+  CHECK(static_cast<const void*>(view.data()) == static_cast<const void*>(d.get("weights").data()));
+  CHECK(d.view_pod<float>("empty").empty());
 
   CHECK(decode_checkpoint(encode_checkpoint(Checkpoint{}), "mem").size() == 0);
 }
@@ -85,6 +90,7 @@ TEST_CASE("put replaces in place, misuse and missing records are clear errors") 
   CHECK_THROWS_WITH_AS(c.get("nope"), doctest::Contains("no record \"nope\""), Error);
   CHECK_THROWS_WITH_AS(c.get_value<std::int64_t>("one"), doctest::Contains("\"one\" has 1 bytes, expected 8"), Error);
   CHECK_THROWS_WITH_AS(c.get_pod<double>("one"), doctest::Contains("expected a multiple of 8"), Error);
+  CHECK_THROWS_WITH_AS(c.view_pod<float>("one"), doctest::Contains("expected a multiple of 4"), Error);
   CHECK_THROWS_AS(c.put("__end__", {}), Error);
   CHECK_THROWS_AS(c.put("", {}), Error);
   CHECK_THROWS_AS(c.put(std::string(Checkpoint::kMaxNameLength + 1, 'n'), {}), Error);
