@@ -117,12 +117,6 @@ struct Site {
   std::optional<CommitRecord> last;
 };
 
-#define SKIP_WITHOUT_ETCD(server)                                           \
-  if (!(server).ok()) {                                                     \
-    MESSAGE("skipped: no runnable etcd at ", EtcdServer::kBinary); \
-    return;                                                                 \
-  }
-
 inline void join_all(std::vector<std::unique_ptr<Site>>& sites) {
   std::vector<bool> joined(sites.size());
   const double deadline = seconds_now() + 15;

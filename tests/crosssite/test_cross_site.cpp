@@ -45,7 +45,6 @@ std::vector<std::unique_ptr<Site>> curve_sites(const EtcdServer& etcd, std::map<
 
 TEST_CASE("three sites: one commit per version, every site applies it to the same bits") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   for (std::int64_t round = 0; round < 3; ++round) {
     for (auto& s : sites) s->submit(round);
@@ -78,7 +77,6 @@ TEST_CASE("three sites: one commit per version, every site applies it to the sam
 
 TEST_CASE("a site whose member key was deleted, or overwritten with junk, writes it again and stays in the job") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   Site& b = *sites[1];
   const std::string key = RoundKeys("job").member("b");
@@ -115,7 +113,6 @@ TEST_CASE("a site whose member key was deleted, or overwritten with junk, writes
 
 TEST_CASE("junk where the next commit goes is replaced by a proposal, junk over a committed version is left alone") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   const RoundKeys keys("job");
   // Junk at versions 1 and 2 before anyone proposed them: the job goes on through both.
@@ -154,7 +151,6 @@ TEST_CASE("junk where the next commit goes is replaced by a proposal, junk over 
 
 TEST_CASE("a delta that does not match its announcement is never applied, whether refused and fetched again or dropped as late") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
   Site& b = *sites[1];
@@ -181,7 +177,6 @@ TEST_CASE("a delta that does not match its announcement is never applied, whethe
 
 TEST_CASE("a delta submitted with a wrong chunk hash is refused by its peers' links, never delivered") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});  // 200 KB deltas: 13 chunks of 16 KiB
   sites[0]->submit(0, {}, {}, 0, [](ChunkHashes& h) { h.hashes[3] ^= 1; });
   const auto refused = [&](int i) { return sites[i]->link->counters().rejected > 0; };
@@ -196,7 +191,6 @@ TEST_CASE("a delta submitted with a wrong chunk hash is refused by its peers' li
 
 TEST_CASE("transfers from a link that is no member of the job are refused by the link and named in one event") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
   auto stranger = make_zmq_link("127.0.0.1");
@@ -221,7 +215,6 @@ TEST_CASE("transfers from a link that is no member of the job are refused by the
 
 TEST_CASE("over CURVE: the job commits, an outsider's key is refused at the handshake and named, a member record with another key is not believed") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   std::map<std::string, std::string> keys;
   auto sites = curve_sites(etcd, keys);
   for (auto& s : sites) CHECK(s->link->address().find(";curve=" + keys[s->name]) != std::string::npos);
@@ -265,7 +258,6 @@ TEST_CASE("over CURVE: the job commits, an outsider's key is refused at the hand
 
 TEST_CASE("over CURVE, a site that sends one peer other bytes than it announced is caught by it, and every site refuses its rounds") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   // a equivocates towards c: its bytes are authenticated by CURVE and pass c's chunk checks, they
   // just are not the delta a announced (nor what b gets).
   auto victim = std::make_shared<std::string>();  // c's address, once its link is up
@@ -315,7 +307,6 @@ TEST_CASE("over CURVE, a site that sends one peer other bytes than it announced 
 
 TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gradients") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   for (std::int64_t step = 0; step < 3; ++step) {
     std::vector<std::vector<float>> values(3, std::vector<float>(1000));
@@ -337,7 +328,6 @@ TEST_CASE("synchronous baseline: every site gets the same mean of all sites' gra
 
 TEST_CASE("a member flooding transfers for future rounds is held to a few, the rest refused") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   const std::vector<std::byte> junk(128, std::byte{1});
   for (std::uint64_t round = 100; round < 140; ++round)

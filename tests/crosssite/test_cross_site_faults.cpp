@@ -75,7 +75,6 @@ std::uint64_t injected(const std::vector<std::unique_ptr<Site>>& sites) {
 
 TEST_CASE("over a thousand damaged, cut, repeated and reordered chunks: refused, deduplicated or put in place, every version the same everywhere") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   LinkFaults faults;
   faults.corrupt_probability = 0.05;
   faults.truncate_probability = 0.05;
@@ -110,7 +109,6 @@ TEST_CASE("over a thousand damaged, cut, repeated and reordered chunks: refused,
 
 TEST_CASE("a delta with NaN, Inf or a hundred times the usual norm is refused everywhere and its sender flagged") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& b = *sites[1];
   std::int64_t round = ordinary_commits(sites);
@@ -170,7 +168,6 @@ TEST_CASE("a delta with NaN, Inf or a hundred times the usual norm is refused ev
 
 TEST_CASE("a delta announced as spanning paused rounds is screened against that many rounds' norm") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Fp32, 0});
   Site& b = *sites[1];
   std::int64_t round = ordinary_commits(sites);
@@ -197,7 +194,6 @@ TEST_CASE("a delta announced as spanning paused rounds is screened against that 
 
 TEST_CASE("a site that fell behind adopts a peer's state, from another peer when the first does not answer") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = c_back_four_versions_behind(etcd, {CodecKind::Int8, 256});
   Site& a = *sites[0];
   Site& b = *sites[1];
@@ -233,7 +229,6 @@ TEST_CASE("a site that fell behind adopts a peer's state, from another peer when
 
 TEST_CASE("a site that adopted a peer's state screens as its peers do: the screen's history comes with the version") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = c_back_four_versions_behind(etcd, {CodecKind::Fp32, 0});
   Site& a = *sites[0];
   Site& b = *sites[1];
@@ -269,7 +264,6 @@ TEST_CASE("a site that adopted a peer's state screens as its peers do: the scree
 
 TEST_CASE("a paused site that a burst of commits left behind applies their deltas, asking no peer's state") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   Site& a = *sites[0];
   Site& b = *sites[1];
@@ -302,7 +296,6 @@ TEST_CASE("a paused site that a burst of commits left behind applies their delta
 
 TEST_CASE("a delta still on its way from a site that left once its round was merged is taken in, not refused") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
   Site& a = *sites[0];
   Site& b = *sites[1];

@@ -80,12 +80,10 @@ TEST_CASE("streaming, P = 4: each exchange moves a quarter of a DiLoCo exchange,
   Exchange diloco, streaming;
   {
     EtcdServer etcd;
-    SKIP_WITHOUT_ETCD(etcd);
     diloco = run(etcd, 1, 2);
   }
   {
     EtcdServer etcd;
-    SKIP_WITHOUT_ETCD(etcd);
     streaming = run(etcd, kFragments, 2 * kFragments);  // every fragment twice
   }
   REQUIRE(diloco.bytes.size() == 2);
@@ -101,7 +99,6 @@ TEST_CASE("streaming, P = 4: each exchange moves a quarter of a DiLoCo exchange,
 
 TEST_CASE("streaming: a round cut from its version goes into the next one, and its site is back in turn") {
   EtcdServer etcd;
-  SKIP_WITHOUT_ETCD(etcd);
   CommitRuleOptions rule;
   rule.fragments = kFragments;
   rule.quorum = 2;  // a and b make a version without c

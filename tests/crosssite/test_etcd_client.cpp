@@ -25,12 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-#define SKIP_WITHOUT_ETCD(server)                                              \
-  if (!(server).ok()) {                                                        \
-    MESSAGE("skipped: no runnable etcd at ", testing::EtcdServer::kBinary);    \
-    return;                                                                    \
-  }
-
 EtcdClient client_for(const std::string& endpoint, std::chrono::milliseconds timeout = 5000ms) {
   return EtcdClient(EtcdOptions{{endpoint}, timeout});
 }
@@ -95,7 +89,6 @@ TEST_CASE("base64 round-trips arbitrary bytes and rejects non-canonical text") {
 
 TEST_CASE("etcd: put/get/get_prefix, create_if_absent races, compare_and_swap, failover") {
   testing::EtcdServer server;
-  SKIP_WITHOUT_ETCD(server);
   auto etcd = client_for(server.endpoint());
 
   const std::string binary("v\0\xff\n", 4);
@@ -149,7 +142,6 @@ TEST_CASE("etcd: put/get/get_prefix, create_if_absent races, compare_and_swap, f
 
 TEST_CASE("etcd: a key on a lease vanishes after the TTL without keep-alive, stays with it") {
   testing::EtcdServer server;
-  SKIP_WITHOUT_ETCD(server);
   auto etcd = client_for(server.endpoint());
   const auto left = etcd.grant_lease(2);
   const auto kept = etcd.grant_lease(2);
@@ -173,7 +165,6 @@ TEST_CASE("etcd: a key on a lease vanishes after the TTL without keep-alive, sta
 
 TEST_CASE("etcd: while the reachable hook says no, every call fails at once as EtcdNoQuorum") {
   testing::EtcdServer server;
-  SKIP_WITHOUT_ETCD(server);
   std::atomic<bool> reachable{true};
   EtcdOptions options{{server.endpoint()}, 5000ms};
   options.reachable = [&] { return reachable.load(); };
@@ -249,13 +240,6 @@ TEST_CASE("etcd: unreachable, silent and garbage endpoints give typed errors in 
 
 namespace {
 
-#define SKIP_WITHOUT_CLUSTER(cluster)                                                   \
-  if (!(cluster).ok()) {                                                                \
-    MESSAGE("skipped: no runnable etcd cluster at ", testing::EtcdCluster::kBinary, " ", \
-            (cluster).why_not());                                                       \
-    return;                                                                             \
-  }
-
 // The cluster's endpoints with member `first` first: the one a fresh client tries, and keeps to.
 std::vector<std::string> starting_with(const std::vector<std::string>& endpoints, int first) {
   std::vector<std::string> out;
@@ -271,7 +255,6 @@ long long ms_since(Clock::time_point t0) {
 
 TEST_CASE("etcd cluster: kill -9 of the leader the client talks to, puts, gets, CAS and leases go on") {
   testing::EtcdCluster cluster;
-  SKIP_WITHOUT_CLUSTER(cluster);
   const int leader = cluster.wait_leader();
   REQUIRE(leader >= 0);
   EtcdClient etcd(EtcdOptions{starting_with(cluster.endpoints(), leader), 5000ms, 500ms});
@@ -322,7 +305,6 @@ TEST_CASE("etcd cluster: kill -9 of the leader the client talks to, puts, gets, 
 
 TEST_CASE("etcd cluster: a stopped member costs a call one request_timeout, then the client stays off it") {
   testing::EtcdCluster cluster;
-  SKIP_WITHOUT_CLUSTER(cluster);
   const int leader = cluster.wait_leader();
   REQUIRE(leader >= 0);
   const int follower = (leader + 1) % cluster.size();
@@ -364,7 +346,6 @@ TEST_CASE("etcd cluster: a stopped member costs a call one request_timeout, then
 
 TEST_CASE("etcd cluster: a member killed and restarted from its data dir rejoins and serves what was written meanwhile") {
   testing::EtcdCluster cluster;
-  SKIP_WITHOUT_CLUSTER(cluster);
   EtcdClient etcd(EtcdOptions{cluster.endpoints(), 5000ms, 500ms});
   etcd.put("/r/0", "before");
   auto& victim = cluster.member(2);
@@ -399,7 +380,6 @@ TEST_CASE("etcd cluster: a member killed and restarted from its data dir rejoins
 
 TEST_CASE("etcd cluster: a member left without a majority refuses reads and writes, typed EtcdNoQuorum") {
   testing::EtcdCluster cluster;
-  SKIP_WITHOUT_CLUSTER(cluster);
   EtcdClient etcd(EtcdOptions{cluster.endpoints(), 5000ms, 500ms});
   etcd.put("/k", "v");
   const int alone_member = 1;
@@ -441,7 +421,6 @@ TEST_CASE("etcd cluster: a member left without a majority refuses reads and writ
 
 TEST_CASE("etcd cluster: create_if_absent races through a stopped member never create a key twice") {
   testing::EtcdCluster cluster;
-  SKIP_WITHOUT_CLUSTER(cluster);
   const int leader = cluster.wait_leader();
   REQUIRE(leader >= 0);
   const int victim = (leader + 1) % cluster.size();  // both racers talk to it first

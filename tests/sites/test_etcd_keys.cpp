@@ -116,10 +116,6 @@ TEST_CASE("a site's files from its job: {site} replaced, a key open to others re
 }
 
 TEST_CASE("an etcd member shows site a's certificate, site b's client its own and its user: its job's keys only") {
-  if (::access(EtcdMember::kBinary, X_OK) != 0) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   testing::TempDir dir("etcd-keys-member");
   const auto keys = dir.path() / "keys";
   const JobConfig config = two_sites(keys);

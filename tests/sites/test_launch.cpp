@@ -29,14 +29,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kEtcd = "/usr/bin/etcd";
-
-#define SKIP_WITHOUT_ETCD()                                      \
-  if (::access(kEtcd, X_OK) != 0) {                              \
-    MESSAGE("skipped: no runnable etcd at ", kEtcd);             \
-    return;                                                      \
-  }
-
 std::filesystem::path write_job(const TempDir& dir, int steps) {
   const auto file = dir / "job.toml";
   std::ofstream(file) << "[job]\nname = \"launch\"\nseed = 3\nrun_dir = \"" << (dir / "run").string() << "\"\n"
@@ -100,7 +92,6 @@ std::set<std::string> sites_in(const std::vector<json>& lines) {
 }  // namespace
 
 TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the sites leave") {
-  SKIP_WITHOUT_ETCD();
   TempDir dir("launch-diloco");
   const json summary = launch_to_end(dir, {});
   INFO(summary.dump(2));
@@ -146,7 +137,6 @@ TEST_CASE("launch runs a 2-site DiLoCo job with a local etcd and merges what the
 }
 
 TEST_CASE("launch with outer.algorithm = sync: a round per step, fp32 gradients on the wire") {
-  SKIP_WITHOUT_ETCD();
   TempDir dir("launch-sync");
   const json summary = launch_to_end(dir, {"--set", "outer.algorithm=\"sync\""});
   INFO(summary.dump(2));
@@ -162,7 +152,6 @@ TEST_CASE("launch with outer.algorithm = sync: a round per step, fp32 gradients 
 }
 
 TEST_CASE("Ctrl-C to launch stops every site and etcd: exit 130, nothing left running") {
-  SKIP_WITHOUT_ETCD();
   TempDir dir("launch-sigint");
   const auto job = write_job(dir, 100000);
   ChildProcess launch({MERIDIAN_BIN, "launch", job.string()}, dir / "launch.log");
@@ -194,7 +183,6 @@ TEST_CASE("Ctrl-C to launch stops every site and etcd: exit 130, nothing left ru
 }
 
 TEST_CASE("kill -9 of a site under launch: the launcher restarts it, the job finishes, events say so") {
-  SKIP_WITHOUT_ETCD();
   TempDir dir("launch-restart");
   // Rounds of 250 tiny steps: long enough for site b to die, come back and rejoin while a trains.
   const auto job = write_job(dir, 3000);
@@ -241,8 +229,9 @@ TEST_CASE("kill -9 of a site under launch: the launcher restarts it, the job fin
   CHECK(out.find("site b restarted") != std::string::npos);
 }
 
-TEST_CASE("launch: bad data stops it at once with the cause on the terminal, a checkpoint of another model is not restarted") {
-  SKIP_WITHOUT_ETCD();
+TEST_CASE(
+    "launch: bad data stops it at once with the cause on the terminal, a checkpoint of another model is not "
+    "restarted") {
   TempDir dir("launch-permanent");
   // Caught before anything starts.
   const auto job = write_job(dir, 20);
@@ -277,7 +266,6 @@ TEST_CASE("launch: bad data stops it at once with the cause on the terminal, a c
 }
 
 TEST_CASE("the local etcd member: fresh data dir, healthy, and gone once stopped") {
-  SKIP_WITHOUT_ETCD();
   TempDir dir("launch-etcd");
   std::filesystem::create_directories(dir / "etcd");
   std::ofstream(dir / "etcd" / "stale") << "from an earlier launch";

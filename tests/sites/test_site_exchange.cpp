@@ -23,10 +23,6 @@ using nlohmann::json;
 
 TEST_CASE("identity: DiLoCo with H = 1, outer lr 1, no momentum, fp32 equals synchronous training") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("identity");
   const auto sync = run_sites(dir, write_job(dir, "sync", "algorithm = \"sync\"\n"), etcd);
   const auto diloco = run_sites(
@@ -58,10 +54,6 @@ TEST_CASE("identity: DiLoCo with H = 1, outer lr 1, no momentum, fp32 equals syn
 
 TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end with the same weights") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("transports");
   // Without overlap a run is a pure function of its inputs, whatever the timing.
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int4\"\noverlap = false\n";
@@ -76,10 +68,6 @@ TEST_CASE("the transport carries bytes, nothing else: UCX and ZeroMQ runs end wi
 
 TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, both end with every site on one version") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("eager");
   const std::string adamw = "[inner]\nlr = 0.003\nsteps = 64\nbatch_per_replica = 2\n[log]\nevery = 8\neval_every = 0\n"
                             "eval_windows = 16\n";
@@ -98,10 +86,6 @@ TEST_CASE("overlap: eager rounds start at the estimate, rebased ones do not, bot
 
 TEST_CASE("sparse: sites train on with their unsent residual in their weights and all end on one version") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("sparse");
   const std::string adamw = "[inner]\nlr = 0.003\nsteps = 64\nbatch_per_replica = 2\n[log]\nevery = 8\neval_every = 0\n"
                             "eval_windows = 16\n";
@@ -131,10 +115,6 @@ std::int64_t max_commit_lag(const std::filesystem::path& events, int h) {
 
 TEST_CASE("overlap_steps bounds how far a site trains past a round's end before its commit is applied") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("overlap-steps");
   // 100 ms each way between the sites: a commit comes many of the tiny model's steps after a round ends.
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 8\ncodec = \"int8\"\noverlap = true\n";
@@ -153,10 +133,6 @@ TEST_CASE("overlap_steps bounds how far a site trains past a round's end before 
 
 TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go on from the checkpoint") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("resumed-traffic");
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
   const auto steps = [](int n) {
@@ -167,7 +143,6 @@ TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go 
   // A relaunch starts a fresh control plane, as `meridian launch` does (it wipes its etcd member's
   // data): the job's own state is in the sites' checkpoints.
   EtcdServer fresh;
-  REQUIRE(fresh.ok());
   const auto second = run_sites(dir, write_job(dir, "job", outer, "", steps(16)), fresh);
   CHECK(first.at("a")["rounds"] == 2);
   CHECK(second.at("a")["rounds"] == 4);
@@ -185,10 +160,6 @@ TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go 
 
 TEST_CASE("dynamic local updates: a site half as fast ends its rounds after half the inner steps") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("dynamic");
   const auto run = run_sites(
       // overlap_steps derived: 1. Before a finished site stopped being waited for, b's round after
@@ -213,10 +184,6 @@ std::filesystem::path write_streaming(const TempDir& dir, const std::string& nam
 
 TEST_CASE("streaming DiLoCo, P = 4: two sites end on the same weights, a quarter of the bytes per exchange") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("streaming");
   // Overlapped, as by default: the protocol's figures.
   const auto diloco = run_sites(dir, write_streaming(dir, "diloco", 5, kDilocoOuter), etcd);
@@ -241,10 +208,6 @@ TEST_CASE("streaming DiLoCo, P = 4: two sites end on the same weights, a quarter
 
 TEST_CASE("streaming DiLoCo, P = 4, without overlap: the loss of DiLoCo over three seeds") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("streaming-loss");
   // The loss: overlapped runs differ run to run with the timing of the commits (2.87 to 3.03 for
   // the same DiLoCo job), so the comparison takes runs without overlap, which are pure functions
@@ -263,10 +226,6 @@ TEST_CASE("streaming DiLoCo, P = 4, without overlap: the loss of DiLoCo over thr
 
 TEST_CASE("every site's round refused: each drops it and trains on, none waits for the others for ever") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("refused");
   // Both sites' learning rate spikes 300x at step 60 (round 7, steps 56..63): both deltas of round
   // 7 are far past 20x the median norm of the merged ones, so every site refuses both, and no
@@ -334,10 +293,6 @@ TEST_CASE("every site's round refused: each drops it and trains on, none waits f
 
 TEST_CASE("divergence guard across sites: a spiked site rolls back to its version, recovers, and the job ends near a clean run") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("guard");
   // AdamW, 240 steps in rounds of 8, without overlap (a run is a pure function of its inputs). The
   // spike hits site a's step 100, inside a round (96..103): its damage is never announced. These

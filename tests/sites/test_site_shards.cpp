@@ -15,10 +15,6 @@ using nlohmann::json;
 
 TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("zero1-sites");
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
@@ -74,10 +70,6 @@ TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unshard
 
 TEST_CASE("split exchange: each replica carries its share of a delta on its own lane, and the job commits what a leader's exchange does") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("split-sites");
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
@@ -139,10 +131,6 @@ TEST_CASE("split exchange: each replica carries its share of a delta on its own 
 
 TEST_CASE("split exchange: a replica killed mid-run costs its stripes a re-request, and both sites end on one version") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("split-kill");
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 160\n"
                             "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
@@ -176,10 +164,6 @@ TEST_CASE("split exchange: a replica killed mid-run costs its stripes a re-reque
 
 TEST_CASE("sharded outer state: each replica keeps its part, and the job commits what whole states do, hash for hash") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("outer-shards");
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 12\n"
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
@@ -269,10 +253,6 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
 
 TEST_CASE("sharded outer state: a replica killed mid-run, its part comes from the mirror, and both sites end on one version") {
   EtcdServer etcd;
-  if (!etcd.ok()) {
-    MESSAGE("skipped: no runnable etcd");
-    return;
-  }
   TempDir dir("outer-shards-kill");
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 120\n"
                             "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"

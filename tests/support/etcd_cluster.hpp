@@ -2,8 +2,9 @@
 // A real 3-member etcd cluster on loopback for tests (sites/launch/etcd_member.hpp's
 // LocalEtcdCluster: members m0, m1, m2, one per site in a multi-site test), in a fresh temporary
 // directory, stopped and reaped at the end. member(i) is the EtcdMember to kill(), pause(),
-// resume() or restart(). ok() is false where /usr/bin/etcd is missing (or the cluster would not
-// start), and the test skips itself.
+// resume() or restart(). Where /usr/bin/etcd is missing or the cluster would not start, the test
+// fails saying so: scripts/setup.sh installs etcd, and no test skips for it.
+#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,16 +25,14 @@ class EtcdCluster {
   static constexpr const char* kBinary = EtcdMember::kBinary;
 
   explicit EtcdCluster(int size = 3) {
-    if (::access(kBinary, X_OK) != 0) return;
+    if (::access(kBinary, X_OK) != 0)
+      FAIL("no etcd at ", std::string(kBinary), " (scripts/setup.sh installs etcd-server)");
     try {
       cluster_.emplace(dir_.path(), size);
     } catch (const Error& e) {
-      why_ = e.what();  // not startable here: ok() says so and the test skips
+      FAIL("an etcd cluster at ", std::string(kBinary), " would not start: ", std::string(e.what()));
     }
   }
-
-  bool ok() const { return cluster_.has_value(); }
-  const std::string& why_not() const { return why_; }
   int size() const { return cluster_->size(); }
   EtcdMember& member(int i) { return cluster_->member(i); }
   std::vector<std::string> endpoints() const { return cluster_->endpoints(); }
@@ -64,7 +63,6 @@ class EtcdCluster {
  private:
   TempDir dir_{"etcd-cluster"};
   std::optional<LocalEtcdCluster> cluster_;
-  std::string why_;
 };
 
 }  // namespace meridian::testing
