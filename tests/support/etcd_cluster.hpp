@@ -33,6 +33,7 @@ class EtcdCluster {
       FAIL("an etcd cluster at ", std::string(kBinary), " would not start: ", std::string(e.what()));
     }
   }
+
   int size() const { return cluster_->size(); }
   EtcdMember& member(int i) { return cluster_->member(i); }
   std::vector<std::string> endpoints() const { return cluster_->endpoints(); }

@@ -30,6 +30,7 @@ class EtcdServer {
       FAIL("etcd at ", std::string(kBinary), " would not start: ", std::string(e.what()));
     }
   }
+
   std::string endpoint() const { return member_->endpoint(); }
   // The member's TLS files, which its local clients show too; nullopt without TLS.
   const std::optional<EtcdTls>& tls() const { return member_->tls(); }
