@@ -22,7 +22,7 @@ struct Header {
 bool carries_mean(Update::Kind kind) { return kind == Update::Kind::Commit || kind == Update::Kind::Preview; }
 
 // Header::merged: how a commit's deltas travel. kUnlessPreviewed: a commit this site proposed,
-// whose preview the leader holds: none when every replica holds its preview too, whole otherwise.
+// whose preview the leader holds: none when every replica holds its preview too, else scattered.
 enum Merged : std::uint8_t { kNone = 0, kBroadcast = 1, kScattered = 2, kUnlessPreviewed = 3 };
 
 // Every member together: whether all hold a preview of `version`.
@@ -40,6 +40,15 @@ std::vector<std::vector<std::byte>> GroupChannel::cut_packs(const MergedDeltas& 
     for (int r = 1; r < group_.size(); ++r) packs.push_back(merged.cut(held_(r)).pack());
   } catch (const Error&) {
     packs.clear();
+  }
+  return packs;
+}
+
+std::vector<std::vector<std::byte>> GroupChannel::scatter_packs(const MergedDeltas& merged) const {
+  auto packs = held_ ? cut_packs(merged) : std::vector<std::vector<std::byte>>{};
+  if (packs.empty()) {  // a delta that does not cut, or a channel without held ranges: whole to each
+    packs.assign(static_cast<std::size_t>(group_.size()), merged.pack());
+    packs.front().clear();
   }
   return packs;
 }
@@ -102,16 +111,11 @@ void GroupChannel::share(Update& update, std::int64_t previewed) {
     if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);
   }
   if (h.merged == kUnlessPreviewed) {
-    if (all_previewed(group_, previewed, h.version)) {
-      h.merged = kNone;
-    } else {
-      if (leader_) packed = update.merged->pack();
-      std::uint64_t size = packed.size();
-      group_.broadcast(std::as_writable_bytes(std::span(&size, 1)), 0);
-      packed.resize(size);
-      group_.broadcast(packed, 0);
-    }
-  } else if (h.merged == kScattered) {
+    const bool all = all_previewed(group_, previewed, h.version);
+    if (!all && leader_) packs = scatter_packs(*update.merged);
+    h.merged = all ? kNone : kScattered;
+  }
+  if (h.merged == kScattered) {
     packed = group_.scatter(packs, 0);
   } else if (h.merged == kBroadcast) {
     group_.broadcast(packed, 0);

@@ -5,7 +5,7 @@
 // state). Two collectives per version. A sharded site's deltas are scattered, not broadcast:
 // each replica gets the blocks of the ranges it holds (its part and its mirror's) alone. A commit
 // this site proposed goes without them when every replica holds its preview (one small sum to
-// know; otherwise they go whole).
+// know; otherwise each replica gets its cut as for any commit).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -34,6 +34,8 @@ class GroupChannel final : public ReplicaChannel {
   // Each member's cut of `merged` packed, the leader's none (it keeps the whole); none at all when
   // a delta does not cut (a malformed one goes whole, so that every replica meets its fault alike).
   std::vector<std::vector<std::byte>> cut_packs(const MergedDeltas& merged) const;
+  // ... or, when a delta does not cut (or no ranges are held), the whole pack for each member.
+  std::vector<std::vector<std::byte>> scatter_packs(const MergedDeltas& merged) const;
   // Leader: how `update`'s merged deltas travel (Header::merged), with the members' cuts in `packs`
   // when scattered.
   std::uint8_t merged_mode(const Update& update, std::int64_t previewed,

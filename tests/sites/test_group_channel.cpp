@@ -2,7 +2,7 @@
 // over Gloo (replicas as threads). A sharded site's merged deltas are scattered, each replica
 // getting the blocks of its part and its mirror's alone; a delta that does not cut goes whole, so
 // every replica meets its fault alike; a commit this site proposed goes without its deltas when
-// every replica holds its preview, whole otherwise; a whole state's mean is broadcast.
+// every replica holds its preview, cut otherwise; a whole state's mean is broadcast.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -124,7 +124,7 @@ TEST_CASE("a whole state's update: the mean reaches every replica as the leader 
   }
 }
 
-TEST_CASE("a commit this site proposed: no deltas when every replica previewed it, whole when one did not") {
+TEST_CASE("a commit this site proposed: no deltas when every replica previewed it, each its cut when one did not") {
   const ShardMap map(kValues, kReplicas);
   const MergedDeltas merged{{encoded_delta(1), encoded_delta(2)}, {1.0, 1.0}, 1.0, kValues, {}};
   auto proposed = commit_of(merged);
@@ -149,9 +149,19 @@ TEST_CASE("a commit this site proposed: no deltas when every replica previewed i
         CAPTURE(rank);
         const auto& u = got[static_cast<std::size_t>(rank)];
         REQUIRE(u.update.merged);
-        CHECK(*u.update.merged == merged);
-        CHECK(u.bytes == merged.pack().size());
+        CHECK(*u.update.merged == merged.cut(held_ranges(map, rank)));
+        CHECK(u.bytes == merged.cut(held_ranges(map, rank)).pack().size());
       }
+    }
+  }
+  SUBCASE("one replica lacks its preview and a delta does not cut: the deltas whole to every replica") {
+    auto broken = proposed;
+    broken.merged->encoded[1] = {std::byte{7}, std::byte{1}, std::byte{0}};
+    const auto got = share(broken, map, true, {7, 7, -1});
+    for (int rank = 1; rank < kReplicas; ++rank) {
+      CAPTURE(rank);
+      REQUIRE(got[static_cast<std::size_t>(rank)].update.merged);
+      CHECK(*got[static_cast<std::size_t>(rank)].update.merged == *broken.merged);
     }
   }
   SUBCASE("the leader's own preview is not good: the deltas are cut as for any commit") {
