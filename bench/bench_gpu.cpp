@@ -1,8 +1,8 @@
 // GPU training throughput and MFU: the CUDA model (core/model/cuda_gpt.hpp, cuda_llama.hpp)
 // training GPT-2 124M by default (the `gpt2` preset: 12 layers, 12 heads, 768 channels, context
-// 1024, vocab 50257), or any preset of either family, with AdamW, bf16 mixed precision by default. One step = zero grads, forward, backward, gradient clipping
-// to norm 1 (the norm comes back to the host, as the trainer needs it), AdamW writing the bf16
-// weight copy: the trainer's DeviceStep itself. Steps are timed on the host after warm-up, each
+// 1024, vocab 50257), or any preset of either family, with AdamW, bf16 mixed precision by default. One step = zero
+// grads, forward, backward, gradient clipping to norm 1 (the norm comes back to the host, as the trainer needs it),
+// AdamW writing the bf16 weight copy: the trainer's DeviceStep itself. Steps are timed on the host after warm-up, each
 // ended by a device synchronisation; the median step gives tokens/s,
 // and FLOPs per step (bench/flops.hpp, the same count as bench_trainer) over the device's peak
 // dense bf16 rate give the MFU. After the timed steps, --phases N more steps are timed by CUDA
@@ -11,7 +11,7 @@
 // the step's footprint.
 //
 //   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
-//                                 [--attention materialized|tiled] [--phases 5] [--seq T]
+//                                 [--attention materialized|tiled|cudnn] [--phases 5] [--seq T]
 //                                 [--logits-align 64]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
@@ -69,12 +69,13 @@ Options parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 || o.phases < 0 || o.seq < 0 || o.logits_align < 1 ||
-      (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
-      (o.attention != "materialized" && o.attention != "tiled")) {
-    std::fprintf(stderr, "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
-                         "[--attention materialized|tiled] [--phases N] [--seq T] [--logits-align N] "
-                         "[--preset NAME] [--peak-tflops X]\n");
+  if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 || o.phases < 0 || o.seq < 0 ||
+      o.logits_align < 1 || (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
+      (o.attention != "materialized" && o.attention != "tiled" && o.attention != "cudnn")) {
+    std::fprintf(stderr,
+                 "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
+                 "[--attention materialized|tiled|cudnn] [--phases N] [--seq T] [--logits-align N] "
+                 "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
   return o;
@@ -87,6 +88,16 @@ double peak_bf16_tflops(const CudaDevice& d) {
   if (d.cc_major == 9 && d.cc_minor == 0) return name.find("PCIe") != std::string::npos ? 756.0 : 989.4;  // H100/H200
   if (d.cc_major == 8 && d.cc_minor == 0) return 312.0;                                                     // A100
   return 0;
+}
+
+// A description for a JSON string: quotes and backslashes (a library's error) become apostrophes and slashes.
+std::string json_safe(std::string text) {
+  for (char& c : text) {
+    if (c == '"') c = '\'';
+    if (c == '\\') c = '/';
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return text;
 }
 
 // The per-phase table: milliseconds per step and share of the phases' sum, largest first.
@@ -110,8 +121,9 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
   init->init_weights(1337);
   // The trainer's own step on a GPU (core/train/device_step.hpp), as a site runs it.
   ComputeDevice gpu{JobConfig::Site::Device::Cuda, JobConfig::Site::Precision::Fp32,
-                    o.attention == "tiled" ? JobConfig::Site::Attention::Tiled
-                                           : JobConfig::Site::Attention::Materialized,
+                    o.attention == "tiled"   ? JobConfig::Site::Attention::Tiled
+                    : o.attention == "cudnn" ? JobConfig::Site::Attention::Cudnn
+                                             : JobConfig::Site::Attention::Materialized,
                     device.index};
   if (o.precision == "bf16") gpu.precision = JobConfig::Site::Precision::Bf16;
   if (o.precision == "fp16") gpu.precision = JobConfig::Site::Precision::Fp16;
@@ -161,6 +173,7 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
               device.name.c_str(), device.cc_major, device.cc_minor, device.sm_count, o.preset.c_str(),
               o.precision.c_str(), o.attention.c_str(), o.batch,
               shape.seq_len, ParamLayout::of(shape).total());
+  std::printf("attention: %s\n", step_on_gpu->attention().c_str());
   std::printf("step median %.2f ms (min %.2f, max %.2f over %d steps), %.0f tokens/s, %.1f TFLOP/s, last loss %.3f\n",
               median * 1e3, *std::min_element(seconds.begin(), seconds.end()) * 1e3,
               *std::max_element(seconds.begin(), seconds.end()) * 1e3, o.steps, tokens_per_s, tflops, loss);
@@ -173,12 +186,12 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
   std::string phases_json;
   for (const auto& [phase, ms] : phase_ms)
     phases_json += (phases_json.empty() ? "" : ", ") + ("\"" + phase + "\": " + std::to_string(ms));
-  std::printf("{\"preset\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"B\": %d, \"T\": %d, "
-              "\"logits_align\": %d, \"params\": %zu, \"tokens_per_s\": %.1f, \"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, "
-              "\"mem_gib\": %.3f, \"phases_ms\": {%s}}\n",
-              o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), o.batch, shape.seq_len, o.logits_align,
-              ParamLayout::of(shape).total(), tokens_per_s, tflops, peak > 0 ? tflops / peak : 0.0, median * 1e3,
-              mem_gib, phases_json.c_str());
+  std::printf("{\"preset\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"attention_run\": \"%s\", "
+              "\"B\": %d, \"T\": %d, \"logits_align\": %d, \"params\": %zu, \"tokens_per_s\": %.1f, "
+              "\"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, \"mem_gib\": %.3f, \"phases_ms\": {%s}}\n",
+              o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), json_safe(step_on_gpu->attention()).c_str(),
+              o.batch, shape.seq_len, o.logits_align, ParamLayout::of(shape).total(), tokens_per_s, tflops,
+              peak > 0 ? tflops / peak : 0.0, median * 1e3, mem_gib, phases_json.c_str());
   return 0;
 }
 

@@ -3,7 +3,8 @@
 #   scripts/gpu-bench.sh OUT_DIR
 # builds bench_gpu and bench_transfer (in build/gpu-check, as scripts/gpu-check.sh does), then
 # on the GPU: meridian's bench_gpu (GPT-2 124M, bf16, T = 1,024, 20 timed steps after 3 of
-# warm-up, and its per-phase table) and the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same
+# warm-up, and its per-phase table; with the materialized attention and with cuDNN's flash
+# attention) and the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same
 # model with flash attention, bf16 autocast and fused AdamW, under torch.compile and eager)
 # alternately at B = 8, 64, 16 and 32 (most telling first, so that a short budget cuts the tail),
 # the Llama family at about 1B (llama3.2-1b, B = 4 x T = 2,048) beside the peer's Llama of that
@@ -47,9 +48,10 @@ ensure_deps
 
 # --- build: the two benchmarks only --------------------------------------------------------------
 set_cmake_args
-GPU_PARTS=(meridian_b8 meridian_b8_unaligned torch_eager_b8 torch_compile_b8 meridian_b64 torch_eager_b64 torch_compile_b64
-           meridian_b16 torch_eager_b16 torch_compile_b16 meridian_b32 torch_eager_b32 torch_compile_b32
-           meridian_llama_1b torch_llama_1b_eager torch_llama_1b_compile ncu_b8)
+GPU_PARTS=(meridian_b8 meridian_cudnn_b8 meridian_b8_unaligned torch_eager_b8 torch_compile_b8 meridian_b64
+           meridian_cudnn_b64 torch_eager_b64 torch_compile_b64 meridian_b16 meridian_cudnn_b16 torch_eager_b16
+           torch_compile_b16 meridian_b32 meridian_cudnn_b32 torch_eager_b32 torch_compile_b32
+           meridian_llama_1b meridian_cudnn_llama_1b torch_llama_1b_eager torch_llama_1b_compile ncu_b8)
 TORCH_PARTS=(torch_eager_b8 torch_compile_b8 torch_eager_b64 torch_compile_b64 torch_eager_b16 torch_compile_b16
              torch_eager_b32 torch_compile_b32 torch_llama_1b_eager torch_llama_1b_compile)
 not_built="the configure step failed (configure.log)"
@@ -72,6 +74,12 @@ fi
 if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   have_torch=$(python3 -c "import torch" > /dev/null 2>&1 && echo 1)
   meridian() { part "meridian_b$1" 90 "$BG" --preset gpt2 --precision bf16 --batch "$1" --steps 20 --warmup 3 --phases 5; }
+  # The same with cuDNN's flash attention (its bench line says which kernel ran: a machine whose
+  # cuDNN cannot take the shape runs the materialized one and says why).
+  meridian_cudnn() {
+    part "meridian_cudnn_b$1" 90 "$BG" --preset gpt2 --precision bf16 --attention cudnn --batch "$1" --steps 20 \
+      --warmup 3 --phases 5
+  }
   torch_run() {  # MODE B
     [ -n "$have_torch" ] || return 0
     local extra=(); [ "$1" = compile ] && extra=(--compile)
@@ -85,17 +93,19 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   }
   # What the figures need first (meridian and torch.compile at B = 8 and 64, the Llama
   # beside its peer), so that a short budget cuts only the tail.
-  meridian 8; torch_run compile 8
+  meridian 8; torch_run compile 8; meridian_cudnn 8
   # The output layer's lever: its rows unaligned (the stride 50,257 of before) against the default.
   part meridian_b8_unaligned 90 "$BG" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 --phases 5 \
     --logits-align 1
-  meridian 64; torch_run compile 64
+  meridian 64; torch_run compile 64; meridian_cudnn 64
   part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
     --phases 2
+  part meridian_cudnn_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --attention cudnn --batch 4 --seq 2048 \
+    --steps 10 --warmup 2 --phases 2
   llama_peer compile
   torch_run eager 8; torch_run eager 64
-  meridian 16; torch_run compile 16
-  meridian 32; torch_run compile 32
+  meridian 16; torch_run compile 16; meridian_cudnn 16
+  meridian 32; torch_run compile 32; meridian_cudnn 32
   torch_run eager 16; torch_run eager 32; llama_peer eager
   # One B = 8 step kernel by kernel (ncu needs a runtime that lets it read the counters).
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)

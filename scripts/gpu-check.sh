@@ -39,8 +39,8 @@ ensure_deps
 # --- build ---------------------------------------------------------------------------------------
 # Only the targets the checks run.
 set_cmake_args
-SUITE=(test_cuda_kernels test_cuda_llama_kernels test_cuda_models test_cuda_adamw test_cuda_trainer test_cuda_probe
-       test_chunk_hash test_loss_scale test_nccl_communicator)
+SUITE=(test_cuda_kernels test_cuda_llama_kernels test_cuda_attention_cudnn test_cuda_models test_cuda_adamw
+       test_cuda_trainer test_cuda_probe test_chunk_hash test_loss_scale test_nccl_communicator)
 # With a GPU the checks after the build need about 200 s of the budget; without one it is the build's.
 reserve=200
 [ -n "$gpu_reason" ] && reserve=20
@@ -59,7 +59,8 @@ BIN=$BUILD/tests
 MERIDIAN=$BUILD/sites/meridian
 
 GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_llama_kernels memcheck_models racecheck_models
-           memcheck_trainer bench_gpu bench_gpu_tiled train_gpu_fp32 train_gpu_bf16 train_cpu_twin
+           memcheck_trainer memcheck_cudnn bench_gpu bench_gpu_tiled bench_gpu_cudnn train_gpu_fp32 train_gpu_bf16
+           train_gpu_bf16_cudnn train_cpu_twin
            train_llama_gpu_bf16 train_llama_cpu_twin diloco_2site_gpu)
 if [ -n "$not_built" ]; then
   skip_all "$not_built" "${GPU_PARTS[@]}"
@@ -75,10 +76,13 @@ else
   part bench_gpu 90 "$BUILD/bench/bench_gpu" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3
   part bench_gpu_tiled 90 "$BUILD/bench/bench_gpu" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 \
     --attention tiled
+  part bench_gpu_cudnn 90 "$BUILD/bench/bench_gpu" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 \
+    --attention cudnn
 
   # --- the rest side by side: each owns little of the GPU, and the CPU has 16 cores --------------
-  # NAME DEVICE PRECISION SITES STEPS [PRESET]: the shipped reference job (configs/single-site.toml)
-  # or, with several sites, the demo's DiLoCo job (configs/demo.toml), shortened, on DEVICE.
+  # NAME DEVICE PRECISION SITES STEPS [PRESET [ATTENTION]]: the shipped reference job
+  # (configs/single-site.toml) or, with several sites, the demo's DiLoCo job (configs/demo.toml),
+  # shortened, on DEVICE.
   job_file() {
     local f=$WORK/$1.toml base=single-site
     [ "$4" -gt 1 ] && base=demo
@@ -88,6 +92,7 @@ else
     for i in $(seq 1 "$4"); do
       printf '[[site]]\nname = "site%d"\ndevice = "%s"\n' "$i" "$2" >> "$f"
       [ "$2" = cuda ] && printf 'precision = "%s"\n' "$3" >> "$f"
+      [ -n "${7:-}" ] && printf 'attention = "%s"\n' "$7" >> "$f"
     done
     echo "$f"
   }
@@ -99,9 +104,12 @@ else
   part memcheck_models 300 "${memcheck[@]}" "$BIN/test_cuda_models" --no-version &
   part racecheck_models 300 "${racecheck[@]}" "$BIN/test_cuda_models" --no-version &
   part memcheck_trainer 300 "${memcheck[@]}" "$BIN/test_cuda_trainer" --no-version &
+  part memcheck_cudnn 300 "${memcheck[@]}" "$BIN/test_cuda_attention_cudnn" --no-version &
   OMP_NUM_THREADS=4 part train_cpu_twin 300 "$MERIDIAN" train --config "$(job_file cpu cpu fp32 1 $TRAIN_STEPS)" &
   part train_gpu_fp32 200 "$MERIDIAN" train --config "$(job_file gpu_fp32 cuda fp32 1 $TRAIN_STEPS)" &
   part train_gpu_bf16 200 "$MERIDIAN" train --config "$(job_file gpu_bf16 cuda bf16 1 $TRAIN_STEPS)" &
+  part train_gpu_bf16_cudnn 200 "$MERIDIAN" train \
+    --config "$(job_file gpu_bf16_cudnn cuda bf16 1 $TRAIN_STEPS small cudnn)" &
   OMP_NUM_THREADS=4 part train_llama_cpu_twin 300 "$MERIDIAN" train \
     --config "$(job_file llama_cpu cpu fp32 1 $TRAIN_STEPS llama-small)" &
   part train_llama_gpu_bf16 200 "$MERIDIAN" train --config "$(job_file llama_gpu_bf16 cuda bf16 1 $TRAIN_STEPS llama-small)" &

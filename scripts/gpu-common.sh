@@ -103,6 +103,22 @@ set_cmake_args() {
   command -v ninja > /dev/null && cmake_args+=(-G Ninja)
   # CI's compiler: GCC 13 rejects Cap'n Proto 0.9.2's headers in C++20 (scripts/gpu-deps.sh).
   cmake_args+=(-DCMAKE_CXX_COMPILER=g++-12 -DCMAKE_CUDA_HOST_COMPILER=g++-12)
+  # cuDNN, which the cuDNN attention loads at run time: its headers from the toolkit or the system,
+  # else PyTorch's wheel, else the copy scripts/gpu-deps.sh carries; its library from the
+  # loader's path, else the wheel's folder.
+  local cudnn_wheel
+  cudnn_wheel=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+  if ! ls /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h > /dev/null 2>&1; then
+    if [ -n "$cudnn_wheel" ] && [ -f "$cudnn_wheel/include/cudnn.h" ]; then
+      cmake_args+=(-DMERIDIAN_CUDNN_INCLUDE_DIR="$cudnn_wheel/include")
+    elif [ -f "$SRC/.gpu-deps/cudnn-include/cudnn.h" ]; then
+      cmake_args+=(-DMERIDIAN_CUDNN_INCLUDE_DIR="$SRC/.gpu-deps/cudnn-include")
+    fi
+  fi
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9' && [ -n "$cudnn_wheel" ] &&
+     ls "$cudnn_wheel"/lib/libcudnn.so.9* > /dev/null 2>&1; then
+    export LD_LIBRARY_PATH=$cudnn_wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
   # NCCL: the CUDA toolkit's own, else the one PyTorch's wheels bring.
   if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
     local nccl_dir nccl_lib

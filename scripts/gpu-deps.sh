@@ -47,6 +47,13 @@ find /usr/lib/x86_64-linux-gnu /usr/include -maxdepth 3 -type l -lname '/etc/alt
   done >> "$list"
 
 mkdir -p "$(dirname "$archive")"
+# cuDNN's headers, for the cuDNN attention's build where the GPU machine has the library only
+# (scripts/gpu-common.sh points the build here when it finds no cudnn.h of the machine's own).
+cudnn_h=$(ls /usr/local/cuda/include/cudnn*.h /usr/include/cudnn*.h 2>/dev/null || true)
+if [ -n "$cudnn_h" ]; then
+  mkdir -p "$(dirname "$archive")/cudnn-include"
+  cp $cudnn_h "$(dirname "$archive")/cudnn-include/"
+fi
 tar -C / -cf - --files-from="$list" | xz -T0 -6 > "$archive.tmp"
 mv "$archive.tmp" "$archive"
 echo "gpu-deps.sh: ${#packages[@]} packages, $(wc -l < "$list") files -> $archive ($(du -h "$archive" | cut -f1))"

@@ -86,7 +86,7 @@ def json_and_lines(log, keep):
 
 
 def bench(log):
-    return json_and_lines(log, lambda line: line.startswith(("device ", "step median", "MFU")))
+    return json_and_lines(log, lambda line: line.startswith(("device ", "attention:", "step median", "MFU")))
 
 
 def losses(run_dir):
@@ -148,13 +148,14 @@ def main():
 
     judge("suite", suite(logs / "suite.log"))
     for name in ("memcheck_kernels", "racecheck_kernels", "memcheck_llama_kernels", "memcheck_models",
-                 "racecheck_models", "memcheck_trainer"):
+                 "racecheck_models", "memcheck_trainer", "memcheck_cudnn"):
         s = sanitizer(logs / f"{name}.log")
         judge(name, s, s["error_summary"] == 0)
     judge("bench_gpu", bench(logs / "bench_gpu.log"))
     judge("bench_gpu_tiled", bench(logs / "bench_gpu_tiled.log"))
+    judge("bench_gpu_cudnn", bench(logs / "bench_gpu_cudnn.log"))
     for name, precision, cpu in (("train_gpu_fp32", "fp32", "cpu"), ("train_gpu_bf16", "bf16", "cpu"),
-                                 ("train_llama_gpu_bf16", "bf16", "llama_cpu")):
+                                 ("train_gpu_bf16_cudnn", "bf16", "cpu"), ("train_llama_gpu_bf16", "bf16", "llama_cpu")):
         if name in parts and parts[name]["status"] != "skipped":
             judge(name, *compare_to_cpu(runs, name.removeprefix("train_"), precision, cpu))
     judge("hf_transformers", transformers_check(logs / "hf_transformers.log"))

@@ -122,6 +122,8 @@ std::string_view to_string(JobConfig::Site::Attention a) {
   switch (a) {
     case JobConfig::Site::Attention::Materialized: return "materialized";
     case JobConfig::Site::Attention::Tiled: return "tiled";
+    case JobConfig::Site::Attention::Cudnn:
+      return "cudnn";
   }
   return "?";
 }

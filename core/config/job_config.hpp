@@ -285,9 +285,10 @@ struct JobConfig {
     // with fp32 master weights, gradients and moments (CudaGpt); fp16 with dynamic loss scaling.
     // The CPU computes in fp32 only.
     enum class Precision { Fp32, Bf16, Fp16 };
-    // How a CUDA site's attention keeps what backward needs: every head's (T, T) probabilities,
-    // or one log-sum-exp per row (the tiled kernel: O(T) memory, for long contexts).
-    enum class Attention { Materialized, Tiled };
+    // A CUDA site's attention kernel: cuBLAS products keeping every head's (T, T) probabilities,
+    // the tiled kernel (one log-sum-exp per row: O(T) memory, for long contexts), or cuDNN's
+    // flash attention (bf16 or fp16; loaded at run time, materialized where it cannot run).
+    enum class Attention { Materialized, Tiled, Cudnn };
     std::string name;
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;  // 0 = any free port

@@ -165,15 +165,23 @@ Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const
   sr.read(site.replicas, table, "replicas", 1);
   sr.read(site.device, table, "device", {Site::Device::Cpu, Site::Device::Cuda});
   sr.read(site.precision, table, "precision", {Site::Precision::Fp32, Site::Precision::Bf16, Site::Precision::Fp16});
-  sr.read(site.attention, table, "attention", {Site::Attention::Materialized, Site::Attention::Tiled});
+  sr.read(site.attention, table, "attention",
+          {Site::Attention::Materialized, Site::Attention::Tiled, Site::Attention::Cudnn});
   // The CPU is the fp32 reference with materialised attention; the other forms are GPU kernels.
   if (site.device != Site::Device::Cuda) {
     if (const Setting* s = sr.find(table + ".precision"); s && site.precision != Site::Precision::Fp32)
       sr.add(s->origin, table + ".precision", "expected \"fp32\" on a site with device = \"cpu\" (mixed "
                                               "precision runs on GPUs only), found " + quote(to_string(site.precision)));
     if (const Setting* s = sr.find(table + ".attention"); s && site.attention != Site::Attention::Materialized)
-      sr.add(s->origin, table + ".attention", "expected \"materialized\" on a site with device = \"cpu\" (the "
-                                              "tiled kernel runs on GPUs only), found " + quote(to_string(site.attention)));
+      sr.add(s->origin, table + ".attention",
+             "expected \"materialized\" on a site with device = \"cpu\" (the "
+             "other kernels run on GPUs only), found " +
+                 quote(to_string(site.attention)));
+  } else if (const Setting* s = sr.find(table + ".attention");
+             s && site.attention == Site::Attention::Cudnn && site.precision == Site::Precision::Fp32) {
+    sr.add(s->origin, table + ".attention",
+           "\"cudnn\" needs precision = \"bf16\" or \"fp16\" (cuDNN's flash "
+           "attention has no fp32 form); this site's precision is \"fp32\"");
   }
   sr.read(site.speed, table, "speed", above(0));
   sr.read(site.link_public_key, table, "link_public_key");

@@ -3,8 +3,6 @@
 #include <type_traits>
 
 #include "core/util/error.hpp"
-#include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/attention_tiled.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/encoder.hpp"
@@ -21,9 +19,10 @@ CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttentio
     : config_(config),
       layout_(ParamLayout::of(config)),
       stream_(stream),
-      attention_(attention),
       logits_ld_(logits_stride(config.vocab, logits_align)),
       blas_(stream),
+      attention_(attention, blas_, stream, config.seq_len, config.n_head, config.n_head,
+                 config.d_model / config.n_head),
       off_(gpt_offsets(layout_, config.n_layer)),
       weights_(layout_.total(), stream) {
   const auto problems = validate_model_config(config);
@@ -44,8 +43,10 @@ void CudaGpt<T>::ensure_batch(int B) {
   a.ln1_rstd = Buf<float>(L * BT);
   a.qkv = Buf<T>(L * BT * 3 * C);
   a.atty = Buf<T>(L * BT * C);
-  if (attention_ == CudaAttention::Tiled) a.lse = Buf<float>(L * BT * NH);
-  else a.att = Buf<T>(L * B * NH * Tn * Tn);
+  if (attention_.keeps_probabilities())
+    a.att = Buf<T>(L * B * NH * Tn * Tn);
+  else
+    a.lse = Buf<float>(L * BT * NH);
   a.attproj = Buf<T>(L * BT * C);
   a.res2 = Buf<T>(L * BT * C);
   a.ln2 = Buf<T>(L * BT * C);
@@ -92,7 +93,7 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
   for (int l = 0; l < config_.n_layer; ++l) {
     const auto& o = off_.layers[l];
     // Layer l's slice of an activation kept for every layer, `width` values per position.
-    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    auto of = [&](auto& buf, std::size_t width) { return buf.size() == 0 ? nullptr : buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
     kc::mark(phases_, "layernorm (fwd)");
     kc::layernorm_forward(of(a.ln1, C), of(a.ln1_mean, 1), of(a.ln1_rstd, 1), res_in, w + o[0], w + o[1], N, C,
@@ -100,10 +101,7 @@ float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* target
     kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_forward(blas_, of(a.qkv, 3 * C), of(a.ln1, C), w + o[2], w + o[3], N, C, 3 * C);
     kc::mark(phases_, "attention (fwd)");
-    if (attention_ == CudaAttention::Tiled)
-      kc::attention_tiled_forward(of(a.atty, C), of(a.lse, NH), of(a.qkv, 3 * C), B, Tn, C, NH, stream_);
-    else
-      kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), of(a.qkv, 3 * C), B, Tn, NH, NH, C / NH);
+    attention_.forward(of(a.atty, C), of(a.att, NH * Tn), of(a.lse, NH), of(a.qkv, 3 * C), B);
     kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_forward(blas_, of(a.attproj, C), of(a.atty, C), w + o[4], w + o[5], N, C, C);
     kc::mark(phases_, "residual (fwd)");
@@ -165,7 +163,7 @@ void CudaGpt<T>::backward(float loss_scale) {
                          a.lnf_rstd.data(), N, C, stream_);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     const auto& o = off_.layers[l];
-    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    auto of = [&](auto& buf, std::size_t width) { return buf.size() == 0 ? nullptr : buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * BT * C;
     kc::mark(phases_, "MLP matmuls (bwd)");
     kc::matmul_backward(blas_, a.dfch_gelu.data(), g + o[10], g + o[11], a.dres.data(), of(a.fch_gelu, 4 * C),
@@ -180,12 +178,8 @@ void CudaGpt<T>::backward(float loss_scale) {
     kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_backward(blas_, a.datty.data(), g + o[4], g + o[5], a.dres.data(), of(a.atty, C), w + o[4], N, C, C);
     kc::mark(phases_, "attention (bwd)");
-    if (attention_ == CudaAttention::Tiled)
-      kc::attention_tiled_backward(a.dqkv.data(), a.datty.data(), of(a.atty, C), of(a.qkv, 3 * C), of(a.lse, NH), B,
-                                   Tn, C, NH, stream_);
-    else
-      kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, 3 * C), of(a.att, NH * Tn), B, Tn, NH,
-                             NH, C / NH);
+    attention_.backward(a.dqkv.data(), a.datty.data(), of(a.atty, C), of(a.qkv, 3 * C), of(a.att, NH * Tn),
+                        of(a.lse, NH), B);
     kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_backward(blas_, a.dln.data(), g + o[2], g + o[3], a.dqkv.data(), of(a.ln1, C), w + o[2], N, C, 3 * C);
     kc::mark(phases_, "layernorm (bwd)");

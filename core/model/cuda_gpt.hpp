@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/model/cuda_attention.hpp"
 #include "core/model/cuda_weights.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/param_layout.hpp"
@@ -24,11 +25,6 @@
 #include "kernels/cuda/phase_timer.hpp"
 
 namespace meridian {
-
-// How attention keeps what backward needs: the (T, T) probabilities of every head (cuBLAS
-// products around a fused softmax, kernels/cuda/attention.hpp), or one log-sum-exp per row
-// (the tiled kernel, kernels/cuda/attention_tiled.hpp: O(T) memory, for long contexts).
-enum class CudaAttention { Materialized, Tiled };
 
 template <class T>
 class CudaGpt {
@@ -40,6 +36,7 @@ class CudaGpt {
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
+  std::string attention() const { return attention_.describe(); }  // the kernel that runs, and why
   std::size_t size() const { return layout_.total(); }
   float* params() { return weights_.params(); }  // device, fp32 master weights
   float* grads() { return weights_.grads(); }    // device, fp32
@@ -67,7 +64,7 @@ class CudaGpt {
   struct Activations {
     Buf<T> encoded, ln1, qkv, atty, att, attproj, res2, ln2, fch, fch_gelu, fcproj, res3, lnf, logits;
     Buf<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd, losses;
-    Buf<float> lse;  // tiled attention: (L, B, NH, T) log-sum-exps, instead of att
+    Buf<float> lse;  // attention that keeps no probabilities: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> dres, dln, dqkv, datty, dfch, dfch_gelu;
   };
   void ensure_batch(int B);
@@ -75,9 +72,9 @@ class CudaGpt {
   ModelConfig config_;
   ParamLayout layout_;
   cudaStream_t stream_;
-  CudaAttention attention_;
   int logits_ld_;
   kernels::cuda::Blas blas_;
+  DeviceAttention<T> attention_;
   GptOffsets off_;
   CudaWeights<T> weights_;
   Activations acts_;

@@ -3,7 +3,6 @@
 #include "core/model/llama.hpp"
 #include "core/util/error.hpp"
 #include "kernels/cpu/rope.hpp"
-#include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/encoder.hpp"
@@ -17,12 +16,13 @@ namespace meridian {
 namespace kc = kernels::cuda;
 
 template <class T>
-CudaLlama<T>::CudaLlama(const ModelConfig& config, cudaStream_t stream, int logits_align)
+CudaLlama<T>::CudaLlama(const ModelConfig& config, cudaStream_t stream, CudaAttention attention, int logits_align)
     : config_(config),
       layout_(ParamLayout::of(config)),
       stream_(stream),
       logits_ld_(logits_stride(config.vocab, logits_align)),
       blas_(stream),
+      attention_(attention, blas_, stream, config.seq_len, config.n_head, config.kv_heads(), config.head_size()),
       off_(llama_offsets(layout_, config)),
       weights_(layout_.total(), stream) {
   const auto problems = validate_model_config(config);
@@ -45,7 +45,10 @@ void CudaLlama<T>::ensure_batch(int B) {
   a.attn_norm = Buf<T>(L * BT * C);
   a.attn_rstd = Buf<float>(L * BT);
   a.qkv = Buf<T>(L * BT * QKV);
-  a.att = Buf<T>(L * B * NH * Tn * Tn);
+  if (attention_.keeps_probabilities())
+    a.att = Buf<T>(L * B * NH * Tn * Tn);
+  else
+    a.lse = Buf<float>(L * BT * NH);
   a.atty = Buf<T>(L * BT * C);
   a.res_mid = Buf<T>(L * BT * C);
   a.mlp_norm = Buf<T>(L * BT * C);
@@ -91,7 +94,7 @@ float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targ
   kc::encoder_forward(a.encoded.data(), inputs_.data(), w + off_.embed, none, B, Tn, C, stream_);
   for (int l = 0; l < config_.n_layer; ++l) {
     const auto& o = off_.layers[l];
-    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    auto of = [&](auto& buf, std::size_t width) { return buf.size() == 0 ? nullptr : buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : of(a.res_out, C) - BT * C;
     T* qkv = of(a.qkv, QKV);
     kc::mark(phases_, "RMSNorm (fwd)");
@@ -103,7 +106,7 @@ float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targ
     kc::rope_forward(qkv, rope_cos_.data(), rope_sin_.data(), B, Tn, NH, hs, QKV, stream_);
     kc::rope_forward(qkv + NH * hs, rope_cos_.data(), rope_sin_.data(), B, Tn, KV, hs, QKV, stream_);
     kc::mark(phases_, "attention (fwd)");
-    kc::attention_forward(blas_, of(a.atty, C), of(a.att, NH * Tn), qkv, B, Tn, NH, KV, hs);
+    attention_.forward(of(a.atty, C), of(a.att, NH * Tn), of(a.lse, NH), qkv, B);
     kc::mark(phases_, "attention matmuls (fwd)");
     kc::matmul_nt_forward(blas_, a.proj.data(), of(a.atty, C), w + o.o, none, N, C, C);
     kc::mark(phases_, "residual (fwd)");
@@ -164,7 +167,7 @@ void CudaLlama<T>::backward(float loss_scale) {
                        stream_);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     const auto& o = off_.layers[l];
-    auto of = [&](auto& buf, std::size_t width) { return buf.data() + l * BT * width; };
+    auto of = [&](auto& buf, std::size_t width) { return buf.size() == 0 ? nullptr : buf.data() + l * BT * width; };
     const T* res_in = l == 0 ? a.encoded.data() : of(a.res_out, C) - BT * C;
     kc::mark(phases_, "MLP matmuls (bwd)");
     kc::matmul_nt_backward(blas_, a.dact.data(), g + o.down, nullptr, a.dres.data(), of(a.act, F), w + o.down, N, F, C);
@@ -179,7 +182,8 @@ void CudaLlama<T>::backward(float loss_scale) {
     kc::mark(phases_, "attention matmuls (bwd)");
     kc::matmul_nt_backward(blas_, a.datty.data(), g + o.o, nullptr, a.dres.data(), of(a.atty, C), w + o.o, N, C, C);
     kc::mark(phases_, "attention (bwd)");
-    kc::attention_backward(blas_, a.dqkv.data(), a.datty.data(), of(a.qkv, QKV), of(a.att, NH * Tn), B, Tn, NH, KV, hs);
+    attention_.backward(a.dqkv.data(), a.datty.data(), of(a.atty, C), of(a.qkv, QKV), of(a.att, NH * Tn), of(a.lse, NH),
+                        B);
     kc::mark(phases_, "rotary (bwd)");
     kc::rope_backward(a.dqkv.data(), rope_cos_.data(), rope_sin_.data(), B, Tn, NH, hs, QKV, stream_);
     kc::rope_backward(a.dqkv.data() + NH * hs, rope_cos_.data(), rope_sin_.data(), B, Tn, KV, hs, QKV, stream_);

@@ -1,6 +1,6 @@
 #pragma once
 // Llama on one CUDA device: the model of core/model/llama.hpp, layer for layer, on the kernels of
-// kernels/cuda (grouped-query attention through the materialising kernel). Parameters and
+// kernels/cuda (grouped-query attention through the materialising kernel or cuDNN's). Parameters and
 // gradients are flat fp32 device buffers in the same ParamLayout as on the CPU
 // (core/model/cuda_weights.hpp); T is the compute type as for CudaGpt: float, or __nv_bfloat16 /
 // __half for mixed precision. The rotary tables are fp32, computed on the host as the CPU's.
@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "core/model/cuda_attention.hpp"
 #include "core/model/cuda_weights.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/param_layout.hpp"
@@ -25,11 +26,14 @@ template <class T>
 class CudaLlama {
  public:
   // logits_align: the logits rows' stride is the vocabulary rounded up to it (logits_stride).
-  explicit CudaLlama(const ModelConfig& config, cudaStream_t stream = nullptr, int logits_align = 64);
+  // attention: Materialized or Cudnn (core/model/cuda_attention.hpp); the tiled kernel is multi-head only.
+  explicit CudaLlama(const ModelConfig& config, cudaStream_t stream = nullptr,
+                     CudaAttention attention = CudaAttention::Materialized, int logits_align = 64);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
+  std::string attention() const { return attention_.describe(); }  // the kernel that runs, and why
   std::size_t size() const { return layout_.total(); }
   float* params() { return weights_.params(); }
   float* grads() { return weights_.grads(); }
@@ -57,6 +61,7 @@ class CudaLlama {
   struct Activations {
     Buf<T> encoded, attn_norm, qkv, att, atty, res_mid, mlp_norm, gate_up, act, res_out, norm_out, logits;
     Buf<float> attn_rstd, mlp_rstd, norm_rstd, losses;
+    Buf<float> lse;  // cuDNN's attention: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> proj, dres, dln, dqkv, datty, dgate_up, dact;  // scratch, reused across layers
   };
   void ensure_batch(int B);
@@ -67,6 +72,7 @@ class CudaLlama {
   cudaStream_t stream_;
   int logits_ld_;
   kernels::cuda::Blas blas_;
+  DeviceAttention<T> attention_;
   LlamaOffsets off_;
   CudaWeights<T> weights_;
   Buf<float> rope_cos_, rope_sin_;

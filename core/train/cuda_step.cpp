@@ -23,24 +23,17 @@
 namespace meridian {
 namespace {
 
-// The model of a family on the device (a prvalue: neither model can be moved).
-template <class Model>
-Model on_device(const ModelConfig& shape, CudaAttention attention, int logits_align) {
-  if constexpr (requires { Model(shape, nullptr, attention, logits_align); })
-    return Model(shape, nullptr, attention, logits_align);
-  else return Model(shape, nullptr, logits_align);
-}
-
 // Model: CudaGpt<T> or CudaLlama<T>, T its compute type (float; __nv_bfloat16 or __half for
 // mixed precision, the latter with dynamic loss scaling).
 template <template <class> class Model, class T>
 class CudaStep final : public DeviceStep {
  public:
   CudaStep(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention, const ComputeDevice& device)
-      : model_(on_device<Model<T>>(shape, attention, device.logits_align)),
-        opt_(model_.layout(), options, model_.stream()) {
+      : model_(shape, nullptr, attention, device.logits_align), opt_(model_.layout(), options, model_.stream()) {
     if constexpr (std::is_same_v<T, __half>) scaler_.emplace(device.loss_scale);
   }
+
+  std::string attention() const override { return model_.attention(); }
 
   void upload_params(std::span<const float> host) override { model_.upload_params(host); }
   void download_params(std::span<float> host) const override { copy_out(model_.download_params(), host, "params"); }
@@ -147,11 +140,13 @@ std::unique_ptr<DeviceStep> make_step(const ModelConfig& shape, const AdamWOptio
 
 std::unique_ptr<DeviceStep> make_cuda_step(const ModelConfig& shape, const AdamWOptions& options,
                                            const ComputeDevice& device) {
-  const auto attention = device.attention == JobConfig::Site::Attention::Tiled ? CudaAttention::Tiled
-                                                                                : CudaAttention::Materialized;
+  const auto attention = device.attention == JobConfig::Site::Attention::Tiled   ? CudaAttention::Tiled
+                         : device.attention == JobConfig::Site::Attention::Cudnn ? CudaAttention::Cudnn
+                                                                                 : CudaAttention::Materialized;
   if (shape.family == ModelFamily::Llama && attention == CudaAttention::Tiled)
-    throw make_error(ErrorKind::Config, "attention = \"tiled\" runs GPT-2's multi-head attention only; a Llama's "
-                     "grouped-query attention on a GPU is \"materialized\"");
+    throw make_error(ErrorKind::Config,
+                     "attention = \"tiled\" runs GPT-2's multi-head attention only; a Llama's "
+                     "grouped-query attention on a GPU is \"materialized\" or \"cudnn\"");
   // Weights, gradients and the two moments in fp32 must fit before the first activation; the
   // probe also makes the device this thread's current device, where everything below allocates.
   require_cuda_device(device.index, 4 * sizeof(float) * ParamLayout::of(shape).total());

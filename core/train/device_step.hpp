@@ -37,6 +37,9 @@ class DeviceStep {
  public:
   virtual ~DeviceStep() = default;
 
+  // The attention kernel that runs, and why where it is not the one asked for (the start-up line).
+  virtual std::string attention() const = 0;
+
   // Host <-> device, in the flat ParamLayout. Downloads wait for the device's queued work.
   virtual void upload_params(std::span<const float> host) = 0;
   virtual void download_params(std::span<float> host) const = 0;

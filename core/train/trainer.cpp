@@ -105,6 +105,8 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                        "\" runs on the CPU only; a site with device = \"cuda\" trains with \"adamw\"");
     device_ = make_cuda_step(config.model, adamw_options(config), device);
     device_->upload_params(model_->params());
+    log_.event("device", {{"attention", device_->attention()}});
+    if (progress_) progress_->line("attention: " + device_->attention());
   }
   const std::size_t micro = static_cast<std::size_t>(config.inner.batch_per_replica) * config.model.seq_len;
   inputs_.resize(micro);

@@ -179,6 +179,8 @@ class Trainer {
   // The weights' fingerprint (kernels::chunked_hash64), computed where they live: the same value
   // on the CPU and on a GPU, and no copy of the weights on a GPU. What replicas compare for SDC.
   std::uint64_t params_hash();
+  // On a GPU, the attention kernel that runs (DeviceStep::attention); empty on the CPU.
+  std::string device_attention() const { return device_ ? device_->attention() : std::string(); }
   const ResumeState& state() const { return state_; }
 
   // Resumes from the newest valid checkpoint in <run_dir>/checkpoints; false when there is none.

@@ -794,7 +794,8 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[outer]\ndensity = 0\n", ":2: outer.density: expected a number in (0, 1], found 0"},
       {"[outer]\noverlap_update = \"late\"\n",
        ":2: outer.overlap_update: expected one of \"rebase\", \"eager\", found \"late\""},
-      {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n", ":4: site[1].name: duplicate site name \"a\" (lines 2 and 4)"},
+      {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n",
+       ":4: site[1].name: duplicate site name \"a\" (lines 2 and 4)"},
       {"[[site]]\nname = \"a\"\nport = 7\n[[site]]\nname = \"b\"\nport = 7\n",
        ":6: site[1].port: port clash: 127.0.0.1:7 is also used by site \"a\" (line 3)"},
       {"[[site]]\nname = \"a\"\nreplicas = 0\n", ":3: site[0].replicas: expected an integer >= 1, found 0"},
@@ -807,14 +808,21 @@ TEST_CASE("multi-site rules name file:line and the key") {
        ":3: site[0].precision: expected \"fp32\" on a site with device = \"cpu\" (mixed precision runs on GPUs "
        "only), found \"bf16\""},
       {"[[site]]\nname = \"a\"\nattention = \"tiled\"\n",
-       ":3: site[0].attention: expected \"materialized\" on a site with device = \"cpu\" (the tiled kernel runs on "
+       ":3: site[0].attention: expected \"materialized\" on a site with device = \"cpu\" (the other kernels run on "
        "GPUs only), found \"tiled\""},
+      {"[[site]]\nname = \"a\"\ndevice = \"cuda\"\nattention = \"cudnn\"\n",
+       ":4: site[0].attention: \"cudnn\" needs precision = \"bf16\" or \"fp16\" (cuDNN's flash attention has no fp32 "
+       "form); this site's precision is \"fp32\""},
+      {"[[site]]\nname = \"a\"\ndevice = \"cuda\"\nattention = \"flash\"\n",
+       ":4: site[0].attention: expected one of \"materialized\", \"tiled\", \"cudnn\", found \"flash\""},
       {"[control]\nlease_ttl_s = 2\nkeepalive_ms = 2000\n",
        ":3: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 2000"},
       // The defaults' pairing holds against a shorter TTL set alone: 1000 ms is not below 1 s.
-      {"[control]\nlease_ttl_s = 1\n", ":2: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 1000"},
+      {"[control]\nlease_ttl_s = 1\n",
+       ":2: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 1000"},
       {"[outer]\noverlap = 1\n", ":2: outer.overlap: expected true or false, found integer 1"},
-      {"[outer]\nstaleness = \"linear\"\n", ":2: outer.staleness: expected one of \"inverse\", \"constant\", found \"linear\""},
+      {"[outer]\nstaleness = \"linear\"\n",
+       ":2: outer.staleness: expected one of \"inverse\", \"constant\", found \"linear\""},
       {"[outer]\ndelayed_nesterov = -1\n", ":2: outer.delayed_nesterov: expected an integer >= 0, found -1"},
       {"[outer]\nmomentum_warmup = -2\n", ":2: outer.momentum_warmup: expected an integer >= 0, found -2"},
       {"[outer]\nnesterov = false\ndelayed_nesterov = 2\n",
@@ -826,11 +834,13 @@ TEST_CASE("multi-site rules name file:line and the key") {
        ":2: outer.dynamic_inner_steps: expected true or false, found string \"yes\""},
       {"[outer]\nfragments = 0\n", ":2: outer.fragments: expected an integer >= 1, found 0"},
       {"[outer]\nfragments = 4\n",
-       ":2: outer.fragments: expected 1 unless outer.algorithm = \"streaming\" (fragments are streaming DiLoCo's), found 4"},
+       ":2: outer.fragments: expected 1 unless outer.algorithm = \"streaming\" (fragments are streaming DiLoCo's), "
+       "found 4"},
       {"[outer]\nalgorithm = \"streaming\"\ninner_steps = 3\nfragments = 4\n",
        ":4: outer.fragments: expected at most outer.inner_steps = 3 (one fragment is synchronised every inner_steps / "
        "fragments steps), found 4"},
-      {"[model]\npreset = \"tiny\"\nn_layer = 1\n[outer]\nalgorithm = \"streaming\"\ninner_steps = 100\nfragments = 17\n",
+      {"[model]\npreset = \"tiny\"\nn_layer = 1\n[outer]\nalgorithm = \"streaming\"\ninner_steps = 100\nfragments = "
+       "17\n",
        ":7: outer.fragments: expected at most 16 (the model's tensors; a fragment holds whole ones), found 17"},
       {"[control]\nendpoints = [\"10.0.0.1:2379\"]\n", ":2: control.endpoints: expected an array of strings"},
       {"[wan]\nloss = 1.0\n", ":2: wan.loss: expected a number in [0, 1), found 1"},

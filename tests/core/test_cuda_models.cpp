@@ -1,6 +1,7 @@
 // A whole training step on the GPU against the CPU's, on the same batch and weights, for GPT-2
 // (CudaGpt) and Llama (CudaLlama, grouped-query, untied; and tied with Qwen 2's biases): forward
-// loss, every gradient, and the loss after AdamW steps (fp32, and bf16 and fp16 mixed precision).
+// loss, every gradient, and the loss after AdamW steps (fp32, and bf16 and fp16 mixed precision),
+// with the materialising attention and with cuDNN's (where the library is found).
 // Skipped, with a message, without a CUDA device.
 #include <cuda_bf16.h>
 #include <doctest/doctest.h>
@@ -64,11 +65,17 @@ struct Tolerances {
 };
 
 template <template <class> class GpuModel, class T>
-void check_against_cpu(const ModelConfig& shape, std::uint64_t seed, int steps, const Tolerances& tol) {
+void check_against_cpu(const ModelConfig& shape, std::uint64_t seed, int steps, const Tolerances& tol,
+                       CudaAttention attention = CudaAttention::Materialized) {
   const auto cpu_model = make_model<float>(shape);
   LanguageModel<float>& cpu = *cpu_model;
   cpu.init_weights(seed);
-  GpuModel<T> gpu(shape);
+  GpuModel<T> gpu(shape, nullptr, attention);
+  MESSAGE("attention: " << gpu.attention());
+  if (attention == CudaAttention::Cudnn && gpu.attention().rfind("cuDNN", 0) != 0) {
+    MESSAGE("skipped: cuDNN's attention does not run here");
+    return;
+  }
   gpu.upload_params(cpu.params());
   CHECK(gpu.download_params() == std::vector<float>(cpu.params().begin(), cpu.params().end()));  // fp32 master
 
@@ -124,4 +131,14 @@ TEST_CASE("Llama, bf16 and fp16 mixed precision: the loss and gradients track th
   if (!have_gpu()) return;
   check_against_cpu<CudaLlama, __nv_bfloat16>(llama_shape(false, false), 23, 20, {1e-2, 5e-2, 2e-2, 1e-1});
   check_against_cpu<CudaLlama, __half>(llama_shape(true, true), 24, 20, {1e-2, 5e-2, 2e-2, 1e-1});
+}
+
+TEST_CASE("cuDNN's flash attention in the whole step, bf16 and fp16: GPT-2 and grouped-query Llama track the CPU") {
+  if (!have_gpu()) return;
+  // The bounds of the materialising kernel's bf16 cases: the attention's own error (its kernel
+  // parity case) is of the same order as the other bf16 roundings of a step.
+  check_against_cpu<CudaGpt, __nv_bfloat16>(gpt_shape(), 31, 20, {1e-2, 5e-2, 2e-2, 1e-1}, CudaAttention::Cudnn);
+  check_against_cpu<CudaGpt, __half>(gpt_shape(), 32, 20, {1e-2, 5e-2, 2e-2, 1e-1}, CudaAttention::Cudnn);
+  check_against_cpu<CudaLlama, __nv_bfloat16>(llama_shape(false, false), 33, 20, {1e-2, 5e-2, 2e-2, 1e-1},
+                                              CudaAttention::Cudnn);
 }

@@ -1,0 +1,48 @@
+// CudnnAttention in a meridian configured without cuDNN's headers (cudnn.h not found next to
+// the CUDA toolkit): `open` says so, and nothing else can be reached without an instance.
+#include "kernels/cuda/attention_cudnn.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace meridian::kernels::cuda {
+
+struct CudnnAttention::Impl {};
+
+CudnnAttention::CudnnAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudnnAttention::~CudnnAttention() = default;
+
+std::variant<std::unique_ptr<CudnnAttention>, std::string> CudnnAttention::open(cudaStream_t) {
+  return std::string("this meridian was built without cuDNN's headers (cudnn.h was not found at configure time)");
+}
+
+template <class T>
+std::string CudnnAttention::validate_for(int, const AttentionShape&) {
+  return "this meridian was built without cuDNN's headers";
+}
+
+std::string CudnnAttention::version() const { throw CudaError("cuDNN attention: built without cuDNN"); }
+
+template <class T>
+std::string CudnnAttention::unsupported(int, int, int, int) {
+  throw CudaError("cuDNN attention: built without cuDNN");
+}
+
+template <class T>
+void CudnnAttention::forward(T*, float*, const T*, const AttentionShape&) {
+  throw CudaError("cuDNN attention: built without cuDNN");
+}
+
+template <class T>
+void CudnnAttention::backward(T*, const T*, const T*, const T*, const float*, const AttentionShape&) {
+  throw CudaError("cuDNN attention: built without cuDNN");
+}
+
+#define MERIDIAN_CUDNN_ATTENTION(T)                                                      \
+  template std::string CudnnAttention::validate_for<T>(int, const AttentionShape&);      \
+  template std::string CudnnAttention::unsupported<T>(int, int, int, int);               \
+  template void CudnnAttention::forward<T>(T*, float*, const T*, const AttentionShape&); \
+  template void CudnnAttention::backward<T>(T*, const T*, const T*, const T*, const float*, const AttentionShape&);
+MERIDIAN_CUDNN_ATTENTION(__nv_bfloat16)
+MERIDIAN_CUDNN_ATTENTION(__half)
+#undef MERIDIAN_CUDNN_ATTENTION
+
+}  // namespace meridian::kernels::cuda
