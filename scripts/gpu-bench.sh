@@ -93,19 +93,19 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   }
   # What the figures need first (meridian and torch.compile at B = 8 and 64, the Llama
   # beside its peer), so that a short budget cuts only the tail.
-  meridian 8; torch_run compile 8; meridian_cudnn 8
+  meridian 8; meridian_cudnn 8; torch_run compile 8
   # The output layer's lever: its rows unaligned (the stride 50,257 of before) against the default.
   part meridian_b8_unaligned 90 "$BG" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 --phases 5 \
     --logits-align 1
-  meridian 64; torch_run compile 64; meridian_cudnn 64
+  meridian 64; meridian_cudnn 64; torch_run compile 64
   part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
     --phases 2
   part meridian_cudnn_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --attention cudnn --batch 4 --seq 2048 \
     --steps 10 --warmup 2 --phases 2
   llama_peer compile
   torch_run eager 8; torch_run eager 64
-  meridian 16; torch_run compile 16; meridian_cudnn 16
-  meridian 32; torch_run compile 32; meridian_cudnn 32
+  meridian 16; meridian_cudnn 16; torch_run compile 16
+  meridian 32; meridian_cudnn 32; torch_run compile 32
   torch_run eager 16; torch_run eager 32; llama_peer eager
   # One B = 8 step kernel by kernel (ncu needs a runtime that lets it read the counters).
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
