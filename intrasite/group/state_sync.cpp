@@ -62,65 +62,97 @@ bool current(const Member& m, std::int64_t target) {
   return m.step == target || (m.ungathered && m.step + 1 == target);
 }
 
-// Copies unit `u`'s moments out of m and v (which start at element `base`) into both (m, then v).
-void put_unit(std::vector<float>& both, std::size_t total, std::size_t u, std::span<const float> m,
-              std::span<const float> v, std::size_t base) {
-  const std::size_t begin = u * kShardUnit, end = std::min(total, begin + kShardUnit);
-  const auto at = static_cast<std::ptrdiff_t>(begin - base);
-  std::copy(m.begin() + at, m.begin() + at + static_cast<std::ptrdiff_t>(end - begin),
-            both.begin() + static_cast<std::ptrdiff_t>(begin));
-  std::copy(v.begin() + at, v.begin() + at + static_cast<std::ptrdiff_t>(end - begin),
-            both.begin() + static_cast<std::ptrdiff_t>(total + begin));
+// Copies unit `u`'s moments from m and v, which start at element `from`, into to_m and to_v, which
+// start at element `to`.
+void copy_unit(std::size_t total, std::size_t u, std::span<const float> m, std::span<const float> v, std::size_t from,
+               std::span<float> to_m, std::span<float> to_v, std::size_t to) {
+  const std::size_t begin = u * kShardUnit, count = std::min(total, begin + kShardUnit) - begin;
+  std::copy_n(m.begin() + static_cast<std::ptrdiff_t>(begin - from), count,
+              to_m.begin() + static_cast<std::ptrdiff_t>(begin - to));
+  std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(begin - from), count,
+              to_v.begin() + static_cast<std::ptrdiff_t>(begin - to));
 }
 
-// The units no member holds, from the newest checkpoint on this member's disk that has whole
-// moments (a site's file, not a shard's snapshot): that checkpoint's step, if one did.
-std::optional<std::int64_t> fill_from_checkpoint(Trainer& trainer, const std::vector<std::size_t>& holes,
-                                                 std::vector<float>& both, std::size_t total) {
+struct SavedMoments {
+  std::vector<float> m, v;
+  std::int64_t step = 0;
+};
+
+// The newest checkpoint on this member's disk that has whole moments (a site's file, not a shard's
+// snapshot), for the units no member holds.
+std::optional<SavedMoments> newest_whole_moments(Trainer& trainer, std::size_t total) {
   try {
     const auto newest = trainer.newest_checkpoint();
     if (!newest || !newest->has("adamw.m") || !newest->has("adamw.v")) return std::nullopt;
-    const auto m = newest->get_pod<float>("adamw.m"), v = newest->get_pod<float>("adamw.v");
-    if (m.size() != total || v.size() != total) return std::nullopt;
-    for (std::size_t u : holes) put_unit(both, total, u, m, v, 0);
-    return newest->get_value<std::int64_t>("train.step");
+    SavedMoments saved{newest->get_pod<float>("adamw.m"), newest->get_pod<float>("adamw.v"),
+                       newest->get_value<std::int64_t>("train.step")};
+    if (saved.m.size() != total || saved.v.size() != total) return std::nullopt;
+    return saved;
   } catch (const Error& e) {  // a file that is not what it should be: the holes restart from zero
     if (e.kind() != ErrorKind::Checkpoint && e.kind() != ErrorKind::Io) throw;
     return std::nullopt;
   }
 }
 
-// Each unit's moments from the lowest current member holding it, and those nobody holds from the
-// source's newest checkpoint (else zero), by one sum of parts that do not overlap. The checkpoint's
-// step + 1 travels with them (0: none was used).
-std::vector<float> gather_moments(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
-                                  std::int64_t target, bool source, HealReport& report) {
+struct MomentsPart {
+  std::vector<float> m, v;
+};
+
+// This member's range `next` of the new cut's moments: each unit from the lowest current member
+// holding it, and those nobody holds from the source's newest checkpoint (else zero). One sum of
+// parts that do not overlap per window of `window_units` units, each member keeping what falls in
+// `next`: no member holds more than its new part and one window (the checkpoint's step + 1 travels
+// at each window's end; 0: none was used).
+MomentsPart repartition_moments(Communicator& comm, Trainer& trainer, const std::vector<Member>& members,
+                                std::int64_t target, bool source, ShardRange next, std::size_t window_units,
+                                HealReport& report) {
   const AdamW& opt = trainer.optimizer();
   const std::size_t total = opt.total(), units = (total + kShardUnit - 1) / kShardUnit;
-  std::vector<float> both(2 * total + 1, 0.0f);  // m, v, then the checkpoint's step + 1
+  std::vector<int> giver(units, -1);
   std::size_t holes_elements = 0;
-  std::vector<std::size_t> holes;
   for (std::size_t u = 0; u < units; ++u) {
-    int from = -1;
-    for (int r = 0; r < comm.size() && from < 0; ++r)
-      if (current(members[r], target) && members[r].covers(u)) from = r;
-    if (from < 0) {
-      holes.push_back(u);
-      holes_elements += std::min(total, (u + 1) * kShardUnit) - u * kShardUnit;
-    }
-    if (from == comm.rank()) put_unit(both, total, u, opt.m(), opt.v(), opt.shard().offset);
+    for (int r = 0; r < comm.size() && giver[u] < 0; ++r)
+      if (current(members[r], target) && members[r].covers(u)) giver[u] = r;
+    if (giver[u] < 0) holes_elements += std::min(total, (u + 1) * kShardUnit) - u * kShardUnit;
   }
-  if (source && !holes.empty())
-    if (const auto step = fill_from_checkpoint(trainer, holes, both, total)) both.back() = static_cast<float>(*step + 1);
-  comm.allreduce(both, ReduceOp::Sum);
-  if (both.back() > 0) {
+  std::optional<SavedMoments> saved;
+  if (source && holes_elements > 0) saved = newest_whole_moments(trainer, total);
+  MomentsPart out{std::vector<float>(next.count), std::vector<float>(next.count)};
+  std::vector<float> window;
+  float checkpoint_step = 0;
+  for (std::size_t first = 0; first < units; first += window_units) {
+    const std::size_t last = std::min(units, first + window_units);
+    const std::size_t begin = first * kShardUnit, end = std::min(total, last * kShardUnit), n = end - begin;
+    window.assign(2 * n + 1, 0.0f);
+    const std::span<float> m(window.data(), n), v(window.data() + n, n);
+    for (std::size_t u = first; u < last; ++u) {
+      if (giver[u] == comm.rank())
+        copy_unit(total, u, opt.m(), opt.v(), opt.shard().offset, m, v, begin);
+      else if (giver[u] < 0 && saved)
+        copy_unit(total, u, saved->m, saved->v, 0, m, v, begin);
+    }
+    if (saved) window.back() = static_cast<float>(saved->step + 1);
+    comm.allreduce(window, ReduceOp::Sum);
+    checkpoint_step = std::max(checkpoint_step, window.back());
+    report.moments_scratch_bytes = std::max(report.moments_scratch_bytes, window.size() * sizeof(float));
+    const std::size_t from = std::max(begin, next.offset), to = std::min(end, next.end());
+    if (from < to) {
+      std::copy(m.begin() + static_cast<std::ptrdiff_t>(from - begin),
+                m.begin() + static_cast<std::ptrdiff_t>(to - begin),
+                out.m.begin() + static_cast<std::ptrdiff_t>(from - next.offset));
+      std::copy(v.begin() + static_cast<std::ptrdiff_t>(from - begin),
+                v.begin() + static_cast<std::ptrdiff_t>(to - begin),
+                out.v.begin() + static_cast<std::ptrdiff_t>(from - next.offset));
+    }
+  }
+  report.bytes += 2 * total * sizeof(float);
+  if (checkpoint_step > 0) {
     report.moments_from_checkpoint = holes_elements;
-    report.checkpoint_step = static_cast<std::int64_t>(both.back()) - 1;
+    report.checkpoint_step = static_cast<std::int64_t>(checkpoint_step) - 1;
   } else {
     report.moments_lost = holes_elements;
   }
-  both.pop_back();
-  return both;
+  return out;
 }
 
 // Who holds unit `u`'s weights as they were at step `target`, when every member's all-gather of
@@ -235,7 +267,8 @@ bool same_state(Communicator& comm, Trainer& trainer, int source) {
 
 }  // namespace
 
-HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place) {
+HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place, std::size_t window_units) {
+  MERIDIAN_CHECK(window_units >= 1, "a heal's window of ", window_units, " units");
   auto members = exchange_members(comm, trainer);
   HealReport report;
   const std::int64_t own_step = trainer.state().step;
@@ -289,14 +322,15 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
     report.bytes += 2 * bulk.m.size_bytes();
     if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
   } else {
-    const auto both = gather_moments(comm, trainer, members, target, comm.rank() == from, report);
-    report.bytes += both.size() * sizeof(float);
+    const ShardRange next = place ? place->slot.shard.value_or(ShardRange{0, total}) : trainer.moments_held();
+    const auto part =
+        repartition_moments(comm, trainer, members, target, comm.rank() == from, next, window_units, report);
     if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
-    const ShardRange held = trainer.moments_held();
+    MERIDIAN_CHECK(trainer.moments_held() == next, "the new cut's moments at ", next.offset, "+", next.count,
+                   ", the trainer's at ", trainer.moments_held().offset, "+", trainer.moments_held().count);
     const Trainer::Bulk now = trainer.bulk();
-    const auto at = [&](std::size_t offset) { return both.begin() + static_cast<std::ptrdiff_t>(offset); };
-    std::copy(at(held.offset), at(held.end()), now.m.begin());
-    std::copy(at(total + held.offset), at(total + held.end()), now.v.begin());
+    std::copy(part.m.begin(), part.m.end(), now.m.begin());
+    std::copy(part.v.begin(), part.v.end(), now.v.begin());
   }
   // The source restores too: a failed step may have moved its data position past its last completed step.
   trainer.restore_meta(meta, source);

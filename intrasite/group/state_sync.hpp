@@ -9,7 +9,9 @@
 // them (ZeRO): then every member at that step gives its part, and parts no member holds (a dead
 // replica's) come from the source's newest checkpoint on disk (as stale as it is: up to
 // [checkpoint] every steps; the source reads the whole file once), or restart from zero without
-// one; this assembly holds the whole model's moments once (8 bytes per parameter). A member whose
+// one. They are cut anew a window of units at a time, each member keeping what falls in its new
+// part: beyond its old and new parts a member holds one window (kHealWindowUnits: 32 MiB of
+// moments), not the whole model's moments (8 bytes per parameter). A member whose
 // step failed in the all-gather is taken forward when another completed that step, and undoes its
 // part of the update when none did. Under stage 2 that all-gather wrote the weights in place:
 // every part then comes back from its owner, or a dead owner's from the rank that mirrored it.
@@ -35,7 +37,12 @@ struct HealReport {
   // Weights no member could put back after an in-place all-gather (ZeRO stage 2) failed on every
   // member: an owner and the rank mirroring its part both died. They stay as the source held them.
   std::size_t weights_lost = 0;
+  // The largest buffer the moments' re-cut held beyond the member's own parts (0: none was needed).
+  std::size_t moments_scratch_bytes = 0;
 };
+
+// Units (kShardUnit elements) of moments a heal re-cuts per sum: 4 Mi elements, 32 MiB of m and v.
+inline constexpr std::size_t kHealWindowUnits = 1024;
 
 // The trainer's place in the new group: set once the members' old parts have been collected.
 struct GroupPlace {
@@ -43,6 +50,7 @@ struct GroupPlace {
   int grad_accum = 1;
 };
 
-HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place = std::nullopt);
+HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place = std::nullopt,
+                      std::size_t window_units = kHealWindowUnits);
 
 }  // namespace meridian

@@ -212,6 +212,7 @@ void ReplicaProcess::joined(double t_join, GroupPlace place) {
                         {"moments_from_checkpoint", heal.moments_from_checkpoint},
                         {"weights_lost", heal.weights_lost},
                         {"checkpoint_step", heal.checkpoint_step},
+                        {"moments_scratch_bytes", heal.moments_scratch_bytes},
                         {"ms", 1000 * (now_() - t_join)}});
   mode_.agree(group_.comm(), turn_.leader);
   exchange_.pause_outer(mode_.outer_paused());

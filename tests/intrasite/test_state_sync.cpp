@@ -85,9 +85,9 @@ struct ShardedReplica {
 // The trainer's group re-formed as `size` under `prefix`, healed into its sharded place there. The
 // communicator must outlive the trainer's steps.
 std::unique_ptr<Communicator> regroup(MemoryStore& store, const std::string& prefix, int rank, int size, Trainer& t,
-                                      HealReport& report, int stage = 1) {
+                                      HealReport& report, int stage = 1, std::size_t window = kHealWindowUnits) {
   auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
-  report = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, t.param_count(), stage), 1});
+  report = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, t.param_count(), stage), 1}, window);
   return comm;
 }
 
@@ -144,7 +144,10 @@ TEST_CASE("replicas that hold the same state move nothing when they join, and on
   }
 }
 
-TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dead one's restart at zero") {
+namespace {
+
+void shrink_4_to_3(std::size_t window) {
+  CAPTURE(window);
   TempDir dir("heal-shrink");
   MemoryStore store;
   std::vector<Held> before(4), after(3);
@@ -155,7 +158,7 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
     Trainer& t = replica.trainer;
     before[r] = held_state(t);
     if (rank == 3) return;  // it dies
-    const auto three = regroup(store, "b/", rank, 3, t, reports[r]);
+    const auto three = regroup(store, "b/", rank, 3, t, reports[r], 1, window);
     after[r] = held_state(t);
     for (int i = 0; i < 3; ++i) t.step();
     after[r].params.assign(t.model().params().begin(), t.model().params().end());
@@ -173,6 +176,8 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
     const auto& report = reports[static_cast<std::size_t>(r)];
     CHECK(report.step == 3);
     CHECK(report.moments_lost == before[3].part.count);
+    const std::size_t window_elements = std::min(total, window * kShardUnit);
+    CHECK(report.moments_scratch_bytes == (2 * window_elements + 1) * sizeof(float));
     CHECK(a.part == three.part(r));
     const auto from = expected_m.begin() + static_cast<std::ptrdiff_t>(a.part.offset);
     CHECK(a.m == std::vector<float>(from, from + static_cast<std::ptrdiff_t>(a.part.count)));
@@ -183,7 +188,18 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
   }
 }
 
-TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint when there is one") {
+}  // namespace
+
+TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dead one's restart at zero") {
+  // The moments are cut anew a window of units at a time (the tiny model has 9 units): the result
+  // is the same at any window, and what a member holds beyond its parts is one window.
+  for (const std::size_t window : {kHealWindowUnits, std::size_t{1}, std::size_t{4}}) shrink_4_to_3(window);
+}
+
+namespace {
+
+void from_checkpoint(std::size_t window) {
+  CAPTURE(window);
   TempDir dir("heal-from-checkpoint");
   MemoryStore store;
   std::vector<Held> before(4), after(3);
@@ -196,7 +212,7 @@ TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint
     before[r] = held_state(t);     // the moments at step 2, as the checkpoint has them
     t.step();
     if (rank == 3) return;
-    const auto three = regroup(store, "b/", rank, 3, t, reports[r]);
+    const auto three = regroup(store, "b/", rank, 3, t, reports[r], 1, window);
     after[r] = held_state(t);
   });
   std::vector<float> expected(before[0].params.size());
@@ -216,6 +232,12 @@ TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint
       REQUIRE(after[r].m[i - own.offset] == expected[i]);
   }
   CHECK(after[2].part.end() > dead.offset);  // the last replica of three took some of the dead part
+}
+
+}  // namespace
+
+TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint when there is one") {
+  for (const std::size_t window : {kHealWindowUnits, std::size_t{2}}) from_checkpoint(window);
 }
 
 TEST_CASE("a step whose all-gather failed on every member is undone by the heal, and replays exactly") {
