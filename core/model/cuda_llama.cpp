@@ -1,9 +1,11 @@
 #include "core/model/cuda_llama.hpp"
 
+#include <utility>
+
+#include "core/model/cuda_loss.hpp"
 #include "core/model/llama.hpp"
 #include "core/util/error.hpp"
 #include "kernels/cpu/rope.hpp"
-#include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/encoder.hpp"
 #include "kernels/cuda/matmul.hpp"
@@ -74,11 +76,13 @@ void CudaLlama<T>::ensure_batch(int B) {
 }
 
 template <class T>
-float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B) {
+float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B,
+                            std::optional<float> backward_scale) {
   MERIDIAN_CHECK(B >= 1, "B=", B);
   ensure_batch(B);
   B_ = B;
   have_targets_ = targets != nullptr;
+  logits_grad_scale_.reset();
   const int Tn = config_.seq_len, C = config_.d_model, NH = config_.n_head, KV = config_.kv_heads();
   const int hs = config_.head_size(), V = config_.vocab, F = config_.ffn_hidden, QKV = qkv_width();
   const float eps = static_cast<float>(config_.norm_eps);
@@ -131,15 +135,9 @@ float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targ
     kc::mark(phases_, nullptr);
     return 0.0f;
   }
-  kc::mark(phases_, "cross-entropy and loss to host (fwd)");
-  kc::cross_entropy_forward(a.losses.data(), a.logits.data(), targets_.data(), N, V, stream_, logits_ld_);
-  MERIDIAN_CUDA(cudaMemcpyAsync(host_losses_.data(), a.losses.data(), BT * sizeof(float), cudaMemcpyDeviceToHost,
-                                stream_));
-  kc::mark(phases_, nullptr);
-  MERIDIAN_CUDA(cudaStreamSynchronize(stream_));
-  double sum = 0;  // serial, in order, as on the CPU
-  for (std::size_t i = 0; i < BT; ++i) sum += host_losses_[i];
-  return static_cast<float>(sum / static_cast<double>(BT));
+  logits_grad_scale_ = backward_scale;
+  return batch_loss(a.logits.data(), a.losses.data(), targets_.data(), {N, V, logits_ld_}, backward_scale, host_losses_,
+                    stream_, phases_);
 }
 
 template <class T>
@@ -154,9 +152,8 @@ void CudaLlama<T>::backward(float loss_scale) {
   float* g = weights_.grads();
 
   T* dlogits = a.logits.data();
-  kc::mark(phases_, "cross-entropy (bwd)");
-  kc::cross_entropy_forward_backward(dlogits, a.losses.data(), a.logits.data(), targets_.data(), N, V,
-                                     loss_scale / static_cast<float>(BT), stream_, logits_ld_);
+  logits_gradient(dlogits, a.losses.data(), targets_.data(), {N, V, logits_ld_}, loss_scale,
+                  std::exchange(logits_grad_scale_, std::nullopt), stream_, phases_);
   kc::mark(phases_, "output layer (bwd)");
   kc::matmul_nt_backward(blas_, a.dln.data(), g + off_.head, nullptr, dlogits, a.norm_out.data(), w + off_.head, N, C, V,
                          logits_ld_);

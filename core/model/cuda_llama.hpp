@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -46,7 +47,10 @@ class CudaLlama {
   void refresh_weight_copy() { weights_.refresh_copy(); }
 
   // As Llama::forward: host tokens, B sequences of seq_len; the mean loss (0 without targets).
-  float forward(const std::int32_t* inputs, const std::int32_t* targets, int B);
+  // With backward_scale (training), the loss's pass over the logits also writes their gradient at
+  // that scale, and backward(backward_scale) starts from it (core/model/cuda_loss.hpp).
+  float forward(const std::int32_t* inputs, const std::int32_t* targets, int B,
+                std::optional<float> backward_scale = std::nullopt);
   // As Llama::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
   void zero_grads() { weights_.zero_grads(); }
@@ -82,6 +86,7 @@ class CudaLlama {
   kernels::cuda::PhaseTimer* phases_ = nullptr;
   int capacity_ = 0, B_ = 0;
   bool have_targets_ = false;
+  std::optional<float> logits_grad_scale_;  // the forward wrote the logits' gradient, at this scale
 };
 
 extern template class CudaLlama<float>;

@@ -59,8 +59,9 @@ class CudaStep final : public DeviceStep {
   void zero_grads() override { model_.zero_grads(); }
 
   float forward_backward(const std::int32_t* inputs, const std::int32_t* targets, int B, float grad_scale) override {
-    const float loss = model_.forward(inputs, targets, B);
-    model_.backward(scaler_ ? grad_scale * scaler_->scale() : grad_scale);
+    const float scale = scaler_ ? grad_scale * scaler_->scale() : grad_scale;
+    const float loss = model_.forward(inputs, targets, B, scale);  // the logits' gradient in the same pass
+    model_.backward(scale);
     return loss;
   }
   float loss(const std::int32_t* inputs, const std::int32_t* targets, int B) override {

@@ -142,3 +142,35 @@ TEST_CASE("cuDNN's flash attention in the whole step, bf16 and fp16: GPT-2 and g
   check_against_cpu<CudaLlama, __nv_bfloat16>(llama_shape(false, false), 33, 20, {1e-2, 5e-2, 2e-2, 1e-1},
                                               CudaAttention::Cudnn);
 }
+
+namespace {
+
+// The training forward (the logits' gradient written in the loss's pass) against forward then
+// backward: the same kernel either way, so the same bits.
+template <template <class> class GpuModel, class T>
+void fused_loss_gradient_is_the_backward_s(const ModelConfig& shape, std::uint64_t seed) {
+  const auto cpu_model = make_model<float>(shape);
+  cpu_model->init_weights(seed);
+  const auto b = batch(shape, seed);
+  std::vector<float> grads[2];
+  float losses[2] = {0, 0};
+  for (const bool fused : {false, true}) {
+    GpuModel<T> gpu(shape);
+    gpu.upload_params(cpu_model->params());
+    gpu.zero_grads();
+    losses[fused] = fused ? gpu.forward(b.inputs.data(), b.targets.data(), kBatch, 0.5f)
+                          : gpu.forward(b.inputs.data(), b.targets.data(), kBatch);
+    gpu.backward(0.5f);
+    grads[fused] = gpu.download_grads();
+  }
+  CHECK(losses[1] == losses[0]);
+  CHECK(grads[1] == grads[0]);
+}
+
+}  // namespace
+
+TEST_CASE("the training forward writes the logits' gradient in the loss's pass: the same loss and gradients") {
+  if (!have_gpu()) return;
+  fused_loss_gradient_is_the_backward_s<CudaGpt, __nv_bfloat16>(gpt_shape(), 41);
+  fused_loss_gradient_is_the_backward_s<CudaLlama, float>(llama_shape(true, true), 42);
+}
