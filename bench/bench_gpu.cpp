@@ -12,7 +12,7 @@
 //
 //   build/release/bench/bench_gpu [--batch 8] [--steps 20] [--warmup 3] [--precision bf16|fp16|fp32]
 //                                 [--attention materialized|tiled|cudnn] [--phases 5] [--seq T]
-//                                 [--logits-align 64]
+//                                 [--logits-align 64] [--bias-epilogue 1] [--fused-loss 1]
 //                                 [--preset gpt2] [--peak-tflops X]
 //
 // The last line of output is one JSON object of the figures, for scripts/gpu-bench.sh.
@@ -46,6 +46,7 @@ namespace {
 struct Options {
   int batch = 8, steps = 20, warmup = 3, phases = 5, seq = 0;  // seq 0: the preset's window
   int logits_align = 64;  // ComputeDevice::logits_align: 1 measures the unaligned output layer
+  int bias_epilogue = 1, fused_loss = 1;  // 0: without that fusion (ComputeDevice's), to measure it
   std::string precision = "bf16", preset = "gpt2", attention = "materialized";
   double peak_tflops = 0;  // 0: from the device
 };
@@ -60,6 +61,10 @@ Options parse(int argc, char** argv) {
     else if (key == "--phases") o.phases = std::atoi(value.c_str());
     else if (key == "--seq") o.seq = std::atoi(value.c_str());
     else if (key == "--logits-align") o.logits_align = std::atoi(value.c_str());
+    else if (key == "--bias-epilogue")
+      o.bias_epilogue = std::atoi(value.c_str());
+    else if (key == "--fused-loss")
+      o.fused_loss = std::atoi(value.c_str());
     else if (key == "--precision") o.precision = value;
     else if (key == "--attention") o.attention = value;
     else if (key == "--preset") o.preset = value;
@@ -70,11 +75,14 @@ Options parse(int argc, char** argv) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.batch < 1 || o.steps < 1 || o.warmup < 0 || o.phases < 0 || o.seq < 0 ||
-      o.logits_align < 1 || (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
+      o.logits_align < 1 || (o.bias_epilogue != 0 && o.bias_epilogue != 1) ||
+      (o.fused_loss != 0 && o.fused_loss != 1) ||
+      (o.precision != "bf16" && o.precision != "fp16" && o.precision != "fp32") ||
       (o.attention != "materialized" && o.attention != "tiled" && o.attention != "cudnn")) {
     std::fprintf(stderr,
                  "usage: bench_gpu [--batch N] [--steps N] [--warmup N] [--precision bf16|fp16|fp32] "
                  "[--attention materialized|tiled|cudnn] [--phases N] [--seq T] [--logits-align N] "
+                 "[--bias-epilogue 0|1] [--fused-loss 0|1] "
                  "[--preset NAME] [--peak-tflops X]\n");
     std::exit(2);
   }
@@ -128,6 +136,8 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
   if (o.precision == "bf16") gpu.precision = JobConfig::Site::Precision::Bf16;
   if (o.precision == "fp16") gpu.precision = JobConfig::Site::Precision::Fp16;
   gpu.logits_align = o.logits_align;
+  gpu.bias_epilogue = o.bias_epilogue == 1;
+  gpu.loss_gradient_in_forward = o.fused_loss == 1;
   const auto step_on_gpu = make_cuda_step(shape, AdamWOptions{}, gpu);
   step_on_gpu->upload_params(init->params());
   const std::size_t BT = static_cast<std::size_t>(o.batch) * shape.seq_len;
@@ -186,12 +196,14 @@ int run(const Options& o, const ModelConfig& shape, const CudaDevice& device, do
   std::string phases_json;
   for (const auto& [phase, ms] : phase_ms)
     phases_json += (phases_json.empty() ? "" : ", ") + ("\"" + phase + "\": " + std::to_string(ms));
-  std::printf("{\"preset\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"attention_run\": \"%s\", "
-              "\"B\": %d, \"T\": %d, \"logits_align\": %d, \"params\": %zu, \"tokens_per_s\": %.1f, "
-              "\"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, \"mem_gib\": %.3f, \"phases_ms\": {%s}}\n",
-              o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), json_safe(step_on_gpu->attention()).c_str(),
-              o.batch, shape.seq_len, o.logits_align, ParamLayout::of(shape).total(), tokens_per_s, tflops,
-              peak > 0 ? tflops / peak : 0.0, median * 1e3, mem_gib, phases_json.c_str());
+  std::printf(
+      "{\"preset\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"attention_run\": \"%s\", "
+      "\"B\": %d, \"T\": %d, \"logits_align\": %d, \"bias_epilogue\": %d, \"fused_loss\": %d, "
+      "\"params\": %zu, \"tokens_per_s\": %.1f, "
+      "\"tflops\": %.2f, \"mfu\": %.4f, \"step_ms\": %.3f, \"mem_gib\": %.3f, \"phases_ms\": {%s}}\n",
+      o.preset.c_str(), o.precision.c_str(), o.attention.c_str(), json_safe(step_on_gpu->attention()).c_str(), o.batch,
+      shape.seq_len, o.logits_align, o.bias_epilogue, o.fused_loss, ParamLayout::of(shape).total(), tokens_per_s,
+      tflops, peak > 0 ? tflops / peak : 0.0, median * 1e3, mem_gib, phases_json.c_str());
   return 0;
 }
 

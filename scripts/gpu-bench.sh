@@ -51,7 +51,8 @@ set_cmake_args
 GPU_PARTS=(meridian_b8 meridian_cudnn_b8 meridian_b8_unaligned torch_eager_b8 torch_compile_b8 meridian_b64
            meridian_cudnn_b64 torch_eager_b64 torch_compile_b64 meridian_b16 meridian_cudnn_b16 torch_eager_b16
            torch_compile_b16 meridian_b32 meridian_cudnn_b32 torch_eager_b32 torch_compile_b32
-           meridian_llama_1b meridian_cudnn_llama_1b torch_llama_1b_eager torch_llama_1b_compile ncu_b8)
+           meridian_llama_1b meridian_cudnn_llama_1b torch_llama_1b_eager torch_llama_1b_compile
+           meridian_b64_no_bias_epilogue meridian_b64_no_fused_loss ncu_b8)
 TORCH_PARTS=(torch_eager_b8 torch_compile_b8 torch_eager_b64 torch_compile_b64 torch_eager_b16 torch_compile_b16
              torch_eager_b32 torch_compile_b32 torch_llama_1b_eager torch_llama_1b_compile)
 not_built="the configure step failed (configure.log)"
@@ -98,6 +99,12 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   part meridian_b8_unaligned 90 "$BG" --preset gpt2 --precision bf16 --batch 8 --steps 20 --warmup 3 --phases 5 \
     --logits-align 1
   meridian 64; meridian_cudnn 64; torch_run compile 64
+  # Two fusions, each against meridian_b64 in the same pass: the bias in cuBLASLt's epilogue, and
+  # the logits' gradient written in the loss's pass.
+  part meridian_b64_no_bias_epilogue 90 "$BG" --preset gpt2 --precision bf16 --batch 64 --steps 20 --warmup 3 \
+    --phases 5 --bias-epilogue 0
+  part meridian_b64_no_fused_loss 90 "$BG" --preset gpt2 --precision bf16 --batch 64 --steps 20 --warmup 3 \
+    --phases 5 --fused-loss 0
   part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
     --phases 2
   part meridian_cudnn_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --attention cudnn --batch 4 --seq 2048 \

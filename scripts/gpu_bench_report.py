@@ -131,8 +131,13 @@ def main():
         padded, unaligned = runs["meridian_b8"], runs["meridian_b8_unaligned"]
         lever = {"padded_tokens_per_s": padded["tokens_per_s"], "unaligned_tokens_per_s": unaligned["tokens_per_s"],
                  "gain": round(padded["tokens_per_s"] / unaligned["tokens_per_s"], 3)}
+    # Each fusion at B = 64: the default (both on) against the run without it, same pass.
+    fusions = {}
+    for name, tag in (("bias_epilogue", "meridian_b64_no_bias_epilogue"), ("fused_loss", "meridian_b64_no_fused_loss")):
+        if "meridian_b64" in runs and tag in runs:
+            fusions[name] = round(runs["meridian_b64"]["tokens_per_s"] / runs[tag]["tokens_per_s"], 3)
     summary = {"seconds": seconds, "parts": parts, "comparison": comparison, "best_meridian": best,
-               "llama_1b": llama, "padded_logits_b8": lever}
+               "llama_1b": llama, "padded_logits_b8": lever, "fusions_b64": fusions}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     text = [f"gpu-bench: {len(parts)} parts in {seconds:.0f} s"]
@@ -157,6 +162,9 @@ def main():
     if lever:
         text += ["", f"output layer rows padded to 64 at B = 8: {lever['padded_tokens_per_s']:.0f} tokens/s against "
                      f"{lever['unaligned_tokens_per_s']:.0f} unaligned: x{lever['gain']:.3f}"]
+    if fusions:
+        text += ["", "fusions at B = 64, tokens/s with it over without it: " +
+                 ", ".join(f"{name} x{gain:.3f}" for name, gain in fusions.items())]
     for tag in ("meridian_b8", "meridian_cudnn_b8", "meridian_b8_unaligned", "meridian_llama_1b",
                 "meridian_cudnn_llama_1b", "meridian_cudnn_b64"):
         table = lines_after(logs / f"{tag}.log", "device time by phase")

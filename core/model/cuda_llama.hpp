@@ -35,6 +35,8 @@ class CudaLlama {
   const ParamLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
   std::string attention() const { return attention_.describe(); }  // the kernel that runs, and why
+  // Off: products add their bias by the plain path, not cuBLASLt's epilogue (bench_gpu's comparison).
+  void set_bias_epilogue(bool on) { blas_.bias_epilogue = on; }
   std::size_t size() const { return layout_.total(); }
   float* params() { return weights_.params(); }
   float* grads() { return weights_.grads(); }

@@ -29,7 +29,10 @@ template <template <class> class Model, class T>
 class CudaStep final : public DeviceStep {
  public:
   CudaStep(const ModelConfig& shape, const AdamWOptions& options, CudaAttention attention, const ComputeDevice& device)
-      : model_(shape, nullptr, attention, device.logits_align), opt_(model_.layout(), options, model_.stream()) {
+      : model_(shape, nullptr, attention, device.logits_align),
+        opt_(model_.layout(), options, model_.stream()),
+        loss_gradient_in_forward_(device.loss_gradient_in_forward) {
+    model_.set_bias_epilogue(device.bias_epilogue);
     if constexpr (std::is_same_v<T, __half>) scaler_.emplace(device.loss_scale);
   }
 
@@ -60,7 +63,8 @@ class CudaStep final : public DeviceStep {
 
   float forward_backward(const std::int32_t* inputs, const std::int32_t* targets, int B, float grad_scale) override {
     const float scale = scaler_ ? grad_scale * scaler_->scale() : grad_scale;
-    const float loss = model_.forward(inputs, targets, B, scale);  // the logits' gradient in the same pass
+    const float loss =
+        model_.forward(inputs, targets, B, loss_gradient_in_forward_ ? std::optional(scale) : std::nullopt);
     model_.backward(scale);
     return loss;
   }
@@ -120,6 +124,7 @@ class CudaStep final : public DeviceStep {
 
   Model<T> model_;
   CudaAdamW opt_;
+  bool loss_gradient_in_forward_;
   std::optional<LossScaler> scaler_;  // fp16 only
   std::unique_ptr<kernels::cuda::PhaseTimer> timer_;  // while phases are timed
 };

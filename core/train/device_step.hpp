@@ -31,6 +31,11 @@ struct ComputeDevice {
   // The logits rows' stride: the vocabulary rounded up to this (core/model/cuda_weights.hpp,
   // logits_stride); 1 for none, bench_gpu's way to measure what the alignment buys.
   int logits_align = 64;
+  // The step's fusions, on unless bench_gpu measures what each buys: the bias in cuBLASLt's
+  // epilogue (kernels/cuda/gemm.hpp, gemm_bias), the logits' gradient written in the loss's pass
+  // (core/model/cuda_loss.hpp).
+  bool bias_epilogue = true;
+  bool loss_gradient_in_forward = true;
 };
 
 class DeviceStep {

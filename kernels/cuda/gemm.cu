@@ -17,13 +17,6 @@ cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 }  // namespace
 
-Blas::Blas(cudaStream_t stream) : stream_(stream) {
-  MERIDIAN_CUBLAS(cublasCreate(&handle_));
-  MERIDIAN_CUBLAS(cublasSetStream(handle_, stream_));
-}
-
-Blas::~Blas() { cublasDestroy(handle_); }
-
 // cuBLAS is column-major: a row-major C is a column-major C^T, and C^T = op(B)^T op(A)^T, so the
 // operands swap places and M and N trade roles; the leading dimensions stay as they are.
 template <class Tin, class Tout>

@@ -7,6 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <memory>
+
 namespace meridian::kernels::cuda {
 
 // A cuBLAS handle bound to one stream; every product issued through it runs on that stream.
@@ -19,14 +22,28 @@ class Blas {
   cublasHandle_t handle() const { return handle_; }
   cudaStream_t stream() const { return stream_; }
 
+  // cuBLASLt's handle, workspace and the algorithm found for each shape (gemm_bias), made on first use.
+  struct Lt;
+  Lt& lt();
+  bool bias_epilogue = true;    // false: gemm_bias declines (bench_gpu measures what the epilogue buys)
+  std::size_t lt_products = 0;  // products gemm_bias ran through cuBLASLt (tests: which path ran)
+
  private:
   cublasHandle_t handle_ = nullptr;
   cudaStream_t stream_;
+  std::unique_ptr<Lt> lt_;
 };
 
 template <class Tin, class Tout>
 void gemm(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const Tin* A, int lda,
           const Tin* B, int ldb, float beta, Tout* C, int ldc);
+
+// C = op(A) * op(B) + bias, the bias (one Tout per column of C) added to the fp32 accumulator in
+// cuBLASLt's epilogue, so C is written once and never read. False, C untouched, where cuBLASLt
+// offers no algorithm for the shape (odd sizes or alignments): the caller takes the plain path.
+template <class Tin, class Tout>
+bool gemm_bias(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, const Tin* A, int lda, const Tin* B,
+               int ldb, const Tout* bias, Tout* C, int ldc);
 
 // `batch` independent products; matrix i of A starts at A + i * stride_a (likewise B, C).
 template <class Tin, class Tout>

@@ -65,6 +65,7 @@ void add_column_sums(Blas& blas, float* dbias, const T* dout, int N, int OUT) {
 
 template <class T>
 void matmul_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bias, int N, int IN, int OUT) {
+  if (bias != nullptr && gemm_bias<T, T>(blas, false, false, N, OUT, IN, inp, IN, w, OUT, bias, out, OUT)) return;
   const float beta = seed_with_bias(blas, out, bias, N, OUT);
   gemm<T, T>(blas, false, false, N, OUT, IN, 1.0f, inp, IN, w, OUT, beta, out, OUT);
 }
@@ -83,6 +84,7 @@ void matmul_nt_forward(Blas& blas, T* out, const T* inp, const T* w, const T* bi
   if (bias != nullptr && ld_out != 0 && ld_out != OUT)
     throw CudaError("matmul_nt_forward: a bias needs rows of stride OUT=" + std::to_string(OUT) + ", not " +
                     std::to_string(ld_out));
+  if (bias != nullptr && gemm_bias<T, T>(blas, false, true, N, OUT, IN, inp, IN, w, IN, bias, out, OUT)) return;
   const float beta = seed_with_bias(blas, out, bias, N, OUT);
   gemm<T, T>(blas, false, true, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, ld_out > 0 ? ld_out : OUT);
 }

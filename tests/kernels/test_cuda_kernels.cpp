@@ -50,6 +50,33 @@
 using namespace meridian;
 using namespace meridian::testing::kernel_parity;
 
+TEST_CASE_TEMPLATE(
+    "products with their bias in cuBLASLt's epilogue match the CPU, both layouts, at aligned and odd sizes", T, float,
+    bf16) {
+  if (!have_gpu()) return;
+  struct Shape {
+    int N, IN, OUT;
+  };
+  // GPT-2's proportions at a small size, then sizes no 16-byte vector divides.
+  for (const Shape& sh : {Shape{128, 64, 192}, Shape{37, 45, 51}}) {
+    CAPTURE(sh.OUT);
+    const int N = sh.N, IN = sh.IN, OUT = sh.OUT;
+    auto inp = inputs<T>(N * IN, 31), w = inputs<T>(IN * OUT, 32, 0.2f), bias = inputs<T>(OUT, 33);
+    std::vector<float> out(N * OUT), out_nt(N * OUT);
+    cpu::matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, IN, OUT);
+    cpu::matmul_nt_forward(out_nt.data(), inp.data(), w.data(), bias.data(), N, IN, OUT);
+    gpu::Blas blas;
+    auto d_inp = upload<T>(inp), d_w = upload<T>(w), d_bias = upload<T>(bias);
+    DeviceBuffer<T> d_out(N * OUT), d_out_nt(N * OUT);
+    gpu::matmul_forward(blas, d_out.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IN, OUT);
+    gpu::matmul_nt_forward(blas, d_out_nt.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IN, OUT);
+    MESSAGE("products through cuBLASLt's bias epilogue: " << blas.lt_products << " of 2");
+    if (OUT % 64 == 0) CHECK(blas.lt_products == 2);  // the aligned shape must take the epilogue
+    CHECK_CLOSE(download(d_out), out, tol<T>());
+    CHECK_CLOSE(download(d_out_nt), out_nt, tol<T>());
+  }
+}
+
 TEST_CASE_TEMPLATE("matmul (Conv1D and tied-head layouts) forward and backward match the CPU", T, float, bf16) {
   if (!have_gpu()) return;
   const int N = 64, IN = 48, OUT = 80;
