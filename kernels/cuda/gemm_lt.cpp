@@ -11,14 +11,7 @@
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/gemm.hpp"
 
-#define MERIDIAN_CUBLASLT(call)                                                                        \
-  do {                                                                                                 \
-    const cublasStatus_t meridian_st_ = (call);                                                        \
-    if (meridian_st_ != CUBLAS_STATUS_SUCCESS)                                                         \
-      ::meridian::kernels::cuda::cuda_failed(#call, cublasGetStatusName(meridian_st_),                 \
-                                             cublasGetStatusString(meridian_st_), __FILE__, __LINE__); \
-  } while (0)
-
+// cuBLASLt's calls return cuBLAS's status type: MERIDIAN_CUBLAS checks them.
 namespace meridian::kernels::cuda {
 namespace {
 
@@ -62,7 +55,7 @@ struct Plan {
 cublasLtMatrixLayout_t layout(cudaDataType_t type, bool trans, int rows, int cols, int ld) {
   cublasLtMatrixLayout_t l = nullptr;
   // A transposed operand is stored as its transpose: cols x rows.
-  MERIDIAN_CUBLASLT(cublasLtMatrixLayoutCreate(&l, type, trans ? cols : rows, trans ? rows : cols, ld));
+  MERIDIAN_CUBLAS(cublasLtMatrixLayoutCreate(&l, type, trans ? cols : rows, trans ? rows : cols, ld));
   return l;
 }
 
@@ -73,7 +66,7 @@ struct Blas::Lt {
   DeviceBuffer<std::uint8_t> workspace{kWorkspaceBytes};
   std::map<Shape, Plan> plans;
 
-  Lt() { MERIDIAN_CUBLASLT(cublasLtCreate(&handle)); }
+  Lt() { MERIDIAN_CUBLAS(cublasLtCreate(&handle)); }
   ~Lt() {
     for (auto& [shape, p] : plans) {
       cublasLtMatrixLayoutDestroy(p.first);
@@ -87,29 +80,28 @@ struct Blas::Lt {
   Plan& plan(const Shape& s) {
     if (const auto found = plans.find(s); found != plans.end()) return found->second;
     Plan p;
-    MERIDIAN_CUBLASLT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    MERIDIAN_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = s.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
                             tb = s.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
-    MERIDIAN_CUBLASLT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    MERIDIAN_CUBLASLT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    MERIDIAN_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    MERIDIAN_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    MERIDIAN_CUBLASLT(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    MERIDIAN_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
     p.first = layout(s.in, s.trans_first, s.rows, s.inner, s.ld_first);
     p.second = layout(s.in, s.trans_second, s.inner, s.cols, s.ld_second);
     p.out = layout(s.out, false, s.rows, s.cols, s.ld_out);
     cublasLtMatmulPreference_t preference = nullptr;
-    MERIDIAN_CUBLASLT(cublasLtMatmulPreferenceCreate(&preference));
+    MERIDIAN_CUBLAS(cublasLtMatmulPreferenceCreate(&preference));
     const std::size_t bytes = kWorkspaceBytes;
-    MERIDIAN_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
-                                                           sizeof bytes));
+    MERIDIAN_CUBLAS(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                                         sizeof bytes));
     const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, s.align_first},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, s.align_second},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, s.align_out},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, s.align_out}};
     for (const auto& [attribute, value] : alignments)
-      MERIDIAN_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof value));
+      MERIDIAN_CUBLAS(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof value));
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
     // No algorithm is an answer (the plain path runs), not a failure.
@@ -149,10 +141,10 @@ bool gemm_bias(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, cons
                     alignment(B), alignment(A), alignment(C)};
   Plan& p = lt.plan(shape);
   if (!p.found) return false;
-  MERIDIAN_CUBLASLT(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  MERIDIAN_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   const float alpha = 1.0f, beta = 0.0f;
-  MERIDIAN_CUBLASLT(cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.out, C, p.out,
-                                   &p.algo, lt.workspace.data(), kWorkspaceBytes, blas.stream()));
+  MERIDIAN_CUBLAS(cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.out, C, p.out, &p.algo,
+                                 lt.workspace.data(), kWorkspaceBytes, blas.stream()));
   ++blas.lt_products;
   return true;
 }
