@@ -241,13 +241,7 @@ void CudnnAttention::backward(T* dqkv, const T* dout, const T* out, const T* qkv
                                                {kDV, dqkv + (s.NH + s.KV) * s.hs}});
 }
 
-#define MERIDIAN_CUDNN_ATTENTION(T)                                                      \
-  template std::string CudnnAttention::validate_for<T>(int, const AttentionShape&);      \
-  template std::string CudnnAttention::unsupported<T>(int, int, int, int);               \
-  template void CudnnAttention::forward<T>(T*, float*, const T*, const AttentionShape&); \
-  template void CudnnAttention::backward<T>(T*, const T*, const T*, const T*, const float*, const AttentionShape&);
-MERIDIAN_CUDNN_ATTENTION(__nv_bfloat16)
-MERIDIAN_CUDNN_ATTENTION(__half)
-#undef MERIDIAN_CUDNN_ATTENTION
+MERIDIAN_CUDNN_ATTENTION_TYPES(__nv_bfloat16)
+MERIDIAN_CUDNN_ATTENTION_TYPES(__half)
 
 }  // namespace meridian::kernels::cuda

@@ -57,3 +57,11 @@ class CudnnAttention {
 };
 
 }  // namespace meridian::kernels::cuda
+
+// The explicit instantiations of CudnnAttention's templates, for each 16-bit type; both
+// implementations (with cuDNN's headers and without) define them.
+#define MERIDIAN_CUDNN_ATTENTION_TYPES(T)                                                                     \
+  template std::string CudnnAttention::validate_for<T>(int, const AttentionShape&);                           \
+  template std::string CudnnAttention::unsupported<T>(int, int, int, int);                                    \
+  template void CudnnAttention::forward<T>(T*, float*, const T*, const AttentionShape&);                      \
+  template void CudnnAttention::backward<T>(T*, const T*, const T*, const T*, const float*, const AttentionShape&);

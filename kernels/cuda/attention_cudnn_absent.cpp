@@ -36,13 +36,7 @@ void CudnnAttention::backward(T*, const T*, const T*, const T*, const float*, co
   throw CudaError("cuDNN attention: built without cuDNN");
 }
 
-#define MERIDIAN_CUDNN_ATTENTION(T)                                                      \
-  template std::string CudnnAttention::validate_for<T>(int, const AttentionShape&);      \
-  template std::string CudnnAttention::unsupported<T>(int, int, int, int);               \
-  template void CudnnAttention::forward<T>(T*, float*, const T*, const AttentionShape&); \
-  template void CudnnAttention::backward<T>(T*, const T*, const T*, const T*, const float*, const AttentionShape&);
-MERIDIAN_CUDNN_ATTENTION(__nv_bfloat16)
-MERIDIAN_CUDNN_ATTENTION(__half)
-#undef MERIDIAN_CUDNN_ATTENTION
+MERIDIAN_CUDNN_ATTENTION_TYPES(__nv_bfloat16)
+MERIDIAN_CUDNN_ATTENTION_TYPES(__half)
 
 }  // namespace meridian::kernels::cuda
