@@ -155,6 +155,15 @@ MomentsPart repartition_moments(Communicator& comm, Trainer& trainer, const std:
   return out;
 }
 
+// Whether every member already holds its part of the new cut, at the step the group goes on from
+// (the same members regrouped in the same order): then nothing is re-cut. One sum.
+bool moments_in_place(Communicator& comm, const Member& mine, std::int64_t target, const Trainer& trainer,
+                      ShardRange next) {
+  float misplaced = current(mine, target) && trainer.moments_held() == next ? 0.0f : 1.0f;
+  comm.allreduce(std::span<float>(&misplaced, 1), ReduceOp::Sum);
+  return misplaced == 0.0f;
+}
+
 // Who holds unit `u`'s weights as they were at step `target`, when every member's all-gather of
 // the step after it failed in place: a member that never began that step holds them all; else the
 // unit's owner (its part undone), else the member that mirrored it; -1 when none.
@@ -323,14 +332,18 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
     if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
   } else {
     const ShardRange next = place ? place->slot.shard.value_or(ShardRange{0, total}) : trainer.moments_held();
-    const auto part =
-        repartition_moments(comm, trainer, members, target, comm.rank() == from, next, window_units, report);
-    if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
-    MERIDIAN_CHECK(trainer.moments_held() == next, "the new cut's moments at ", next.offset, "+", next.count,
-                   ", the trainer's at ", trainer.moments_held().offset, "+", trainer.moments_held().count);
-    const Trainer::Bulk now = trainer.bulk();
-    std::copy(part.m.begin(), part.m.end(), now.m.begin());
-    std::copy(part.v.begin(), part.v.end(), now.v.begin());
+    if (moments_in_place(comm, members[static_cast<std::size_t>(comm.rank())], target, trainer, next)) {
+      if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
+    } else {
+      const auto part =
+          repartition_moments(comm, trainer, members, target, comm.rank() == from, next, window_units, report);
+      if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
+      MERIDIAN_CHECK(trainer.moments_held() == next, "the new cut's moments at ", next.offset, "+", next.count,
+                     ", the trainer's at ", trainer.moments_held().offset, "+", trainer.moments_held().count);
+      const Trainer::Bulk now = trainer.bulk();
+      std::copy(part.m.begin(), part.m.end(), now.m.begin());
+      std::copy(part.v.begin(), part.v.end(), now.v.begin());
+    }
   }
   // The source restores too: a failed step may have moved its data position past its last completed step.
   trainer.restore_meta(meta, source);

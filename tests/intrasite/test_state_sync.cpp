@@ -236,6 +236,33 @@ void from_checkpoint(std::size_t window) {
 
 }  // namespace
 
+TEST_CASE("sharded replicas that regroup as the same group keep their parts: nothing is re-cut") {
+  TempDir dir("heal-in-place");
+  MemoryStore store;
+  std::vector<Held> before(3), after(3), next(3);
+  std::vector<HealReport> reports(3);
+  on_threads(3, [&](int rank) {
+    const auto r = static_cast<std::size_t>(rank);
+    ShardedReplica replica(dir, "r", store, "a/", rank, 3, 2);
+    Trainer& t = replica.trainer;
+    before[r] = held_state(t);
+    const auto again = regroup(store, "b/", rank, 3, t, reports[r]);  // a generation later, the same members
+    after[r] = held_state(t);
+    t.step();
+    next[r] = held_state(t);
+  });
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(reports[r].moments_scratch_bytes == 0);
+    CHECK(reports[r].moments_lost == 0);
+    CHECK(after[r].part == before[r].part);
+    CHECK(after[r].m == before[r].m);
+    CHECK(after[r].v == before[r].v);
+    CHECK(next[r].step == 3);
+    CHECK(next[r].params == next[0].params);
+  }
+}
+
 TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint when there is one") {
   for (const std::size_t window : {kHealWindowUnits, std::size_t{2}}) from_checkpoint(window);
 }
