@@ -2,6 +2,7 @@
 #include "kernels/cuda/device_buffer.hpp"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/packed_map.cuh"
 
 namespace meridian::kernels::cuda {
 namespace {
@@ -9,11 +10,9 @@ namespace {
 constexpr unsigned kThreads = 256;
 constexpr unsigned kSumBlocks = 512;  // fixed, so the summation order does not depend on the GPU
 
-template <class T>
-__global__ void add_kernel(T* out, const T* a, const T* b, std::size_t n) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
-}
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
 
 __global__ void sum_squares_partials(double* partial, const float* x, std::size_t n) {
   __shared__ double s[kThreads];
@@ -71,9 +70,7 @@ __global__ void unscale_kernel(float* g, std::size_t n, float inv_scale, int* ov
 
 template <class T>
 void add(T* out, const T* a, const T* b, std::size_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
-  MERIDIAN_CUDA_LAUNCHED();
+  map_elements(out, a, b, n, Add{}, stream);
 }
 
 double sum_squares(const float* x, std::size_t n, cudaStream_t stream) {

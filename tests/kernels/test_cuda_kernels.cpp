@@ -50,6 +50,30 @@
 using namespace meridian;
 using namespace meridian::testing::kernel_parity;
 
+TEST_CASE_TEMPLATE("GELU and add move 16 bytes a thread where aligned, with the same bits as one element a thread", T,
+                   float, bf16) {
+  if (!have_gpu()) return;
+  const std::size_t n = 1001;  // whole packs and a tail
+  auto x = inputs<T>(n, 41), y = inputs<T>(n, 42);
+  std::vector<float> x_late(1, 0.0f), y_late(1, 0.0f);  // the same values one element later: no pointer aligned
+  x_late.insert(x_late.end(), x.begin(), x.end());
+  y_late.insert(y_late.end(), y.begin(), y.end());
+  auto d_x = upload<T>(x), d_y = upload<T>(y), d_x_late = upload<T>(x_late), d_y_late = upload<T>(y_late);
+  const auto run = [&](const T* xs, const T* ys, std::size_t at) {
+    DeviceBuffer<T> g(n + at), dg(n + at), sum(n + at);
+    gpu::gelu_forward(g.data() + at, xs, n, nullptr);
+    gpu::gelu_backward(dg.data() + at, xs, ys, n, nullptr);
+    gpu::add(sum.data() + at, xs, ys, n, nullptr);
+    std::vector<std::vector<float>> out;
+    for (auto* b : {&g, &dg, &sum}) {
+      const auto all = download(*b);
+      out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at), all.end());
+    }
+    return out;
+  };
+  CHECK(run(d_x.data(), d_y.data(), 0) == run(d_x_late.data() + 1, d_y_late.data() + 1, 1));
+}
+
 TEST_CASE_TEMPLATE(
     "products with their bias in cuBLASLt's epilogue match the CPU, both layouts, at aligned and odd sizes", T, float,
     bf16) {
