@@ -27,7 +27,8 @@ __global__ void map_packs(T* out, const T* a, const T* b, std::size_t packs, F f
   if (b != nullptr) y = reinterpret_cast<const Pack<T>*>(b)[p];
   Pack<T> r;
 #pragma unroll
-  for (int k = 0; k < Pack<T>::kSize; ++k) r.v[k] = from_f32<T>(f(to_f32(x.v[k]), b != nullptr ? to_f32(y.v[k]) : 0.0f));
+  for (int k = 0; k < Pack<T>::kSize; ++k)
+    r.v[k] = from_f32<T>(f(to_f32(x.v[k]), b != nullptr ? to_f32(y.v[k]) : 0.0f));
   reinterpret_cast<Pack<T>*>(out)[p] = r;
 }
 
