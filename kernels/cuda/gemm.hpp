@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace meridian::kernels::cuda {
 
@@ -27,6 +29,7 @@ class Blas {
   Lt& lt();
   bool bias_epilogue = true;    // false: gemm_bias declines (bench_gpu measures what the epilogue buys)
   std::size_t lt_products = 0;  // products gemm_bias ran through cuBLASLt (tests: which path ran)
+  std::vector<std::string> lt_refusals;  // statuses of algorithms cuBLASLt offered, then refused to run
 
  private:
   cublasHandle_t handle_ = nullptr;

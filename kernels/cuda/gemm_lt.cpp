@@ -143,8 +143,16 @@ bool gemm_bias(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, cons
   if (!p.found) return false;
   MERIDIAN_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   const float alpha = 1.0f, beta = 0.0f;
-  MERIDIAN_CUBLAS(cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.out, C, p.out, &p.algo,
-                                 lt.workspace.data(), kWorkspaceBytes, blas.stream()));
+  // An algorithm the heuristics offered but the call refuses (a configuration it does not run) is
+  // dropped for the shape, and the plain path computes the product: a faster path that cannot run
+  // must not stop training. Faults inside the kernel surface at the next check, as for any kernel.
+  const cublasStatus_t ran = cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.out, C,
+                                            p.out, &p.algo, lt.workspace.data(), kWorkspaceBytes, blas.stream());
+  if (ran != CUBLAS_STATUS_SUCCESS) {
+    p.found = false;
+    blas.lt_refusals.push_back(cublasGetStatusName(ran));
+    return false;
+  }
   ++blas.lt_products;
   return true;
 }

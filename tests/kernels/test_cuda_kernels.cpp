@@ -95,6 +95,7 @@ TEST_CASE_TEMPLATE(
     gpu::matmul_forward(blas, d_out.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IN, OUT);
     gpu::matmul_nt_forward(blas, d_out_nt.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IN, OUT);
     MESSAGE("products through cuBLASLt's bias epilogue: " << blas.lt_products << " of 2");
+    for (const auto& refused : blas.lt_refusals) MESSAGE("cuBLASLt refused an algorithm it offered: " << refused);
     if (OUT % 64 == 0) CHECK(blas.lt_products == 2);  // the aligned shape must take the epilogue
     CHECK_CLOSE(download(d_out), out, tol<T>());
     CHECK_CLOSE(download(d_out_nt), out_nt, tol<T>());
