@@ -172,8 +172,13 @@ struct CudnnAttention::Impl {
 CudnnAttention::CudnnAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnAttention::~CudnnAttention() = default;
 
+std::string CudnnAttention::library_missing() {
+  const std::string& why = load_cudnn();
+  return why.empty() ? why : "libcudnn.so.9 not loaded (" + why + ")";
+}
+
 std::variant<std::unique_ptr<CudnnAttention>, std::string> CudnnAttention::open(cudaStream_t stream) {
-  if (const std::string& why = load_cudnn(); !why.empty()) return "libcudnn.so.9 not loaded (" + why + ")";
+  if (std::string why = library_missing(); !why.empty()) return why;
   try {
     if (fe::detail::get_backend_version() < 90000)
       return "cuDNN " + fe::detail::get_backend_version_string() + " is older than 9.0";
@@ -193,7 +198,7 @@ std::variant<std::unique_ptr<CudnnAttention>, std::string> CudnnAttention::open(
 
 template <class T>
 std::string CudnnAttention::validate_for(int sm_version, const AttentionShape& s) {
-  if (const std::string& why = load_cudnn(); !why.empty()) return "libcudnn.so.9 not loaded (" + why + ")";
+  if (std::string why = library_missing(); !why.empty()) return why;
   for (const bool backward : {false, true}) {
     try {
       const Graph g =

@@ -30,6 +30,9 @@ class CudnnAttention {
   // cuDNN loaded, its version checked and a handle made on `stream`; otherwise why not (built
   // without cuDNN's headers, libcudnn.so.9 not found, a version before 9).
   static std::variant<std::unique_ptr<CudnnAttention>, std::string> open(cudaStream_t stream);
+  // Why cuDNN cannot be used on this machine whatever the device (built without its headers, or
+  // libcudnn.so.9 not loadable); empty when it can be loaded.
+  static std::string library_missing();
   // Whether cudnn-frontend accepts both graphs of `s` for a GPU of compute capability
   // `sm_version` (90: Hopper), checked without a device: empty, or the reason.
   template <class T>

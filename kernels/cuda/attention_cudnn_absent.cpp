@@ -10,13 +10,17 @@ struct CudnnAttention::Impl {};
 CudnnAttention::CudnnAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnAttention::~CudnnAttention() = default;
 
+std::string CudnnAttention::library_missing() {
+  return "this meridian was built without cuDNN's headers (cudnn.h was not found at configure time)";
+}
+
 std::variant<std::unique_ptr<CudnnAttention>, std::string> CudnnAttention::open(cudaStream_t) {
-  return std::string("this meridian was built without cuDNN's headers (cudnn.h was not found at configure time)");
+  return library_missing();
 }
 
 template <class T>
 std::string CudnnAttention::validate_for(int, const AttentionShape&) {
-  return "this meridian was built without cuDNN's headers";
+  return library_missing();
 }
 
 std::string CudnnAttention::version() const { throw CudaError("cuDNN attention: built without cuDNN"); }
