@@ -5,7 +5,6 @@
 #include <cstring>
 #include <memory>
 
-#include "core/checkpoint/sliced_records.hpp"
 #include "core/io/atomic_write.hpp"
 #include "core/io/env.hpp"
 #include "core/util/error.hpp"
@@ -144,8 +143,9 @@ std::vector<std::int64_t> CheckpointStore::steps() const {
   return out;
 }
 
-std::optional<CheckpointStore::Loaded> CheckpointStore::load_latest(
-    const std::function<void(const std::string&)>& warn) const {
+template <class Read>
+auto CheckpointStore::newest(const std::function<void(const std::string&)>& warn, Read read) const
+    -> std::optional<decltype(read(std::int64_t{}, fs::path()))> {
   const auto report = [&](const std::string& message) {
     if (warn) warn(message);
   };
@@ -159,7 +159,7 @@ std::optional<CheckpointStore::Loaded> CheckpointStore::load_latest(
   for (auto it = present.rbegin(); it != present.rend(); ++it) {
     const fs::path path = path_for(*it);
     try {
-      return Loaded{*it, path, read_checkpoint(env_, path)};
+      return read(*it, path);
     } catch (const Error& e) {
       // Decode errors already name the file; Io errors name the path too.
       report(std::string("skipping checkpoint: ") + e.what());
@@ -168,109 +168,24 @@ std::optional<CheckpointStore::Loaded> CheckpointStore::load_latest(
   return std::nullopt;
 }
 
+std::optional<CheckpointStore::Loaded> CheckpointStore::load_latest(
+    const std::function<void(const std::string&)>& warn) const {
+  return newest(warn, [&](std::int64_t step, const fs::path& path) {
+    return Loaded{step, path, read_checkpoint(env_, path)};
+  });
+}
+
+std::optional<CheckpointStore::LoadedHead> CheckpointStore::load_latest_head(
+    const std::function<void(const std::string&)>& warn) const {
+  return newest(warn, [&](std::int64_t step, const fs::path& path) {
+    return LoadedHead{step, path, read_checkpoint_head(env_, path)};
+  });
+}
+
 fs::path part_path(const fs::path& path, std::size_t offset) {
   char digits[kOffsetDigits + 1];
   std::snprintf(digits, sizeof digits, "%012llu", static_cast<unsigned long long>(offset));
   return path.parent_path() / (path.stem().string() + std::string(kPartInfix) + digits + std::string(kSuffix));
-}
-
-namespace {
-
-// A part's slice (sliced_records.hpp), its records copied out of the part, which is then dropped.
-struct HeldSlice {
-  StoredSlice stored;
-  std::unique_ptr<Checkpoint> records;
-};
-
-HeldSlice keep_slice(const Checkpoint& part, StoredSlice stored) {
-  auto records = std::make_unique<Checkpoint>();
-  const SliceKinds kinds = stored.kinds();
-  for (const auto& name : part.names())
-    if (kinds.member(name)) {
-      const auto bytes = part.get(name);
-      records->put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
-    }
-  stored.slice.records = records.get();
-  return {std::move(stored), std::move(records)};
-}
-
-// Every part carries a slice of one state, or none does.
-void join_held_slices(const fs::path& path, std::span<const HeldSlice> held, std::size_t parts, std::size_t elements,
-                      Checkpoint& out) {
-  if (held.empty()) return;
-  const StoredSlice& first = held.front().stored;
-  if (held.size() != parts)
-    throw make_error(ErrorKind::Checkpoint, path.string(), ": ", held.size(), " of its ", parts,
-                     " parts carry a slice of a sharded state");
-  if (first.slice.total != elements)
-    throw make_error(ErrorKind::Checkpoint, first.slice.source, ": its slice is of a state of ", first.slice.total,
-                     " values, the model has ", elements);
-  std::vector<RecordSlice> slices;
-  for (const auto& h : held) {
-    if (h.stored.values != first.values || h.stored.shared != first.shared)
-      throw make_error(ErrorKind::Checkpoint, h.stored.slice.source, ": its slice names other records than ",
-                       first.slice.source, "'s");
-    slices.push_back(h.stored.slice);
-  }
-  const SliceKinds kinds = first.kinds();
-  for (const auto& name : out.names())
-    if (kinds.member(name))
-      throw make_error(ErrorKind::Checkpoint, path.string(), ": record \"", name, "\" is both in it and in its parts");
-  join_slices(slices, kinds, ErrorKind::Checkpoint, out);
-}
-
-}  // namespace
-
-Checkpoint read_checkpoint(Env& env, const fs::path& path) {
-  Checkpoint out = decode_checkpoint(env.read_all(path), path.string());
-  if (!out.has("adamw.parts")) return out;
-  const auto manifest = out.get_pod<std::uint64_t>("adamw.parts");
-  const auto step = out.get_value<std::int64_t>("train.step");
-  if (manifest.empty() || manifest.size() != 1 + 2 * manifest[0])
-    throw make_error(ErrorKind::Checkpoint, path.string(), ": record \"adamw.parts\" is not a list of parts");
-  // ZeRO stage 3 writes the weights in the parts too; otherwise the leader's file has them whole.
-  const bool weights_in_parts = !out.has("params");
-  std::size_t total = 0;
-  if (!weights_in_parts) total = out.get("params").size() / sizeof(float);
-  else
-    for (std::size_t i = 0; i < manifest[0]; ++i) total += static_cast<std::size_t>(manifest[2 + 2 * i]);
-  // Joined straight into the records' own buffers, which `out` then takes (no second copy).
-  std::vector<std::byte> m(total * sizeof(float)), v(total * sizeof(float)),
-      params(weights_in_parts ? total * sizeof(float) : 0);
-  std::vector<HeldSlice> slices;
-  std::size_t next = 0;  // the parts cover the model in order, without gaps
-  for (std::size_t i = 0; i < manifest[0]; ++i) {
-    const std::size_t offset = manifest[1 + 2 * i], count = manifest[2 + 2 * i];
-    const fs::path file = part_path(path, offset);
-    if (offset != next || count > total - offset)
-      throw make_error(ErrorKind::Checkpoint, path.string(), ": part ", i, " (elements ", offset, "+", count,
-                       ") does not follow the previous one in a model of ", total);
-    if (!env.exists(file)) throw make_error(ErrorKind::Checkpoint, path.string(), ": its part ", file.string(), " is missing");
-    const Checkpoint part = decode_checkpoint(env.read_all(file), file.string());
-    const auto range = part.get_pod<std::uint64_t>("adamw.shard");
-    if (part.get_value<std::int64_t>("train.step") != step || range.size() != 2 || range[0] != offset || range[1] != count)
-      throw make_error(ErrorKind::Checkpoint, file.string(), " is not the part ", path.string(), " names (step ", step,
-                       ", elements ", offset, "+", count, ")");
-    for (const auto& [record, into] : {std::pair{"adamw.m", &m}, std::pair{"adamw.v", &v}, std::pair{"params", &params}}) {
-      if (into->empty()) continue;  // the weights, when the leader's file has them
-      if (!part.has(record))
-        throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" is missing");
-      const auto values = part.view_pod<float>(record);
-      if (values.size() != count)
-        throw make_error(ErrorKind::Checkpoint, file.string(), ": record \"", record, "\" holds ", values.size(),
-                         " values, the part has ", count);
-      if (!values.empty()) std::memcpy(into->data() + offset * sizeof(float), values.data(), values.size_bytes());
-    }
-    if (auto stored = stored_slice(part, file.string())) slices.push_back(keep_slice(part, std::move(*stored)));
-    next = offset + count;
-  }
-  if (next != total)
-    throw make_error(ErrorKind::Checkpoint, path.string(), ": its parts cover ", next, " of ", total, " elements");
-  out.put("adamw.m", std::move(m));
-  out.put("adamw.v", std::move(v));
-  if (weights_in_parts) out.put("params", std::move(params));
-  join_held_slices(path, slices, manifest[0], total, out);
-  return out;
 }
 
 }  // namespace meridian

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/checkpoint_parts.hpp"
 
 namespace meridian {
 
@@ -48,6 +49,13 @@ class CheckpointStore {
   // unreadable, a leftover .tmp) is reported through `warn`, naming the file and the reason.
   // nullopt when none is usable or the directory does not exist.
   std::optional<Loaded> load_latest(const std::function<void(const std::string&)>& warn = {}) const;
+  // The same, leaving a checkpoint's parts on disk once checked (checkpoint_parts.hpp).
+  struct LoadedHead {
+    std::int64_t step;
+    std::filesystem::path path;
+    CheckpointHead checkpoint;
+  };
+  std::optional<LoadedHead> load_latest_head(const std::function<void(const std::string&)>& warn = {}) const;
 
   // Steps of the checkpoint files present (not verified), ascending.
   std::vector<std::int64_t> steps() const;
@@ -55,6 +63,10 @@ class CheckpointStore {
   std::filesystem::path path_for(std::int64_t step) const;
 
  private:
+  // The newest checkpoint `read` takes without an Error, the others reported through `warn`.
+  template <class Read>
+  auto newest(const std::function<void(const std::string&)>& warn, Read read) const
+      -> std::optional<decltype(read(std::int64_t{}, std::filesystem::path()))>;
   void prune(std::int64_t just_saved);
   std::filesystem::path write(const std::filesystem::path& final_path, const Checkpoint& checkpoint);
 

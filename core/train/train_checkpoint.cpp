@@ -227,10 +227,16 @@ ResumeState decode_train_meta(const Checkpoint& ckpt, const std::string& source,
   return state;
 }
 
-ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
-                               std::span<float> params, AdamW& opt) {
+ResumeState decode_train_weights(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
+                                 std::span<float> params, AdamW& opt) {
   const ResumeState state = decode_train_meta(ckpt, source, expected, opt);
   copy_exact(ckpt.view_pod<float>("params"), params, "params", source);
+  return state;
+}
+
+ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
+                               std::span<float> params, AdamW& opt) {
+  const ResumeState state = decode_train_weights(ckpt, source, expected, params, opt);
   decode_optimizer_state(ckpt, source, opt);
   return state;
 }

@@ -44,6 +44,11 @@ Checkpoint encode_weights(const ModelConfig& shape, std::span<const float> param
 ResumeState decode_train_state(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
                                std::span<float> params, AdamW& opt);
 
+// The same without the moments ("adamw.m" and "adamw.v", which `opt` keeps as it holds them):
+// what a replica restores before it reads its part of a checkpoint's moments (CheckpointParts).
+ResumeState decode_train_weights(const Checkpoint& ckpt, const std::string& source, const ModelConfig& expected,
+                                 std::span<float> params, AdamW& opt);
+
 // A training state without its bulk (the weights and the moments, "params", "adamw.m" and
 // "adamw.v"): what a healing group sends as records while the bulk travels straight between the
 // replicas' buffers (intrasite/group/state_sync). Decoding it checks the shape and sets the

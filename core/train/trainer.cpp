@@ -377,32 +377,17 @@ void Trainer::set_slot(ReplicaSlot slot, int grad_accum) {
   install_weights_hook();
 }
 
-namespace {
-
-std::optional<CheckpointStore::Loaded> load_newest(Env& env, const JobConfig& config, RunLog& log,
-                                                   ProgressPrinter* progress) {
-  CheckpointStore store(env, config.job.run_dir / "checkpoints", config.checkpoint.keep);
-  return store.load_latest([&](const std::string& why) {
-    log.event("checkpoint_rejected", {{"reason", why}});
-    if (progress) progress->line("warning: " + why);
-  });
-}
-
-}  // namespace
-
-std::optional<Checkpoint> Trainer::newest_checkpoint() {
-  auto loaded = load_newest(env_, config_, log_, progress_);
-  if (!loaded) return std::nullopt;
-  return std::move(loaded->checkpoint);
-}
-
-bool Trainer::try_resume() {
-  auto loaded = load_newest(env_, config_, log_, progress_);
-  if (!loaded) return false;
-  restore(loaded->checkpoint, loaded->path.string());
-  log_.event("resume", {{"step", state_.step}, {"checkpoint", loaded->path.string()}});
-  if (progress_) progress_->line("resumed from " + loaded->path.string() + " at step " + std::to_string(state_.step));
-  return true;
+void Trainer::restore_moments(const CheckpointParts& parts, ShardRange range) {
+  MERIDIAN_CHECK(range.end() <= param_count() && parts.total() == param_count(), "moments ", range.offset, "+",
+                 range.count, " of a model of ", param_count(), " from a checkpoint of ", parts.total());
+  if (range != opt_.shard()) {
+    opt_ = reshard(opt_, config_, model_->layout(),
+                   range.count == param_count() ? std::nullopt : std::optional<ShardRange>(range));
+    undo_ = PartUndo{};
+  }
+  decode_optimizer_state(parts.moments(range.offset, range.count), parts.path().string(), opt_);
+  if (device_) device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());
+  moments_behind_ = false;
 }
 
 void Trainer::save_checkpoint(bool write) {

@@ -2,16 +2,16 @@
 // The single-replica training loop: data -> forward/backward (with grad accumulation) -> clip ->
 // AdamW, with evaluation, checkpoints, metrics and exact resume. Later layers (intrasite/, crosssite/, sites/) run
 // many of these and move the flat buffers it owns.
-#include <optional>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "core/checkpoint/store.hpp"
 #include "core/config/job_config.hpp"
 #include "core/data/sampler.hpp"
-#include "core/train/job_data.hpp"
 #include "core/model/language_model.hpp"
 #include "core/model/shard_map.hpp"
 #include "core/optim/adamw.hpp"
@@ -20,6 +20,7 @@
 #include "core/optim/schedule.hpp"
 #include "core/train/device_step.hpp"
 #include "core/train/gather_window.hpp"
+#include "core/train/job_data.hpp"
 #include "core/train/train_checkpoint.hpp"
 #include "core/util/pages.hpp"
 
@@ -187,6 +188,14 @@ class Trainer {
   bool try_resume();
   // The newest valid checkpoint in <run_dir>/checkpoints (rejected ones logged), if any.
   std::optional<Checkpoint> newest_checkpoint();
+  // The same with a checkpoint's parts checked and left on disk (core/checkpoint/checkpoint_parts),
+  // and the resume from it: every record but the moments (restore_moments takes them by range) and
+  // the extras' slices (theirs to take). Without parts, resume_from restores it whole.
+  std::optional<CheckpointStore::LoadedHead> newest_checkpoint_head();
+  void resume_from(const CheckpointStore::LoadedHead& loaded);
+  // AdamW's moments of `range` from a checkpoint's parts; this replica keeps that range from then
+  // on (set_slot with the same shard moves nothing). A shard's group calls it before sync_state.
+  void restore_moments(const CheckpointParts& parts, ShardRange range);
   // Writes a checkpoint of the whole state when `write`. Under a shard every member of the group
   // must call it at the same step: the moments are all-gathered first (8 bytes per parameter for
   // the moment), so the file is the one an unsharded replica writes and loads at any replica count.
@@ -259,6 +268,9 @@ class Trainer {
   Checkpoint snapshot_of(bool bulk, bool extras = true) const;
   void save_checkpoint_in_parts(bool write);
   void restore_held_part(const Checkpoint& state, const std::string& source);
+  CheckpointStore checkpoint_store() const;
+  void checkpoint_rejected(const std::string& why);  // logged, and said
+  void resumed(const std::filesystem::path& path);
   void restored(const Checkpoint& state);  // what follows any restore: the GPU, the data, the extras
   void sharded_update(float lr);  // AdamW over this replica's part, then the parts all-gathered
   bool releases_grads() const { return slot_.shard && slot_.reduce_range; }  // ZeRO stage 2

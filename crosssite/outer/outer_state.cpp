@@ -48,6 +48,16 @@ OuterState::OuterState(std::span<const float> initial, OuterOptions outer, Codec
   make_buffers(outer, error_feedback);
 }
 
+OuterState::OuterState(const OuterState& kind, ShardRange part, std::span<const float> global)
+    : plan_(kind.plan_), size_(kind.size_), part_(part), codec_(kind.codec_) {
+  MERIDIAN_CHECK(part_.end() <= size_ && global.size() == part_.count && (!sharded() || plan_.size() == 1), "part ",
+                 part_.offset, "+", part_.count, " of ", size_, " values in ", plan_.size(), " fragments, ",
+                 global.size(), " weights");
+  global_.assign(global.begin(), global.end());
+  start_ = global_;
+  make_buffers(kind.optimizers_.front().options(), !kind.feedback_.empty());
+}
+
 OuterState::OuterState(const OuterState& other)
     : plan_(other.plan_),
       size_(other.size_),
@@ -345,25 +355,43 @@ void OuterState::save_mirror(Checkpoint& checkpoint) const {
   mirror_->save(checkpoint);
 }
 
-void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror) {
-  // The whole records are read where they lie: held_of copies what the state keeps of them.
+OuterState::WholeRecords OuterState::records_of(const Checkpoint& checkpoint, ShardRange held) const {
+  // Read where they lie: held_of copies what the state keeps of them.
   const auto global = checkpoint.view_pod<float>("outer.global");
   const auto version = checkpoint.get_value<std::int64_t>("outer.version");
-  auto model_sized = [&](const char* name, std::size_t count) {
-    if (count != size_)
-      throw make_error(ErrorKind::Checkpoint, "record \"", name, "\" holds ", count, " values, the model has ", size_);
+  auto sized = [&](const char* name, std::size_t count) {
+    if (count != held.count)
+      throw make_error(ErrorKind::Checkpoint, "record \"", name, "\" holds ", count, " values, ",
+                       held.count == size_ ? "the model has " : "its part has ", held.count);
   };
-  model_sized("outer.global", global.size());
+  sized("outer.global", global.size());
   if (version < 0) throw make_error(ErrorKind::Checkpoint, "record \"outer.version\" is negative: ", version);
   std::optional<std::span<const float>> residual;
   if (!feedback_.empty() && checkpoint.has("outer.residual")) {
     residual = checkpoint.view_pod<float>("outer.residual");
-    model_sized("outer.residual", residual->size());
+    sized("outer.residual", residual->size());
   }
   // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
   const auto start = checkpoint.has("outer.start") ? checkpoint.view_pod<float>("outer.start") : global;
-  model_sized("outer.start", start.size());
-  keep(checkpoint, {global, start, residual, version}, part, mirror);
+  sized("outer.start", start.size());
+  return {global, start, residual, version, held.offset};
+}
+
+void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror) {
+  keep(checkpoint, records_of(checkpoint, {0, size_}), part, mirror);
+}
+
+void OuterState::restore_part(const Checkpoint& records, ShardRange part, const Checkpoint* mirror_records,
+                              std::optional<ShardRange> mirror) {
+  MERIDIAN_CHECK(part.end() <= size_ && (mirror_records != nullptr) == mirror.has_value() && fragments() == 1,
+                 "restore_part of ", part.offset, "+", part.count, " of ", size_, ", a mirror's records ",
+                 mirror_records != nullptr, ", its part ", mirror.has_value(), ", fragments ", fragments());
+  OuterState next = held_of(records, records_of(records, part), part);
+  if (mirror)
+    next.mirror_ =
+        std::make_unique<OuterState>(held_of(*mirror_records, records_of(*mirror_records, *mirror), *mirror));
+  next.previews_ = previews_;
+  *this = std::move(next);
 }
 
 void OuterState::cut(ShardRange part, std::optional<ShardRange> mirror) {
@@ -383,20 +411,23 @@ void OuterState::keep(const Checkpoint& checkpoint, const WholeRecords& whole, S
 }
 
 OuterState OuterState::held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const {
-  OuterState next(whole.global, optimizers_.front().options(), codec_, !feedback_.empty(), plan_, part);
+  MERIDIAN_CHECK(part.offset >= whole.base && part.end() <= whole.base + whole.global.size(), "part ", part.offset, "+",
+                 part.count, " of records of ", whole.base, "+", whole.global.size());
+  const ShardRange within{part.offset - whole.base, part.count};
+  OuterState next(*this, part, whole.global.subspan(within.offset, within.count));
   // Restored in place: a state of this one's kind is thrown away whole if a record is wrong. Not
-  // one conditional expression: its whole-state arm would copy the checkpoint.
-  if (next.sharded())
-    next.restore_into(next.optimizers_, cut_outer_records(checkpoint, part, size_));
+  // one conditional expression: its other arm would copy the checkpoint.
+  if (within.count != whole.global.size())
+    next.restore_into(next.optimizers_, cut_outer_records(checkpoint, within, whole.global.size()));
   else
     next.restore_into(next.optimizers_, checkpoint);
-  next.start_.assign(whole.start.begin() + static_cast<std::ptrdiff_t>(part.offset),
-                     whole.start.begin() + static_cast<std::ptrdiff_t>(part.end()));
+  const auto start = whole.start.subspan(within.offset, within.count);
+  next.start_.assign(start.begin(), start.end());
   next.version_ = whole.version;
   for (int f = 0; whole.residual && f < next.fragments(); ++f) {
     auto& feedback = next.feedback_[static_cast<std::size_t>(f)];
     if (const auto ranges = next.held(f); ranges.size() == 1) {  // no gather: one range of the record
-      feedback.restore(whole.residual->subspan(ranges.front().offset, ranges.front().count));
+      feedback.restore(whole.residual->subspan(ranges.front().offset - whole.base, ranges.front().count));
       continue;
     }
     std::vector<float> held(next.held_size(f));

@@ -142,6 +142,11 @@ class OuterState {
   void save(Checkpoint& checkpoint) const;
   void restore(const Checkpoint& checkpoint);
   void restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror = std::nullopt);
+  // The same from records that hold `part`'s values alone, and `mirror`'s from `mirror_records`
+  // (what a replica reads of a checkpoint in parts, CheckpointParts::slice): no record of the
+  // whole model is read. Error(Checkpoint) as restore's, the state unchanged.
+  void restore_part(const Checkpoint& records, ShardRange part, const Checkpoint* mirror_records = nullptr,
+                    std::optional<ShardRange> mirror = std::nullopt);
   // A whole state keeps `part` of itself, and a mirror of `mirror`: what restore() from its own
   // records would make, without writing them out (a group's first cut, every member whole).
   // InvariantError on a sharded state.
@@ -164,12 +169,18 @@ class OuterState {
   std::vector<OuterOptimizer> restored_optimizers(const Checkpoint& checkpoint) const;
   // ... restored in place in `optimizers` (partly, when a record is wrong: for a state thrown away then).
   void restore_into(std::vector<OuterOptimizer>& optimizers, const Checkpoint& checkpoint) const;
-  // The values of a checkpoint's records that hold the whole model, read and checked once.
+  // The values of a checkpoint's records that hold the model's values from element `base` on
+  // (the whole model's: base 0), read and checked once.
   struct WholeRecords {
     std::span<const float> global, start;
     std::optional<std::span<const float>> residual;
     std::int64_t version;
+    std::size_t base = 0;
   };
+  // `checkpoint`'s records holding the values of `held`; Error(Checkpoint) when one does not.
+  WholeRecords records_of(const Checkpoint& checkpoint, ShardRange held) const;
+  // A state of this one's kind holding `part`, with `global` (its values) as weights and round start.
+  OuterState(const OuterState& kind, ShardRange part, std::span<const float> global);
   // A state of this one's kind holding `part` of them (restore: its own part, and its mirror's).
   OuterState held_of(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part) const;
   // This state becomes held_of `part` (and its mirror's); `checkpoint`: the optimizers' records.

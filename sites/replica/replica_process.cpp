@@ -125,7 +125,7 @@ nlohmann::json ReplicaProcess::roll_back_to(Trainer& t, std::int64_t version, st
 }
 
 int ReplicaProcess::run() {
-  if (trainer_.try_resume()) resume_peak_rss_ = peak_rss_bytes();
+  resume();
   while (generation()) {
   }
   finish();
@@ -181,6 +181,49 @@ bool ReplicaProcess::generation() {
   return true;
 }
 
+// A checkpoint written in parts stays on disk until the group has formed and each member knows its
+// part (take_resumed_parts); the parts are read whole now only when they carry an outer state's
+// slices and this job keeps it whole.
+void ReplicaProcess::resume() {
+  auto loaded = trainer_.newest_checkpoint_head();
+  if (!loaded) return;
+  const auto& parts = loaded->checkpoint.parts;
+  if (parts && parts->has_slices() && !config().parallel.shard_outer)
+    loaded->checkpoint = {parts->read_whole(), std::nullopt};
+  trainer_.resume_from(*loaded);
+  resumed_parts_ = std::move(loaded->checkpoint.parts);
+  if (!resumed_parts_) resume_peak_rss_ = peak_rss_bytes();
+}
+
+// When every member resumed from the same checkpoint in parts, each reads its new part of the
+// moments and of the outer state from the part files, and nobody holds the whole. Otherwise (a
+// replica restarted beside running ones) the members that resumed read it whole, as they would an
+// unsharded checkpoint: the heal then takes from the most advanced, and a restarted replica's
+// whole outer state stands in for parts its group lost (outer_cut.hpp). One sum.
+void ReplicaProcess::take_resumed_parts(const GroupPlace& place) {
+  std::vector<float> steps(static_cast<std::size_t>(group_.size()), 0.0f);  // each member's + 1; 0: none
+  if (resumed_parts_) steps[static_cast<std::size_t>(group_.rank())] = static_cast<float>(resumed_parts_->step() + 1);
+  group_.comm().allreduce(steps, ReduceOp::Sum);
+  if (!resumed_parts_) return;
+  const bool together = std::all_of(steps.begin(), steps.end(), [&](float s) { return s == steps.front(); });
+  nlohmann::json fields = {{"site", run_.site},
+                           {"replica", run_.id},
+                           {"step", resumed_parts_->step()},
+                           {"checkpoint", resumed_parts_->path().string()},
+                           {"whole", !together}};
+  if (together) {
+    const ShardRange moments = place.slot.shard.value_or(ShardRange{0, trainer_.param_count()});
+    trainer_.restore_moments(*resumed_parts_, moments);
+    fields["moments_elements"] = moments.count;
+    fields["outer_elements"] = exchange_.restore_from_parts(*resumed_parts_, group_.rank(), group_.size());
+  } else {
+    trainer_.restore(resumed_parts_->read_whole(), resumed_parts_->path().string());
+  }
+  log_.event("resumed_parts", fields);
+  resumed_parts_.reset();
+  resume_peak_rss_ = peak_rss_bytes();
+}
+
 // Every replica of every site reads its own windows of the data.
 ReplicaSlot ReplicaProcess::data_slot() const {
   ReplicaSlot s;
@@ -196,6 +239,7 @@ ReplicaSlot ReplicaProcess::data_slot() const {
 // After a (re)join: the members share the healthiest state, the site's mode and the operator
 // commands they applied.
 void ReplicaProcess::joined(double t_join, GroupPlace place) {
+  take_resumed_parts(place);
   const auto heal = sync_state(group_.comm(), trainer_, std::move(place));
   log_.event("joined", {{"site", run_.site},
                         {"replica", run_.id},

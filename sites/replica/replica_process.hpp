@@ -55,6 +55,8 @@ class ReplicaProcess {
   bool generation();  // joins a group and trains with it; false once training is over
   ReplicaSlot data_slot() const;
   void joined(double t_join, GroupPlace place);
+  void resume();
+  void take_resumed_parts(const GroupPlace& place);
   void agree_on_commands();
   bool apply_commands(std::int64_t newest);  // true: one replaced the trainer's state
   void sit_out();
@@ -99,6 +101,7 @@ class ReplicaProcess {
   Turn turn_;
   std::int64_t training_peak_rss_ = 0;  // peak resident memory when training ended (finish)
   std::int64_t resume_peak_rss_ = 0;    // ... when a resume from a checkpoint ended (0: none)
+  std::optional<CheckpointParts> resumed_parts_;  // a checkpoint's parts, until the group has formed
   std::size_t training_state_bytes_ = 0;  // the trainer's state then (Trainer::state_bytes)
   // The step and version of the newest periodic checkpoint: when training ends on it, the state is
   // already on disk and finish() does not write it again (a whole save, and its gather under a shard).

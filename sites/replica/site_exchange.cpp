@@ -265,6 +265,19 @@ void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer)
   log_.event("outer_cut", fields);
 }
 
+std::size_t SiteExchange::restore_from_parts(const CheckpointParts& parts, int rank, int replicas) {
+  if (!config_.parallel.shard_outer || !parts.has_slices()) return 0;
+  const auto held = held_ranges(ShardMap(state_.size(), replicas, outer_shard_unit(config_)), rank);
+  const Checkpoint own = parts.slice(held[0].offset, held[0].count);
+  if (held.size() == 1) {
+    state_.restore_part(own, held[0]);
+    return held[0].count;
+  }
+  const Checkpoint mirror = parts.slice(held[1].offset, held[1].count);
+  state_.restore_part(own, held[0], &mirror, held[1]);
+  return held[0].count + held[1].count;
+}
+
 void SiteExchange::gather_for_checkpoint(Communicator& group, bool leader) {
   checkpoint_records_.reset();
   if (!state_.sharded()) return;

@@ -22,18 +22,19 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/checkpoint_parts.hpp"
 #include "core/config/job_config.hpp"
 #include "core/model/shard_map.hpp"
-#include <nlohmann/json.hpp>
-#include "intrasite/comm/communicator.hpp"
-#include "crosssite/round/cross_site.hpp"
 #include "crosssite/outer/outer_state.hpp"
+#include "crosssite/round/cross_site.hpp"
 #include "crosssite/round/round_driver.hpp"
+#include "intrasite/comm/communicator.hpp"
 
 namespace meridian {
 
@@ -130,6 +131,11 @@ class SiteExchange final : private RoundEvents {
     if (cross_) cross_->durable(state_.version());
   }
   void restore(const Checkpoint& checkpoint);
+  // After a resume that left a checkpoint's parts on disk (Trainer::resume_from): a sharded outer
+  // state takes its part and its mirror's under the cut of `replicas` from the parts' slices, so
+  // the group's cut then moves nothing. Nothing to do for a whole state (its records were in the
+  // checkpoint's own file) or parts without slices. The elements it read (0: none).
+  std::size_t restore_from_parts(const CheckpointParts& parts, int rank, int replicas);
   // Every member, before a whole checkpoint is written: a sharded outer state's parts go to the
   // leader, whose save() writes the whole model's records (a checkpoint loads at any replica count).
   void gather_for_checkpoint(Communicator& group, bool leader);

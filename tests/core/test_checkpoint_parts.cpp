@@ -185,3 +185,81 @@ TEST_CASE("a save cleans the temp files no writer will finish, not a part anothe
   CHECK_FALSE(posix_env().exists(dir / same));
   CHECK_FALSE(posix_env().exists(dir / later));
 }
+
+TEST_CASE(
+    "a checkpoint in parts read by range: every range of the moments and of the slices is the whole read's, from the "
+    "part files that hold it") {
+  TempDir dir("parts-range");
+  CheckpointStore store(posix_env(), dir.path(), 2);
+  save_in_parts(store, 7, kParts.size());
+  const Checkpoint whole = read_checkpoint(posix_env(), store.path_for(7));
+  const auto loaded = store.load_latest_head();
+  REQUIRE(loaded);
+  CHECK(loaded->step == 7);
+  const Checkpoint& head = loaded->checkpoint.head;
+  CHECK_FALSE(head.has("adamw.m"));
+  CHECK_FALSE(head.has("outer.global"));
+  CHECK(head.get_pod<float>("params") == whole.get_pod<float>("params"));
+  REQUIRE(loaded->checkpoint.parts);
+  const CheckpointParts& parts = *loaded->checkpoint.parts;
+  CHECK(parts.step() == 7);
+  CHECK(parts.has_slices());
+  const auto cut = [](const std::vector<float>& values, std::size_t offset, std::size_t count) {
+    return std::vector<float>(values.begin() + static_cast<std::ptrdiff_t>(offset),
+                              values.begin() + static_cast<std::ptrdiff_t>(offset + count));
+  };
+  for (std::size_t offset = 0; offset <= kElements; ++offset)
+    for (std::size_t count = 0; offset + count <= kElements; ++count) {
+      CAPTURE(offset);
+      CAPTURE(count);
+      const Checkpoint moments = parts.moments(offset, count);
+      CHECK(moments.get_pod<float>("adamw.m") == cut(whole.get_pod<float>("adamw.m"), offset, count));
+      CHECK(moments.get_pod<float>("adamw.v") == cut(whole.get_pod<float>("adamw.v"), offset, count));
+      CHECK(moments.get_pod<std::uint64_t>("adamw.shard") == std::vector<std::uint64_t>{offset, count});
+      if (count == 0) continue;  // a slice of nothing reads no part, so it has no records
+      const Checkpoint slice = parts.slice(offset, count);
+      CHECK(slice.get_pod<float>("outer.global") == cut(whole.get_pod<float>("outer.global"), offset, count));
+      CHECK(slice.get_value<std::int64_t>("outer.version") == 4);
+    }
+  // Only the files that hold a range are read: without the last part (elements 7..9 of the
+  // moments, none of the slices), the others' ranges still read, and its own names it.
+  const auto last = part_path(store.path_for(7), 7);
+  posix_env().remove(last);
+  CHECK(parts.moments(0, 7).get_pod<float>("adamw.m") == cut(whole.get_pod<float>("adamw.m"), 0, 7));
+  CHECK(parts.slice(0, kElements).get_pod<float>("outer.global") == whole.get_pod<float>("outer.global"));
+  CHECK_THROWS_WITH_AS(parts.moments(6, 2), doctest::Contains((last.string() + " is missing").c_str()), Error);
+}
+
+TEST_CASE(
+    "a checkpoint in parts read by its head: every part checked first, a bad one skips to the older checkpoint, and a "
+    "part changed since is named") {
+  TempDir dir("parts-head");
+  CheckpointStore store(posix_env(), dir.path(), 3);
+  save_in_parts(store, 3);
+  save_in_parts(store, 5);
+  store.save_part(5, 4, part_of(4, 4, 3));  // of another step
+  std::vector<std::string> warnings;
+  const auto loaded = store.load_latest_head([&](const std::string& w) { warnings.push_back(w); });
+  REQUIRE(loaded);
+  CHECK(loaded->step == 3);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("is not the part") != std::string::npos);
+  REQUIRE(loaded->checkpoint.parts);
+  CHECK_FALSE(loaded->checkpoint.parts->has_slices());
+  // Replaced after the check: the read by range refuses it rather than mix two steps.
+  store.save_part(3, 4, part_of(2, 4, 3));
+  CHECK_THROWS_WITH_AS(loaded->checkpoint.parts->moments(0, kElements), doctest::Contains("is not the part"), Error);
+  CHECK(loaded->checkpoint.parts->moments(0, 4).get_pod<float>("adamw.m").front() == m_at(3, 0));
+}
+
+TEST_CASE("a checkpoint without parts is its own head, whole") {
+  TempDir dir("parts-none");
+  CheckpointStore store(posix_env(), dir.path(), 2);
+  Checkpoint c;
+  c.put_pod<float>("adamw.m", std::vector<float>(kElements, 3.0f));
+  store.save(2, c);
+  const auto loaded = store.load_latest_head();
+  REQUIRE(loaded);
+  CHECK_FALSE(loaded->checkpoint.parts);
+  CHECK(loaded->checkpoint.head.get_pod<float>("adamw.m") == std::vector<float>(kElements, 3.0f));
+}

@@ -651,3 +651,47 @@ TEST_CASE("a whole state cut to a part and a mirror in place is the one its own 
   }
   CHECK_THROWS_AS(cut.cut(map.part(0), std::nullopt), InvariantError);
 }
+
+TEST_CASE(
+    "a state restored from its part's and its mirror's records alone is the one the whole model's records restore") {
+  const std::size_t n = 3 * kShardUnit + 77;
+  const auto initial = ramp(n, 0.01f);
+  OuterOptions outer;
+  outer.delay = 2;
+  OuterState whole(initial, outer, {CodecKind::Int8, 256}, true);
+  auto local = initial;
+  for (int round = 1; round <= 2; ++round) {
+    for (std::size_t i = 0; i < n; ++i) local[i] -= 1e-3f * static_cast<float>(i % 7);
+    std::vector<float> mean(n);
+    decode(whole.encode_delta(local), mean);
+    whole.commit(round, whole.preview(mean));
+    whole.rebase(local);
+  }
+  Checkpoint records;
+  whole.save(records);
+  for (const int ranks : {1, 2, 3}) {
+    const ShardMap map(n, ranks);
+    for (int r = 0; r < ranks; ++r) {
+      CAPTURE(ranks);
+      CAPTURE(r);
+      const ShardRange part = map.part(r);
+      const std::optional<ShardRange> mirror = ranks > 1 ? std::optional(map.part((r + 1) % ranks)) : std::nullopt;
+      OuterState expected(initial, outer, {CodecKind::Int8, 256}, true);
+      expected.restore(records, part, mirror);
+      OuterState restored(initial, outer, {CodecKind::Int8, 256}, true);
+      const Checkpoint own = cut_outer_records(records, part);
+      const Checkpoint mirrored = mirror ? cut_outer_records(records, *mirror) : Checkpoint{};
+      restored.restore_part(own, part, mirror ? &mirrored : nullptr, mirror);
+      CHECK(restored.fingerprint() == expected.fingerprint());
+      CHECK(restored.version() == 2);
+      CHECK(restored.mirror_part() == mirror);
+    }
+  }
+  // Records of another part's size are refused, the state unchanged.
+  const ShardMap map(n, 3);
+  OuterState state(initial, outer, {CodecKind::Int8, 256}, true);
+  const auto before = state.fingerprint();
+  CHECK_THROWS_WITH_AS(state.restore_part(cut_outer_records(records, map.part(0)), map.part(2)),
+                       doctest::Contains("its part has"), Error);
+  CHECK(state.fingerprint() == before);
+}

@@ -478,15 +478,27 @@ TEST_CASE("ZeRO stage 3: a step whose shift completed but on the dead rank's mir
 namespace {
 
 // `size` replicas resume from cfg's run directory, then take their sharded places: what each holds.
+// `by_parts`: each reads the leader's file first and its own part of the moments once it knows it,
+// as a sharded site's replicas do (sites/replica/replica_process.cpp).
 std::vector<Held> resume_sharded(const TempDir& dir, MemoryStore& store, const JobConfig& cfg, int size,
-                                 const std::string& group) {
+                                 const std::string& group, bool by_parts = false) {
   std::vector<Held> loaded(static_cast<std::size_t>(size));
   on_threads(size, [&](int rank) {
     RunLog log(dir / (group + std::to_string(rank)));
     auto comm = connect_gloo(store, group + "/", rank, size, GlooOptions{});
     Trainer t(cfg, posix_env(), log, nullptr, clock_stub);
-    REQUIRE(t.try_resume());
-    t.set_slot(sharded_slot(*comm, params_of(cfg)), 1);
+    auto slot = sharded_slot(*comm, params_of(cfg));
+    if (by_parts) {
+      const auto head = t.newest_checkpoint_head();
+      REQUIRE(head);
+      REQUIRE(head->checkpoint.parts);
+      t.resume_from(*head);
+      t.restore_moments(*head->checkpoint.parts, *slot.shard);
+      CHECK(t.moments_held() == *slot.shard);
+    } else {
+      REQUIRE(t.try_resume());
+    }
+    t.set_slot(std::move(slot), 1);
     loaded[static_cast<std::size_t>(rank)] = held_state(t);
   });
   return loaded;
@@ -526,7 +538,9 @@ TEST_CASE("a checkpoint written by 4 sharded replicas loads exactly at 1, 2 and 
   }
 }
 
-TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, and not without a part, and at stage 3 the parts hold the weights too") {
+TEST_CASE(
+    "a checkpoint written in parts by 4 sharded replicas loads exactly at 1, 2 and 3, whole or each replica its part, "
+    "and not without a part, and at stage 3 the parts hold the weights too") {
   for (const int stage : {1, 3}) {
     CAPTURE(stage);
     TempDir dir("parts-reshard");
@@ -553,11 +567,13 @@ TEST_CASE("a checkpoint written in parts by 4 sharded replicas loads exactly at 
     for (int size = 1; size <= 3; ++size) {
       CAPTURE(size);
       check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-readers"), wrote);
+      check_resharded(resume_sharded(dir, store, cfg, size, std::to_string(size) + "-part-readers", true), wrote);
     }
     // Without one of its parts the checkpoint is no checkpoint: nothing to resume from here.
     posix_env().remove(part_path(main, wrote[2].part.offset));
     RunLog log(dir / "late");
     Trainer late(cfg, posix_env(), log, nullptr, clock_stub);
     CHECK_FALSE(late.try_resume());
+    CHECK_FALSE(late.newest_checkpoint_head());
   }
 }

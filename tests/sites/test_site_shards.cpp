@@ -286,3 +286,55 @@ TEST_CASE("sharded outer state: a replica killed mid-run, its part comes from th
   for (const auto& [version, hash] : at_b)
     if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
 }
+
+TEST_CASE(
+    "a sharded site resumes from a checkpoint in parts at another replica count: each replica reads its own part, and "
+    "the job goes on as from a whole checkpoint") {
+  TempDir dir("resume-parts");
+  const std::string outer =
+      "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
+      "[parallel]\nshard_outer = true\nzero_stage = 1\n";
+  const auto launch = [&](const std::string& name, const std::string& checkpoint, int steps, int replicas_a) {
+    // Each launch with a control plane of its own, as `meridian launch` starts one.
+    EtcdServer etcd;
+    const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = " + std::to_string(steps) +
+                              "\n[log]\nevery = 4\neval_every = 0\neval_windows = 4\n";
+    return run_sites(dir,
+                     write_job(dir, name, outer + checkpoint, "replicas = 2\n", inner, 5,
+                               "replicas = " + std::to_string(replicas_a) + "\n"),
+                     etcd);
+  };
+  const std::string in_parts = "[checkpoint]\nper_replica = true\n";
+  launch("whole", "", 8, 2);
+  launch("parts", in_parts, 8, 2);
+  // Site a comes back with 3 replicas where it wrote its checkpoint with 2.
+  const auto whole = launch("whole", "", 16, 3);
+  const auto parts = launch("parts", in_parts, 16, 3);
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    CHECK(parts.at(site)["params_hash"] == whole.at(site)["params_hash"]);
+    CHECK(parts.at(site)["version"] == 4);
+    CHECK(commit_hashes(dir / "parts" / site / "events.jsonl", site) ==
+          commit_hashes(dir / "whole" / site / "events.jsonl", site));
+    CHECK(parts.at(site)["memory"]["resume_peak_rss_bytes"].get<double>() > 0);
+  }
+  // Each of a's 3 replicas read its third of the moments and its part and mirror of the outer
+  // state from the 2 part files, nobody the whole; the group's cut then moved nothing.
+  const auto events = read_jsonl(dir / "parts" / "a" / "events.jsonl");
+  const auto resumed = events_of(events, "resumed_parts");
+  REQUIRE(resumed.size() == 3);
+  const double params = parts.at("a")["memory"]["params"].get<double>();
+  double moments = 0;
+  for (const auto& r : resumed) {
+    CHECK(r["whole"] == false);
+    CHECK(r["step"] == 8);
+    CHECK(r["moments_elements"].get<double>() < 0.5 * params);
+    CHECK(r["outer_elements"].get<double>() < 0.8 * params);
+    moments += r["moments_elements"].get<double>();
+  }
+  CHECK(moments == params);
+  const auto cuts = events_of(events, "outer_cut");
+  REQUIRE(cuts.size() == 2);  // one per launch
+  CHECK(cuts[1]["replicas"] == 3);
+  CHECK(cuts[1]["moved"] == false);
+}
