@@ -6,7 +6,8 @@
 // duplicates, the end record, then what the outer state reads from the records).
 // Promises checked: a decoded checkpoint encodes and decodes to the same records; a snapshot or
 // checkpoint the outer state takes leaves it in a state it can step from; a part file's slice of a
-// sharded state (sliced_records.hpp) joins alone only when it is the whole; nothing but Error is thrown.
+// sharded state (sliced_records.hpp) joins alone only when it is the whole, and restored as a
+// part it leaves a state that encodes and rebases; nothing but Error is thrown.
 #include <algorithm>
 #include <array>
 
@@ -136,6 +137,18 @@ int meridian_fuzz_checkpoint(const std::uint8_t* data, std::size_t size) {
   } catch (const Error&) {
   }
   MERIDIAN_FUZZ_EXPECT(!joined_alone || (stored->slice.offset == 0 && stored->slice.count == stored->slice.total));
+  // As the part of a sharded outer state a resuming replica reads from the part files
+  // (OuterState::restore_part): taken or refused, and a state taken encodes and rebases its part.
+  try {
+    OuterState state = outer_state(static_cast<std::uint8_t>(how & ~4));  // a sharded state has one fragment
+    if (stored && stored->slice.total == state.size() && stored->slice.count > 0) {
+      state.restore_part(checkpoint, {stored->slice.offset, stored->slice.count});
+      std::vector<float> local(state.size(), 0.125f);
+      (void)state.encode_delta(local, 0);
+      state.rebase(local);
+    }
+  } catch (const Error&) {
+  }
   // As the outer part of a site's own checkpoint.
   try {
     OuterState state = outer_state(how);
