@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <utility>
 
@@ -211,6 +210,7 @@ CheckpointHead read_checkpoint_head(Env& env, const fs::path& path) {
                        manifest.total, " elements");
     parts.slices_ = stored.front()->values;
     parts.shared_ = stored.front()->shared;
+    parts.kinds_ = stored.front()->kinds();
   }
   if (!params.empty()) out.head.put("params", std::move(params));
   out.parts = std::move(parts);
@@ -249,37 +249,21 @@ Checkpoint CheckpointParts::moments(std::size_t offset, std::size_t count) const
 Checkpoint CheckpointParts::slice(std::size_t offset, std::size_t count) const {
   MERIDIAN_CHECK(has_slices() && offset <= total_ && count <= total_ - offset, "a slice at ", offset, "+", count,
                  " of ", total_, " from parts ", has_slices() ? "with" : "without", " slices");
-  Checkpoint out;  // the records not per value, in the parts' order
-  std::map<std::string, std::vector<std::byte>> values;
+  RangeRecords out(offset, count, kinds_, ErrorKind::Checkpoint);
   for (std::size_t i = 0; i < parts_.size(); ++i) {
     const Part& p = parts_[i];
-    if (p.slice_offset >= offset + count || p.slice_offset + p.slice_count <= offset) continue;
+    // A range of no value still takes the records that are not per value, from the first part.
+    const bool overlaps = p.slice_offset < offset + count && offset < p.slice_offset + p.slice_count;
+    if (!overlaps && (count > 0 || i > 0)) continue;
     const Checkpoint part = read_part(i);
     const std::string source = part_path(path_, p.offset).string();
     const auto stored = stored_slice(part, source);
     if (!stored || stored->values != slices_ || stored->shared != shared_ || stored->slice.offset != p.slice_offset ||
         stored->slice.count != p.slice_count)
       throw make_error(ErrorKind::Checkpoint, source, ": its slice is not the one it held when checked");
-    const SliceKinds kinds = stored->kinds();
-    for (const auto& name : part.names()) {
-      if (!kinds.member(name)) continue;
-      const auto bytes = part.get(name);
-      if (kinds.per_value(name)) {
-        if (bytes.size() != p.slice_count * sizeof(float))
-          throw make_error(ErrorKind::Checkpoint, source, ": record \"", name, "\" holds ",
-                           bytes.size() / sizeof(float), " values, the slice ", p.slice_count);
-        auto& into = values[name];
-        into.resize(count * sizeof(float));
-        copy_overlap(part, name, p.slice_offset, offset, count, into);
-      } else if (!out.has(name)) {
-        out.put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
-      } else if (!std::ranges::equal(out.get(name), bytes)) {
-        throw make_error(ErrorKind::Checkpoint, source, ": the slices disagree on record \"", name, "\"");
-      }
-    }
+    out.take(stored->slice);
   }
-  for (auto& [name, bytes] : values) out.put(name, std::move(bytes));
-  return out;
+  return std::move(out).finish();
 }
 
 }  // namespace meridian

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/sliced_records.hpp"
 
 namespace meridian {
 
@@ -51,6 +52,7 @@ class CheckpointParts {
   std::size_t total_ = 0;
   std::vector<Part> parts_;
   std::string slices_, shared_;  // the slices' lists of records: per value, and not
+  SliceKinds kinds_;             // ... as read
 };
 
 struct CheckpointHead {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace meridian {
@@ -68,6 +70,44 @@ void join_slices(std::span<const RecordSlice> slices, const SliceKinds& kinds, E
     if (!per_value) joined.assign(first.get(name).begin(), first.get(name).end());
     out.put(name, std::move(joined));
   }
+}
+
+RangeRecords::RangeRecords(std::size_t offset, std::size_t count, SliceKinds kinds, ErrorKind error)
+    : offset_(offset), count_(count), kinds_(std::move(kinds)), error_(error) {}
+
+void RangeRecords::take(const RecordSlice& slice) {
+  const std::size_t begin = std::max(offset_, slice.offset),
+                    end = std::min(offset_ + count_, slice.offset + slice.count);
+  for (const auto& name : slice.records->names()) {
+    if (!kinds_.member(name)) continue;
+    const auto bytes = slice.records->get(name);
+    if (!kinds_.per_value(name)) {
+      if (!records_.has(name))
+        records_.put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
+      else if (!std::ranges::equal(records_.get(name), bytes))
+        throw make_error(error_, slice.source, ": the slices disagree on record \"", name, "\"");
+      continue;
+    }
+    if (bytes.size() != slice.count * sizeof(float))
+      throw make_error(error_, slice.source, ": record \"", name, "\" holds ", bytes.size() / sizeof(float),
+                       " values, the slice ", slice.count);
+    Values& into = values_[name];
+    into.bytes.resize(count_ * sizeof(float));
+    if (begin >= end) continue;
+    std::memcpy(into.bytes.data() + (begin - offset_) * sizeof(float),
+                bytes.data() + (begin - slice.offset) * sizeof(float), (end - begin) * sizeof(float));
+    into.covered += end - begin;
+  }
+}
+
+Checkpoint RangeRecords::finish() && {
+  for (auto& [name, values] : values_) {
+    if (values.covered != count_)
+      throw make_error(error_, "record \"", name, "\": the slices hold ", values.covered, " of the ", count_,
+                       " values of elements ", offset_, "+", count_);
+    records_.put(name, std::move(values.bytes));
+  }
+  return std::move(records_);
 }
 
 void put_slice(Checkpoint& part, const Checkpoint& records, const SliceKinds& kinds, std::size_t offset,

@@ -8,9 +8,11 @@
 // them without knowing whose state they are.
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/util/error.hpp"
@@ -34,6 +36,32 @@ struct SliceKinds {
 // on the total or on a record that is not per value, or a slice lacks a record or holds another
 // count of values than its range's.
 void join_slices(std::span<const RecordSlice> slices, const SliceKinds& kinds, ErrorKind error, Checkpoint& out);
+
+// The records of one range [offset, offset + count) of a state, put together from slices that
+// overlap it, in any order and not overlapping one another: each per-value record's values that
+// fall in the range, and the others as every slice has them. What a replica keeps of the slices
+// its group or its checkpoint's part files hold, for the part it holds from now on, without the
+// whole state's records.
+class RangeRecords {
+ public:
+  RangeRecords(std::size_t offset, std::size_t count, SliceKinds kinds, ErrorKind error);
+  // Error(`error`) naming the slice when a per-value record holds another count of values than its
+  // range's, or a record not per value differs from an earlier slice's.
+  void take(const RecordSlice& slice);
+  // Error(`error`) when a per-value record misses values of the range.
+  Checkpoint finish() &&;
+
+ private:
+  std::size_t offset_, count_;
+  SliceKinds kinds_;
+  ErrorKind error_;
+  Checkpoint records_;  // those not per value
+  struct Values {
+    std::vector<std::byte> bytes;
+    std::size_t covered = 0;
+  };
+  std::map<std::string, Values> values_;
+};
 
 // `records`' members, with the "sliced.*" records that describe them, into `part`.
 void put_slice(Checkpoint& part, const Checkpoint& records, const SliceKinds& kinds, std::size_t offset,

@@ -21,8 +21,10 @@ bool outer(const std::string& name) { return name.starts_with("outer.") && name 
 
 const SliceKinds kOuterKinds{outer, per_value};
 
-// The part `records` hold and the model's size: "outer.part", or the whole of a whole state's.
-std::pair<ShardRange, std::size_t> held_part(const Checkpoint& records) {
+}  // namespace
+
+// "outer.part", or the whole of a whole state's.
+std::pair<ShardRange, std::size_t> outer_records_part(const Checkpoint& records) {
   if (!records.has(kPartRecord)) {
     const std::size_t n = records.get(std::string("outer.global")).size() / sizeof(float);
     return {{0, n}, n};
@@ -32,8 +34,6 @@ std::pair<ShardRange, std::size_t> held_part(const Checkpoint& records) {
     throw make_error(ErrorKind::Checkpoint, "record \"", kPartRecord, "\" is not a part of a model");
   return {{range[0], range[1]}, range[2]};
 }
-
-}  // namespace
 
 Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part) {
   return cut_outer_records(whole, part, whole.get(std::string("outer.global")).size() / sizeof(float));
@@ -59,12 +59,32 @@ Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part, std::size
   return cut;
 }
 
+const SliceKinds& outer_record_kinds() { return kOuterKinds; }
+
+Checkpoint outer_records_of(const Checkpoint& records, ShardRange range) {
+  const auto [part, model] = outer_records_part(records);
+  MERIDIAN_CHECK(range.offset >= part.offset && range.end() <= part.end(), "values ", range.offset, "+", range.count,
+                 " of records of ", part.offset, "+", part.count);
+  Checkpoint out = cut_outer_records(records, {range.offset - part.offset, range.count}, part.count);
+  out.put_pod<std::uint64_t>(kPartRecord, std::vector<std::uint64_t>{range.offset, range.count, model});
+  return out;
+}
+
+RecordSlice outer_slice_of(const Checkpoint& records, std::string source) {
+  try {
+    const auto [range, model] = outer_records_part(records);
+    return {range.offset, range.count, model, &records, std::move(source)};
+  } catch (const Error& e) {
+    throw make_error(ErrorKind::Peer, source, ": ", e.what());
+  }
+}
+
 Checkpoint join_outer_parts(std::span<const Checkpoint> parts) {
   MERIDIAN_CHECK(!parts.empty(), "no parts to join");
   std::vector<RecordSlice> slices;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     try {
-      const auto [range, model] = held_part(parts[i]);
+      const auto [range, model] = outer_records_part(parts[i]);
       slices.push_back({range.offset, range.count, model, &parts[i], "outer part " + std::to_string(i)});
     } catch (const Error& e) {
       throw make_error(ErrorKind::Peer, "outer part ", i, ": ", e.what());
@@ -76,7 +96,7 @@ Checkpoint join_outer_parts(std::span<const Checkpoint> parts) {
 }
 
 void put_outer_slice(Checkpoint& part_file, const Checkpoint& part) {
-  const auto [range, model] = held_part(part);
+  const auto [range, model] = outer_records_part(part);
   put_slice(part_file, part, kOuterKinds, range.offset, range.count, model);
 }
 

@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/sliced_records.hpp"
 #include "core/model/shard_map.hpp"
 
 namespace meridian {
@@ -25,6 +28,19 @@ Checkpoint cut_outer_records(const Checkpoint& whole, ShardRange part, std::size
 // model's size or on a record that is not per value (two versions), or a part's record does not
 // hold its part's values: parts come from other replicas, and are checked as a peer's bytes.
 Checkpoint join_outer_parts(std::span<const Checkpoint> parts);
+
+// The outer records' kinds as sliced_records.hpp names them: every "outer.*" record, those that
+// hold a value per parameter apart.
+const SliceKinds& outer_record_kinds();
+// `records` (OuterState::save of a state or a part) with the values of `range` alone, labelled as a
+// part's records are ("outer.part"): what a member of a re-formed group gets from a source of the
+// part it keeps. InvariantError when `range` is not inside the part they hold.
+Checkpoint outer_records_of(const Checkpoint& records, ShardRange range);
+// The part `records` hold as the slice RangeRecords takes (its records: `records`). Error(Peer)
+// naming `source` when "outer.part" is malformed.
+RecordSlice outer_slice_of(const Checkpoint& records, std::string source);
+// The part records hold and the model's size.
+std::pair<ShardRange, std::size_t> outer_records_part(const Checkpoint& records);
 
 // A part's records (OuterState::save of a part) as the slice a checkpoint's part file carries
 // (core/checkpoint/sliced_records.hpp): read_checkpoint joins the parts' slices to the records

@@ -33,7 +33,7 @@ void check_plan(const FragmentPlan& plan, std::size_t n) {
 }  // namespace
 
 OuterState::OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
-                       FragmentPlan plan, std::optional<ShardRange> part)
+                       FragmentPlan plan, std::optional<ShardRange> part, std::optional<ShardRange> mirror)
     : plan_(plan.empty() ? whole_model(initial.size()) : std::move(plan)),
       size_(initial.size()),
       part_(part.value_or(ShardRange{0, initial.size()})),
@@ -46,6 +46,19 @@ OuterState::OuterState(std::span<const float> initial, OuterOptions outer, Codec
   start_ = global_;
   for (const auto& f : plan_) encoded_size(f.size, codec);  // Error(Config) now rather than at the first round
   make_buffers(outer, error_feedback);
+  if (mirror) {
+    MERIDIAN_CHECK(mirror->end() <= size_, "mirror ", mirror->offset, "+", mirror->count, " of ", size_, " values");
+    mirror_.reset(new OuterState(*this, *mirror, initial.subspan(mirror->offset, mirror->count)));
+  }
+}
+
+void OuterState::start_over(std::span<const float> initial, ShardRange part, std::optional<ShardRange> mirror) {
+  MERIDIAN_CHECK(initial.size() == size_ && part.end() <= size_ && (!mirror || mirror->end() <= size_),
+                 "start_over of ", initial.size(), " weights at ", part.offset, "+", part.count, " of ", size_);
+  OuterState next(*this, part, initial.subspan(part.offset, part.count));
+  if (mirror) next.mirror_.reset(new OuterState(*this, *mirror, initial.subspan(mirror->offset, mirror->count)));
+  next.previews_ = previews_;
+  *this = std::move(next);
 }
 
 OuterState::OuterState(const OuterState& kind, ShardRange part, std::span<const float> global)

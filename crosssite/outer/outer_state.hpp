@@ -41,8 +41,10 @@ class OuterState {
   // one, the whole model); InvariantError when they do not cover `initial` exactly.
   // `part`: the values this state holds (sharded), the whole model without one; InvariantError
   // for a part outside the model, or a part short of the model with more than one fragment.
+  // `mirror`: the part of another replica it mirrors (sites/replica/outer_cut.hpp), if any.
   OuterState(std::span<const float> initial, OuterOptions outer, CodecOptions codec, bool error_feedback,
-             FragmentPlan plan = {}, std::optional<ShardRange> part = std::nullopt);
+             FragmentPlan plan = {}, std::optional<ShardRange> part = std::nullopt,
+             std::optional<ShardRange> mirror = std::nullopt);
   OuterState(const OuterState& other);
   OuterState& operator=(const OuterState& other);
   OuterState(OuterState&&) noexcept = default;
@@ -147,6 +149,10 @@ class OuterState {
   // whole model is read. Error(Checkpoint) as restore's, the state unchanged.
   void restore_part(const Checkpoint& records, ShardRange part, const Checkpoint* mirror_records = nullptr,
                     std::optional<ShardRange> mirror = std::nullopt);
+  // Version 0 from `initial` (the whole model's weights) as the constructor makes it, holding `part`
+  // and a mirror of `mirror`, this state's kind kept: how a group whose members never began a round
+  // cuts it, each from the initial weights it holds. InvariantError with several fragments.
+  void start_over(std::span<const float> initial, ShardRange part, std::optional<ShardRange> mirror);
   // A whole state keeps `part` of itself, and a mirror of `mirror`: what restore() from its own
   // records would make, without writing them out (a group's first cut, every member whole).
   // InvariantError on a sharded state.

@@ -1,10 +1,14 @@
 #include "sites/replica/outer_cut.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/sliced_records.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/outer/outer_parts.hpp"
 #include "sites/replica/group_parts.hpp"
@@ -15,7 +19,7 @@ namespace {
 // What a member holds, as it travels: version, part, mirror (count 0: none), the model's size.
 struct Said {
   std::int64_t version;
-  std::uint64_t offset, count, mirror_offset, mirror_count, model;
+  std::uint64_t offset, count, mirror_offset, mirror_count, model, fresh;
 };
 
 std::optional<ShardRange> mirror_of(const ShardMap& map, int rank) {
@@ -23,20 +27,36 @@ std::optional<ShardRange> mirror_of(const ShardMap& map, int rank) {
   return map.part((rank + 1) % map.ranks());
 }
 
-std::vector<HeldOuter> what_members_hold(GroupParts& parts, const OuterState& state) {
-  const auto mirror = state.mirror_part();
-  const Said mine{state.version(),        state.part().offset, state.part().count, mirror ? mirror->offset : 0,
-                  mirror ? mirror->count : 0, state.size()};
+struct Members {
   std::vector<HeldOuter> held;
+  bool fresh = true;  // every member's
+};
+
+Members what_members_hold(GroupParts& parts, const OuterState& state, bool fresh) {
+  const auto mirror = state.mirror_part();
+  const Said mine{
+      state.version(), state.part().offset, state.part().count, mirror ? mirror->offset : 0, mirror ? mirror->count : 0,
+      state.size(),    fresh ? 1u : 0u};
+  Members out;
   for (const auto& bytes : parts.all_gather(std::as_bytes(std::span(&mine, 1)))) {
     Said s{};
     MERIDIAN_CHECK(bytes.size() == sizeof s, "a member said ", bytes.size(), " bytes of what it holds");
     std::memcpy(&s, bytes.data(), sizeof s);
-    held.push_back({s.version, {s.offset, s.count},
-                    s.mirror_count > 0 ? std::optional(ShardRange{s.mirror_offset, s.mirror_count}) : std::nullopt,
-                    s.model});
+    out.held.push_back({s.version,
+                        {s.offset, s.count},
+                        s.mirror_count > 0 ? std::optional(ShardRange{s.mirror_offset, s.mirror_count}) : std::nullopt,
+                        s.model});
+    out.fresh = out.fresh && s.fresh == 1;
   }
-  return held;
+  return out;
+}
+
+// Whether every member holds this cut's part and mirror (of whatever version).
+bool holds_cut(const std::vector<HeldOuter>& held, const ShardMap& map) {
+  for (std::size_t m = 0; m < held.size(); ++m)
+    if (held[m].part != map.part(static_cast<int>(m)) || held[m].mirror != mirror_of(map, static_cast<int>(m)))
+      return false;
+  return true;
 }
 
 // Whether every member holds this cut's part (and mirror) of the version chosen, from its own.
@@ -51,13 +71,65 @@ bool in_place(const std::vector<HeldOuter>& held, const OuterSources& sources, c
   return true;
 }
 
-std::vector<std::byte> records_of(const OuterState& state, bool mirror) {
-  Checkpoint c;
-  if (mirror)
-    state.save_mirror(c);
-  else
-    state.save(c);
-  return encode_checkpoint(c);
+// What of `records` falls in `target` (none: nothing), as the bytes a member gets. An empty
+// target (a part of no unit, in a group of more replicas than units) gets the first source's
+// records of no value: the records that are not per value, which its state still needs.
+std::vector<std::byte> overlap_of(const Checkpoint& records, std::optional<ShardRange> target, bool first_source) {
+  const ShardRange held = outer_records_part(records).first;
+  if (!target) return {};
+  if (target->count == 0)
+    return first_source ? encode_checkpoint(outer_records_of(records, {held.offset, 0})) : std::vector<std::byte>{};
+  const std::size_t begin = std::max(held.offset, target->offset), end = std::min(held.end(), target->end());
+  if (begin >= end) return {};
+  return encode_checkpoint(outer_records_of(records, {begin, end - begin}));
+}
+
+// Each source's records go from the member that holds them to every member, each getting only
+// what falls in its new part and in its new mirror (Communicator::scatter), one source at a time:
+// beside its old part and mirror a member holds its new ones and one source's records, never the
+// whole state's. The bytes this member received.
+std::size_t recut_from_sources(Communicator& group, OuterState& state, const ShardMap& map,
+                               const OuterSources& sources) {
+  const int rank = group.rank();
+  const ShardRange part = map.part(rank);
+  const auto mirror = mirror_of(map, rank);
+  RangeRecords own(part.offset, part.count, outer_record_kinds(), ErrorKind::Peer);
+  std::optional<RangeRecords> mirrored;
+  if (mirror) mirrored.emplace(mirror->offset, mirror->count, outer_record_kinds(), ErrorKind::Peer);
+  std::size_t received = 0;
+  for (const auto& s : sources.sources) {
+    std::vector<std::vector<std::byte>> for_parts, for_mirrors;
+    if (s.member == rank) {
+      Checkpoint records;
+      if (s.mirror)
+        state.save_mirror(records);
+      else
+        state.save(records);
+      const bool first = &s == &sources.sources.front();
+      for (int m = 0; m < group.size(); ++m) {
+        for_parts.push_back(overlap_of(records, map.part(m), first));
+        for_mirrors.push_back(overlap_of(records, mirror_of(map, m), first));
+      }
+    }
+    const std::string source = "replica " + std::to_string(s.member) + "'s outer " + (s.mirror ? "mirror" : "part");
+    for (auto [into, pieces] :
+         {std::pair{&own, &for_parts}, std::pair{mirrored ? &*mirrored : nullptr, &for_mirrors}}) {
+      const auto piece = group.scatter(*pieces, s.member);
+      received += piece.size();
+      if (piece.empty()) continue;
+      if (!into) throw make_error(ErrorKind::Peer, source, " sent values for a mirror this replica does not keep");
+      const Checkpoint records = decode_checkpoint(piece, source);
+      into->take(outer_slice_of(records, source));
+    }
+  }
+  const Checkpoint own_records = std::move(own).finish();
+  if (!mirrored) {
+    state.restore_part(own_records, part);
+  } else {
+    const Checkpoint mirror_records = std::move(*mirrored).finish();
+    state.restore_part(own_records, part, &mirror_records, mirror);
+  }
+  return received;
 }
 
 }  // namespace
@@ -69,9 +141,14 @@ std::vector<ShardRange> held_ranges(const ShardMap& map, int rank) {
 }
 
 OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights,
-                         bool from_owners) {
+                         bool from_owners, bool fresh) {
   GroupParts parts(group, map);
-  const auto held = what_members_hold(parts, state);
+  const auto [held, all_fresh] = what_members_hold(parts, state, fresh);
+  if (all_fresh && !from_owners) {  // version 0 everywhere, from the initial weights every member holds
+    OuterCut cut{0, 0, 0, false, false, 0};
+    if (!holds_cut(held, map)) state.start_over(weights, map.part(group.rank()), mirror_of(map, group.rank()));
+    return cut;
+  }
   const auto sources = choose_outer_sources(held);
   if (!sources)
     throw make_error(ErrorKind::Data, "the ", group.size(), " replicas hold no whole outer state of any version (a "
@@ -87,20 +164,8 @@ OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap&
     state.cut(map.part(rank), mirror_of(map, rank));
     return cut;
   }
-  // Each source's records from the member that holds them, to every member.
-  bool own = false, mirror = false;
-  for (const auto& s : sources->sources)
-    if (s.member == rank) (s.mirror ? mirror : own) = true;
-  const auto owned = parts.all_gather(own ? records_of(state, false) : std::vector<std::byte>{});
-  const auto mirrored = parts.all_gather(mirror ? records_of(state, true) : std::vector<std::byte>{});
-  std::vector<Checkpoint> chosen;
-  for (const auto& s : sources->sources) {
-    const auto& bytes = (s.mirror ? mirrored : owned)[static_cast<std::size_t>(s.member)];
-    cut.bytes += bytes.size();
-    chosen.push_back(decode_checkpoint(bytes, "replica " + std::to_string(s.member) + "'s outer part"));
-  }
+  cut.bytes = recut_from_sources(group, state, map, *sources);
   cut.moved = true;
-  state.restore(join_outer_parts(chosen), map.part(rank), mirror_of(map, rank));
   if (cut.older) {
     state.drop_in_flight(weights);
     parts.all_gather(weights);

@@ -4,8 +4,9 @@
 // the newest version the parts and mirrors cover whole), and each keeps its new part of the joined
 // records and a mirror of the next rank's. One replica's death loses nothing: its part comes from
 // the mirror its predecessor kept. A group that holds its parts already moves nothing; one whose
-// members all hold the whole state (the first join) cuts without a transfer. Otherwise the chosen
-// records travel once to every member, the whole state's records held there while it cuts.
+// members all hold the whole state (the first join) cuts without a transfer. Otherwise each chosen
+// source sends every member what falls in its new part and mirror, one source after another: no
+// member holds the whole state's records (OuterCut::bytes: about 2/M of them).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -29,10 +30,13 @@ struct OuterCut {
 // Every member of `group` calls it together. `weights`: the member's working weights, whole
 // (the in-flight round's progress is dropped from them when an older state is taken).
 // `from_owners`: the chosen records travel even when every member holds its cut already (a
-// mirror found stale is replaced so). Error(Data) when no version is whole among the members (a
-// part and its mirror died together, and no member restarted from a checkpoint).
+// mirror found stale is replaced so). `fresh`: this member never began a round (version 0, no
+// step taken: `weights` are the job's initial ones); when every member is, each cuts its part and
+// mirror from its weights, nothing sent (OuterCut::sources 0), whatever parts they held. Error(Data)
+// when no version is whole among the members (a part and its mirror died together, and no member
+// restarted from a checkpoint).
 OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap& map, std::span<float> weights,
-                         bool from_owners = false);
+                         bool from_owners = false, bool fresh = false);
 
 // The ranges of the model's values member `rank` holds under `map`: its part, and its mirror of
 // the next rank's when the group has several.

@@ -69,9 +69,10 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
       times_(now_()),  // before the data is loaded: start-up counts from here
       log_(run.config.job.run_dir),
       store_(run.store_endpoint, run.store_secret),
-      heartbeat_(run.store_endpoint, run.store_secret, run.id, std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
+      heartbeat_(run.store_endpoint, run.store_secret, run.id,
+                 std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
       trainer_(run.config, env, log_, nullptr, now_, {}, placement(run.config, run.site, run.id).device),
-      exchange_(run.config, run.site, trainer_.model().params(), log_, ExchangeClocks{now_, std::move(wall)}),
+      exchange_(run.config, run.site, run.id, trainer_.model().params(), log_, ExchangeClocks{now_, std::move(wall)}),
       figures_(times_.started()),
       mode_(store_),
       inbox_(store_, env,

@@ -41,16 +41,32 @@ constexpr auto kLaneAttempt = 20ms;
 // A wait this long is said to the site's agent (on_wait), and again every as long while it lasts.
 constexpr double kWaitReportS = 1.0;
 
+// What replica `replica` holds of the outer state until its group's first cut: with [parallel]
+// shard_outer and several replicas, its part and the next one's mirror under the cut its whole
+// group makes (so no replica holds the whole state at start-up, and that cut moves nothing); else
+// all of it.
+OuterState outer_state_before_cut(const JobConfig& c, const std::string& site, int replica,
+                                  std::span<const float> initial) {
+  int replicas = 1;
+  for (const auto& s : c.sites)
+    if (s.name == site) replicas = s.replicas;
+  std::vector<ShardRange> held;
+  if (c.parallel.shard_outer && replicas > 1)
+    held = held_ranges(ShardMap(initial.size(), replicas, outer_shard_unit(c)), std::clamp(replica, 0, replicas - 1));
+  return OuterState(initial, outer_options(c), codec_options(c), c.outer.error_feedback,
+                    fragment_plan(c, initial.size()), held.empty() ? std::nullopt : std::optional(held[0]),
+                    held.size() > 1 ? std::optional(held[1]) : std::nullopt);
+}
+
 }  // namespace
 
-SiteExchange::SiteExchange(const JobConfig& config, std::string site, std::span<const float> initial, RunLog& log,
-                           ExchangeClocks clocks)
+SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replica, std::span<const float> initial,
+                           RunLog& log, ExchangeClocks clocks)
     : config_(config),
       site_(std::move(site)),
       log_(log),
       clocks_(std::move(clocks)),
-      state_(initial, outer_options(config), codec_options(config), config.outer.error_feedback,
-             fragment_plan(config, initial.size())),
+      state_(outer_state_before_cut(config, site_, replica, initial)),
       driver_(round_plan(config, site_, state_.fragments()), state_, *this, clocks_.monotonic) {
   placement_.sites = static_cast<int>(config.sites.size());
   placement_.data_replicas = 0;
@@ -256,7 +272,8 @@ void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer)
   if (!config_.parallel.shard_outer) return;
   const double t0 = clocks_.monotonic();
   outer_map_.emplace(state_.size(), group.size(), outer_shard_unit(config_));
-  const OuterCut cut = cut_outer_state(group, state_, *outer_map_, trainer.model().params());
+  const bool fresh = state_.version() == 0 && trainer.state().step == 0;
+  const OuterCut cut = cut_outer_state(group, state_, *outer_map_, trainer.model().params(), false, fresh);
   if (!leader) return;
   json fields = {{"site", site_},          {"replicas", group.size()}, {"version", cut.version},
                  {"sources", cut.sources}, {"mirrors", cut.mirrors},   {"moved", cut.moved},

@@ -55,7 +55,12 @@ std::uint64_t SiteExchange::fingerprint() const {
 }
 
 void SiteExchange::restore(const Checkpoint& checkpoint) {
-  if (!config_.parallel.shard_outer || checkpoint.has("outer.global")) state_.restore(checkpoint);
+  // Before the group's first cut a sharded state's part is only a placeholder: records of the whole
+  // model (a checkpoint written in one file) restore whole, so that the cut finds them all.
+  if (config_.parallel.shard_outer && !outer_map_ && checkpoint.has("outer.global"))
+    state_.restore(checkpoint, {0, state_.size()}, std::nullopt);
+  else if (!config_.parallel.shard_outer || checkpoint.has("outer.global"))
+    state_.restore(checkpoint);
   const bool counted = rounds() > 0 || (cross_ && cross_->traffic().bytes_sent > 0);
   if (counted || !checkpoint.has("exchange.rounds")) return;  // older checkpoints: counts from here
   const auto rounds = checkpoint.get_value<std::int64_t>("exchange.rounds");

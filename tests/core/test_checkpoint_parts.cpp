@@ -216,8 +216,7 @@ TEST_CASE(
       CHECK(moments.get_pod<float>("adamw.m") == cut(whole.get_pod<float>("adamw.m"), offset, count));
       CHECK(moments.get_pod<float>("adamw.v") == cut(whole.get_pod<float>("adamw.v"), offset, count));
       CHECK(moments.get_pod<std::uint64_t>("adamw.shard") == std::vector<std::uint64_t>{offset, count});
-      if (count == 0) continue;  // a slice of nothing reads no part, so it has no records
-      const Checkpoint slice = parts.slice(offset, count);
+      const Checkpoint slice = parts.slice(offset, count);  // of no value: the shared records alone
       CHECK(slice.get_pod<float>("outer.global") == cut(whole.get_pod<float>("outer.global"), offset, count));
       CHECK(slice.get_value<std::int64_t>("outer.version") == 4);
     }

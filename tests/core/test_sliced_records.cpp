@@ -120,3 +120,32 @@ TEST_CASE("a part file whose slice description is malformed is refused, naming t
   no_lists.put_pod<std::uint64_t>("sliced.range", std::vector<std::uint64_t>{0, 10, 10});
   CHECK(error_of(no_lists).find("record \"sliced.values\" is missing") != std::string::npos);
 }
+
+TEST_CASE("a range's records from the slices that overlap it, in any order, are the joined records cut to the range") {
+  const Checkpoint a = held(0, 4), b = held(4, 3), c = held(7, 3);
+  const RecordSlice slices[] = {{7, 3, 10, &c, "c"}, {0, 4, 10, &a, "a"}, {4, 3, 10, &b, "b"}};
+  for (std::size_t offset = 0; offset < 10; ++offset)
+    for (std::size_t count = 1; offset + count <= 10; ++count) {
+      CAPTURE(offset);
+      CAPTURE(count);
+      RangeRecords range(offset, count, kKinds, ErrorKind::Peer);
+      for (const auto& s : slices)
+        if (s.offset < offset + count && offset < s.offset + s.count) range.take(s);
+      const Checkpoint out = std::move(range).finish();
+      CHECK(out.get_pod<float>("state.a") == ramp(offset, count, 1.0f));
+      CHECK(out.get_pod<float>("state.b") == ramp(offset, count, -2.0f));
+      CHECK(out.get_value<std::int64_t>("state.version") == 3);
+      CHECK_FALSE(out.has("other"));
+    }
+  // A slice of another version, a miscounted one, and values of the range no slice held are refused.
+  const Checkpoint other = held(4, 3, 4);
+  RangeRecords mixed(0, 7, kKinds, ErrorKind::Peer);
+  mixed.take(slices[1]);
+  CHECK_THROWS_WITH_AS(mixed.take({4, 3, 10, &other, "b at version 4"}),
+                       doctest::Contains("b at version 4: the slices disagree on record \"state.version\""), Error);
+  RangeRecords miscounted(0, 7, kKinds, ErrorKind::Peer);
+  CHECK_THROWS_WITH_AS(miscounted.take({4, 2, 10, &b, "b"}), doctest::Contains("holds 3 values, the slice 2"), Error);
+  RangeRecords short_of(0, 7, kKinds, ErrorKind::Peer);
+  short_of.take(slices[1]);
+  CHECK_THROWS_WITH_AS(std::move(short_of).finish(), doctest::Contains("the slices hold 4 of the 7 values"), Error);
+}

@@ -165,3 +165,71 @@ TEST_CASE("a hole at the newest version: a restarted replica's older whole state
   CHECK(members[0].weights == initial());
   CHECK(restarted.weights == initial());
 }
+
+TEST_CASE("a re-cut sends each member only its new part and mirror, one source at a time: 4 replicas, one dies") {
+  MemoryStore store;
+  std::vector<Member> members(4);
+  OuterState whole(initial(), {}, kCodec, true);
+  auto whole_weights = initial();
+  std::vector<Member*> all{&members[0], &members[1], &members[2], &members[3]};
+  cut(store, "g0/", all);
+  round(all, whole, whole_weights, 1);
+  Checkpoint records;
+  whole.save(records);
+  const double whole_bytes = static_cast<double>(encode_checkpoint(records).size());
+  // Replica 2 dies: 0, 1 and 3 go on as a group of 3, part 2 from replica 1's mirror. Each gets
+  // about 2/3 of the state's records (its third and the next one's), in pieces from its sources.
+  const auto cuts = cut(store, "g1/", {&members[0], &members[1], &members[3]});
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(cuts[r].moved);
+    CHECK(cuts[r].version == 1);
+    CHECK(cuts[r].mirrors == 1);
+    CHECK(cuts[r].bytes < 0.8 * whole_bytes);
+    CHECK(cuts[r].bytes > 0.5 * whole_bytes);
+  }
+  check_holds(members[0], whole, 0, 3);
+  check_holds(members[1], whole, 1, 3);
+  check_holds(members[3], whole, 2, 3);
+  round({&members[0], &members[1], &members[3]}, whole, whole_weights, 2);
+  check_holds(members[3], whole, 2, 3);
+}
+
+TEST_CASE(
+    "members that never began a round cut from the initial weights, whatever parts they held: no transfer, and no "
+    "hole") {
+  // Replicas built with their parts of a group of 4 (as a sharded site's start), of which only 0
+  // and 3 came: parts 1 and 2 are nowhere, yet version 0 is every member's initial weights.
+  const ShardMap four(kValues, 4);
+  const auto built = [&](int id) {
+    auto m = std::make_unique<Member>();
+    m->state = OuterState(initial(), {}, kCodec, true, {}, four.part(id), four.part((id + 1) % 4));
+    return m;
+  };
+  MemoryStore store;
+  auto first = built(0), last = built(3);
+  const OuterState version0(initial(), {}, kCodec, true);
+  std::vector<OuterCut> cuts(2);
+  require_no_errors(run_ranks(2, [&](int rank) {
+    auto comm = connect_gloo(store, "fresh/", rank, 2, {"127.0.0.1", 10000ms});
+    auto& m = rank == 0 ? *first : *last;
+    cuts[static_cast<std::size_t>(rank)] =
+        cut_outer_state(*comm, m.state, ShardMap(kValues, 2), m.weights, false, true);
+  }));
+  for (const auto& c : cuts) {
+    CHECK_FALSE(c.moved);
+    CHECK(c.bytes == 0);
+    CHECK(c.version == 0);
+  }
+  check_holds(*first, version0, 0, 2);
+  check_holds(*last, version0, 1, 2);
+  // Not fresh (a member took a step), the same holes are Error(Data).
+  auto again = built(0), other = built(3);
+  const auto errors = run_ranks(2, [&](int rank) {
+    auto comm = connect_gloo(store, "stale/", rank, 2, {"127.0.0.1", 10000ms});
+    auto& m = rank == 0 ? *again : *other;
+    cut_outer_state(*comm, m.state, ShardMap(kValues, 2), m.weights, false, rank == 0);
+  });
+  CHECK(errors[0]);
+  CHECK(errors[1]);
+}
