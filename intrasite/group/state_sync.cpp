@@ -73,20 +73,36 @@ void copy_unit(std::size_t total, std::size_t u, std::span<const float> m, std::
               to_v.begin() + static_cast<std::ptrdiff_t>(begin - to));
 }
 
+// A checkpoint's moments of the elements [offset, offset + m.size()).
 struct SavedMoments {
   std::vector<float> m, v;
+  std::size_t offset = 0;
   std::int64_t step = 0;
 };
 
-// The newest checkpoint on this member's disk that has whole moments (a site's file, not a shard's
-// snapshot), for the units no member holds.
-std::optional<SavedMoments> newest_whole_moments(Trainer& trainer, std::size_t total) {
+// The newest checkpoint on this member's disk that has the moments (a site's file, not a shard's
+// snapshot), for `range`, the units no member holds: of a checkpoint in parts only the part files
+// that hold them are read.
+std::optional<SavedMoments> newest_moments(Trainer& trainer, ShardRange range) {
   try {
-    const auto newest = trainer.newest_checkpoint();
-    if (!newest || !newest->has("adamw.m") || !newest->has("adamw.v")) return std::nullopt;
-    SavedMoments saved{newest->get_pod<float>("adamw.m"), newest->get_pod<float>("adamw.v"),
-                       newest->get_value<std::int64_t>("train.step")};
-    if (saved.m.size() != total || saved.v.size() != total) return std::nullopt;
+    const auto newest = trainer.newest_checkpoint_head();
+    if (!newest) return std::nullopt;
+    const Checkpoint& head = newest->checkpoint.head;
+    SavedMoments saved{{}, {}, range.offset, head.get_value<std::int64_t>("train.step")};
+    if (const auto& parts = newest->checkpoint.parts) {
+      if (parts->total() != trainer.param_count()) return std::nullopt;
+      const Checkpoint moments = parts->moments(range.offset, range.count);
+      saved.m = moments.get_pod<float>("adamw.m");
+      saved.v = moments.get_pod<float>("adamw.v");
+      return saved;
+    }
+    if (!head.has("adamw.m") || !head.has("adamw.v")) return std::nullopt;
+    const auto m = head.view_pod<float>("adamw.m"), v = head.view_pod<float>("adamw.v");
+    if (m.size() != trainer.param_count() || v.size() != m.size()) return std::nullopt;
+    saved.m.assign(m.begin() + static_cast<std::ptrdiff_t>(range.offset),
+                   m.begin() + static_cast<std::ptrdiff_t>(range.end()));
+    saved.v.assign(v.begin() + static_cast<std::ptrdiff_t>(range.offset),
+                   v.begin() + static_cast<std::ptrdiff_t>(range.end()));
     return saved;
   } catch (const Error& e) {  // a file that is not what it should be: the holes restart from zero
     if (e.kind() != ErrorKind::Checkpoint && e.kind() != ErrorKind::Io) throw;
@@ -109,14 +125,20 @@ MomentsPart repartition_moments(Communicator& comm, Trainer& trainer, const std:
   const AdamW& opt = trainer.optimizer();
   const std::size_t total = opt.total(), units = (total + kShardUnit - 1) / kShardUnit;
   std::vector<int> giver(units, -1);
-  std::size_t holes_elements = 0;
+  std::size_t holes_elements = 0, first_hole = units, end_hole = 0;
   for (std::size_t u = 0; u < units; ++u) {
     for (int r = 0; r < comm.size() && giver[u] < 0; ++r)
       if (current(members[r], target) && members[r].covers(u)) giver[u] = r;
-    if (giver[u] < 0) holes_elements += std::min(total, (u + 1) * kShardUnit) - u * kShardUnit;
+    if (giver[u] >= 0) continue;
+    holes_elements += std::min(total, (u + 1) * kShardUnit) - u * kShardUnit;
+    first_hole = std::min(first_hole, u);
+    end_hole = u + 1;
   }
   std::optional<SavedMoments> saved;
-  if (source && holes_elements > 0) saved = newest_whole_moments(trainer, total);
+  if (source && holes_elements > 0) {
+    const std::size_t begin = first_hole * kShardUnit;
+    saved = newest_moments(trainer, {begin, std::min(total, end_hole * kShardUnit) - begin});
+  }
   MomentsPart out{std::vector<float>(next.count), std::vector<float>(next.count)};
   std::vector<float> window;
   float checkpoint_step = 0;
@@ -129,7 +151,7 @@ MomentsPart repartition_moments(Communicator& comm, Trainer& trainer, const std:
       if (giver[u] == comm.rank())
         copy_unit(total, u, opt.m(), opt.v(), opt.shard().offset, m, v, begin);
       else if (giver[u] < 0 && saved)
-        copy_unit(total, u, saved->m, saved->v, 0, m, v, begin);
+        copy_unit(total, u, saved->m, saved->v, saved->offset, m, v, begin);
     }
     if (saved) window.back() = static_cast<float>(saved->step + 1);
     comm.allreduce(window, ReduceOp::Sum);

@@ -8,13 +8,13 @@
 // The optimizer's moments come whole from that member, unless some member holds only a part of
 // them (ZeRO): then every member at that step gives its part, and parts no member holds (a dead
 // replica's) come from the source's newest checkpoint on disk (as stale as it is: up to
-// [checkpoint] every steps; the source reads the whole file once), or restart from zero without
-// one. They are cut anew a window of units at a time, each member keeping what falls in its new
-// part: beyond its old and new parts a member holds one window (kHealWindowUnits: 32 MiB of
-// moments), not the whole model's moments (8 bytes per parameter). A member whose
-// step failed in the all-gather is taken forward when another completed that step, and undoes its
-// part of the update when none did. Under stage 2 that all-gather wrote the weights in place:
-// every part then comes back from its owner, or a dead owner's from the rank that mirrored it.
+// [checkpoint] every steps; the source reads the file once, or of a checkpoint in parts the part
+// files that hold those units), or restart from zero without one. They are cut anew a window of units at a time, each
+// member keeping what falls in its new part: beyond its old and new parts a member holds one window (kHealWindowUnits:
+// 32 MiB of moments), not the whole model's moments (8 bytes per parameter). A member whose step failed in the
+// all-gather is taken forward when another completed that step, and undoes its part of the update when none did. Under
+// stage 2 that all-gather wrote the weights in place: every part then comes back from its owner, or a dead owner's from
+// the rank that mirrored it.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

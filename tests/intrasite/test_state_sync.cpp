@@ -70,8 +70,12 @@ Held held_state(Trainer& t) {
 struct ShardedReplica {
   ShardedReplica(const TempDir& dir, const std::string& tag, MemoryStore& store, const std::string& prefix, int rank,
                  int size, int steps, int stage = 1)
-      : cfg(job(dir, tag + std::to_string(rank))),
-        log(cfg.job.run_dir),
+      : ShardedReplica(job(dir, tag + std::to_string(rank)), {}, store, prefix, rank, size, steps, stage) {}
+  // `config` shared by the group (its run directory too): each logs to `log_dir`.
+  ShardedReplica(JobConfig config, const std::filesystem::path& log_dir, MemoryStore& store, const std::string& prefix,
+                 int rank, int size, int steps, int stage = 1)
+      : cfg(std::move(config)),
+        log(log_dir.empty() ? cfg.job.run_dir : log_dir),
         comm(connect_gloo(store, prefix, rank, size, GlooOptions{})),
         trainer(cfg, posix_env(), log, nullptr, clock_stub, sharded_slot(*comm, params_of(cfg), stage)) {
     for (int i = 0; i < steps; ++i) trainer.step();
@@ -198,17 +202,23 @@ TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dea
 
 namespace {
 
-void from_checkpoint(std::size_t window) {
+// `in_parts`: the group shares a run directory and writes its checkpoint in parts, of which the
+// source reads the dead part's moments alone (CheckpointParts::moments).
+void from_checkpoint(std::size_t window, bool in_parts = false) {
   CAPTURE(window);
+  CAPTURE(in_parts);
   TempDir dir("heal-from-checkpoint");
   MemoryStore store;
   std::vector<Held> before(4), after(3);
   std::vector<HealReport> reports(3);
+  const JobConfig shared = job(dir, "site", "[checkpoint]\nper_replica = true\n[parallel]\nzero_stage = 1\n");
   on_threads(4, [&](int rank) {
     const auto r = static_cast<std::size_t>(rank);
-    ShardedReplica replica(dir, "r", store, "a/", rank, 4, 2);
+    ShardedReplica replica = in_parts
+                                 ? ShardedReplica(shared, dir / ("log" + std::to_string(rank)), store, "a/", rank, 4, 2)
+                                 : ShardedReplica(dir, "r", store, "a/", rank, 4, 2);
     Trainer& t = replica.trainer;
-    t.save_checkpoint(rank == 0);  // whole, in r0/: what the group's source reads
+    t.save_checkpoint(rank == 0);  // whole, in r0/, or in parts in site/: what the group's source reads
     before[r] = held_state(t);     // the moments at step 2, as the checkpoint has them
     t.step();
     if (rank == 3) return;
@@ -263,8 +273,11 @@ TEST_CASE("sharded replicas that regroup as the same group keep their parts: not
   }
 }
 
-TEST_CASE("a dead replica's part of the moments comes from the newest checkpoint when there is one") {
+TEST_CASE(
+    "a dead replica's part of the moments comes from the newest checkpoint when there is one, of one in parts from its "
+    "own part file") {
   for (const std::size_t window : {kHealWindowUnits, std::size_t{2}}) from_checkpoint(window);
+  from_checkpoint(kHealWindowUnits, true);
 }
 
 TEST_CASE("a step whose all-gather failed on every member is undone by the heal, and replays exactly") {
