@@ -620,20 +620,37 @@ TEST_CASE("a re-formed group goes on from the newest version its parts and mirro
   CHECK_FALSE(choose_outer_sources(lost));
 }
 
-TEST_CASE("a whole state cut to a part and a mirror in place is the one its own records restore") {
-  const std::size_t n = 3 * kShardUnit + 77;
-  const auto initial = ramp(n, 0.01f);
+namespace {
+
+constexpr std::size_t kCutValues = 3 * kShardUnit + 77;
+
+OuterOptions delayed() {
   OuterOptions outer;
   outer.delay = 2;  // a delay buffer too
-  OuterState whole(initial, outer, {CodecKind::Int8, 256}, true);
+  return outer;
+}
+
+// A whole state of kCutValues with error feedback, two versions committed (each round's progress
+// `i % modulus` steps of 1e-3 on value i).
+OuterState two_versions(std::size_t modulus) {
+  const auto initial = ramp(kCutValues, 0.01f);
+  OuterState whole(initial, delayed(), {CodecKind::Int8, 256}, true);
   auto local = initial;
   for (int round = 1; round <= 2; ++round) {
-    for (std::size_t i = 0; i < n; ++i) local[i] -= 1e-3f * static_cast<float>(i % 5);
-    std::vector<float> mean(n);
+    for (std::size_t i = 0; i < kCutValues; ++i) local[i] -= 1e-3f * static_cast<float>(i % modulus);
+    std::vector<float> mean(kCutValues);
     decode(whole.encode_delta(local), mean);
     whole.commit(round, whole.preview(mean));
     whole.rebase(local);
   }
+  return whole;
+}
+
+}  // namespace
+
+TEST_CASE("a whole state cut to a part and a mirror in place is the one its own records restore") {
+  const std::size_t n = kCutValues;
+  const OuterState whole = two_versions(5);
   const ShardMap map(n, 3);
   Checkpoint records;
   whole.save(records);
@@ -654,19 +671,10 @@ TEST_CASE("a whole state cut to a part and a mirror in place is the one its own 
 
 TEST_CASE(
     "a state restored from its part's and its mirror's records alone is the one the whole model's records restore") {
-  const std::size_t n = 3 * kShardUnit + 77;
+  const std::size_t n = kCutValues;
   const auto initial = ramp(n, 0.01f);
-  OuterOptions outer;
-  outer.delay = 2;
-  OuterState whole(initial, outer, {CodecKind::Int8, 256}, true);
-  auto local = initial;
-  for (int round = 1; round <= 2; ++round) {
-    for (std::size_t i = 0; i < n; ++i) local[i] -= 1e-3f * static_cast<float>(i % 7);
-    std::vector<float> mean(n);
-    decode(whole.encode_delta(local), mean);
-    whole.commit(round, whole.preview(mean));
-    whole.rebase(local);
-  }
+  const OuterOptions outer = delayed();
+  const OuterState whole = two_versions(7);
   Checkpoint records;
   whole.save(records);
   for (const int ranks : {1, 2, 3}) {
