@@ -193,6 +193,8 @@ class Trainer {
   // the extras' slices (theirs to take). Without parts, resume_from restores it whole.
   std::optional<CheckpointStore::LoadedHead> newest_checkpoint_head();
   void resume_from(const CheckpointStore::LoadedHead& loaded);
+  // The same restore without the resume's log: of a file read by read_checkpoint_head.
+  void restore_head(const CheckpointHead& checkpoint, const std::string& source);
   // AdamW's moments of `range` from a checkpoint's parts; this replica keeps that range from then
   // on (set_slot with the same shard moves nothing). A shard's group calls it before sync_state.
   void restore_moments(const CheckpointParts& parts, ShardRange range);

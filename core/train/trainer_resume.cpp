@@ -35,15 +35,15 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::resume_from(const CheckpointStore::LoadedHead& loaded) {
-  const Checkpoint& head = loaded.checkpoint.head;
-  const std::string source = loaded.path.string();
-  if (!loaded.checkpoint.parts) {
-    restore(head, source);
-  } else {  // the moments stay on disk: restore_moments takes them by range
-    state_ = decode_train_weights(head, source, config_.model, model_->params(), opt_);
-    restored(head);
-  }
+  restore_head(loaded.checkpoint, loaded.path.string());
   resumed(loaded.path);
+}
+
+void Trainer::restore_head(const CheckpointHead& checkpoint, const std::string& source) {
+  if (!checkpoint.parts) return restore(checkpoint.head, source);
+  // The moments stay on disk: restore_moments takes them by range.
+  state_ = decode_train_weights(checkpoint.head, source, config_.model, model_->params(), opt_);
+  restored(checkpoint.head);
 }
 
 void Trainer::resumed(const std::filesystem::path& path) {

@@ -50,7 +50,10 @@ OpsInbox::Applied OpsInbox::apply(std::int64_t newest, Trainer& trainer, bool le
         const std::string path = command.at("path").get<std::string>();
         const double scale = command.contains("lr_scale") ? command["lr_scale"].get<double>() : trainer.state().lr_scale;
         const auto rollbacks = trainer.state().rollbacks;
-        trainer.restore(read_checkpoint(env_, path), path);
+        if (checkpoint_rollback_)
+          result.update(checkpoint_rollback_(trainer, path));
+        else
+          trainer.restore(read_checkpoint(env_, path), path);
         trainer.set_guard_state(scale, rollbacks);
         out.restored = true;
         result.update({{"path", path}, {"to_step", trainer.state().step}, {"scale", scale}});

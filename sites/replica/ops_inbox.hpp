@@ -31,6 +31,11 @@ class OpsInbox {
   using VersionRollback = std::function<nlohmann::json(Trainer&, std::int64_t version, std::optional<double> lr_scale)>;
   void on_version_rollback(VersionRollback rollback) { version_rollback_ = std::move(rollback); }
 
+  // How `rollback` to a checkpoint file is read and restored here (every member at the same step):
+  // fields to add to what it did. Without one the file is read whole (read_checkpoint).
+  using CheckpointRollback = std::function<nlohmann::json(Trainer&, const std::string& path)>;
+  void on_checkpoint_rollback(CheckpointRollback rollback) { checkpoint_rollback_ = std::move(rollback); }
+
   // The newest command number filed, read by the leader (the others give 0 to the sum).
   float newest(bool leader);
   // The commands this replica applied, once it has been in a group (a fresh process: none known).
@@ -61,6 +66,7 @@ class OpsInbox {
   std::int64_t applied_ = 0;
   bool joined_ = false;
   VersionRollback version_rollback_;
+  CheckpointRollback checkpoint_rollback_;
 };
 
 }  // namespace meridian

@@ -65,6 +65,7 @@ GlooOptions gloo_options(const JobConfig& c) {
 ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<double()> now,
                                std::function<double()> wall, LeaveOnStop& stops)
     : run_(run),
+      env_(env),
       now_(std::move(now)),
       times_(now_()),  // before the data is loaded: start-up counts from here
       log_(run.config.job.run_dir),
@@ -100,6 +101,7 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
          [this] { return exchange_.fingerprint(); }, [this](Checkpoint& part) { exchange_.save_part(part); }});
   inbox_.on_version_rollback(
       [this](Trainer& t, std::int64_t version, std::optional<double> scale) { return roll_back_to(t, version, scale); });
+  inbox_.on_checkpoint_rollback([this](Trainer& t, const std::string& path) { return restore_checkpoint(t, path); });
 }
 
 // Across sites (DiLoCo, [guard] across_sites) a diverged site goes back to the newest version it
@@ -223,6 +225,22 @@ void ReplicaProcess::take_resumed_parts(const GroupPlace& place) {
   log_.event("resumed_parts", fields);
   resumed_parts_.reset();
   resume_peak_rss_ = peak_rss_bytes();
+}
+
+// An operator's rollback to a checkpoint, applied by every member at the same step: of one
+// written in parts each reads the leader's file and its own part of the moments and of a sharded
+// outer state, as a resume does (the fields say which, and how many elements of each).
+nlohmann::json ReplicaProcess::restore_checkpoint(Trainer& t, const std::string& path) {
+  CheckpointHead read = read_checkpoint_head(env_, path);
+  if (read.parts && read.parts->has_slices() && !config().parallel.shard_outer)
+    read = {read.parts->read_whole(), std::nullopt};
+  t.restore_head(read, path);
+  if (!read.parts) return {{"read", "whole"}};
+  const ShardRange moments = t.moments_held();
+  t.restore_moments(*read.parts, moments);
+  return {{"read", "parts"},
+          {"moments_elements", moments.count},
+          {"outer_elements", exchange_.restore_from_parts(*read.parts, group_.rank(), group_.size())}};
 }
 
 // Every replica of every site reads its own windows of the data.

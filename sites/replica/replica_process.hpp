@@ -57,6 +57,7 @@ class ReplicaProcess {
   void joined(double t_join, GroupPlace place);
   void resume();
   void take_resumed_parts(const GroupPlace& place);
+  nlohmann::json restore_checkpoint(Trainer& t, const std::string& path);
   void agree_on_commands();
   bool apply_commands(std::int64_t newest);  // true: one replaced the trainer's state
   void sit_out();
@@ -85,6 +86,7 @@ class ReplicaProcess {
   }
 
   const ReplicaRun& run_;
+  Env& env_;
   std::function<double()> now_;
   TimeBreakdown times_;
   RunLog log_;

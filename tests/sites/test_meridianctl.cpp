@@ -3,28 +3,28 @@
 // the socket, and the agent still serving after all of it. Against a job of two sites (real
 // etcd): rollback to the site's version, and the refusals of every other rollback.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "core/checkpoint/store.hpp"
+#include "core/io/env.hpp"
 #include "core/io/secret_file.hpp"
 #include "intrasite/comm/tcp_store.hpp"
-#include "tests/support/child_process.hpp"
 #include "tests/sites/run_meridianctl.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/etcd_server.hpp"
+#include "tests/support/eventually.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/run_process.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/eventually.hpp"
 
 using namespace meridian::testing;
 using nlohmann::json;
@@ -42,7 +42,9 @@ std::filesystem::path write_job(const TempDir& dir) {
                       << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
                       << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 100000\n"
                       << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n"
-                      << "[checkpoint]\nevery = 0\nkeep = 3\n"  // only the ones asked for: none is pruned meanwhile
+                      // Only the checkpoints asked for (none is pruned meanwhile), in parts: the replicas
+                      // shard AdamW's moments, and a rollback reads each one's own part.
+                      << "[checkpoint]\nevery = 0\nkeep = 3\nper_replica = true\n[parallel]\nzero_stage = 1\n"
 
                       << "[replicas]\ncount = 2\nheartbeat_timeout_ms = 5000\ncollective_timeout_ms = 5000\n";
   return file;
@@ -169,6 +171,19 @@ TEST_CASE("meridianctl: every command against a running site, refusals, malforme
   CHECK(wait_for_event(run, [&](const json& e) {
     return applied(e, "rollback") && e["to_step"] == rollback_step && e["scale"] == 0.5 && !e.contains("error");
   }));
+  // The leader read its part of the moments (the first of the 2 the file lists), not the whole.
+  const auto file = meridian::CheckpointStore(meridian::posix_env(), run / "checkpoints", 3).path_for(rollback_step);
+  const auto parts = meridian::decode_checkpoint(meridian::posix_env().read_all(file), file.string())
+                         .get_pod<std::uint64_t>("adamw.parts");
+  REQUIRE(parts.size() == 5);
+  int rollbacks = 0;
+  for (const auto& e : events_of(read_jsonl(run / "events.jsonl"), "ops_applied"))
+    if (e["command"] == "rollback" && e["to_step"] == rollback_step) {
+      ++rollbacks;
+      CHECK(e.value("read", "") == "parts");
+      CHECK(e.value("moments_elements", std::uint64_t{0}) == parts[2]);
+    }
+  CHECK(rollbacks == 1);
   const auto no_such = ctl({"rollback", "--to", "/no/such/ckpt.mrdn"}, with_token);
   CHECK(no_such.exit_code == 1);
   CHECK(no_such.err.find("no checkpoint /no/such/ckpt.mrdn") != std::string::npos);
