@@ -43,6 +43,12 @@ AdamW make_adamw(const JobConfig& c, const ParamLayout& layout, const std::optio
   return uses_muon(c) ? AdamW(layout, adamw_options(c), ranges_without_muon(layout)) : AdamW(layout, adamw_options(c));
 }
 
+// The moments a trainer builds: its shard's, else the part it is told it will keep, else whole.
+std::optional<ShardRange> first_moments(const ReplicaSlot& slot, std::size_t params) {
+  if (slot.shard || !slot.moments_first || slot.moments_first->ranks < 2) return slot.shard;
+  return ShardMap(params, slot.moments_first->ranks).part(slot.moments_first->rank);
+}
+
 // The moments of `from` for the elements `to` (none: the whole model) covers too; zero for the others.
 AdamW reshard(const AdamW& from, const JobConfig& c, const ParamLayout& layout, const std::optional<ShardRange>& to) {
   AdamW out = make_adamw(c, layout, to);
@@ -71,8 +77,8 @@ std::optional<Muon> make_muon(const JobConfig& c, const ParamLayout& layout) {
 
 }  // namespace
 
-Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress,
-                 std::function<double()> now, ReplicaSlot slot, ComputeDevice device)
+Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter* progress, std::function<double()> now,
+                 ReplicaSlot slot, ComputeDevice device)
     : config_(config),
       env_(env),
       log_(log),
@@ -83,10 +89,10 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       data_(load_job_data(config)),
       tokenizer_(load_job_tokenizer(config)),
       model_(make_model<float>(config.model)),
-      opt_(make_adamw(config, model_->layout(), slot_.shard)),
+      opt_(make_adamw(config, model_->layout(), first_moments(slot_, model_->layout().total()))),
       muon_(make_muon(config, model_->layout())),
-      schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio,
-                config.inner.warmup_steps, config.inner.steps},
+      schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio, config.inner.warmup_steps,
+                config.inner.steps},
       sampler_(make_job_sampler(data_.train, config)) {
   check_validation_windows(data_, config);
   model_->set_recompute(config.parallel.recompute);
@@ -295,12 +301,13 @@ Checkpoint Trainer::snapshot() const { return snapshot_of(true); }
 
 Checkpoint Trainer::snapshot_meta() const { return snapshot_of(false); }
 
-std::uint64_t Trainer::state_fingerprint() {
+std::uint64_t Trainer::state_fingerprint(bool with_moments) {
   MERIDIAN_CHECK(!extras_.save || extras_.fingerprint, "a trainer's extras save records but have no fingerprint");
   fetch_from_device(true);
   const auto meta = encode_checkpoint(snapshot_of(false, false));
   const std::uint64_t parts[] = {hash64(std::span<const float>(model_->params())),
-                                 hash64(std::span<const float>(opt_.m())), hash64(std::span<const float>(opt_.v())),
+                                 with_moments ? hash64(std::span<const float>(opt_.m())) : 0,
+                                 with_moments ? hash64(std::span<const float>(opt_.v())) : 0,
                                  hash64(meta.data(), meta.size()), extras_.fingerprint ? extras_.fingerprint() : 0};
   return hash64(std::span<const std::uint64_t>(parts));
 }

@@ -71,6 +71,13 @@ struct ReplicaSlot {
   // so that a dead rank's part of the weights is still held by one other.
   std::function<void(std::span<float> weights, ShardRange range)> gather_range;
   std::function<void(std::span<const float> own, std::span<float> mirrored)> shift;
+  // Without `shard` (a sharded site's replica before its group forms): the part of AdamW's moments
+  // to build, rank `rank` of `ranks` under ShardMap, so that no replica holds them whole; the
+  // group's first cut keeps them where it is the same (intrasite/group/state_sync).
+  struct FirstPart {
+    int rank = 0, ranks = 1;
+  };
+  std::optional<FirstPart> moments_first;
 };
 
 // Stage 2 reduces backward's finished ranges in runs of at least this many elements (4 MiB of
@@ -135,7 +142,8 @@ class Trainer {
   // A hash of everything snapshot() holds (the weights, the moments this replica keeps, the
   // records of snapshot_meta, the extras' state), read in place but for the small records:
   // replicas whose fingerprints match hold the same state, and a heal between them moves nothing.
-  std::uint64_t state_fingerprint();
+  // `with_moments` false: all but the moments (members holding parts of them compare the rest).
+  std::uint64_t state_fingerprint(bool with_moments = true);
   struct Bulk {
     std::span<float> params, m, v;  // m and v: the moments this replica keeps (moments_held)
   };

@@ -289,9 +289,9 @@ std::int64_t settle_sharded_weights(Communicator& comm, Trainer& trainer, std::v
   return target;
 }
 
-// Whether every member's state fingerprint is the source's.
-bool same_state(Communicator& comm, Trainer& trainer, int source) {
-  const auto fingerprints = all_hashes(comm, trainer.state_fingerprint());
+// Whether every member's state fingerprint is the source's (`moments` false: but for the moments).
+bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments) {
+  const auto fingerprints = all_hashes(comm, trainer.state_fingerprint(moments));
   return std::all_of(fingerprints.begin(), fingerprints.end(),
                      [&](std::uint64_t f) { return f == fingerprints[static_cast<std::size_t>(source)]; });
 }
@@ -324,8 +324,12 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   for (const auto& m : members) whole = whole && m.first_unit == 0 && m.end_unit == units;
 
   // Members that hold the same state (a first join: every replica built it from the same seed, or
-  // resumed from the same checkpoint) move nothing; the hash reads every buffer in place.
-  if (!sharded && whole && same_state(comm, trainer, report.source_rank)) {
+  // resumed from the same checkpoint) move nothing; the hash reads every buffer in place. Members
+  // that hold parts of the moments (built as their first part, or read from a checkpoint's parts)
+  // compare the rest, and move nothing when each already holds its new part at that step.
+  const ShardRange next = place ? place->slot.shard.value_or(ShardRange{0, total}) : trainer.moments_held();
+  if (!sharded && same_state(comm, trainer, report.source_rank, whole) &&
+      (whole || moments_in_place(comm, members[static_cast<std::size_t>(comm.rank())], target, trainer, next))) {
     if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
     report.step = trainer.state().step;
     return report;
@@ -353,7 +357,6 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
     report.bytes += 2 * bulk.m.size_bytes();
     if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
   } else {
-    const ShardRange next = place ? place->slot.shard.value_or(ShardRange{0, total}) : trainer.moments_held();
     if (moments_in_place(comm, members[static_cast<std::size_t>(comm.rank())], target, trainer, next)) {
       if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
     } else {

@@ -43,6 +43,15 @@ Placement placement(const JobConfig& c, const std::string& site, int replica) {
   return {};
 }
 
+// A replica of a site that shards AdamW's moments builds only the part its number keeps in a
+// whole group (ReplicaSlot::moments_first): none holds them whole before its group forms.
+ReplicaSlot first_slot(const JobConfig& c, int replica) {
+  ReplicaSlot slot;
+  if (c.parallel.zero_stage >= 1 && c.replicas.count > 1)
+    slot.moments_first = ReplicaSlot::FirstPart{std::clamp(replica, 0, c.replicas.count - 1), c.replicas.count};
+  return slot;
+}
+
 std::optional<int> nccl_device(const Placement& p) { return p.nccl ? std::optional<int>(p.device.index) : std::nullopt; }
 
 // Peak resident memory of this process, in bytes (Linux reports kilobytes).
@@ -72,7 +81,8 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
       store_(run.store_endpoint, run.store_secret),
       heartbeat_(run.store_endpoint, run.store_secret, run.id,
                  std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
-      trainer_(run.config, env, log_, nullptr, now_, {}, placement(run.config, run.site, run.id).device),
+      trainer_(run.config, env, log_, nullptr, now_, first_slot(run.config, run.id),
+               placement(run.config, run.site, run.id).device),
       exchange_(run.config, run.site, run.id, trainer_.model().params(), log_, ExchangeClocks{now_, std::move(wall)}),
       figures_(times_.started()),
       mode_(store_),

@@ -7,6 +7,7 @@
 #include <barrier>
 #include <fstream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/checkpoint/store.hpp"
@@ -193,6 +194,55 @@ void shrink_4_to_3(std::size_t window) {
 }
 
 }  // namespace
+
+TEST_CASE(
+    "replicas built with their first part of the moments: a whole group moves nothing at its first join, one short a "
+    "replica re-cuts, and both train as replicas built whole") {
+  TempDir dir("heal-first-part");
+  const JobConfig cfg = job(dir, "first");
+  const std::size_t total = params_of(cfg);
+  // `ids`: the replicas' numbers among 3, each built with its part; `whole`: built whole instead.
+  const auto run = [&](const std::vector<int>& ids, bool whole, const std::string& prefix) {
+    const int size = static_cast<int>(ids.size());
+    std::vector<HealReport> reports(ids.size());
+    std::vector<Held> built(ids.size()), after(ids.size());
+    MemoryStore store;
+    on_threads(size, [&](int rank) {
+      const auto r = static_cast<std::size_t>(rank);
+      RunLog log(dir / (prefix + std::to_string(rank)));
+      auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
+      ReplicaSlot first;
+      if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3};
+      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, std::move(first));
+      built[r] = held_state(t);
+      reports[r] = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, total), 1});
+      for (int i = 0; i < 2; ++i) t.step();
+      after[r] = held_state(t);
+    });
+    return std::tuple{reports, built, after};
+  };
+  const auto [whole_reports, whole_built, whole_after] = run({0, 1, 2}, true, "w/");
+  const auto [reports, built, after] = run({0, 1, 2}, false, "p/");
+  const ShardMap three(total, 3);
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(whole_built[r].part.count == total);
+    CHECK(built[r].part == three.part(static_cast<int>(r)));  // never the whole model's moments
+    CHECK(reports[r].bytes == 0);                             // the first join moved nothing
+    CHECK(reports[r].moments_scratch_bytes == 0);
+    CHECK(after[r].params == whole_after[r].params);
+    CHECK(after[r].m == whole_after[r].m);
+  }
+  // Replica 1 never came: 0 and 2 form a group of 2 and re-cut their (zero) moments.
+  const auto [short_reports, short_built, short_after] = run({0, 2}, false, "s/");
+  const auto [pair_reports, pair_built, pair_after] = run({0, 1}, true, "v/");
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(short_reports[r].moments_scratch_bytes > 0);
+    CHECK(short_after[r].params == pair_after[r].params);
+    CHECK(short_after[r].m == pair_after[r].m);
+  }
+}
 
 TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dead one's restart at zero") {
   // The moments are cut anew a window of units at a time (the tiny model has 9 units): the result
