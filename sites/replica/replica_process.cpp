@@ -200,9 +200,7 @@ bool ReplicaProcess::generation() {
 void ReplicaProcess::resume() {
   auto loaded = trainer_.newest_checkpoint_head();
   if (!loaded) return;
-  const auto& parts = loaded->checkpoint.parts;
-  if (parts && parts->has_slices() && !config().parallel.shard_outer)
-    loaded->checkpoint = {parts->read_whole(), std::nullopt};
+  whole_unless_readable_by_parts(loaded->checkpoint);
   trainer_.resume_from(*loaded);
   resumed_parts_ = std::move(loaded->checkpoint.parts);
   if (!resumed_parts_) resume_peak_rss_ = peak_rss_bytes();
@@ -225,10 +223,8 @@ void ReplicaProcess::take_resumed_parts(const GroupPlace& place) {
                            {"checkpoint", resumed_parts_->path().string()},
                            {"whole", !together}};
   if (together) {
-    const ShardRange moments = place.slot.shard.value_or(ShardRange{0, trainer_.param_count()});
-    trainer_.restore_moments(*resumed_parts_, moments);
-    fields["moments_elements"] = moments.count;
-    fields["outer_elements"] = exchange_.restore_from_parts(*resumed_parts_, group_.rank(), group_.size());
+    fields.update(
+        read_own_parts(trainer_, *resumed_parts_, place.slot.shard.value_or(ShardRange{0, trainer_.param_count()})));
   } else {
     trainer_.restore(resumed_parts_->read_whole(), resumed_parts_->path().string());
   }
@@ -242,15 +238,26 @@ void ReplicaProcess::take_resumed_parts(const GroupPlace& place) {
 // outer state, as a resume does (the fields say which, and how many elements of each).
 nlohmann::json ReplicaProcess::restore_checkpoint(Trainer& t, const std::string& path) {
   CheckpointHead read = read_checkpoint_head(env_, path);
-  if (read.parts && read.parts->has_slices() && !config().parallel.shard_outer)
-    read = {read.parts->read_whole(), std::nullopt};
+  whole_unless_readable_by_parts(read);
   t.restore_head(read, path);
   if (!read.parts) return {{"read", "whole"}};
-  const ShardRange moments = t.moments_held();
-  t.restore_moments(*read.parts, moments);
-  return {{"read", "parts"},
-          {"moments_elements", moments.count},
-          {"outer_elements", exchange_.restore_from_parts(*read.parts, group_.rank(), group_.size())}};
+  auto fields = read_own_parts(t, *read.parts, t.moments_held());
+  fields["read"] = "parts";
+  return fields;
+}
+
+// Parts that carry an outer state's slices while this job keeps the state whole: read whole.
+void ReplicaProcess::whole_unless_readable_by_parts(CheckpointHead& checkpoint) const {
+  if (checkpoint.parts && checkpoint.parts->has_slices() && !config().parallel.shard_outer)
+    checkpoint = {checkpoint.parts->read_whole(), std::nullopt};
+}
+
+// This member's part of the moments (`moments`) and of a sharded outer state, from `parts`: the
+// elements of each it read.
+nlohmann::json ReplicaProcess::read_own_parts(Trainer& t, const CheckpointParts& parts, ShardRange moments) {
+  t.restore_moments(parts, moments);
+  return {{"moments_elements", moments.count},
+          {"outer_elements", exchange_.restore_from_parts(parts, group_.rank(), group_.size())}};
 }
 
 // Every replica of every site reads its own windows of the data.
