@@ -57,4 +57,6 @@ void ReplicaGroup::report_failure() {
 
 bool ReplicaGroup::newer_generation_published() { return store_.check(site_keys::generation(generation_.number + 1)); }
 
+bool ReplicaGroup::site_group_formed() { return store_.check(site_keys::generation(0)); }
+
 }  // namespace meridian

@@ -40,6 +40,9 @@ class ReplicaGroup {
   // Whether the agent has published a generation after the current one (a replica joining or a
   // member lost): the group then switches at the next step boundary.
   bool newer_generation_published();
+  // Whether the agent has published any generation yet: before this process first joins, whether
+  // its site's group formed without it (a restart beside running replicas, or a late start).
+  bool site_group_formed();
 
  private:
   // This generation's communicator, its rendezvous under `prefix`.

@@ -195,22 +195,32 @@ bool ReplicaProcess::generation() {
 }
 
 // A checkpoint written in parts stays on disk until the group has formed and each member knows its
-// part (take_resumed_parts); the parts are read whole now only when they carry an outer state's
-// slices and this job keeps it whole.
+// part (take_resumed_parts); the parts are read whole now when they carry an outer state's slices
+// and this job keeps it whole, and when the site's group formed without this replica (a restart
+// beside running ones, which take_resumed_parts would have read whole once the group re-formed,
+// while the others waited in the heal's first collective): the others train on meanwhile.
 void ReplicaProcess::resume() {
   auto loaded = trainer_.newest_checkpoint_head();
   if (!loaded) return;
-  whole_unless_readable_by_parts(loaded->checkpoint);
+  const bool in_parts = loaded->checkpoint.parts.has_value(), beside_running = group_.site_group_formed();
+  whole_unless_readable_by_parts(loaded->checkpoint, beside_running);
+  if (in_parts && beside_running)
+    log_.event("resumed_parts", {{"site", run_.site},
+                                 {"replica", run_.id},
+                                 {"step", loaded->step},
+                                 {"checkpoint", loaded->path.string()},
+                                 {"whole", true},
+                                 {"before_join", true}});
   trainer_.resume_from(*loaded);
   resumed_parts_ = std::move(loaded->checkpoint.parts);
   if (!resumed_parts_) resume_peak_rss_ = peak_rss_bytes();
 }
 
 // When every member resumed from the same checkpoint in parts, each reads its new part of the
-// moments and of the outer state from the part files, and nobody holds the whole. Otherwise (a
-// replica restarted beside running ones) the members that resumed read it whole, as they would an
-// unsharded checkpoint: the heal then takes from the most advanced, and a restarted replica's
-// whole outer state stands in for parts its group lost (outer_cut.hpp). One sum.
+// moments and of the outer state from the part files, and nobody holds the whole. Otherwise (they
+// resumed from different checkpoints, or a member found none) the members that resumed read it
+// whole, as they would an unsharded checkpoint: the heal then takes from the most advanced, and a
+// whole outer state read so stands in for parts its group lost (outer_cut.hpp). One sum.
 void ReplicaProcess::take_resumed_parts(const GroupPlace& place) {
   std::vector<float> steps(static_cast<std::size_t>(group_.size()), 0.0f);  // each member's + 1; 0: none
   if (resumed_parts_) steps[static_cast<std::size_t>(group_.rank())] = static_cast<float>(resumed_parts_->step() + 1);
@@ -246,9 +256,10 @@ nlohmann::json ReplicaProcess::restore_checkpoint(Trainer& t, const std::string&
   return fields;
 }
 
-// Parts that carry an outer state's slices while this job keeps the state whole: read whole.
-void ReplicaProcess::whole_unless_readable_by_parts(CheckpointHead& checkpoint) const {
-  if (checkpoint.parts && checkpoint.parts->has_slices() && !config().parallel.shard_outer)
+// Parts that carry an outer state's slices while this job keeps the state whole, or any parts
+// when `whole` says so: read whole.
+void ReplicaProcess::whole_unless_readable_by_parts(CheckpointHead& checkpoint, bool whole) const {
+  if (checkpoint.parts && (whole || (checkpoint.parts->has_slices() && !config().parallel.shard_outer)))
     checkpoint = {checkpoint.parts->read_whole(), std::nullopt};
 }
 

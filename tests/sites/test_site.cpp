@@ -146,10 +146,11 @@ TEST_CASE("ZeRO stages 1 to 3: a replica killed mid-run, the survivors re-cut th
   for (const int stage : {1, 2, 3}) {
     CAPTURE(stage);
     TempDir dir("site-kill-zero" + std::to_string(stage));
-    // Stage 2's and 3's checkpoints are written in parts, one file per replica beside the leader's.
-    const std::string parts = stage >= 2 ? "per_replica = true\n" : "";
-    const auto events = kill_one_replica(
-        dir, "[checkpoint]\nevery = 100\n" + parts + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n");
+    // Stage 2's and 3's checkpoints are written in parts, one file per replica beside the leader's,
+    // every 20 steps: the replica killed after step 40 restarts from one of them.
+    const std::string parts = stage >= 2 ? "every = 20\nper_replica = true\n" : "every = 100\n";
+    const auto events =
+        kill_one_replica(dir, "[checkpoint]\n" + parts + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n");
     // The survivors' regroup: the dead replica's part of the moments comes from the newest
     // checkpoint (one at step 100 when the kill came that late) or restarts from zero; theirs carry over.
     std::size_t refilled = 0;
@@ -164,8 +165,14 @@ TEST_CASE("ZeRO stages 1 to 3: a replica killed mid-run, the survivors re-cut th
     CHECK(at_end == 1);
     // A third of the moments each (and at stage 2 of the gradients): every element's on one replica.
     const auto kept = moments_kept(events, stage);
-    // Each checkpoint in a part per member (3 at the end), read back whole.
+    // Each checkpoint in a part per member (3 at the end), read back whole. The restarted replica
+    // read its checkpoint whole before it asked to join, while the others trained on.
     if (stage >= 2) {
+      const auto resumed = events_of(events, "resumed_parts");
+      REQUIRE(resumed.size() == 1);
+      CHECK(resumed[0]["replica"] == 1);
+      CHECK(resumed[0]["whole"] == true);
+      CHECK(resumed[0]["before_join"] == true);
       for (const auto& c : events_of(events, "checkpoint")) CHECK(c["parts"].get<int>() >= 2);
       CHECK(events_of(events, "checkpoint").back()["parts"] == 3);
       const auto final_file = dir / "run" / "checkpoints" / "ckpt-0000000400.mrdn";
