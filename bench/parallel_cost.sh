@@ -4,7 +4,7 @@
 #   - zero_stage 1 (the optimizer's state sharded), 2 (the gradients too) and 3 (the weights too)
 #     against 0, at 2 and 4 CPU replicas;
 #   - recompute "cheap" and "full" against "none", at 1 replica;
-#   - memory: the ledger by part and the peak resident memory up to the end of training, stages
+#   - memory: the ledger by part and the peak resident memory at the first join and up to the end of training, stages
 #     0 to 3 at 4 replicas, on the `medium` preset (10.8M parameters, so that the state shows
 #     beside the process's fixed share), a few steps of one sequence each; stages 1 to 3 again
 #     with [checkpoint] per_replica (the final checkpoint written in parts). MEMORY_ONLY=1: this alone.
@@ -104,7 +104,8 @@ import json, sys
 m = json.load(open(f"{sys.argv[1]}/summary.json"))["memory"]
 parts = ", ".join(f"{k} {v / m['params']:.2f}" for k, v in sorted(m["state_bytes"].items()) if v)
 print(f"memory, {m['params']:,} parameters, 4 replicas, stage {sys.argv[2]}: {m['state_bytes_per_param']:.2f} B/param held"
-      f" ({parts}); peak RSS to the end of training {m['training_peak_rss_bytes'] / 2**20:.0f} MiB,"
+      f" ({parts}); peak RSS at the first join {m['first_join_peak_rss_bytes'] / 2**20:.0f} MiB,"
+      f" to the end of training {m['training_peak_rss_bytes'] / 2**20:.0f} MiB,"
       f" with the final checkpoint {m['peak_rss_bytes'] / 2**20:.0f} MiB")
 PY
 done

@@ -23,19 +23,19 @@ Gpt<T>::Gpt(const ModelConfig& config) : LanguageModel<T>(config), off_(gpt_offs
 }
 
 template <class T>
-void Gpt<T>::init_weights(std::uint64_t seed) {
+void Gpt<T>::init_weights(std::uint64_t seed, std::span<const ShardRange> keep) {
   Rng rng(seed);
   const double residual_std = 0.02 / std::sqrt(2.0 * this->config_.n_layer);
   for (const auto& v : this->layout_.views()) {
-    T* p = this->params_.data() + v.offset;
     const bool is_weight = v.name.ends_with(".weight");
     if (v.shape.size() == 1) {  // LayerNorm gains are 1, every bias and LayerNorm shift 0
-      std::fill(p, p + v.numel, is_weight && v.name.find("ln_") != std::string::npos ? T(1) : T(0));
+      const T x = is_weight && v.name.find("ln_") != std::string::npos ? T(1) : T(0);
+      this->init_range(v.offset, v.numel, keep, [x] { return x; });
       continue;
     }
     const bool residual = v.name.ends_with("c_proj.weight");
     const double stddev = residual ? residual_std : 0.02;
-    for (std::size_t i = 0; i < v.numel; ++i) p[i] = static_cast<T>(rng.normal() * stddev);
+    this->init_range(v.offset, v.numel, keep, [&] { return static_cast<T>(rng.normal() * stddev); });
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model/language_model.hpp"
+#include "core/util/aligned_vector.hpp"
 
 namespace meridian {
 
@@ -15,9 +16,10 @@ class Gpt final : public LanguageModel<T> {
  public:
   explicit Gpt(const ModelConfig& config);  // InvariantError on an invalid shape: validate configs first
 
+  using LanguageModel<T>::init_weights;
   // GPT-2 initialisation from a seed: N(0, 0.02) matrices and embeddings, residual projections
   // scaled by 1/sqrt(2 n_layer), zero biases, unit LayerNorm gains.
-  void init_weights(std::uint64_t seed) override;
+  void init_weights(std::uint64_t seed, std::span<const ShardRange> keep) override;
   T forward(const std::int32_t* inputs, const std::int32_t* targets, int B) override;
   // Ranges in the order ln_f, the layers from last to first, then wte and wpe.
   void backward(T loss_scale = 1, const typename LanguageModel<T>::GradsReady& ready = {}) override;

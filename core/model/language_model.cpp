@@ -12,8 +12,8 @@ template <class T>
 LanguageModel<T>::LanguageModel(const ModelConfig& config) : config_(config), layout_(ParamLayout::of(config)) {
   const auto problems = validate_model_config(config);
   MERIDIAN_CHECK(problems.empty(), "invalid model shape: ", problems.empty() ? "" : problems.front());
-  params_.assign(layout_.total(), T(0));
-  grads_.assign(layout_.total(), T(0));
+  params_.resize(layout_.total());  // zero, nothing written
+  grads_.resize(layout_.total());
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 // parameter buffer and one of gradients in the family's ParamLayout, forward with the mean
 // cross-entropy, backward that reports each finished range of gradients. Templated on the
 // scalar: float trains, double is the gradient-check reference.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,7 +12,8 @@
 #include "core/model/model_config.hpp"
 #include "core/model/param_layout.hpp"
 #include "core/model/recompute.hpp"
-#include "core/util/aligned_vector.hpp"
+#include "core/model/shard_map.hpp"
+#include "core/util/pages.hpp"
 
 namespace meridian {
 
@@ -31,7 +33,13 @@ class LanguageModel {
   void zero_grads();
 
   // The family's initialisation, a pure function of the seed.
-  virtual void init_weights(std::uint64_t seed) = 0;
+  void init_weights(std::uint64_t seed) {
+    const ShardRange all{0, params_.size()};
+    init_weights(seed, std::span<const ShardRange>(&all, 1));
+  }
+  // The same, writing only the values inside `keep` (a ZeRO stage-3 replica's part and mirror):
+  // each is the whole initialisation's, the rest stay as they are.
+  virtual void init_weights(std::uint64_t seed, std::span<const ShardRange> keep) = 0;
 
   // Runs B sequences of config().seq_len tokens. With targets, returns the mean cross-entropy
   // (nats/token) and keeps what backward needs; without, returns 0 and only fills logits().
@@ -75,10 +83,24 @@ class LanguageModel {
     if (weights_hook_.done) weights_hook_.done(offset, count);
   }
 
+  // Writes value() into the weights at [offset, offset + count) where `keep` holds them, calling it
+  // for every element in order (a generator's draws stay the whole initialisation's).
+  template <class Value>
+  void init_range(std::size_t offset, std::size_t count, std::span<const ShardRange> keep, Value value) {
+    T* p = params_.data();
+    for (std::size_t i = offset; i < offset + count; ++i) {
+      const T x = value();
+      if (std::any_of(keep.begin(), keep.end(), [&](const ShardRange& r) { return i >= r.offset && i < r.end(); }))
+        p[i] = x;
+    }
+  }
+
   ModelConfig config_;
   ParamLayout layout_;
   WeightsHook weights_hook_;
-  AlignedVector<T> params_, grads_;
+  // Whole, but holding memory only where written (core/util/pages.hpp): a ZeRO stage-3 replica's
+  // weights and gradients outside its part are never touched at start-up.
+  ZeroPageVector<T> params_, grads_;
 };
 
 // The family's model (Gpt or Llama), weights zero until init_weights or a copy.

@@ -49,18 +49,18 @@ Llama<T>::Llama(const ModelConfig& config) : LanguageModel<T>(config), off_(llam
 }
 
 template <class T>
-void Llama<T>::init_weights(std::uint64_t seed) {
+void Llama<T>::init_weights(std::uint64_t seed, std::span<const ShardRange> keep) {
   Rng rng(seed);
   const double residual_std = 0.02 / std::sqrt(2.0 * this->config_.n_layer);
   for (const auto& v : this->layout_.views()) {
-    T* p = this->params_.data() + v.offset;
     if (v.shape.size() == 1) {  // RMSNorm gains are 1, biases 0
-      std::fill(p, p + v.numel, v.name.ends_with("norm.weight") ? T(1) : T(0));
+      const T x = v.name.ends_with("norm.weight") ? T(1) : T(0);
+      this->init_range(v.offset, v.numel, keep, [x] { return x; });
       continue;
     }
     const bool residual = v.name.ends_with("o_proj.weight") || v.name.ends_with("down_proj.weight");
     const double stddev = residual ? residual_std : 0.02;
-    for (std::size_t i = 0; i < v.numel; ++i) p[i] = static_cast<T>(rng.normal() * stddev);
+    this->init_range(v.offset, v.numel, keep, [&] { return static_cast<T>(rng.normal() * stddev); });
   }
 }
 

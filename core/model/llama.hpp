@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/model/language_model.hpp"
+#include "core/util/aligned_vector.hpp"
 
 namespace meridian {
 
@@ -21,9 +22,10 @@ class Llama final : public LanguageModel<T> {
  public:
   explicit Llama(const ModelConfig& config);  // InvariantError on an invalid shape: validate configs first
 
+  using LanguageModel<T>::init_weights;
   // N(0, 0.02) matrices and embeddings (o_proj and down_proj, which write into the residual
   // stream, scaled by 1/sqrt(2 n_layer) as GPT-2's), zero biases, unit RMSNorm gains.
-  void init_weights(std::uint64_t seed) override;
+  void init_weights(std::uint64_t seed, std::span<const ShardRange> keep) override;
   T forward(const std::int32_t* inputs, const std::int32_t* targets, int B) override;
   // Ranges in the order norm (with lm_head when untied), the layers from last to first, then embed_tokens.
   void backward(T loss_scale = 1, const typename LanguageModel<T>::GradsReady& ready = {}) override;

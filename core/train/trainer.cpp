@@ -100,6 +100,9 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
   if (config.model_init_from) {
     const std::vector<float> weights = load_init_from(*config.model_init_from, config.model);
     std::copy(weights.begin(), weights.end(), model_->params().begin());
+  } else if (config.parallel.zero_stage == 3 && config.sites.size() < 2 && !slot_.shard && slot_.moments_first &&
+             slot_.moments_first->ranks > 1 && device.kind != JobConfig::Site::Device::Cuda) {
+    init_first_parts(*slot_.moments_first);
   } else {
     model_->init_weights(config.job.seed);
   }
@@ -159,6 +162,7 @@ Trainer::Update Trainer::cpu_step(StepResult& r) {
   const int accum = grad_accum_;
   if (releases_grads()) zero_and_release(model_->grads());
   else model_->zero_grads();
+  first_parts_ = false;
   if (shards_weights()) begin_sharded_step();
   double loss_sum = 0;
   // Stage 2: backward's ranges (a layer each, and the tiny final norm) are reduced in runs of at
@@ -301,11 +305,11 @@ Checkpoint Trainer::snapshot() const { return snapshot_of(true); }
 
 Checkpoint Trainer::snapshot_meta() const { return snapshot_of(false); }
 
-std::uint64_t Trainer::state_fingerprint(bool with_moments) {
+std::uint64_t Trainer::state_fingerprint(bool with_moments, bool with_weights) {
   MERIDIAN_CHECK(!extras_.save || extras_.fingerprint, "a trainer's extras save records but have no fingerprint");
   fetch_from_device(true);
   const auto meta = encode_checkpoint(snapshot_of(false, false));
-  const std::uint64_t parts[] = {hash64(std::span<const float>(model_->params())),
+  const std::uint64_t parts[] = {with_weights ? hash64(std::span<const float>(model_->params())) : 0,
                                  with_moments ? hash64(std::span<const float>(opt_.m())) : 0,
                                  with_moments ? hash64(std::span<const float>(opt_.v())) : 0,
                                  hash64(meta.data(), meta.size()), extras_.fingerprint ? extras_.fingerprint() : 0};
@@ -346,6 +350,7 @@ void Trainer::restore_meta(const Checkpoint& meta, const std::string& source) {
 void Trainer::restored(const Checkpoint& state) {
   undo_.held = undo_.undoable = false;
   weights_whole_ = true;  // a restore writes every weight
+  first_parts_ = false;
   if (device_) {
     device_->upload_params(model_->params());
     device_->upload_moments(opt_.m(), opt_.v(), opt_.steps_taken());

@@ -142,8 +142,9 @@ class Trainer {
   // A hash of everything snapshot() holds (the weights, the moments this replica keeps, the
   // records of snapshot_meta, the extras' state), read in place but for the small records:
   // replicas whose fingerprints match hold the same state, and a heal between them moves nothing.
-  // `with_moments` false: all but the moments (members holding parts of them compare the rest).
-  std::uint64_t state_fingerprint(bool with_moments = true);
+  // `with_moments` false: all but the moments (members holding parts of them compare the rest);
+  // `with_weights` false: all but the weights too (members holding their first parts of them).
+  std::uint64_t state_fingerprint(bool with_moments = true, bool with_weights = true);
   struct Bulk {
     std::span<float> params, m, v;  // m and v: the moments this replica keeps (moments_held)
   };
@@ -263,6 +264,19 @@ class Trainer {
   // Stage 3: whole weights a reader gathered (or the layers above rewrote) go back to this
   // replica's part, the mirror taken from them; what the next step does anyway.
   void drop_gathered_weights();
+  // A stage-3 replica of a one-site job is built holding only its part of the initial weights and
+  // its mirror of the next rank's (ReplicaSlot::moments_first), never the whole (across sites the
+  // outer state starts from the whole weights, so there it builds them whole). Until anything
+  // else writes the weights (a step, a restore, a gather) it holds those first parts: a group of
+  // such members whose slots cut them alike moves nothing (first_parts_in_place); any other
+  // group builds the whole initial weights anew from the seed (build_initial_weights).
+  bool holds_first_parts() const { return first_parts_; }
+  // The host buffer of the weights as this replica holds it, gathering nothing: whole unless
+  // weights_sharded() (then only its part's values are there). What a job of one site's exchange,
+  // which reads no weights, is built over.
+  std::span<const float> weights_as_held() const { return model_->params(); }
+  bool first_parts_in_place(const ReplicaSlot& next) const;
+  void build_initial_weights();
 
  private:
   std::int64_t tokens_per_step() const;
@@ -289,6 +303,7 @@ class Trainer {
   // and the update of its part with the mirrors shifted.
   void begin_sharded_step();
   void sharded_update_in_place(float lr);
+  void init_first_parts(ReplicaSlot::FirstPart first);
   void ensure_whole_weights() const;  // gathers them when sharded (collective)
   void need_weights(ShardRange range);  // the model's hook: gathers a window around the range
   void give_back_weights();             // every page outside the part, and forgets what was held
@@ -338,6 +353,7 @@ class Trainer {
   };
   PartUndo undo_;
   mutable bool weights_whole_ = true;
+  mutable bool first_parts_ = false;  // holds_first_parts
   // Stage 3: what the model's hook has gathered and not given back, and where it last asked.
   HeldRanges held_weights_;
   std::size_t last_needed_ = 0;

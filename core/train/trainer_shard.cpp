@@ -48,15 +48,22 @@ void Trainer::sharded_update(float lr) {
   if (releases_grads()) release_outside_part(grads, {0, grads.size()});
 }
 
-// Only whole pages go back: a page this part shares with another keeps its bytes.
-void Trainer::release_outside_part(std::span<float> buffer, ShardRange range) {
-  const ShardRange own = *slot_.shard;
+namespace {
+
+// Only whole pages go back: a page `own` shares with another part keeps its bytes.
+void release_outside(std::span<float> buffer, ShardRange range, ShardRange own) {
   if (range.offset < own.offset)
     release_pages(buffer.subspan(range.offset, std::min(range.end(), own.offset) - range.offset));
   if (range.end() > own.end()) {
     const std::size_t from = std::max(range.offset, own.end());
     release_pages(buffer.subspan(from, range.end() - from));
   }
+}
+
+}  // namespace
+
+void Trainer::release_outside_part(std::span<float> buffer, ShardRange range) {
+  release_outside(buffer, range, *slot_.shard);
 }
 
 std::size_t Trainer::state_bytes() const {
@@ -92,6 +99,7 @@ void Trainer::undo_ungathered_update() {
 }
 
 void Trainer::mirror_into_weights() {
+  first_parts_ = false;
   MERIDIAN_CHECK(undo_.mirror.size() == undo_.mirror_range.count && undo_.mirror_step >= 0, "mirror of ",
                  undo_.mirror.size(), " elements for a range of ", undo_.mirror_range.count, ", step ", undo_.mirror_step);
   std::copy(undo_.mirror.begin(), undo_.mirror.end(),
@@ -173,12 +181,43 @@ std::pair<std::uint64_t, std::uint64_t> Trainer::part_hashes() const {
   return {kernels::chunked_hash64(own.data(), own.size_bytes()), kernels::chunked_hash64(mirror.data(), mirror.size_bytes())};
 }
 
+// The part and mirror a whole group's cut gives this replica's number, written from the seed
+// alone: the generator runs over every weight, only these are kept.
+void Trainer::init_first_parts(ReplicaSlot::FirstPart first) {
+  const ShardMap map(param_count(), first.ranks);
+  const ShardRange own = map.part(first.rank), mirror = map.part((first.rank + 1) % first.ranks);
+  const ShardRange keep[] = {own, mirror};
+  model_->init_weights(config_.job.seed, keep);
+  const auto params = model_->params();
+  undo_.mirror_range = mirror;
+  undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(mirror.offset),
+                      params.begin() + static_cast<std::ptrdiff_t>(mirror.end()));
+  release_outside(params, {0, params.size()}, own);
+  undo_.mirror_step = undo_.own_step = 0;
+  weights_whole_ = false;
+  first_parts_ = true;
+}
+
+bool Trainer::first_parts_in_place(const ReplicaSlot& next) const {
+  return first_parts_ && next.gather_range && next.shard == opt_.shard() && next.mirror == undo_.mirror_range;
+}
+
+void Trainer::build_initial_weights() {
+  MERIDIAN_CHECK(first_parts_ && state_.step == 0, "the initial weights rebuilt at step ", state_.step,
+                 " by a trainer holding ", first_parts_ ? "its first parts" : "weights written since");
+  model_->init_weights(config_.job.seed);
+  undo_ = PartUndo{};
+  weights_whole_ = true;
+  first_parts_ = false;
+}
+
 void Trainer::drop_gathered_weights() {
   if (shards_weights()) begin_sharded_step();
 }
 
 void Trainer::ensure_whole_weights() const {
   if (weights_whole_) return;
+  first_parts_ = false;
   const auto params = model_->params();
   slot_.gather(params);
   weights_whole_ = true;

@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -50,6 +52,29 @@ void zero_and_release(void* data, std::size_t bytes) {
   std::memset(data, 0, in.first - begin);
   std::memset(reinterpret_cast<void*>(in.last), 0, begin + bytes - in.last);
   release_pages(data, bytes);
+}
+
+// The pages a buffer of `bytes` spans, and one more that no access is allowed to: the buffer ends
+// as close to it as 64-byte alignment allows, so that running past its end faults at once (no
+// heap red zone, AddressSanitizer's included, sees inside a mapping).
+std::size_t mapped_body(std::size_t bytes) {
+  return (std::max<std::size_t>(bytes, 1) + page_size() - 1) / page_size() * page_size();
+}
+
+void* map_zero_pages(std::size_t bytes) {
+  const std::size_t body = mapped_body(bytes);
+  void* base = mmap(nullptr, body + page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  auto* first = static_cast<std::byte*>(base);
+  MERIDIAN_CHECK(mprotect(first + body, page_size(), PROT_NONE) == 0, "mprotect of the guard page after ", body,
+                 " bytes: ", std::strerror(errno));
+  return first + ((body - bytes) & ~std::size_t{63});
+}
+
+void unmap_pages(void* data, std::size_t bytes) {
+  void* base = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(data) / page_size() * page_size());
+  MERIDIAN_CHECK(munmap(base, mapped_body(bytes) + page_size()) == 0, "munmap of ", bytes, " bytes at ", data, ": ",
+                 std::strerror(errno));
 }
 
 std::size_t resident_bytes(const void* data, std::size_t bytes) {

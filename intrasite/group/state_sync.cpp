@@ -25,12 +25,16 @@ struct Member {
   // failed after the update), and the mirrored one as of mirror_step; it can undo its last update.
   std::int64_t mirror_step = -1, own_step = -1;
   bool sharded = false, undoable = false;
+  // It holds the first parts of the weights it was built with (Trainer::holds_first_parts), and
+  // they are its new place's.
+  bool first_parts = false, in_place = false;
   bool covers(std::size_t unit) const { return first_unit <= unit && unit < end_unit; }
   bool mirrors(std::size_t unit) const { return mirror_first <= unit && unit < mirror_end; }
 };
 
-std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer) {
-  constexpr int kWidth = 10;
+std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer,
+                                     const std::optional<GroupPlace>& place) {
+  constexpr int kWidth = 12;
   std::vector<float> rows(kWidth * static_cast<std::size_t>(comm.size()), 0.0f);
   const auto units = [](ShardRange r) {
     return std::pair{static_cast<float>(r.offset / kShardUnit), static_cast<float>((r.end() + kShardUnit - 1) / kShardUnit)};
@@ -44,15 +48,24 @@ std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer)
   mine[7] = trainer.weights_sharded() ? 1.0f : 0.0f;
   mine[8] = static_cast<float>(trainer.own_part_step() + 1);
   mine[9] = trainer.can_undo_update() ? 1.0f : 0.0f;
+  mine[10] = trainer.holds_first_parts() ? 1.0f : 0.0f;
+  mine[11] = place && trainer.first_parts_in_place(place->slot) ? 1.0f : 0.0f;
   comm.allreduce(rows, ReduceOp::Sum);
   std::vector<Member> members(comm.size());
   for (int r = 0; r < comm.size(); ++r) {
     const float* row = rows.data() + kWidth * r;
-    members[r] = {static_cast<std::int64_t>(row[0]) - 1,       row[1] > 0,
-                  static_cast<std::size_t>(row[2]),            static_cast<std::size_t>(row[3]),
-                  static_cast<std::size_t>(row[4]),            static_cast<std::size_t>(row[5]),
-                  static_cast<std::int64_t>(row[6]) - 1,       static_cast<std::int64_t>(row[8]) - 1,
-                  row[7] > 0,                                  row[9] > 0};
+    members[r] = {static_cast<std::int64_t>(row[0]) - 1,
+                  row[1] > 0,
+                  static_cast<std::size_t>(row[2]),
+                  static_cast<std::size_t>(row[3]),
+                  static_cast<std::size_t>(row[4]),
+                  static_cast<std::size_t>(row[5]),
+                  static_cast<std::int64_t>(row[6]) - 1,
+                  static_cast<std::int64_t>(row[8]) - 1,
+                  row[7] > 0,
+                  row[9] > 0,
+                  row[10] > 0,
+                  row[11] > 0};
   }
   return members;
 }
@@ -289,9 +302,10 @@ std::int64_t settle_sharded_weights(Communicator& comm, Trainer& trainer, std::v
   return target;
 }
 
-// Whether every member's state fingerprint is the source's (`moments` false: but for the moments).
-bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments) {
-  const auto fingerprints = all_hashes(comm, trainer.state_fingerprint(moments));
+// Whether every member's state fingerprint is the source's (`moments` false: but for the moments;
+// `weights` false: but for the weights too).
+bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments, bool weights = true) {
+  const auto fingerprints = all_hashes(comm, trainer.state_fingerprint(moments, weights));
   return std::all_of(fingerprints.begin(), fingerprints.end(),
                      [&](std::uint64_t f) { return f == fingerprints[static_cast<std::size_t>(source)]; });
 }
@@ -300,8 +314,23 @@ bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments) 
 
 HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place, std::size_t window_units) {
   MERIDIAN_CHECK(window_units >= 1, "a heal's window of ", window_units, " units");
-  auto members = exchange_members(comm, trainer);
+  auto members = exchange_members(comm, trainer, place);
   HealReport report;
+  // Members built holding their first parts of the weights (ZeRO stage 3) move nothing when the
+  // group cuts them alike and the rest of their state is the same; otherwise each builds the whole
+  // initial weights from the seed, and the heal goes on as for members built whole.
+  const auto all = [&](bool Member::*flag) {
+    return std::all_of(members.begin(), members.end(), [&](const Member& m) { return m.*flag; });
+  };
+  if (all(&Member::first_parts)) {
+    if (all(&Member::in_place) && same_state(comm, trainer, 0, false, false)) {
+      trainer.set_slot(std::move(place->slot), place->grad_accum);
+      report.step = trainer.state().step;
+      return report;
+    }
+    trainer.build_initial_weights();
+    for (auto& m : members) m.sharded = false;
+  }
   const std::int64_t own_step = trainer.state().step;
   std::uint64_t before = 0;
   bool sharded = false;  // stage 3: nobody holds the weights whole, they are put together first

@@ -83,7 +83,9 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
                  std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
       trainer_(run.config, env, log_, nullptr, now_, first_slot(run.config, run.id),
                placement(run.config, run.site, run.id).device),
-      exchange_(run.config, run.site, run.id, trainer_.model().params(), log_, ExchangeClocks{now_, std::move(wall)}),
+      exchange_(run.config, run.site, run.id,
+                run.config.sites.size() < 2 ? trainer_.weights_as_held() : trainer_.model().params(), log_,
+                ExchangeClocks{now_, std::move(wall)}),
       figures_(times_.started()),
       mode_(store_),
       inbox_(store_, env,
@@ -312,6 +314,7 @@ void ReplicaProcess::joined(double t_join, GroupPlace place) {
   if (config().parallel.zero_stage >= 1) sdc_.forget();  // its agreed state is of the old part
   figures_.joined(now_() - t_join);
   agree_on_commands();
+  if (first_join_peak_rss_ == 0) first_join_peak_rss_ = peak_rss_bytes();
 }
 
 // Each member's applied command count (+1; 0: a fresh replica) at its rank, the filed count last:
@@ -502,7 +505,7 @@ void ReplicaProcess::drain_step(std::int64_t done) {
 nlohmann::json ReplicaProcess::memory_ledger() const {
   const nlohmann::json parts = {{"trainer", training_state_bytes_},
                                 {"undo", trainer_.undo_bytes()},
-                                {"outer", exchange_.active() ? exchange_.held_bytes() : 0},
+                                {"outer", exchange_.held_bytes()},
                                 {"sdc_guard", sdc_.held_bytes()},
                                 {"divergence_guard", guard_.held_bytes()}};
   std::size_t total = 0;
@@ -517,7 +520,8 @@ nlohmann::json ReplicaProcess::memory_ledger() const {
           {"replicas", group_.size()},
           {"peak_rss_bytes", peak_rss_bytes()},
           {"training_peak_rss_bytes", training_peak_rss_},
-          {"resume_peak_rss_bytes", resume_peak_rss_}};
+          {"resume_peak_rss_bytes", resume_peak_rss_},
+          {"first_join_peak_rss_bytes", first_join_peak_rss_}};
 }
 
 void ReplicaProcess::finish() {

@@ -105,6 +105,7 @@ class ReplicaProcess {
   Turn turn_;
   std::int64_t training_peak_rss_ = 0;  // peak resident memory when training ended (finish)
   std::int64_t resume_peak_rss_ = 0;    // ... when a resume from a checkpoint ended (0: none)
+  std::int64_t first_join_peak_rss_ = 0;          // ... when the first join ended: start-up, resume and heal
   std::optional<CheckpointParts> resumed_parts_;  // a checkpoint's parts, until the group has formed
   std::size_t training_state_bytes_ = 0;  // the trainer's state then (Trainer::state_bytes)
   // The step and version of the newest periodic checkpoint: when training ends on it, the state is

@@ -50,6 +50,11 @@ OuterState outer_state_before_cut(const JobConfig& c, const std::string& site, i
   int replicas = 1;
   for (const auto& s : c.sites)
     if (s.name == site) replicas = s.replicas;
+  // A job of one site exchanges nothing: its state is a part of no values, so that no replica
+  // keeps the weights, momentum and residuals of an outer optimizer that never steps.
+  if (c.sites.size() < 2)
+    return OuterState(initial, outer_options(c), codec_options(c), false, whole_model(initial.size()),
+                      ShardRange{0, 0});
   std::vector<ShardRange> held;
   if (c.parallel.shard_outer && replicas > 1)
     held = held_ranges(ShardMap(initial.size(), replicas, outer_shard_unit(c)), std::clamp(replica, 0, replicas - 1));

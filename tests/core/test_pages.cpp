@@ -57,3 +57,24 @@ TEST_CASE("zero_and_release zeroes every element of the range and nothing outsid
   CHECK(buf[3] == 3.0f);
   CHECK(resident_bytes(std::span<const float>(buf).first(1)) == kPage);
 }
+
+TEST_CASE("a ZeroPageVector reads as zero and holds only the pages written") {
+  const std::size_t floats_per_page = kPage / sizeof(float);
+  ZeroPageVector<float> buf;
+  buf.resize(64 * floats_per_page);
+  const std::span<float> all(buf);
+  // 64-byte aligned, and its end next to the guard page after it.
+  REQUIRE(reinterpret_cast<std::uintptr_t>(buf.data()) % 64 == 0);
+  CHECK((kPage - reinterpret_cast<std::uintptr_t>(buf.data() + buf.size()) % kPage) % kPage < 64);
+  CHECK(resident_bytes(all) == 0);  // resize wrote nothing
+  std::fill(buf.begin() + static_cast<std::ptrdiff_t>(8 * floats_per_page),
+            buf.begin() + static_cast<std::ptrdiff_t>(12 * floats_per_page), 3.0f);
+  CHECK(resident_bytes(all) == 4 * kPage);
+  CHECK(std::all_of(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(8 * floats_per_page),
+                    [](float x) { return x == 0.0f; }));
+  CHECK(buf[8 * floats_per_page] == 3.0f);
+  ZeroPageVector<double> copy(3, 2.5);  // constructed with a value: written as any vector's
+  CHECK(copy == ZeroPageVector<double>{2.5, 2.5, 2.5});
+  REQUIRE(reinterpret_cast<std::uintptr_t>(copy.data()) % 64 == 0);
+  CHECK((kPage - reinterpret_cast<std::uintptr_t>(copy.data() + copy.size()) % kPage) % kPage < 64);
+}

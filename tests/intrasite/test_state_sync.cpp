@@ -3,6 +3,7 @@
 // all-gather failed is taken forward or undone (in place, from the owners and a dead one's mirror), and a sharded group's checkpoint loads whole at
 // any replica count. Replicas are threads over Gloo, as in test_data_parallel.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <barrier>
 #include <fstream>
@@ -14,9 +15,11 @@
 #include "core/config/job_config.hpp"
 #include "core/io/env.hpp"
 #include "core/model/param_layout.hpp"
+#include "core/model/shard_map.hpp"
 #include "core/runlog/run_log.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "core/util/pages.hpp"
 #include "intrasite/comm/gloo_communicator.hpp"
 #include "intrasite/comm/store.hpp"
 #include "intrasite/group/state_sync.hpp"
@@ -239,6 +242,64 @@ TEST_CASE(
   for (std::size_t r = 0; r < 2; ++r) {
     CAPTURE(r);
     CHECK(short_reports[r].moments_scratch_bytes > 0);
+    CHECK(short_after[r].params == pair_after[r].params);
+    CHECK(short_after[r].m == pair_after[r].m);
+  }
+}
+
+TEST_CASE(
+    "ZeRO stage 3: replicas built with their first parts of the weights hold no more, a whole group moves nothing at "
+    "its first join, one short a replica builds the initial weights anew, and both train as replicas built whole") {
+  TempDir dir("heal-first-weights");
+  const JobConfig cfg = job(dir, "first", "[parallel]\nzero_stage = 3\n");
+  const std::size_t total = params_of(cfg), page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  struct Built {
+    bool first_parts = false;
+    std::size_t resident = 0, joined = 0;  // of the weights' buffer, built and after the first join
+  };
+  const auto run = [&](const std::vector<int>& ids, bool whole, const std::string& prefix) {
+    const int size = static_cast<int>(ids.size());
+    std::vector<HealReport> reports(ids.size());
+    std::vector<Built> built(ids.size());
+    std::vector<Held> after(ids.size());
+    MemoryStore store;
+    on_threads(size, [&](int rank) {
+      const auto r = static_cast<std::size_t>(rank);
+      RunLog log(dir / (prefix + std::to_string(rank)));
+      auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
+      ReplicaSlot first;
+      if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3};
+      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, std::move(first));
+      built[r] = {t.holds_first_parts(), resident_bytes(t.weights_as_held())};
+      reports[r] = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, total, 3), 1});
+      built[r].joined = resident_bytes(t.weights_as_held());
+      for (int i = 0; i < 2; ++i) t.step();
+      after[r] = held_state(t);
+    });
+    return std::tuple{reports, built, after};
+  };
+  const auto [whole_reports, whole_built, whole_after] = run({0, 1, 2}, true, "w/");
+  const auto [reports, built, after] = run({0, 1, 2}, false, "p/");
+  const ShardMap three(total, 3);
+  for (std::size_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK_FALSE(whole_built[r].first_parts);
+    CHECK(whole_built[r].resident >= total * sizeof(float));
+    CHECK(built[r].first_parts);
+    // Its part's pages alone (the mirror is kept apart): never the whole model's weights.
+    CHECK(built[r].resident <= three.part(static_cast<int>(r)).count * sizeof(float) + 2 * page);
+    CHECK(reports[r].bytes == 0);  // the first join moved nothing, and built nothing whole
+    CHECK(built[r].joined == built[r].resident);
+    CHECK(after[r].params == whole_after[r].params);
+    CHECK(after[r].m == whole_after[r].m);
+  }
+  // Replica 1 never came: 0 and 2 form a group of 2, whose cut is another, and build anew.
+  const auto [short_reports, short_built, short_after] = run({0, 2}, false, "s/");
+  const auto [pair_reports, pair_built, pair_after] = run({0, 1}, true, "v/");
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(short_built[r].first_parts);
+    CHECK(short_built[r].joined >= total * sizeof(float));
     CHECK(short_after[r].params == pair_after[r].params);
     CHECK(short_after[r].m == pair_after[r].m);
   }

@@ -75,11 +75,14 @@ std::vector<std::size_t> moments_kept(const std::vector<json>& events, int stage
     else if (stage == 2) CHECK(trainer - 4 * (params + 2 * kept) <= 4 * kept + 4 * page);
     // Stage 3: the weights' pages too, but for one where two of the layers' ranges meet.
     else CHECK(trainer <= 16 * kept + 4 * page * 8);
+    CHECK(m["state_bytes"]["outer"] == 0);  // a job of one site keeps no outer state
     out.push_back(kept);
     double total = 0;
     for (const auto& [part, bytes] : m["state_bytes"].items()) total += bytes.get<double>();
     CHECK(m["state_bytes_per_param"].get<double>() == doctest::Approx(total / m["params"].get<double>()));
     CHECK(m["peak_rss_bytes"].get<double>() > total);
+    CHECK(m["first_join_peak_rss_bytes"].get<double>() > 0);
+    CHECK(m["first_join_peak_rss_bytes"].get<double>() <= m["peak_rss_bytes"].get<double>());
   }
   REQUIRE(out.size() == 3);
   return out;
