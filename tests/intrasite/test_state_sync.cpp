@@ -196,6 +196,43 @@ void shrink_4_to_3(std::size_t window) {
   }
 }
 
+// Replicas `ids` (their numbers among 3), each built with its first part (`whole`: built whole
+// instead), join as one group at `stage` under `prefix` and train 2 steps. `inspect(t, built,
+// joined)` looks at each as built (joined false) and after its first join.
+template <class Built, class Inspect>
+auto first_join(const TempDir& dir, const JobConfig& cfg, int stage, const std::vector<int>& ids, bool whole,
+                const std::string& prefix, Inspect inspect) {
+  const int size = static_cast<int>(ids.size());
+  std::vector<HealReport> reports(ids.size());
+  std::vector<Built> built(ids.size());
+  std::vector<Held> after(ids.size());
+  MemoryStore store;
+  on_threads(size, [&](int rank) {
+    const auto r = static_cast<std::size_t>(rank);
+    RunLog log(dir / (prefix + std::to_string(rank)));
+    auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
+    ReplicaSlot first;
+    if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3};
+    Trainer t(cfg, posix_env(), log, nullptr, clock_stub, std::move(first));
+    inspect(t, built[r], false);
+    reports[r] = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, params_of(cfg), stage), 1});
+    inspect(t, built[r], true);
+    for (int i = 0; i < 2; ++i) t.step();
+    after[r] = held_state(t);
+  });
+  return std::tuple{reports, built, after};
+}
+
+// Each replica's weights and moments after its steps are those of the replica built whole.
+void check_trains_as_whole(const std::vector<Held>& after, const std::vector<Held>& whole) {
+  REQUIRE(after.size() == whole.size());
+  for (std::size_t r = 0; r < after.size(); ++r) {
+    CAPTURE(r);
+    CHECK(after[r].params == whole[r].params);
+    CHECK(after[r].m == whole[r].m);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -204,25 +241,10 @@ TEST_CASE(
   TempDir dir("heal-first-part");
   const JobConfig cfg = job(dir, "first");
   const std::size_t total = params_of(cfg);
-  // `ids`: the replicas' numbers among 3, each built with its part; `whole`: built whole instead.
   const auto run = [&](const std::vector<int>& ids, bool whole, const std::string& prefix) {
-    const int size = static_cast<int>(ids.size());
-    std::vector<HealReport> reports(ids.size());
-    std::vector<Held> built(ids.size()), after(ids.size());
-    MemoryStore store;
-    on_threads(size, [&](int rank) {
-      const auto r = static_cast<std::size_t>(rank);
-      RunLog log(dir / (prefix + std::to_string(rank)));
-      auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
-      ReplicaSlot first;
-      if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3};
-      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, std::move(first));
-      built[r] = held_state(t);
-      reports[r] = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, total), 1});
-      for (int i = 0; i < 2; ++i) t.step();
-      after[r] = held_state(t);
+    return first_join<Held>(dir, cfg, 1, ids, whole, prefix, [](Trainer& t, Held& built, bool joined) {
+      if (!joined) built = held_state(t);
     });
-    return std::tuple{reports, built, after};
   };
   const auto [whole_reports, whole_built, whole_after] = run({0, 1, 2}, true, "w/");
   const auto [reports, built, after] = run({0, 1, 2}, false, "p/");
@@ -233,18 +255,13 @@ TEST_CASE(
     CHECK(built[r].part == three.part(static_cast<int>(r)));  // never the whole model's moments
     CHECK(reports[r].bytes == 0);                             // the first join moved nothing
     CHECK(reports[r].moments_scratch_bytes == 0);
-    CHECK(after[r].params == whole_after[r].params);
-    CHECK(after[r].m == whole_after[r].m);
   }
+  check_trains_as_whole(after, whole_after);
   // Replica 1 never came: 0 and 2 form a group of 2 and re-cut their (zero) moments.
   const auto [short_reports, short_built, short_after] = run({0, 2}, false, "s/");
   const auto [pair_reports, pair_built, pair_after] = run({0, 1}, true, "v/");
-  for (std::size_t r = 0; r < 2; ++r) {
-    CAPTURE(r);
-    CHECK(short_reports[r].moments_scratch_bytes > 0);
-    CHECK(short_after[r].params == pair_after[r].params);
-    CHECK(short_after[r].m == pair_after[r].m);
-  }
+  for (const auto& report : short_reports) CHECK(report.moments_scratch_bytes > 0);
+  check_trains_as_whole(short_after, pair_after);
 }
 
 TEST_CASE(
@@ -258,25 +275,14 @@ TEST_CASE(
     std::size_t resident = 0, joined = 0;  // of the weights' buffer, built and after the first join
   };
   const auto run = [&](const std::vector<int>& ids, bool whole, const std::string& prefix) {
-    const int size = static_cast<int>(ids.size());
-    std::vector<HealReport> reports(ids.size());
-    std::vector<Built> built(ids.size());
-    std::vector<Held> after(ids.size());
-    MemoryStore store;
-    on_threads(size, [&](int rank) {
-      const auto r = static_cast<std::size_t>(rank);
-      RunLog log(dir / (prefix + std::to_string(rank)));
-      auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
-      ReplicaSlot first;
-      if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3};
-      Trainer t(cfg, posix_env(), log, nullptr, clock_stub, std::move(first));
-      built[r] = {t.holds_first_parts(), resident_bytes(t.weights_as_held())};
-      reports[r] = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, total, 3), 1});
-      built[r].joined = resident_bytes(t.weights_as_held());
-      for (int i = 0; i < 2; ++i) t.step();
-      after[r] = held_state(t);
+    return first_join<Built>(dir, cfg, 3, ids, whole, prefix, [](Trainer& t, Built& built, bool joined) {
+      if (joined) {
+        built.joined = resident_bytes(t.weights_as_held());
+      } else {
+        built.first_parts = t.holds_first_parts();
+        built.resident = resident_bytes(t.weights_as_held());
+      }
     });
-    return std::tuple{reports, built, after};
   };
   const auto [whole_reports, whole_built, whole_after] = run({0, 1, 2}, true, "w/");
   const auto [reports, built, after] = run({0, 1, 2}, false, "p/");
@@ -290,19 +296,16 @@ TEST_CASE(
     CHECK(built[r].resident <= three.part(static_cast<int>(r)).count * sizeof(float) + 2 * page);
     CHECK(reports[r].bytes == 0);  // the first join moved nothing, and built nothing whole
     CHECK(built[r].joined == built[r].resident);
-    CHECK(after[r].params == whole_after[r].params);
-    CHECK(after[r].m == whole_after[r].m);
   }
+  check_trains_as_whole(after, whole_after);
   // Replica 1 never came: 0 and 2 form a group of 2, whose cut is another, and build anew.
   const auto [short_reports, short_built, short_after] = run({0, 2}, false, "s/");
   const auto [pair_reports, pair_built, pair_after] = run({0, 1}, true, "v/");
-  for (std::size_t r = 0; r < 2; ++r) {
-    CAPTURE(r);
-    CHECK(short_built[r].first_parts);
-    CHECK(short_built[r].joined >= total * sizeof(float));
-    CHECK(short_after[r].params == pair_after[r].params);
-    CHECK(short_after[r].m == pair_after[r].m);
+  for (const auto& b : short_built) {
+    CHECK(b.first_parts);
+    CHECK(b.joined >= total * sizeof(float));
   }
+  check_trains_as_whole(short_after, pair_after);
 }
 
 TEST_CASE("4 sharded replicas regroup as 3: survivors' parts carry over, the dead one's restart at zero") {
