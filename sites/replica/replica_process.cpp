@@ -197,24 +197,29 @@ bool ReplicaProcess::generation() {
 }
 
 // A checkpoint written in parts stays on disk until the group has formed and each member knows its
-// part (take_resumed_parts); the parts are read whole now when they carry an outer state's slices
-// and this job keeps it whole, and when the site's group formed without this replica (a restart
-// beside running ones, which take_resumed_parts would have read whole once the group re-formed,
-// while the others waited in the heal's first collective): the others train on meanwhile.
+// part (take_resumed_parts); the parts are read whole now only when they carry an outer state's
+// slices and this job keeps it whole. A replica restarted beside running ones (its site's group
+// formed without it) reads at once, before it asks to join, the part of the moments and of a
+// sharded outer state its number keeps in a whole group, while the others train on: a cut that
+// gives it another part leaves the rest to the heal, which takes them from the members holding them
+// and from the checkpoint by range. (It used to read the whole checkpoint once the group had
+// formed, while the others waited in the heal's first collective.)
 void ReplicaProcess::resume() {
   auto loaded = trainer_.newest_checkpoint_head();
   if (!loaded) return;
-  const bool in_parts = loaded->checkpoint.parts.has_value(), beside_running = group_.site_group_formed();
-  whole_unless_readable_by_parts(loaded->checkpoint, beside_running);
-  if (in_parts && beside_running)
-    log_.event("resumed_parts", {{"site", run_.site},
-                                 {"replica", run_.id},
-                                 {"step", loaded->step},
-                                 {"checkpoint", loaded->path.string()},
-                                 {"whole", true},
-                                 {"before_join", true}});
+  whole_unless_readable_by_parts(loaded->checkpoint);
   trainer_.resume_from(*loaded);
   resumed_parts_ = std::move(loaded->checkpoint.parts);
+  if (resumed_parts_ && group_.site_group_formed()) {
+    const int count = config().replicas.count, id = std::clamp(run_.id, 0, count - 1);
+    nlohmann::json fields = {{"site", run_.site},    {"replica", run_.id},
+                             {"step", loaded->step}, {"checkpoint", loaded->path.string()},
+                             {"whole", false},       {"before_join", true}};
+    fields.update(
+        read_own_parts(trainer_, *resumed_parts_, ShardMap(trainer_.param_count(), count).part(id), id, count));
+    log_.event("resumed_parts", fields);
+    resumed_parts_.reset();
+  }
   if (!resumed_parts_) resume_peak_rss_ = peak_rss_bytes();
 }
 
@@ -235,8 +240,9 @@ void ReplicaProcess::take_resumed_parts(const GroupPlace& place) {
                            {"checkpoint", resumed_parts_->path().string()},
                            {"whole", !together}};
   if (together) {
-    fields.update(
-        read_own_parts(trainer_, *resumed_parts_, place.slot.shard.value_or(ShardRange{0, trainer_.param_count()})));
+    fields.update(read_own_parts(trainer_, *resumed_parts_,
+                                 place.slot.shard.value_or(ShardRange{0, trainer_.param_count()}), group_.rank(),
+                                 group_.size()));
   } else {
     trainer_.restore(resumed_parts_->read_whole(), resumed_parts_->path().string());
   }
@@ -253,24 +259,23 @@ nlohmann::json ReplicaProcess::restore_checkpoint(Trainer& t, const std::string&
   whole_unless_readable_by_parts(read);
   t.restore_head(read, path);
   if (!read.parts) return {{"read", "whole"}};
-  auto fields = read_own_parts(t, *read.parts, t.moments_held());
+  auto fields = read_own_parts(t, *read.parts, t.moments_held(), group_.rank(), group_.size());
   fields["read"] = "parts";
   return fields;
 }
 
-// Parts that carry an outer state's slices while this job keeps the state whole, or any parts
-// when `whole` says so: read whole.
-void ReplicaProcess::whole_unless_readable_by_parts(CheckpointHead& checkpoint, bool whole) const {
-  if (checkpoint.parts && (whole || (checkpoint.parts->has_slices() && !config().parallel.shard_outer)))
+// Parts that carry an outer state's slices while this job keeps the state whole: read whole.
+void ReplicaProcess::whole_unless_readable_by_parts(CheckpointHead& checkpoint) const {
+  if (checkpoint.parts && checkpoint.parts->has_slices() && !config().parallel.shard_outer)
     checkpoint = {checkpoint.parts->read_whole(), std::nullopt};
 }
 
-// This member's part of the moments (`moments`) and of a sharded outer state, from `parts`: the
-// elements of each it read.
-nlohmann::json ReplicaProcess::read_own_parts(Trainer& t, const CheckpointParts& parts, ShardRange moments) {
+// This member's part of the moments (`moments`) and of a sharded outer state (rank `rank` of
+// `ranks`), from `parts`: the elements of each it read.
+nlohmann::json ReplicaProcess::read_own_parts(Trainer& t, const CheckpointParts& parts, ShardRange moments, int rank,
+                                              int ranks) {
   t.restore_moments(parts, moments);
-  return {{"moments_elements", moments.count},
-          {"outer_elements", exchange_.restore_from_parts(parts, group_.rank(), group_.size())}};
+  return {{"moments_elements", moments.count}, {"outer_elements", exchange_.restore_from_parts(parts, rank, ranks)}};
 }
 
 // Every replica of every site reads its own windows of the data.

@@ -58,8 +58,8 @@ class ReplicaProcess {
   void resume();
   void take_resumed_parts(const GroupPlace& place);
   nlohmann::json restore_checkpoint(Trainer& t, const std::string& path);
-  void whole_unless_readable_by_parts(CheckpointHead& checkpoint, bool whole = false) const;
-  nlohmann::json read_own_parts(Trainer& t, const CheckpointParts& parts, ShardRange moments);
+  void whole_unless_readable_by_parts(CheckpointHead& checkpoint) const;
+  nlohmann::json read_own_parts(Trainer& t, const CheckpointParts& parts, ShardRange moments, int rank, int ranks);
   void agree_on_commands();
   bool apply_commands(std::int64_t newest);  // true: one replaced the trainer's state
   void sit_out();
