@@ -277,6 +277,16 @@ class Trainer {
   std::span<const float> weights_as_held() const { return model_->params(); }
   bool first_parts_in_place(const ReplicaSlot& next) const;
   void build_initial_weights();
+  // Stage 3: whether this replica's part and mirror are `part` and `mirror` (a sharded outer
+  // state's under the same cut). part_and_mirror() is then the weights' buffer with the mirror
+  // written in beside the part, nothing gathered (the rest not to be read), and
+  // keep_part_and_mirror() takes back what was written there: the mirror, and the part in place.
+  // A round across sites reads and rewrites them so, and never holds the whole weights.
+  bool holds_part_and_mirror(ShardRange part, std::optional<ShardRange> mirror) const;
+  std::span<float> part_and_mirror();
+  void keep_part_and_mirror();
+  // How many times the whole weights were gathered (ensure_whole_weights), for the memory ledger.
+  std::int64_t whole_weight_gathers() const { return whole_gathers_; }
 
  private:
   std::int64_t tokens_per_step() const;
@@ -302,6 +312,7 @@ class Trainer {
   // Stage 3: what a step starts with (the mirror taken from whole weights, the rest given back),
   // and the update of its part with the mirrors shifted.
   void begin_sharded_step();
+  void take_part_and_mirror();  // the mirror from the weights' buffer, the rest given back
   void sharded_update_in_place(float lr);
   void init_first_parts(ReplicaSlot::FirstPart first);
   void ensure_whole_weights() const;  // gathers them when sharded (collective)
@@ -354,6 +365,7 @@ class Trainer {
   PartUndo undo_;
   mutable bool weights_whole_ = true;
   mutable bool first_parts_ = false;  // holds_first_parts
+  mutable std::int64_t whole_gathers_ = 0;
   // Stage 3: what the model's hook has gathered and not given back, and where it last asked.
   HeldRanges held_weights_;
   std::size_t last_needed_ = 0;

@@ -141,7 +141,10 @@ void Trainer::give_back_weights() {
 // Whole weights (a start, a heal, a reader) become this replica's part again, the mirror taken
 // from them.
 void Trainer::begin_sharded_step() {
-  if (!weights_whole_) return;
+  if (weights_whole_) take_part_and_mirror();
+}
+
+void Trainer::take_part_and_mirror() {
   const auto params = model_->params();
   const ShardRange m = *slot_.mirror;
   undo_.mirror_range = m;
@@ -150,6 +153,21 @@ void Trainer::begin_sharded_step() {
   undo_.mirror_step = undo_.own_step = state_.step;
   give_back_weights();
   weights_whole_ = false;
+}
+
+bool Trainer::holds_part_and_mirror(ShardRange part, std::optional<ShardRange> mirror) const {
+  return shards_weights() && part == *slot_.shard && mirror == slot_.mirror &&
+         (weights_whole_ || (undo_.own_step == state_.step && undo_.mirror_step == state_.step));
+}
+
+std::span<float> Trainer::part_and_mirror() {
+  if (!weights_whole_) mirror_into_weights();
+  return model_->params();
+}
+
+void Trainer::keep_part_and_mirror() {
+  first_parts_ = false;
+  take_part_and_mirror();
 }
 
 // Stage 3: no all-gather. The part's new weights go to the rank that mirrors them, and the
@@ -218,6 +236,7 @@ void Trainer::drop_gathered_weights() {
 void Trainer::ensure_whole_weights() const {
   if (weights_whole_) return;
   first_parts_ = false;
+  ++whole_gathers_;
   const auto params = model_->params();
   slot_.gather(params);
   weights_whole_ = true;

@@ -92,7 +92,9 @@ void RoundDriver::send_next(Replica& r) {
   const bool final = exchange_.last && exchange_.left.empty();
   // Every replica encodes: only the leader sends the bytes, but the error-feedback residual they
   // leave must be the same everywhere.
-  auto encoded = joined(r, state_.encode_delta(r.training.weights(), fragment));
+  const std::span<float> held = held_weights(r);
+  auto encoded = joined(r, state_.encode_delta(held.empty() ? r.training.weights() : held, fragment));
+  if (!held.empty()) r.training.held_written();
   if (plan_.eager && !exchange_.last) {
     fresh_.resize(state_.fragment(fragment).size);
     decode(encoded, fresh_);  // what the peers will merge, codec error included
@@ -223,7 +225,8 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
   cursor_.dropped_in_a_row = 0;  // a version came: the job makes progress
   const double t0 = clock_();
   const std::int64_t from = state_.version();
-  auto weights = r.training.weights();
+  const std::span<float> held = u.kind == Update::Kind::Commit ? held_weights(r) : std::span<float>();
+  auto weights = held.empty() ? r.training.weights() : held;
   if (u.kind == Update::Kind::Commit) {
     // Each replica previews a version once: a leader whose proposal won did so already, and so
     // did every replica of a sharded site, unless its group was cut anew since (the commit
@@ -247,7 +250,10 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     state_.commit(u.version, std::move(outcome));
     if (!mutant(Mutant::SkipRebase))
       for (const int f : u.fragments) state_.rebase(weights, mutant(Mutant::RebaseWrongFragment) ? 0 : f);
-    share_weights(r);
+    if (held.empty())
+      share_weights(r);
+    else
+      r.training.held_written();
     if (!stale_mirrors.empty()) repair_mirrors(r, stale_mirrors);
   } else {
     // The leader checked it against the commit's hash: a failure here is a bug, not a peer's fault.
@@ -335,6 +341,10 @@ SiteParts& RoundDriver::parts(const Replica& r) const {
 std::vector<std::byte> RoundDriver::joined(const Replica& r, std::vector<std::byte> encoded) const {
   if (!state_.sharded()) return encoded;
   return join_encoded(parts(r).all_gather(encoded));
+}
+
+std::span<float> RoundDriver::held_weights(Replica& r) const {
+  return state_.sharded() ? r.training.held(state_.part(), state_.mirror_part()) : std::span<float>();
 }
 
 void RoundDriver::share_weights(Replica& r) const {

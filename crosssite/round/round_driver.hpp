@@ -168,6 +168,9 @@ class RoundDriver {
   SiteParts& parts(const Replica& r) const;
   std::vector<std::byte> joined(const Replica& r, std::vector<std::byte> encoded) const;
   void share_weights(Replica& r) const;
+  // A sharded state's part and mirror of the weights where the training holds just those
+  // (Training::held): read and written there, nothing gathered or shared. Empty otherwise.
+  std::span<float> held_weights(Replica& r) const;
   // The commit hash of the replicas' chunk lists together; with their mirrors' outcomes (every
   // replica passes one, or none does), the replicas whose mirror's weights are not its owner's
   // part's: corrupted since the cut, as the owner's part is checked by the hash.

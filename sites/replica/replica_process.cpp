@@ -526,7 +526,8 @@ nlohmann::json ReplicaProcess::memory_ledger() const {
           {"peak_rss_bytes", peak_rss_bytes()},
           {"training_peak_rss_bytes", training_peak_rss_},
           {"resume_peak_rss_bytes", resume_peak_rss_},
-          {"first_join_peak_rss_bytes", first_join_peak_rss_}};
+          {"first_join_peak_rss_bytes", first_join_peak_rss_},
+          {"whole_weight_gathers", trainer_.whole_weight_gathers()}};
 }
 
 void ReplicaProcess::finish() {

@@ -204,6 +204,9 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
     CHECK(cuts[0]["moved"] == false);
   }
   CHECK(split3.at("a")["split"]["assembled"] == 3);
+  // At stage 3 each round read and rewrote the replica's part and mirror of the weights where they
+  // lie: the whole weights were gathered only at the end (the final hash), never for a round.
+  for (const std::string site : {"a", "b"}) CHECK(split3.at(site)["memory"]["whole_weight_gathers"] == 1);
   // A site of 4 beside one of 2: the same commits as whole states make, and a quarter of the
   // outer state per replica, with a mirror of the next one's quarter: about half of a whole
   // state's (the tiny model is 8.5 units of 4,096 values: the leader's part and mirror are 2 each).
