@@ -100,8 +100,8 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
   if (config.model_init_from) {
     const std::vector<float> weights = load_init_from(*config.model_init_from, config.model);
     std::copy(weights.begin(), weights.end(), model_->params().begin());
-  } else if (config.parallel.zero_stage == 3 && config.sites.size() < 2 && !slot_.shard && slot_.moments_first &&
-             slot_.moments_first->ranks > 1 && device.kind != JobConfig::Site::Device::Cuda) {
+  } else if (!slot_.shard && slot_.moments_first && slot_.moments_first->weights && slot_.moments_first->ranks > 1 &&
+             device.kind != JobConfig::Site::Device::Cuda) {
     init_first_parts(*slot_.moments_first);
   } else {
     model_->init_weights(config.job.seed);

@@ -73,9 +73,12 @@ struct ReplicaSlot {
   std::function<void(std::span<const float> own, std::span<float> mirrored)> shift;
   // Without `shard` (a sharded site's replica before its group forms): the part of AdamW's moments
   // to build, rank `rank` of `ranks` under ShardMap, so that no replica holds them whole; the
-  // group's first cut keeps them where it is the same (intrasite/group/state_sync).
+  // group's first cut keeps them where it is the same (intrasite/group/state_sync). `weights`: its
+  // part of the initial weights too, and its mirror of the next rank's (ZeRO stage 3, where nothing
+  // else needs them whole: Trainer::holds_first_parts).
   struct FirstPart {
     int rank = 0, ranks = 1;
+    bool weights = false;
   };
   std::optional<FirstPart> moments_first;
 };
@@ -264,9 +267,8 @@ class Trainer {
   // Stage 3: whole weights a reader gathered (or the layers above rewrote) go back to this
   // replica's part, the mirror taken from them; what the next step does anyway.
   void drop_gathered_weights();
-  // A stage-3 replica of a one-site job is built holding only its part of the initial weights and
-  // its mirror of the next rank's (ReplicaSlot::moments_first), never the whole (across sites the
-  // outer state starts from the whole weights, so there it builds them whole). Until anything
+  // A stage-3 replica told so (ReplicaSlot::FirstPart::weights) is built holding only its part of
+  // the initial weights and its mirror of the next rank's, never the whole. Until anything
   // else writes the weights (a step, a restore, a gather) it holds those first parts: a group of
   // such members whose slots cut them alike moves nothing (first_parts_in_place); any other
   // group builds the whole initial weights anew from the seed (build_initial_weights).

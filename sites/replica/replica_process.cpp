@@ -44,11 +44,13 @@ Placement placement(const JobConfig& c, const std::string& site, int replica) {
 }
 
 // A replica of a site that shards AdamW's moments builds only the part its number keeps in a
-// whole group (ReplicaSlot::moments_first): none holds them whole before its group forms.
+// whole group (ReplicaSlot::moments_first): none holds them whole before its group forms. At stage
+// 3 the weights too, in a one-site job: across sites the outer state starts from the whole weights.
 ReplicaSlot first_slot(const JobConfig& c, int replica) {
   ReplicaSlot slot;
   if (c.parallel.zero_stage >= 1 && c.replicas.count > 1)
-    slot.moments_first = ReplicaSlot::FirstPart{std::clamp(replica, 0, c.replicas.count - 1), c.replicas.count};
+    slot.moments_first = ReplicaSlot::FirstPart{std::clamp(replica, 0, c.replicas.count - 1), c.replicas.count,
+                                                c.parallel.zero_stage == 3 && c.sites.size() < 2};
   return slot;
 }
 

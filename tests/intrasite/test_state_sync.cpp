@@ -212,7 +212,7 @@ auto first_join(const TempDir& dir, const JobConfig& cfg, int stage, const std::
     RunLog log(dir / (prefix + std::to_string(rank)));
     auto comm = connect_gloo(store, prefix, rank, size, GlooOptions{});
     ReplicaSlot first;
-    if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3};
+    if (!whole) first.moments_first = ReplicaSlot::FirstPart{ids[r], 3, stage == 3};
     Trainer t(cfg, posix_env(), log, nullptr, clock_stub, std::move(first));
     inspect(t, built[r], false);
     reports[r] = sync_state(*comm, t, GroupPlace{sharded_slot(*comm, params_of(cfg), stage), 1});
