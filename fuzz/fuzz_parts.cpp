@@ -3,11 +3,12 @@
 // length in front), then a range. Promises checked: join_encoded refuses bad parts with Error only;
 // what it joins is one encoding of the parts' values together (its size is encoded_size of their
 // count, and it decodes as a whole when its values are finite), and cuts back into the very parts;
-// a range of it decodes to the whole decode's values; a range of a part as it came (a commit's
-// delta a replica takes its part's mean of) decodes or is refused with Error only.
-#include "fuzz/fuzz_common.hpp"
+// parts cut on units hash to the whole's digest; a range of it decodes to the whole decode's values; a range of a part
+// as it came (a commit's delta a replica takes its part's mean of) decodes or is refused with Error only.
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/codec/delta_digest.hpp"
+#include "fuzz/fuzz_common.hpp"
 
 int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
   using namespace meridian;
@@ -50,6 +51,26 @@ int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
   for (std::size_t i = 0; i < parts.size(); ++i) {
     MERIDIAN_FUZZ_EXPECT(encoded_part(joined, offset, counts[i]) == parts[i], "part ", i, " cut back otherwise");
     offset += counts[i];
+  }
+  // Parts cut on units (all but the last a whole number of them) hash alone to the whole's digest.
+  std::uint8_t kind = 0;
+  std::uint16_t keep = 0;
+  std::uint32_t block = 0;
+  std::memcpy(&kind, joined.data(), 1);
+  std::memcpy(&keep, joined.data() + 2, 2);
+  std::memcpy(&block, joined.data() + 4, 4);
+  const CodecOptions codec{static_cast<CodecKind>(kind), static_cast<int>(block), keep};
+  bool on_units = true;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) on_units = on_units && counts[i] % part_unit(codec) == 0;
+  if (on_units && n <= (std::uint64_t{1} << 22)) {
+    std::vector<Digest> units;
+    for (const auto& p : parts) {
+      const auto mine = unit_digests(p);
+      units.insert(units.end(), mine.begin(), mine.end());
+    }
+    MERIDIAN_FUZZ_EXPECT(
+        delta_digest(std::span<const Digest>(units)) == delta_digest(std::span<const std::byte>(joined)),
+        "parts cut on units hash otherwise than their whole");
   }
   if (n > (std::uint64_t{1} << 22)) return 0;  // sparse blocks of 2^16 values in a few bytes: not decoded
   std::vector<float> y(n);

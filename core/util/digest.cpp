@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <cstdio>
+#include <memory>
 
 #include "core/util/error.hpp"
 
@@ -14,6 +15,19 @@ Digest sha256(std::span<const std::byte> bytes) {
   const bool ok = EVP_Digest(bytes.data(), bytes.size(), reinterpret_cast<unsigned char*>(out.data()), &length,
                              EVP_sha256(), nullptr) == 1;
   MERIDIAN_CHECK(ok && length == out.size(), "EVP_Digest(sha256) of ", bytes.size(), " bytes failed, length ", length);
+  return out;
+}
+
+Digest sha256(std::span<const std::span<const std::byte>> pieces) {
+  Digest out{};
+  unsigned int length = 0;
+  // One context per thread, reset by each init: a delta's digest hashes thousands of small units.
+  thread_local const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> kept(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  EVP_MD_CTX* context = kept.get();
+  bool ok = context != nullptr && EVP_DigestInit_ex(context, EVP_sha256(), nullptr) == 1;
+  for (const auto piece : pieces) ok = ok && EVP_DigestUpdate(context, piece.data(), piece.size()) == 1;
+  ok = ok && EVP_DigestFinal_ex(context, reinterpret_cast<unsigned char*>(out.data()), &length) == 1;
+  MERIDIAN_CHECK(ok && length == out.size(), "SHA-256 of ", pieces.size(), " pieces failed, length ", length);
   return out;
 }
 

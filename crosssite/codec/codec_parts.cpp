@@ -1,10 +1,13 @@
 #include "crosssite/codec/codec_parts.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 
+#include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_impl.hpp"
@@ -58,14 +61,27 @@ Layout read_layout(std::span<const std::byte> bytes, const std::string& what) {
 
 // The payload's regions, each in value order: how many of a region's bytes the first m values
 // take, m at a block boundary or the end.
-std::vector<std::size_t> region_ends(const CodecOptions& o, std::size_t m) {
+// At most two regions (scales and values); no allocation: a delta's digest asks for them per unit.
+struct Regions {
+  std::array<std::size_t, 2> end{};
+  std::size_t count = 0;
+  std::size_t size() const { return count; }
+  std::size_t operator[](std::size_t r) const { return end[r]; }
+};
+
+Regions region_ends(const CodecOptions& o, std::size_t m) {
   const auto block = static_cast<std::size_t>(o.block);
   switch (o.kind) {
-    case CodecKind::Fp32: return {4 * m};
-    case CodecKind::Bf16: return {2 * m};
-    case CodecKind::Int8: return {4 * ((m + block - 1) / block), m};
-    case CodecKind::Int4: return {4 * ((m + block - 1) / block), (m + 1) / 2};
-    case CodecKind::Sparse: return {sparse_size(m, block, static_cast<std::size_t>(o.keep))};
+    case CodecKind::Fp32:
+      return {{4 * m}, 1};
+    case CodecKind::Bf16:
+      return {{2 * m}, 1};
+    case CodecKind::Int8:
+      return {{4 * ((m + block - 1) / block), m}, 2};
+    case CodecKind::Int4:
+      return {{4 * ((m + block - 1) / block), (m + 1) / 2}, 2};
+    case CodecKind::Sparse:
+      return {{sparse_size(m, block, static_cast<std::size_t>(o.keep))}, 1};
   }
   return {};
 }
@@ -121,24 +137,57 @@ std::vector<std::byte> join_encoded(std::span<const std::vector<std::byte>> part
   return whole;
 }
 
-std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_t offset, std::size_t count) {
-  const Layout layout = read_layout(whole, "an encoded delta");
+namespace {
+
+// Values [offset, end) of a message of `layout` encoded alone: their header (written into
+// `header`), then their share of each of the message's regions, views into `whole`.
+EncodedUnits::Pieces part_pieces(std::span<const std::byte> whole, const Layout& layout, std::size_t offset,
+                                 std::size_t end, std::span<std::byte> header) {
   const CodecOptions& o = layout.options;
-  const std::size_t end = offset + count;
-  MERIDIAN_CHECK(end <= layout.n && at_boundary(o, offset) && (end == layout.n || at_boundary(o, end)),
+  MERIDIAN_CHECK(offset <= end && end <= layout.n && at_boundary(o, offset) && (end == layout.n || at_boundary(o, end)),
                  "part [", offset, ", ", end, ") of ", layout.n, " values coded in blocks of ", o.block);
-  std::vector<std::byte> part(encoded_size(count, o));
-  write_header(o, count, part.data());
-  std::byte* out = part.data() + kCodecHeaderBytes;
+  write_header(o, end - offset, header.data());
+  EncodedUnits::Pieces pieces;
+  pieces.at[pieces.count++] = header;
   const auto all = region_ends(o, layout.n), before = region_ends(o, offset), through = region_ends(o, end);
   std::size_t region_begin = kCodecHeaderBytes;
   for (std::size_t r = 0; r < all.size(); ++r) {
-    std::memcpy(out, whole.data() + region_begin + before[r], through[r] - before[r]);
-    out += through[r] - before[r];
+    pieces.at[pieces.count++] = whole.subspan(region_begin + before[r], through[r] - before[r]);
     region_begin += all[r];
+  }
+  return pieces;
+}
+
+}  // namespace
+
+std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_t offset, std::size_t count) {
+  const Layout layout = read_layout(whole, "an encoded delta");
+  std::vector<std::byte> part(encoded_size(count, layout.options));
+  std::byte* out = part.data();
+  for (const auto piece : part_pieces(whole, layout, offset, offset + count, std::span(out, kCodecHeaderBytes)).all()) {
+    if (piece.data() != out) std::memcpy(out, piece.data(), piece.size());
+    out += piece.size();
   }
   MERIDIAN_CHECK(out == part.data() + part.size(), "cut ", out - part.data(), " of ", part.size(), " bytes");
   return part;
+}
+
+std::size_t part_unit(const CodecOptions& codec) {
+  const bool blocks = codec.kind != CodecKind::Fp32 && codec.kind != CodecKind::Bf16;
+  return blocks ? std::lcm(kShardUnit, static_cast<std::size_t>(codec.block)) : kShardUnit;
+}
+
+EncodedUnits::EncodedUnits(std::span<const std::byte> encoded) : encoded_(encoded) {
+  const Layout layout = read_layout(encoded, "an encoded delta");
+  options_ = layout.options;
+  values_ = layout.n;
+  unit_ = part_unit(options_);
+}
+
+EncodedUnits::Pieces EncodedUnits::unit(std::size_t u, Header& header) const {
+  MERIDIAN_CHECK(u < count(), "unit ", u, " of ", count());
+  const std::size_t offset = u * unit_;
+  return part_pieces(encoded_, {options_, values_}, offset, std::min(values_, offset + unit_), header);
 }
 
 std::size_t encoded_count(std::span<const std::byte> whole) { return read_layout(whole, "an encoded delta").n; }

@@ -8,9 +8,12 @@
 //
 // This is what lets the owners of parts of a site's weights (ShardMap's units are whole blocks)
 // encode their parts alone, and the site still send the bytes an unsharded site would.
+#include <array>
 #include <cstddef>
 #include <span>
 #include <vector>
+
+#include "crosssite/codec/codec.hpp"
 
 namespace meridian {
 
@@ -32,5 +35,33 @@ std::size_t encoded_count(std::span<const std::byte> whole);
 // are the message's own, whatever a caller's cut). Error(Peer) when the bytes are malformed;
 // InvariantError when the range is not inside the values.
 void decode_range(std::span<const std::byte> whole, std::size_t offset, std::span<float> out);
+
+// The run of values parts are cut on: lcm(kShardUnit, block) for the codecs that code blocks,
+// kShardUnit for fp32 and bf16. A sharded outer state's parts are whole numbers of them (the last
+// but one ends on one), so each part encodes alone and hashes alone (delta_digest.hpp).
+std::size_t part_unit(const CodecOptions& codec);
+
+// An encoded delta (a whole, or a part of one that begins on a unit) seen as runs of part_unit
+// values, the last maybe shorter, without copying: run u's encoding, byte for byte what
+// encoded_part gives for it, is its header (written into the caller's bytes) and then its share
+// of each of the message's regions, views into the message.
+class EncodedUnits {
+ public:
+  using Header = std::array<std::byte, kCodecHeaderBytes>;
+  struct Pieces {  // a header and at most two regions' shares
+    std::array<std::span<const std::byte>, 3> at{};
+    std::size_t count = 0;
+    std::span<const std::span<const std::byte>> all() const { return {at.data(), count}; }
+  };
+  // Error(Peer) when the bytes are malformed; they must outlive this.
+  explicit EncodedUnits(std::span<const std::byte> encoded);
+  std::size_t count() const { return (values_ + unit_ - 1) / unit_; }
+  Pieces unit(std::size_t u, Header& header) const;
+
+ private:
+  std::span<const std::byte> encoded_;
+  CodecOptions options_;
+  std::size_t values_ = 0, unit_ = 1;
+};
 
 }  // namespace meridian

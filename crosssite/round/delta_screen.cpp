@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
@@ -39,20 +40,39 @@ DeltaScreen::Verdict DeltaScreen::check(std::span<const float> decoded, std::siz
   return judge(tally, expected_size, rounds);
 }
 
+DeltaScreen::Tally::Tally(std::size_t first) : first_(first) {
+  MERIDIAN_CHECK(first % kShardUnit == 0, "a tally starts on a unit: first=", first, " unit=", kShardUnit);
+}
+
 void DeltaScreen::Tally::add(std::span<const float> piece) {
-  const std::size_t at = values_;
-  values_ += piece.size();
-  if (!bad_.empty()) return;
-  for (std::size_t j = 0; j < piece.size(); ++j) {
-    const float x = piece[j];
-    if (!std::isfinite(x)) {
-      std::ostringstream reason;
-      reason << "non-finite value " << x << " at index " << at + j;
-      bad_ = reason.str();
-      return;
+  std::size_t j = 0;
+  while (j < piece.size() && bad_.empty()) {
+    const std::size_t at = first_ + values_ + j;
+    if (at % kShardUnit == 0) units_.push_back(0);
+    const std::size_t end = std::min(piece.size(), j + (kShardUnit - at % kShardUnit));
+    double& sum = units_.back();
+    for (; j < end; ++j) {
+      const float x = piece[j];
+      if (!std::isfinite(x)) {
+        std::ostringstream reason;
+        reason << "non-finite value " << x << " at index " << first_ + values_ + j;
+        bad_ = reason.str();
+        break;
+      }
+      sum += static_cast<double>(x) * static_cast<double>(x);
     }
-    sum_ += static_cast<double>(x) * static_cast<double>(x);
   }
+  values_ += piece.size();
+}
+
+void DeltaScreen::Tally::join(const Tally& next) {
+  MERIDIAN_CHECK(next.first_ == first_ + values_ && (next.values_ == 0 || next.first_ % kShardUnit == 0),
+                 "tallies joined out of order: this one holds [", first_, ", ", first_ + values_,
+                 "), the next starts at ", next.first_);
+  values_ += next.values_;
+  if (!bad_.empty()) return;
+  bad_ = next.bad_;
+  units_.insert(units_.end(), next.units_.begin(), next.units_.end());
 }
 
 DeltaScreen::Verdict DeltaScreen::judge(const Tally& tally, std::size_t expected_size, int rounds) const {
@@ -62,7 +82,9 @@ DeltaScreen::Verdict DeltaScreen::judge(const Tally& tally, std::size_t expected
     return {false,
             "wrong size: " + std::to_string(tally.values_) + " values, expected " + std::to_string(expected_size), 0};
   if (!tally.bad_.empty()) return {false, tally.bad_, 0};
-  const double norm = std::sqrt(tally.sum_);
+  double squares = 0;
+  for (const double unit : tally.units_) squares += unit;
+  const double norm = std::sqrt(squares);
   if (norms_.size() >= static_cast<std::size_t>(options_.min_history)) {
     const double median = median_norm();
     const int spanned = std::min(rounds, options_.max_spanned_rounds);

@@ -39,24 +39,33 @@ class DeltaScreen {
   };
 
   // Checks, in this order: decoded.size() == expected_size; every value finite (the first bad
-  // one and its index are named); the L2 norm, summed in double in index order, at most
-  // max_norm_ratio x the median of the accepted norms x the rounds the delta spans (at most
-  // max_spanned_rounds) once min_history of them are known (a zero median gives no scale and
-  // skips this check). Pure and bit-deterministic.
+  // one and its index are named); the L2 norm at most max_norm_ratio x the median of the accepted
+  // norms x the rounds the delta spans (at most max_spanned_rounds) once min_history of them are
+  // known (a zero median gives no scale and skips this check). The squares are summed in double
+  // a unit (kShardUnit values) at a time, in index order, and the units' sums in unit order, so
+  // holders of parts cut on units can tally theirs alone (Tally). Pure and bit-deterministic.
   Verdict check(std::span<const float> decoded, std::size_t expected_size, int rounds = 1) const;
 
-  // A delta taken in pieces, in index order (decoded a range at a time, never whole): what check()
-  // reads of it, summed alike, so its verdict is check()'s on the whole, bit for bit.
+  // A delta taken in pieces, in index order (decoded a range at a time, never whole), or a part
+  // of it from `first` on (a multiple of kShardUnit): what check() reads of it, summed alike.
+  // The tallies of a delta's parts, joined in order, give check()'s verdict on the whole, bit for
+  // bit, wherever the parts were cut on units.
   class Tally {
    public:
+    explicit Tally(std::size_t first = 0);
     void add(std::span<const float> piece);
+    // Appends the tally of the part that follows this one's; InvariantError unless it starts
+    // where this one ends, on a unit.
+    void join(const Tally& next);
+    std::size_t first() const { return first_; }
     std::size_t values() const { return values_; }
 
    private:
     friend class DeltaScreen;
+    std::size_t first_ = 0;
     std::size_t values_ = 0;
-    double sum_ = 0;
-    std::string bad_;  // the first non-finite value, said
+    std::vector<double> units_;  // each unit's sum of squares, the last one maybe still open
+    std::string bad_;            // the first non-finite value, said
   };
   Verdict judge(const Tally& tally, std::size_t expected_size, int rounds = 1) const;
 

@@ -6,6 +6,7 @@
 #include "core/util/hash.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/round/mutant.hpp"
 
 namespace meridian {
@@ -46,13 +47,27 @@ std::size_t DeltaStore::held_from(const std::string& site) const {
   return n;
 }
 
+namespace {
+
+// Bytes that are no encoded delta hash to no delta's digest: all zeros then.
+Digest digest_of(std::span<const std::byte> bytes) {
+  try {
+    return delta_digest(bytes);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Peer) throw;
+    return {};
+  }
+}
+
+}  // namespace
+
 const std::vector<std::byte>* DeltaStore::verified(const DeltaKey& key, const Digest& digest,
                                                    CrossSiteEvents& events, CrossSiteTraffic& traffic) {
   const auto it = arrived_.find(key);
   if (it == arrived_.end()) return nullptr;
   // Hashed once: a commit's deltas are looked at on every poll until all of them are here.
   if (const auto v = verified_.find(key); v != verified_.end() && v->second == digest) return &it->second;
-  const Digest seen = mutant(Mutant::UnverifiedDeltas) ? digest : sha256(it->second);
+  const Digest seen = mutant(Mutant::UnverifiedDeltas) ? digest : digest_of(it->second);
   if (seen == digest) {
     verified_[key] = digest;
     return &it->second;

@@ -41,7 +41,7 @@ struct DeltaAnnouncement {
   std::int64_t base_version = 0;
   std::int64_t tokens = 0;
   std::uint64_t bytes = 0;
-  Digest digest{};     // SHA-256 of the encoded delta (core/util/digest.hpp)
+  Digest digest{};     // of the encoded delta (crosssite/codec/delta_digest.hpp)
   bool final = false;  // the site's last round
   int fragment = 0;    // streaming DiLoCo: the fragment its delta covers
   int rounds = 1;      // rounds of training it spans: more after pause-outer (the norm screen allows for them)

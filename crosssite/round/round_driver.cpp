@@ -9,6 +9,7 @@
 #include "core/util/hash.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/outer/delta_mean.hpp"
 #include "crosssite/outer/fragments.hpp"
 #include "crosssite/outer/outer_parts.hpp"
@@ -93,7 +94,7 @@ void RoundDriver::send_next(Replica& r) {
   // Every replica encodes: only the leader sends the bytes, but the error-feedback residual they
   // leave must be the same everywhere.
   const std::span<float> held = held_weights(r);
-  auto encoded = joined(r, state_.encode_delta(held.empty() ? r.training.weights() : held, fragment));
+  auto [encoded, digest] = joined(r, state_.encode_delta(held.empty() ? r.training.weights() : held, fragment));
   if (!held.empty()) r.training.held_written();
   if (plan_.eager && !exchange_.last) {
     fresh_.resize(state_.fragment(fragment).size);
@@ -105,8 +106,8 @@ void RoundDriver::send_next(Replica& r) {
     const std::int64_t round = std::max(peers_->next_round(), cursor_.next_round);
     cursor_.next_round = round + 1;
     figures_.last_round = round;
-    const DeltaAnnouncement a{plan_.site,       round,         state_.version(), exchange_.tokens, encoded.size(),
-                              sha256(encoded), final,         fragment,         exchange_.rounds_spanned};
+    const DeltaAnnouncement a{plan_.site, round, state_.version(), exchange_.tokens,        encoded.size(),
+                              digest,     final, fragment,         exchange_.rounds_spanned};
     events_.submitted(a, encoded);
     // Hashed here, right after the encode, rather than by the link on the transfer's path.
     ChunkHashes hashes = chunk_hashes(encoded, peers_->chunk_bytes());
@@ -338,9 +339,24 @@ SiteParts& RoundDriver::parts(const Replica& r) const {
   return *r.parts;
 }
 
-std::vector<std::byte> RoundDriver::joined(const Replica& r, std::vector<std::byte> encoded) const {
-  if (!state_.sharded()) return encoded;
-  return join_encoded(parts(r).all_gather(encoded));
+RoundDriver::Encoded RoundDriver::joined(const Replica& r, std::vector<std::byte> encoded) const {
+  if (!state_.sharded()) {
+    const Digest digest = r.channel.leader() ? delta_digest(std::span<const std::byte>(encoded)) : Digest{};
+    return {std::move(encoded), digest};
+  }
+  SiteParts& site = parts(r);
+  const auto mine = unit_digests(encoded);
+  const auto lists = site.gather(std::as_bytes(std::span(mine)));
+  Encoded out{join_encoded(site.all_gather(encoded)), {}};
+  if (lists.empty()) return out;
+  std::vector<Digest> units;
+  for (const auto& list : lists) {
+    const auto at = units.size();
+    units.resize(at + list.size() / sizeof(Digest));
+    std::memcpy(units.data() + at, list.data(), list.size());
+  }
+  out.digest = delta_digest(std::span<const Digest>(units));
+  return out;
 }
 
 std::span<float> RoundDriver::held_weights(Replica& r) const {

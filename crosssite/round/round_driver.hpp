@@ -166,7 +166,13 @@ class RoundDriver {
   // A sharded state's parts, together: of an encoded delta, of the weights a change of the state
   // wrote (each replica wrote its part), a preview's hash, and the state for a peer.
   SiteParts& parts(const Replica& r) const;
-  std::vector<std::byte> joined(const Replica& r, std::vector<std::byte> encoded) const;
+  // The site's encoded delta (a sharded state's parts joined) on every replica, and at the leader
+  // its digest: each replica hashes its own part alone, the units of the digest being whole parts'.
+  struct Encoded {
+    std::vector<std::byte> bytes;
+    Digest digest{};  // the leader's only
+  };
+  Encoded joined(const Replica& r, std::vector<std::byte> encoded) const;
   void share_weights(Replica& r) const;
   // A sharded state's part and mirror of the weights where the training holds just those
   // (Training::held): read and written there, nothing gathered or shared. Empty otherwise.

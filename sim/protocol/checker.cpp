@@ -7,6 +7,7 @@
 
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/outer/delta_mean.hpp"
 #include "crosssite/outer/outer_state.hpp"
 
@@ -64,7 +65,7 @@ void Checker::finished(const std::string& site, std::int64_t version, std::span<
 const std::vector<std::byte>* Checker::sent(const CommitEntry& e) const {
   const auto [begin, end] = sent_.equal_range({e.site, e.round});
   for (auto it = begin; it != end; ++it)
-    if (sha256(it->second) == e.digest) return &it->second;
+    if (delta_digest(std::span<const std::byte>(it->second)) == e.digest) return &it->second;
   return nullptr;
 }
 

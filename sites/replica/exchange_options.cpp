@@ -1,15 +1,11 @@
 #include "sites/replica/exchange_options.hpp"
 
-#include <numeric>
-
-#include "core/model/shard_map.hpp"
-
 #include <algorithm>
-
-#include "crosssite/round/local_steps.hpp"
 
 #include "core/model/param_layout.hpp"
 #include "core/util/error.hpp"
+#include "crosssite/codec/codec_parts.hpp"
+#include "crosssite/round/local_steps.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/zmq_link.hpp"
@@ -43,11 +39,7 @@ CodecOptions codec_options(const JobConfig& c) {
   return {kind, c.outer.block, kind == CodecKind::Sparse ? c.outer.sparse_keep() : 0};
 }
 
-std::size_t outer_shard_unit(const JobConfig& c) {
-  const CodecOptions codec = codec_options(c);
-  const bool blocks = codec.kind != CodecKind::Fp32 && codec.kind != CodecKind::Bf16;
-  return blocks ? std::lcm(kShardUnit, static_cast<std::size_t>(codec.block)) : kShardUnit;
-}
+std::size_t outer_shard_unit(const JobConfig& c) { return part_unit(codec_options(c)); }
 
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
   const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);

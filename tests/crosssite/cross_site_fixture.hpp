@@ -5,14 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <vector>
 
 #include "core/util/hash.hpp"
+#include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/control/etcd_client.hpp"
 #include "crosssite/control/etcd_watch.hpp"
 #include "crosssite/control/lease_keeper.hpp"
@@ -89,7 +90,9 @@ struct Site {
     if (tamper) tamper(local);
     auto bytes = state.encode_delta(local, fragment);
     if (forge) forge(bytes);
-    const DeltaAnnouncement a{name, round, state.version(), 1000, bytes.size(), sha256(bytes), false, fragment, rounds};
+    const DeltaAnnouncement a{name,  round,        state.version(),
+                              1000,  bytes.size(), delta_digest(std::span<const std::byte>(bytes)),
+                              false, fragment,     rounds};
     ChunkHashes hashes = chunk_hashes(bytes, cross.chunk_bytes());
     if (mishash) mishash(hashes);
     cross.submit(a, std::move(bytes), std::move(hashes));

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/util/hash.hpp"
+#include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/control/memory_control_plane.hpp"
 #include "crosssite/round/cross_site.hpp"
 #include "transport/link/sim_link.hpp"
@@ -52,7 +53,8 @@ struct Incarnation {
     std::vector<float> local(state.start().begin(), state.start().end());
     local[0] -= 0.01f;
     auto bytes = state.encode_delta(local);
-    const DeltaAnnouncement a{name, round, state.version(), 1000, bytes.size(), sha256(bytes), false, 0, 1};
+    const DeltaAnnouncement a{
+        name, round, state.version(), 1000, bytes.size(), delta_digest(std::span<const std::byte>(bytes)), false, 0, 1};
     auto hashes = chunk_hashes(bytes, cross.chunk_bytes());
     cross.submit(a, std::move(bytes), std::move(hashes));
   }

@@ -2,15 +2,15 @@
 // beyond the recent ones), that the verdict depends only on the shared history, and a history taken from a commit record.
 #include <doctest/doctest.h>
 
-#include "tests/support/error_of.hpp"
-
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/round/delta_screen.hpp"
+#include "tests/support/error_of.hpp"
 
 using namespace meridian;
 
@@ -188,4 +188,55 @@ TEST_CASE("a delta tallied piece by piece gets check()'s verdict on the whole, n
   a = screen.check(whole, 1000), b = tallied(whole, 1000);
   CHECK_FALSE(b.ok);
   CHECK(b.reason == a.reason);
+}
+
+TEST_CASE(
+    "the tallies of a delta's parts, cut anywhere on units and joined in order, give the whole's verdict bit for bit") {
+  DeltaScreen screen;
+  for (const double n : {1.0, 1.1, 0.9}) screen.accept(n);
+  const std::size_t n = 5 * kShardUnit + 777;  // the last unit is short
+  Vec whole(n);
+  for (std::size_t i = 0; i < n; ++i) whole[i] = 1e-3f * static_cast<float>((i * 7919) % 211) - 0.1f;
+  const auto whole_verdict = screen.check(whole, n);
+  const auto in_parts = [&](const std::vector<std::size_t>& cuts) {  // units where a new part starts
+    std::vector<DeltaScreen::Tally> parts;
+    std::size_t at = 0;
+    for (std::size_t k = 0; k <= cuts.size(); ++k) {
+      const std::size_t end = k < cuts.size() ? cuts[k] * kShardUnit : n;
+      parts.emplace_back(at);
+      for (std::size_t p = at; p < end; p += 1000)  // pieces across the units' bounds
+        parts.back().add(std::span<const float>(whole).subspan(p, std::min<std::size_t>(1000, end - p)));
+      at = end;
+    }
+    DeltaScreen::Tally joined = parts.front();
+    for (std::size_t k = 1; k < parts.size(); ++k) joined.join(parts[k]);
+    return screen.judge(joined, n);
+  };
+  for (const auto& cuts : std::vector<std::vector<std::size_t>>{{}, {1}, {2, 3}, {1, 2, 3, 4, 5}, {3, 3}}) {
+    const auto v = in_parts(cuts);
+    CHECK(v.ok == whole_verdict.ok);
+    CHECK(v.norm == whole_verdict.norm);
+  }
+  // The sum is by units, not one running sum: the two differ in their last bits for most deltas,
+  // and only the first is the same however the delta is cut.
+  double running = 0;
+  for (const float x : whole) running += static_cast<double>(x) * x;
+  double by_units = 0;
+  for (std::size_t u = 0; u < n; u += kShardUnit) {
+    double s = 0;
+    for (std::size_t i = u; i < std::min(n, u + kShardUnit); ++i) s += static_cast<double>(whole[i]) * whole[i];
+    by_units += s;
+  }
+  CHECK(whole_verdict.norm == std::sqrt(by_units));
+  CHECK(std::sqrt(running) == doctest::Approx(whole_verdict.norm).epsilon(1e-12));
+
+  whole[3 * kShardUnit + 5] = std::numeric_limits<float>::quiet_NaN();  // the first bad value is named by its index
+  CHECK(contains(in_parts({2, 4}).reason, "at index " + std::to_string(3 * kShardUnit + 5)));
+  whole[kShardUnit + 1] = std::numeric_limits<float>::infinity();
+  CHECK(contains(in_parts({2, 4}).reason, "at index " + std::to_string(kShardUnit + 1)));
+
+  DeltaScreen::Tally first(0), late(2 * kShardUnit);
+  first.add(std::span<const float>(whole).first(kShardUnit));
+  CHECK_THROWS_AS(first.join(late), InvariantError);
+  CHECK_THROWS_AS(DeltaScreen::Tally(100), InvariantError);
 }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "core/util/digest.hpp"
+#include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/control/memory_control_plane.hpp"
 #include "crosssite/round/proposer.hpp"
 #include "transport/link/sim_link.hpp"
@@ -37,7 +38,9 @@ std::pair<DeltaAnnouncement, std::vector<std::byte>> delta_of(const std::string&
   std::vector<float> local = kInitial;
   for (auto& x : local) x -= step;
   auto bytes = own.encode_delta(local);
-  return {DeltaAnnouncement{site, 1, 0, 1000, bytes.size(), sha256(bytes), false, 0, 1}, bytes};
+  return {
+      DeltaAnnouncement{site, 1, 0, 1000, bytes.size(), delta_digest(std::span<const std::byte>(bytes)), false, 0, 1},
+      bytes};
 }
 
 // What the rule sees at version 0 with both sites live and both rounds announced.

@@ -177,7 +177,7 @@ TEST_CASE("records of the schema before digests are refused, and so is a digest 
       FAIL("decoded a version-1 ", what);
     } catch (const Error& e) {
       CHECK(e.kind() == ErrorKind::Peer);
-      CHECK(std::string(e.what()) == what + " has schema version 1, expected 2");
+      CHECK(std::string(e.what()) == what + " has schema version 1, expected 3");
     }
   }
   // A current announcement whose digest is one byte short.

@@ -9,7 +9,9 @@ $Cxx.namespace("meridian::wire");
 
 # Bumped on any change a peer of the previous version would misread; readers refuse other versions.
 # 2: deltas are named by a SHA-256 digest (version 1's 64-bit XXH3 checksum is no longer written).
-const roundSchemaVersion :UInt16 = 2;
+# 3: that digest is the SHA-256 of the SHA-256s of the delta's units (crosssite/codec/delta_digest.hpp),
+#    which a version-2 peer would take for other bytes than announced.
+const roundSchemaVersion :UInt16 = 3;
 
 # "members/<site>", on the site's lease: the site is alive and reachable at `address`.
 struct MemberRecord {
