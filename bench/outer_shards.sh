@@ -7,7 +7,8 @@
 #
 # Figures from site a's leader (summary.json's memory ledger, the buffers held when training ended):
 # the outer state's bytes per parameter (state_bytes.outer), the whole ledger's
-# (state_bytes_per_param), and its peak resident memory, at the end and before the final checkpoint
+# (state_bytes_per_param), and its peak resident memory, at its first join (first_join_peak_rss_bytes:
+# what it was built with), at the end and before the final checkpoint
 # (training_peak_rss_bytes: training and the rounds' transients), and the first join's time (its
 # replica 0's `joined` event: the heal), and what its replica 1 received from the leader in the
 # group's channel (versions' means or merged deltas, bytes per parameter); a's tokens/s from its metrics lines, from
@@ -73,7 +74,7 @@ TOML
   echo "$file"
 }
 
-figures() {  # run dir -> "outer/param ledger/param peak_MiB training_peak_MiB join_ms group/param tokens/s" of site a's leader
+figures() {  # run dir -> "outer/param ledger/param peak_MiB training_peak_MiB join_ms group/param tokens/s first_join_peak_MiB" of site a's leader
   /usr/bin/python3 - "$1" "$H" <<'PY'
 import json, sys
 run = sys.argv[1]
@@ -87,7 +88,7 @@ rows = [r for r in rows if r["step"] >= int(sys.argv[2])]
 tps = (rows[-1]["tokens"] - rows[0]["tokens"]) / (rows[-1]["time"] - rows[0]["time"])
 print(f'{m["state_bytes"]["outer"] / m["params"]:.2f} {m["state_bytes_per_param"]:.2f} '
       f'{m["peak_rss_bytes"] / 2**20:.0f} {m["training_peak_rss_bytes"] / 2**20:.0f} {join["ms"]:.0f} '
-      f'{group / m["params"]:.2f} {tps:.0f}')
+      f'{group / m["params"]:.2f} {tps:.0f} {m["first_join_peak_rss_bytes"] / 2**20:.0f}')
 PY
 }
 
@@ -100,30 +101,30 @@ for r in $(seq "$ROUNDS"); do
       name="z$stage-$shard-r$r"
       "$meridian" launch "$(job "$name" "$stage" "$shard")" >"$work/$name.log" 2>&1 ||
         { echo "outer_shards.sh: $name failed; its log:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-      read -r outer ledger peak training join group tps < <(figures "$work/$name")
+      read -r outer ledger peak training join group tps first < <(figures "$work/$name")
       resumed=-
       if [ "$RESUME" = true ]; then
         "$meridian" launch "$(job "$name" "$stage" "$shard" $((2 * STEPS)))" >"$work/$name-resumed.log" 2>&1 ||
           { echo "outer_shards.sh: $name's resume failed; its log:" >&2; tail -20 "$work/$name-resumed.log" >&2; exit 1; }
         resumed=$(/usr/bin/python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["memory"]["resume_peak_rss_bytes"] / 2**20))' "$work/$name/a/summary.json")
       fi
-      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $peak $training $join $group $resumed"
+      rate[$stage$shard]+="$tps " line[$stage$shard]="$outer $ledger $first $peak $training $join $group $resumed"
       echo "round $r, stage $stage, shard_outer $shard: outer $outer B/param, ledger $ledger B/param, peak $peak MiB" \
-        "($training MiB before the final checkpoint, $resumed after a resume), first join $join ms, replica 1 got $group B/param, $tps tokens/s"
+        "($training MiB before the final checkpoint, $resumed after a resume, $first at its first join), first join $join ms, replica 1 got $group B/param, $tps tokens/s"
     done
   done
 done
 echo
 echo "site a, $REPLICAS replicas, $PRESET, H = $H, $STEPS steps; medians of $ROUNDS runs"
-echo "| zero_stage | outer state | outer B/param | ledger B/param | peak MiB | training peak MiB | resume peak MiB | first join ms | replica 1's group B/param | tokens/s | against whole |"
+echo "| zero_stage | outer state | outer B/param | ledger B/param | first join peak MiB | peak MiB | training peak MiB | resume peak MiB | first join ms | replica 1's group B/param | tokens/s | against whole |"
 for stage in 0 3; do
   # shellcheck disable=SC2086
   whole=$(median ${rate[${stage}false]})
   for shard in false true; do
     # shellcheck disable=SC2086
     tps=$(median ${rate[$stage$shard]})
-    read -r outer ledger peak training join group resumed <<<"${line[$stage$shard]}"
+    read -r outer ledger first peak training join group resumed <<<"${line[$stage$shard]}"
     label=$([ "$shard" = true ] && echo sharded || echo whole)
-    echo "| $stage | $label | $outer | $ledger | $peak | $training | $resumed | $join | $group | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
+    echo "| $stage | $label | $outer | $ledger | $first | $peak | $training | $resumed | $join | $group | $tps | $(awk -v a="$tps" -v b="$whole" 'BEGIN {printf "%.3f", a / b}') |"
   done
 done

@@ -273,6 +273,12 @@ class Trainer {
   // such members whose slots cut them alike moves nothing (first_parts_in_place); any other
   // group builds the whole initial weights anew from the seed (build_initial_weights).
   bool holds_first_parts() const { return first_parts_; }
+  // While it does: the part it holds and its mirror, with their initial values.
+  struct FirstParts {
+    ShardRange own, mirror;
+    std::span<const float> own_values, mirror_values;
+  };
+  FirstParts first_parts() const;
   // The host buffer of the weights as this replica holds it, gathering nothing: whole unless
   // weights_sharded() (then only its part's values are there). What a job of one site's exchange,
   // which reads no weights, is built over.
@@ -367,6 +373,7 @@ class Trainer {
   PartUndo undo_;
   mutable bool weights_whole_ = true;
   mutable bool first_parts_ = false;  // holds_first_parts
+  ShardRange first_own_{};
   mutable std::int64_t whole_gathers_ = 0;
   // Stage 3: what the model's hook has gathered and not given back, and where it last asked.
   HeldRanges held_weights_;

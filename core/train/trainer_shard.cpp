@@ -211,9 +211,16 @@ void Trainer::init_first_parts(ReplicaSlot::FirstPart first) {
   undo_.mirror.assign(params.begin() + static_cast<std::ptrdiff_t>(mirror.offset),
                       params.begin() + static_cast<std::ptrdiff_t>(mirror.end()));
   release_outside(params, {0, params.size()}, own);
+  first_own_ = own;
   undo_.mirror_step = undo_.own_step = 0;
   weights_whole_ = false;
   first_parts_ = true;
+}
+
+Trainer::FirstParts Trainer::first_parts() const {
+  MERIDIAN_CHECK(first_parts_, "first_parts() of a trainer that holds none (step ", state_.step, ")");
+  const auto params = model_->params();
+  return {first_own_, undo_.mirror_range, params.subspan(first_own_.offset, first_own_.count), undo_.mirror};
 }
 
 bool Trainer::first_parts_in_place(const ReplicaSlot& next) const {

@@ -326,6 +326,7 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
     if (all(&Member::in_place) && same_state(comm, trainer, 0, false, false)) {
       trainer.set_slot(std::move(place->slot), place->grad_accum);
       report.step = trainer.state().step;
+      report.first_parts_kept = true;
       return report;
     }
     trainer.build_initial_weights();

@@ -39,6 +39,9 @@ struct HealReport {
   std::size_t weights_lost = 0;
   // The largest buffer the moments' re-cut held beyond the member's own parts (0: none was needed).
   std::size_t moments_scratch_bytes = 0;
+  // Every member kept the first parts of the weights it was built with (ZeRO stage 3): nothing
+  // moved, and none built the weights whole.
+  bool first_parts_kept = false;
 };
 
 // Units (kShardUnit elements) of moments a heal re-cuts per sum: 4 Mi elements, 32 MiB of m and v.

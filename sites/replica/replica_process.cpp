@@ -1,10 +1,10 @@
 #include "sites/replica/replica_process.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
-
-#include <sys/resource.h>
 
 #include "core/device/cuda_probe.hpp"
 #include "core/io/stop_signals.hpp"
@@ -14,6 +14,7 @@
 #include "intrasite/group/state_sync.hpp"
 #include "intrasite/parallel/bucket_reducer.hpp"
 #include "intrasite/parallel/data_parallel.hpp"
+#include "sites/replica/exchange_options.hpp"
 
 namespace meridian {
 namespace {
@@ -45,12 +46,14 @@ Placement placement(const JobConfig& c, const std::string& site, int replica) {
 
 // A replica of a site that shards AdamW's moments builds only the part its number keeps in a
 // whole group (ReplicaSlot::moments_first): none holds them whole before its group forms. At stage
-// 3 the weights too, in a one-site job: across sites the outer state starts from the whole weights.
+// 3 the weights too, where nothing needs them whole: in a one-site job, and across sites where the
+// outer state is sharded in the weights' own units (it starts from the same part and mirror).
 ReplicaSlot first_slot(const JobConfig& c, int replica) {
   ReplicaSlot slot;
+  const bool outer_cut_alike = c.parallel.shard_outer && outer_shard_unit(c) == kShardUnit;
   if (c.parallel.zero_stage >= 1 && c.replicas.count > 1)
     slot.moments_first = ReplicaSlot::FirstPart{std::clamp(replica, 0, c.replicas.count - 1), c.replicas.count,
-                                                c.parallel.zero_stage == 3 && c.sites.size() < 2};
+                                                c.parallel.zero_stage == 3 && (c.sites.size() < 2 || outer_cut_alike)};
   return slot;
 }
 
@@ -85,9 +88,7 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
                  std::chrono::milliseconds(std::max(1, run.config.replicas.heartbeat_timeout_ms / 5))),
       trainer_(run.config, env, log_, nullptr, now_, first_slot(run.config, run.id),
                placement(run.config, run.site, run.id).device),
-      exchange_(run.config, run.site, run.id,
-                run.config.sites.size() < 2 ? trainer_.weights_as_held() : trainer_.model().params(), log_,
-                ExchangeClocks{now_, std::move(wall)}),
+      exchange_(run.config, run.site, run.id, trainer_, log_, ExchangeClocks{now_, std::move(wall)}),
       figures_(times_.started()),
       mode_(store_),
       inbox_(store_, env,
@@ -313,6 +314,7 @@ void ReplicaProcess::joined(double t_join, GroupPlace place) {
                         {"weights_lost", heal.weights_lost},
                         {"checkpoint_step", heal.checkpoint_step},
                         {"moments_scratch_bytes", heal.moments_scratch_bytes},
+                        {"first_parts_kept", heal.first_parts_kept},
                         {"ms", 1000 * (now_() - t_join)}});
   mode_.agree(group_.comm(), turn_.leader);
   exchange_.pause_outer(mode_.outer_paused());

@@ -8,16 +8,17 @@
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "core/util/pages.hpp"
 #include "crosssite/control/etcd_client.hpp"
 #include "crosssite/control/etcd_watch.hpp"
 #include "crosssite/control/lease_keeper.hpp"
+#include "crosssite/outer/outer_parts.hpp"
 #include "crosssite/round/courier.hpp"
 #include "sim/emulator/shaped_link.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sites/keys/etcd_keys.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "sites/replica/exchange_options.hpp"
-#include "crosssite/outer/outer_parts.hpp"
 #include "sites/replica/group_channel.hpp"
 #include "sites/replica/group_parts.hpp"
 #include "sites/replica/outer_cut.hpp"
@@ -44,34 +45,51 @@ constexpr double kWaitReportS = 1.0;
 // What replica `replica` holds of the outer state until its group's first cut: with [parallel]
 // shard_outer and several replicas, its part and the next one's mirror under the cut its whole
 // group makes (so no replica holds the whole state at start-up, and that cut moves nothing); else
-// all of it.
-OuterState outer_state_before_cut(const JobConfig& c, const std::string& site, int replica,
-                                  std::span<const float> initial) {
+// all of it. From the trainer's initial weights: a stage-3 replica holding only its first parts
+// of them (Trainer::holds_first_parts), cut as this state is, lends just those, and one cut
+// otherwise builds them whole first.
+OuterState outer_state_before_cut(const JobConfig& c, const std::string& site, int replica, Trainer& trainer) {
   int replicas = 1;
   for (const auto& s : c.sites)
     if (s.name == site) replicas = s.replicas;
   // A job of one site exchanges nothing: its state is a part of no values, so that no replica
   // keeps the weights, momentum and residuals of an outer optimizer that never steps.
   if (c.sites.size() < 2)
-    return OuterState(initial, outer_options(c), codec_options(c), false, whole_model(initial.size()),
-                      ShardRange{0, 0});
+    return OuterState(trainer.weights_as_held(), outer_options(c), codec_options(c), false,
+                      whole_model(trainer.param_count()), ShardRange{0, 0});
+  const std::size_t size = trainer.param_count();
   std::vector<ShardRange> held;
   if (c.parallel.shard_outer && replicas > 1)
-    held = held_ranges(ShardMap(initial.size(), replicas, outer_shard_unit(c)), std::clamp(replica, 0, replicas - 1));
-  return OuterState(initial, outer_options(c), codec_options(c), c.outer.error_feedback,
-                    fragment_plan(c, initial.size()), held.empty() ? std::nullopt : std::optional(held[0]),
-                    held.size() > 1 ? std::optional(held[1]) : std::nullopt);
+    held = held_ranges(ShardMap(size, replicas, outer_shard_unit(c)), std::clamp(replica, 0, replicas - 1));
+  const auto state = [&](std::span<const float> initial) {
+    return OuterState(initial, outer_options(c), codec_options(c), c.outer.error_feedback, fragment_plan(c, size),
+                      held.empty() ? std::nullopt : std::optional(held[0]),
+                      held.size() > 1 ? std::optional(held[1]) : std::nullopt);
+  };
+  if (trainer.holds_first_parts()) {
+    const auto first = trainer.first_parts();
+    if (held.size() == 2 && held[0] == first.own && held[1] == first.mirror) {
+      ZeroPageVector<float> lent(size);  // zero pages outside the two, never read: never held
+      std::copy(first.own_values.begin(), first.own_values.end(),
+                lent.begin() + static_cast<std::ptrdiff_t>(first.own.offset));
+      std::copy(first.mirror_values.begin(), first.mirror_values.end(),
+                lent.begin() + static_cast<std::ptrdiff_t>(first.mirror.offset));
+      return state(lent);
+    }
+    trainer.build_initial_weights();
+  }
+  return state(trainer.model().params());
 }
 
 }  // namespace
 
-SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replica, std::span<const float> initial,
-                           RunLog& log, ExchangeClocks clocks)
+SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replica, Trainer& trainer, RunLog& log,
+                           ExchangeClocks clocks)
     : config_(config),
       site_(std::move(site)),
       log_(log),
       clocks_(std::move(clocks)),
-      state_(outer_state_before_cut(config, site_, replica, initial)),
+      state_(outer_state_before_cut(config, site_, replica, trainer)),
       driver_(round_plan(config, site_, state_.fragments()), state_, *this, clocks_.monotonic) {
   placement_.sites = static_cast<int>(config.sites.size());
   placement_.data_replicas = 0;
@@ -278,7 +296,12 @@ void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer)
   const double t0 = clocks_.monotonic();
   outer_map_.emplace(state_.size(), group.size(), outer_shard_unit(config_));
   const bool fresh = state_.version() == 0 && trainer.state().step == 0;
-  const OuterCut cut = cut_outer_state(group, state_, *outer_map_, trainer.model().params(), false, fresh);
+  // A replica still holding its first parts of the weights (the whole group kept them:
+  // intrasite/group/state_sync) holds its cut of the state already, built from them: the cut
+  // reads no weights, and none are gathered for it.
+  std::span<float> weights;
+  if (!trainer.holds_first_parts()) weights = trainer.model().params();
+  const OuterCut cut = cut_outer_state(group, state_, *outer_map_, weights, false, fresh);
   if (!leader) return;
   json fields = {{"site", site_},          {"replicas", group.size()}, {"version", cut.version},
                  {"sources", cut.sources}, {"mirrors", cut.mirrors},   {"moved", cut.moved},

@@ -62,10 +62,10 @@ struct ExchangeClocks {
 // RoundDriver (crosssite/round/round_driver.hpp), which holds the round itself, and the log.
 class SiteExchange final : private RoundEvents {
  public:
-  // `initial`: version 0, the weights every site starts from. `replica`: this replica's number in
-  // its site (with [parallel] shard_outer it holds only the part of the outer state that number
-  // keeps in a whole group until its group first cuts it). `clock`: monotonic seconds.
-  SiteExchange(const JobConfig& config, std::string site, int replica, std::span<const float> initial, RunLog& log,
+  // `trainer`'s initial weights are version 0, the weights every site starts from. `replica`: this
+  // replica's number in its site (with [parallel] shard_outer it holds only the part of the outer
+  // state that number keeps in a whole group until its group first cuts it). `clock`: monotonic seconds.
+  SiteExchange(const JobConfig& config, std::string site, int replica, Trainer& trainer, RunLog& log,
                ExchangeClocks clocks);
   ~SiteExchange() override;
 

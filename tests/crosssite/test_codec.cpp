@@ -13,6 +13,7 @@
 #include "core/util/rng.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/error_feedback.hpp"
+#include "tests/support/encoded_values.hpp"
 
 using namespace meridian;
 
@@ -21,11 +22,7 @@ namespace {
 constexpr CodecKind kAll[] = {CodecKind::Fp32, CodecKind::Bf16, CodecKind::Int8, CodecKind::Int4};
 const float kDenormMin = std::numeric_limits<float>::denorm_min();
 
-std::vector<std::byte> encoded(std::span<const float> x, CodecOptions o) {
-  std::vector<std::byte> out(encoded_size(x.size(), o));
-  encode(x, o, out);
-  return out;
-}
+using testing::encoded;
 
 std::vector<float> round_trip(std::span<const float> x, CodecOptions o) {
   std::vector<float> y(x.size(), -1.0f);
@@ -34,10 +31,7 @@ std::vector<float> round_trip(std::span<const float> x, CodecOptions o) {
 }
 
 std::vector<float> normal(std::size_t n, std::uint64_t seed, double sigma = 1.0) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(sigma * rng.normal());
-  return x;
+  return testing::normal_values(n, seed, sigma);
 }
 
 // The kind of the Error f throws, with its message; fails the test if f returns.

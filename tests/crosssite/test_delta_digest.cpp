@@ -8,28 +8,18 @@
 
 #include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
-#include "core/util/rng.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/codec/codec_parts.hpp"
 #include "crosssite/codec/delta_digest.hpp"
+#include "tests/support/encoded_values.hpp"
 #include "tests/support/error_of.hpp"
 
 using namespace meridian;
 
 namespace {
 
-std::vector<std::byte> encoded(std::span<const float> x, CodecOptions o) {
-  std::vector<std::byte> out(encoded_size(x.size(), o));
-  encode(x, o, out);
-  return out;
-}
-
-std::vector<float> values(std::size_t n, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
-}
+using testing::encoded;
+std::vector<float> values(std::size_t n, std::uint64_t seed) { return testing::normal_values(n, seed); }
 
 }  // namespace
 

@@ -295,6 +295,8 @@ TEST_CASE(
     // Its part's pages alone (the mirror is kept apart): never the whole model's weights.
     CHECK(built[r].resident <= three.part(static_cast<int>(r)).count * sizeof(float) + 2 * page);
     CHECK(reports[r].bytes == 0);  // the first join moved nothing, and built nothing whole
+    CHECK(reports[r].first_parts_kept);
+    CHECK_FALSE(whole_reports[r].first_parts_kept);
     CHECK(built[r].joined == built[r].resident);
   }
   check_trains_as_whole(after, whole_after);
@@ -305,6 +307,7 @@ TEST_CASE(
     CHECK(b.first_parts);
     CHECK(b.joined >= total * sizeof(float));
   }
+  for (const auto& report : short_reports) CHECK_FALSE(report.first_parts_kept);
   check_trains_as_whole(short_after, pair_after);
 }
 

@@ -207,6 +207,17 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
   // At stage 3 each round read and rewrote the replica's part and mirror of the weights where they
   // lie: the whole weights were gathered only at the end (the final hash), never for a round.
   for (const std::string site : {"a", "b"}) CHECK(split3.at(site)["memory"]["whole_weight_gathers"] == 1);
+  // Nor at start-up: each replica was built holding its first parts of the weights, its outer
+  // state started from them (cut as the weights are), and its group's first join kept them.
+  for (const std::string site : {"a", "b"}) {
+    int first_joins = 0;
+    for (const auto& j : events_of(read_jsonl(dir / "split3" / site / "events.jsonl"), "joined")) {
+      if (j["generation"] != 0) continue;
+      ++first_joins;
+      CHECK(j["first_parts_kept"] == true);
+    }
+    CHECK(first_joins == 2);
+  }
   // A site of 4 beside one of 2: the same commits as whole states make, and a quarter of the
   // outer state per replica, with a mirror of the next one's quarter: about half of a whole
   // state's (the tiny model is 8.5 units of 4,096 values: the leader's part and mirror are 2 each).
