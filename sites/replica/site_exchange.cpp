@@ -296,11 +296,11 @@ void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer)
   const double t0 = clocks_.monotonic();
   outer_map_.emplace(state_.size(), group.size(), outer_shard_unit(config_));
   const bool fresh = state_.version() == 0 && trainer.state().step == 0;
-  // A replica still holding its first parts of the weights (the whole group kept them:
+  // A fresh replica still holding its first parts of the weights (the whole group kept them:
   // intrasite/group/state_sync) holds its cut of the state already, built from them: the cut
   // reads no weights, and none are gathered for it.
   std::span<float> weights;
-  if (!trainer.holds_first_parts()) weights = trainer.model().params();
+  if (!(fresh && trainer.holds_first_parts())) weights = trainer.model().params();
   const OuterCut cut = cut_outer_state(group, state_, *outer_map_, weights, false, fresh);
   if (!leader) return;
   json fields = {{"site", site_},          {"replicas", group.size()}, {"version", cut.version},
