@@ -347,7 +347,9 @@ RoundDriver::Encoded RoundDriver::joined(const Replica& r, std::vector<std::byte
   SiteParts& site = parts(r);
   const auto mine = unit_digests(encoded);
   const auto lists = site.gather(std::as_bytes(std::span(mine)));
-  Encoded out{join_encoded(site.all_gather(encoded)), {}};
+  const bool everywhere = plan_.replicas_send || plan_.eager;
+  const auto all = everywhere ? site.all_gather(encoded) : site.gather(encoded);
+  Encoded out{all.empty() ? std::vector<std::byte>() : join_encoded(all), {}};
   if (lists.empty()) return out;
   std::vector<Digest> units;
   for (const auto& list : lists) {

@@ -43,6 +43,9 @@ struct RoundPlan {
   bool eager = false;             // ... from an estimate of the coming version (overlap_update = "eager")
   int overlap_steps = 1;          // past this many steps after a round's end, wait for it to merge
   double eager_share = 1;         // this site's share of a commit's tokens: its replicas / the job's
+  // Every replica sends stripes of the site's deltas from its own copy (a split exchange): a
+  // sharded state's replicas all hold each delta whole then; otherwise only the leader does.
+  bool replicas_send = false;
 };
 
 // One replica's side of a call: how it shares with the others, its training, and, when the
@@ -166,8 +169,9 @@ class RoundDriver {
   // A sharded state's parts, together: of an encoded delta, of the weights a change of the state
   // wrote (each replica wrote its part), a preview's hash, and the state for a peer.
   SiteParts& parts(const Replica& r) const;
-  // The site's encoded delta (a sharded state's parts joined) on every replica, and at the leader
-  // its digest: each replica hashes its own part alone, the units of the digest being whole parts'.
+  // The site's encoded delta (a sharded state's parts joined: on the leader, and on every replica
+  // where they all send or step ahead from it), and at the leader its digest: each replica hashes
+  // its own part alone, the units of the digest being whole parts'.
   struct Encoded {
     std::vector<std::byte> bytes;
     Digest digest{};  // the leader's only

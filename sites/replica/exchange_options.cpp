@@ -73,6 +73,7 @@ RoundPlan round_plan(const JobConfig& c, const std::string& site, int fragments)
   plan.eager = c.outer.overlap && c.outer.overlap_update == JobConfig::Outer::OverlapUpdate::Eager;
   plan.overlap_steps = c.outer.overlap_steps;
   plan.eager_share = static_cast<double>(me->replicas) / static_cast<double>(replicas);
+  plan.replicas_send = c.transport.exchange == JobConfig::Transport::Exchange::Split;
   return plan;
 }
 

@@ -135,6 +135,8 @@ struct Proposing final : FakePeers {
 
 struct Quiet final : RoundEvents {
   std::vector<int> repaired;  // replicas whose mirrors were found stale
+  std::size_t encoded_bytes = 0;  // of its site's deltas, handed to a replica but the leader
+  void encoded(std::vector<std::byte> bytes) override { encoded_bytes += bytes.size(); }
   void mirrors_repaired(const std::vector<int>& replicas, std::int64_t, std::size_t) override {
     repaired.insert(repaired.end(), replicas.begin(), replicas.end());
   }
@@ -153,6 +155,7 @@ struct Seen {
   std::vector<int> repaired;
   std::vector<float> part, mirror;
   std::uint64_t received = 0;  // the group channel's payload bytes
+  std::size_t encoded = 0;     // Quiet::encoded_bytes
 };
 
 // A bit flipped after version `after` in replica `victim`'s outer weights: its own part's, or
@@ -174,9 +177,10 @@ void flip(const OuterState& state) {
 
 // `rounds` rounds of one step each, lockstep, on kReplicas replicas of a sharded site.
 // `scatter`: each replica gets the deltas' blocks of its part and mirror alone (as a sharded site's
-// group channel does), or all of them.
+// group channel does), or all of them. `replicas_send`: RoundPlan's (a split exchange).
 std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
-                      std::vector<std::exception_ptr>* errors = nullptr, bool scatter = true) {
+                      std::vector<std::exception_ptr>* errors = nullptr, bool scatter = true,
+                      bool replicas_send = false) {
   MemoryStore store;
   const ShardMap map(kValues, kReplicas);
   std::vector<Seen> seen(kReplicas);
@@ -184,6 +188,7 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
   plan.site = "a";
   plan.total_steps = 1000;
   plan.overlap = false;
+  plan.replicas_send = replicas_send;
   auto thrown = run_ranks(kReplicas, [&](int rank) {
     auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
     OuterState state(initial(), {}, kCodec, false);
@@ -218,6 +223,7 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
     }
     mine.repaired = events.repaired;
     mine.received = channel.received_bytes();
+    mine.encoded = events.encoded_bytes;
     mine.part.assign(state.global().begin(), state.global().end());
     mine.mirror.assign(state.mirror()->global().begin(), state.mirror()->global().end());
   });
@@ -308,6 +314,19 @@ TEST_CASE(
   const ShardMap map(kValues, kReplicas);
   const auto won = proposal_won(peers, map, map);
   for (int rank = 0; rank < kReplicas; ++rank) CHECK(won.commit_bytes[static_cast<std::size_t>(rank)] == 0);
+}
+
+TEST_CASE("a sharded site's delta is put together at its leader alone, unless every replica sends stripes of it") {
+  OtherSites gathered, everywhere;
+  const auto at_leader = run(gathered, 3);
+  const auto at_all = run(everywhere, 3, {}, nullptr, true, true);
+  CHECK(at_all[0].hashes == at_leader[0].hashes);
+  const std::size_t delta = encoded_size(kValues, kCodec);
+  for (int rank = 1; rank < kReplicas; ++rank) {
+    CAPTURE(rank);
+    CHECK(at_leader[static_cast<std::size_t>(rank)].encoded == 0);
+    CHECK(at_all[static_cast<std::size_t>(rank)].encoded == 3 * delta);
+  }
 }
 
 TEST_CASE("a group cut anew between its own proposal's preview and the commit previews the commit from its deltas") {
