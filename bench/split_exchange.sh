@@ -16,12 +16,15 @@
 # it ("base": the commit through etcd, the sites' imbalance). Ratios: split / leader at each M,
 # and each at M against M = 1. Also what each replica put on the WAN (its share of the site's
 # bytes), from the last split run at each M.
-#   BUILD_DIR=build/release  ROUNDS=3  STEPS=16  STREAM_MBPS=8  REPLICAS="1 2 4"
+# SHARD_OUTER=true shards each site's outer state ([parallel] shard_outer): a split exchange then
+# sends each delta in parts, each kept by the replica it is for, so the transfer as the receiving
+# leader's link sees it is its own part's, and the wait is the figure to compare.
+#   BUILD_DIR=build/release  ROUNDS=3  STEPS=16  STREAM_MBPS=8  REPLICAS="1 2 4"  SHARD_OUTER=false
 # Holds /tmp/meridian-bench.lock (MERIDIAN_BENCH_LOCKED=1 when the caller holds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-16} STREAM_MBPS=${STREAM_MBPS:-8}
-REPLICAS=${REPLICAS:-"1 2 4"}
+REPLICAS=${REPLICAS:-"1 2 4"} SHARD_OUTER=${SHARD_OUTER:-false}
 LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "split_exchange.sh: build $meridian first" >&2; exit 1; }
@@ -61,6 +64,8 @@ codec = "int8"
 overlap = false
 [transport]
 exchange = "$2"
+[parallel]
+shard_outer = $([ "$3" -gt 1 ] && echo "$SHARD_OUTER" || echo false)
 [wan]
 latency_ms = 10.0
 bandwidth_mbps = 1000.0

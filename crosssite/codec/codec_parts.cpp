@@ -192,6 +192,10 @@ EncodedUnits::Pieces EncodedUnits::unit(std::size_t u, Header& header) const {
 
 std::size_t encoded_count(std::span<const std::byte> whole) { return read_layout(whole, "an encoded delta").n; }
 
+std::size_t encoded_size_as(std::span<const std::byte> encoded, std::size_t values) {
+  return encoded_size(values, read_layout(encoded, "an encoded delta").options);
+}
+
 void decode_range(std::span<const std::byte> whole, std::size_t offset, std::span<float> out) {
   const Layout layout = read_layout(whole, "an encoded delta");
   const std::size_t end = offset + out.size();

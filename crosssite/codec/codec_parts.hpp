@@ -29,6 +29,8 @@ std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_
 
 // How many values `whole` encodes; Error(Peer) when it is malformed (as encoded_part's check).
 std::size_t encoded_count(std::span<const std::byte> whole);
+// The size of `values` values coded as `encoded` is; Error(Peer) when it is malformed.
+std::size_t encoded_size_as(std::span<const std::byte> encoded, std::size_t values);
 
 // Values [offset, offset + out.size()) of `whole`'s, decoded from the blocks that hold them alone:
 // exactly those values of a whole decode, without one. Any range inside the values (the blocks

@@ -57,7 +57,20 @@ void merged_mean(std::span<const std::span<const std::byte>> encoded, std::span<
   }
 }
 
+void MergedDeltas::fill(std::size_t i, std::vector<std::byte> encoding) {
+  MERIDIAN_CHECK(i < refs.size() && !refs[i].empty(), "delta ", i, " of ", encoded.size(),
+                 " is no delta held in parts");
+  encoded[i] = std::move(encoding);
+  refs[i].clear();
+  if (filled()) refs.clear();
+}
+
+bool MergedDeltas::filled() const {
+  return std::all_of(refs.begin(), refs.end(), [](const std::string& r) { return r.empty(); });
+}
+
 void MergedDeltas::mean(std::size_t offset, std::span<float> out) const {
+  MERIDIAN_CHECK(filled(), "a mean of deltas held in parts not filled in");
   if (out.empty()) return;
   std::vector<std::span<const std::byte>> views(encoded.begin(), encoded.end());
   if (held.empty()) return merged_mean(views, weights, share, values, offset, out);
@@ -85,10 +98,15 @@ MergedDeltas MergedDeltas::cut(std::vector<ShardRange> ranges) const {
     else
       joined.push_back(r);
   }
-  MergedDeltas out{{}, weights, share, values, joined};
+  MergedDeltas out{{}, weights, share, values, joined, refs};
   if (joined.size() == 1 && joined[0].count == values) out.held.clear();  // all of it: the deltas as they are
   if (joined.empty()) out.held = {ShardRange{0, 0}};                      // nothing: no bytes
-  for (const auto& whole : encoded) {
+  for (std::size_t i = 0; i < encoded.size(); ++i) {
+    const auto& whole = encoded[i];
+    if (i < refs.size() && !refs[i].empty()) {  // its replicas' parts: each fills in its own
+      out.encoded.emplace_back();
+      continue;
+    }
     if (out.held.empty() || joined.empty()) {
       out.encoded.push_back(joined.empty() ? std::vector<std::byte>{} : whole);
       continue;
@@ -111,10 +129,16 @@ std::vector<std::byte> MergedDeltas::pack() const {
     put(out, std::uint64_t{r.offset});
     put(out, std::uint64_t{r.count});
   }
+  MERIDIAN_CHECK(refs.empty() || refs.size() == encoded.size(), encoded.size(), " deltas, ", refs.size(), " refs");
+  put(out, std::uint64_t{refs.size()});
   for (std::size_t i = 0; i < encoded.size(); ++i) {
     put(out, weights[i]);
     put(out, std::uint64_t{encoded[i].size()});
     out.insert(out.end(), encoded[i].begin(), encoded[i].end());
+    if (refs.empty()) continue;
+    put(out, std::uint64_t{refs[i].size()});
+    const auto* text = reinterpret_cast<const std::byte*>(refs[i].data());
+    out.insert(out.end(), text, text + refs[i].size());
   }
   return out;
 }
@@ -129,13 +153,23 @@ MergedDeltas MergedDeltas::unpack(std::span<const std::byte> bytes) {
     const auto offset = take<std::uint64_t>(bytes);
     m.held.push_back({offset, take<std::uint64_t>(bytes)});
   }
-  for (std::uint64_t i = 0; i < count; ++i) {
-    m.weights.push_back(take<double>(bytes));
+  const auto refs = take<std::uint64_t>(bytes);
+  MERIDIAN_CHECK(refs == 0 || refs == count, count, " deltas, ", refs, " refs");
+  const auto bytes_of = [&](std::uint64_t i) {
     const auto size = take<std::uint64_t>(bytes);
     MERIDIAN_CHECK(size <= bytes.size(), "merged delta ", i, " of ", count, ": ", size, " bytes, ", bytes.size(),
                    " left");
-    m.encoded.emplace_back(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size));
+    const auto read = bytes.first(size);
     bytes = bytes.subspan(size);
+    return read;
+  };
+  for (std::uint64_t i = 0; i < count; ++i) {
+    m.weights.push_back(take<double>(bytes));
+    const auto encoding = bytes_of(i);
+    m.encoded.emplace_back(encoding.begin(), encoding.end());
+    if (refs == 0) continue;
+    const auto ref = bytes_of(i);
+    m.refs.emplace_back(reinterpret_cast<const char*>(ref.data()), ref.size());
   }
   MERIDIAN_CHECK(bytes.empty(), "a merged-deltas pack with ", bytes.size(), " bytes past its ", count, " deltas");
   return m;

@@ -10,6 +10,7 @@
 // parts (cut(): a codec codes each block alone, so a range's blocks are a delta of their own).
 #include <cstddef>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/model/shard_map.hpp"
@@ -31,8 +32,15 @@ struct MergedDeltas {
   std::size_t values = 0;                       // the model's: every whole delta's
   // The ranges of the model's values each encoding holds, ascending, end to end; none: the whole.
   std::vector<ShardRange> held;
+  // Per delta (or none at all): empty, or the name of a delta the site's replicas hold in parts
+  // (crosssite/round/held_parts.hpp), whose encoding each replica fills in from its own (fill()).
+  std::vector<std::string> refs{};
 
-  // merged_mean over these deltas. InvariantError when a non-empty range is not inside one range held.
+  // Delta `i`'s encoding of the ranges held, in place of its ref.
+  void fill(std::size_t i, std::vector<std::byte> encoding);
+  bool filled() const;  // no ref left
+  // merged_mean over these deltas. InvariantError when a non-empty range is not inside one range
+  // held, or a delta is not filled in.
   void mean(std::size_t offset, std::span<float> out) const;
   // Whole deltas' blocks of `ranges` only (a ShardMap's parts: each begins at a block boundary and
   // ends at one or at the model's end; they are sorted, and adjacent or overlapping ones joined),

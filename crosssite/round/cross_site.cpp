@@ -181,7 +181,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
 
 std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record, const OuterState& state) {
   bool complete = true;
-  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.digest) != nullptr && complete;
+  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.digest) && complete;
   if (!complete) {
     waiting_ = {Waiting::What::CommitDeltas, record.number, ""};
     transfer_.note_stuck();
@@ -399,20 +399,19 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   return view;
 }
 
-const std::vector<std::byte>* CrossSite::held(const DeltaKey& key, const Digest& digest) {
-  const auto* bytes = store_.verified(key, digest, events_, counts());
-  if (bytes != nullptr) return bytes;
+bool CrossSite::held(const DeltaKey& key, const Digest& digest) {
+  if (store_.held(key, digest, events_, counts())) return true;
   const auto* wrong = store_.wrong_copies(key);
   if (wrong != nullptr && wrong->count >= kEquivocationCopies && !book_.banned(key.first)) {
     book_.dispute({key.first, key.second, options_.site, digest, wrong->seen});
     events_.push_back({"delta_equivocation", key.first, key.second,
                        "its bytes came whole through the link " + std::to_string(wrong->count) +
                            " times and were not those it announced: disputed, every site refuses its rounds"});
-    return nullptr;
+    return false;
   }
   // A commit merged it before the dispute: the right bytes are still what this site needs.
   request(key.first, key.second);
-  return nullptr;
+  return false;
 }
 
 bool CrossSite::holds_deltas_of(const CommitRecord& record) {
@@ -421,17 +420,16 @@ bool CrossSite::holds_deltas_of(const CommitRecord& record) {
   for (const auto& e : record.entries)
     if (!store_.has({e.site, e.round})) return false;
   return std::all_of(record.entries.begin(), record.entries.end(), [&](const CommitEntry& e) {
-    return held({e.site, e.round}, e.digest) != nullptr;
+    return held({e.site, e.round}, e.digest);
   });
 }
 
 bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   const DeltaKey key{a.site, a.round};
   if (book_.refused(key) || a.fragment < 0 || a.fragment >= state.fragments()) return false;
-  const auto* bytes = held(key, a.digest);  // hashed once; a different copy that arrived since is checked anew
-  if (bytes == nullptr) return false;
+  if (!held(key, a.digest)) return false;  // hashed once; a different copy that arrived since is checked anew
   if (store_.screened(key)) return true;
-  const auto verdict = store_.screen(a, *bytes, state.fragment(a.fragment).size);
+  const auto verdict = store_.screen(a, state.fragment(a.fragment).size);
   if (verdict.ok) return true;
   // Intact bytes, exactly as announced, but values no commit may apply: the sender is flagged.
   book_.refuse(key);
@@ -520,6 +518,28 @@ void CrossSite::take_in_received() {
   }
 }
 
+void CrossSite::arrive_in_parts(const std::string& address, std::uint64_t transfer_id, std::uint16_t tag,
+                                std::vector<std::vector<std::byte>> reports) {
+  const std::string* site = site_of(address);
+  if (site == nullptr || static_cast<LinkTag>(tag) != LinkTag::Delta) {
+    ++counts().refused.transfers_from_non_members;
+    return;
+  }
+  const std::int64_t round = transfer_number(transfer_id);
+  if (round <= book_.merged_round(*site)) return;  // merged already
+  if (store_.held_from(*site) >= kMaxHeld * static_cast<std::size_t>(options_.rule.fragments) &&
+      !store_.has({*site, round})) {
+    ++counts().refused.deltas_over_hold_bound;
+    return;
+  }
+  auto held = held_in_parts(reports, parts_ref(address, transfer_id));
+  if (!held) {
+    ++counts().refused.deltas_damaged;  // parts of different cuts: the group changed meanwhile
+    return;
+  }
+  store_.arrive_in_parts({*site, round}, std::move(*held));
+}
+
 void CrossSite::handle(Received r) {
   const std::string* site = site_of(r.peer);
   if (site == nullptr) {
@@ -592,10 +612,10 @@ const std::string* CrossSite::site_of(const std::string& address) {
   return membership_.site_at(address);
 }
 
-std::map<std::string, std::vector<std::string>> CrossSite::peer_lanes() const {
-  std::map<std::string, std::vector<std::string>> lanes;
+std::map<std::string, PeerLanes> CrossSite::peer_lanes() const {
+  std::map<std::string, PeerLanes> lanes;
   for (const auto& [site, m] : membership_.members())
-    if (site != options_.site) lanes[m.address] = m.lanes;
+    if (site != options_.site) lanes[m.address] = {m.lanes, m.parts_unit};
   return lanes;
 }
 

@@ -32,6 +32,7 @@
 
 #include "crosssite/control/change_feed.hpp"
 #include "crosssite/control/control_plane.hpp"
+#include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/commit_deadline.hpp"
 #include "crosssite/round/commit_log.hpp"
 #include "crosssite/round/commit_rule.hpp"
@@ -46,13 +47,13 @@
 #include "crosssite/round/gradient_inbox.hpp"
 #include "crosssite/round/job_membership.hpp"
 #include "crosssite/round/outbox.hpp"
-#include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/proposer.hpp"
 #include "crosssite/round/records.hpp"
 #include "crosssite/round/round_peers.hpp"
 #include "crosssite/round/state_transfer.hpp"
 #include "crosssite/round/waiting.hpp"
 #include "transport/link/link.hpp"
+#include "transport/link/striped_link.hpp"
 
 namespace meridian {
 
@@ -157,9 +158,18 @@ class CrossSite final : public RoundPeers {
   const std::map<std::string, MemberRecord>& members() const { return membership_.members(); }
   // A split exchange: this site's lanes (its replicas' link addresses, replica 1 first), which its
   // membership record lists from the next look at the control plane on.
-  void set_lanes(std::vector<std::string> lanes) { membership_.set_lanes(std::move(lanes)); }
+  // `parts_unit`: not 0 when its replicas take deltas in parts (MemberRecord::parts_unit).
+  void set_lanes(std::vector<std::string> lanes, std::uint64_t parts_unit = 0) {
+    membership_.set_lanes(std::move(lanes), parts_unit);
+  }
+  // A peer's transfer (from its link `address`) that this site's replicas hold in parts
+  // (StripedLink::take_held), judged by `held`; ignored unless it is a delta of a member.
+  void arrive_in_parts(const std::string& address, std::uint64_t transfer_id, std::uint16_t tag,
+                       std::vector<std::vector<std::byte>> reports);
+  // The group re-formed: the parts its replicas held are gone.
+  void drop_held_in_parts() { store_.drop_in_parts(); }
   // Every other member's lanes, by its own link address, as last read (StripedLink::set_peer_lanes).
-  std::map<std::string, std::vector<std::string>> peer_lanes() const;
+  std::map<std::string, PeerLanes> peer_lanes() const;
   // The newest version any site committed, as far as this site has read.
   std::int64_t newest_commit() const override { return log_.newest(); }
   // This site's membership lease: safe to read from another thread, e.g. to revoke it on SIGTERM.
@@ -223,9 +233,9 @@ class CrossSite final : public RoundPeers {
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
   void forget_merged(const CommitRecord& record);
-  // The bytes of a delta matching `digest`, or null after asking its owner again (rate-limited),
-  // or after disputing it: its owner sent other bytes than it announced, twice.
-  const std::vector<std::byte>* held(const DeltaKey& key, const Digest& digest);
+  // Whether a delta matching `digest` is here, whole or in parts; if not, its owner is asked again
+  // (rate-limited), or it is disputed: its owner sent other bytes than it announced, twice.
+  bool held(const DeltaKey& key, const Digest& digest);
   // Reads the announcements (and disputes: each logged once) since the last read.
   void read_announcements(ControlPlane& plane);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied

@@ -44,6 +44,14 @@ DeltaScreen::Tally::Tally(std::size_t first) : first_(first) {
   MERIDIAN_CHECK(first % kShardUnit == 0, "a tally starts on a unit: first=", first, " unit=", kShardUnit);
 }
 
+DeltaScreen::Tally::Tally(std::size_t first, std::size_t values, std::vector<double> units, std::string bad)
+    : Tally(first) {
+  MERIDIAN_CHECK(units.size() <= values / kShardUnit + 1, units.size(), " units' sums for ", values, " values");
+  values_ = values;
+  units_ = std::move(units);
+  bad_ = std::move(bad);
+}
+
 void DeltaScreen::Tally::add(std::span<const float> piece) {
   std::size_t j = 0;
   while (j < piece.size() && bad_.empty()) {

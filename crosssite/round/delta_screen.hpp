@@ -53,12 +53,16 @@ class DeltaScreen {
   class Tally {
    public:
     explicit Tally(std::size_t first = 0);
+    // A tally as units() and bad() gave it (another replica's, sent over).
+    Tally(std::size_t first, std::size_t values, std::vector<double> units, std::string bad);
     void add(std::span<const float> piece);
     // Appends the tally of the part that follows this one's; InvariantError unless it starts
     // where this one ends, on a unit.
     void join(const Tally& next);
     std::size_t first() const { return first_; }
     std::size_t values() const { return values_; }
+    const std::vector<double>& units() const { return units_; }
+    const std::string& bad() const { return bad_; }
 
    private:
     friend class DeltaScreen;

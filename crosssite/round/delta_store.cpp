@@ -41,10 +41,40 @@ void DeltaStore::arrive(const DeltaKey& key, std::vector<std::byte> bytes) {
   put(key, std::move(bytes));
 }
 
+void DeltaStore::arrive_in_parts(const DeltaKey& key, HeldInParts held) {
+  if (verified_.contains(key)) return;  // here whole already
+  in_parts_[key] = std::move(held);
+  parts_verified_.erase(key);
+}
+
+void DeltaStore::drop_in_parts() {
+  in_parts_.clear();
+  parts_verified_.clear();
+}
+
 std::size_t DeltaStore::held_from(const std::string& site) const {
   std::size_t n = 0;
   for (auto it = arrived_.lower_bound({site, INT64_MIN}); it != arrived_.end() && it->first.first == site; ++it) ++n;
+  for (auto it = in_parts_.lower_bound({site, INT64_MIN}); it != in_parts_.end() && it->first.first == site; ++it)
+    n += arrived_.contains(it->first) ? 0 : 1;
   return n;
+}
+
+bool DeltaStore::held(const DeltaKey& key, const Digest& digest, CrossSiteEvents& events, CrossSiteTraffic& traffic) {
+  if (verified(key, digest, events, traffic) != nullptr) return true;
+  const auto it = in_parts_.find(key);
+  if (it == in_parts_.end()) return false;
+  if (const auto v = parts_verified_.find(key); v != parts_verified_.end() && v->second == digest) return true;
+  if (mutant(Mutant::UnverifiedDeltas) || delta_digest(std::span<const Digest>(it->second.units)) == digest) {
+    parts_verified_[key] = digest;
+    return true;
+  }
+  ++traffic.refused.deltas_damaged;  // a part damaged past the link's checks, or not the delta announced
+  events.push_back({"delta_damaged", key.first, key.second,
+                    "the units of the parts its replicas hold do not match the announced digest: asked again"});
+  in_parts_.erase(it);
+  norms_.erase(key);
+  return false;
 }
 
 namespace {
@@ -105,11 +135,17 @@ DeltaScreen::Verdict DeltaStore::screened(const DeltaScreen& screen, const std::
   return screen.judge(tally, n, rounds);
 }
 
-DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes,
-                                        std::size_t n) {
+DeltaScreen::Verdict DeltaStore::screened(const DeltaKey& key, const DeltaScreen& screen, std::size_t n,
+                                          int rounds) const {
+  if (const auto whole = arrived_.find(key); whole != arrived_.end() && verified_.contains(key))
+    return screened(screen, whole->second, n, rounds);
+  return screen.judge(in_parts_.at(key).tally, n, rounds);
+}
+
+DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, std::size_t n) {
   DeltaScreen::Verdict verdict;
   try {
-    verdict = screened(screens_[static_cast<std::size_t>(a.fragment)], bytes, n, a.rounds);
+    verdict = screened({a.site, a.round}, screens_[static_cast<std::size_t>(a.fragment)], n, a.rounds);
   } catch (const Error& e) {
     verdict = {false, std::string("does not decode as a delta of this model: ") + e.what(), 0};
   }
@@ -145,6 +181,8 @@ void DeltaStore::forget_through(const std::string& site, std::int64_t round) {
     it = arrived_.erase(it);
   }
   std::erase_if(verified_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(in_parts_, [&](const auto& kv) { return done(kv.first); });
+  std::erase_if(parts_verified_, [&](const auto& kv) { return done(kv.first); });
   std::erase_if(norms_, [&](const auto& kv) { return done(kv.first); });
   std::erase_if(asked_at_, [&](const auto& kv) { return done(kv.first); });
   std::erase_if(journal_copies_, done);
@@ -155,8 +193,11 @@ void DeltaStore::journal(const std::vector<CommitEntry>& entries) {
   if (!options_.journal) return;
   for (const auto& e : entries) {
     const DeltaKey key{e.site, e.round};
-    if (!journaled_.insert(key).second) continue;
-    options_.journal->write(key, arrived_.at(key));
+    // A delta held in parts has no bytes here to write: a restart from an older checkpoint asks
+    // its owner for it, or takes a peer's state.
+    const auto bytes = arrived_.find(key);
+    if (bytes == arrived_.end() || !verified_.contains(key) || !journaled_.insert(key).second) continue;
+    options_.journal->write(key, bytes->second);
     const auto keep = static_cast<std::int64_t>(options_.keep_rounds);
     options_.journal->erase_through(e.site, e.round - keep);
     std::erase_if(journaled_, [&](const DeltaKey& k) { return k.first == e.site && k.second <= e.round - keep; });
@@ -172,16 +213,19 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
     const std::size_t n = state.fragment(fragment).size;
     const DeltaScreen& screen = screens_[static_cast<std::size_t>(fragment)];
     std::vector<std::span<const std::byte>> encoded;
+    std::vector<std::string> refs;  // a delta held in parts: how its replicas name it
     std::vector<double> weights;
     std::vector<CommitEntry> entries;
     for (const auto& e : record.entries) {
       if (e.fragment != fragment) continue;
+      const DeltaKey key{e.site, e.round};
       entries.push_back(e);
-      const auto& bytes = arrived_.at({e.site, e.round});
       // The norm of every delta a commit merges, screened here or not, goes into the screen the
       // commit record carries (Means::screens).
-      if (!norms_.contains({e.site, e.round})) norms_[{e.site, e.round}] = screened(screen, bytes, n, 1).norm;
-      encoded.emplace_back(bytes);
+      if (!norms_.contains(key)) norms_[key] = screened(key, screen, n, 1).norm;
+      const bool whole = arrived_.contains(key) && verified_.contains(key);
+      encoded.push_back(whole ? std::span<const std::byte>(arrived_.at(key)) : std::span<const std::byte>());
+      refs.push_back(whole ? std::string() : in_parts_.at(key).ref);
       weights.push_back(e.weight);
     }
     // A late delta, or a missing site, also counts in absolute terms: a version made of stale
@@ -191,8 +235,12 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
     if (state.sharded()) {
       out.merged = MergedDeltas{{}, weights, share, n, {}};
       for (const auto bytes : encoded) out.merged->encoded.emplace_back(bytes.begin(), bytes.end());
+      if (std::any_of(refs.begin(), refs.end(), [](const std::string& r) { return !r.empty(); }))
+        out.merged->refs = std::move(refs);
       continue;
     }
+    for (const auto& ref : refs)
+      MERIDIAN_CHECK(ref.empty(), "delta ", ref, " held in parts by a site whose outer state is whole");
     const std::size_t at = out.mean.size();
     out.mean.resize(at + n);
     // Error(Peer) if the bytes (matching their digest) are no delta of this model.

@@ -2,6 +2,8 @@
 // The deltas' bytes one site holds: as they arrived (from the link, its own, or its journal),
 // which of them matched their announced digest, their norms once screened, and when each
 // missing one was last asked for. A copy that does not match its digest is dropped, never used.
+// A delta its replicas hold in parts (held_parts.hpp) is judged by their reports alike, and a
+// commit hands its replicas only its name for it.
 // Also the norm screens (one per fragment), the journal of the deltas of versions proposed or
 // applied here, and the weighted mean a commit applies.
 #include <cstddef>
@@ -19,6 +21,7 @@
 #include "crosssite/round/cross_site_types.hpp"
 #include "crosssite/round/delta_journal.hpp"
 #include "crosssite/round/delta_screen.hpp"
+#include "crosssite/round/held_parts.hpp"
 #include "crosssite/round/records.hpp"
 #include "transport/link/link.hpp"
 
@@ -43,12 +46,19 @@ class DeltaStore {
   // A copy from the link: kept unless a copy that matched its digest is here already (a late
   // duplicate, maybe damaged, must not replace the good one: its owner may be gone by now).
   void arrive(const DeltaKey& key, std::vector<std::byte> bytes);
-  bool has(const DeltaKey& key) const { return arrived_.contains(key); }
+  // A delta this site's replicas hold in parts, none whole: judged by the reports put together.
+  void arrive_in_parts(const DeltaKey& key, HeldInParts held);
+  // The group re-formed: its replicas' parts are gone (each such delta is asked for again, whole).
+  void drop_in_parts();
+  bool has(const DeltaKey& key) const { return arrived_.contains(key) || in_parts_.contains(key); }
   std::size_t held_from(const std::string& site) const;
   // The bytes of `key` if they match `digest` (hashed once); a copy that does not is dropped
   // and said (`delta_damaged`). Null when absent or dropped: the caller asks for it again.
   const std::vector<std::byte>* verified(const DeltaKey& key, const Digest& digest, CrossSiteEvents& events,
                                          CrossSiteTraffic& traffic);
+  // The same for a delta whole or in parts: whether it is here and matches `digest` (parts whose
+  // units do not are dropped and said, as a copy that does not).
+  bool held(const DeltaKey& key, const Digest& digest, CrossSiteEvents& events, CrossSiteTraffic& traffic);
   // The copies of `key` that came whole through the link and did not match their digest, and the
   // digest of the last: its sender sent bytes other than it announced (journal copies do not count).
   struct WrongCopies {
@@ -57,7 +67,8 @@ class DeltaStore {
   };
   const WrongCopies* wrong_copies(const DeltaKey& key) const;
   // Screens verified bytes once; the verdict (a delta that passed has a norm from then on).
-  DeltaScreen::Verdict screen(const DeltaAnnouncement& a, const std::vector<std::byte>& bytes, std::size_t n);
+  // The delta must be held() first.
+  DeltaScreen::Verdict screen(const DeltaAnnouncement& a, std::size_t n);
   bool screened(const DeltaKey& key) const { return norms_.contains(key); }
   // Whether asking `key`'s owner again is due: not at once (it is usually on its way), then once
   // every `rerequest_s`.
@@ -91,7 +102,12 @@ class DeltaStore {
 
   DeltaStoreOptions options_;
   Link& link_;
+  // The verdict of a delta held (whole or in parts), from its bytes or its tally.
+  DeltaScreen::Verdict screened(const DeltaKey& key, const DeltaScreen& screen, std::size_t n, int rounds) const;
+
   std::map<DeltaKey, std::vector<std::byte>> arrived_;
+  std::map<DeltaKey, HeldInParts> in_parts_;
+  std::map<DeltaKey, Digest> parts_verified_;  // in_parts_ entries whose units matched this digest
   std::map<DeltaKey, Digest> verified_;  // arrived_ entries whose bytes matched this digest
   std::map<DeltaKey, double> norms_;            // screened fine, with their norm
   std::map<DeltaKey, double> asked_at_;

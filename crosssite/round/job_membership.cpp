@@ -26,7 +26,7 @@ JobMembership::~JobMembership() {
 }
 
 MemberRecord JobMembership::record() const {
-  return {options_.site, address_, incarnation_, !proposing_ || !announcing_, ended_, lanes_};
+  return {options_.site, address_, incarnation_, !proposing_ || !announcing_, ended_, lanes_, parts_unit_};
 }
 
 void JobMembership::register_site() {
@@ -130,8 +130,9 @@ void JobMembership::set_announcing(bool announcing) {
   announcing_ = announcing;
 }
 
-void JobMembership::set_lanes(std::vector<std::string> lanes) {
-  record_stale_ = record_stale_ || lanes != lanes_;
+void JobMembership::set_lanes(std::vector<std::string> lanes, std::uint64_t parts_unit) {
+  record_stale_ = record_stale_ || lanes != lanes_ || parts_unit != parts_unit_;
+  parts_unit_ = parts_unit;
   lanes_ = std::move(lanes);
 }
 

@@ -67,9 +67,9 @@ class JobMembership {
   bool proposing() const { return proposing_; }
   // Draining: no new round will come. The record's `paused` says so, as for a paused site.
   void set_announcing(bool announcing);
-  // A split exchange: the link addresses of this site's replicas 1, 2, ... for its record (written
-  // at the next maintain()).
-  void set_lanes(std::vector<std::string> lanes);
+  // A split exchange: the link addresses of this site's replicas 1, 2, ... and the unit its
+  // replicas take deltas' parts on (0: none), for its record (written at the next maintain()).
+  void set_lanes(std::vector<std::string> lanes, std::uint64_t parts_unit = 0);
   // The version this site ended the job on, for its record (written at the next maintain()).
   void set_ended(std::int64_t version);
   std::int64_t lease() const { return lease_; }  // safe from another thread
@@ -91,6 +91,7 @@ class JobMembership {
   std::map<std::string, std::string> site_by_addr_;
   std::int64_t ended_ = -1;
   std::vector<std::string> lanes_;
+  std::uint64_t parts_unit_ = 0;
   bool proposing_ = true, announcing_ = true, record_stale_ = false;
 };
 

@@ -93,6 +93,7 @@ std::string encode(const MemberRecord& r) {
   w.setEnded(r.ended);
   auto lanes = w.initLanes(static_cast<unsigned>(r.lanes.size()));
   for (unsigned i = 0; i < lanes.size(); ++i) lanes.set(i, r.lanes[i]);
+  w.setPartsUnit(r.parts_unit);
   return to_string(message);
 }
 
@@ -180,6 +181,7 @@ MemberRecord decode_member(std::string_view bytes) {
   return read_record<wire::MemberRecord>(bytes, "member record", [](auto rec) {
     MemberRecord m{rec.getSite(), rec.getAddress(), rec.getIncarnation(), rec.getPaused(), rec.getEnded(), {}};
     for (const auto lane : rec.getLanes()) m.lanes.emplace_back(lane.cStr());
+    m.parts_unit = rec.getPartsUnit();
     return m;
   });
 }

@@ -32,6 +32,9 @@ struct MemberRecord {
   // A split exchange: its replicas' own link addresses (replica 1 first), which carry the stripes
   // of its deltas beside its leader's link (transport/link/striped_link.hpp). Empty: no lanes.
   std::vector<std::string> lanes{};
+  // Not 0: its replicas take deltas in parts cut on this many values, part i for replica i
+  // (StripedLink's parts: its outer state is sharded, and the leader holds no peer's delta whole).
+  std::uint64_t parts_unit = 0;
   bool operator==(const MemberRecord&) const = default;
 };
 

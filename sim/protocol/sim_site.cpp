@@ -379,9 +379,9 @@ void SimSite::sync_lanes() {
   Lane& lane = *inc.member->lane;
   auto peer_lanes = inc.cross->peer_lanes();
   std::set<std::string> peers;
-  for (const auto& [address, lanes] : peer_lanes) {
+  for (const auto& [address, peer] : peer_lanes) {
     peers.insert(address);
-    peers.insert(lanes.begin(), lanes.end());
+    peers.insert(peer.lanes.begin(), peer.lanes.end());
   }
   inc.striped->set_peer_lanes(std::move(peer_lanes));
   lane.set_peers(std::move(peers));

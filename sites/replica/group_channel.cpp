@@ -5,6 +5,7 @@
 #include <span>
 
 #include "core/util/error.hpp"
+#include "crosssite/codec/codec_parts.hpp"
 
 namespace meridian {
 namespace {
@@ -60,6 +61,43 @@ std::uint8_t GroupChannel::merged_mode(const Update& update, std::int64_t previe
     return kUnlessPreviewed;
   if (held_) packs = cut_packs(*update.merged);
   return packs.empty() ? kBroadcast : kScattered;
+}
+
+void GroupChannel::fill_parts(MergedDeltas& merged, bool commit) {
+  MERIDIAN_CHECK(held_ && kept_, "deltas held in parts at a site whose group channel holds no ranges");
+  const int rank = group_.rank(), next = (rank + 1) % group_.size();
+  // Whole deltas (the leader's, or all of them when one did not cut): this member's cut of them.
+  if (merged.held.empty()) merged = merged.cut(held_(rank));
+  const ShardRange own = held_(rank).front(), mirror = held_(next).front();
+  std::vector<const std::vector<std::byte>*> parts;
+  float missing = 0;
+  for (const auto& ref : merged.refs) {
+    parts.push_back(ref.empty() ? nullptr : kept_->part(ref));
+    if (!ref.empty() && parts.back() == nullptr) missing = 1;
+  }
+  // All give up together when one lacks a part: no member is left waiting in a shift.
+  group_.allreduce(std::span<float>(&missing, 1), ReduceOp::Sum);
+  if (missing > 0)
+    throw make_error(ErrorKind::Peer, "a delta held in parts has a part no longer kept by ", missing,
+                     " replica(s): the group re-forms and its leader asks for it whole");
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] == nullptr) continue;
+    const std::vector<std::byte>& mine = *parts[i];
+    const std::size_t theirs = encoded_size_as(mine, mirror.count);
+    std::vector<float> out((mine.size() + 3) / 4), in((theirs + 3) / 4);
+    std::memcpy(out.data(), mine.data(), mine.size());
+    group_.ring_shift(out, in);
+    std::vector<std::byte> mirrored(theirs);
+    std::memcpy(mirrored.data(), in.data(), theirs);
+    std::vector<std::vector<std::byte>> ranges;
+    if (mirror.offset < own.offset)
+      ranges = {std::move(mirrored), mine};
+    else
+      ranges = {mine, std::move(mirrored)};
+    const std::string ref = merged.refs[i];
+    merged.fill(i, join_encoded(ranges));
+    if (commit) kept_->forget(ref);  // merged: no version names it again
+  }
 }
 
 void GroupChannel::share(Update& update, std::int64_t previewed) {
@@ -123,6 +161,7 @@ void GroupChannel::share(Update& update, std::int64_t previewed) {
     group_.broadcast(std::as_writable_bytes(std::span<float>(update.mean)), 0);
   }
   if (h.merged != kNone && !leader_) update.merged = MergedDeltas::unpack(packed);
+  if (h.merged != kNone && !update.merged->filled()) fill_parts(*update.merged, update.kind == Update::Kind::Commit);
   if (update.kind == Update::Kind::Snapshot) group_.broadcast(update.snapshot, 0);
   if (!leader_) received_ += packed.size() + update.mean.size() * sizeof(float) + update.snapshot.size();
 }

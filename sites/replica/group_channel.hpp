@@ -9,11 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/model/shard_map.hpp"
 #include "crosssite/round/replica_channel.hpp"
 #include "intrasite/comm/communicator.hpp"
+#include "sites/replica/kept_parts.hpp"
 
 namespace meridian {
 
@@ -22,9 +24,10 @@ class GroupChannel final : public ReplicaChannel {
   // The ranges of the model's values a member's outer state holds (a sharded site's), by rank.
   using HeldRanges = std::function<std::vector<ShardRange>(int rank)>;
   // `fragments`: the job's (a commit names at most that many). Rank 0 leads. `held`: where merged
-  // deltas are scattered (none: they are broadcast whole).
-  GroupChannel(Communicator& group, bool leader, int fragments, HeldRanges held = {})
-      : group_(group), leader_(leader), fragments_(fragments), held_(std::move(held)) {}
+  // deltas are scattered (none: they are broadcast whole). `kept`: this replica's parts of the
+  // deltas held in parts (a commit's are let go once it is applied).
+  GroupChannel(Communicator& group, bool leader, int fragments, HeldRanges held = {}, KeptParts* kept = nullptr)
+      : group_(group), leader_(leader), fragments_(fragments), held_(std::move(held)), kept_(kept) {}
   bool leader() const override { return leader_; }
   void share(Update& update, std::int64_t previewed) override;
   // The payloads' bytes this member received (the leader's: none), as a ledger of the site's traffic.
@@ -40,11 +43,16 @@ class GroupChannel final : public ReplicaChannel {
   // when scattered.
   std::uint8_t merged_mode(const Update& update, std::int64_t previewed,
                            std::vector<std::vector<std::byte>>& packs) const;
+  // Every member together: each delta held in parts filled in with this member's part and, from
+  // the next rank, its mirror's. Error(Peer) when a part is not kept here (the group re-forms, and
+  // its leader asks for the delta whole).
+  void fill_parts(MergedDeltas& merged, bool commit);
 
   Communicator& group_;
   bool leader_;
   int fragments_;
   HeldRanges held_;
+  KeptParts* kept_;
   std::vector<std::byte> header_;
   std::uint64_t received_ = 0;
 };

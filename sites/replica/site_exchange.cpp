@@ -99,10 +99,12 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replic
   }
   if (active() && config_.transport.exchange == JobConfig::Transport::Exchange::Split && !synchronous())
     lanes_ = std::make_unique<SiteLanes>(
-        static_cast<std::uint16_t>(LinkTag::Stripe), [this](const SiteLanes::SiteOf& site_of) { return lane_link(site_of); },
+        static_cast<std::uint16_t>(LinkTag::Stripe),
+        [this](const SiteLanes::SiteOf& site_of) { return lane_link(site_of); },
         [this](double start) {
           if (wan_.schedule && !wan_.schedule->start()) wan_.schedule->set_start(start);
-        });
+        },
+        cut_part_on, kept_);
   if (active() && config_.control.endpoints.empty())
     throw make_error(ErrorKind::Config, "job '", config_.job.name, "' has ", placement_.sites,
                      " sites but no [control] endpoints: start it with `meridian launch`, or name its etcd cluster");
@@ -124,10 +126,16 @@ std::unique_ptr<Link> SiteExchange::lane_link(const std::function<const std::str
 
 void SiteExchange::open_lanes(Communicator& group, bool leader) {
   if (!lanes_) return;
+  // A sharded site takes peers' deltas in parts, part i for rank i: what its replicas kept of the
+  // group before is gone, and so is what its leader held of them.
+  const bool in_parts = state_.sharded() && group.size() > 1;
+  if (in_parts) kept_.reform(group.rank(), *outer_map_);
   auto lanes = lanes_->open(group, leader);
   if (!leader) return;
   links_.striped->set_lanes(static_cast<int>(lanes.size()));
-  cross_->set_lanes(std::move(lanes));
+  links_.striped->forget_parts();
+  cross_->drop_held_in_parts();
+  cross_->set_lanes(std::move(lanes), in_parts ? outer_shard_unit(config_) : 0);
 }
 
 void SiteExchange::sync_lanes(Communicator& group, bool leader) {
@@ -139,13 +147,16 @@ void SiteExchange::sync_lanes(Communicator& group, bool leader) {
     for (const auto& [address, peer] : lanes)
       if (const std::string* site = cross_->known_site(address)) {
         auto& all = by_site[*site];
-        all = peer;
+        all = peer.lanes;
         all.insert(all.begin(), address);
       }
     links_.striped->set_peer_lanes(std::move(lanes));
     lanes_->set_peers(std::move(by_site), wan_.schedule ? wan_.schedule->start() : std::nullopt);
   }
   lanes_->sync(group, leader);
+  if (leader)
+    for (auto& held : links_.striped->take_held())
+      cross_->arrive_in_parts(held.owner, held.transfer_id, held.tag, std::move(held.reports));
 }
 
 void SiteExchange::encoded(std::vector<std::byte> bytes) {
@@ -191,6 +202,12 @@ void SiteExchange::ensure_leader_side() {
     StripedLink::Options striping{static_cast<std::uint16_t>(LinkTag::Stripe), [](std::uint64_t id, std::uint16_t tag) {
                                     return tag == static_cast<std::uint16_t>(LinkTag::Delta) && first_attempt(id);
                                   }};
+    // A peer that takes parts gets them cut on its unit, when this site's codec codes whole blocks
+    // in it; this replica keeps its own part of a delta that comes in parts.
+    const std::size_t unit = outer_shard_unit(config_);
+    striping.cuts = [unit](std::uint64_t peer_unit) { return peer_unit > 0 && peer_unit % unit == 0; };
+    striping.cut_part = cut_part_on;
+    striping.keep_part = [this](const std::string& owner, const Stripe& stripe) { return kept_.keep(owner, stripe); };
     auto striped = std::make_unique<StripedLink>(std::move(links_.link), std::move(striping));
     links_.striped = striped.get();
     links_.link = std::move(striped);
@@ -269,7 +286,7 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   driver_.lead(leader ? cross_.get() : nullptr);
   GroupChannel::HeldRanges held;
   if (state_.sharded()) held = [map = *outer_map_](int rank) { return held_ranges(map, rank); };
-  GroupChannel channel(group, leader, state_.fragments(), std::move(held));
+  GroupChannel channel(group, leader, state_.fragments(), std::move(held), &kept_);
   TrainerTraining training(trainer, group.size(),
                            static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.model.seq_len);
   std::optional<GroupParts> parts;

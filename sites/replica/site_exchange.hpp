@@ -35,6 +35,7 @@
 #include "crosssite/round/cross_site.hpp"
 #include "crosssite/round/round_driver.hpp"
 #include "intrasite/comm/communicator.hpp"
+#include "sites/replica/kept_parts.hpp"
 
 namespace meridian {
 
@@ -222,6 +223,7 @@ class SiteExchange final : private RoundEvents {
   OuterState state_;
   RoundDriver driver_;
   std::unique_ptr<EtcdClient> etcd_;
+  KeptParts kept_;  // peers' deltas' parts this replica keeps (before links_: its link keeps parts here)
   LinkStack links_;
   WanEmulation wan_;
   std::unique_ptr<CrossSite> cross_;

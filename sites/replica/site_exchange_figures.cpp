@@ -24,7 +24,8 @@ nlohmann::json refusal_counts(const Refusals& refused) {
 }  // namespace
 
 std::size_t SiteExchange::held_bytes() const {
-  return state_.held_bytes() + scratch_.size() * sizeof(float) + (lanes_ ? lanes_->held_bytes() : 0);
+  return state_.held_bytes() + scratch_.size() * sizeof(float) + (lanes_ ? lanes_->held_bytes() : 0) +
+         kept_.held_bytes();
 }
 
 std::uint64_t SiteExchange::lanes_sent() const { return lanes_ ? lanes_->lanes_bytes_sent() : 0; }
@@ -110,10 +111,11 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   if (links_.striped) {
     // What this replica (the leader) put on the WAN itself: its stripes and everything unstriped.
     const auto f = links_.striped->figures();
-    out["split"] = {{"lanes", links_.striped->lanes()},   {"link_bytes_sent", link.bytes_sent},
-                    {"striped_sends", f.striped_sends},   {"stripes_in", f.stripes_in},
-                    {"assembled", f.assembled},           {"stripes_refused", f.refused},
-                    {"incomplete_let_go", f.let_go}};
+    out["split"] = {
+        {"lanes", links_.striped->lanes()}, {"link_bytes_sent", link.bytes_sent}, {"striped_sends", f.striped_sends},
+        {"stripes_in", f.stripes_in},       {"assembled", f.assembled},           {"stripes_refused", f.refused},
+        {"incomplete_let_go", f.let_go},    {"parts_sent", f.parts_sent},         {"parts_in", f.parts_in},
+        {"held_in_parts", f.held_in_parts}, {"parts_refused", f.parts_refused}};
   }
   if (links_.shaped) {
     const auto w = links_.shaped->shaping();

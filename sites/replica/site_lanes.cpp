@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/util/error.hpp"
+#include "transport/link/stripes.hpp"
 
 namespace meridian {
 namespace {
@@ -80,6 +81,7 @@ void order_fields(Io& io, Order& o) {
   io(o.count);
   io(o.payload_hash);
   io(o.payload_bytes);
+  io(o.part_unit);
 }
 
 // One member's bytes to every member: the size, then the bytes when there are any.
@@ -90,6 +92,40 @@ void broadcast_bytes(Communicator& group, std::vector<std::byte>& bytes, int roo
   if (size > 0) group.broadcast(bytes, root);
 }
 
+// What a member hands its leader of a stripe its lane received: the bytes, or for a part of a
+// delta this replica's state holds, which stays here, its report; nothing for a part it refused
+// (false).
+constexpr std::uint8_t kStripeBytes = 0, kPartReport = 1;
+
+bool write_stripe(Writer& w, const std::string& from, const std::vector<std::byte>& bytes,
+                  const std::map<std::string, std::string>& owner_of_lane, KeptParts& kept) {
+  std::optional<Stripe> stripe;
+  try {
+    stripe = read_stripe(bytes);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Peer) throw;  // the leader's link refuses it, counted there
+  }
+  if (!stripe || !stripe->part) {
+    w.put(kStripeBytes);
+    w.put(from);
+    w.put(static_cast<std::uint64_t>(bytes.size()));
+    w.bytes(bytes);
+    return true;
+  }
+  const auto owner = owner_of_lane.find(from);
+  auto report = kept.keep(owner == owner_of_lane.end() ? from : owner->second, *stripe);
+  if (!report) return false;  // not this replica's part: its sender's protocol asks for the delta whole
+  w.put(kPartReport);
+  w.put(from);
+  w.put(stripe->transfer_id);
+  w.put(stripe->tag);
+  w.put(stripe->index);
+  w.put(stripe->count);
+  w.put(static_cast<std::uint64_t>(report->size()));
+  w.bytes(*report);
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> SiteLanes::open(Communicator& group, bool leader) {
@@ -98,7 +134,7 @@ std::vector<std::string> SiteLanes::open(Communicator& group, bool leader) {
       const auto it = site_of_lane_.find(address);
       return it == site_of_lane_.end() ? nullptr : &it->second;
     };
-    lane_ = std::make_unique<Lane>(make_link_(site_of), stripe_tag_);
+    lane_ = std::make_unique<Lane>(make_link_(site_of), stripe_tag_, cut_part_);
   }
   std::string address = lane_ && !leader ? lane_->address() : std::string();
   const auto parts = group.gather(std::as_bytes(std::span(address.data(), address.size())), 0);
@@ -157,13 +193,17 @@ void SiteLanes::carry(const std::vector<std::byte>& message, int rank) {
   if (start >= 0 && on_start_) on_start_(start);
   std::set<std::string> addresses;
   site_of_lane_.clear();
+  owner_of_lane_.clear();
   const auto sites = r.get<std::uint64_t>();
   for (std::uint64_t s = 0; s < sites; ++s) {
     const auto site = r.text();
     const auto n = r.get<std::uint64_t>();
+    std::string owner;  // each site's list begins with its own link's address
     for (std::uint64_t l = 0; l < n; ++l) {
       const auto address = r.text();
+      if (l == 0) owner = address;
       site_of_lane_[address] = site;
+      owner_of_lane_[address] = owner;
       addresses.insert(address);
     }
   }
@@ -183,12 +223,12 @@ void SiteLanes::gather_stripes(Communicator& group, bool leader) {
     const auto stripes = lane_->take_stripes();
     w.put(lane_->address());
     w.put(lane_->figures().bytes_sent);
-    w.put(static_cast<std::uint64_t>(stripes.size()));
-    for (const auto& [from, bytes] : stripes) {
-      w.put(from);
-      w.put(static_cast<std::uint64_t>(bytes.size()));
-      w.bytes(bytes);
-    }
+    Writer entries;
+    std::uint64_t written = 0;
+    for (const auto& [from, bytes] : stripes)
+      written += write_stripe(entries, from, bytes, owner_of_lane_, kept_) ? 1 : 0;
+    w.put(written);
+    w.bytes(entries.out());
   }
   const auto parts = group.gather(w.out(), 0);
   if (!leader) return;
@@ -204,9 +244,18 @@ void SiteLanes::gather_stripes(Communicator& group, bool leader) {
     seen = sent;
     const auto n = in.get<std::uint64_t>();
     for (std::uint64_t i = 0; i < n; ++i) {
+      const auto kind = in.get<std::uint8_t>();
       const auto lane = in.text();
-      const auto bytes = in.bytes(in.get<std::uint64_t>());
-      if (striped_) striped_->feed(lane, bytes);
+      if (kind == kStripeBytes) {
+        const auto bytes = in.bytes(in.get<std::uint64_t>());
+        if (striped_) striped_->feed(lane, bytes);
+        continue;
+      }
+      const auto id = in.get<std::uint64_t>();
+      const auto tag = in.get<std::uint16_t>();
+      const auto index = in.get<int>(), count = in.get<int>();
+      const auto report = in.bytes(in.get<std::uint64_t>());
+      if (striped_) striped_->feed_report(lane, id, tag, index, count, {report.begin(), report.end()});
     }
   }
 }

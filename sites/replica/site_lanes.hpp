@@ -9,14 +9,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "intrasite/comm/communicator.hpp"
+#include "sites/replica/kept_parts.hpp"
 #include "transport/link/lane.hpp"
 #include "transport/link/striped_link.hpp"
 
@@ -30,8 +30,15 @@ class SiteLanes {
   using MakeLink = std::function<std::unique_ptr<Link>(SiteOf site_of)>;
 
   // `on_wan_start`: a member learns the emulated WAN's start (wall-clock seconds) from its leader.
-  SiteLanes(std::uint16_t stripe_tag, MakeLink make_link, std::function<void(double)> on_wan_start)
-      : stripe_tag_(stripe_tag), make_link_(std::move(make_link)), on_start_(std::move(on_wan_start)) {}
+  // `cut_part`: how its lane cuts a part for a peer that takes them; `kept`: where this replica
+  // keeps the parts its lane receives (their reports go to the leader instead of the bytes).
+  SiteLanes(std::uint16_t stripe_tag, MakeLink make_link, std::function<void(double)> on_wan_start, CutPart cut_part,
+            KeptParts& kept)
+      : stripe_tag_(stripe_tag),
+        make_link_(std::move(make_link)),
+        on_start_(std::move(on_wan_start)),
+        cut_part_(std::move(cut_part)),
+        kept_(kept) {}
 
   // Every member of the group, at each (re)formation: a member without a lane makes one; the
   // leader gets every member's lane address, in rank order (replica 1 first); others get nothing.
@@ -61,9 +68,12 @@ class SiteLanes {
   MakeLink make_link_;
   std::unique_ptr<Lane> lane_;
   std::function<void(double)> on_start_;
+  CutPart cut_part_;
+  KeptParts& kept_;
   StripedLink* striped_ = nullptr;
   std::map<std::string, std::vector<std::string>> peers_;  // site -> lanes
   std::map<std::string, std::string> site_of_lane_;
+  std::map<std::string, std::string> owner_of_lane_;  // a peer's lane -> its own link's address
   std::optional<double> wan_start_;
   bool peers_changed_ = false;
   std::uint64_t lanes_sent_ = 0;                      // leader: the members' lanes' bytes, summed

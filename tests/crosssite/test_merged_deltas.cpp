@@ -11,6 +11,7 @@
 #include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/codec/codec.hpp"
+#include "crosssite/codec/codec_parts.hpp"
 #include "crosssite/outer/delta_mean.hpp"
 #include "crosssite/outer/merged_deltas.hpp"
 #include "crosssite/outer/outer_state.hpp"
@@ -115,6 +116,40 @@ TEST_CASE("a cut to a replica's part and mirror holds their blocks alone, and th
   CHECK(none.encoded == std::vector<std::vector<std::byte>>(3));
   std::vector<float> nothing;
   none.mean(0, nothing);
+}
+
+TEST_CASE(
+    "a delta held in parts goes by its name, cut or packed, and filled in from a replica's parts means as the whole") {
+  const auto whole = three_sites(0.7);
+  const auto expected = whole_mean(whole);
+  auto named = whole;
+  named.encoded[1].clear();  // site 2's: its replicas hold it in parts
+  named.refs = {"", "tcp://b#7", ""};
+  CHECK_FALSE(named.filled());
+  std::vector<float> some(3);
+  CHECK_THROWS_AS(named.mean(0, some), InvariantError);
+  CHECK(MergedDeltas::unpack(named.pack()) == named);
+  const ShardMap map(kValues, 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    const ShardRange part = map.part(rank), mirror = map.part((rank + 1) % 4);
+    auto cut = named.cut({part, mirror});
+    CHECK(cut.refs == named.refs);
+    CHECK(cut.encoded[1].empty());
+    CHECK(MergedDeltas::unpack(cut.pack()) == cut);
+    // What the replica fills in: its part and the next rank's, each encoded alone, joined in order.
+    const auto first = std::min(part, mirror, [](auto a, auto b) { return a.offset < b.offset; });
+    const auto second = first == part ? mirror : part;
+    const std::vector<std::vector<std::byte>> pieces{encoded_part(whole.encoded[1], first.offset, first.count),
+                                                     encoded_part(whole.encoded[1], second.offset, second.count)};
+    cut.fill(1, join_encoded(pieces));
+    CHECK(cut.filled());
+    CHECK(cut == whole.cut({part, mirror}));
+    std::vector<float> mean(part.count);
+    cut.mean(part.offset, mean);
+    CHECK(std::equal(mean.begin(), mean.end(), expected.begin() + static_cast<std::ptrdiff_t>(part.offset)));
+    CHECK_THROWS_AS(cut.fill(0, {}), InvariantError);  // no delta held in parts
+  }
 }
 
 TEST_CASE("the replicas' pack of encoded deltas comes back as it went, and a delta of another model is the peer's") {

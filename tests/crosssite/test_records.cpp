@@ -35,6 +35,11 @@ TEST_CASE("round records survive encode and decode") {
   CHECK(decode_member(encode(m)).ended == -1);  // a site under way; also what a record from before `ended` reads as
   const MemberRecord ended{"eu-west", "tcp://10.0.0.1:5555", 7, false, 42};
   CHECK(decode_member(encode(ended)) == ended);
+  // A split exchange's lanes, and the unit its replicas take deltas' parts on (0: none, as before).
+  const MemberRecord in_parts{"eu-west", "tcp://10.0.0.1:5555", 7, false, -1, {"tcp://10.0.0.2:1", "tcp://10.0.0.3:1"},
+                              4096};
+  CHECK(decode_member(encode(in_parts)) == in_parts);
+  CHECK(decode_member(encode(ended)).parts_unit == 0);
   const DeltaAnnouncement a{"us-east", 12, 11, 65536, 834304, sha256(std::as_bytes(std::span("delta", 5)))};
   CHECK(decode_announcement(encode(a)) == a);
   const CommitRecord c{13, {{"a", 12, 11, 3.5, digest(1)}, {"b", 12, 12, 7.0, digest(2)}}, 0x1234567890abcdefULL, "b", {}};

@@ -11,6 +11,7 @@
 #include "core/model/shard_map.hpp"
 #include "core/util/error.hpp"
 #include "crosssite/codec/codec.hpp"
+#include "crosssite/round/held_parts.hpp"
 #include "intrasite/comm/gloo_communicator.hpp"
 #include "intrasite/comm/store.hpp"
 #include "sites/replica/group_channel.hpp"
@@ -54,20 +55,27 @@ struct Received {
 
 // The leader's `update` shared by a channel of each of kReplicas ranks; `scatter`: with the
 // members' held ranges under `map`; `previewed`: the version each rank holds a preview of.
+// `kept`: each rank's parts of the deltas held in parts; `errors`: where the ranks' failures go
+// (none: the test fails on one).
 std::vector<Received> share(const Update& update, const ShardMap& map, bool scatter,
-                            std::vector<std::int64_t> previewed = std::vector<std::int64_t>(kReplicas, -1)) {
+                            std::vector<std::int64_t> previewed = std::vector<std::int64_t>(kReplicas, -1),
+                            std::vector<KeptParts>* kept = nullptr, std::vector<std::exception_ptr>* errors = nullptr) {
   MemoryStore store;
   std::vector<Received> got(kReplicas);
-  require_no_errors(run_ranks(kReplicas, [&](int rank) {
+  auto thrown = run_ranks(kReplicas, [&](int rank) {
     auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
     GroupChannel::HeldRanges held;
     if (scatter) held = [&map](int r) { return held_ranges(map, r); };
-    GroupChannel channel(*comm, rank == 0, 1, held);
+    GroupChannel channel(*comm, rank == 0, 1, held, kept ? &(*kept)[static_cast<std::size_t>(rank)] : nullptr);
     auto& mine = got[static_cast<std::size_t>(rank)];
     if (rank == 0) mine.update = update;
     channel.share(mine.update, previewed[static_cast<std::size_t>(rank)]);
     mine.bytes = channel.received_bytes();
-  }));
+  });
+  if (errors)
+    *errors = std::move(thrown);
+  else
+    require_no_errors(thrown);
   return got;
 }
 
@@ -91,6 +99,46 @@ TEST_CASE(
     CHECK(*u.update.merged == merged.cut(held_ranges(map, rank)));
     CHECK(u.bytes == u.update.merged->pack().size());
     CHECK(u.bytes < merged.pack().size());
+  }
+}
+
+TEST_CASE("a delta held in parts: each replica fills in its part and the next one's, and holds what a scatter gives") {
+  const ShardMap map(kValues, kReplicas);
+  const MergedDeltas whole{{encoded_delta(1), encoded_delta(2)}, {2.0, 1.0}, 0.9, kValues, {}};
+  MergedDeltas named = whole;
+  named.encoded[1].clear();
+  named.refs = {"", parts_ref("tcp://b", 3)};
+  // Each replica keeps its part of delta 2, as a peer that cut it on this site's map sent it.
+  const auto kept_parts = [&] {
+    std::vector<KeptParts> kept(kReplicas);
+    for (int r = 0; r < kReplicas; ++r) {
+      kept[static_cast<std::size_t>(r)].reform(r, map);
+      const auto bytes = make_part_stripe(3, 1, cut_part_on(whole.encoded[1], r, kReplicas, kShardUnit), r, kReplicas);
+      REQUIRE(kept[static_cast<std::size_t>(r)].keep("tcp://b", read_stripe(bytes)).has_value());
+    }
+    return kept;
+  };
+  auto kept = kept_parts();
+  const auto got = share(commit_of(named), map, true, std::vector<std::int64_t>(kReplicas, -1), &kept);
+  for (int r = 0; r < kReplicas; ++r) {
+    CAPTURE(r);
+    REQUIRE(got[static_cast<std::size_t>(r)].update.merged.has_value());
+    CHECK(*got[static_cast<std::size_t>(r)].update.merged == whole.cut(held_ranges(map, r)));
+    CHECK(kept[static_cast<std::size_t>(r)].part(parts_ref("tcp://b", 3)) == nullptr);  // merged: let go
+  }
+  // A replica that no longer keeps its part: every replica fails alike, none waits.
+  kept = kept_parts();
+  kept[1].forget(parts_ref("tcp://b", 3));
+  std::vector<std::exception_ptr> errors;
+  share(commit_of(named), map, true, std::vector<std::int64_t>(kReplicas, -1), &kept, &errors);
+  REQUIRE(errors.size() == kReplicas);
+  for (const auto& e : errors) {
+    REQUIRE(e != nullptr);
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& error) {
+      CHECK(error.kind() == ErrorKind::Peer);
+    }
   }
 }
 

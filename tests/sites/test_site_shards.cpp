@@ -129,37 +129,50 @@ TEST_CASE("split exchange: each replica carries its share of a delta on its own 
   CHECK(uneven.at("b")["split"]["assembled"] == 3);
 }
 
-TEST_CASE("split exchange: a replica killed mid-run costs its stripes a re-request, and both sites end on one version") {
-  EtcdServer etcd;
-  TempDir dir("split-kill");
-  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 160\n"
-                            "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
-                            "[replicas]\nrestart = true\n";
-  const auto job = write_job(dir, "splitkill",
-                             "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
-                             "[transport]\nexchange = \"split\"\n",
-                             "replicas = 2\n", inner, 5, "replicas = 3\n");
-  const auto summaries = run_killing_a_replica(dir, job, etcd);
-  const auto run = dir / "splitkill";
-  const auto& a = summaries.at("a");
-  const auto& b = summaries.at("b");
-  const auto events = read_jsonl(run / "a" / "events.jsonl");
-  REQUIRE_FALSE(events_of(events, "replica_exited").empty());
-  CHECK_FALSE(events_of(events, "replica_restarted").empty());
-  // Nothing committed is lost: one chain of versions, and both sites end on its last, with one set
-  // of weights. The stripes the dead replica was to send never come; the peer asks for the whole
-  // delta again, and while the site re-forms its group it may adopt a peer's state instead.
-  CHECK(a["version"] == b["version"]);
-  CHECK(a["params_hash"] == b["params_hash"]);
-  const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
-  const auto at_b = commit_hashes(run / "b" / "events.jsonl", "b");
-  CHECK(at_a.size() + 8 > static_cast<std::size_t>(a["version"].get<int>()));
-  for (const auto& [version, hash] : at_b)
-    if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
-  // The stripes went on around the failure: nearly every round striped and put together at the peer.
-  CHECK(a["split"]["striped_sends"].get<int>() >= 30);
-  CHECK(b["split"]["assembled"].get<int>() >= 30);
-  CHECK(a["split"]["lanes"] == 2);  // the restarted replica has a lane again
+// With the outer state sharded the peers' deltas come in parts, each replica keeping its own: the
+// killed replica's parts are gone with it, and its group, re-formed, asks for those deltas whole.
+TEST_CASE(
+    "split exchange: a replica killed mid-run costs its stripes (or its parts) a re-request, and both sites end on one "
+    "version, with the outer state whole and sharded") {
+  for (const std::string shard : {"false", "true"}) {
+    CAPTURE(shard);
+    EtcdServer etcd;
+    TempDir dir("split-kill-" + shard);
+    const std::string inner =
+        "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 160\n"
+        "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
+        "[replicas]\nrestart = true\n";
+    const auto job = write_job(dir, "splitkill",
+                               "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
+                               "[transport]\nexchange = \"split\"\n[parallel]\nshard_outer = " +
+                                   shard + "\n",
+                               "replicas = 2\n", inner, 5, "replicas = 3\n");
+    const auto summaries = run_killing_a_replica(dir, job, etcd);
+    const auto run = dir / "splitkill";
+    const auto& a = summaries.at("a");
+    const auto& b = summaries.at("b");
+    const auto events = read_jsonl(run / "a" / "events.jsonl");
+    REQUIRE_FALSE(events_of(events, "replica_exited").empty());
+    CHECK_FALSE(events_of(events, "replica_restarted").empty());
+    // Only the killed replica died: none stopped on a broken invariant (exit code 70) on the way.
+    for (const auto& e : events_of(events, "replica_exited")) CHECK(e.value("exit_code", 0) != 70);
+    // Nothing committed is lost: one chain of versions, and both sites end on its last, with one set
+    // of weights. The stripes the dead replica was to send never come; the peer asks for the whole
+    // delta again, and while the site re-forms its group it may adopt a peer's state instead.
+    CHECK(a["version"] == b["version"]);
+    CHECK(a["params_hash"] == b["params_hash"]);
+    const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
+    const auto at_b = commit_hashes(run / "b" / "events.jsonl", "b");
+    CHECK(at_a.size() + 8 > static_cast<std::size_t>(a["version"].get<int>()));
+    for (const auto& [version, hash] : at_b)
+      if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
+    // The stripes went on around the failure: nearly every round striped (or cut in parts) and put
+    // together (or held in parts) at the peer.
+    const bool parts = shard == "true";
+    CHECK(a["split"][parts ? "parts_sent" : "striped_sends"].get<int>() >= 30);
+    CHECK(b["split"][parts ? "held_in_parts" : "assembled"].get<int>() >= 30);
+    CHECK(a["split"]["lanes"] == 2);  // the restarted replica has a lane again
+  }
 }
 
 TEST_CASE("sharded outer state: each replica keeps its part, and the job commits what whole states do, hash for hash") {
@@ -203,7 +216,16 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
     CHECK(cuts[0]["replicas"] == 2);
     CHECK(cuts[0]["moved"] == false);
   }
-  CHECK(split3.at("a")["split"]["assembled"] == 3);
+  // Each site's outer state is sharded: the other's deltas went to it in parts, part i to its
+  // replica i, whose parts and reports stand in for the whole at its leader, which never put one
+  // together nor asked for one.
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    CHECK(split3.at(site)["split"]["parts_sent"] == 3);
+    CHECK(split3.at(site)["split"]["held_in_parts"] == 3);
+    CHECK(split3.at(site)["split"]["assembled"] == 0);
+    CHECK(split3.at(site)["delta_requests"] == 0);  // none came whole after all
+  }
   // At stage 3 each round read and rewrote the replica's part and mirror of the weights where they
   // lie: the whole weights were gathered only at the end (the final hash), never for a round.
   for (const std::string site : {"a", "b"}) CHECK(split3.at(site)["memory"]["whole_weight_gathers"] == 1);

@@ -25,11 +25,27 @@ struct Site {
   std::unique_ptr<StripedLink> leader;
   std::vector<std::unique_ptr<Lane>> lanes;
 
-  Site(SimNetwork& net, const std::string& name, int lanes_count) {
+  // With `parts`, a peer that takes parts gets them: here a part is the byte share of its index
+  // (the sites layer cuts on the codec's units), and a replica keeps its part's bytes as its report.
+  Site(SimNetwork& net, const std::string& name, int lanes_count, bool parts = false) {
     StripedLink::Options o{kStripe, [](std::uint64_t id, std::uint16_t tag) { return tag == kDelta && id % 2 == 0; }};
+    CutPart cut;
+    if (parts) {
+      cut = [](std::span<const std::byte> whole, int index, int count, std::uint64_t unit) {
+        CHECK(unit == 4096);
+        const auto [first, last] = stripe_bounds(whole.size(), index, count);
+        const auto share = whole.subspan(first, last - first);
+        return std::vector<std::byte>(share.begin(), share.end());
+      };
+      o.cuts = [](std::uint64_t unit) { return unit % 4096 == 0; };
+      o.cut_part = cut;
+      o.keep_part = [](const std::string&, const Stripe& s) {
+        return std::optional(std::vector<std::byte>(s.bytes.begin(), s.bytes.end()));
+      };
+    }
     leader = std::make_unique<StripedLink>(net.open("sim://" + name + "/0"), o);
     for (int i = 1; i <= lanes_count; ++i)
-      lanes.push_back(std::make_unique<Lane>(net.open("sim://" + name + "/" + std::to_string(i)), kStripe));
+      lanes.push_back(std::make_unique<Lane>(net.open("sim://" + name + "/" + std::to_string(i)), kStripe, cut));
     leader->set_lanes(lanes_count);
   }
   std::vector<std::string> lane_addresses() const {
@@ -45,7 +61,13 @@ struct Site {
   void sync() {
     for (const auto& o : leader->take_orders()) lanes[static_cast<std::size_t>(o.lane - 1)]->carry(o);
     for (auto& l : lanes)
-      for (auto& [from, bytes] : l->take_stripes()) leader->feed(from, bytes);
+      for (auto& [from, bytes] : l->take_stripes()) {
+        const Stripe s = read_stripe(bytes);
+        if (s.part)
+          leader->feed_report(from, s.transfer_id, s.tag, s.index, s.count, {s.bytes.begin(), s.bytes.end()});
+        else
+          leader->feed(from, bytes);
+      }
   }
 };
 
@@ -68,8 +90,8 @@ void send_delta(Site& from, const Site& to, std::uint64_t id, const std::shared_
 }
 
 void introduce(Site& a, Site& b) {
-  a.leader->set_peer_lanes({{b.leader->address(), b.lane_addresses()}});
-  b.leader->set_peer_lanes({{a.leader->address(), a.lane_addresses()}});
+  a.leader->set_peer_lanes({{b.leader->address(), PeerLanes{b.lane_addresses()}}});
+  b.leader->set_peer_lanes({{a.leader->address(), PeerLanes{a.lane_addresses()}}});
 }
 
 }  // namespace
@@ -125,6 +147,53 @@ TEST_CASE("striped link: sites of different replica counts send on as many flows
   CHECK(b.lanes[0]->figures().stripes_sent == 2);
   for (const auto& lane : a.lanes) CHECK(lane->figures().stripes_received == 1);
   CHECK(a.leader->figures().stripes_in == 4);
+}
+
+TEST_CASE(
+    "striped link: a peer that takes parts gets part i on its replica i, and holds the delta in parts, never whole") {
+  ManualClock clock;
+  SimNetwork net(clock, 4, kQuiet);
+  Site a(net, "a", 1, true), b(net, "b", 2, true);
+  a.leader->set_peer_lanes({{b.leader->address(), PeerLanes{b.lane_addresses(), 4096}}});
+  b.leader->set_peer_lanes({{a.leader->address(), PeerLanes{a.lane_addresses()}}});
+  const auto delta = payload(30000);
+  a.hold(delta);
+  send_delta(a, b, 6, delta);
+  std::vector<HeldParts> held;
+  for (int tick = 0; tick < 100 && held.empty(); ++tick) {
+    a.sync();
+    b.sync();
+    CHECK_FALSE(b.leader->receive(std::chrono::milliseconds(0)).has_value());  // never put together
+    held = b.leader->take_held();
+    clock.advance(0.01);
+  }
+  REQUIRE(held.size() == 1);
+  CHECK(held[0].owner == a.leader->address());
+  CHECK(held[0].transfer_id == 6);
+  CHECK(held[0].tag == kDelta);
+  // Three parts for b's three replicas, from a's two senders (part 2 from a's leader again).
+  REQUIRE(held[0].reports.size() == 3);
+  std::vector<std::byte> joined;
+  for (const auto& r : held[0].reports) joined.insert(joined.end(), r.begin(), r.end());
+  CHECK(joined == *delta);
+  CHECK(a.leader->figures().parts_sent == 1);
+  CHECK(a.leader->figures().striped_sends == 0);
+  CHECK(a.lanes[0]->figures().stripes_sent == 1);
+  CHECK(b.leader->figures().held_in_parts == 1);
+  CHECK(b.leader->figures().parts_in == 3);
+  CHECK(b.leader->figures().assembled == 0);
+  // A report twice, or of a part out of its count, is refused; a unit this site cannot cut on, or
+  // a re-send, gets byte stripes or the whole as before.
+  b.leader->feed_report(a.leader->address(), 8, kDelta, 0, 3, {std::byte{1}});
+  b.leader->feed_report(a.leader->address(), 8, kDelta, 0, 3, {std::byte{1}});
+  b.leader->feed_report(a.leader->address(), 8, kDelta, 5, 3, {std::byte{1}});
+  CHECK(b.leader->figures().parts_refused == 2);
+  a.leader->set_peer_lanes({{b.leader->address(), PeerLanes{b.lane_addresses(), 1000}}});
+  send_delta(a, b, 10, delta);
+  const auto whole = deliver(clock, a, b);
+  REQUIRE(whole.has_value());
+  CHECK(whole->bytes == *delta);
+  CHECK(a.leader->figures().striped_sends == 1);
 }
 
 TEST_CASE("striped link: re-sends, other tags and peers without lanes go whole") {

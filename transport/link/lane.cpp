@@ -7,8 +7,11 @@
 
 namespace meridian {
 
-Lane::Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, std::size_t keep)
-    : link_(std::move(link)), stripe_tag_(stripe_tag), keep_(std::max<std::size_t>(keep, 1)) {}
+Lane::Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, CutPart cut_part, std::size_t keep)
+    : link_(std::move(link)),
+      stripe_tag_(stripe_tag),
+      cut_part_(std::move(cut_part)),
+      keep_(std::max<std::size_t>(keep, 1)) {}
 
 void Lane::hold(std::shared_ptr<const std::vector<std::byte>> payload) {
   // The leader names a payload by its chunk hashes' total, taken with the same chunk size.
@@ -31,7 +34,11 @@ bool Lane::carry(const StripeOrder& order) {
     ++figures_.missing;
     return false;
   }
-  auto stripe = make_stripe(order.transfer_id, order.tag, *it->bytes, order.index, order.count);
+  auto stripe =
+      order.part_unit > 0 && cut_part_
+          ? make_part_stripe(order.transfer_id, order.tag,
+                             cut_part_(*it->bytes, order.index, order.count, order.part_unit), order.index, order.count)
+          : make_stripe(order.transfer_id, order.tag, *it->bytes, order.index, order.count);
   ++figures_.stripes_sent;
   figures_.bytes_sent += stripe.size();
   link_->send(order.to, order.transfer_id, stripe_tag_, std::span<const std::byte>(stripe));

@@ -28,7 +28,8 @@ class Lane {
   // `keep`: how many payloads are held (the newest). Orders for a delta come in the site's sync
   // right after it is encoded, before the next is: two cover that, and an order for an older one
   // (a peer that joined since) is missing, which the peer's request for the whole makes good.
-  Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, std::size_t keep = 2);
+  // `cut_part`: how it cuts a part for a peer that takes them (StripedLink::Options::cut_part).
+  Lane(std::unique_ptr<Link> link, std::uint16_t stripe_tag, CutPart cut_part = {}, std::size_t keep = 2);
 
   std::string address() const { return link_->address(); }
   // A payload this replica's site may send in stripes.
@@ -52,6 +53,7 @@ class Lane {
 
   std::unique_ptr<Link> link_;
   std::uint16_t stripe_tag_;
+  CutPart cut_part_;
   std::size_t keep_;
   std::deque<Held> held_;
   Figures figures_;

@@ -29,9 +29,12 @@ std::pair<std::uint64_t, std::uint64_t> stripe_bounds(std::uint64_t total, int i
   return {at(index), at(index + 1)};
 }
 
-std::vector<std::byte> make_stripe(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
-                                   int index, int count) {
-  const auto [first, last] = stripe_bounds(payload.size(), index, count);
+namespace {
+
+// A length-prefixed header, then `bytes`.
+std::vector<std::byte> stripe_of(std::uint64_t transfer_id, std::uint16_t tag, int index, int count,
+                                 std::uint64_t total_bytes, bool part, std::span<const std::byte> bytes) {
+  MERIDIAN_CHECK(count >= 1 && count <= kMaxStripes && index >= 0 && index < count, "stripe ", index, " of ", count);
   capnp::MallocMessageBuilder message;
   auto h = message.initRoot<wire::StripeHeader>();
   h.setVersion(wire::STRIPE_SCHEMA_VERSION);
@@ -39,14 +42,28 @@ std::vector<std::byte> make_stripe(std::uint64_t transfer_id, std::uint16_t tag,
   h.setTag(tag);
   h.setIndex(static_cast<std::uint16_t>(index));
   h.setCount(static_cast<std::uint16_t>(count));
-  h.setTotalBytes(payload.size());
+  h.setTotalBytes(total_bytes);
+  h.setPart(part);
   const auto header = message_bytes(message);
   const auto length = static_cast<std::uint32_t>(header.size());
-  std::vector<std::byte> out(sizeof length + header.size() + (last - first));
+  std::vector<std::byte> out(sizeof length + header.size() + bytes.size());
   for (std::size_t b = 0; b < sizeof length; ++b) out[b] = static_cast<std::byte>(length >> (8 * b));
   std::memcpy(out.data() + sizeof length, header.data(), header.size());
-  std::memcpy(out.data() + sizeof length + header.size(), payload.data() + first, last - first);
+  std::memcpy(out.data() + sizeof length + header.size(), bytes.data(), bytes.size());
   return out;
+}
+
+}  // namespace
+
+std::vector<std::byte> make_stripe(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
+                                   int index, int count) {
+  const auto [first, last] = stripe_bounds(payload.size(), index, count);
+  return stripe_of(transfer_id, tag, index, count, payload.size(), false, payload.subspan(first, last - first));
+}
+
+std::vector<std::byte> make_part_stripe(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> part,
+                                        int index, int count) {
+  return stripe_of(transfer_id, tag, index, count, 0, true, part);
 }
 
 Stripe read_stripe(std::span<const std::byte> payload) {
@@ -63,13 +80,14 @@ Stripe read_stripe(std::span<const std::byte> payload) {
     if (h.getVersion() != wire::STRIPE_SCHEMA_VERSION)
       throw make_error(ErrorKind::Peer, "a stripe header of schema version ", h.getVersion(), ", expected ",
                        wire::STRIPE_SCHEMA_VERSION);
-    s = Stripe{h.getTransferId(), h.getTag(), h.getIndex(), h.getCount(), h.getTotalBytes(), {}};
+    s = Stripe{h.getTransferId(), h.getTag(), h.getIndex(), h.getCount(), h.getTotalBytes(), {}, h.getPart()};
   } catch (const kj::Exception& e) {
     throw make_error(ErrorKind::Peer, "a malformed stripe header: ", e.getDescription().cStr());
   }
   if (s.count < 1 || s.count > kMaxStripes || s.index >= s.count)
     throw make_error(ErrorKind::Peer, "a stripe numbered ", s.index, " of ", s.count);
   s.bytes = payload.subspan(sizeof length + length);
+  if (s.part) return s;
   const auto [first, last] = stripe_bounds(s.total_bytes, s.index, s.count);
   if (s.bytes.size() != last - first)
     throw make_error(ErrorKind::Peer, "stripe ", s.index, " of ", s.count, " of a ", s.total_bytes,
@@ -78,6 +96,9 @@ Stripe read_stripe(std::span<const std::byte> payload) {
 }
 
 std::optional<Received> StripeAssembler::add(const std::string& sender, const Stripe& stripe) {
+  if (stripe.part)
+    throw make_error(ErrorKind::Peer, "part ", stripe.index, " of ", stripe.count, " of transfer ", stripe.transfer_id,
+                     " from ", sender, " where only shares of bytes are put together");
   const Key key{sender, stripe.transfer_id};
   auto it = open_.find(key);
   if (it == open_.end()) {

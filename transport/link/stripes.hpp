@@ -30,12 +30,18 @@ std::pair<std::uint64_t, std::uint64_t> stripe_bounds(std::uint64_t total, int i
 std::vector<std::byte> make_stripe(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> payload,
                                    int index, int count);
 
+// Part `index` of `count` of a transfer as its receiver cuts it (`part`: bytes the sender's cut
+// made of the whole, not a share of them): header and bytes.
+std::vector<std::byte> make_part_stripe(std::uint64_t transfer_id, std::uint16_t tag, std::span<const std::byte> part,
+                                        int index, int count);
+
 struct Stripe {
   std::uint64_t transfer_id = 0;
   std::uint16_t tag = 0;
   int index = 0, count = 1;
   std::uint64_t total_bytes = 0;
   std::span<const std::byte> bytes;  // a view into the payload read
+  bool part = false;                 // make_part_stripe's: never put together with the others
 };
 // Error(Peer) naming what is wrong: a short or malformed header, another schema version, an index
 // out of its count, bytes that are not the stripe's share of the total.

@@ -46,4 +46,6 @@ struct StripeHeader {
   index @3 :UInt16;       # 0 .. count-1
   count @4 :UInt16;
   totalBytes @5 :UInt64;  # of the whole; stripe i holds [i * total / count, (i + 1) * total / count)
+  part @6 :Bool;          # it holds part i of `count` of the whole as its receiver cuts it, not a
+                          # share of its bytes (totalBytes 0): the receiver keeps it, whole is never put together
 }

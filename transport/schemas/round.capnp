@@ -23,6 +23,8 @@ struct MemberRecord {
                            # which proposes nothing either) or it drains; no commit waits for it
   ended @5 :Int64 = -1;    # the version it ended the job on; -1 while it has not (a peer behind needs it until it has)
   lanes @6 :List(Text);    # a split exchange: the link addresses of its replicas 1, 2, ... (their lanes)
+  partsUnit @7 :UInt64;    # not 0: its replicas take deltas in parts, cut on this many values (its
+                           # outer state is sharded); part i for its replica i
 }
 
 # "deltas/<site>/<round>": a site finished a round and is sending its encoded delta.
