@@ -80,6 +80,7 @@ void GroupChannel::fill_parts(MergedDeltas& merged, bool commit) {
   if (missing > 0)
     throw make_error(ErrorKind::Peer, "a delta held in parts has a part no longer kept by ", missing,
                      " replica(s): the group re-forms and its leader asks for it whole");
+  std::vector<std::string> filled;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i] == nullptr) continue;
     const std::vector<std::byte>& mine = *parts[i];
@@ -94,10 +95,12 @@ void GroupChannel::fill_parts(MergedDeltas& merged, bool commit) {
       ranges = {std::move(mirrored), mine};
     else
       ranges = {mine, std::move(mirrored)};
-    const std::string ref = merged.refs[i];
+    filled.push_back(merged.refs[i]);
     merged.fill(i, join_encoded(ranges));
-    if (commit) kept_->forget(ref);  // merged: no version names it again
   }
+  // Merged: no version names them again. A preview's are let go by its commit.
+  if (!commit) return kept_->previewed(std::move(filled));
+  for (const auto& ref : filled) kept_->forget(ref);
 }
 
 void GroupChannel::share(Update& update, std::int64_t previewed) {
@@ -152,6 +155,7 @@ void GroupChannel::share(Update& update, std::int64_t previewed) {
     const bool all = all_previewed(group_, previewed, h.version);
     if (!all && leader_) packs = scatter_packs(*update.merged);
     h.merged = all ? kNone : kScattered;
+    if (all && kept_) kept_->forget_previewed();  // the commit of what every replica previewed
   }
   if (h.merged == kScattered) {
     packed = group_.scatter(packs, 0);

@@ -24,6 +24,7 @@ void KeptParts::reform(int rank, ShardMap map) {
   rank_ = rank;
   map_ = std::move(map);
   kept_.clear();
+  previewed_.clear();
 }
 
 std::optional<std::vector<std::byte>> KeptParts::keep(const std::string& owner, const Stripe& stripe) {
@@ -65,6 +66,10 @@ const std::vector<std::byte>* KeptParts::part(const std::string& ref) const {
 
 void KeptParts::forget(const std::string& ref) {
   std::erase_if(kept_, [&](const auto& k) { return k.first == ref; });
+}
+
+void KeptParts::forget_previewed() {
+  for (const auto& ref : std::exchange(previewed_, {})) forget(ref);
 }
 
 std::size_t KeptParts::held_bytes() const {

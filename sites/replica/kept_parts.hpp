@@ -37,6 +37,10 @@ class KeptParts {
   // The part a commit names (`ref`: held_parts.hpp's), null when not kept.
   const std::vector<std::byte>* part(const std::string& ref) const;
   void forget(const std::string& ref);
+  // The parts a preview of this site's proposal was filled in from: its commit, which comes
+  // without deltas when every replica holds the preview, lets go of them (forget_previewed).
+  void previewed(std::vector<std::string> refs) { previewed_ = std::move(refs); }
+  void forget_previewed();
   std::size_t held_bytes() const;
   std::uint64_t refused() const { return refused_; }
 
@@ -45,6 +49,7 @@ class KeptParts {
   int rank_ = 0;
   std::optional<ShardMap> map_;
   std::deque<std::pair<std::string, std::vector<std::byte>>> kept_;
+  std::vector<std::string> previewed_;
   std::uint64_t refused_ = 0;
 };
 

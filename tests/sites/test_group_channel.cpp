@@ -79,6 +79,17 @@ std::vector<Received> share(const Update& update, const ShardMap& map, bool scat
   return got;
 }
 
+// Each replica's part of `delta`, as a peer that cut it on this site's map sent it (transfer 3 from tcp://b).
+std::vector<KeptParts> parts_kept(const ShardMap& map, const std::vector<std::byte>& delta) {
+  std::vector<KeptParts> kept(kReplicas);
+  for (int r = 0; r < kReplicas; ++r) {
+    kept[static_cast<std::size_t>(r)].reform(r, map);
+    const auto bytes = make_part_stripe(3, 1, cut_part_on(delta, r, kReplicas, kShardUnit), r, kReplicas);
+    REQUIRE(kept[static_cast<std::size_t>(r)].keep("tcp://b", read_stripe(bytes)).has_value());
+  }
+  return kept;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -108,16 +119,7 @@ TEST_CASE("a delta held in parts: each replica fills in its part and the next on
   MergedDeltas named = whole;
   named.encoded[1].clear();
   named.refs = {"", parts_ref("tcp://b", 3)};
-  // Each replica keeps its part of delta 2, as a peer that cut it on this site's map sent it.
-  const auto kept_parts = [&] {
-    std::vector<KeptParts> kept(kReplicas);
-    for (int r = 0; r < kReplicas; ++r) {
-      kept[static_cast<std::size_t>(r)].reform(r, map);
-      const auto bytes = make_part_stripe(3, 1, cut_part_on(whole.encoded[1], r, kReplicas, kShardUnit), r, kReplicas);
-      REQUIRE(kept[static_cast<std::size_t>(r)].keep("tcp://b", read_stripe(bytes)).has_value());
-    }
-    return kept;
-  };
+  const auto kept_parts = [&] { return parts_kept(map, whole.encoded[1]); };
   auto kept = kept_parts();
   const auto got = share(commit_of(named), map, true, std::vector<std::int64_t>(kReplicas, -1), &kept);
   for (int r = 0; r < kReplicas; ++r) {
@@ -140,6 +142,27 @@ TEST_CASE("a delta held in parts: each replica fills in its part and the next on
       CHECK(error.kind() == ErrorKind::Peer);
     }
   }
+}
+
+TEST_CASE("a preview keeps the parts it was filled in from, and the commit every replica previewed lets them go") {
+  const ShardMap map(kValues, kReplicas);
+  const MergedDeltas whole{{encoded_delta(1), encoded_delta(2)}, {1.0, 1.0}, 1.0, kValues, {}};
+  MergedDeltas named = whole;
+  named.encoded[1].clear();
+  named.refs = {"", parts_ref("tcp://b", 3)};
+  auto kept = parts_kept(map, whole.encoded[1]);
+  auto preview = commit_of(named);
+  preview.kind = Update::Kind::Preview;
+  const auto got = share(preview, map, true, std::vector<std::int64_t>(kReplicas, -1), &kept);
+  for (int r = 0; r < kReplicas; ++r) {
+    CAPTURE(r);
+    CHECK(*got[static_cast<std::size_t>(r)].update.merged == whole.cut(held_ranges(map, r)));
+    CHECK(kept[static_cast<std::size_t>(r)].part(parts_ref("tcp://b", 3)) != nullptr);  // its commit may need them
+  }
+  auto proposed = commit_of(named);
+  proposed.proposed_here = true;
+  share(proposed, map, true, {7, 7, 7}, &kept);
+  for (const auto& k : kept) CHECK(k.part(parts_ref("tcp://b", 3)) == nullptr);
 }
 
 TEST_CASE("a merged delta that does not cut goes whole to every replica, which all meet its fault alike") {

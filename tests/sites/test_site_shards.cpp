@@ -13,6 +13,24 @@
 using namespace meridian::testing;
 using nlohmann::json;
 
+namespace {
+
+// Site b of 2 replicas beside a of 3, DiLoCo in lockstep with int8 deltas, `steps` inner steps,
+// dead replicas restarted, `more` after the [outer] section; run with one of a's replicas killed
+// mid-run: the sites' summaries.
+std::map<std::string, json> killed_run(const TempDir& dir, const std::string& name, const std::string& more,
+                                       int steps) {
+  EtcdServer etcd;
+  const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = " + std::to_string(steps) +
+                            "\n[log]\nevery = 4\neval_every = 0\neval_windows = 4\n[replicas]\nrestart = true\n";
+  const auto job =
+      write_job(dir, name, "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n" + more,
+                "replicas = 2\n", inner, 5, "replicas = 3\n");
+  return run_killing_a_replica(dir, job, etcd);
+}
+
+}  // namespace
+
 TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unsharded ones do, hash for hash, and 4 beside 2 agree") {
   EtcdServer etcd;
   TempDir dir("zero1-sites");
@@ -136,18 +154,9 @@ TEST_CASE(
     "version, with the outer state whole and sharded") {
   for (const std::string shard : {"false", "true"}) {
     CAPTURE(shard);
-    EtcdServer etcd;
     TempDir dir("split-kill-" + shard);
-    const std::string inner =
-        "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 160\n"
-        "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
-        "[replicas]\nrestart = true\n";
-    const auto job = write_job(dir, "splitkill",
-                               "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
-                               "[transport]\nexchange = \"split\"\n[parallel]\nshard_outer = " +
-                                   shard + "\n",
-                               "replicas = 2\n", inner, 5, "replicas = 3\n");
-    const auto summaries = run_killing_a_replica(dir, job, etcd);
+    const auto summaries = killed_run(
+        dir, "splitkill", "[transport]\nexchange = \"split\"\n[parallel]\nshard_outer = " + shard + "\n", 160);
     const auto run = dir / "splitkill";
     const auto& a = summaries.at("a");
     const auto& b = summaries.at("b");
@@ -294,18 +303,9 @@ TEST_CASE(
     "at ZeRO stages 0 and 3") {
   for (const std::string stage : {"0", "3"}) {
     CAPTURE(stage);
-    EtcdServer etcd;
     TempDir dir("outer-shards-kill-" + stage);
-    const std::string inner =
-        "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 120\n"
-        "[log]\nevery = 4\neval_every = 0\neval_windows = 4\n"
-        "[replicas]\nrestart = true\n";
-    const auto job = write_job(dir, "shardkill",
-                               "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n"
-                               "[parallel]\nshard_outer = true\nzero_stage = " +
-                                   stage + "\n",
-                               "replicas = 2\n", inner, 5, "replicas = 3\n");
-    const auto summaries = run_killing_a_replica(dir, job, etcd);
+    const auto summaries =
+        killed_run(dir, "shardkill", "[parallel]\nshard_outer = true\nzero_stage = " + stage + "\n", 120);
     const auto run = dir / "shardkill";
     const auto& a = summaries.at("a");
     const auto& b = summaries.at("b");
