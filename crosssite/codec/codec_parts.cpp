@@ -164,7 +164,9 @@ std::vector<std::byte> encoded_part(std::span<const std::byte> whole, std::size_
   const Layout layout = read_layout(whole, "an encoded delta");
   std::vector<std::byte> part(encoded_size(count, layout.options));
   std::byte* out = part.data();
-  for (const auto piece : part_pieces(whole, layout, offset, offset + count, std::span(out, kCodecHeaderBytes)).all()) {
+  // Named: all() is a view into it, which a temporary would not outlive.
+  const auto pieces = part_pieces(whole, layout, offset, offset + count, std::span(out, kCodecHeaderBytes));
+  for (const auto piece : pieces.all()) {
     if (piece.data() != out) std::memcpy(out, piece.data(), piece.size());
     out += piece.size();
   }

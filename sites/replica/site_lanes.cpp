@@ -267,9 +267,10 @@ void SiteLanes::hold(std::vector<std::byte> payload) {
 nlohmann::json SiteLanes::figures() const {
   if (!lane_) return nlohmann::json::object();
   const auto& f = lane_->figures();
-  return {{"address", lane_->address()},     {"stripes_sent", f.stripes_sent},
-          {"bytes_sent", f.bytes_sent},      {"stripes_received", f.stripes_received},
-          {"bytes_received", f.bytes_received}, {"missing", f.missing}};
+  return {{"address", lane_->address()},        {"stripes_sent", f.stripes_sent},
+          {"bytes_sent", f.bytes_sent},         {"stripes_received", f.stripes_received},
+          {"bytes_received", f.bytes_received}, {"missing", f.missing},
+          {"parts_refused", kept_.refused()}};
 }
 
 }  // namespace meridian
