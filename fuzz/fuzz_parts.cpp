@@ -53,15 +53,9 @@ int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size) {
     offset += counts[i];
   }
   // Parts cut on units (all but the last a whole number of them) hash alone to the whole's digest.
-  std::uint8_t kind = 0;
-  std::uint16_t keep = 0;
-  std::uint32_t block = 0;
-  std::memcpy(&kind, joined.data(), 1);
-  std::memcpy(&keep, joined.data() + 2, 2);
-  std::memcpy(&block, joined.data() + 4, 4);
-  const CodecOptions codec{static_cast<CodecKind>(kind), static_cast<int>(block), keep};
+  const std::size_t unit = EncodedUnits(joined).values_per_unit();
   bool on_units = true;
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) on_units = on_units && counts[i] % part_unit(codec) == 0;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) on_units = on_units && counts[i] % unit == 0;
   if (on_units && n <= (std::uint64_t{1} << 22)) {
     std::vector<Digest> units;
     for (const auto& p : parts) {

@@ -58,6 +58,7 @@ class EncodedUnits {
   // Error(Peer) when the bytes are malformed; they must outlive this.
   explicit EncodedUnits(std::span<const std::byte> encoded);
   std::size_t count() const { return (values_ + unit_ - 1) / unit_; }
+  std::size_t values_per_unit() const { return unit_; }
   Pieces unit(std::size_t u, Header& header) const;
 
  private:

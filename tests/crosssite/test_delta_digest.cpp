@@ -38,6 +38,7 @@ TEST_CASE("a delta's digest is the same from its bytes and from its parts' unit 
     const auto whole = encoded(x, codec);
     const Digest digest = delta_digest(std::span<const std::byte>(whole));
     CHECK(unit_digests(whole).size() == 6);
+    CHECK(EncodedUnits(whole).values_per_unit() == unit);  // read from the message's header
     CHECK(digest != sha256(whole));  // not the plain hash: that one no part's holder can compute
     for (int ranks = 1; ranks <= 4; ++ranks) {
       CAPTURE(ranks);
