@@ -1,5 +1,8 @@
 // The schema: which keys exist, their types and ranges, and the typed JobConfig they make.
 // Keys are known by being read here, so the list of valid keys cannot drift from the reader.
+#include <optional>
+#include <string>
+
 #include "core/config/resolver.hpp"
 
 namespace fs = std::filesystem;
@@ -200,43 +203,49 @@ std::string setting_at(const Resolver& r, const std::string& key, const Origin& 
   return key + " (" + s->origin.file + (s->origin.line > 0 ? ":" + std::to_string(s->origin.line) : "") + ")";
 }
 
-// A sharded outer state is DiLoCo's over the whole model at once: refused beside what it is not.
-void resolve_shard_outer(Resolver& r, JobConfig& c) {
-  r.read(c.parallel.shard_outer, "parallel", "shard_outer");
-  const Setting* s = r.find("parallel.shard_outer");
-  if (!s || !c.parallel.shard_outer) return;
-  const auto refuse = [&](const std::string& why) {
-    r.add(s->origin, "parallel.shard_outer", "shard_outer = true shards DiLoCo's outer state, and " + why);
-  };
+// What keeps a job's outer state whole: a sharded one is DiLoCo's over the whole model at once, in
+// CPU replicas' memory. Nothing when it can be sharded. `here`: where the asking setting is.
+std::optional<std::string> whole_outer_because(const Resolver& r, const JobConfig& c, const Origin& here) {
   using Outer = JobConfig::Outer;
   if (c.sites.size() < 2)
-    refuse("a job of one site keeps none (nothing crosses sites): set shard_outer = false or add a site");
-  else if (c.outer.algorithm == Outer::Algorithm::Sync)
-    refuse(setting_at(r, "outer.algorithm", s->origin) + " = \"sync\" keeps none: use \"diloco\" or shard_outer = false");
-  else if (c.outer.algorithm == Outer::Algorithm::Streaming)
-    refuse(setting_at(r, "outer.algorithm", s->origin) + " = \"streaming\" keeps it per fragment, which a part does "
-           "not cut yet: use \"diloco\" or shard_outer = false");
+    return "a job of one site keeps none (nothing crosses sites): set shard_outer = false or add a site";
+  if (c.outer.algorithm == Outer::Algorithm::Sync)
+    return setting_at(r, "outer.algorithm", here) + " = \"sync\" keeps none: use \"diloco\" or shard_outer = false";
+  if (c.outer.algorithm == Outer::Algorithm::Streaming)
+    return setting_at(r, "outer.algorithm", here) +
+           " = \"streaming\" keeps it per fragment, which a part does "
+           "not cut yet: use \"diloco\" or shard_outer = false";
   if (c.outer.overlap_update == Outer::OverlapUpdate::Eager)
-    refuse(setting_at(r, "outer.overlap_update", s->origin) + " = \"eager\" steps the whole model ahead: use "
-           "\"rebase\" or shard_outer = false");
+    return setting_at(r, "outer.overlap_update", here) +
+           " = \"eager\" steps the whole model ahead: use "
+           "\"rebase\" or shard_outer = false";
   // Its parts travel in host memory over the site's group, which is NCCL's on a CUDA site.
   for (std::size_t i = 0; i < c.sites.size(); ++i)
     if (c.sites[i].device == JobConfig::Site::Device::Cuda)
-      refuse("its parts go between a site's CPU replicas for now, and site[" + std::to_string(i) + "] (" +
-             quote(c.sites[i].name) + ") has device = \"cuda\": set shard_outer = false for that job");
+      return "its parts go between a site's CPU replicas for now, and site[" + std::to_string(i) + "] (" +
+             quote(c.sites[i].name) + ") has device = \"cuda\": set shard_outer = false for that job";
+  return std::nullopt;
 }
 
-// After the sites: a sharded state is refused beside what cannot work with it yet, naming both.
-void resolve_parallel(Resolver& r, JobConfig& c) {
-  resolve_shard_outer(r, c);
-  r.read(c.parallel.recompute, "parallel", "recompute", {Recompute::None, Recompute::Cheap, Recompute::Full});
-  if (const Setting* s = r.find("parallel.recompute"); s && c.parallel.recompute != Recompute::None)
-    for (std::size_t i = 0; i < c.sites.size(); ++i)
-      if (c.sites[i].device == JobConfig::Site::Device::Cuda)
-        r.add(s->origin, "parallel.recompute", "recompute = " + quote(to_string(c.parallel.recompute)) +
-                                                   " runs in the CPU trainer for now, and site[" + std::to_string(i) +
-                                                   "] (" + quote(c.sites[i].name) +
-                                                   ") has device = \"cuda\": set recompute = \"none\" for that job");
+// After zero_stage: left out, the outer state is sharded where the weights are (stage 3), since a
+// whole outer state there needs the whole weights built at start-up and gathered every round.
+void resolve_shard_outer(Resolver& r, JobConfig& c) {
+  r.read(c.parallel.shard_outer, "parallel", "shard_outer");
+  const Setting* s = r.find("parallel.shard_outer");
+  if (!s) {
+    if (c.parallel.zero_stage != 3 || whole_outer_because(r, c, Origin{})) return;
+    c.parallel.shard_outer = true;
+    c.derived.push_back(
+        "parallel.shard_outer = true (zero_stage = 3 keeps each replica's part of the weights: DiLoCo's outer state "
+        "too, so no replica builds or gathers the whole model for it)");
+    return;
+  }
+  if (!c.parallel.shard_outer) return;
+  if (const auto why = whole_outer_because(r, c, s->origin))
+    r.add(s->origin, "parallel.shard_outer", "shard_outer = true shards DiLoCo's outer state, and " + *why);
+}
+
+void resolve_zero_stage(Resolver& r, JobConfig& c) {
   r.read(c.parallel.zero_stage, "parallel", "zero_stage", 0);
   if (const Setting* parts = r.find("checkpoint.per_replica"); parts && c.checkpoint.per_replica && c.parallel.zero_stage == 0)
     r.add(parts->origin, "checkpoint.per_replica",
@@ -263,6 +272,20 @@ void resolve_parallel(Resolver& r, JobConfig& c) {
     if (c.sites[i].device == JobConfig::Site::Device::Cuda)
       refuse(which + " runs on CPU replicas for now, and site[" + std::to_string(i) + "] (" + quote(c.sites[i].name) +
              ") has device = \"cuda\": set zero_stage = 0 for that job");
+}
+
+// After the sites: a sharded state is refused beside what cannot work with it yet, naming both.
+void resolve_parallel(Resolver& r, JobConfig& c) {
+  r.read(c.parallel.recompute, "parallel", "recompute", {Recompute::None, Recompute::Cheap, Recompute::Full});
+  if (const Setting* s = r.find("parallel.recompute"); s && c.parallel.recompute != Recompute::None)
+    for (std::size_t i = 0; i < c.sites.size(); ++i)
+      if (c.sites[i].device == JobConfig::Site::Device::Cuda)
+        r.add(s->origin, "parallel.recompute",
+              "recompute = " + quote(to_string(c.parallel.recompute)) + " runs in the CPU trainer for now, and site[" +
+                  std::to_string(i) + "] (" + quote(c.sites[i].name) +
+                  ") has device = \"cuda\": set recompute = \"none\" for that job");
+  resolve_zero_stage(r, c);
+  resolve_shard_outer(r, c);
 }
 
 }  // namespace

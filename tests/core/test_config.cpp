@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -514,10 +515,30 @@ TEST_CASE("[parallel] zero_stage: 0 by default, 1 to 3 on CPU AdamW sites, refus
             "inner.optimizer (--set inner.optimizer=sgd) is \"sgd\"") != std::string::npos);
 }
 
-TEST_CASE("[parallel] shard_outer: off by default, DiLoCo's outer state of two sites or more, refused beside the rest naming both") {
+TEST_CASE(
+    "[parallel] shard_outer: on by default where the weights are sharded (stage 3), DiLoCo's outer state of two sites "
+    "or more, refused beside the rest naming both") {
   TempDir dir("cfg-shard-outer");
   const std::string two_sites = "[[site]]\nname = \"a\"\n[[site]]\nname = \"b\"\n";
   CHECK_FALSE(load_ok(write(dir / "job.toml", kData + two_sites)).parallel.shard_outer);
+  CHECK_FALSE(
+      load_ok(write(dir / "job.toml", kData + two_sites + "[parallel]\nzero_stage = 2\n")).parallel.shard_outer);
+  // Stage 3 left out of it: the outer state is cut as the weights are, and validate says why.
+  const auto stage3 = load_ok(write(dir / "job.toml", kData + two_sites + "[parallel]\nzero_stage = 3\n"));
+  CHECK(stage3.parallel.shard_outer);
+  CHECK(std::any_of(stage3.derived.begin(), stage3.derived.end(), [](const std::string& line) {
+    return line.starts_with("parallel.shard_outer = true (zero_stage = 3");
+  }));
+  CHECK_FALSE(load_ok(write(dir / "job.toml", kData + two_sites + "[parallel]\nzero_stage = 3\nshard_outer = false\n"))
+                  .parallel.shard_outer);
+  // ... but only where a sharded one can work: elsewhere it stays whole, and nothing is refused.
+  CHECK_FALSE(load_ok(write(dir / "job.toml", kData + "[parallel]\nzero_stage = 3\n")).parallel.shard_outer);
+  CHECK_FALSE(load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"streaming\"\nfragments = 2\n" +
+                                                  two_sites + "[parallel]\nzero_stage = 3\n"))
+                  .parallel.shard_outer);
+  CHECK_FALSE(load_ok(write(dir / "job.toml", kData + "[outer]\noverlap_update = \"eager\"\n" + two_sites +
+                                                  "[parallel]\nzero_stage = 3\n"))
+                  .parallel.shard_outer);
   CHECK(load_ok(write(dir / "job.toml", kData + two_sites + "[parallel]\nshard_outer = true\n")).parallel.shard_outer);
   CHECK(only_problem(dir, kData + "[parallel]\nshard_outer = true\n").find(
             "job.toml:4: parallel.shard_outer: shard_outer = true shards DiLoCo's outer state, and a job of one site "

@@ -38,15 +38,16 @@ TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unshard
                             "[log]\nevery = 1\neval_every = 0\neval_windows = 4\n";
   const std::string outer = "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n";
   // Stages 2 and 3 write their checkpoints in parts, one per replica.
-  const auto job = [&](const std::string& name, int stage, int replicas_a) {
+  const auto job = [&](const std::string& name, int stage, int replicas_a, const std::string& more = "") {
     const std::string parts = stage >= 2 ? "[checkpoint]\nper_replica = true\n" : "";
-    return write_job(dir, name, outer + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n" + parts,
+    return write_job(dir, name, outer + "[parallel]\nzero_stage = " + std::to_string(stage) + "\n" + more + parts,
                      "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
   };
   const auto plain = run_sites(dir, job("plain", 0, 2), etcd);
   const auto sharded = run_sites(dir, job("sharded", 1, 2), etcd);
   const auto zero2 = run_sites(dir, job("zero2", 2, 2), etcd);
-  const auto zero3 = run_sites(dir, job("zero3", 3, 2), etcd);
+  // Stage 3 with the outer state whole, as asked; left out, it is sharded as the weights are.
+  const auto zero3 = run_sites(dir, job("zero3", 3, 2, "shard_outer = false\n"), etcd);
   const auto uneven = run_sites(dir, job("uneven", 3, 4), etcd);
   // At 2 replicas every element's gradient is one sum either way and the norm is added from the
   // same unit sums: the sharded sites train, and so commit, exactly what the unsharded ones do.
@@ -72,8 +73,15 @@ TEST_CASE("ZeRO stages 1 to 3: 2 sites of 2 sharded replicas commit what unshard
   CHECK(uneven.at("a")["params_hash"] == uneven.at("b")["params_hash"]);
   CHECK(uneven.at("a")["memory"]["moments_elements"].get<double>() <
         uneven.at("b")["memory"]["moments_elements"].get<double>());  // a quarter against a half
-  // The weights the round gathered whole went back to each replica's part: 16/M bytes per
-  // parameter held by the trainer (4 at 4 replicas; stage 2 holds 7), pages where ranges meet aside.
+  // Their outer states were sharded by default, cut as the weights are: no round gathered the
+  // whole weights, only the final hash did; a whole outer state needs them every round.
+  for (const std::string site : {"a", "b"}) {
+    CAPTURE(site);
+    CHECK(uneven.at(site)["memory"]["whole_weight_gathers"] == 1);
+    CHECK(zero3.at(site)["memory"]["whole_weight_gathers"].get<int>() > 3);
+  }
+  // The trainer holds 16/M bytes per parameter (4 at 4 replicas; stage 2 holds 7), pages where
+  // ranges meet aside.
   const auto& memory = uneven.at("a")["memory"];
   CHECK(memory["state_bytes"]["trainer"].get<double>() < 5.5 * memory["params"].get<double>());
   // Each site's final checkpoint: a part per replica, read back whole, the outer state beside it.
