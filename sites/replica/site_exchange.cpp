@@ -21,6 +21,7 @@
 #include "sites/replica/exchange_options.hpp"
 #include "sites/replica/group_channel.hpp"
 #include "sites/replica/group_parts.hpp"
+#include "sites/replica/lane_wiring.hpp"
 #include "sites/replica/outer_cut.hpp"
 #include "sites/replica/site_lanes.hpp"
 #include "sites/replica/trainer_training.hpp"
@@ -126,37 +127,16 @@ std::unique_ptr<Link> SiteExchange::lane_link(const std::function<const std::str
 
 void SiteExchange::open_lanes(Communicator& group, bool leader) {
   if (!lanes_) return;
-  // A sharded site takes peers' deltas in parts, part i for rank i: what its replicas kept of the
-  // group before is gone, and so is what its leader held of them.
-  const bool in_parts = state_.sharded() && group.size() > 1;
-  if (in_parts) kept_.reform(group.rank(), *outer_map_);
-  auto lanes = lanes_->open(group, leader);
-  if (!leader) return;
-  links_.striped->set_lanes(static_cast<int>(lanes.size()));
-  links_.striped->forget_parts();
-  cross_->drop_held_in_parts();
-  cross_->set_lanes(std::move(lanes), in_parts ? outer_shard_unit(config_) : 0);
+  // A sharded site takes peers' deltas in parts, part i for rank i.
+  const auto parts = state_.sharded() ? outer_map_ : std::nullopt;
+  const LaneLeader lead = leader ? LaneLeader{cross_.get(), links_.striped} : LaneLeader{};
+  open_site_lanes(*lanes_, kept_, group, lead, parts, outer_shard_unit(config_));
 }
 
 void SiteExchange::sync_lanes(Communicator& group, bool leader) {
   if (!lanes_) return;
-  if (leader) {
-    auto lanes = cross_->peer_lanes();
-    // The members' lanes hear from the peer's own link too (a peer with fewer lanes than this site).
-    std::map<std::string, std::vector<std::string>> by_site;
-    for (const auto& [address, peer] : lanes)
-      if (const std::string* site = cross_->known_site(address)) {
-        auto& all = by_site[*site];
-        all = peer.lanes;
-        all.insert(all.begin(), address);
-      }
-    links_.striped->set_peer_lanes(std::move(lanes));
-    lanes_->set_peers(std::move(by_site), wan_.schedule ? wan_.schedule->start() : std::nullopt);
-  }
-  lanes_->sync(group, leader);
-  if (leader)
-    for (auto& held : links_.striped->take_held())
-      cross_->arrive_in_parts(held.owner, held.transfer_id, held.tag, std::move(held.reports));
+  const LaneLeader lead = leader ? LaneLeader{cross_.get(), links_.striped} : LaneLeader{};
+  sync_site_lanes(*lanes_, group, lead, wan_.schedule ? wan_.schedule->start() : std::nullopt);
 }
 
 void SiteExchange::encoded(std::vector<std::byte> bytes) {
