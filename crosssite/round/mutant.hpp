@@ -12,6 +12,7 @@ enum class Mutant {
   RebaseWrongFragment,  // a commit rebases fragment 0, not the fragments it changed
   KeepDroppedRound,     // a lost round's progress stays in the weights on a version no commit made
   UnboundedBacklog,     // an overlapped site trains on whatever number of its rounds is unmerged
+  KeepLastPart,         // a replica keeps a later copy of a delta's part, not the one its leader judged
   kCount
 };
 

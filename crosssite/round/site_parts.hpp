@@ -3,8 +3,8 @@
 // one ShardMap part, OuterState::sharded) do together at a round's points: the parts of an
 // encoded delta, of a version's chunk hashes and of a state's records go to every replica (or to
 // the leader), and each part of the rebased weights to every replica. Over the site's
-// Communicator in a real site (sites/replica/group_parts); the protocol simulator's sites hold
-// whole states and never call it.
+// Communicator in a real site (sites/replica/group_parts), over a TurnGroup in the protocol
+// simulator's sharded sites (sim/protocol/sim_shards).
 #include <cstddef>
 #include <span>
 #include <vector>

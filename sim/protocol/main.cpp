@@ -1,6 +1,7 @@
 // meridian-protosim: runs the protocol simulator over a range of seeds, or one seed with its trace.
 //   meridian-protosim --seeds 0:5000 [--sites 3] [--faults 24] [--rounds 24] [--mutation NAME]
 //                     [--split on|off]  (the split exchange for every seed, or none; default: half)
+//                     [--shard-outer]   (every site's outer state sharded between its replicas, deltas in parts)
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
 #include <algorithm>
@@ -27,9 +28,13 @@ void set_mutation(SimOptions& o, const std::string& name) {
   else if (name == "keep-dropped-round") o.mutations.keep_dropped_round = true;
   else if (name == "unbounded-backlog") o.mutations.unbounded_backlog = true;
   else if (name == "never-renew-lease") o.mutations.never_renew_lease = true;
+  else if (name == "keep-last-part")
+    o.mutations.keep_last_part = true;  // with --shard-outer
   else
-    throw meridian::make_error(meridian::ErrorKind::Usage, "unknown mutation '", name,
-                               "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, rebase-wrong-fragment, keep-dropped-round, unbounded-backlog, never-renew-lease, equivocate)");
+    throw meridian::make_error(
+        meridian::ErrorKind::Usage, "unknown mutation '", name,
+        "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, rebase-wrong-fragment, "
+        "keep-dropped-round, unbounded-backlog, never-renew-lease, keep-last-part, equivocate)");
 }
 
 int run(int argc, char** argv) {
@@ -55,6 +60,8 @@ int run(int argc, char** argv) {
     else if (arg == "--rounds") options.rounds = std::stoll(value());
     else if (arg == "--mutation") set_mutation(options, value());
     else if (arg == "--trace") options.trace = true;
+    else if (arg == "--shard-outer")
+      options.shard_outer = true;
     else if (arg == "--split") {
       const std::string v = value();
       if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
@@ -64,7 +71,7 @@ int run(int argc, char** argv) {
   }
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
-  std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0;
+  std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -75,12 +82,14 @@ int run(int argc, char** argv) {
       versions_past_fragment0 += std::any_of(c.record.entries.begin(), c.record.entries.end(),
                                              [](const auto& e) { return e.fragment != 0; });
     dropped += static_cast<std::uint64_t>(outcome.rounds_dropped);
+    held_in_parts += outcome.held_in_parts;
+    regroups += outcome.regroups;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
     std::cout << "seed " << seed << " FAILED (" << outcome.fragments << " fragments, "
               << (outcome.overlap ? "overlapped" : "not overlapped") << (outcome.split ? ", split" : "")
-              << "; replay: meridian-protosim --seed " << seed
+              << (outcome.shard_outer ? ", outer state sharded" : "") << "; replay: meridian-protosim --seed " << seed
               << " --trace):\n";
     for (const auto& v : outcome.violations) std::cout << "  " << v << "\n";
   }
@@ -95,6 +104,9 @@ int run(int argc, char** argv) {
               "rounds dropped as lost: %llu\n",
               static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
               static_cast<unsigned long long>(dropped));
+  if (options.shard_outer)
+    std::printf("deltas held in parts: %llu; groups re-formed on a failed collective: %llu\n",
+                static_cast<unsigned long long>(held_in_parts), static_cast<unsigned long long>(regroups));
   std::printf("transfers dropped at a full queue: %llu, in %llu seeds\n", static_cast<unsigned long long>(overflowed),
               static_cast<unsigned long long>(seeds_overflowed));
   return failed == 0 ? 0 : 1;

@@ -28,6 +28,12 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   job.eager = rng.uniform() < 0.25;
   // From a stream of its own: the seeds' other draws, and so their faults, stay what they were.
   job.split = options.split.value_or(Rng::derive(seed, 7).uniform() < 0.5);
+  if (options.shard_outer) {
+    job.shard_outer = job.split = true;
+    job.fragments = 1;
+    job.eager = false;
+    job.params = kSimShardedParams;
+  }
   job.mutations = options.mutations;
   CrossSiteOptions& c = job.cross;
   c.lease_ttl_s = options.lease_ttl_s;
@@ -65,6 +71,7 @@ class Run {
     outcome_.overlap = job_.overlap;
     outcome_.fragments = job_.fragments;
     outcome_.split = job_.split;
+    outcome_.shard_outer = job_.shard_outer;
     if (options.trace) world_.trace = [this](const std::string& line) { outcome_.trace.push_back(line); };
     for (const auto& name : job_.sites) sites_.push_back(std::make_unique<SimSite>(world_, name));
   }
@@ -262,7 +269,11 @@ SimOutcome Run::go() {
   outcome_.versions = checker_.newest_version();
   outcome_.rounds_dropped = checker_.rounds_dropped();
   outcome_.overflowed = network_.counters().overflowed;
-  for (const auto& s : sites_) outcome_.assembled += s->assembled();
+  for (const auto& s : sites_) {
+    outcome_.assembled += s->assembled();
+    outcome_.held_in_parts += s->held_in_parts();
+    outcome_.regroups += s->regroups();
+  }
   return outcome_;
 }
 
@@ -272,11 +283,11 @@ SimOutcome simulate(std::uint64_t seed, const SimOptions& options) {
   // For this run only: a sweep's runs follow one another, so no other run sees the switch.
   const SimMutations& m = options.mutations;
   std::vector<std::unique_ptr<MutantOn>> on;
-  for (const auto& [wanted, which] : {std::pair{m.unverified_deltas, Mutant::UnverifiedDeltas},
-                                      std::pair{m.skip_rebase, Mutant::SkipRebase},
-                                      std::pair{m.rebase_wrong_fragment, Mutant::RebaseWrongFragment},
-                                      std::pair{m.keep_dropped_round, Mutant::KeepDroppedRound},
-                                      std::pair{m.unbounded_backlog, Mutant::UnboundedBacklog}})
+  for (const auto& [wanted, which] :
+       {std::pair{m.unverified_deltas, Mutant::UnverifiedDeltas}, std::pair{m.skip_rebase, Mutant::SkipRebase},
+        std::pair{m.rebase_wrong_fragment, Mutant::RebaseWrongFragment},
+        std::pair{m.keep_dropped_round, Mutant::KeepDroppedRound},
+        std::pair{m.unbounded_backlog, Mutant::UnboundedBacklog}, std::pair{m.keep_last_part, Mutant::KeepLastPart}})
     if (wanted) on.push_back(std::make_unique<MutantOn>(which));
   return Run(seed, options).go();
 }

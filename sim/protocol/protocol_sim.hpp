@@ -23,6 +23,10 @@ struct SimOptions {
   int fragments = 0;  // Streaming DiLoCo's P; 0: drawn per seed from 1, 2 and 4 (overlapped seeds)
   // The split exchange (SimJob::split); unset: drawn per seed, for half of them.
   std::optional<bool> split;
+  // The outer state sharded between each site's replicas (SimJob::shard_outer): every seed then
+  // splits its exchange, runs one fragment, overlaps without the eager estimate, and has a model
+  // of kSimShardedParams values.
+  bool shard_outer = false;
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
@@ -48,6 +52,9 @@ struct SimOutcome {
   int fragments = 1;
   bool split = false;
   std::uint64_t assembled = 0;  // split: deltas the sites put together from stripes
+  bool shard_outer = false;
+  std::uint64_t held_in_parts = 0;  // ... and with shard_outer: held in parts, never put together
+  std::uint64_t regroups = 0;       // ... and the sites' groups re-formed on a failed collective
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }

@@ -9,63 +9,24 @@
 #include "core/util/rng.hpp"
 #include "crosssite/round/courier.hpp"
 #include "sim/protocol/mutant_seams.hpp"
+#include "sim/protocol/sim_site_state.hpp"
 #include "transport/chunking/chunker.hpp"
 
 namespace meridian {
+
+using namespace sim_site_detail;
+
 namespace {
 
 using namespace std::chrono_literals;
 
-// Steps between two exchanges. A site looks at the other sites only between steps, as a real
-// one does: short steps keep its answers to peers (delta and state requests) prompt.
-constexpr std::int64_t kStepsPerExchange = 4;
-// A spike's step against a usual one: far past any site's screen (DeltaScreenOptions::max_norm_ratio).
-constexpr double kSpike = 1000;
-// Announced tokens per step: 1,000 a round.
-constexpr std::int64_t kTokensPerStep = 250;
-
-// What one step of training adds to a site's weights: fixed by (seed, site, step).
-std::vector<float> synthetic_progress(std::uint64_t seed, const std::string& site, std::int64_t step, std::size_t n) {
-  Rng rng = Rng::derive(seed ^ hash64(std::as_bytes(std::span(site.data(), site.size()))), static_cast<std::uint64_t>(step));
-  std::vector<float> progress(n);
-  for (auto& x : progress) x = static_cast<float>(0.01 * (rng.uniform() - 0.5));
-  return progress;
-}
-
-// A simulated site's two replicas in one thread: the leader leaves each Update on the wire, and
-// the member, called right after it, takes it from there.
-class WireChannel final : public ReplicaChannel {
+class KeptSimLease final : public KeptLease {
  public:
-  WireChannel(Update& wire, bool leader) : wire_(wire), leader_(leader) {}
-  bool leader() const override { return leader_; }
-  void share(Update& update, std::int64_t) override {
-    if (leader_)
-      wire_ = update;
-    else
-      update = wire_;
-  }
+  explicit KeptSimLease(std::shared_ptr<bool> lost) : lost_(std::move(lost)) {}
+  bool lost() const override { return *lost_; }
 
  private:
-  Update& wire_;
-  bool leader_;
-};
-
-// A member replica tells no log anything: the driver calls events on the leader only.
-// The member's round tells nobody anything, but for the deltas it encodes: its lane holds them.
-class Quiet final : public RoundEvents {
- public:
-  explicit Quiet(std::unique_ptr<Lane>& lane) : lane_(lane) {}
-  void encoded(std::vector<std::byte> bytes) override {
-    if (lane_) lane_->hold(std::make_shared<const std::vector<std::byte>>(std::move(bytes)));
-  }
-  void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
-  void applied(const AppliedVersion&) override {}
-  void dropped(std::int64_t, std::int64_t, std::int64_t, int) override {}
-  void fast_forwarded(std::int64_t, std::int64_t) override {}
-  void caught_up(std::int64_t, std::int64_t, double) override {}
-
- private:
-  std::unique_ptr<Lane>& lane_;
+  std::shared_ptr<bool> lost_;
 };
 
 }  // namespace
@@ -87,97 +48,13 @@ FragmentPlan sim_fragments(std::size_t n, int fragments) {
   return plan;
 }
 
-struct SimSite::Lease {
-  std::int64_t id = 0;
-  bool lost = false;
-};
-
-namespace {
-class KeptSimLease final : public KeptLease {
- public:
-  explicit KeptSimLease(std::shared_ptr<bool> lost) : lost_(std::move(lost)) {}
-  bool lost() const override { return *lost_; }
-
- private:
-  std::shared_ptr<bool> lost_;
-};
-}  // namespace
-
-// What a checkpoint holds: the outer state, the working weights, the step, and the progress each
-// fragment made since it was last sent (what its next delta must carry).
-struct SimSite::Disk {
-  OuterState state;
-  std::vector<float> local, progress;
-  std::int64_t step = 0;
-};
-
-// The synthetic trainer over an incarnation's weights.
-class SimSite::Steps final : public Training {
- public:
-  Steps(Disk& now, std::uint64_t seed, std::string site) : now_(now), seed_(seed), site_(std::move(site)) {}
-  std::span<float> weights() override { return now_.local; }
-  std::int64_t step() const override { return now_.step; }
-  void fast_forward(std::int64_t step) override { now_.step = std::max(now_.step, step); }
-  std::int64_t tokens_per_step() const override { return kTokensPerStep; }
-  void train(double scale) {
-    auto progress = synthetic_progress(seed_, site_, now_.step, now_.local.size());
-    for (auto& x : progress) x = static_cast<float>(scale * x);
-    for (std::size_t i = 0; i < progress.size(); ++i) {
-      now_.local[i] -= progress[i];
-      now_.progress[i] += progress[i];
-    }
-    ++now_.step;
-  }
-
- private:
-  Disk& now_;
-  std::uint64_t seed_;
-  std::string site_;
-};
-
-// The site's second replica: the same RoundDriver over its own copy of the state and weights, fed
-// the leader's Updates; the two must hold the same bits after every call.
-struct SimSite::Member {
-  Member(const Disk& disk, const RoundPlan& plan, std::uint64_t seed, const std::string& site, Update& wire,
-         std::function<double()> clock)
-      : now(disk), steps(now, seed, site), channel(wire, false), driver(plan, now.state, quiet, std::move(clock)) {}
-  Disk now;
-  Steps steps;
-  std::unique_ptr<Lane> lane;  // the split exchange's
-  Quiet quiet{lane};
-  WireChannel channel;
-  RoundDriver driver;
-};
-
-struct SimSite::Incarnation {
-  explicit Incarnation(const Disk& disk) : now(disk) {}
-  std::unique_ptr<MemoryControlPlane> control;
-  std::unique_ptr<ControlPlane> overwriting;  // SimMutations::overwrite_commits: what CrossSite talks to
-  std::unique_ptr<Link> link;
-  StripedLink* striped = nullptr;  // the split exchange: `link` is it
-  std::uint64_t assembled_seen = 0;  // its figure as of the last call
-  std::weak_ptr<Lease> lease;
-  Disk now;
-  double next_at = 0;  // when the next step of training ends
-  Phase phase = Phase::Joining;
-  bool take_up = false;  // after the catch-up: go on from the job's step (a resumed or disk-less site)
-  bool drain_asked = false, resume_asked = false;  // the operator's, taken up once the round lets it
-  bool round_wait = false;  // the wait under way follows a round's end
-  std::unique_ptr<CrossSite> cross;  // after what it uses: it goes before its control plane and link
-  std::unique_ptr<RoundPeers> peers;  // what the driver talks to: cross, or a mutation's decorator of it
-  Update wire;
-  WireChannel channel{wire, true};
-  std::unique_ptr<Steps> steps;
-  std::unique_ptr<Member> member;
-  std::unique_ptr<RoundDriver> driver;  // last: it goes first, while all it holds is still there
-};
-
 SimSite::SimSite(SimWorld& world, std::string name) : world_(world), name_(std::move(name)) {
   const auto w = sim_initial_weights(world_.job.params);
   disk_ = std::make_unique<Disk>(Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
                                                  sim_fragments(w.size(), world_.job.fragments)),
                                       w, std::vector<float>(w.size()), 0});
-  start(*disk_);
+  if (world_.job.shard_outer) member_disk_ = std::make_unique<Disk>(*disk_);
+  start();
 }
 
 SimSite::~SimSite() = default;
@@ -190,7 +67,8 @@ void SimSite::say(const std::string& what) const {
   world_.trace(out.str());
 }
 
-void SimSite::start(const Disk& disk) {
+void SimSite::start() {
+  const Disk& disk = *disk_;
   ++incarnations_;
   auto inc = std::make_unique<Incarnation>(disk);
   const SimMutations& mutations = world_.job.mutations;
@@ -206,6 +84,12 @@ void SimSite::start(const Disk& disk) {
     StripedLink::Options striping{static_cast<std::uint16_t>(LinkTag::Stripe), [](std::uint64_t id, std::uint16_t tag) {
                                     return tag == static_cast<std::uint16_t>(LinkTag::Delta) && first_attempt(id);
                                   }};
+    if (world_.job.shard_outer) {
+      inc->shards = std::make_unique<SimShards>(world_.job.params, [this](const SiteLanes::SiteOf&) {
+        return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1");
+      });
+      inc->shards->wire(striping);
+    }
     auto striped = std::make_unique<StripedLink>(std::move(inc->link), std::move(striping));
     inc->striped = striped.get();
     inc->link = std::move(striped);
@@ -241,20 +125,32 @@ void SimSite::start(const Disk& disk) {
   plan.eager = world_.job.overlap && world_.job.eager;
   plan.overlap_steps = static_cast<int>(kStepsPerExchange);
   plan.eager_share = 1.0 / static_cast<double>(world_.job.sites.size());
+  plan.replicas_send = world_.job.split;
   RoundEvents& events = *this;
   inc->driver = std::make_unique<RoundDriver>(plan, inc->now.state, events, [this] { return world_.clock.now(); });
   inc->driver->lead(inc->peers ? inc->peers.get() : static_cast<RoundPeers*>(inc->cross.get()));
-  inc->member = std::make_unique<Member>(disk, plan, world_.job.seed, name_, inc->wire, [this] { return world_.clock.now(); });
-  if (inc->striped) {
-    inc->member->lane = std::make_unique<Lane>(
-        world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1"),
-        static_cast<std::uint16_t>(LinkTag::Stripe));
+  inc->member = std::make_unique<Member>(member_disk_ ? *member_disk_ : disk, plan, world_.job.seed, name_, inc->wire,
+                                         [this] { return world_.clock.now(); });
+  Member& m = *inc->member;
+  if (inc->shards) {
+    m.hold = [shards = inc->shards.get()](std::vector<std::byte> bytes) { shards->hold(std::move(bytes)); };
+  } else if (inc->striped) {
+    m.lane =
+        std::make_unique<Lane>(world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1"),
+                               static_cast<std::uint16_t>(LinkTag::Stripe));
+    m.hold = [lane = m.lane.get()](std::vector<std::byte> bytes) {
+      lane->hold(std::make_shared<const std::vector<std::byte>>(std::move(bytes)));
+    };
     inc->striped->set_lanes(1);
-    inc->cross->set_lanes({inc->member->lane->address()});
+    inc->cross->set_lanes({m.lane->address()});
   }
   inc->driver->pause(paused_outer_);
-  inc->member->driver.pause(paused_outer_);
+  m.driver.pause(paused_outer_);
   incarnation_ = std::move(inc);
+  // The group's first formation: each replica keeps its part of the outer state (from its
+  // weights when none ever began a round) and the lanes open.
+  if (incarnation_->shards)
+    incarnation_->shards->form(sides(), lane_leader(), disk.state.version() == 0 && disk.step == 0);
   apply_faults();
   world_.checker.restarted(name_, disk.state.version());
 }
@@ -323,7 +219,7 @@ void SimSite::wait_ended() {
       return;
     case Phase::Ending:
       done_ = true;
-      world_.checker.finished(name_, inc.now.state.version(), inc.now.state.global());
+      world_.checker.finished(name_, inc.now.state.version(), whole_global());
       say("finished at version " + std::to_string(inc.now.state.version()));
       incarnation_.reset();  // the process exits: its lease is revoked
       return;
@@ -357,15 +253,29 @@ void SimSite::train_step() {
 
 void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& call) {
   Incarnation& inc = *incarnation_;
-  Replica leader{inc.channel, *inc.steps};
-  call(*inc.driver, leader);
   Member& m = *inc.member;
-  Replica member{m.channel, m.steps};
-  call(m.driver, member);
-  sync_lanes();
-  const bool same = inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local &&
-                    inc.now.step == m.now.step && inc.driver->waiting() == m.driver.waiting() &&
-                    OuterState::weights_hash(inc.now.state.global()) == OuterState::weights_hash(m.now.state.global());
+  if (inc.shards) {
+    try {
+      inc.shards->run(sides(), lane_leader(), call);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Peer) throw;
+      regroup(e);
+    }
+    const auto& f = inc.striped->figures();
+    assembled_ += f.assembled - std::exchange(inc.assembled_seen, f.assembled);
+    held_in_parts_ += f.held_in_parts - std::exchange(inc.held_seen, f.held_in_parts);
+  } else {
+    Replica leader{inc.channel, *inc.steps};
+    call(*inc.driver, leader);
+    Replica member{m.channel, m.steps};
+    call(m.driver, member);
+    sync_lanes();
+  }
+  const bool same =
+      inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local && inc.now.step == m.now.step &&
+      inc.driver->waiting() == m.driver.waiting() &&
+      (inc.shards ? mirrors_hold()
+                  : OuterState::weights_hash(inc.now.state.global()) == OuterState::weights_hash(m.now.state.global()));
   if (!same)
     world_.checker.fail(name_ + "'s replicas differ: the leader at version " + std::to_string(inc.now.state.version()) +
                         " step " + std::to_string(inc.now.step) + ", the member at version " +
@@ -391,76 +301,28 @@ void SimSite::sync_lanes() {
   assembled_ += assembled - std::exchange(inc.assembled_seen, assembled);
 }
 
-void SimSite::check_weights() {
-  if (!incarnation_) return;
-  const Disk& d = incarnation_->now;
-  // The working weights are the round's start plus the progress in flight since its fragments
-  // were last sent: a rebase, a drop or an adopted state loses none of it and adds none.
-  for (std::size_t i = 0; i < d.local.size(); ++i)
-    if (std::abs(d.local[i] - (d.state.start()[i] - d.progress[i])) > 1e-4f) {
-      world_.checker.fail(name_ + "'s working weight " + std::to_string(i) + " is " +
-                          std::to_string(d.local[i]) + ", its round's start less its progress " +
-                          std::to_string(d.state.start()[i] - d.progress[i]));
-      return;
-    }
+SimShards::Sides SimSite::sides() {
+  Incarnation& inc = *incarnation_;
+  Member& m = *inc.member;
+  return {SimShards::Side{*inc.driver, *inc.steps, inc.now.state}, SimShards::Side{m.driver, m.steps, m.now.state}};
 }
 
-void SimSite::submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) {
-  Disk& d = incarnation_->now;
-  std::vector<float> progress;
-  for (const auto& range : d.state.fragment(a.fragment).ranges) {
-    auto from = d.progress.begin() + static_cast<std::ptrdiff_t>(range.offset);
-    progress.insert(progress.end(), from, from + static_cast<std::ptrdiff_t>(range.count));
-    std::fill(from, from + static_cast<std::ptrdiff_t>(range.count), 0.0f);
-  }
-  world_.checker.submitted(name_, a.round, encoded, progress);
-  say("sent round " + std::to_string(a.round) + " of fragment " + std::to_string(a.fragment) +
-      (a.final ? " (final)" : "") + " on version " + std::to_string(a.base_version));
-}
+LaneLeader SimSite::lane_leader() { return {incarnation_->cross.get(), incarnation_->striped}; }
 
-void SimSite::applied(const AppliedVersion& v) {
-  const OuterState& state = incarnation_->now.state;
-  if (v.record == nullptr) return world_.checker.fail(name_ + " applied version " + std::to_string(v.version) + " with no record");
-  world_.checker.applied(name_, *v.record, OuterState::weights_hash(state.global()), v.adopted);
-  if (v.adopted) return say("adopted a peer's state of version " + std::to_string(v.version));
-  // A commit rebases the round onto it: the fragments it changed start from the version.
-  for (const int f : v.fragments)
-    for (const auto& range : state.fragment(f).ranges)
-      if (!std::equal(state.start().begin() + static_cast<std::ptrdiff_t>(range.offset),
-                      state.start().begin() + static_cast<std::ptrdiff_t>(range.offset + range.count),
-                      state.global().begin() + static_cast<std::ptrdiff_t>(range.offset)))
-        world_.checker.fail(name_ + "'s round was not rebased onto version " + std::to_string(v.version) +
-                            " in fragment " + std::to_string(f) + ", which it changed");
-  std::string merged;
-  for (const auto& e : v.record->entries)
-    merged += " " + e.site + std::to_string(e.round) + "f" + std::to_string(e.fragment) + "@" + std::to_string(e.base_version);
-  say("applied version " + std::to_string(v.version) + " from " + v.record->proposer + ":" + merged);
-}
-
-void SimSite::dropped(std::int64_t round, std::int64_t, std::int64_t version, int in_a_row) {
-  Disk& d = incarnation_->now;
-  std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // the site went back to the version it holds
-  world_.checker.dropped_round();
-  say("dropped round " + std::to_string(round) + " on version " + std::to_string(version) + ", " +
-      std::to_string(in_a_row) + " in a row");
-}
-
-void SimSite::fast_forwarded(std::int64_t from_step, std::int64_t step) {
-  say("fast-forwarded from step " + std::to_string(from_step) + " to " + std::to_string(step));
-}
-
-void SimSite::caught_up(std::int64_t from_version, std::int64_t version, double) {
-  say("caught up from version " + std::to_string(from_version) + " to " + std::to_string(version));
+void SimSite::regroup(const Error& e) {
+  Incarnation& inc = *incarnation_;
+  ++regroups_;
+  say(std::string("its replicas re-formed their group: ") + e.what());
+  inc.shards->form(sides(), lane_leader(), false);
+  // Joined again, the site catches up before it trains on; a drain asked for is still asked.
+  if (inc.phase == Phase::Draining) inc.drain_asked = true;
+  inc.phase = Phase::Joining;
 }
 
 void SimSite::save_disk() {
   *disk_ = incarnation_->now;
+  if (member_disk_) *member_disk_ = incarnation_->member->now;
   incarnation_->cross->durable(disk_->state.version());
-}
-
-void SimSite::log_events() {
-  for (const auto& e : incarnation_->cross->take_events())
-    say("event " + e.kind + (e.site.empty() ? "" : " " + e.site) + " " + std::to_string(e.number) + " " + e.detail);
 }
 
 void SimSite::renew_lease() {
@@ -493,8 +355,9 @@ void SimSite::restart(bool lose_disk) {
     *disk_ = Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
                              sim_fragments(w.size(), world_.job.fragments)),
                   w, std::vector<float>(w.size()), 0};
+    if (member_disk_) *member_disk_ = *disk_;
   }
-  start(*disk_);
+  start();
   incarnation_->take_up = lose_disk;
 }
 
@@ -507,6 +370,7 @@ void SimSite::apply_faults() {
   if (!incarnation_) return;
   world_.network.isolate(incarnation_->link->address(), cut_);
   if (const auto& lane = incarnation_->member->lane) world_.network.isolate(lane->address(), cut_);
+  if (const auto& shards = incarnation_->shards) world_.network.isolate(shards->lane_address(), cut_);
   ControlFaults& f = incarnation_->control->faults();
   f.down = cut_ || world_.faults.outages > 0;
   f.lost_reply = world_.faults.lost_reply.contains(name_) ? world_.faults.lost_reply.at(name_) : 0;
@@ -553,7 +417,7 @@ void SimSite::rollback() {
   if (!incarnation_) return;
   Disk& d = incarnation_->now;
   std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // what the rollback drops
-  on_replicas([](RoundDriver& driver, Replica& r) { driver.roll_back(r.training); });
+  on_replicas([](RoundDriver& driver, Replica& r) { driver.roll_back(r.training, r.parts); });
   say("rollback to version " + std::to_string(d.state.version()));
 }
 

@@ -15,11 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "sim/protocol/checker.hpp"
 #include "crosssite/control/memory_control_plane.hpp"
+#include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/cross_site.hpp"
 #include "crosssite/round/round_driver.hpp"
-#include "crosssite/outer/outer_state.hpp"
+#include "sim/protocol/checker.hpp"
+#include "sim/protocol/sim_shards.hpp"
 #include "transport/link/lane.hpp"
 #include "transport/link/sim_link.hpp"
 #include "transport/link/striped_link.hpp"
@@ -41,6 +42,7 @@ struct SimMutations {
   bool skip_rebase = false;        // Mutant::SkipRebase: a commit does not rebase the in-flight round
   bool rebase_wrong_fragment = false;  // Mutant::RebaseWrongFragment: fragment 0 rebased, not the commit's
   bool unbounded_backlog = false;  // Mutant::UnboundedBacklog: an overlapped site never waits on its backlog
+  bool keep_last_part = false;     // Mutant::KeepLastPart: a later copy of a kept part replaces it (shard_outer)
   bool keep_dropped_round = false;  // Mutant::KeepDroppedRound: a lost round's progress stays in the weights
   bool never_renew_lease = false;  // nobody keeps the membership lease alive
   // An equivocating site (first) sends one peer (second) other bytes than it announced, under the
@@ -60,6 +62,9 @@ struct SimJob {
   // The split exchange ([transport] exchange = "split"): the member replica sends its stripes of
   // each delta on a lane of its own and hands its leader those it receives, after every call.
   bool split = false;
+  // With a split exchange: DiLoCo's outer state sharded between the replicas ([parallel]
+  // shard_outer; sim_shards.hpp), peers' deltas taken in parts. One fragment, no eager overlap.
+  bool shard_outer = false;
   std::uint64_t seed = 0;
   OuterOptions outer;
   CrossSiteOptions cross;  // the protocol's timings; job, site and sites are filled in per site
@@ -110,6 +115,9 @@ class SimSite final : private RoundEvents {
   std::string describe() const;
   // Split exchange: the deltas put together from stripes here, over every incarnation (as of each's last call).
   std::uint64_t assembled() const { return assembled_; }
+  // ... and with the outer state sharded: those held in parts, and the group's re-formations.
+  std::uint64_t held_in_parts() const { return held_in_parts_; }
+  std::uint64_t regroups() const { return regroups_; }
 
  private:
   struct Lease;
@@ -118,7 +126,7 @@ class SimSite final : private RoundEvents {
   class Steps;
   struct Member;
   enum class Phase { Joining, CatchingUp, TakingUp, Training, Draining, Ending };
-  void start(const Disk& disk);
+  void start();
   void join();
   void train_step();
   void attempt();
@@ -130,6 +138,16 @@ class SimSite final : private RoundEvents {
   // The split exchange's collective after a call: the leader's orders to the member's lane, the
   // stripes its lane took in to the leader, and both told the peers' lanes.
   void sync_lanes();
+  // With the outer state sharded: each replica's side, and the leader's for the lanes.
+  SimShards::Sides sides();
+  LaneLeader lane_leader();
+  // A collective failed (a part a commit names is no longer kept): the replicas re-form, cut the
+  // outer state anew and join again, as a real site's group does.
+  void regroup(const Error& e);
+  // The sharded replicas' checks after a call: each mirror holds what its owner holds.
+  bool mirrors_hold() const;
+  // The site's whole outer weights: the leader's, or the replicas' parts put together.
+  std::vector<float> whole_global() const;
   void check_weights();
   void save_disk();
   void log_events();
@@ -146,10 +164,11 @@ class SimSite final : private RoundEvents {
   SimWorld& world_;
   std::string name_;
   std::unique_ptr<Disk> disk_;  // the latest checkpoint: every third exchange, as a real site's is now and then
+  std::unique_ptr<Disk> member_disk_;  // with the outer state sharded, the member's part of it (else disk_ serves both)
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
-  std::uint64_t assembled_ = 0;
+  std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include "crosssite/codec/codec_parts.hpp"
 #include "crosssite/codec/delta_digest.hpp"
 #include "crosssite/round/held_parts.hpp"
+#include "crosssite/round/mutant.hpp"
 
 namespace meridian {
 namespace {
@@ -24,6 +25,7 @@ void KeptParts::reform(int rank, ShardMap map) {
   rank_ = rank;
   map_ = std::move(map);
   kept_.clear();
+  taken_.clear();
   previewed_.clear();
 }
 
@@ -31,6 +33,14 @@ std::optional<std::vector<std::byte>> KeptParts::keep(const std::string& owner, 
   if (!map_ || stripe.index != rank_ || stripe.count != map_->ranks()) {
     ++refused_;  // cut for another group than this one
     return std::nullopt;
+  }
+  const std::string name = parts_ref(owner, stripe.transfer_id);
+  if (std::find(taken_.begin(), taken_.end(), name) != taken_.end()) {
+    if (!mutant(Mutant::KeepLastPart)) {
+      ++refused_;
+      return std::nullopt;
+    }
+    forget(name);
   }
   const ShardRange mine = map_->part(rank_);
   std::vector<std::byte> bytes(stripe.bytes.begin(), stripe.bytes.end());
@@ -52,8 +62,8 @@ std::optional<std::vector<std::byte>> KeptParts::keep(const std::string& owner, 
     ++refused_;  // no encoded delta: the leader's digest check would refuse it; it is asked again whole
     return std::nullopt;
   }
-  const std::string name = parts_ref(owner, stripe.transfer_id);
-  forget(name);
+  taken_.push_back(name);
+  while (taken_.size() > 4 * max_kept_) taken_.pop_front();
   kept_.emplace_back(name, std::move(bytes));
   while (kept_.size() > max_kept_) kept_.pop_front();
   return encode_part_report(report);

@@ -32,7 +32,9 @@ class KeptParts {
   // The group (re)formed under `map`, this replica its rank `rank`: what was kept is gone.
   void reform(int rank, ShardMap map);
   // A part from the peer at link address `owner`: its report, or nothing (counted) when it is not
-  // this rank's part under the group's cut or not an encoded delta of its values.
+  // this rank's part under the group's cut, not an encoded delta of its values, or a transfer's
+  // part this replica took before (a duplicate on the way, or a peer's second try with other
+  // bytes): the first one's report is the one the leader judged, so its bytes are the ones kept.
   std::optional<std::vector<std::byte>> keep(const std::string& owner, const Stripe& stripe);
   // The part a commit names (`ref`: held_parts.hpp's), null when not kept.
   const std::vector<std::byte>* part(const std::string& ref) const;
@@ -49,6 +51,7 @@ class KeptParts {
   int rank_ = 0;
   std::optional<ShardMap> map_;
   std::deque<std::pair<std::string, std::vector<std::byte>>> kept_;
+  std::deque<std::string> taken_;  // the newest parts' names, kept or let go since (4 x max_kept_)
   std::vector<std::string> previewed_;
   std::uint64_t refused_ = 0;
 };

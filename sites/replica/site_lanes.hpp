@@ -55,6 +55,8 @@ class SiteLanes {
   // Leader: what the members' lanes have sent in all, as of the last sync (lanes of members gone
   // since included, up to their last report).
   std::uint64_t lanes_bytes_sent() const { return lanes_sent_; }
+  // This replica's lane (null on a leader, or before open()).
+  const Lane* lane() const { return lane_.get(); }
   // The deltas this replica's lane holds, in bytes (for its memory ledger).
   std::size_t held_bytes() const { return lane_ ? lane_->held_bytes() : 0; }
   // This replica's lane figures (empty object without a lane).

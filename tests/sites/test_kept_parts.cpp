@@ -86,3 +86,30 @@ TEST_CASE("a replica keeps at most its bound of parts, the oldest let go first")
   CHECK(kept.part(parts_ref("p", 2)) != nullptr);
   CHECK(kept.part(parts_ref("p", 3)) != nullptr);
 }
+
+TEST_CASE(
+    "a transfer's part taken once is kept as first taken: a second copy, even with other bytes, is refused, also once "
+    "let go") {
+  // The leader judged the first copy's report: a later copy (a duplicate on the way, bytes a
+  // peer sent again differently) must not become what the apply fills in.
+  const auto whole = testing::encoded(testing::normal_values(kValues, 5, 1e-3), kCodec);
+  const auto other = testing::encoded(testing::normal_values(kValues, 6, 1e-3), kCodec);
+  const ShardMap map(kValues, 2, part_unit(kCodec));
+  KeptParts kept(2);
+  kept.reform(0, map);
+  const auto part = cut_part_on(whole, 0, 2, part_unit(kCodec));
+  REQUIRE(kept.keep("p", Travelled(part, 1, 0, 2).stripe).has_value());
+  CHECK_FALSE(kept.keep("p", Travelled(part, 1, 0, 2).stripe).has_value());
+  CHECK_FALSE(kept.keep("p", Travelled(cut_part_on(other, 0, 2, part_unit(kCodec)), 1, 0, 2).stripe).has_value());
+  REQUIRE(kept.part(parts_ref("p", 1)) != nullptr);
+  CHECK(*kept.part(parts_ref("p", 1)) == part);
+  CHECK(kept.refused() == 2);
+  // Let go by the bound, it is still not taken again; another peer's transfer of that number is its own.
+  for (std::uint64_t id = 2; id <= 3; ++id) CHECK(kept.keep("p", Travelled(part, id, 0, 2).stripe).has_value());
+  CHECK(kept.part(parts_ref("p", 1)) == nullptr);
+  CHECK_FALSE(kept.keep("p", Travelled(part, 1, 0, 2).stripe).has_value());
+  CHECK(kept.keep("q", Travelled(part, 1, 0, 2).stripe).has_value());
+  // A reform starts afresh: the new group's cut is another one.
+  kept.reform(0, map);
+  CHECK(kept.keep("p", Travelled(part, 1, 0, 2).stripe).has_value());
+}

@@ -1,0 +1,51 @@
+#include "sim/protocol/sim_shards.hpp"
+
+#include "crosssite/round/records.hpp"
+#include "sites/replica/group_channel.hpp"
+#include "sites/replica/group_parts.hpp"
+#include "sites/replica/outer_cut.hpp"
+
+namespace meridian {
+
+SimShards::SimShards(std::size_t params, SiteLanes::MakeLink lane_link) : map_(params, kReplicas) {
+  for (std::size_t r = 0; r < kReplicas; ++r)
+    lanes_[r] = std::make_unique<SiteLanes>(static_cast<std::uint16_t>(LinkTag::Stripe), lane_link, nullptr,
+                                            cut_part_on, kept_[r]);
+}
+
+void SimShards::wire(StripedLink::Options& options) {
+  options.cuts = [unit = map_.unit()](std::uint64_t peer_unit) { return peer_unit > 0 && peer_unit % unit == 0; };
+  options.cut_part = cut_part_on;
+  options.keep_part = [this](const std::string& owner, const Stripe& stripe) { return kept_[0].keep(owner, stripe); };
+}
+
+void SimShards::form(const Sides& sides, const LaneLeader& leader, bool fresh) {
+  lanes_[0]->lead(leader.striped);
+  group_.run([&](Communicator& comm) {
+    const auto rank = static_cast<std::size_t>(comm.rank());
+    const Side& side = sides[rank];
+    cut_outer_state(comm, side.state, map_, side.training.weights(), false, fresh);
+    open_site_lanes(*lanes_[rank], kept_[rank], comm, rank == 0 ? leader : LaneLeader{}, map_, map_.unit());
+  });
+}
+
+void SimShards::run(const Sides& sides, const LaneLeader& leader,
+                    const std::function<void(RoundDriver&, Replica&)>& call) {
+  group_.run([&](Communicator& comm) {
+    const auto rank = static_cast<std::size_t>(comm.rank());
+    const Side& side = sides[rank];
+    GroupChannel channel(
+        comm, rank == 0, side.state.fragments(), [this](int r) { return held_ranges(map_, r); }, &kept_[rank]);
+    GroupParts parts(comm, map_);
+    Replica replica{channel, side.training, &parts};
+    call(side.driver, replica);
+    sync_site_lanes(*lanes_[rank], comm, rank == 0 ? leader : LaneLeader{}, std::nullopt);
+  });
+}
+
+std::string SimShards::lane_address() const {
+  const Lane* lane = lanes_[1]->lane();
+  return lane ? lane->address() : std::string();
+}
+
+}  // namespace meridian

@@ -1,0 +1,122 @@
+// What a simulated site's replicas are checked against after each call of the round, and what
+// the round tells the checker (RoundEvents).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim/protocol/sim_site.hpp"
+#include "sim/protocol/sim_site_state.hpp"
+
+namespace meridian {
+
+using namespace sim_site_detail;
+
+void SimSite::check_weights() {
+  if (!incarnation_) return;
+  const Disk& d = incarnation_->now;
+  // The working weights are the round's start plus the progress in flight since its fragments
+  // were last sent: a rebase, a drop or an adopted state loses none of it and adds none. With the
+  // outer state sharded each replica holds the start of its part (the leader counts the progress).
+  std::vector<const OuterState*> states{&d.state};
+  if (incarnation_->shards) states.push_back(&incarnation_->member->now.state);
+  for (const OuterState* state : states) {
+    const std::size_t from = state->part().offset;
+    for (std::size_t j = 0; j < state->part().count; ++j) {
+      const std::size_t i = from + j;
+      if (std::abs(d.local[i] - (state->start()[j] - d.progress[i])) > 1e-4f) {
+        world_.checker.fail(name_ + "'s working weight " + std::to_string(i) + " is " + std::to_string(d.local[i]) +
+                            ", its round's start less its progress " +
+                            std::to_string(state->start()[j] - d.progress[i]));
+        return;
+      }
+    }
+  }
+}
+
+bool SimSite::mirrors_hold() const {
+  const OuterState& a = incarnation_->now.state;
+  const OuterState& b = incarnation_->member->now.state;
+  const auto holds = [](const OuterState& owner, const OuterState& other) {
+    const OuterState* mirror = other.mirror();
+    return mirror && other.mirror_part() == owner.part() && std::ranges::equal(mirror->global(), owner.global()) &&
+           std::ranges::equal(mirror->start(), owner.start());
+  };
+  return a.part().offset == 0 && a.part().count + b.part().count == a.size() && holds(a, b) && holds(b, a);
+}
+
+std::vector<float> SimSite::whole_global() const {
+  const OuterState& lead = incarnation_->now.state;
+  std::vector<float> whole(lead.global().begin(), lead.global().end());
+  if (!incarnation_->shards) return whole;
+  whole.resize(lead.size());
+  const OuterState& member = incarnation_->member->now.state;
+  std::ranges::copy(member.global(), whole.begin() + static_cast<std::ptrdiff_t>(member.part().offset));
+  return whole;
+}
+
+void SimSite::submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) {
+  Disk& d = incarnation_->now;
+  std::vector<float> progress;
+  for (const auto& range : d.state.fragment(a.fragment).ranges) {
+    auto from = d.progress.begin() + static_cast<std::ptrdiff_t>(range.offset);
+    progress.insert(progress.end(), from, from + static_cast<std::ptrdiff_t>(range.count));
+    std::fill(from, from + static_cast<std::ptrdiff_t>(range.count), 0.0f);
+  }
+  world_.checker.submitted(name_, a.round, encoded, progress);
+  say("sent round " + std::to_string(a.round) + " of fragment " + std::to_string(a.fragment) +
+      (a.final ? " (final)" : "") + " on version " + std::to_string(a.base_version));
+}
+
+void SimSite::applied(const AppliedVersion& v) {
+  const OuterState& state = incarnation_->now.state;
+  if (v.record == nullptr)
+    return world_.checker.fail(name_ + " applied version " + std::to_string(v.version) + " with no record");
+  // Sharded, the member applied it too before the leader's turn came back (its last collective).
+  if (incarnation_->shards && incarnation_->member->now.state.version() != v.version)
+    world_.checker.fail(name_ + "'s leader applied version " + std::to_string(v.version) + " while its member holds " +
+                        std::to_string(incarnation_->member->now.state.version()));
+  world_.checker.applied(name_, *v.record, OuterState::weights_hash(whole_global()), v.adopted);
+  if (v.adopted) return say("adopted a peer's state of version " + std::to_string(v.version));
+  // A commit rebases the round onto it: the fragments it changed start from the version.
+  if (state.sharded()) {
+    if (!std::ranges::equal(state.start(), state.global()))
+      world_.checker.fail(name_ + "'s round was not rebased onto version " + std::to_string(v.version) +
+                          " in its part");
+  } else
+    for (const int f : v.fragments)
+      for (const auto& range : state.fragment(f).ranges)
+        if (!std::equal(state.start().begin() + static_cast<std::ptrdiff_t>(range.offset),
+                        state.start().begin() + static_cast<std::ptrdiff_t>(range.offset + range.count),
+                        state.global().begin() + static_cast<std::ptrdiff_t>(range.offset)))
+          world_.checker.fail(name_ + "'s round was not rebased onto version " + std::to_string(v.version) +
+                              " in fragment " + std::to_string(f) + ", which it changed");
+  std::string merged;
+  for (const auto& e : v.record->entries)
+    merged += " " + e.site + std::to_string(e.round) + "f" + std::to_string(e.fragment) + "@" +
+              std::to_string(e.base_version);
+  say("applied version " + std::to_string(v.version) + " from " + v.record->proposer + ":" + merged);
+}
+
+void SimSite::dropped(std::int64_t round, std::int64_t, std::int64_t version, int in_a_row) {
+  Disk& d = incarnation_->now;
+  std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // the site went back to the version it holds
+  world_.checker.dropped_round();
+  say("dropped round " + std::to_string(round) + " on version " + std::to_string(version) + ", " +
+      std::to_string(in_a_row) + " in a row");
+}
+
+void SimSite::fast_forwarded(std::int64_t from_step, std::int64_t step) {
+  say("fast-forwarded from step " + std::to_string(from_step) + " to " + std::to_string(step));
+}
+
+void SimSite::caught_up(std::int64_t from_version, std::int64_t version, double) {
+  say("caught up from version " + std::to_string(from_version) + " to " + std::to_string(version));
+}
+
+void SimSite::log_events() {
+  for (const auto& e : incarnation_->cross->take_events())
+    say("event " + e.kind + (e.site.empty() ? "" : " " + e.site) + " " + std::to_string(e.number) + " " + e.detail);
+}
+
+}  // namespace meridian
