@@ -135,7 +135,7 @@ TEST_CASE("protocol simulator: each of eight protocol mutations is caught within
 
 // Every site's outer state sharded between its two replicas, which run the real group code
 // (GroupChannel, the outer cut, SiteLanes, kept parts) on threads taking turns, and peers' deltas
-// taken in parts. Each seed costs about 0.25 s: the model is three units of the cut (9,192 values).
+// taken in parts. Each seed costs about 0.13 s: the model is three units of the cut (9,192 values).
 TEST_CASE("protocol simulator: 100 seeds with the outer state sharded and deltas taken in parts hold every invariant") {
   SimOptions options;
   options.shard_outer = true;
