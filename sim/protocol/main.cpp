@@ -1,7 +1,8 @@
 // meridian-protosim: runs the protocol simulator over a range of seeds, or one seed with its trace.
 //   meridian-protosim --seeds 0:5000 [--sites 3] [--faults 24] [--rounds 24] [--mutation NAME]
 //                     [--split on|off]  (the split exchange for every seed, or none; default: half)
-//                     [--shard-outer]   (every site's outer state sharded between its replicas, deltas in parts)
+//                     [--shard-outer]   (every site's outer state sharded among its replicas, deltas in parts)
+//                     [--replicas N]    (with --shard-outer: every site's replicas; default: 2 or 3, drawn)
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
 #include <algorithm>
@@ -62,6 +63,8 @@ int run(int argc, char** argv) {
     else if (arg == "--trace") options.trace = true;
     else if (arg == "--shard-outer")
       options.shard_outer = true;
+    else if (arg == "--replicas")
+      options.replicas = std::stoi(value());
     else if (arg == "--split") {
       const std::string v = value();
       if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
@@ -89,7 +92,10 @@ int run(int argc, char** argv) {
     ++failed;
     std::cout << "seed " << seed << " FAILED (" << outcome.fragments << " fragments, "
               << (outcome.overlap ? "overlapped" : "not overlapped") << (outcome.split ? ", split" : "")
-              << (outcome.shard_outer ? ", outer state sharded" : "") << "; replay: meridian-protosim --seed " << seed
+              << (outcome.shard_outer ? ", outer state sharded" : "");
+    for (std::size_t i = 0; i < outcome.replicas.size(); ++i)
+      std::cout << (i == 0 ? ", replicas " : "/") << outcome.replicas[i];
+    std::cout << "; replay: meridian-protosim --seed " << seed << (outcome.shard_outer ? " --shard-outer" : "")
               << " --trace):\n";
     for (const auto& v : outcome.violations) std::cout << "  " << v << "\n";
   }

@@ -33,6 +33,10 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
     job.fragments = 1;
     job.eager = false;
     job.params = kSimShardedParams;
+    // Sites of 2 and 3 replicas side by side, each cutting its own way: a stream of its own.
+    Rng replicas = Rng::derive(seed, 11);
+    for (std::size_t i = 0; i < job.sites.size(); ++i)
+      job.replicas.push_back(options.replicas > 0 ? options.replicas : 2 + static_cast<int>(replicas.below(2)));
   }
   job.mutations = options.mutations;
   CrossSiteOptions& c = job.cross;
@@ -72,6 +76,7 @@ class Run {
     outcome_.fragments = job_.fragments;
     outcome_.split = job_.split;
     outcome_.shard_outer = job_.shard_outer;
+    outcome_.replicas = job_.replicas;
     if (options.trace) world_.trace = [this](const std::string& line) { outcome_.trace.push_back(line); };
     for (const auto& name : job_.sites) sites_.push_back(std::make_unique<SimSite>(world_, name));
   }

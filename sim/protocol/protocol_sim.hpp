@@ -27,6 +27,7 @@ struct SimOptions {
   // splits its exchange, runs one fragment, overlaps without the eager estimate, and has a model
   // of kSimShardedParams values.
   bool shard_outer = false;
+  int replicas = 0;  // with shard_outer: every site's replicas; 0: drawn per site from 2 and 3
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
@@ -53,6 +54,7 @@ struct SimOutcome {
   bool split = false;
   std::uint64_t assembled = 0;  // split: deltas the sites put together from stripes
   bool shard_outer = false;
+  std::vector<int> replicas;        // ... each site's
   std::uint64_t held_in_parts = 0;  // ... and with shard_outer: held in parts, never put together
   std::uint64_t regroups = 0;       // ... and the sites' groups re-formed on a failed collective
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)

@@ -7,10 +7,12 @@
 
 namespace meridian {
 
-SimShards::SimShards(std::size_t params, SiteLanes::MakeLink lane_link) : map_(params, kReplicas) {
-  for (std::size_t r = 0; r < kReplicas; ++r)
-    lanes_[r] = std::make_unique<SiteLanes>(static_cast<std::uint16_t>(LinkTag::Stripe), lane_link, nullptr,
-                                            cut_part_on, kept_[r]);
+SimShards::SimShards(std::size_t params, int replicas, const LaneLink& lane_link)
+    : map_(params, replicas), group_(replicas), kept_(static_cast<std::size_t>(replicas)) {
+  for (int r = 0; r < replicas; ++r)
+    lanes_.push_back(std::make_unique<SiteLanes>(
+        static_cast<std::uint16_t>(LinkTag::Stripe), [lane_link, r](const SiteLanes::SiteOf&) { return lane_link(r); },
+        nullptr, cut_part_on, kept_[static_cast<std::size_t>(r)]));
 }
 
 void SimShards::wire(StripedLink::Options& options) {
@@ -43,9 +45,11 @@ void SimShards::run(const Sides& sides, const LaneLeader& leader,
   });
 }
 
-std::string SimShards::lane_address() const {
-  const Lane* lane = lanes_[1]->lane();
-  return lane ? lane->address() : std::string();
+std::vector<std::string> SimShards::lane_addresses() const {
+  std::vector<std::string> addresses;
+  for (const auto& lanes : lanes_)
+    if (const Lane* lane = lanes->lane()) addresses.push_back(lane->address());
+  return addresses;
 }
 
 }  // namespace meridian

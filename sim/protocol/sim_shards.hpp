@@ -1,15 +1,15 @@
 #pragma once
-// A simulated site's two replicas with DiLoCo's outer state sharded between them ([parallel]
-// shard_outer, in a split exchange): each keeps its part and a mirror of the other's, peers send
+// A simulated site's replicas with DiLoCo's outer state sharded among them ([parallel]
+// shard_outer, in a split exchange): each keeps its part and a mirror of the next one's, peers send
 // each replica its part of their deltas, and the site puts nothing together at its leader. The
 // replicas run the real group code of a site (GroupChannel, GroupParts, the outer cut, SiteLanes
 // and KeptParts, lane_wiring) over a TurnGroup: each on a thread of its own, one at a time, so
 // that a seed still replays exactly.
-#include <array>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/model/shard_map.hpp"
@@ -23,22 +23,23 @@
 namespace meridian {
 
 // The values a simulated sharded site's model has: three units of the outer cut, the last one
-// short, so the two replicas' parts differ (one unit against nearly two).
+// short, so that a site of two replicas holds parts of one unit and of nearly two, and one of
+// three a unit each.
 inline constexpr std::size_t kSimShardedParams = 2 * kShardUnit + 1000;
 
 class SimShards {
  public:
-  static constexpr int kReplicas = 2;
   // One replica's side of the site: its round, training and outer state.
   struct Side {
     RoundDriver& driver;
     Training& training;
     OuterState& state;
   };
-  using Sides = std::array<Side, kReplicas>;
+  using Sides = std::vector<Side>;
+  // Replica `rank`'s lane link (ranks 1 and up), made at the first formation.
+  using LaneLink = std::function<std::unique_ptr<Link>(int rank)>;
 
-  // `lane_link`: the member replica's lane link, made at the first formation.
-  SimShards(std::size_t params, SiteLanes::MakeLink lane_link);
+  SimShards(std::size_t params, int replicas, const LaneLink& lane_link);
 
   // The leader's striped link takes its own part of a delta that comes in parts, and cuts parts
   // for peers that take them.
@@ -49,18 +50,16 @@ class SimShards {
   // `call` on every replica, each on its turn (the leader's first), with the site's channel and
   // parts; then the lanes' sync. The first error a replica let out comes out here.
   void run(const Sides& sides, const LaneLeader& leader, const std::function<void(RoundDriver&, Replica&)>& call);
-  // The member's copy of a delta its site sends (RoundEvents::encoded): its lane sends its stripes.
-  void hold(std::vector<std::byte> bytes) { lanes_[1]->hold(std::move(bytes)); }
-  // The member's lane address ("" before the first formation).
-  std::string lane_address() const;
-  const ShardMap& map() const { return map_; }
-  std::uint64_t parts_refused() const { return kept_[0].refused() + kept_[1].refused(); }
+  // Replica `rank`'s copy of a delta its site sends (RoundEvents::encoded): its lane sends its stripes.
+  void hold(int rank, std::vector<std::byte> bytes) { lanes_[static_cast<std::size_t>(rank)]->hold(std::move(bytes)); }
+  // The members' lane addresses (none before the first formation).
+  std::vector<std::string> lane_addresses() const;
 
  private:
   ShardMap map_;
-  TurnGroup group_{kReplicas};
-  std::array<KeptParts, kReplicas> kept_;
-  std::array<std::unique_ptr<SiteLanes>, kReplicas> lanes_;
+  TurnGroup group_;
+  std::vector<KeptParts> kept_;
+  std::vector<std::unique_ptr<SiteLanes>> lanes_;
 };
 
 }  // namespace meridian

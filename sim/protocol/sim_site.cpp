@@ -53,7 +53,13 @@ SimSite::SimSite(SimWorld& world, std::string name) : world_(world), name_(std::
   disk_ = std::make_unique<Disk>(Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
                                                  sim_fragments(w.size(), world_.job.fragments)),
                                       w, std::vector<float>(w.size()), 0});
-  if (world_.job.shard_outer) member_disk_ = std::make_unique<Disk>(*disk_);
+  if (world_.job.shard_outer) {
+    const auto at = std::find(world_.job.sites.begin(), world_.job.sites.end(), name_) - world_.job.sites.begin();
+    const int replicas = static_cast<std::size_t>(at) < world_.job.replicas.size()
+                             ? world_.job.replicas[static_cast<std::size_t>(at)]
+                             : 2;
+    member_disks_.assign(static_cast<std::size_t>(replicas - 1), *disk_);
+  }
   start();
 }
 
@@ -85,8 +91,10 @@ void SimSite::start() {
                                     return tag == static_cast<std::uint16_t>(LinkTag::Delta) && first_attempt(id);
                                   }};
     if (world_.job.shard_outer) {
-      inc->shards = std::make_unique<SimShards>(world_.job.params, [this](const SiteLanes::SiteOf&) {
-        return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1");
+      const int replicas = 1 + static_cast<int>(member_disks_.size());
+      inc->shards = std::make_unique<SimShards>(world_.job.params, replicas, [this](int rank) {
+        return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane" +
+                                   std::to_string(rank));
       });
       inc->shards->wire(striping);
     }
@@ -129,12 +137,20 @@ void SimSite::start() {
   RoundEvents& events = *this;
   inc->driver = std::make_unique<RoundDriver>(plan, inc->now.state, events, [this] { return world_.clock.now(); });
   inc->driver->lead(inc->peers ? inc->peers.get() : static_cast<RoundPeers*>(inc->cross.get()));
-  inc->member = std::make_unique<Member>(member_disk_ ? *member_disk_ : disk, plan, world_.job.seed, name_, inc->wire,
-                                         [this] { return world_.clock.now(); });
-  Member& m = *inc->member;
+  const auto clock = [this] { return world_.clock.now(); };
   if (inc->shards) {
-    m.hold = [shards = inc->shards.get()](std::vector<std::byte> bytes) { shards->hold(std::move(bytes)); };
-  } else if (inc->striped) {
+    for (std::size_t i = 0; i < member_disks_.size(); ++i) {
+      auto& m = *inc->members.emplace_back(
+          std::make_unique<Member>(member_disks_[i], plan, world_.job.seed, name_, inc->wire, clock));
+      m.hold = [shards = inc->shards.get(), rank = static_cast<int>(i) + 1](std::vector<std::byte> bytes) {
+        shards->hold(rank, std::move(bytes));
+      };
+    }
+  } else {
+    inc->members.push_back(std::make_unique<Member>(disk, plan, world_.job.seed, name_, inc->wire, clock));
+  }
+  Member& m = *inc->members.front();
+  if (inc->striped && !inc->shards) {
     m.lane =
         std::make_unique<Lane>(world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1"),
                                static_cast<std::uint16_t>(LinkTag::Stripe));
@@ -145,7 +161,7 @@ void SimSite::start() {
     inc->cross->set_lanes({m.lane->address()});
   }
   inc->driver->pause(paused_outer_);
-  m.driver.pause(paused_outer_);
+  for (auto& member : inc->members) member->driver.pause(paused_outer_);
   incarnation_ = std::move(inc);
   // The group's first formation: each replica keeps its part of the outer state (from its
   // weights when none ever began a round) and the lanes open.
@@ -240,7 +256,7 @@ void SimSite::train_step() {
   Incarnation& inc = *incarnation_;
   const double scale = std::exchange(spike_, false) ? kSpike : 1.0;
   inc.steps->train(scale);
-  inc.member->steps.train(scale);
+  for (auto& member : inc.members) member->steps.train(scale);
   const std::int64_t done = inc.now.step;
   const bool last = done == inc.driver->plan().total_steps;
   const bool hold = paused_outer_ && !last;
@@ -253,7 +269,6 @@ void SimSite::train_step() {
 
 void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& call) {
   Incarnation& inc = *incarnation_;
-  Member& m = *inc.member;
   if (inc.shards) {
     try {
       inc.shards->run(sides(), lane_leader(), call);
@@ -267,26 +282,31 @@ void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& cal
   } else {
     Replica leader{inc.channel, *inc.steps};
     call(*inc.driver, leader);
+    Member& m = *inc.members.front();
     Replica member{m.channel, m.steps};
     call(m.driver, member);
     sync_lanes();
   }
-  const bool same =
-      inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local && inc.now.step == m.now.step &&
-      inc.driver->waiting() == m.driver.waiting() &&
-      (inc.shards ? mirrors_hold()
-                  : OuterState::weights_hash(inc.now.state.global()) == OuterState::weights_hash(m.now.state.global()));
-  if (!same)
-    world_.checker.fail(name_ + "'s replicas differ: the leader at version " + std::to_string(inc.now.state.version()) +
-                        " step " + std::to_string(inc.now.step) + ", the member at version " +
-                        std::to_string(m.now.state.version()) + " step " + std::to_string(m.now.step));
+  for (const auto& member : inc.members) {
+    const Member& m = *member;
+    const bool same = inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local &&
+                      inc.now.step == m.now.step && inc.driver->waiting() == m.driver.waiting() &&
+                      (inc.shards || OuterState::weights_hash(inc.now.state.global()) ==
+                                         OuterState::weights_hash(m.now.state.global()));
+    if (!same)
+      world_.checker.fail(name_ + "'s replicas differ: the leader at version " +
+                          std::to_string(inc.now.state.version()) + " step " + std::to_string(inc.now.step) +
+                          ", a member at version " + std::to_string(m.now.state.version()) + " step " +
+                          std::to_string(m.now.step));
+  }
+  if (inc.shards && !mirrors_hold()) world_.checker.fail(name_ + "'s mirrors differ from the parts they mirror");
   check_weights();
 }
 
 void SimSite::sync_lanes() {
   Incarnation& inc = *incarnation_;
   if (!inc.striped) return;
-  Lane& lane = *inc.member->lane;
+  Lane& lane = *inc.members.front()->lane;
   auto peer_lanes = inc.cross->peer_lanes();
   std::set<std::string> peers;
   for (const auto& [address, peer] : peer_lanes) {
@@ -303,8 +323,9 @@ void SimSite::sync_lanes() {
 
 SimShards::Sides SimSite::sides() {
   Incarnation& inc = *incarnation_;
-  Member& m = *inc.member;
-  return {SimShards::Side{*inc.driver, *inc.steps, inc.now.state}, SimShards::Side{m.driver, m.steps, m.now.state}};
+  SimShards::Sides sides{SimShards::Side{*inc.driver, *inc.steps, inc.now.state}};
+  for (auto& m : inc.members) sides.push_back(SimShards::Side{m->driver, m->steps, m->now.state});
+  return sides;
 }
 
 LaneLeader SimSite::lane_leader() { return {incarnation_->cross.get(), incarnation_->striped}; }
@@ -321,7 +342,7 @@ void SimSite::regroup(const Error& e) {
 
 void SimSite::save_disk() {
   *disk_ = incarnation_->now;
-  if (member_disk_) *member_disk_ = incarnation_->member->now;
+  for (std::size_t i = 0; i < member_disks_.size(); ++i) member_disks_[i] = incarnation_->members[i]->now;
   incarnation_->cross->durable(disk_->state.version());
 }
 
@@ -355,7 +376,7 @@ void SimSite::restart(bool lose_disk) {
     *disk_ = Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
                              sim_fragments(w.size(), world_.job.fragments)),
                   w, std::vector<float>(w.size()), 0};
-    if (member_disk_) *member_disk_ = *disk_;
+    for (auto& d : member_disks_) d = *disk_;
   }
   start();
   incarnation_->take_up = lose_disk;
@@ -369,8 +390,9 @@ void SimSite::cut_off(bool cut) {
 void SimSite::apply_faults() {
   if (!incarnation_) return;
   world_.network.isolate(incarnation_->link->address(), cut_);
-  if (const auto& lane = incarnation_->member->lane) world_.network.isolate(lane->address(), cut_);
-  if (const auto& shards = incarnation_->shards) world_.network.isolate(shards->lane_address(), cut_);
+  if (const auto& lane = incarnation_->members.front()->lane) world_.network.isolate(lane->address(), cut_);
+  if (const auto& shards = incarnation_->shards)
+    for (const auto& address : shards->lane_addresses()) world_.network.isolate(address, cut_);
   ControlFaults& f = incarnation_->control->faults();
   f.down = cut_ || world_.faults.outages > 0;
   f.lost_reply = world_.faults.lost_reply.contains(name_) ? world_.faults.lost_reply.at(name_) : 0;
@@ -408,7 +430,7 @@ void SimSite::pause_outer(bool paused) {
   if (incarnation_) {
     incarnation_->cross->set_proposing(!paused);
     incarnation_->driver->pause(paused);
-    incarnation_->member->driver.pause(paused);
+    for (auto& member : incarnation_->members) member->driver.pause(paused);
   }
   say(paused ? "pause-outer" : "resume-outer");
 }

@@ -62,9 +62,12 @@ struct SimJob {
   // The split exchange ([transport] exchange = "split"): the member replica sends its stripes of
   // each delta on a lane of its own and hands its leader those it receives, after every call.
   bool split = false;
-  // With a split exchange: DiLoCo's outer state sharded between the replicas ([parallel]
+  // With a split exchange: DiLoCo's outer state sharded among the replicas ([parallel]
   // shard_outer; sim_shards.hpp), peers' deltas taken in parts. One fragment, no eager overlap.
   bool shard_outer = false;
+  // Each site's replicas, by the order of `sites`: 2 where it says nothing (with the outer state
+  // whole, always 2).
+  std::vector<int> replicas;
   std::uint64_t seed = 0;
   OuterOptions outer;
   CrossSiteOptions cross;  // the protocol's timings; job, site and sites are filled in per site
@@ -144,6 +147,9 @@ class SimSite final : private RoundEvents {
   // A collective failed (a part a commit names is no longer kept): the replicas re-form, cut the
   // outer state anew and join again, as a real site's group does.
   void regroup(const Error& e);
+  // The outer states that hold the model's values: the leader's, and with the outer state sharded
+  // every member's part.
+  std::vector<const OuterState*> held_states() const;
   // The sharded replicas' checks after a call: each mirror holds what its owner holds.
   bool mirrors_hold() const;
   // The site's whole outer weights: the leader's, or the replicas' parts put together.
@@ -164,7 +170,7 @@ class SimSite final : private RoundEvents {
   SimWorld& world_;
   std::string name_;
   std::unique_ptr<Disk> disk_;  // the latest checkpoint: every third exchange, as a real site's is now and then
-  std::unique_ptr<Disk> member_disk_;  // with the outer state sharded, the member's part of it (else disk_ serves both)
+  std::vector<Disk> member_disks_;  // with the outer state sharded, the members' parts of it (else disk_ serves all)
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;

@@ -18,9 +18,7 @@ void SimSite::check_weights() {
   // The working weights are the round's start plus the progress in flight since its fragments
   // were last sent: a rebase, a drop or an adopted state loses none of it and adds none. With the
   // outer state sharded each replica holds the start of its part (the leader counts the progress).
-  std::vector<const OuterState*> states{&d.state};
-  if (incarnation_->shards) states.push_back(&incarnation_->member->now.state);
-  for (const OuterState* state : states) {
+  for (const OuterState* state : held_states()) {
     const std::size_t from = state->part().offset;
     for (std::size_t j = 0; j < state->part().count; ++j) {
       const std::size_t i = from + j;
@@ -34,24 +32,34 @@ void SimSite::check_weights() {
   }
 }
 
+std::vector<const OuterState*> SimSite::held_states() const {
+  std::vector<const OuterState*> states{&incarnation_->now.state};
+  if (incarnation_->shards)
+    for (const auto& m : incarnation_->members) states.push_back(&m->now.state);
+  return states;
+}
+
 bool SimSite::mirrors_hold() const {
-  const OuterState& a = incarnation_->now.state;
-  const OuterState& b = incarnation_->member->now.state;
-  const auto holds = [](const OuterState& owner, const OuterState& other) {
-    const OuterState* mirror = other.mirror();
-    return mirror && other.mirror_part() == owner.part() && std::ranges::equal(mirror->global(), owner.global()) &&
-           std::ranges::equal(mirror->start(), owner.start());
-  };
-  return a.part().offset == 0 && a.part().count + b.part().count == a.size() && holds(a, b) && holds(b, a);
+  // Rank r mirrors rank r + 1's part (the last rank the first's), and the parts cover the model in order.
+  const auto states = held_states();
+  std::size_t next_offset = 0;
+  for (std::size_t r = 0; r < states.size(); ++r) {
+    const OuterState& mine = *states[r];
+    const OuterState& next = *states[(r + 1) % states.size()];
+    const OuterState* mirror = mine.mirror();
+    if (mine.part().offset != next_offset || !mirror || mine.mirror_part() != next.part() ||
+        !std::ranges::equal(mirror->global(), next.global()) || !std::ranges::equal(mirror->start(), next.start()))
+      return false;
+    next_offset += mine.part().count;
+  }
+  return next_offset == states.front()->size();
 }
 
 std::vector<float> SimSite::whole_global() const {
   const OuterState& lead = incarnation_->now.state;
-  std::vector<float> whole(lead.global().begin(), lead.global().end());
-  if (!incarnation_->shards) return whole;
-  whole.resize(lead.size());
-  const OuterState& member = incarnation_->member->now.state;
-  std::ranges::copy(member.global(), whole.begin() + static_cast<std::ptrdiff_t>(member.part().offset));
+  std::vector<float> whole(lead.size());
+  for (const OuterState* state : held_states())
+    std::ranges::copy(state->global(), whole.begin() + static_cast<std::ptrdiff_t>(state->part().offset));
   return whole;
 }
 
@@ -72,10 +80,11 @@ void SimSite::applied(const AppliedVersion& v) {
   const OuterState& state = incarnation_->now.state;
   if (v.record == nullptr)
     return world_.checker.fail(name_ + " applied version " + std::to_string(v.version) + " with no record");
-  // Sharded, the member applied it too before the leader's turn came back (its last collective).
-  if (incarnation_->shards && incarnation_->member->now.state.version() != v.version)
-    world_.checker.fail(name_ + "'s leader applied version " + std::to_string(v.version) + " while its member holds " +
-                        std::to_string(incarnation_->member->now.state.version()));
+  // Sharded, the members applied it too before the leader's turn came back (their last collective).
+  for (const OuterState* held : held_states())
+    if (held->version() != v.version)
+      world_.checker.fail(name_ + "'s leader applied version " + std::to_string(v.version) + " while a member holds " +
+                          std::to_string(held->version()));
   world_.checker.applied(name_, *v.record, OuterState::weights_hash(whole_global()), v.adopted);
   if (v.adopted) return say("adopted a peer's state of version " + std::to_string(v.version));
   // A commit rebases the round onto it: the fragments it changed start from the version.

@@ -143,7 +143,7 @@ struct SimSite::Incarnation {
   Update wire;
   sim_site_detail::WireChannel channel{wire, true};
   std::unique_ptr<Steps> steps;
-  std::unique_ptr<Member> member;
+  std::vector<std::unique_ptr<Member>> members;  // the leader's group after it: one, unless sharded
   std::unique_ptr<RoundDriver> driver;  // last: it goes first, while all it holds is still there
 };
 
