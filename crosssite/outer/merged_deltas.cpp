@@ -62,7 +62,9 @@ void MergedDeltas::fill(std::size_t i, std::vector<std::byte> encoding) {
                  " is no delta held in parts");
   encoded[i] = std::move(encoding);
   refs[i].clear();
-  if (filled()) refs.clear();
+  if (!filled()) return;
+  refs.clear();
+  sources.clear();
 }
 
 bool MergedDeltas::filled() const {
@@ -98,7 +100,7 @@ MergedDeltas MergedDeltas::cut(std::vector<ShardRange> ranges) const {
     else
       joined.push_back(r);
   }
-  MergedDeltas out{{}, weights, share, values, joined, refs};
+  MergedDeltas out{{}, weights, share, values, joined, refs, sources};
   if (joined.size() == 1 && joined[0].count == values) out.held.clear();  // all of it: the deltas as they are
   if (joined.empty()) out.held = {ShardRange{0, 0}};                      // nothing: no bytes
   for (std::size_t i = 0; i < encoded.size(); ++i) {
@@ -130,15 +132,19 @@ std::vector<std::byte> MergedDeltas::pack() const {
     put(out, std::uint64_t{r.count});
   }
   MERIDIAN_CHECK(refs.empty() || refs.size() == encoded.size(), encoded.size(), " deltas, ", refs.size(), " refs");
+  MERIDIAN_CHECK(sources.size() == refs.size(), refs.size(), " refs, ", sources.size(), " sources");
   put(out, std::uint64_t{refs.size()});
   for (std::size_t i = 0; i < encoded.size(); ++i) {
     put(out, weights[i]);
     put(out, std::uint64_t{encoded[i].size()});
     out.insert(out.end(), encoded[i].begin(), encoded[i].end());
     if (refs.empty()) continue;
-    put(out, std::uint64_t{refs[i].size()});
-    const auto* text = reinterpret_cast<const std::byte*>(refs[i].data());
-    out.insert(out.end(), text, text + refs[i].size());
+    for (const std::string* text : {&refs[i], &sources[i].first}) {
+      put(out, std::uint64_t{text->size()});
+      const auto* chars = reinterpret_cast<const std::byte*>(text->data());
+      out.insert(out.end(), chars, chars + text->size());
+    }
+    put(out, sources[i].second);
   }
   return out;
 }
@@ -170,6 +176,9 @@ MergedDeltas MergedDeltas::unpack(std::span<const std::byte> bytes) {
     if (refs == 0) continue;
     const auto ref = bytes_of(i);
     m.refs.emplace_back(reinterpret_cast<const char*>(ref.data()), ref.size());
+    const auto site = bytes_of(i);
+    m.sources.emplace_back(std::string(reinterpret_cast<const char*>(site.data()), site.size()),
+                           take<std::int64_t>(bytes));
   }
   MERIDIAN_CHECK(bytes.empty(), "a merged-deltas pack with ", bytes.size(), " bytes past its ", count, " deltas");
   return m;

@@ -9,8 +9,10 @@
 // holds a whole decoded delta or a whole mean. Each replica gets only the blocks of those two
 // parts (cut(): a codec codes each block alone, so a range's blocks are a delta of their own).
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model/shard_map.hpp"
@@ -35,6 +37,9 @@ struct MergedDeltas {
   // Per delta (or none at all): empty, or the name of a delta the site's replicas hold in parts
   // (crosssite/round/held_parts.hpp), whose encoding each replica fills in from its own (fill()).
   std::vector<std::string> refs{};
+  // Beside refs, per delta: its site and round, under which each replica journals its part of a
+  // delta held in parts (crosssite/round/delta_journal.hpp) as it fills it in.
+  std::vector<std::pair<std::string, std::int64_t>> sources{};
 
   // Delta `i`'s encoding of the ranges held, in place of its ref.
   void fill(std::size_t i, std::vector<std::byte> encoding);

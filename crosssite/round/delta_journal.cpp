@@ -5,8 +5,11 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string_view>
 
 #include "core/util/error.hpp"
+#include "crosssite/codec/codec_parts.hpp"
 
 namespace meridian {
 namespace {
@@ -20,13 +23,44 @@ std::string file_name(std::int64_t round) {
   return name;
 }
 
-// The round a journal file's name says, or -1 for a name the journal did not write.
-std::int64_t round_of(const std::string& name) {
-  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return -1;
-  const auto digits = std::string_view(name).substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+std::string part_name(std::int64_t round, int index, int count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "round-%012lld-part-%d-of-%d.delta", static_cast<long long>(round), index, count);
+  return name;
+}
+
+// What a journal file's name says: its round (-1 for a name the journal did not write) and, for a
+// part, its index and count (-1 for a whole delta).
+struct FileName {
   std::int64_t round = -1;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), round);
-  return ec == std::errc() && end == digits.data() + digits.size() ? round : -1;
+  int index = -1, count = -1;
+};
+
+// The number at the front of `text`, the rest after it.
+template <typename T>
+std::optional<T> number(std::string_view& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+  return value;
+}
+
+FileName parse(const std::string& name) {
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return {};
+  std::string_view rest = std::string_view(name).substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  const auto round = number<std::int64_t>(rest);
+  if (!round || *round < 0) return {};
+  if (rest.empty()) return {*round};
+  constexpr std::string_view kPart = "-part-", kOf = "-of-";
+  if (!rest.starts_with(kPart)) return {};
+  rest.remove_prefix(kPart.size());
+  const auto index = number<int>(rest);
+  if (!index || !rest.starts_with(kOf)) return {};
+  rest.remove_prefix(kOf.size());
+  const auto count = number<int>(rest);
+  if (!count || !rest.empty() || *index < 0 || *index >= *count) return {};
+  return {*round, *index, *count};
 }
 
 std::vector<std::byte> read_file(const std::filesystem::path& path) {
@@ -40,16 +74,60 @@ std::vector<std::byte> read_file(const std::filesystem::path& path) {
 
 }  // namespace
 
+std::optional<std::vector<std::byte>> joined_parts(const JournalParts& parts) {
+  for (auto it = parts.begin(); it != parts.end();) {
+    const int count = it->first.first;
+    std::vector<std::vector<std::byte>> cut;
+    for (; it != parts.end() && it->first.first == count; ++it)
+      if (it->first.second == static_cast<int>(cut.size())) cut.push_back(it->second);
+    if (static_cast<int>(cut.size()) != count) continue;
+    try {
+      return join_encoded(cut);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Peer) throw;  // parts that do not join: none of this cut
+    }
+  }
+  return std::nullopt;
+}
+
+void MemoryDeltaJournal::write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) {
+  parts_[key][{count, index}].assign(bytes.begin(), bytes.end());
+}
+
+void MemoryDeltaJournal::erase_through(const std::string& site, std::int64_t round) {
+  const auto done = [&](const auto& kv) { return kv.first.first == site && kv.first.second <= round; };
+  std::erase_if(deltas_, done);
+  std::erase_if(parts_, done);
+}
+
+void MemoryDeltaJournal::erase(const Key& key) {
+  deltas_.erase(key);
+  parts_.erase(key);
+}
+
+std::map<DeltaJournal::Key, std::vector<std::byte>> MemoryDeltaJournal::load() const {
+  auto out = deltas_;
+  for (const auto& [key, parts] : parts_)
+    if (!out.contains(key))
+      if (auto whole = joined_parts(parts)) out[key] = std::move(*whole);
+  return out;
+}
+
+std::optional<std::vector<std::byte>> MemoryDeltaJournal::read(const Key& key) const {
+  if (const auto it = deltas_.find(key); it != deltas_.end()) return it->second;
+  const auto it = parts_.find(key);
+  return it == parts_.end() ? std::nullopt : joined_parts(it->second);
+}
+
 FileDeltaJournal::FileDeltaJournal(std::filesystem::path dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw make_error(ErrorKind::Io, "cannot create the delta journal ", dir_.string(), ": ", ec.message());
 }
 
-void FileDeltaJournal::write(const Key& key, std::span<const std::byte> bytes) {
+void FileDeltaJournal::put(const std::filesystem::path& path, std::span<const std::byte> bytes) const {
   std::error_code ec;
-  std::filesystem::create_directories(dir_ / key.first, ec);
-  const auto path = dir_ / key.first / file_name(key.second);
+  std::filesystem::create_directories(path.parent_path(), ec);
   auto tmp = path;
   tmp += ".tmp";
   {
@@ -61,37 +139,61 @@ void FileDeltaJournal::write(const Key& key, std::span<const std::byte> bytes) {
   if (ec) throw make_error(ErrorKind::Io, "cannot move ", tmp.string(), " into place: ", ec.message());
 }
 
+void FileDeltaJournal::write(const Key& key, std::span<const std::byte> bytes) {
+  put(dir_ / key.first / file_name(key.second), bytes);
+}
+
+void FileDeltaJournal::write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) {
+  MERIDIAN_CHECK(index >= 0 && index < count, "part ", index, " of ", count);
+  put(dir_ / key.first / part_name(key.second, index, count), bytes);
+}
+
 void FileDeltaJournal::erase_through(const std::string& site, std::int64_t round) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_ / site, ec)) {
-    const auto r = round_of(entry.path().filename().string());
+    const auto r = parse(entry.path().filename().string()).round;
     if (r >= 0 && r <= round) std::filesystem::remove(entry.path(), ec);  // one left behind is read back and dropped again
   }
 }
 
 void FileDeltaJournal::erase(const Key& key) {
   std::error_code ec;
-  std::filesystem::remove(dir_ / key.first / file_name(key.second), ec);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / key.first, ec))
+    if (parse(entry.path().filename().string()).round == key.second) std::filesystem::remove(entry.path(), ec);
 }
 
 std::map<DeltaJournal::Key, std::vector<std::byte>> FileDeltaJournal::load() const {
   std::map<Key, std::vector<std::byte>> out;
+  std::map<Key, JournalParts> parts;
   std::error_code ec;
   for (const auto& site : std::filesystem::directory_iterator(dir_, ec)) {
     if (!site.is_directory()) continue;
     for (const auto& entry : std::filesystem::directory_iterator(site.path(), ec)) {
-      const auto r = round_of(entry.path().filename().string());
-      if (r >= 0) out[{site.path().filename().string(), r}] = read_file(entry.path());
+      const auto name = parse(entry.path().filename().string());
+      if (name.round < 0) continue;
+      const Key key{site.path().filename().string(), name.round};
+      if (name.count < 0)
+        out[key] = read_file(entry.path());
+      else
+        parts[key][{name.count, name.index}] = read_file(entry.path());
     }
   }
+  for (const auto& [key, cut] : parts)
+    if (!out.contains(key))
+      if (auto whole = joined_parts(cut)) out[key] = std::move(*whole);
   return out;
 }
 
 std::optional<std::vector<std::byte>> FileDeltaJournal::read(const Key& key) const {
   const auto path = dir_ / key.first / file_name(key.second);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  return read_file(path);
+  if (std::filesystem::is_regular_file(path, ec)) return read_file(path);
+  JournalParts parts;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / key.first, ec)) {
+    const auto name = parse(entry.path().filename().string());
+    if (name.round == key.second && name.count > 0) parts[{name.count, name.index}] = read_file(entry.path());
+  }
+  return joined_parts(parts);
 }
 
 }  // namespace meridian

@@ -7,6 +7,9 @@
 // a committed version nobody could ever apply, and the whole job waited for it for good (found by
 // the protocol simulator, docs/simulator.md). Each site's entries are kept for its latest
 // CrossSiteOptions::keep_own_rounds rounds.
+// A sharded site that holds a peer's delta in parts (crosssite/round/held_parts.hpp) has no bytes
+// of it at its leader: each replica journals its own part, and the journal gives the delta back
+// whole once every part of one cut is there.
 // FileDeltaJournal is the real one (a file per delta under the site's run directory, written whole
 // then renamed into place); MemoryDeltaJournal is the simulator's disk.
 #include <cstddef>
@@ -26,6 +29,12 @@ class DeltaJournal {
   using Key = std::pair<std::string, std::int64_t>;  // (site, round)
   virtual ~DeltaJournal() = default;
   virtual void write(const Key& key, std::span<const std::byte> bytes) = 0;
+  // Part `index` of `count` of a delta (a replica's own under its group's cut). load() and read()
+  // give the delta whole, its parts joined (codec_parts' join_encoded), once every part of one
+  // count is here, unless the delta itself is; a part that does not join is passed over (every
+  // entry is checked against its digest before use anyway). erase() and erase_through() take the
+  // parts too.
+  virtual void write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) = 0;
   // Forgets `site`'s rounds up to and including `round`.
   virtual void erase_through(const std::string& site, std::int64_t round) = 0;
   virtual void erase(const Key& key) = 0;
@@ -34,21 +43,23 @@ class DeltaJournal {
   virtual std::optional<std::vector<std::byte>> read(const Key& key) const = 0;
 };
 
+// A delta's parts in a journal, by (count, index); the whole of the first count all of whose parts
+// are here, joined, or nothing.
+using JournalParts = std::map<std::pair<int, int>, std::vector<std::byte>>;
+std::optional<std::vector<std::byte>> joined_parts(const JournalParts& parts);
+
 class MemoryDeltaJournal final : public DeltaJournal {
  public:
   void write(const Key& key, std::span<const std::byte> bytes) override { deltas_[key].assign(bytes.begin(), bytes.end()); }
-  void erase_through(const std::string& site, std::int64_t round) override {
-    std::erase_if(deltas_, [&](const auto& kv) { return kv.first.first == site && kv.first.second <= round; });
-  }
-  void erase(const Key& key) override { deltas_.erase(key); }
-  std::map<Key, std::vector<std::byte>> load() const override { return deltas_; }
-  std::optional<std::vector<std::byte>> read(const Key& key) const override {
-    const auto it = deltas_.find(key);
-    return it == deltas_.end() ? std::nullopt : std::optional(it->second);
-  }
+  void write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) override;
+  void erase_through(const std::string& site, std::int64_t round) override;
+  void erase(const Key& key) override;
+  std::map<Key, std::vector<std::byte>> load() const override;
+  std::optional<std::vector<std::byte>> read(const Key& key) const override;
 
  private:
   std::map<Key, std::vector<std::byte>> deltas_;
+  std::map<Key, JournalParts> parts_;
 };
 
 // Error(Io) naming the file when one cannot be written or read; a file the journal did not write
@@ -57,12 +68,16 @@ class FileDeltaJournal final : public DeltaJournal {
  public:
   explicit FileDeltaJournal(std::filesystem::path dir);
   void write(const Key& key, std::span<const std::byte> bytes) override;
+  void write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) override;
   void erase_through(const std::string& site, std::int64_t round) override;
   void erase(const Key& key) override;
   std::map<Key, std::vector<std::byte>> load() const override;
   std::optional<std::vector<std::byte>> read(const Key& key) const override;
 
  private:
+  // A file written whole, then renamed into place.
+  void put(const std::filesystem::path& path, std::span<const std::byte> bytes) const;
+
   std::filesystem::path dir_;
 };
 

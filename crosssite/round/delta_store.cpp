@@ -193,8 +193,8 @@ void DeltaStore::journal(const std::vector<CommitEntry>& entries) {
   if (!options_.journal) return;
   for (const auto& e : entries) {
     const DeltaKey key{e.site, e.round};
-    // A delta held in parts has no bytes here to write: a restart from an older checkpoint asks
-    // its owner for it, or takes a peer's state.
+    // A delta held in parts has no bytes here: each replica journals its own part as it fills
+    // it in (GroupChannel), and the journal gives it back whole.
     const auto bytes = arrived_.find(key);
     if (bytes == arrived_.end() || !verified_.contains(key) || !journaled_.insert(key).second) continue;
     options_.journal->write(key, bytes->second);
@@ -235,8 +235,10 @@ DeltaStore::Means DeltaStore::mean_of(const CommitRecord& record, const OuterSta
     if (state.sharded()) {
       out.merged = MergedDeltas{{}, weights, share, n, {}};
       for (const auto bytes : encoded) out.merged->encoded.emplace_back(bytes.begin(), bytes.end());
-      if (std::any_of(refs.begin(), refs.end(), [](const std::string& r) { return !r.empty(); }))
+      if (std::any_of(refs.begin(), refs.end(), [](const std::string& r) { return !r.empty(); })) {
         out.merged->refs = std::move(refs);
+        for (const auto& e : entries) out.merged->sources.emplace_back(e.site, e.round);
+      }
       continue;
     }
     for (const auto& ref : refs)

@@ -30,6 +30,9 @@ class DurableJournal final : public DeltaJournal {
   std::int64_t floor(const std::string& site) const;
 
   void write(const Key& key, std::span<const std::byte> bytes) override { inner_->write(key, bytes); }
+  void write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) override {
+    inner_->write_part(key, index, count, bytes);
+  }
   // Erases no round above floor(site).
   void erase_through(const std::string& site, std::int64_t round) override;
   void erase(const Key& key) override { inner_->erase(key); }

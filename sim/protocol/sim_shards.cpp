@@ -7,8 +7,8 @@
 
 namespace meridian {
 
-SimShards::SimShards(std::size_t params, int replicas, const LaneLink& lane_link)
-    : map_(params, replicas), group_(replicas), kept_(static_cast<std::size_t>(replicas)) {
+SimShards::SimShards(std::size_t params, int replicas, const LaneLink& lane_link, DeltaJournal& journal)
+    : map_(params, replicas), journal_(journal), group_(replicas), kept_(static_cast<std::size_t>(replicas)) {
   for (int r = 0; r < replicas; ++r)
     lanes_.push_back(std::make_unique<SiteLanes>(
         static_cast<std::uint16_t>(LinkTag::Stripe), [lane_link, r](const SiteLanes::SiteOf&) { return lane_link(r); },
@@ -37,7 +37,8 @@ void SimShards::run(const Sides& sides, const LaneLeader& leader,
     const auto rank = static_cast<std::size_t>(comm.rank());
     const Side& side = sides[rank];
     GroupChannel channel(
-        comm, rank == 0, side.state.fragments(), [this](int r) { return held_ranges(map_, r); }, &kept_[rank]);
+        comm, rank == 0, side.state.fragments(), [this](int r) { return held_ranges(map_, r); }, &kept_[rank],
+        &journal_);
     GroupParts parts(comm, map_);
     Replica replica{channel, side.training, &parts};
     call(side.driver, replica);

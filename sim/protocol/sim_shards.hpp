@@ -39,7 +39,8 @@ class SimShards {
   // Replica `rank`'s lane link (ranks 1 and up), made at the first formation.
   using LaneLink = std::function<std::unique_ptr<Link>(int rank)>;
 
-  SimShards(std::size_t params, int replicas, const LaneLink& lane_link);
+  // `journal`: the site's, where each replica journals its part of a delta held in parts.
+  SimShards(std::size_t params, int replicas, const LaneLink& lane_link, DeltaJournal& journal);
 
   // The leader's striped link takes its own part of a delta that comes in parts, and cuts parts
   // for peers that take them.
@@ -57,6 +58,7 @@ class SimShards {
 
  private:
   ShardMap map_;
+  DeltaJournal& journal_;
   TurnGroup group_;
   std::vector<KeptParts> kept_;
   std::vector<std::unique_ptr<SiteLanes>> lanes_;

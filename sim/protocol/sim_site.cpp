@@ -92,10 +92,13 @@ void SimSite::start() {
                                   }};
     if (world_.job.shard_outer) {
       const int replicas = 1 + static_cast<int>(member_disks_.size());
-      inc->shards = std::make_unique<SimShards>(world_.job.params, replicas, [this](int rank) {
-        return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane" +
-                                   std::to_string(rank));
-      });
+      inc->shards = std::make_unique<SimShards>(
+          world_.job.params, replicas,
+          [this](int rank) {
+            return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane" +
+                                       std::to_string(rank));
+          },
+          *journal_);
       inc->shards->wire(striping);
     }
     auto striped = std::make_unique<StripedLink>(std::move(inc->link), std::move(striping));

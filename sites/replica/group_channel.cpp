@@ -84,6 +84,7 @@ void GroupChannel::fill_parts(MergedDeltas& merged, bool commit) {
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i] == nullptr) continue;
     const std::vector<std::byte>& mine = *parts[i];
+    if (journal_ && i < merged.sources.size()) journal_->write_part(merged.sources[i], rank, group_.size(), mine);
     const std::size_t theirs = encoded_size_as(mine, mirror.count);
     std::vector<float> out((mine.size() + 3) / 4), in((theirs + 3) / 4);
     std::memcpy(out.data(), mine.data(), mine.size());

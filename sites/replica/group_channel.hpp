@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/model/shard_map.hpp"
+#include "crosssite/round/delta_journal.hpp"
 #include "crosssite/round/replica_channel.hpp"
 #include "intrasite/comm/communicator.hpp"
 #include "sites/replica/kept_parts.hpp"
@@ -25,9 +26,12 @@ class GroupChannel final : public ReplicaChannel {
   using HeldRanges = std::function<std::vector<ShardRange>(int rank)>;
   // `fragments`: the job's (a commit names at most that many). Rank 0 leads. `held`: where merged
   // deltas are scattered (none: they are broadcast whole). `kept`: this replica's parts of the
-  // deltas held in parts (a commit's are let go once it is applied).
-  GroupChannel(Communicator& group, bool leader, int fragments, HeldRanges held = {}, KeptParts* kept = nullptr)
-      : group_(group), leader_(leader), fragments_(fragments), held_(std::move(held)), kept_(kept) {}
+  // deltas held in parts (a commit's are let go once it is applied). `journal`: where this replica
+  // writes its part of each such delta as it fills it in, before the version is applied or, for
+  // its site's proposal, claimed (the site's delta journal; none: not written).
+  GroupChannel(Communicator& group, bool leader, int fragments, HeldRanges held = {}, KeptParts* kept = nullptr,
+               DeltaJournal* journal = nullptr)
+      : group_(group), leader_(leader), fragments_(fragments), held_(std::move(held)), kept_(kept), journal_(journal) {}
   bool leader() const override { return leader_; }
   void share(Update& update, std::int64_t previewed) override;
   // The payloads' bytes this member received (the leader's: none), as a ledger of the site's traffic.
@@ -53,6 +57,7 @@ class GroupChannel final : public ReplicaChannel {
   int fragments_;
   HeldRanges held_;
   KeptParts* kept_;
+  DeltaJournal* journal_;
   std::vector<std::byte> header_;
   std::uint64_t received_ = 0;
 };

@@ -106,6 +106,10 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replic
           if (wan_.schedule && !wan_.schedule->start()) wan_.schedule->set_start(start);
         },
         cut_part_on, kept_);
+  // Peers' deltas come in parts where the outer state is sharded: each replica journals its own
+  // (the site's run directory is every replica's).
+  if (lanes_ && config_.parallel.shard_outer)
+    parts_journal_ = std::make_unique<FileDeltaJournal>(config_.job.run_dir / "delta-journal");
   if (active() && config_.control.endpoints.empty())
     throw make_error(ErrorKind::Config, "job '", config_.job.name, "' has ", placement_.sites,
                      " sites but no [control] endpoints: start it with `meridian launch`, or name its etcd cluster");
@@ -266,7 +270,7 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   driver_.lead(leader ? cross_.get() : nullptr);
   GroupChannel::HeldRanges held;
   if (state_.sharded()) held = [map = *outer_map_](int rank) { return held_ranges(map, rank); };
-  GroupChannel channel(group, leader, state_.fragments(), std::move(held), &kept_);
+  GroupChannel channel(group, leader, state_.fragments(), std::move(held), &kept_, parts_journal_.get());
   TrainerTraining training(trainer, group.size(),
                            static_cast<std::int64_t>(config_.inner.batch_per_replica) * config_.model.seq_len);
   std::optional<GroupParts> parts;

@@ -224,6 +224,7 @@ class SiteExchange final : private RoundEvents {
   RoundDriver driver_;
   std::unique_ptr<EtcdClient> etcd_;
   KeptParts kept_;  // peers' deltas' parts this replica keeps (before links_: its link keeps parts here)
+  std::unique_ptr<DeltaJournal> parts_journal_;  // where it journals its part of a delta held in parts
   LinkStack links_;
   WanEmulation wan_;
   std::unique_ptr<CrossSite> cross_;

@@ -75,6 +75,8 @@ TEST_CASE("a delta held in parts is judged by its reports, and a commit names it
   const auto means = store.mean_of(record, state, {});
   REQUIRE(means.merged.has_value());
   CHECK(means.merged->refs == std::vector<std::string>{"tcp://b#4"});
+  CHECK(means.merged->sources ==
+        std::vector<std::pair<std::string, std::int64_t>>{{"b", 4}});  // its replicas journal it so
   CHECK(means.merged->encoded == std::vector<std::vector<std::byte>>(1));
   CHECK(events.empty());
   store.drop_in_parts();  // the group re-formed

@@ -125,6 +125,7 @@ TEST_CASE(
   auto named = whole;
   named.encoded[1].clear();  // site 2's: its replicas hold it in parts
   named.refs = {"", "tcp://b#7", ""};
+  named.sources = {{"a", 3}, {"b", 7}, {"c", 2}};
   CHECK_FALSE(named.filled());
   std::vector<float> some(3);
   CHECK_THROWS_AS(named.mean(0, some), InvariantError);
@@ -135,6 +136,7 @@ TEST_CASE(
     const ShardRange part = map.part(rank), mirror = map.part((rank + 1) % 4);
     auto cut = named.cut({part, mirror});
     CHECK(cut.refs == named.refs);
+    CHECK(cut.sources == named.sources);
     CHECK(cut.encoded[1].empty());
     CHECK(MergedDeltas::unpack(cut.pack()) == cut);
     // What the replica fills in: its part and the next rank's, each encoded alone, joined in order.

@@ -5,6 +5,8 @@
 // every replica holds its preview, cut otherwise; a whole state's mean is broadcast.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "sites/replica/group_channel.hpp"
 #include "sites/replica/outer_cut.hpp"
 #include "tests/support/ranks.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace meridian;
 using namespace std::chrono_literals;
@@ -57,16 +60,21 @@ struct Received {
 // members' held ranges under `map`; `previewed`: the version each rank holds a preview of.
 // `kept`: each rank's parts of the deltas held in parts; `errors`: where the ranks' failures go
 // (none: the test fails on one).
+// `journal`: the site's journal directory, each rank writing its parts there with a journal of its own.
 std::vector<Received> share(const Update& update, const ShardMap& map, bool scatter,
                             std::vector<std::int64_t> previewed = std::vector<std::int64_t>(kReplicas, -1),
-                            std::vector<KeptParts>* kept = nullptr, std::vector<std::exception_ptr>* errors = nullptr) {
+                            std::vector<KeptParts>* kept = nullptr, std::vector<std::exception_ptr>* errors = nullptr,
+                            const std::filesystem::path* journal = nullptr) {
   MemoryStore store;
   std::vector<Received> got(kReplicas);
   auto thrown = run_ranks(kReplicas, [&](int rank) {
     auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
     GroupChannel::HeldRanges held;
     if (scatter) held = [&map](int r) { return held_ranges(map, r); };
-    GroupChannel channel(*comm, rank == 0, 1, held, kept ? &(*kept)[static_cast<std::size_t>(rank)] : nullptr);
+    std::optional<FileDeltaJournal> parts;
+    if (journal) parts.emplace(*journal);
+    GroupChannel channel(*comm, rank == 0, 1, held, kept ? &(*kept)[static_cast<std::size_t>(rank)] : nullptr,
+                         parts ? &*parts : nullptr);
     auto& mine = got[static_cast<std::size_t>(rank)];
     if (rank == 0) mine.update = update;
     channel.share(mine.update, previewed[static_cast<std::size_t>(rank)]);
@@ -119,15 +127,22 @@ TEST_CASE("a delta held in parts: each replica fills in its part and the next on
   MergedDeltas named = whole;
   named.encoded[1].clear();
   named.refs = {"", parts_ref("tcp://b", 3)};
+  named.sources = {{"a", 5}, {"b", 4}};
   const auto kept_parts = [&] { return parts_kept(map, whole.encoded[1]); };
   auto kept = kept_parts();
-  const auto got = share(commit_of(named), map, true, std::vector<std::int64_t>(kReplicas, -1), &kept);
+  const testing::TempDir dir("channel-journal");
+  const auto journal = dir / "delta-journal";
+  const auto got =
+      share(commit_of(named), map, true, std::vector<std::int64_t>(kReplicas, -1), &kept, nullptr, &journal);
   for (int r = 0; r < kReplicas; ++r) {
     CAPTURE(r);
     REQUIRE(got[static_cast<std::size_t>(r)].update.merged.has_value());
     CHECK(*got[static_cast<std::size_t>(r)].update.merged == whole.cut(held_ranges(map, r)));
     CHECK(kept[static_cast<std::size_t>(r)].part(parts_ref("tcp://b", 3)) == nullptr);  // merged: let go
   }
+  // Each replica journalled its part before the apply: a restart reads the delta back whole.
+  CHECK(FileDeltaJournal(journal).read({"b", 4}) == whole.encoded[1]);
+  CHECK(FileDeltaJournal(journal).load().size() == 1);
   // A replica that no longer keeps its part: every replica fails alike, none waits.
   kept = kept_parts();
   kept[1].forget(parts_ref("tcp://b", 3));
@@ -150,6 +165,7 @@ TEST_CASE("a preview keeps the parts it was filled in from, and the commit every
   MergedDeltas named = whole;
   named.encoded[1].clear();
   named.refs = {"", parts_ref("tcp://b", 3)};
+  named.sources = {{"a", 5}, {"b", 4}};
   auto kept = parts_kept(map, whole.encoded[1]);
   auto preview = commit_of(named);
   preview.kind = Update::Kind::Preview;

@@ -8,6 +8,7 @@
 
 #include "core/checkpoint/store.hpp"
 #include "core/io/env.hpp"
+#include "crosssite/round/delta_journal.hpp"
 #include "tests/sites/two_sites.hpp"
 
 using namespace meridian::testing;
@@ -242,6 +243,21 @@ TEST_CASE("sharded outer state: each replica keeps its part, and the job commits
     CHECK(split3.at(site)["split"]["held_in_parts"] == 3);
     CHECK(split3.at(site)["split"]["assembled"] == 0);
     CHECK(split3.at(site)["delta_requests"] == 0);  // none came whole after all
+  }
+  // Each replica journalled its part of the peer's deltas as it filled it in: the site's journal
+  // gives every one of them back whole, the very bytes the peer journalled as its own.
+  for (const auto& [site, peer] : {std::pair{"a", "b"}, std::pair{"b", "a"}}) {
+    CAPTURE(site);
+    const auto here = meridian::FileDeltaJournal(dir / "split3" / site / "delta-journal").load();
+    const auto theirs = meridian::FileDeltaJournal(dir / "split3" / peer / "delta-journal").load();
+    int rounds = 0;
+    for (const auto& [key, bytes] : theirs) {
+      if (key.first != peer) continue;
+      ++rounds;
+      CHECK(here.contains(key));
+      if (here.contains(key)) CHECK(here.at(key) == bytes);
+    }
+    CHECK(rounds == 3);
   }
   // At stage 3 each round read and rewrote the replica's part and mirror of the weights where they
   // lie: the whole weights were gathered only at the end (the final hash), never for a round.
