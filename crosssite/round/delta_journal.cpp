@@ -68,7 +68,7 @@ std::vector<std::byte> read_file(const std::filesystem::path& path) {
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw make_error(ErrorKind::Io, "cannot read the delta journal file ", path.string());
   std::vector<std::byte> out(bytes.size());
-  std::memcpy(out.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
 

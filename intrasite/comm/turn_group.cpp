@@ -70,7 +70,7 @@ class TurnGroup::Rank final : public Communicator {
     const auto all = group_.exchange(rank_, bytes_of(out));
     const auto& next = all[static_cast<std::size_t>((rank_ + 1) % size())];
     MERIDIAN_CHECK(next.size() == in.size_bytes(), "a ring shift of ", next.size(), " bytes into ", in.size_bytes());
-    std::memcpy(in.data(), next.data(), next.size());
+    if (!next.empty()) std::memcpy(in.data(), next.data(), next.size());
   }
   std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine, int root) override {
     MERIDIAN_CHECK(root >= 0 && root < size(), "root=", root, " size=", size());

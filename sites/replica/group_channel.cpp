@@ -128,7 +128,8 @@ void GroupChannel::share(Update& update, std::int64_t previewed) {
                    : carries_mean(update.kind) ? update.mean.size()
                                                : update.snapshot.size()};
     std::memcpy(header_.data(), &h, sizeof h);
-    std::memcpy(header_.data() + sizeof h, update.fragments.data(), sizeof(int) * update.fragments.size());
+    if (!update.fragments.empty())
+      std::memcpy(header_.data() + sizeof h, update.fragments.data(), sizeof(int) * update.fragments.size());
   }
   group_.broadcast(header_, 0);
   Header h;
@@ -147,7 +148,7 @@ void GroupChannel::share(Update& update, std::int64_t previewed) {
                     h.proposed_here != 0,
                     h.gather_state != 0,
                     {}};
-    std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
+    if (h.fragments > 0) std::memcpy(update.fragments.data(), header_.data() + sizeof h, sizeof(int) * h.fragments);
     if (h.merged == kBroadcast) packed.resize(h.payload);
     if (h.merged == kNone && carries_mean(update.kind)) update.mean.resize(h.payload);
     if (update.kind == Update::Kind::Snapshot) update.snapshot.resize(h.payload);
