@@ -34,13 +34,12 @@ class TurnGroup {
   // the ranks it left waiting, Error(Peer), come after it).
   void run(const std::function<void(Communicator&)>& call);
 
-  // Every rank's bytes, by rank, on every rank: the collective all others are made of. Called by
-  // rank `rank` on its own thread while run() is under way.
-  std::vector<std::vector<std::byte>> exchange(int rank, std::span<const std::byte> mine);
-
  private:
   enum class State { Idle, Running, Waiting, Done };
   class Rank;
+  // Every rank's bytes, by rank, on every rank: the collective all others are made of. Called by
+  // rank `rank` on its own thread while run() is under way.
+  std::vector<std::vector<std::byte>> exchange(int rank, std::span<const std::byte> mine);
   void worker(int rank);
   // The turn passes to the next rank that can run, completing the collective under way when none
   // can (every rank in it, or gone): the rank to wake, or -1 when the run is over.
