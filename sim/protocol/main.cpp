@@ -74,7 +74,7 @@ int run(int argc, char** argv) {
   }
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
-  std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0;
+  std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0, refetches = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -87,6 +87,7 @@ int run(int argc, char** argv) {
     dropped += static_cast<std::uint64_t>(outcome.rounds_dropped);
     held_in_parts += outcome.held_in_parts;
     regroups += outcome.regroups;
+    refetches += outcome.refetches;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
@@ -111,8 +112,11 @@ int run(int argc, char** argv) {
               static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
               static_cast<unsigned long long>(dropped));
   if (options.shard_outer)
-    std::printf("deltas held in parts: %llu; groups re-formed on a failed collective: %llu\n",
-                static_cast<unsigned long long>(held_in_parts), static_cast<unsigned long long>(regroups));
+    std::printf(
+        "deltas held in parts: %llu; groups re-formed on a failed collective: %llu; catch-ups after a "
+        "part not kept: %llu\n",
+        static_cast<unsigned long long>(held_in_parts), static_cast<unsigned long long>(regroups),
+        static_cast<unsigned long long>(refetches));
   std::printf("transfers dropped at a full queue: %llu, in %llu seeds\n", static_cast<unsigned long long>(overflowed),
               static_cast<unsigned long long>(seeds_overflowed));
   return failed == 0 ? 0 : 1;

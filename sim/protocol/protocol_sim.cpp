@@ -278,6 +278,7 @@ SimOutcome Run::go() {
     outcome_.assembled += s->assembled();
     outcome_.held_in_parts += s->held_in_parts();
     outcome_.regroups += s->regroups();
+    outcome_.refetches += s->refetches();
   }
   return outcome_;
 }

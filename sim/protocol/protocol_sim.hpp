@@ -57,6 +57,7 @@ struct SimOutcome {
   std::vector<int> replicas;        // ... each site's
   std::uint64_t held_in_parts = 0;  // ... and with shard_outer: held in parts, never put together
   std::uint64_t regroups = 0;       // ... and the sites' groups re-formed on a failed collective
+  std::uint64_t refetches = 0;      // ... and catch-ups after a part a commit named was not kept
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }

@@ -275,6 +275,8 @@ void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& cal
   if (inc.shards) {
     try {
       inc.shards->run(sides(), lane_leader(), call);
+    } catch (const PartsNotKept& e) {
+      refetch(e);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Peer) throw;
       regroup(e);
@@ -332,6 +334,16 @@ SimShards::Sides SimSite::sides() {
 }
 
 LaneLeader SimSite::lane_leader() { return {incarnation_->cross.get(), incarnation_->striped}; }
+
+void SimSite::refetch(const PartsNotKept& e) {
+  Incarnation& inc = *incarnation_;
+  ++refetches_;
+  say(std::string("its replicas let go of the deltas held in parts: ") + e.what());
+  inc.cross->drop_held_in_parts();
+  if (inc.phase == Phase::Draining) inc.drain_asked = true;
+  inc.phase = Phase::CatchingUp;
+  inc.shards->run(sides(), lane_leader(), [](RoundDriver& d, Replica&) { d.catch_up(); });
+}
 
 void SimSite::regroup(const Error& e) {
   Incarnation& inc = *incarnation_;

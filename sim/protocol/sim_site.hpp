@@ -21,6 +21,7 @@
 #include "crosssite/round/round_driver.hpp"
 #include "sim/protocol/checker.hpp"
 #include "sim/protocol/sim_shards.hpp"
+#include "sites/replica/group_channel.hpp"
 #include "transport/link/lane.hpp"
 #include "transport/link/sim_link.hpp"
 #include "transport/link/striped_link.hpp"
@@ -118,9 +119,11 @@ class SimSite final : private RoundEvents {
   std::string describe() const;
   // Split exchange: the deltas put together from stripes here, over every incarnation (as of each's last call).
   std::uint64_t assembled() const { return assembled_; }
-  // ... and with the outer state sharded: those held in parts, and the group's re-formations.
+  // ... and with the outer state sharded: those held in parts, the group's re-formations, and
+  // the catch-ups after a part a commit named was no longer kept.
   std::uint64_t held_in_parts() const { return held_in_parts_; }
   std::uint64_t regroups() const { return regroups_; }
+  std::uint64_t refetches() const { return refetches_; }
 
  private:
   struct Lease;
@@ -144,9 +147,12 @@ class SimSite final : private RoundEvents {
   // With the outer state sharded: each replica's side, and the leader's for the lanes.
   SimShards::Sides sides();
   LaneLeader lane_leader();
-  // A collective failed (a part a commit names is no longer kept): the replicas re-form, cut the
-  // outer state anew and join again, as a real site's group does.
+  // A collective failed: the replicas re-form, cut the outer state anew and join again, as a real
+  // site's group does.
   void regroup(const Error& e);
+  // A part a commit names is no longer kept: the leader lets go of what it holds in parts (each
+  // asked for whole again) and the site catches up, as a real site's does (SiteExchange::drive).
+  void refetch(const PartsNotKept& e);
   // The outer states that hold the model's values: the leader's, and with the outer state sharded
   // every member's part.
   std::vector<const OuterState*> held_states() const;
@@ -174,7 +180,7 @@ class SimSite final : private RoundEvents {
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
-  std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0;
+  std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

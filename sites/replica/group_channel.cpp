@@ -78,8 +78,9 @@ void GroupChannel::fill_parts(MergedDeltas& merged, bool commit) {
   // All give up together when one lacks a part: no member is left waiting in a shift.
   group_.allreduce(std::span<float>(&missing, 1), ReduceOp::Sum);
   if (missing > 0)
-    throw make_error(ErrorKind::Peer, "a delta held in parts has a part no longer kept by ", missing,
-                     " replica(s): the group re-forms and its leader asks for it whole");
+    throw PartsNotKept(make_error(ErrorKind::Peer, "a delta held in parts has a part no longer kept by ", missing,
+                                  " replica(s): its leader asks for it whole")
+                           .what());
   std::vector<std::string> filled;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i] == nullptr) continue;

@@ -13,12 +13,22 @@
 #include <vector>
 
 #include "core/model/shard_map.hpp"
+#include "core/util/error.hpp"
 #include "crosssite/round/delta_journal.hpp"
 #include "crosssite/round/replica_channel.hpp"
 #include "intrasite/comm/communicator.hpp"
 #include "sites/replica/kept_parts.hpp"
 
 namespace meridian {
+
+// A delta held in parts whose part some replica no longer keeps (its bound let the oldest go):
+// every replica of the group meets it at the same point, before anything is applied, so the
+// group need not re-form: its leader lets go of what it holds in parts (each asked for whole
+// again) and the site catches up. To whoever does not know it, an Error(Peer): a regroup.
+class PartsNotKept final : public Error {
+ public:
+  explicit PartsNotKept(const std::string& what) : Error(ErrorKind::Peer, what) {}
+};
 
 class GroupChannel final : public ReplicaChannel {
  public:
@@ -48,8 +58,7 @@ class GroupChannel final : public ReplicaChannel {
   std::uint8_t merged_mode(const Update& update, std::int64_t previewed,
                            std::vector<std::vector<std::byte>>& packs) const;
   // Every member together: each delta held in parts filled in with this member's part and, from
-  // the next rank, its mirror's. Error(Peer) when a part is not kept here (the group re-forms, and
-  // its leader asks for the delta whole).
+  // the next rank, its mirror's. PartsNotKept on every member when one lacks its part.
   void fill_parts(MergedDeltas& merged, bool commit);
 
   Communicator& group_;

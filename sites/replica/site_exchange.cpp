@@ -276,14 +276,32 @@ void SiteExchange::drive(Communicator& group, bool leader, Trainer& trainer, con
   std::optional<GroupParts> parts;
   if (state_.sharded()) parts.emplace(group, *outer_map_);
   Replica replica{channel, training, parts ? &*parts : nullptr};
-  start(replica);
+  // A part a commit names that some replica no longer keeps fails the apply on every replica
+  // alike, before anything is applied: the leader lets go of what it holds in parts (each asked
+  // for whole again) and the site catches up, with no regroup.
+  const auto guarded = [&](const std::function<bool()>& step) {
+    try {
+      return step();
+    } catch (const PartsNotKept& e) {
+      if (leader) {
+        cross_->drop_held_in_parts();
+        log_.event("parts_not_kept", {{"site", site_}, {"version", state_.version()}, {"why", e.what()}});
+      }
+      driver_.catch_up();
+      return true;
+    }
+  };
+  guarded([&] {
+    start(replica);
+    return true;
+  });
   sync_lanes(group, leader);
   const bool polling = driver_.polling();
   const double t0 = clocks_.monotonic();
   double said_at = t0;
   bool more = true;
   while (more) {
-    more = driver_.attempt(replica, lanes_ ? kLaneAttempt : kAttempt);
+    more = guarded([&] { return driver_.attempt(replica, lanes_ ? kLaneAttempt : kAttempt); });
     sync_lanes(group, leader);  // every replica attempts as often: the same answer everywhere
     if (more && leader) report_wait(t0, said_at);
   }

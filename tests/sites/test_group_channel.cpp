@@ -143,7 +143,8 @@ TEST_CASE("a delta held in parts: each replica fills in its part and the next on
   // Each replica journalled its part before the apply: a restart reads the delta back whole.
   CHECK(FileDeltaJournal(journal).read({"b", 4}) == whole.encoded[1]);
   CHECK(FileDeltaJournal(journal).load().size() == 1);
-  // A replica that no longer keeps its part: every replica fails alike, none waits.
+  // A replica that no longer keeps its part: every replica fails alike, none waits, and each says
+  // why (PartsNotKept: its site catches up without a regroup; an Error(Peer) to anyone else).
   kept = kept_parts();
   kept[1].forget(parts_ref("tcp://b", 3));
   std::vector<std::exception_ptr> errors;
@@ -151,6 +152,7 @@ TEST_CASE("a delta held in parts: each replica fills in its part and the next on
   REQUIRE(errors.size() == kReplicas);
   for (const auto& e : errors) {
     REQUIRE(e != nullptr);
+    CHECK_THROWS_AS(std::rethrow_exception(e), PartsNotKept);
     try {
       std::rethrow_exception(e);
     } catch (const Error& error) {
