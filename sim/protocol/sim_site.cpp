@@ -78,6 +78,10 @@ void SimSite::start() {
   ++incarnations_;
   auto inc = std::make_unique<Incarnation>(disk);
   const SimMutations& mutations = world_.job.mutations;
+  // Replica `rank`'s lane, a link of its own: its address names the incarnation.
+  const auto lane_link = [this](int rank) {
+    return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane" + std::to_string(rank));
+  };
   inc->control = std::make_unique<MemoryControlPlane>(world_.store, world_.clock, world_.job.seed * 131 + incarnations_);
   if (mutations.overwrite_commits) inc->overwriting = std::make_unique<OverwritingControlPlane>(*inc->control);
   inc->link = world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_));
@@ -92,13 +96,7 @@ void SimSite::start() {
                                   }};
     if (world_.job.shard_outer) {
       const int replicas = 1 + static_cast<int>(member_disks_.size());
-      inc->shards = std::make_unique<SimShards>(
-          world_.job.params, replicas,
-          [this](int rank) {
-            return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane" +
-                                       std::to_string(rank));
-          },
-          *journal_);
+      inc->shards = std::make_unique<SimShards>(world_.job.params, replicas, lane_link, *journal_);
       inc->shards->wire(striping);
     }
     auto striped = std::make_unique<StripedLink>(std::move(inc->link), std::move(striping));
@@ -154,9 +152,7 @@ void SimSite::start() {
   }
   Member& m = *inc->members.front();
   if (inc->striped && !inc->shards) {
-    m.lane =
-        std::make_unique<Lane>(world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane1"),
-                               static_cast<std::uint16_t>(LinkTag::Stripe));
+    m.lane = std::make_unique<Lane>(lane_link(1), static_cast<std::uint16_t>(LinkTag::Stripe));
     m.hold = [lane = m.lane.get()](std::vector<std::byte> bytes) {
       lane->hold(std::make_shared<const std::vector<std::byte>>(std::move(bytes)));
     };

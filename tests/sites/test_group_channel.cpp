@@ -98,6 +98,15 @@ std::vector<KeptParts> parts_kept(const ShardMap& map, const std::vector<std::by
   return kept;
 }
 
+// `whole` with its second delta (site b's round 4) held in parts: named, no bytes.
+MergedDeltas second_in_parts(const MergedDeltas& whole) {
+  MergedDeltas named = whole;
+  named.encoded[1].clear();
+  named.refs = {"", parts_ref("tcp://b", 3)};
+  named.sources = {{"a", 5}, {"b", 4}};
+  return named;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -124,10 +133,7 @@ TEST_CASE(
 TEST_CASE("a delta held in parts: each replica fills in its part and the next one's, and holds what a scatter gives") {
   const ShardMap map(kValues, kReplicas);
   const MergedDeltas whole{{encoded_delta(1), encoded_delta(2)}, {2.0, 1.0}, 0.9, kValues, {}};
-  MergedDeltas named = whole;
-  named.encoded[1].clear();
-  named.refs = {"", parts_ref("tcp://b", 3)};
-  named.sources = {{"a", 5}, {"b", 4}};
+  const MergedDeltas named = second_in_parts(whole);
   const auto kept_parts = [&] { return parts_kept(map, whole.encoded[1]); };
   auto kept = kept_parts();
   const testing::TempDir dir("channel-journal");
@@ -164,10 +170,7 @@ TEST_CASE("a delta held in parts: each replica fills in its part and the next on
 TEST_CASE("a preview keeps the parts it was filled in from, and the commit every replica previewed lets them go") {
   const ShardMap map(kValues, kReplicas);
   const MergedDeltas whole{{encoded_delta(1), encoded_delta(2)}, {1.0, 1.0}, 1.0, kValues, {}};
-  MergedDeltas named = whole;
-  named.encoded[1].clear();
-  named.refs = {"", parts_ref("tcp://b", 3)};
-  named.sources = {{"a", 5}, {"b", 4}};
+  const MergedDeltas named = second_in_parts(whole);
   auto kept = parts_kept(map, whole.encoded[1]);
   auto preview = commit_of(named);
   preview.kind = Update::Kind::Preview;
