@@ -101,29 +101,28 @@ void put_outer_slice(Checkpoint& part_file, const Checkpoint& part) {
 }
 
 std::optional<OuterSources> choose_outer_sources(std::span<const HeldOuter> held) {
-  std::vector<std::int64_t> versions;
-  for (const auto& h : held) versions.push_back(h.version);
-  std::sort(versions.rbegin(), versions.rend());
-  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
-  for (const std::int64_t v : versions) {
-    OuterSources out{v, {}, v == versions.front()};
+  using Key = std::pair<std::int64_t, std::int64_t>;  // version, moves
+  std::vector<Key> keys;
+  for (const auto& h : held) keys.emplace_back(h.version, h.moves);
+  std::sort(keys.rbegin(), keys.rend());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (const Key& key : keys) {
+    OuterSources out{key.first, {}, key == keys.front(), key.second};
     std::size_t covered = 0;
     const std::size_t model = held.front().model;
+    const auto of_key = [&](const HeldOuter& h) { return Key{h.version, h.moves} == key && h.model == model; };
     while (covered < model) {
       // At `covered`: the longest part that begins there, a member's own before a mirror.
       std::optional<OuterSource> best;
       std::size_t best_count = 0;
       for (int m = 0; m < static_cast<int>(held.size()); ++m) {
         const HeldOuter& h = held[static_cast<std::size_t>(m)];
-        if (h.version != v || h.model != model) continue;
-        const auto consider = [&](ShardRange r, bool mirror) {
-          if (r.offset == covered && r.count > best_count) best = OuterSource{m, mirror}, best_count = r.count;
-        };
-        consider(h.part, false);
+        if (of_key(h) && h.part.offset == covered && h.part.count > best_count)
+          best = OuterSource{m, false}, best_count = h.part.count;
       }
       for (int m = 0; m < static_cast<int>(held.size()) && !best; ++m) {
         const HeldOuter& h = held[static_cast<std::size_t>(m)];
-        if (h.version == v && h.model == model && h.mirror && h.mirror->offset == covered && h.mirror->count > 0)
+        if (of_key(h) && h.mirror && h.mirror->offset == covered && h.mirror->count > 0)
           best = OuterSource{m, true}, best_count = h.mirror->count;
       }
       if (!best) break;
@@ -138,7 +137,7 @@ std::optional<OuterSources> choose_outer_sources(std::span<const HeldOuter> held
 std::vector<std::byte> outer_snapshot(const Checkpoint& whole) {
   Checkpoint snapshot;
   for (const auto& name : whole.names())
-    if (outer(name) && name != "outer.start" && name != "outer.residual") {
+    if (outer(name) && name != "outer.start" && name != "outer.residual" && name != "outer.moves") {
       const auto bytes = whole.get(name);
       snapshot.put(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
     }

@@ -48,12 +48,14 @@ std::pair<ShardRange, std::size_t> outer_records_part(const Checkpoint& records)
 void put_outer_slice(Checkpoint& part_file, const Checkpoint& part);
 
 // What a replica of a re-formed group holds of the outer state: its version, its part (the whole
-// model's for a whole state) and its mirror's part, if any.
+// model's for a whole state) and its mirror's part, if any, and its round's moves at that version
+// (OuterState::moves).
 struct HeldOuter {
   std::int64_t version = 0;
   ShardRange part;
   std::optional<ShardRange> mirror;
   std::size_t model = 0;
+  std::int64_t moves = 0;
 };
 // One source of the state a group goes on from: a member's own records, or its mirror's.
 struct OuterSource {
@@ -64,16 +66,19 @@ struct OuterSource {
 struct OuterSources {
   std::int64_t version = 0;
   std::vector<OuterSource> sources;  // in parameter order, covering the model once
-  bool newest = true;                // false: the newest version's parts do not cover the model
+  bool newest = true;                // false: the newest state's parts do not cover the model
+  std::int64_t moves = 0;            // the chosen state's round moves
 };
-// Whose records make the whole state: the newest version whose parts cover the model (own parts
+// Whose records make the whole state: the newest state whose parts cover the model (own parts
 // before mirrors, fewest sources), else the newest older one that does (a restarted replica's
-// whole state from its checkpoint); nothing when no version does. Pure: every member of the
+// whole state from its checkpoint); nothing when none does. A state is newer by its version, then
+// by its round's moves: a replica restarted from a checkpoint of the version the others hold
+// holds an older round, and its records never stand in for theirs. Pure: every member of the
 // group computes the same from the same list.
 std::optional<OuterSources> choose_outer_sources(std::span<const HeldOuter> held);
 
 // What OuterState::snapshot() gives, from the whole model's records: the weights, the version and
-// the optimizer's state, not the site's own round start and residual.
+// the optimizer's state, not the site's own round (its start, residual and moves).
 std::vector<std::byte> outer_snapshot(const Checkpoint& whole);
 
 }  // namespace meridian

@@ -82,6 +82,7 @@ OuterState::OuterState(const OuterState& other)
       feedback_(other.feedback_),
       delta_(other.delta_),
       version_(other.version_),
+      moves_(other.moves_),
       previews_(other.previews_),
       mirror_(other.mirror_ ? std::make_unique<OuterState>(*other.mirror_) : nullptr) {}
 
@@ -118,6 +119,7 @@ std::vector<std::byte> OuterState::encode_delta(std::span<const float> local, in
       delta_[i] = start_[at(j)] - local[j];
       start_[at(j)] = local[j];
     }
+  ++moves_;
   if (mirror_) mirror_->encode_delta(local, fragment);  // its start and residual move as its owner's do
   if (!feedback_.empty()) return feedback_[static_cast<std::size_t>(fragment)].encode(delta_, codec_);
   std::vector<std::byte> out(encoded_size(delta_.size(), codec_));
@@ -151,6 +153,7 @@ std::span<const float> OuterState::unsent_in_weights(int fragment) const {
 
 void OuterState::end_feedback() {
   if (mirror_) mirror_->end_feedback();
+  ++moves_;
   for (auto& f : feedback_) f.reset();
 }
 
@@ -169,6 +172,7 @@ void OuterState::step_ahead(std::span<float> local, int fragment, std::span<cons
   optimizer.step(ahead, estimate);
   scatter(f, ahead, local);
   scatter(f, ahead, start_);
+  ++moves_;
 }
 
 void OuterState::drop_in_flight(std::span<float> local) {
@@ -177,6 +181,7 @@ void OuterState::drop_in_flight(std::span<float> local) {
   std::copy(global_.begin(), global_.end(), local.begin() + static_cast<std::ptrdiff_t>(part_.offset));
   start_ = global_;
   for (auto& f : feedback_) f.reset();
+  ++moves_;
 }
 
 void OuterState::save_optimizers(Checkpoint& checkpoint) const {
@@ -343,6 +348,7 @@ void OuterState::commit(std::int64_t version, Outcome outcome) {
 void OuterState::save(Checkpoint& checkpoint) const {
   checkpoint.put_pod("outer.global", std::span<const float>(global_));
   checkpoint.put_value("outer.version", version_);
+  checkpoint.put_value("outer.moves", moves_);
   checkpoint.put_pod("outer.start", std::span<const float>(start_));
   save_optimizers(checkpoint);
   if (sharded()) checkpoint.put_pod<std::uint64_t>("outer.part", std::vector<std::uint64_t>{part_.offset, part_.count, size_});
@@ -379,6 +385,9 @@ OuterState::WholeRecords OuterState::records_of(const Checkpoint& checkpoint, Sh
   };
   sized("outer.global", global.size());
   if (version < 0) throw make_error(ErrorKind::Checkpoint, "record \"outer.version\" is negative: ", version);
+  // Checkpoints from before the moves were counted: older than any round that ran on from them.
+  const auto moves = checkpoint.has("outer.moves") ? checkpoint.get_value<std::int64_t>("outer.moves") : 0;
+  if (moves < 0) throw make_error(ErrorKind::Checkpoint, "record \"outer.moves\" is negative: ", moves);
   std::optional<std::span<const float>> residual;
   if (!feedback_.empty() && checkpoint.has("outer.residual")) {
     residual = checkpoint.view_pod<float>("outer.residual");
@@ -387,7 +396,7 @@ OuterState::WholeRecords OuterState::records_of(const Checkpoint& checkpoint, Sh
   // Checkpoints from before rounds overlapped have no start: their rounds began at the global weights.
   const auto start = checkpoint.has("outer.start") ? checkpoint.view_pod<float>("outer.start") : global;
   sized("outer.start", start.size());
-  return {global, start, residual, version, held.offset};
+  return {global, start, residual, version, moves, held.offset};
 }
 
 void OuterState::restore(const Checkpoint& checkpoint, ShardRange part, std::optional<ShardRange> mirror) {
@@ -412,7 +421,7 @@ void OuterState::cut(ShardRange part, std::optional<ShardRange> mirror) {
   Checkpoint optimizers;
   save_optimizers(optimizers);
   const auto residual = feedback_.empty() ? std::nullopt : std::optional(feedback_[0].residual());
-  keep(optimizers, {global_, start_, residual, version_}, part, mirror);
+  keep(optimizers, {global_, start_, residual, version_, moves_}, part, mirror);
 }
 
 void OuterState::keep(const Checkpoint& checkpoint, const WholeRecords& whole, ShardRange part,
@@ -437,6 +446,7 @@ OuterState OuterState::held_of(const Checkpoint& checkpoint, const WholeRecords&
   const auto start = whole.start.subspan(within.offset, within.count);
   next.start_.assign(start.begin(), start.end());
   next.version_ = whole.version;
+  next.moves_ = whole.moves;
   for (int f = 0; whole.residual && f < next.fragments(); ++f) {
     auto& feedback = next.feedback_[static_cast<std::size_t>(f)];
     if (const auto ranges = next.held(f); ranges.size() == 1) {  // no gather: one range of the record

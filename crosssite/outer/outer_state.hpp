@@ -51,6 +51,11 @@ class OuterState {
   OuterState& operator=(OuterState&&) noexcept = default;
 
   std::int64_t version() const { return version_; }
+  // How often the in-flight round's start or residual moved other than by a version (a delta
+  // encoded, a step ahead, the feedback ended, the round dropped), over the state's life: of two
+  // states of one version, the one with more moves is the newer (a replica restarted from a
+  // checkpoint holds an older round than those that ran on). Replicas in step hold the same count.
+  std::int64_t moves() const { return moves_; }
   // The weights of the values held: the whole model's, or the part's.
   std::span<const float> global() const { return global_; }
   std::size_t size() const { return size_; }  // the model's values, held or not
@@ -181,6 +186,7 @@ class OuterState {
     std::span<const float> global, start;
     std::optional<std::span<const float>> residual;
     std::int64_t version;
+    std::int64_t moves = 0;
     std::size_t base = 0;
   };
   // `checkpoint`'s records holding the values of `held`; Error(Checkpoint) when one does not.
@@ -215,6 +221,7 @@ class OuterState {
   std::vector<ErrorFeedback> feedback_;      // by fragment; empty without error feedback
   std::vector<float> delta_;                 // scratch
   std::int64_t version_ = 0;
+  std::int64_t moves_ = 0;
   mutable std::uint64_t previews_ = 0;
   std::unique_ptr<OuterState> mirror_;
 };

@@ -16,10 +16,12 @@
 namespace meridian {
 namespace {
 
-// What a member holds, as it travels: version, part, mirror (count 0: none), the model's size.
+// What a member holds, as it travels: version, part, mirror (count 0: none), the model's size,
+// its round's moves.
 struct Said {
   std::int64_t version;
   std::uint64_t offset, count, mirror_offset, mirror_count, model, fresh;
+  std::int64_t moves;
 };
 
 std::optional<ShardRange> mirror_of(const ShardMap& map, int rank) {
@@ -36,7 +38,7 @@ Members what_members_hold(GroupParts& parts, const OuterState& state, bool fresh
   const auto mirror = state.mirror_part();
   const Said mine{
       state.version(), state.part().offset, state.part().count, mirror ? mirror->offset : 0, mirror ? mirror->count : 0,
-      state.size(),    fresh ? 1u : 0u};
+      state.size(),    fresh ? 1u : 0u,     state.moves()};
   Members out;
   for (const auto& bytes : parts.all_gather(std::as_bytes(std::span(&mine, 1)))) {
     Said s{};
@@ -45,7 +47,8 @@ Members what_members_hold(GroupParts& parts, const OuterState& state, bool fresh
     out.held.push_back({s.version,
                         {s.offset, s.count},
                         s.mirror_count > 0 ? std::optional(ShardRange{s.mirror_offset, s.mirror_count}) : std::nullopt,
-                        s.model});
+                        s.model,
+                        s.moves});
     out.fresh = out.fresh && s.fresh == 1;
   }
   return out;
@@ -159,7 +162,8 @@ OuterCut cut_outer_state(Communicator& group, OuterState& state, const ShardMap&
   if (!from_owners && in_place(held, *sources, map)) return cut;
   const int rank = group.rank();
   bool whole_here = true;
-  for (const auto& h : held) whole_here = whole_here && h.version == sources->version && h.part.count == h.model;
+  for (const auto& h : held)
+    whole_here = whole_here && h.version == sources->version && h.moves == sources->moves && h.part.count == h.model;
   if (whole_here) {  // every member holds the same whole state: each cuts its own
     state.cut(map.part(rank), mirror_of(map, rank));
     return cut;

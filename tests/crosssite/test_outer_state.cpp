@@ -618,6 +618,57 @@ TEST_CASE("a re-formed group goes on from the newest version its parts and mirro
   CHECK(sources->sources == std::vector<OuterSource>{{1, false}});
   const std::vector<HeldOuter> lost{held(5, a, b)};
   CHECK_FALSE(choose_outer_sources(lost));
+  // A replica restarted from a checkpoint of the version the others hold, written before their
+  // round moved on: its whole state is older than their parts, however long.
+  const auto moved = [&](std::int64_t moves, ShardRange part, std::optional<ShardRange> mirror) {
+    return HeldOuter{5, part, mirror, n, moves};
+  };
+  const std::vector<HeldOuter> stale{moved(4, all, {}), moved(6, a, b), moved(6, c, a)};
+  sources = choose_outer_sources(stale);
+  REQUIRE(sources);
+  CHECK(sources->newest);
+  CHECK(sources->moves == 6);
+  CHECK(sources->sources == std::vector<OuterSource>{{1, false}, {1, true}, {2, false}});
+  // ... and where their parts have a hole, it is what is whole: an older state, their round dropped.
+  const std::vector<HeldOuter> stale_hole{moved(4, all, {}), moved(6, a, b)};
+  sources = choose_outer_sources(stale_hole);
+  REQUIRE(sources);
+  CHECK_FALSE(sources->newest);
+  CHECK(sources->version == 5);
+  CHECK(sources->moves == 4);
+  CHECK(sources->sources == std::vector<OuterSource>{{0, false}});
+}
+
+TEST_CASE("a state counts its round's moves at a version, and keeps the count in its checkpoint records") {
+  const auto initial = ramp(64, 0.01f);
+  OuterState state(initial, {}, {CodecKind::Int8, 256}, true);
+  auto local = initial;
+  CHECK(state.moves() == 0);
+  local[3] -= 0.5f;
+  std::vector<float> mean(local.size());
+  decode(state.encode_delta(local), mean);
+  CHECK(state.moves() == 1);
+  state.commit(1, state.preview(mean));  // a version is no move of the round
+  state.rebase(local);
+  CHECK(state.moves() == 1);
+  state.end_feedback();
+  state.drop_in_flight(local);
+  CHECK(state.moves() == 3);
+  Checkpoint records;
+  state.save(records);
+  OuterState restored(initial, {}, {CodecKind::Int8, 256}, true);
+  restored.restore(records);
+  CHECK(restored.moves() == 3);
+  // A checkpoint from before the moves were counted: none.
+  Checkpoint older;
+  for (const auto& name : records.names())
+    if (name != "outer.moves")
+      older.put(name, std::vector<std::byte>(records.get(name).begin(), records.get(name).end()));
+  restored.restore(older);
+  CHECK(restored.moves() == 0);
+  records.put_value<std::int64_t>("outer.moves", -1);
+  CHECK_THROWS_AS(restored.restore(records), Error);
+  CHECK(restored.moves() == 0);
 }
 
 namespace {
