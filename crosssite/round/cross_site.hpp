@@ -168,6 +168,10 @@ class CrossSite final : public RoundPeers {
                        std::vector<std::vector<std::byte>> reports);
   // The group re-formed: the parts its replicas held are gone.
   void drop_held_in_parts() { store_.drop_in_parts(); }
+  // A sharded state was cut anew: a proposal under way was made on the old cut (its means for a
+  // sharded or a whole state, its preview), so the site proposes anew, and a commit of the one
+  // claimed is computed anew.
+  void forget_proposal() { proposer_.forget(); }
   // Every other member's lanes, by its own link address, as last read (StripedLink::set_peer_lanes).
   std::map<std::string, PeerLanes> peer_lanes() const;
   // The newest version any site committed, as far as this site has read.

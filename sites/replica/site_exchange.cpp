@@ -322,6 +322,7 @@ void SiteExchange::cut_outer(Communicator& group, bool leader, Trainer& trainer)
   if (!(fresh && trainer.holds_first_parts())) weights = trainer.model().params();
   const OuterCut cut = cut_outer_state(group, state_, *outer_map_, weights, false, fresh);
   if (!leader) return;
+  if (cross_) cross_->forget_proposal();
   json fields = {{"site", site_},          {"replicas", group.size()}, {"version", cut.version},
                  {"sources", cut.sources}, {"mirrors", cut.mirrors},   {"moved", cut.moved},
                  {"bytes", cut.bytes},     {"ms", 1000 * (clocks_.monotonic() - t0)}};
