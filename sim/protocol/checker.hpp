@@ -10,6 +10,7 @@
 //     fragment by fragment.
 // Liveness (every live site finishes in time) is the simulator's, which knows the clock.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -41,7 +42,12 @@ class Checker {
   // A site (re)started holding `version`: its next version is the one after it.
   void restarted(const std::string& site, std::int64_t version);
   void finished(const std::string& site, std::int64_t version, std::span<const float> global);
-  void fail(std::string what) { violations_.push_back(std::move(what)); }
+  void fail(std::string what) {
+    if (on_fail_) on_fail_(what);
+    violations_.push_back(std::move(what));
+  }
+  // Told of each violation as it is found (a trace shows where it happened).
+  void on_fail(std::function<void(const std::string&)> told) { on_fail_ = std::move(told); }
   void dropped_round() { ++rounds_dropped_; }  // a site dropped a round no version could merge
   std::int64_t rounds_dropped() const { return rounds_dropped_; }
   // The end of a run: checks the control plane's commit log (every key under the job's commits).
@@ -57,6 +63,7 @@ class Checker {
   std::pair<std::vector<int>, std::vector<float>> mean_of(const CommitRecord& record, std::vector<DeltaScreen>& screens) const;
   void replay(const std::map<std::int64_t, CommitRecord>& log);
 
+  std::function<void(const std::string&)> on_fail_;
   std::vector<float> initial_;
   OuterOptions outer_;
   CodecOptions codec_;

@@ -7,10 +7,14 @@
 namespace meridian {
 namespace {
 
-constexpr std::array<const char*, 14> kNames = {"crash",           "stop",         "partition",   "control outage",
-                                                "lost replies",    "late writes",  "slow replies", "message faults",
-                                                "member key deleted", "junk commit record", "drain",
-                                                "pause-outer",     "rollback",     "spike"};
+constexpr std::array<const char*, 15> kNames = {
+    "crash",        "stop",           "partition",          "control outage",     "lost replies", "late writes",
+    "slow replies", "message faults", "member key deleted", "junk commit record", "drain",        "pause-outer",
+    "rollback",     "spike",          "replica death"};
+// The kinds plan_faults draws: a site's (replica deaths come from a plan of their own).
+constexpr std::size_t kSiteKinds = static_cast<std::size_t>(Fault::Kind::ReplicaDeath);
+
+double drawn_duration(Rng& rng, double longest) { return 0.2 + rng.uniform() * longest; }
 
 }  // namespace
 
@@ -18,6 +22,7 @@ std::string describe(const Fault& f, const std::vector<std::string>& sites) {
   std::ostringstream out;
   out.precision(3);
   out << std::fixed << f.at << " fault: " << kNames[static_cast<std::size_t>(f.kind)];
+  if (f.kind == Fault::Kind::ReplicaDeath) out << " " << f.replica;
   if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults && f.kind != Fault::Kind::Spike)
     out << " of " << sites[f.site];
   if (f.duration > 0) out << " for " << f.duration << " s";
@@ -30,7 +35,7 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) 
   int spikes = 0;
   for (int i = 0; i < count; ++i) {
     Fault f;
-    f.kind = static_cast<Fault::Kind>(rng.below(kNames.size()));
+    f.kind = static_cast<Fault::Kind>(rng.below(kSiteKinds));
     // At most two spikes: three rounds in a row that no version can merge stop a job by design.
     if (f.kind == Fault::Kind::Spike && ++spikes > 2) f.kind = Fault::Kind::Rollback;
     f.site = static_cast<int>(rng.below(static_cast<std::uint64_t>(sites)));
@@ -38,7 +43,7 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) 
     f.duration = f.kind == Fault::Kind::DeleteMember || f.kind == Fault::Kind::JunkCommit ||
                          f.kind == Fault::Kind::Rollback || f.kind == Fault::Kind::Spike
                      ? 0
-                     : 0.2 + rng.uniform() * longest;
+                     : drawn_duration(rng, longest);
     f.at = rng.uniform() * std::max(0.0, window_s - f.duration);
     if (f.kind == Fault::Kind::LostReplies || f.kind == Fault::Kind::LateWrites || f.kind == Fault::Kind::MessageFaults)
       f.amount = 0.1 + 0.3 * rng.uniform();
@@ -47,6 +52,25 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) 
     faults.push_back(f);
   }
   std::sort(faults.begin(), faults.end(), [](const Fault& a, const Fault& b) { return a.at < b.at; });
+  return faults;
+}
+
+std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s) {
+  std::vector<int> sites;
+  for (std::size_t s = 0; s < replicas.size(); ++s)
+    if (replicas[s] > 1) sites.push_back(static_cast<int>(s));
+  std::vector<Fault> faults;
+  for (int i = 0; i < count && !sites.empty(); ++i) {
+    Fault f;
+    f.kind = Fault::Kind::ReplicaDeath;
+    f.site = sites[rng.below(sites.size())];
+    f.replica =
+        1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(replicas[static_cast<std::size_t>(f.site)] - 1)));
+    f.duration = drawn_duration(rng, 5.0);
+    f.at = rng.uniform() * std::max(0.0, window_s - f.duration);
+    f.amount = rng.uniform() < 0.4 ? 1 : 0;
+    faults.push_back(f);
+  }
   return faults;
 }
 

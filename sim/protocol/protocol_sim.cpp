@@ -1,15 +1,15 @@
 #include "sim/protocol/protocol_sim.hpp"
 
-#include "sim/protocol/mutants.hpp"
-
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
 
 #include "sim/protocol/fault_plan.hpp"
+#include "sim/protocol/mutants.hpp"
 
 namespace meridian {
 namespace {
@@ -77,7 +77,14 @@ class Run {
     outcome_.split = job_.split;
     outcome_.shard_outer = job_.shard_outer;
     outcome_.replicas = job_.replicas;
-    if (options.trace) world_.trace = [this](const std::string& line) { outcome_.trace.push_back(line); };
+    if (options.trace) {
+      world_.trace = [this](const std::string& line) { outcome_.trace.push_back(line); };
+      checker_.on_fail([this](const std::string& what) {
+        char at[32];
+        std::snprintf(at, sizeof at, "%.3f", clock_.now());
+        outcome_.trace.push_back(std::string(at) + " violated: " + what);
+      });
+    }
     for (const auto& name : job_.sites) sites_.push_back(std::make_unique<SimSite>(world_, name));
   }
 
@@ -200,12 +207,24 @@ void Run::start(const Fault& f) {
     case Fault::Kind::Spike:
       for (auto& s : sites_) s->spike();
       return;
+    case Fault::Kind::ReplicaDeath:
+      site.kill_replica(f.replica);
+      schedule(end, [&site, replica = f.replica, lose = f.amount > 0] { site.restart_replica(replica, lose); });
+      return;
   }
 }
 
 double Run::plan() {
   const double window = 0.6 * static_cast<double>(job_.rounds) * job_.round_s;
   auto faults = options_.plan ? *options_.plan : plan_faults(rng_, options_.sites, options_.faults, window);
+  if (job_.shard_outer && !options_.plan) {
+    // From a stream of their own: the seed's other faults stay what they were.
+    Rng deaths = Rng::derive(job_.seed, 13);
+    for (const Fault& f : plan_replica_deaths(deaths, job_.replicas, options_.replica_deaths, window))
+      faults.insert(
+          std::upper_bound(faults.begin(), faults.end(), f, [](const Fault& a, const Fault& b) { return a.at < b.at; }),
+          f);
+  }
   outcome_.faults = static_cast<int>(faults.size());
   // A drawn schedule's faults end by the window's end; a stated one's by its last fault's.
   double last = options_.plan || faults.empty() ? 0 : window;
@@ -279,6 +298,8 @@ SimOutcome Run::go() {
     outcome_.held_in_parts += s->held_in_parts();
     outcome_.regroups += s->regroups();
     outcome_.refetches += s->refetches();
+    outcome_.replica_deaths += s->replica_deaths();
+    outcome_.mirror_cuts += s->mirror_cuts();
   }
   return outcome_;
 }

@@ -3,53 +3,82 @@
 #include "crosssite/round/records.hpp"
 #include "sites/replica/group_channel.hpp"
 #include "sites/replica/group_parts.hpp"
-#include "sites/replica/outer_cut.hpp"
 
 namespace meridian {
 
+SimShards::Process::Process(const LaneLink& lane_link, std::string name)
+    : lanes(
+          static_cast<std::uint16_t>(LinkTag::Stripe),
+          [lane_link, name = std::move(name)](const SiteLanes::SiteOf&) { return lane_link(name); }, nullptr,
+          cut_part_on, kept) {}
+
 SimShards::SimShards(std::size_t params, int replicas, const LaneLink& lane_link, DeltaJournal& journal)
-    : map_(params, replicas), journal_(journal), group_(replicas), kept_(static_cast<std::size_t>(replicas)) {
+    : params_(params),
+      map_(params, replicas),
+      journal_(journal),
+      lane_link_(lane_link),
+      lives_(static_cast<std::size_t>(replicas), 1) {
   for (int r = 0; r < replicas; ++r)
-    lanes_.push_back(std::make_unique<SiteLanes>(
-        static_cast<std::uint16_t>(LinkTag::Stripe), [lane_link, r](const SiteLanes::SiteOf&) { return lane_link(r); },
-        nullptr, cut_part_on, kept_[static_cast<std::size_t>(r)]));
+    processes_.push_back(std::make_unique<Process>(lane_link_, "lane" + std::to_string(r)));
 }
 
 void SimShards::wire(StripedLink::Options& options) {
   options.cuts = [unit = map_.unit()](std::uint64_t peer_unit) { return peer_unit > 0 && peer_unit % unit == 0; };
   options.cut_part = cut_part_on;
-  options.keep_part = [this](const std::string& owner, const Stripe& stripe) { return kept_[0].keep(owner, stripe); };
+  // The leader never dies alone (its death is the site's crash): its process outlives every formation.
+  options.keep_part = [this](const std::string& owner, const Stripe& stripe) {
+    return processes_.front()->kept.keep(owner, stripe);
+  };
 }
 
-void SimShards::form(const Sides& sides, const LaneLeader& leader, bool fresh) {
-  lanes_[0]->lead(leader.striped);
-  group_.run([&](Communicator& comm) {
+void SimShards::restart(int replica) {
+  const auto r = static_cast<std::size_t>(replica);
+  processes_[r] =
+      std::make_unique<Process>(lane_link_, "lane" + std::to_string(replica) + "." + std::to_string(++lives_[r]));
+}
+
+OuterCut SimShards::form(const Sides& sides, const LaneLeader& leader, bool fresh) {
+  const int size = static_cast<int>(sides.size());
+  map_ = ShardMap(params_, size);
+  if (!group_ || group_->size() != size) group_ = std::make_unique<TurnGroup>(size);
+  processes_.front()->lanes.lead(leader.striped);
+  OuterCut leaders;
+  group_->run([&](Communicator& comm) {
     const auto rank = static_cast<std::size_t>(comm.rank());
     const Side& side = sides[rank];
-    cut_outer_state(comm, side.state, map_, side.training.weights(), false, fresh);
-    open_site_lanes(*lanes_[rank], kept_[rank], comm, rank == 0 ? leader : LaneLeader{}, map_, map_.unit());
+    Process& process = *processes_[static_cast<std::size_t>(side.replica)];
+    const OuterCut cut = cut_outer_state(comm, side.state, map_, side.training.weights(), false, fresh);
+    if (rank == 0) leaders = cut;
+    // As a real site's (SiteExchange::open_lanes): peers' deltas come in parts only to a state in parts.
+    const auto parts = side.state.sharded() ? std::optional(map_) : std::nullopt;
+    open_site_lanes(process.lanes, process.kept, comm, rank == 0 ? leader : LaneLeader{}, parts, map_.unit());
   });
+  leader.cross->forget_proposal();  // as a real site's leader does after the cut (SiteExchange::cut_outer)
+  return leaders;
 }
 
 void SimShards::run(const Sides& sides, const LaneLeader& leader,
                     const std::function<void(RoundDriver&, Replica&)>& call) {
-  group_.run([&](Communicator& comm) {
+  group_->run([&](Communicator& comm) {
     const auto rank = static_cast<std::size_t>(comm.rank());
     const Side& side = sides[rank];
-    GroupChannel channel(
-        comm, rank == 0, side.state.fragments(), [this](int r) { return held_ranges(map_, r); }, &kept_[rank],
-        &journal_);
-    GroupParts parts(comm, map_);
-    Replica replica{channel, side.training, &parts};
+    Process& process = *processes_[static_cast<std::size_t>(side.replica)];
+    // As a real site's (SiteExchange::drive): a group of one holds the state whole.
+    GroupChannel::HeldRanges held;
+    if (side.state.sharded()) held = [this](int r) { return held_ranges(map_, r); };
+    GroupChannel channel(comm, rank == 0, side.state.fragments(), std::move(held), &process.kept, &journal_);
+    std::optional<GroupParts> parts;
+    if (side.state.sharded()) parts.emplace(comm, map_);
+    Replica replica{channel, side.training, parts ? &*parts : nullptr};
     call(side.driver, replica);
-    sync_site_lanes(*lanes_[rank], comm, rank == 0 ? leader : LaneLeader{}, std::nullopt);
+    sync_site_lanes(process.lanes, comm, rank == 0 ? leader : LaneLeader{}, std::nullopt);
   });
 }
 
 std::vector<std::string> SimShards::lane_addresses() const {
   std::vector<std::string> addresses;
-  for (const auto& lanes : lanes_)
-    if (const Lane* lane = lanes->lane()) addresses.push_back(lane->address());
+  for (const auto& process : processes_)
+    if (const Lane* lane = process ? process->lanes.lane() : nullptr) addresses.push_back(lane->address());
   return addresses;
 }
 

@@ -49,10 +49,7 @@ FragmentPlan sim_fragments(std::size_t n, int fragments) {
 }
 
 SimSite::SimSite(SimWorld& world, std::string name) : world_(world), name_(std::move(name)) {
-  const auto w = sim_initial_weights(world_.job.params);
-  disk_ = std::make_unique<Disk>(Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
-                                                 sim_fragments(w.size(), world_.job.fragments)),
-                                      w, std::vector<float>(w.size()), 0});
+  disk_ = std::make_unique<Disk>(initial_disk());
   if (world_.job.shard_outer) {
     const auto at = std::find(world_.job.sites.begin(), world_.job.sites.end(), name_) - world_.job.sites.begin();
     const int replicas = static_cast<std::size_t>(at) < world_.job.replicas.size()
@@ -64,6 +61,13 @@ SimSite::SimSite(SimWorld& world, std::string name) : world_(world), name_(std::
 }
 
 SimSite::~SimSite() = default;
+
+SimSite::Disk SimSite::initial_disk() const {
+  const auto w = sim_initial_weights(world_.job.params);
+  return Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
+                         sim_fragments(w.size(), world_.job.fragments)),
+              w, std::vector<float>(w.size()), 0};
+}
 
 void SimSite::say(const std::string& what) const {
   if (!world_.trace) return;
@@ -78,9 +82,9 @@ void SimSite::start() {
   ++incarnations_;
   auto inc = std::make_unique<Incarnation>(disk);
   const SimMutations& mutations = world_.job.mutations;
-  // Replica `rank`'s lane, a link of its own: its address names the incarnation.
-  const auto lane_link = [this](int rank) {
-    return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/lane" + std::to_string(rank));
+  // A replica's lane, a link of its own: its address names the incarnation.
+  const auto lane_link = [this](const std::string& lane) {
+    return world_.network.open("sim://" + name_ + "/" + std::to_string(incarnations_) + "/" + lane);
   };
   inc->control = std::make_unique<MemoryControlPlane>(world_.store, world_.clock, world_.job.seed * 131 + incarnations_);
   if (mutations.overwrite_commits) inc->overwriting = std::make_unique<OverwritingControlPlane>(*inc->control);
@@ -140,19 +144,16 @@ void SimSite::start() {
   inc->driver->lead(inc->peers ? inc->peers.get() : static_cast<RoundPeers*>(inc->cross.get()));
   const auto clock = [this] { return world_.clock.now(); };
   if (inc->shards) {
-    for (std::size_t i = 0; i < member_disks_.size(); ++i) {
-      auto& m = *inc->members.emplace_back(
-          std::make_unique<Member>(member_disks_[i], plan, world_.job.seed, name_, inc->wire, clock));
-      m.hold = [shards = inc->shards.get(), rank = static_cast<int>(i) + 1](std::vector<std::byte> bytes) {
-        shards->hold(rank, std::move(bytes));
-      };
-    }
+    // Each replica's outer part from its own disk, its training as the group's heal leaves it: the
+    // leader's (a member dead at the last checkpoint holds an older one).
+    for (std::size_t i = 0; i < member_disks_.size(); ++i)
+      inc->members.push_back(new_member(*inc, static_cast<int>(i) + 1, healed(member_disks_[i], disk)));
   } else {
     inc->members.push_back(std::make_unique<Member>(disk, plan, world_.job.seed, name_, inc->wire, clock));
   }
   Member& m = *inc->members.front();
   if (inc->striped && !inc->shards) {
-    m.lane = std::make_unique<Lane>(lane_link(1), static_cast<std::uint16_t>(LinkTag::Stripe));
+    m.lane = std::make_unique<Lane>(lane_link("lane1"), static_cast<std::uint16_t>(LinkTag::Stripe));
     m.hold = [lane = m.lane.get()](std::vector<std::byte> bytes) {
       lane->hold(std::make_shared<const std::vector<std::byte>>(std::move(bytes)));
     };
@@ -178,6 +179,12 @@ void SimSite::tick() {
     attempt();
     if (incarnation_ && !incarnation_->driver->waiting()) wait_ended();
     return;
+  }
+  // An operator's command is taken between two steps of training, as a real site's replicas take
+  // it together after a step (ReplicaProcess::apply_commands).
+  if (inc.rollback_asked && inc.phase == Phase::Training) {
+    inc.rollback_asked = false;
+    return roll_back();
   }
   if (inc.drain_asked && inc.phase == Phase::Training) {
     inc.drain_asked = false;
@@ -255,7 +262,7 @@ void SimSite::train_step() {
   Incarnation& inc = *incarnation_;
   const double scale = std::exchange(spike_, false) ? kSpike : 1.0;
   inc.steps->train(scale);
-  for (auto& member : inc.members) member->steps.train(scale);
+  for (Member* member : inc.live_members()) member->steps.train(scale);
   const std::int64_t done = inc.now.step;
   const bool last = done == inc.driver->plan().total_steps;
   const bool hold = paused_outer_ && !last;
@@ -288,17 +295,19 @@ void SimSite::on_replicas(const std::function<void(RoundDriver&, Replica&)>& cal
     call(m.driver, member);
     sync_lanes();
   }
-  for (const auto& member : inc.members) {
+  for (const Member* member : inc.live_members()) {
     const Member& m = *member;
-    const bool same = inc.now.state.version() == m.now.state.version() && inc.now.local == m.now.local &&
-                      inc.now.step == m.now.step && inc.driver->waiting() == m.driver.waiting() &&
-                      (inc.shards || OuterState::weights_hash(inc.now.state.global()) ==
-                                         OuterState::weights_hash(m.now.state.global()));
-    if (!same)
+    const bool same_global = inc.shards || OuterState::weights_hash(inc.now.state.global()) ==
+                                               OuterState::weights_hash(m.now.state.global());
+    const std::string differ = inc.now.local != m.now.local                  ? "working weights"
+                               : inc.driver->waiting() != m.driver.waiting() ? "waits"
+                               : !same_global                                ? "outer weights"
+                                                                             : "";
+    if (inc.now.state.version() != m.now.state.version() || inc.now.step != m.now.step || !differ.empty())
       world_.checker.fail(name_ + "'s replicas differ: the leader at version " +
                           std::to_string(inc.now.state.version()) + " step " + std::to_string(inc.now.step) +
                           ", a member at version " + std::to_string(m.now.state.version()) + " step " +
-                          std::to_string(m.now.step));
+                          std::to_string(m.now.step) + (differ.empty() ? "" : ", their " + differ + " differ"));
   }
   if (inc.shards && !mirrors_hold()) world_.checker.fail(name_ + "'s mirrors differ from the parts they mirror");
   check_weights();
@@ -324,8 +333,10 @@ void SimSite::sync_lanes() {
 
 SimShards::Sides SimSite::sides() {
   Incarnation& inc = *incarnation_;
-  SimShards::Sides sides{SimShards::Side{*inc.driver, *inc.steps, inc.now.state}};
-  for (auto& m : inc.members) sides.push_back(SimShards::Side{m->driver, m->steps, m->now.state});
+  SimShards::Sides sides{SimShards::Side{0, *inc.driver, *inc.steps, inc.now.state}};
+  for (std::size_t i = 0; i < inc.members.size(); ++i)
+    if (Member* m = inc.members[i].get())
+      sides.push_back(SimShards::Side{static_cast<int>(i) + 1, m->driver, m->steps, m->now.state});
   return sides;
 }
 
@@ -342,18 +353,68 @@ void SimSite::refetch(const PartsNotKept& e) {
 }
 
 void SimSite::regroup(const Error& e) {
-  Incarnation& inc = *incarnation_;
   ++regroups_;
   say(std::string("its replicas re-formed their group: ") + e.what());
-  inc.shards->form(sides(), lane_leader(), false);
+  reform();
+}
+
+void SimSite::reform() {
+  Incarnation& inc = *incarnation_;
+  const OuterCut cut = inc.shards->form(sides(), lane_leader(), false);
+  if (cut.mirrors > 0) ++mirror_cuts_;
+  if (cut.older)
+    world_.checker.fail(name_ + "'s replicas re-formed on version " + std::to_string(cut.version) +
+                        ", older than the newest they held, though no part died with its mirror");
+  // A drained site stays out until it is resumed (its mode outlives the group: SiteMode::agree).
+  if (drained_) return;
   // Joined again, the site catches up before it trains on; a drain asked for is still asked.
   if (inc.phase == Phase::Draining) inc.drain_asked = true;
   inc.phase = Phase::Joining;
 }
 
+void SimSite::kill_replica(int replica) {
+  if (!incarnation_ || !incarnation_->shards) return;
+  auto& member = incarnation_->members[static_cast<std::size_t>(replica) - 1];
+  if (!member) return;
+  ++replica_deaths_;
+  say("replica " + std::to_string(replica) + " died");
+  member.reset();
+  incarnation_->shards->kill(replica);
+  reform();
+}
+
+void SimSite::restart_replica(int replica, bool lose_disk) {
+  if (!incarnation_ || !incarnation_->shards) return;
+  auto& member = incarnation_->members[static_cast<std::size_t>(replica) - 1];
+  if (member) return;  // the whole site restarted meanwhile: every replica did
+  Disk& disk = member_disks_[static_cast<std::size_t>(replica) - 1];
+  if (lose_disk) disk.state = initial_disk().state;
+  say("replica " + std::to_string(replica) + (lose_disk ? " restarted without its disk" : " restarted from its disk"));
+  const Disk& leader = incarnation_->now;
+  incarnation_->shards->restart(replica);
+  member = new_member(*incarnation_, replica, healed(disk, leader));
+  member->driver.pause(paused_outer_);
+  reform();
+  apply_faults();  // its lane, cut off with the site if the site is
+}
+
+SimSite::Disk SimSite::healed(const Disk& own, const Disk& leader) {
+  return Disk{own.state, leader.local, leader.progress, leader.step};
+}
+
+std::unique_ptr<SimSite::Member> SimSite::new_member(Incarnation& inc, int replica, const Disk& disk) {
+  const auto clock = [this] { return world_.clock.now(); };
+  auto m = std::make_unique<Member>(disk, inc.driver->plan(), world_.job.seed, name_, inc.wire, clock);
+  m->hold = [shards = inc.shards.get(), replica](std::vector<std::byte> bytes) {
+    shards->hold(replica, std::move(bytes));
+  };
+  return m;
+}
+
 void SimSite::save_disk() {
   *disk_ = incarnation_->now;
-  for (std::size_t i = 0; i < member_disks_.size(); ++i) member_disks_[i] = incarnation_->members[i]->now;
+  for (std::size_t i = 0; i < member_disks_.size(); ++i)
+    if (const auto& m = incarnation_->members[i]) member_disks_[i] = m->now;  // a dead one's disk stays
   incarnation_->cross->durable(disk_->state.version());
 }
 
@@ -383,10 +444,7 @@ void SimSite::restart(bool lose_disk) {
   say(lose_disk ? "restarted without its disk" : "restarted from its disk");
   if (lose_disk) {
     journal_ = std::make_shared<MemoryDeltaJournal>();
-    const auto w = sim_initial_weights(world_.job.params);
-    *disk_ = Disk{OuterState(w, world_.job.outer, CodecOptions{CodecKind::Fp32}, false,
-                             sim_fragments(w.size(), world_.job.fragments)),
-                  w, std::vector<float>(w.size()), 0};
+    *disk_ = initial_disk();
     for (auto& d : member_disks_) d = *disk_;
   }
   start();
@@ -401,7 +459,8 @@ void SimSite::cut_off(bool cut) {
 void SimSite::apply_faults() {
   if (!incarnation_) return;
   world_.network.isolate(incarnation_->link->address(), cut_);
-  if (const auto& lane = incarnation_->members.front()->lane) world_.network.isolate(lane->address(), cut_);
+  if (!incarnation_->shards)
+    if (const auto& lane = incarnation_->members.front()->lane) world_.network.isolate(lane->address(), cut_);
   if (const auto& shards = incarnation_->shards)
     for (const auto& address : shards->lane_addresses()) world_.network.isolate(address, cut_);
   ControlFaults& f = incarnation_->control->faults();
@@ -441,13 +500,18 @@ void SimSite::pause_outer(bool paused) {
   if (incarnation_) {
     incarnation_->cross->set_proposing(!paused);
     incarnation_->driver->pause(paused);
-    for (auto& member : incarnation_->members) member->driver.pause(paused);
+    for (Member* member : incarnation_->live_members()) member->driver.pause(paused);
   }
   say(paused ? "pause-outer" : "resume-outer");
 }
 
 void SimSite::rollback() {
   if (!incarnation_) return;
+  say("rollback asked");
+  incarnation_->rollback_asked = true;
+}
+
+void SimSite::roll_back() {
   Disk& d = incarnation_->now;
   std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // what the rollback drops
   on_replicas([](RoundDriver& driver, Replica& r) { driver.roll_back(r.training, r.parts); });

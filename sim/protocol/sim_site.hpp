@@ -114,8 +114,14 @@ class SimSite final : private RoundEvents {
   void drain();
   void resume();
   void pause_outer(bool paused);
-  void rollback();  // to the newest version it holds: the in-flight round is dropped
+  void rollback();  // to the newest version it holds, between two steps: the in-flight round is dropped
   void spike();     // its next step of training is far out of line (a loss spike)
+  // With the outer state sharded: member `replica` (1 and up; the leader's death is the site's
+  // crash) dies alone, and the group re-forms without it, its part from its predecessor's mirror.
+  void kill_replica(int replica);
+  // ... and comes back as a new process, its training healed from the leader's, its outer part
+  // from its own disk (or none: `lose_disk`); the group re-forms with it.
+  void restart_replica(int replica, bool lose_disk);
   std::string describe() const;
   // Split exchange: the deltas put together from stripes here, over every incarnation (as of each's last call).
   std::uint64_t assembled() const { return assembled_; }
@@ -124,6 +130,9 @@ class SimSite final : private RoundEvents {
   std::uint64_t held_in_parts() const { return held_in_parts_; }
   std::uint64_t regroups() const { return regroups_; }
   std::uint64_t refetches() const { return refetches_; }
+  // ... and the replicas that died alone, and the formations that took a part from a mirror.
+  std::uint64_t replica_deaths() const { return replica_deaths_; }
+  std::uint64_t mirror_cuts() const { return mirror_cuts_; }
 
  private:
   struct Lease;
@@ -132,11 +141,18 @@ class SimSite final : private RoundEvents {
   class Steps;
   struct Member;
   enum class Phase { Joining, CatchingUp, TakingUp, Training, Draining, Ending };
+  Disk initial_disk() const;  // version 0, step 0: what a site without a disk starts from
   void start();
+  // A replica's state after the group's heal (intrasite/group/state_sync): its outer part from
+  // its `own` disk, its training the leader's.
+  static Disk healed(const Disk& own, const Disk& leader);
+  // Member `replica` of `inc`, a new process from `disk`.
+  std::unique_ptr<Member> new_member(Incarnation& inc, int replica, const Disk& disk);
   void join();
   void train_step();
   void attempt();
   void wait_ended();
+  void roll_back();  // the operator's rollback, taken up
   // One call of the round on both of the site's replicas, the leader's first; then they must hold
   // the same version, weights and step, and the working weights must be the round's start less
   // the progress in flight.
@@ -150,6 +166,9 @@ class SimSite final : private RoundEvents {
   // A collective failed: the replicas re-form, cut the outer state anew and join again, as a real
   // site's group does.
   void regroup(const Error& e);
+  // The live replicas form their group again and the site joins again; no formation after the
+  // first may fall back to an older state (a part and its mirror never die together here).
+  void reform();
   // A part a commit names is no longer kept: the leader lets go of what it holds in parts (each
   // asked for whole again) and the site catches up, as a real site's does (SiteExchange::drive).
   void refetch(const PartsNotKept& e);
@@ -180,7 +199,8 @@ class SimSite final : private RoundEvents {
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
-  std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0;
+  std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0, replica_deaths_ = 0,
+                mirror_cuts_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

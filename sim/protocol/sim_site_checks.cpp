@@ -35,13 +35,15 @@ void SimSite::check_weights() {
 std::vector<const OuterState*> SimSite::held_states() const {
   std::vector<const OuterState*> states{&incarnation_->now.state};
   if (incarnation_->shards)
-    for (const auto& m : incarnation_->members) states.push_back(&m->now.state);
+    for (const Member* m : incarnation_->live_members()) states.push_back(&m->now.state);
   return states;
 }
 
 bool SimSite::mirrors_hold() const {
-  // Rank r mirrors rank r + 1's part (the last rank the first's), and the parts cover the model in order.
+  // Rank r mirrors rank r + 1's part (the last rank the first's), and the parts cover the model in
+  // order; a group of one holds the state whole, and mirrors nothing.
   const auto states = held_states();
+  if (states.size() == 1) return !states.front()->sharded() && !states.front()->mirror();
   std::size_t next_offset = 0;
   for (std::size_t r = 0; r < states.size(); ++r) {
     const OuterState& mine = *states[r];

@@ -137,13 +137,21 @@ struct SimSite::Incarnation {
   Phase phase = Phase::Joining;
   bool take_up = false;  // after the catch-up: go on from the job's step (a resumed or disk-less site)
   bool drain_asked = false, resume_asked = false;  // the operator's, taken up once the round lets it
+  bool rollback_asked = false;                     // ... and at the next step
   bool round_wait = false;                         // the wait under way follows a round's end
   std::unique_ptr<CrossSite> cross;                // after what it uses: it goes before its control plane and link
   std::unique_ptr<RoundPeers> peers;               // what the driver talks to: cross, or a mutation's decorator of it
   Update wire;
   sim_site_detail::WireChannel channel{wire, true};
   std::unique_ptr<Steps> steps;
-  std::vector<std::unique_ptr<Member>> members;  // the leader's group after it: one, unless sharded
+  // The leader's group after it: one, unless sharded (then by replica, from 1; null while dead).
+  std::vector<std::unique_ptr<Member>> members;
+  std::vector<Member*> live_members() const {
+    std::vector<Member*> live;
+    for (const auto& m : members)
+      if (m) live.push_back(m.get());
+    return live;
+  }
   std::unique_ptr<RoundDriver> driver;  // last: it goes first, while all it holds is still there
 };
 
