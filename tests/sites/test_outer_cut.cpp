@@ -100,6 +100,19 @@ void check_holds(const Member& m, const OuterState& whole, int rank, int size) {
   CHECK(m.state.mirror_part() == cut_whole.mirror_part());
 }
 
+// Three replicas cut at the first join, then a round committed on them and on a whole state.
+struct AfterOneRound {
+  MemoryStore store;
+  std::vector<Member> members = std::vector<Member>(3);
+  OuterState whole{initial(), {}, kCodec, true};
+  std::vector<float> whole_weights = initial();
+  AfterOneRound() {
+    const std::vector<Member*> all{&members[0], &members[1], &members[2]};
+    cut(store, "g0/", all);
+    round(all, whole, whole_weights, 1);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a group cuts its outer state anew: the first join alone, a dead replica's part from its mirror") {
@@ -133,13 +146,8 @@ TEST_CASE("a group cuts its outer state anew: the first join alone, a dead repli
 }
 
 TEST_CASE("a hole at the newest version: a restarted replica's older whole state, the round dropped, and nothing whole is Error(Data)") {
-  MemoryStore store;
-  std::vector<Member> members(3);
-  OuterState whole(initial(), {}, kCodec, true);
-  auto whole_weights = initial();
-  std::vector<Member*> all{&members[0], &members[1], &members[2]};
-  cut(store, "g0/", all);
-  round(all, whole, whole_weights, 1);
+  AfterOneRound g;
+  auto& [store, members, whole, whole_weights] = g;
   // Replicas 1 and 2 die together: part 2 is gone (its mirror was replica 1's). Alone, replica 0
   // holds no version whole, and says so; its state stays as it was.
   const auto errors = run_ranks(1, [&](int) {
@@ -175,13 +183,8 @@ TEST_CASE("a hole at the newest version: a restarted replica's older whole state
 TEST_CASE(
     "a replica restarted from a checkpoint of the group's version, older than the group's round, takes the "
     "group's parts") {
-  MemoryStore store;
-  std::vector<Member> members(3);
-  OuterState whole(initial(), {}, kCodec, true);
-  auto whole_weights = initial();
-  std::vector<Member*> all{&members[0], &members[1], &members[2]};
-  cut(store, "g0/", all);
-  round(all, whole, whole_weights, 1);
+  AfterOneRound g;
+  auto& [store, members, whole, whole_weights] = g;
   Checkpoint checkpoint;
   whole.save(checkpoint);
   // The round after it is sent, not merged yet: every start moves. Then replica 1 dies.
