@@ -136,8 +136,8 @@ TEST_CASE("protocol simulator: each of eight protocol mutations is caught within
 
 // Every site's outer state sharded among its 2 or 3 replicas (drawn per site), which run the real
 // group code (GroupChannel, the outer cut, SiteLanes, kept parts) on threads taking turns, and
-// peers' deltas taken in parts, each cut on its receiver's map. Each seed costs about 0.13 s: the model is three units
-// of the cut (9,192 values).
+// peers' deltas taken in parts, each cut on its receiver's map, and three member replicas dying
+// alone. Each seed costs about 0.2 s: the model is three units of the cut (9,192 values).
 TEST_CASE("protocol simulator: 100 seeds with the outer state sharded and deltas taken in parts hold every invariant") {
   SimOptions options;
   options.shard_outer = true;
