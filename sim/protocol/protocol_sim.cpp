@@ -8,6 +8,7 @@
 #include <memory>
 #include <numeric>
 
+#include "core/util/error.hpp"
 #include "sim/protocol/fault_plan.hpp"
 #include "sim/protocol/mutants.hpp"
 
@@ -89,6 +90,12 @@ class Run {
   }
 
   SimOutcome go();
+  // The run as far as it came when a broken invariant stopped it.
+  SimOutcome broken(const InvariantError& e) {
+    checker_.fail(std::string("a broken invariant stopped the run: ") + e.what());
+    outcome_.violations = checker_.violations();
+    return outcome_;
+  }
 
  private:
   double plan();  // when the fault window ends
@@ -316,7 +323,14 @@ SimOutcome simulate(std::uint64_t seed, const SimOptions& options) {
         std::pair{m.keep_dropped_round, Mutant::KeepDroppedRound},
         std::pair{m.unbounded_backlog, Mutant::UnboundedBacklog}, std::pair{m.keep_last_part, Mutant::KeepLastPart}})
     if (wanted) on.push_back(std::make_unique<MutantOn>(which));
-  return Run(seed, options).go();
+  Run run(seed, options);
+  try {
+    return run.go();
+  } catch (const InvariantError& e) {
+    // A bug in the code under test (a real process would die of it): reported like any
+    // violation, with the trace up to it, and the sweep goes on to the next seed.
+    return run.broken(e);
+  }
 }
 
 }  // namespace meridian

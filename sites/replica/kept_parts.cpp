@@ -21,7 +21,7 @@ std::vector<std::byte> cut_part_on(std::span<const std::byte> whole, int index, 
   return encoded_part(whole, part.offset, part.count);
 }
 
-void KeptParts::reform(int rank, ShardMap map) {
+void KeptParts::reform(int rank, std::optional<ShardMap> map) {
   rank_ = rank;
   map_ = std::move(map);
   kept_.clear();

@@ -29,8 +29,9 @@ class KeptParts {
   // and the group, re-formed, asks for the delta whole).
   explicit KeptParts(std::size_t max_kept = 8) : max_kept_(max_kept) {}
 
-  // The group (re)formed under `map`, this replica its rank `rank`: what was kept is gone.
-  void reform(int rank, ShardMap map);
+  // The group (re)formed under `map`, this replica its rank `rank`: what was kept is gone. With no
+  // map the group takes no parts (a group of one holds its state whole): every part is refused.
+  void reform(int rank, std::optional<ShardMap> map);
   // A part from the peer at link address `owner`: its report, or nothing (counted) when it is not
   // this rank's part under the group's cut, not an encoded delta of its values, or a transfer's
   // part this replica took before (a duplicate on the way, or a peer's second try with other

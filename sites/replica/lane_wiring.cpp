@@ -9,7 +9,9 @@ namespace meridian {
 void open_site_lanes(SiteLanes& lanes, KeptParts& kept, Communicator& group, const LaneLeader& leader,
                      const std::optional<ShardMap>& parts, std::uint64_t unit) {
   const bool in_parts = parts && group.size() > 1;
-  if (in_parts) kept.reform(group.rank(), *parts);
+  // A group that no longer takes parts (one replica left of a sharded site) keeps none of those
+  // still coming, cut for the group it was: its leader would hold a delta in parts on a whole state.
+  kept.reform(group.rank(), in_parts ? parts : std::nullopt);
   auto addresses = lanes.open(group, leader.cross != nullptr);
   if (!leader.cross) return;
   leader.striped->set_lanes(static_cast<int>(addresses.size()));

@@ -22,7 +22,8 @@ struct LaneLeader {
 
 // Every member, at the group's (re)formation. `parts`: the group's outer cut when the site takes
 // peers' deltas in parts (a sharded outer state in a group of several), cut on `unit`: what this
-// replica kept before is gone, and so is what its leader held of them.
+// replica kept before is gone, and so is what its leader held of them; without one (or alone)
+// it keeps no part.
 void open_site_lanes(SiteLanes& lanes, KeptParts& kept, Communicator& group, const LaneLeader& leader,
                      const std::optional<ShardMap>& parts, std::uint64_t unit);
 // Every member, after each round attempt: the leader's orders and the peers' lanes out, the

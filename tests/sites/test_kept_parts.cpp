@@ -113,3 +113,16 @@ TEST_CASE(
   kept.reform(0, map);
   CHECK(kept.keep("p", Travelled(part, 1, 0, 2).stripe).has_value());
 }
+
+TEST_CASE("a group left with one replica keeps no part: what was kept is gone, and every part after is refused") {
+  const auto whole = testing::encoded(testing::normal_values(kValues, 7, 1e-3), kCodec);
+  const ShardMap map(kValues, 2, part_unit(kCodec));
+  KeptParts kept;
+  kept.reform(0, map);
+  const auto part = cut_part_on(whole, 0, 2, part_unit(kCodec));
+  REQUIRE(kept.keep("p", Travelled(part, 1, 0, 2).stripe).has_value());
+  kept.reform(0, std::nullopt);
+  CHECK(kept.held_bytes() == 0);
+  CHECK_FALSE(kept.keep("p", Travelled(part, 2, 0, 2).stripe).has_value());
+  CHECK(kept.refused() == 1);
+}

@@ -196,6 +196,23 @@ TEST_CASE(
   CHECK(a.leader->figures().striped_sends == 1);
 }
 
+// Found by the protocol simulator's replica deaths: a transfer whose parts were all reported
+// just before its site's group re-formed was handed to CrossSite after the re-formation, held in
+// parts by a site of one replica left, which holds its state whole.
+TEST_CASE("striped link: a re-formed group forgets the parts reported, and the transfers held in parts not taken yet") {
+  ManualClock clock;
+  SimNetwork net(clock, 4, kQuiet);
+  Site a(net, "a", 1, true), b(net, "b", 2, true);
+  b.leader->set_peer_lanes({{a.leader->address(), PeerLanes{a.lane_addresses()}}});
+  b.leader->feed_report(a.leader->address(), 8, kDelta, 0, 2, {std::byte{1}});  // waits for part 1
+  b.leader->feed_report(a.leader->address(), 9, kDelta, 0, 1, {std::byte{1}});  // all its parts: held
+  CHECK(b.leader->figures().held_in_parts == 1);
+  b.leader->forget_parts();
+  CHECK(b.leader->take_held().empty());
+  b.leader->feed_report(a.leader->address(), 8, kDelta, 1, 2, {std::byte{1}});  // completes nothing now
+  CHECK(b.leader->take_held().empty());
+}
+
 TEST_CASE("striped link: re-sends, other tags and peers without lanes go whole") {
   ManualClock clock;
   SimNetwork net(clock, 3, kQuiet);

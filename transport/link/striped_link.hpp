@@ -112,8 +112,12 @@ class StripedLink final : public LinkDecorator {
                    std::vector<std::byte> report);
   // The transfers held in parts since the last call.
   std::vector<HeldParts> take_held() { return std::exchange(held_, {}); }
-  // The group re-formed: what its replicas kept is gone, and so are the reports waiting for more.
-  void forget_parts() { reports_.clear(); }
+  // The group re-formed: what its replicas kept is gone, and so are the reports waiting for more
+  // and the transfers held in parts not taken yet (a group of one left takes no parts at all).
+  void forget_parts() {
+    reports_.clear();
+    held_.clear();
+  }
   Figures figures() const;
 
   using LinkDecorator::send;
