@@ -165,10 +165,11 @@ void SimSite::start() {
   incarnation_ = std::move(inc);
   // The group's first formation: each replica keeps its part of the outer state (from its
   // weights when none ever began a round) and the lanes open.
-  if (incarnation_->shards)
-    incarnation_->shards->form(sides(), lane_leader(), disk.state.version() == 0 && disk.step == 0);
+  if (incarnation_->shards &&
+      incarnation_->shards->form(sides(), lane_leader(), disk.state.version() == 0 && disk.step == 0).older)
+    dropped_by_cut();  // members restarted without their disks left a hole at the newest state
   apply_faults();
-  world_.checker.restarted(name_, disk.state.version());
+  world_.checker.restarted(name_, incarnation_->now.state.version());  // after the cut: it may take an older state
 }
 
 void SimSite::tick() {
@@ -362,14 +363,23 @@ void SimSite::reform() {
   Incarnation& inc = *incarnation_;
   const OuterCut cut = inc.shards->form(sides(), lane_leader(), false);
   if (cut.mirrors > 0) ++mirror_cuts_;
-  if (cut.older)
+  if (cut.older) {
     world_.checker.fail(name_ + "'s replicas re-formed on version " + std::to_string(cut.version) +
                         ", older than the newest they held, though no part died with its mirror");
+    dropped_by_cut();
+  }
   // A drained site stays out until it is resumed (its mode outlives the group: SiteMode::agree).
   if (drained_) return;
   // Joined again, the site catches up before it trains on; a drain asked for is still asked.
   if (inc.phase == Phase::Draining) inc.drain_asked = true;
   inc.phase = Phase::Joining;
+}
+
+void SimSite::dropped_by_cut() {
+  Disk& d = incarnation_->now;
+  std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // cut_outer_state dropped the round in flight
+  say("its group took an older state of version " + std::to_string(d.state.version()) +
+      ": the round in flight dropped");
 }
 
 void SimSite::kill_replica(int replica) {

@@ -169,6 +169,9 @@ class SimSite final : private RoundEvents {
   // The live replicas form their group again and the site joins again; no formation after the
   // first may fall back to an older state (a part and its mirror never die together here).
   void reform();
+  // A formation took an older state than the newest the replicas held (a part and its mirror
+  // gone): the cut dropped the round in flight from the working weights, and so from its progress.
+  void dropped_by_cut();
   // A part a commit names is no longer kept: the leader lets go of what it holds in parts (each
   // asked for whole again) and the site catches up, as a real site's does (SiteExchange::drive).
   void refetch(const PartsNotKept& e);
