@@ -231,6 +231,17 @@ void SiteExchange::ensure_leader_side() {
              {{"site", site_}, {"address", links_.link->address()}, {"transport", to_string(config_.transport.kind)}});
 }
 
+void SiteExchange::release_leader_side() {
+  if (!cross_) return;
+  driver_.lead(nullptr);
+  if (lanes_) lanes_->lead(nullptr);
+  cross_.reset();
+  wan_.control.reset();
+  links_ = LinkStack{};
+  etcd_.reset();
+  log_.event("leader_side_released", {{"site", site_}});
+}
+
 bool SiteExchange::wan_started() {
   if (!wan_.schedule || wan_.schedule->start()) return true;
   try {
@@ -365,6 +376,7 @@ void SiteExchange::save_part(Checkpoint& part) const {
 
 void SiteExchange::join(Communicator& group, bool leader, Trainer& trainer) {
   if (!active()) return;
+  if (!leader) release_leader_side();
   cut_outer(group, leader, trainer);
   if (leader) ensure_leader_side();
   open_lanes(group, leader);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -21,14 +22,14 @@ namespace {
 // inner steps, dead replicas restarted, `more` after the [outer] section; run with one of a's
 // replicas killed mid-run: the sites' summaries.
 std::map<std::string, json> killed_run(const TempDir& dir, const std::string& name, const std::string& more, int steps,
-                                       int replicas_a = 3) {
+                                       int replicas_a = 3, const std::vector<int>& victims = {1}) {
   EtcdServer etcd;
   const std::string inner = "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = " + std::to_string(steps) +
                             "\n[log]\nevery = 4\neval_every = 0\neval_windows = 4\n[replicas]\nrestart = true\n";
   const auto job =
       write_job(dir, name, "algorithm = \"diloco\"\ninner_steps = 4\ncodec = \"int8\"\noverlap = false\n" + more,
                 "replicas = 2\n", inner, 5, "replicas = " + std::to_string(replicas_a) + "\n");
-  return run_killing_a_replica(dir, job, etcd);
+  return run_killing_a_replica(dir, job, etcd, victims);
 }
 
 }  // namespace
@@ -383,6 +384,50 @@ TEST_CASE(
   const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
   for (const auto& [version, hash] : commit_hashes(run / "b" / "events.jsonl", "b"))
     if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
+}
+
+// The leader dies alone, twice: the next replica leads with a CrossSite of its own (registered at
+// once on a lease of its own, its journal read back from the site's run directory), and lets go
+// of it when the restarted replica, the lowest slot, leads again; leading the second time, it
+// builds its leader side anew instead of taking up one whose registration names a dead process.
+TEST_CASE(
+    "a site's leader killed twice mid-run: another replica leads, then it again, and both sites end on one version") {
+  for (const std::string outer : {"", "[parallel]\nshard_outer = true\n"}) {
+    CAPTURE(outer);
+    TempDir dir("leader-kill");
+    const auto summaries = killed_run(dir, "leaderkill", outer, 200, 3, {0, 0});
+    const auto run = dir / "leaderkill";
+    const auto& a = summaries.at("a");
+    const auto& b = summaries.at("b");
+    CHECK(a["version"] == b["version"]);
+    CHECK(a["params_hash"] == b["params_hash"]);
+    const auto events = read_jsonl(run / "a" / "events.jsonl");
+    // Each change of leader opens a link; a leader that stays in the group lets go of its side.
+    // (A load-slowed replica evicted and back adds generations, and changes of its own.)
+    std::size_t changes = 0, released = 0;
+    std::vector<int> before;
+    for (const auto& g : events_of(events, "generation")) {
+      const auto members = g["members"].get<std::vector<int>>();
+      if (!before.empty() && members.front() != before.front()) {
+        ++changes;
+        released += std::find(members.begin(), members.end(), before.front()) != members.end();
+      }
+      before = members;
+    }
+    CHECK(changes >= 4);
+    CHECK(events_of(events, "link_open").size() == 1 + changes);
+    CHECK(events_of(events, "leader_side_released").size() == released);
+    CHECK(released >= 2);
+    // Every version a holds is b's, and no round of a was merged twice.
+    const auto at_a = commit_hashes(run / "a" / "events.jsonl", "a");
+    for (const auto& [version, hash] : commit_hashes(run / "b" / "events.jsonl", "b"))
+      if (at_a.contains(version)) CHECK(at_a.at(version) == hash);
+    std::set<std::int64_t> rounds_of_a;
+    for (const auto& c : events_of(read_jsonl(run / "b" / "events.jsonl"), "commit_applied"))
+      for (const auto& d : c.value("deltas", json::array()))
+        if (d["site"] == "a") CHECK(rounds_of_a.insert(d["round"].get<std::int64_t>()).second);
+    CHECK(rounds_of_a.size() >= 40);
+  }
 }
 
 TEST_CASE(

@@ -77,10 +77,12 @@ inline std::map<int, double> losses(const std::filesystem::path& metrics) {
   return out;
 }
 
-// Runs both sites of `job` (a of 3 replicas, restarts on), kills site a's replica 1 once a passed
-// step 24, and waits for both to end well; each site's summary.
+// Runs both sites of `job` (a of 3 replicas, restarts on), kills site a's replicas `victims` (0:
+// its leader) one after the other, the first once a passed step 24, each next one 40 steps on and
+// once the one before has rejoined, and waits for both to end well; each site's summary.
 inline std::map<std::string, json> run_killing_a_replica(const TempDir& dir, const std::filesystem::path& job,
-                                                  const EtcdServer& etcd) {
+                                                         const EtcdServer& etcd,
+                                                         const std::vector<int>& victims = {1}) {
   ::setenv("OMP_NUM_THREADS", "1", 1);
   const std::string endpoints = "control.endpoints=[\"" + etcd.endpoint() + "\"]";
   const std::string name = job.stem().string();
@@ -90,10 +92,14 @@ inline std::map<std::string, json> run_killing_a_replica(const TempDir& dir, con
         std::vector<std::string>{MERIDIAN_BIN, "site", "--config", job.string(), "--site", site, "--set", endpoints},
         dir / (name + "-" + site + ".log")));
   const auto run = dir / name;
-  REQUIRE(wait_for_step(run / "a", 24));
-  const auto victims = find_processes({"replica", job.string(), "--site a --id 1"});
-  REQUIRE(victims.size() == 1);
-  ::kill(victims[0], SIGKILL);
+  for (std::size_t k = 0; k < victims.size(); ++k) {
+    REQUIRE(wait_for_step(run / "a", 24 + 40 * static_cast<int>(k)));
+    // Each kill re-forms the group twice: without the victim, then with it back.
+    REQUIRE(wait_for_event(run / "a", "generation", 1 + 2 * k));
+    const auto found = find_processes({"replica", job.string(), "--site a --id " + std::to_string(victims[k])});
+    REQUIRE(found.size() == 1);
+    ::kill(found[0], SIGKILL);
+  }
   for (auto& s : sites) {
     const auto status = s->wait_for(std::chrono::seconds(240));
     REQUIRE(status.has_value());
@@ -103,7 +109,6 @@ inline std::map<std::string, json> run_killing_a_replica(const TempDir& dir, con
   for (const std::string site : {"a", "b"}) out[site] = json::parse(std::ifstream(run / site / "summary.json"));
   return out;
 }
-
 
 // version -> the weights' hash every replica of `site` applied with it; a disagreement fails.
 inline std::map<std::int64_t, std::string> commit_hashes(const std::filesystem::path& events, const std::string& site) {

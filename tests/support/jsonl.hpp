@@ -47,4 +47,15 @@ inline bool wait_for_step(const std::filesystem::path& run, int step) {
   return false;
 }
 
+// Waits (up to a minute) until `run`'s events.jsonl holds at least `count` events of kind `event`.
+inline bool wait_for_event(const std::filesystem::path& run, const std::string& event, std::size_t count) {
+  for (int i = 0; i < 3000; ++i) {
+    std::size_t seen = 0;
+    for (const auto& e : read_jsonl(run / "events.jsonl")) seen += e.value("event", "") == event;
+    if (seen >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 }  // namespace meridian::testing
