@@ -22,7 +22,8 @@ std::string describe(const Fault& f, const std::vector<std::string>& sites) {
   std::ostringstream out;
   out.precision(3);
   out << std::fixed << f.at << " fault: " << kNames[static_cast<std::size_t>(f.kind)];
-  if (f.kind == Fault::Kind::ReplicaDeath) out << " " << f.replica;
+  if (f.kind == Fault::Kind::ReplicaDeath && f.replica == Fault::kLeader) out << " (the leader)";
+  if (f.kind == Fault::Kind::ReplicaDeath && f.replica != Fault::kLeader) out << " " << f.replica;
   if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults && f.kind != Fault::Kind::Spike)
     out << " of " << sites[f.site];
   if (f.duration > 0) out << " for " << f.duration << " s";
@@ -55,7 +56,8 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) 
   return faults;
 }
 
-std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s) {
+std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s,
+                                       bool leaders) {
   std::vector<int> sites;
   for (std::size_t s = 0; s < replicas.size(); ++s)
     if (replicas[s] > 1) sites.push_back(static_cast<int>(s));
@@ -64,8 +66,9 @@ std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replica
     Fault f;
     f.kind = Fault::Kind::ReplicaDeath;
     f.site = sites[rng.below(sites.size())];
-    f.replica =
-        1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(replicas[static_cast<std::size_t>(f.site)] - 1)));
+    f.replica = leaders ? Fault::kLeader
+                        : 1 + static_cast<int>(rng.below(
+                                  static_cast<std::uint64_t>(replicas[static_cast<std::size_t>(f.site)] - 1)));
     f.duration = drawn_duration(rng, 5.0);
     f.at = rng.uniform() * std::max(0.0, window_s - f.duration);
     f.amount = rng.uniform() < 0.4 ? 1 : 0;

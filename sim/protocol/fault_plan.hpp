@@ -25,14 +25,15 @@ struct Fault {
     PauseOuter,     // the operator pauses its outer exchange for `duration`
     Rollback,       // the operator rolls it back to the newest version it holds
     Spike,          // every site's next step is a thousand times too large: no version can merge those rounds
-    ReplicaDeath,   // one of its member replicas dies alone; a new one comes after `duration`
+    ReplicaDeath,   // one of its replicas dies alone; a new one comes after `duration`
   };
   Kind kind = Kind::Crash;
   double at = 0, duration = 0;
   int site = 0;
   double amount = 0;  // LostReplies, LateWrites: the share; SlowReplies: seconds; MessageFaults: each probability
                       // Crash, ReplicaDeath: 1 when the disk is lost too
-  int replica = 0;    // ReplicaDeath: which member (1 and up)
+  int replica = 0;    // ReplicaDeath: which replica (1 and up: a member; kLeader: whichever leads then)
+  static constexpr int kLeader = -1;
 };
 
 std::string describe(const Fault& fault, const std::vector<std::string>& sites);
@@ -41,7 +42,9 @@ std::string describe(const Fault& fault, const std::vector<std::string>& sites);
 std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s);
 
 // `count` replica deaths over [0, window_s) among sites of `replicas` replicas each (those of a
-// single replica have no member to lose), each ended by window_s.
-std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s);
+// single replica have no member to lose), each ended by window_s: of members, or with `leaders`
+// of whichever replica leads its site then.
+std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s,
+                                       bool leaders = false);
 
 }  // namespace meridian

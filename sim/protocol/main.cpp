@@ -4,6 +4,7 @@
 //                     [--shard-outer]   (every site's outer state sharded among its replicas, deltas in parts)
 //                     [--replicas N]    (with --shard-outer: every site's replicas; default: 2 or 3, drawn)
 //                     [--replica-deaths N]  (with --shard-outer: members that die alone, besides the faults; default 3)
+//                     [--leader-deaths N]   (... and leaders, whichever replica leads then; default 2)
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
 #include <algorithm>
@@ -68,6 +69,8 @@ int run(int argc, char** argv) {
       options.replicas = std::stoi(value());
     else if (arg == "--replica-deaths")
       options.replica_deaths = std::stoi(value());
+    else if (arg == "--leader-deaths")
+      options.leader_deaths = std::stoi(value());
     else if (arg == "--split") {
       const std::string v = value();
       if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
@@ -78,7 +81,7 @@ int run(int argc, char** argv) {
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
   std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0, refetches = 0;
-  std::uint64_t replica_deaths = 0, mirror_cuts = 0;
+  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -93,6 +96,7 @@ int run(int argc, char** argv) {
     regroups += outcome.regroups;
     refetches += outcome.refetches;
     replica_deaths += outcome.replica_deaths;
+    leader_deaths += outcome.leader_deaths;
     mirror_cuts += outcome.mirror_cuts;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
@@ -120,10 +124,11 @@ int run(int argc, char** argv) {
   if (options.shard_outer)
     std::printf(
         "deltas held in parts: %llu; groups re-formed on a failed collective: %llu; catch-ups after a "
-        "part not kept: %llu; replicas that died alone: %llu; formations that took a part from a mirror: %llu\n",
+        "part not kept: %llu; replicas that died alone: %llu (%llu leading); formations that took a part from a "
+        "mirror: %llu\n",
         static_cast<unsigned long long>(held_in_parts), static_cast<unsigned long long>(regroups),
         static_cast<unsigned long long>(refetches), static_cast<unsigned long long>(replica_deaths),
-        static_cast<unsigned long long>(mirror_cuts));
+        static_cast<unsigned long long>(leader_deaths), static_cast<unsigned long long>(mirror_cuts));
   std::printf("transfers dropped at a full queue: %llu, in %llu seeds\n", static_cast<unsigned long long>(overflowed),
               static_cast<unsigned long long>(seeds_overflowed));
   return failed == 0 ? 0 : 1;

@@ -214,10 +214,13 @@ void Run::start(const Fault& f) {
     case Fault::Kind::Spike:
       for (auto& s : sites_) s->spike();
       return;
-    case Fault::Kind::ReplicaDeath:
-      site.kill_replica(f.replica);
-      schedule(end, [&site, replica = f.replica, lose = f.amount > 0] { site.restart_replica(replica, lose); });
+    case Fault::Kind::ReplicaDeath: {
+      const int replica = f.replica == Fault::kLeader ? site.leader_replica() : f.replica;
+      if (replica < 0) return;  // the site is down
+      site.kill_replica(replica);
+      schedule(end, [&site, replica, lose = f.amount > 0] { site.restart_replica(replica, lose); });
       return;
+    }
   }
 }
 
@@ -226,8 +229,11 @@ double Run::plan() {
   auto faults = options_.plan ? *options_.plan : plan_faults(rng_, options_.sites, options_.faults, window);
   if (job_.shard_outer && !options_.plan) {
     // From a stream of their own: the seed's other faults stay what they were.
-    Rng deaths = Rng::derive(job_.seed, 13);
-    for (const Fault& f : plan_replica_deaths(deaths, job_.replicas, options_.replica_deaths, window))
+    Rng deaths = Rng::derive(job_.seed, 13), leader_deaths = Rng::derive(job_.seed, 14);
+    auto drawn = plan_replica_deaths(deaths, job_.replicas, options_.replica_deaths, window);
+    for (const Fault& f : plan_replica_deaths(leader_deaths, job_.replicas, options_.leader_deaths, window, true))
+      drawn.push_back(f);
+    for (const Fault& f : drawn)
       faults.insert(
           std::upper_bound(faults.begin(), faults.end(), f, [](const Fault& a, const Fault& b) { return a.at < b.at; }),
           f);
@@ -306,6 +312,7 @@ SimOutcome Run::go() {
     outcome_.regroups += s->regroups();
     outcome_.refetches += s->refetches();
     outcome_.replica_deaths += s->replica_deaths();
+    outcome_.leader_deaths += s->leader_deaths();
     outcome_.mirror_cuts += s->mirror_cuts();
   }
   return outcome_;

@@ -29,6 +29,7 @@ struct SimOptions {
   bool shard_outer = false;
   int replicas = 0;  // with shard_outer: every site's replicas; 0: drawn per site from 2 and 3
   int replica_deaths = 3;  // with shard_outer: member replicas that die alone, besides `faults`
+  int leader_deaths = 2;   // ... and leaders (whichever replica leads its site then)
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
@@ -59,7 +60,8 @@ struct SimOutcome {
   std::uint64_t held_in_parts = 0;  // ... and with shard_outer: held in parts, never put together
   std::uint64_t regroups = 0;       // ... and the sites' groups re-formed on a failed collective
   std::uint64_t refetches = 0;      // ... and catch-ups after a part a commit named was not kept
-  std::uint64_t replica_deaths = 0;  // ... and member replicas that died alone
+  std::uint64_t replica_deaths = 0;  // ... and replicas that died alone
+  std::uint64_t leader_deaths = 0;   // ... those of them that led their site
   std::uint64_t mirror_cuts = 0;     // ... and formations that took a dead replica's part from a mirror
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
   std::vector<SimCommit> history;  // by version, from 1

@@ -22,12 +22,12 @@ SimShards::SimShards(std::size_t params, int replicas, const LaneLink& lane_link
     processes_.push_back(std::make_unique<Process>(lane_link_, "lane" + std::to_string(r)));
 }
 
-void SimShards::wire(StripedLink::Options& options) {
+void SimShards::wire(StripedLink::Options& options, int replica) {
   options.cuts = [unit = map_.unit()](std::uint64_t peer_unit) { return peer_unit > 0 && peer_unit % unit == 0; };
   options.cut_part = cut_part_on;
-  // The leader never dies alone (its death is the site's crash): its process outlives every formation.
-  options.keep_part = [this](const std::string& owner, const Stripe& stripe) {
-    return processes_.front()->kept.keep(owner, stripe);
+  // The link dies with the replica's process, or is let go of while the process lives on.
+  options.keep_part = [this, replica](const std::string& owner, const Stripe& stripe) {
+    return processes_[static_cast<std::size_t>(replica)]->kept.keep(owner, stripe);
   };
 }
 
@@ -41,7 +41,10 @@ OuterCut SimShards::form(const Sides& sides, const LaneLeader& leader, bool fres
   const int size = static_cast<int>(sides.size());
   map_ = ShardMap(params_, size);
   if (!group_ || group_->size() != size) group_ = std::make_unique<TurnGroup>(size);
-  processes_.front()->lanes.lead(leader.striped);
+  // As a real site's: the leader's lanes take its striped link's orders, and a replica that led
+  // before has let go of its link.
+  for (const Side& side : sides)
+    processes_[static_cast<std::size_t>(side.replica)]->lanes.lead(&side == &sides.front() ? leader.striped : nullptr);
   OuterCut leaders;
   group_->run([&](Communicator& comm) {
     const auto rank = static_cast<std::size_t>(comm.rank());

@@ -46,9 +46,9 @@ class SimShards {
   // `journal`: the site's, where each replica journals its part of a delta held in parts.
   SimShards(std::size_t params, int replicas, const LaneLink& lane_link, DeltaJournal& journal);
 
-  // The leader's striped link takes its own part of a delta that comes in parts, and cuts parts
-  // for peers that take them.
-  void wire(StripedLink::Options& options);
+  // The striped link of replica `replica`'s leader side keeps that replica's own part of a delta
+  // that comes in parts, and cuts parts for peers that take them.
+  void wire(StripedLink::Options& options, int replica);
   // The group (re)formed of `sides`, the live replicas, the leader first: every replica's outer
   // state cut anew (`fresh`: none ever began a round, each cuts its part from its weights), its
   // kept parts dropped, the lanes opened. The leader's cut.
@@ -61,7 +61,7 @@ class SimShards {
   void hold(int replica, std::vector<std::byte> bytes) {
     processes_[static_cast<std::size_t>(replica)]->lanes.hold(std::move(bytes));
   }
-  // Member `replica` died: what it kept and its lane go with it.
+  // Replica `replica` died: what it kept and its lane go with it.
   void kill(int replica) { processes_[static_cast<std::size_t>(replica)].reset(); }
   // ... and came back as a new process: it opens a lane of its own, under a new name, at the next
   // formation.

@@ -1,6 +1,8 @@
 #pragma once
-// One site of the protocol simulator: the real CrossSite, OuterState and RoundDriver of a site's
-// leader, over a MemoryControlPlane client and a SimLink, driven by the simulator's ticks instead
+// One site of the protocol simulator: the real OuterState and RoundDriver of each of a site's
+// replicas, and the real CrossSite of the one that leads (the lowest live one: a replica that comes
+// to lead builds one, as a real replica does), over a MemoryControlPlane client and a SimLink,
+// driven by the simulator's ticks instead
 // of a replica loop: one step of synthetic training when its time comes, one attempt of the round
 // per tick while the round waits. Training is synthetic and deterministic: each step adds a fixed
 // pseudo-random amount to the site's working weights, so every delta's expected content is known
@@ -116,11 +118,16 @@ class SimSite final : private RoundEvents {
   void pause_outer(bool paused);
   void rollback();  // to the newest version it holds, between two steps: the in-flight round is dropped
   void spike();     // its next step of training is far out of line (a loss spike)
-  // With the outer state sharded: member `replica` (1 and up; the leader's death is the site's
-  // crash) dies alone, and the group re-forms without it, its part from its predecessor's mirror.
+  // With the outer state sharded: replica `replica` dies alone, and the group re-forms without it,
+  // its part from its predecessor's mirror. The leader's death (replica 0, or the lowest live one)
+  // makes the next replica lead, with a leader side of its own; the last live replica does not
+  // die alone (that is the site's crash).
   void kill_replica(int replica);
+  // The replica that leads now (-1: the site is down, or its outer state is whole).
+  int leader_replica() const;
   // ... and comes back as a new process, its training healed from the leader's, its outer part
-  // from its own disk (or none: `lose_disk`); the group re-forms with it.
+  // from its own disk (or none: `lose_disk`); the group re-forms with it, led by it if it is the
+  // lowest live replica.
   void restart_replica(int replica, bool lose_disk);
   std::string describe() const;
   // Split exchange: the deltas put together from stripes here, over every incarnation (as of each's last call).
@@ -130,8 +137,10 @@ class SimSite final : private RoundEvents {
   std::uint64_t held_in_parts() const { return held_in_parts_; }
   std::uint64_t regroups() const { return regroups_; }
   std::uint64_t refetches() const { return refetches_; }
-  // ... and the replicas that died alone, and the formations that took a part from a mirror.
+  // ... and the replicas that died alone (those that led among them), and the formations that
+  // took a part from a mirror.
   std::uint64_t replica_deaths() const { return replica_deaths_; }
+  std::uint64_t leader_deaths() const { return leader_deaths_; }
   std::uint64_t mirror_cuts() const { return mirror_cuts_; }
 
  private:
@@ -139,28 +148,34 @@ class SimSite final : private RoundEvents {
   struct Incarnation;
   struct Disk;
   class Steps;
-  struct Member;
+  struct LeaderSide;
+  struct Process;
   enum class Phase { Joining, CatchingUp, TakingUp, Training, Draining, Ending };
   Disk initial_disk() const;  // version 0, step 0: what a site without a disk starts from
   void start();
   // A replica's state after the group's heal (intrasite/group/state_sync): its outer part from
   // its `own` disk, its training the leader's.
   static Disk healed(const Disk& own, const Disk& leader);
-  // Member `replica` of `inc`, a new process from `disk`.
-  std::unique_ptr<Member> new_member(Incarnation& inc, int replica, const Disk& disk);
+  // Replica `replica` of `inc`, a new process from `disk`.
+  std::unique_ptr<Process> new_process(Incarnation& inc, int replica, const Disk& disk);
+  // The lowest live replica leads: it builds a leader side unless it has one, every other replica
+  // lets go of its own, and each driver follows. Made for it: a new control-plane client, link and
+  // CrossSite, as a real replica's first lead makes them.
+  void take_lead();
+  std::unique_ptr<LeaderSide> make_leader_side(Incarnation& inc, Process& process, int replica);
   void join();
   void train_step();
   void attempt();
   void wait_ended();
   void roll_back();  // the operator's rollback, taken up
-  // One call of the round on both of the site's replicas, the leader's first; then they must hold
+  // One call of the round on each of the site's live replicas, the leader's first; then they must hold
   // the same version, weights and step, and the working weights must be the round's start less
   // the progress in flight.
   void on_replicas(const std::function<void(RoundDriver&, Replica&)>& call);
   // The split exchange's collective after a call: the leader's orders to the member's lane, the
   // stripes its lane took in to the leader, and both told the peers' lanes.
   void sync_lanes();
-  // With the outer state sharded: each replica's side, and the leader's for the lanes.
+  // With the outer state sharded: each live replica's side, and the leader's for the lanes.
   SimShards::Sides sides();
   LaneLeader lane_leader();
   // A collective failed: the replicas re-form, cut the outer state anew and join again, as a real
@@ -176,7 +191,7 @@ class SimSite final : private RoundEvents {
   // asked for whole again) and the site catches up, as a real site's does (SiteExchange::drive).
   void refetch(const PartsNotKept& e);
   // The outer states that hold the model's values: the leader's, and with the outer state sharded
-  // every member's part.
+  // every live replica's part, in rank order.
   std::vector<const OuterState*> held_states() const;
   // The sharded replicas' checks after a call: each mirror holds what its owner holds.
   bool mirrors_hold() const;
@@ -197,13 +212,17 @@ class SimSite final : private RoundEvents {
 
   SimWorld& world_;
   std::string name_;
-  std::unique_ptr<Disk> disk_;  // the latest checkpoint: every third exchange, as a real site's is now and then
-  std::vector<Disk> member_disks_;  // with the outer state sharded, the members' parts of it (else disk_ serves all)
+  RoundPlan plan_;
+  std::unique_ptr<Disk>
+      disk_;  // the latest checkpoint (its leader's): every third exchange, as a real site's is now and then
+  std::vector<Disk>
+      part_disks_;       // with the outer state sharded, each replica's part of it, by replica (else disk_ serves all)
+  int disk_writer_ = 0;  // ... and the replica whose part disk_ holds (it led when disk_ was written)
   std::shared_ptr<MemoryDeltaJournal> journal_ = std::make_shared<MemoryDeltaJournal>();
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
   std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0, replica_deaths_ = 0,
-                mirror_cuts_ = 0;
+                leader_deaths_ = 0, mirror_cuts_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

@@ -14,7 +14,7 @@ using namespace sim_site_detail;
 
 void SimSite::check_weights() {
   if (!incarnation_) return;
-  const Disk& d = incarnation_->now;
+  const Disk& d = incarnation_->leader().now;
   // The working weights are the round's start plus the progress in flight since its fragments
   // were last sent: a rebase, a drop or an adopted state loses none of it and adds none. With the
   // outer state sharded each replica holds the start of its part (the leader counts the progress).
@@ -33,9 +33,9 @@ void SimSite::check_weights() {
 }
 
 std::vector<const OuterState*> SimSite::held_states() const {
-  std::vector<const OuterState*> states{&incarnation_->now.state};
-  if (incarnation_->shards)
-    for (const Member* m : incarnation_->live_members()) states.push_back(&m->now.state);
+  if (!incarnation_->shards) return {&incarnation_->leader().now.state};
+  std::vector<const OuterState*> states;
+  for (const Process* p : incarnation_->live()) states.push_back(&p->now.state);
   return states;
 }
 
@@ -58,7 +58,7 @@ bool SimSite::mirrors_hold() const {
 }
 
 std::vector<float> SimSite::whole_global() const {
-  const OuterState& lead = incarnation_->now.state;
+  const OuterState& lead = incarnation_->leader().now.state;
   std::vector<float> whole(lead.size());
   for (const OuterState* state : held_states())
     std::ranges::copy(state->global(), whole.begin() + static_cast<std::ptrdiff_t>(state->part().offset));
@@ -66,20 +66,25 @@ std::vector<float> SimSite::whole_global() const {
 }
 
 void SimSite::submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) {
-  Disk& d = incarnation_->now;
+  const Disk& d = incarnation_->leader().now;
   std::vector<float> progress;
   for (const auto& range : d.state.fragment(a.fragment).ranges) {
-    auto from = d.progress.begin() + static_cast<std::ptrdiff_t>(range.offset);
+    const auto from = d.progress.begin() + static_cast<std::ptrdiff_t>(range.offset);
     progress.insert(progress.end(), from, from + static_cast<std::ptrdiff_t>(range.count));
-    std::fill(from, from + static_cast<std::ptrdiff_t>(range.count), 0.0f);
   }
+  // Every replica counts the progress it trained: what the delta carries is in flight no more.
+  for (Process* p : incarnation_->live())
+    for (const auto& range : d.state.fragment(a.fragment).ranges) {
+      const auto from = p->now.progress.begin() + static_cast<std::ptrdiff_t>(range.offset);
+      std::fill(from, from + static_cast<std::ptrdiff_t>(range.count), 0.0f);
+    }
   world_.checker.submitted(name_, a.round, encoded, progress);
   say("sent round " + std::to_string(a.round) + " of fragment " + std::to_string(a.fragment) +
       (a.final ? " (final)" : "") + " on version " + std::to_string(a.base_version));
 }
 
 void SimSite::applied(const AppliedVersion& v) {
-  const OuterState& state = incarnation_->now.state;
+  const OuterState& state = incarnation_->leader().now.state;
   if (v.record == nullptr)
     return world_.checker.fail(name_ + " applied version " + std::to_string(v.version) + " with no record");
   // Sharded, the members applied it too before the leader's turn came back (their last collective).
@@ -110,8 +115,8 @@ void SimSite::applied(const AppliedVersion& v) {
 }
 
 void SimSite::dropped(std::int64_t round, std::int64_t, std::int64_t version, int in_a_row) {
-  Disk& d = incarnation_->now;
-  std::fill(d.progress.begin(), d.progress.end(), 0.0f);  // the site went back to the version it holds
+  for (Process* p : incarnation_->live())  // the site went back to the version it holds
+    std::fill(p->now.progress.begin(), p->now.progress.end(), 0.0f);
   world_.checker.dropped_round();
   say("dropped round " + std::to_string(round) + " on version " + std::to_string(version) + ", " +
       std::to_string(in_a_row) + " in a row");
@@ -126,7 +131,7 @@ void SimSite::caught_up(std::int64_t from_version, std::int64_t version, double)
 }
 
 void SimSite::log_events() {
-  for (const auto& e : incarnation_->cross->take_events())
+  for (const auto& e : incarnation_->cross().take_events())
     say("event " + e.kind + (e.site.empty() ? "" : " " + e.site) + " " + std::to_string(e.number) + " " + e.detail);
 }
 

@@ -2,6 +2,7 @@
 // What a simulated site holds (sim_site.hpp's private parts), shared by the files that implement
 // it: sim_site.cpp (its life and faults) and sim_site_checks.cpp (what is checked after each call,
 // and what its round tells the checker).
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,19 +52,28 @@ class WireChannel final : public ReplicaChannel {
   bool leader_;
 };
 
-// A member replica tells no log anything: the driver calls events on the leader only.
-// The member's round tells nobody anything, but for the deltas it encodes: its lane holds them.
-class Quiet final : public RoundEvents {
+// What a replica's round did goes to its site (the driver tells it only while the replica leads),
+// but for the deltas it encodes while it does not lead: its lane holds them.
+class Forwarding final : public RoundEvents {
  public:
-  explicit Quiet(std::function<void(std::vector<std::byte>)> hold) : hold_(std::move(hold)) {}
+  Forwarding(RoundEvents& site, std::function<void(std::vector<std::byte>)> hold)
+      : site_(site), hold_(std::move(hold)) {}
+  void looked() override { site_.looked(); }
   void encoded(std::vector<std::byte> bytes) override { hold_(std::move(bytes)); }
-  void submitted(const DeltaAnnouncement&, std::span<const std::byte>) override {}
-  void applied(const AppliedVersion&) override {}
-  void dropped(std::int64_t, std::int64_t, std::int64_t, int) override {}
-  void fast_forwarded(std::int64_t, std::int64_t) override {}
-  void caught_up(std::int64_t, std::int64_t, double) override {}
+  void submitted(const DeltaAnnouncement& a, std::span<const std::byte> encoded) override {
+    site_.submitted(a, encoded);
+  }
+  void applied(const AppliedVersion& v) override { site_.applied(v); }
+  void dropped(std::int64_t round, std::int64_t step, std::int64_t version, int in_a_row) override {
+    site_.dropped(round, step, version, in_a_row);
+  }
+  void fast_forwarded(std::int64_t from_step, std::int64_t step) override { site_.fast_forwarded(from_step, step); }
+  void caught_up(std::int64_t from_version, std::int64_t version, double seconds) override {
+    site_.caught_up(from_version, version, seconds);
+  }
 
  private:
+  RoundEvents& site_;
   std::function<void(std::vector<std::byte>)> hold_;
 };
 
@@ -106,53 +116,70 @@ class SimSite::Steps final : public Training {
   std::string site_;
 };
 
-// The site's second replica: the same RoundDriver over its own copy of the state and weights, fed
-// the leader's Updates; the two must hold the same bits after every call.
-struct SimSite::Member {
-  Member(const Disk& disk, const RoundPlan& plan, std::uint64_t seed, const std::string& site, Update& wire,
-         std::function<double()> clock)
-      : now(disk), steps(now, seed, site), channel(wire, false), driver(plan, now.state, quiet, std::move(clock)) {}
-  Disk now;
-  Steps steps;
-  std::unique_ptr<Lane> lane;                        // the split exchange's, with the outer state whole
-  std::function<void(std::vector<std::byte>)> hold;  // ... where its encoded deltas go
-  sim_site_detail::Quiet quiet{[this](std::vector<std::byte> bytes) {
-    if (hold) hold(std::move(bytes));
-  }};
-  sim_site_detail::WireChannel channel;
-  RoundDriver driver;
-};
-
-struct SimSite::Incarnation {
-  explicit Incarnation(const Disk& disk) : now(disk) {}
+// What a replica builds when it comes to lead, and lets go of when it no longer does (as a real
+// replica's SiteExchange: ensure_leader_side, release_leader_side): its control-plane client, its
+// link and the site's CrossSite on them.
+struct SimSite::LeaderSide {
   std::unique_ptr<MemoryControlPlane> control;
   std::unique_ptr<ControlPlane> overwriting;  // SimMutations::overwrite_commits: what CrossSite talks to
   std::unique_ptr<Link> link;
-  StripedLink* striped = nullptr;     // the split exchange: `link` is it
-  std::unique_ptr<SimShards> shards;  // the outer state sharded (before the link, which keeps parts there)
-  std::uint64_t assembled_seen = 0, held_seen = 0;  // its figures as of the last call
+  StripedLink* striped = nullptr;  // the split exchange: `link` is it
   std::weak_ptr<Lease> lease;
+  std::uint64_t assembled_seen = 0, held_seen = 0;  // its link's figures as of the last call
+  std::unique_ptr<CrossSite> cross;                 // after what it uses: it goes before its control plane and link
+  std::unique_ptr<RoundPeers> peers;                // what the driver talks to: cross, or a mutation's decorator of it
+  RoundPeers& round_peers() { return peers ? *peers : *cross; }
+};
+
+// One replica's process: its own copy of the state and weights, and the same RoundDriver over
+// them; the replicas must hold the same bits after every call. The one that leads has a leader side.
+struct SimSite::Process {
+  Process(const Disk& disk, const RoundPlan& plan, std::uint64_t seed, const std::string& site, Update& wire,
+          bool first, RoundEvents& site_events, std::function<double()> clock)
+      : now(disk),
+        steps(now, seed, site),
+        events(site_events,
+               [this](std::vector<std::byte> bytes) {
+                 if (hold) hold(std::move(bytes));
+               }),
+        channel(wire, first),
+        driver(plan, now.state, events, std::move(clock)) {}
   Disk now;
+  Steps steps;
+  std::unique_ptr<Lane> lane;                        // the split exchange's, with the outer state whole
+  std::function<void(std::vector<std::byte>)> hold;  // where the deltas it encodes go while it does not lead
+  sim_site_detail::Forwarding events;
+  // With the outer state whole (two replicas, the first leading): the first leaves each Update on
+  // the wire, and the second, called right after it, takes it from there.
+  sim_site_detail::WireChannel channel;
+  RoundDriver driver;
+  std::unique_ptr<LeaderSide> lead;  // last: it goes first, while the state it serves is still there
+};
+
+struct SimSite::Incarnation {
+  std::unique_ptr<SimShards> shards;  // the outer state sharded (before the links, which keep parts there)
+  Update wire;
+  std::vector<std::unique_ptr<Process>> replicas;  // by replica; null while dead
+  std::uint64_t leader_sides = 0;                  // made so far: each names its link
   double next_at = 0;  // when the next step of training ends
   Phase phase = Phase::Joining;
   bool take_up = false;  // after the catch-up: go on from the job's step (a resumed or disk-less site)
   bool drain_asked = false, resume_asked = false;  // the operator's, taken up once the round lets it
   bool rollback_asked = false;                     // ... and at the next step
   bool round_wait = false;                         // the wait under way follows a round's end
-  std::unique_ptr<CrossSite> cross;                // after what it uses: it goes before its control plane and link
-  std::unique_ptr<RoundPeers> peers;               // what the driver talks to: cross, or a mutation's decorator of it
-  Update wire;
-  sim_site_detail::WireChannel channel{wire, true};
-  std::unique_ptr<Steps> steps;
-  // The leader's group after it: one, unless sharded (then by replica, from 1; null while dead).
-  std::vector<std::unique_ptr<Member>> members;
-  std::vector<Member*> live_members() const {
-    std::vector<Member*> live;
-    for (const auto& m : members)
-      if (m) live.push_back(m.get());
-    return live;
+  std::vector<Process*> live() const {
+    std::vector<Process*> out;
+    for (const auto& p : replicas)
+      if (p) out.push_back(p.get());
+    return out;
   }
-  std::unique_ptr<RoundDriver> driver;  // last: it goes first, while all it holds is still there
+  // The lowest live replica: rank 0 of the group.
+  std::size_t leader_index() const {
+    return static_cast<std::size_t>(
+        std::find_if(replicas.begin(), replicas.end(), [](const auto& p) { return p != nullptr; }) - replicas.begin());
+  }
+  Process& leader() const { return *replicas[leader_index()]; }
+  CrossSite& cross() const { return *leader().lead->cross; }
 };
 
 }  // namespace meridian

@@ -136,12 +136,12 @@ TEST_CASE("protocol simulator: each of eight protocol mutations is caught within
 
 // Every site's outer state sharded among its 2 or 3 replicas (drawn per site), which run the real
 // group code (GroupChannel, the outer cut, SiteLanes, kept parts) on threads taking turns, and
-// peers' deltas taken in parts, each cut on its receiver's map, and three member replicas dying
-// alone. Each seed costs about 0.2 s: the model is three units of the cut (9,192 values).
+// peers' deltas taken in parts, each cut on its receiver's map, and three member replicas and two
+// leaders dying alone. Each seed costs about 0.2 s: the model is three units of the cut (9,192 values).
 TEST_CASE("protocol simulator: 100 seeds with the outer state sharded and deltas taken in parts hold every invariant") {
   SimOptions options;
   options.shard_outer = true;
-  std::uint64_t held_in_parts = 0, deaths = 0, from_mirrors = 0;
+  std::uint64_t held_in_parts = 0, deaths = 0, leaders = 0, from_mirrors = 0;
   std::int64_t versions = 0;
   int uneven = 0;  // seeds whose sites do not all have as many replicas
   for (std::uint64_t seed = 0; seed < 100; ++seed) {
@@ -152,6 +152,7 @@ TEST_CASE("protocol simulator: 100 seeds with the outer state sharded and deltas
     held_in_parts += outcome.held_in_parts;
     versions += outcome.versions;
     deaths += outcome.replica_deaths;
+    leaders += outcome.leader_deaths;
     from_mirrors += outcome.mirror_cuts;
     uneven += std::ranges::count(outcome.replicas, outcome.replicas.front()) != 3 ? 1 : 0;
   }
@@ -159,17 +160,22 @@ TEST_CASE("protocol simulator: 100 seeds with the outer state sharded and deltas
   CHECK(uneven > 50);  // three quarters, drawn
   // Most deltas went in parts (three sites, about 25 rounds each, each delta held at two peers).
   CHECK(held_in_parts > 100 * 50);
-  // Three member replicas die alone in each seed (none while its site is down): each time the
-  // survivors take its part from a mirror.
-  CHECK(deaths > 100 * 2);
+  // Three member replicas and two leaders die alone in each seed (none while its site is down, nor
+  // its last live replica): each time the survivors take its part from a mirror, and after a
+  // leader's death the next replica leads.
+  CHECK(deaths > 100 * 3);
+  CHECK(leaders > 100);
   CHECK(from_mirrors >= deaths);
 }
 
-// One member replica of a site dies alone, and a new one takes its place: the group re-forms
-// without it (its part from its predecessor's mirror, nothing older taken) and again with it
-// (its training healed, its outer part cut anew from the others'), at 2 and 3 replicas a site,
-// from its disk and without it, at every moment of a round.
-TEST_CASE("protocol simulator: a member replica that dies alone loses nothing, and its successor joins the job") {
+// One replica of a site dies alone, and a new one takes its place: the group re-forms without it
+// (its part from its predecessor's mirror, nothing older taken) and again with it (its training
+// healed, its outer part cut anew from the others'), at 2 and 3 replicas a site, from its disk and
+// without it, at every moment of a round. The last member, or the `leader`: the next replica then
+// leads with a leader side of its own (a new CrossSite, control-plane client and link), and lets
+// go of it when the restarted replica leads again.
+namespace {
+void one_replica_dies(bool leader) {
   int runs = 0;
   for (const int replicas : {2, 3})
     for (int tenth = 31; tenth < 130; tenth += 7)
@@ -177,18 +183,30 @@ TEST_CASE("protocol simulator: a member replica that dies alone loses nothing, a
         SimOptions options;
         options.shard_outer = true;
         options.replicas = replicas;
-        options.plan = std::vector<Fault>{
-            Fault{Fault::Kind::ReplicaDeath, tenth / 10.0, 2.5, 1, lose_disk ? 1.0 : 0.0, replicas - 1}};
+        const int dead = leader ? Fault::kLeader : replicas - 1;
+        options.plan =
+            std::vector<Fault>{Fault{Fault::Kind::ReplicaDeath, tenth / 10.0, 2.5, 1, lose_disk ? 1.0 : 0.0, dead}};
         const auto outcome = simulate(3, options);
-        INFO(replicas, " replicas a site, replica ", replicas - 1, " of b dead from ", tenth / 10.0, " s for 2.5 s",
+        INFO(replicas, " replicas a site, replica ", dead, " of b dead from ", tenth / 10.0, " s for 2.5 s",
              lose_disk ? ", its disk lost: " : ": ", report(outcome));
         CHECK(outcome.ok());
         CHECK(outcome.replica_deaths == 1);
+        CHECK(outcome.leader_deaths == (leader ? 1 : 0));
         CHECK(outcome.mirror_cuts >= 1);
         CHECK(outcome.versions >= 24);
         ++runs;
       }
   CHECK(runs == 2 * 15 * 2);
+}
+}  // namespace
+
+TEST_CASE("protocol simulator: a member replica that dies alone loses nothing, and its successor joins the job") {
+  one_replica_dies(false);
+}
+
+TEST_CASE(
+    "protocol simulator: a leader that dies alone loses nothing: the next replica leads, then its successor again") {
+  one_replica_dies(true);
 }
 
 // A replica that let a later copy of a part replace the one its leader judged (a duplicate on the
@@ -199,6 +217,7 @@ TEST_CASE("protocol simulator: a kept part replaced by a later copy of it is cau
   // Without replica deaths, whose re-formed groups drop every kept part: 3 seeds of 100 catch it
   // (41 first); with them, 3 of 300 (169 first).
   options.replica_deaths = 0;
+  options.leader_deaths = 0;
   options.mutations.keep_last_part = true;
   const long long seed = first_caught(options, 100);
   CHECK(seed >= 0);
