@@ -231,8 +231,8 @@ double Run::plan() {
     // From a stream of their own: the seed's other faults stay what they were.
     Rng deaths = Rng::derive(job_.seed, 13), leader_deaths = Rng::derive(job_.seed, 14);
     auto drawn = plan_replica_deaths(deaths, job_.replicas, options_.replica_deaths, window);
-    for (const Fault& f : plan_replica_deaths(leader_deaths, job_.replicas, options_.leader_deaths, window, true))
-      drawn.push_back(f);
+    const auto leaders = plan_replica_deaths(leader_deaths, job_.replicas, options_.leader_deaths, window, true);
+    drawn.insert(drawn.end(), leaders.begin(), leaders.end());
     for (const Fault& f : drawn)
       faults.insert(
           std::upper_bound(faults.begin(), faults.end(), f, [](const Fault& a, const Fault& b) { return a.at < b.at; }),

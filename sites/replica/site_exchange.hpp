@@ -186,9 +186,10 @@ class SiteExchange final : private RoundEvents {
 
   void ensure_leader_side();
   // A replica that no longer leads lets go of its CrossSite, link and etcd client: leading again,
-  // it builds them anew, and the new CrossSite reads back the deltas the leaders since journaled
-  // and scans the rounds they announced, as after a restart. One kept from an earlier lead knows
-  // neither, so a version that merged such a round could only be adopted whole from a peer.
+  // it builds them anew, as after a restart. One kept from an earlier lead would keep the site's
+  // member record naming the dead leader's address until that process's lease lapsed (it writes
+  // its key again only when the key or its own lease is gone), and would never scan the rounds
+  // the leaders since announced.
   void release_leader_side();
   // Leader, under an emulated WAN: whether the job's start is known, agreeing on it if not yet.
   bool wan_started();

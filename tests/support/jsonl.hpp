@@ -4,11 +4,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace meridian::testing {
 
@@ -37,25 +37,31 @@ inline std::vector<nlohmann::json> events_of(const std::vector<nlohmann::json>& 
   return out;
 }
 
-// Waits (bounded, about a minute) until some metric line reports a loss at `step` or later.
-inline bool wait_for_step(const std::filesystem::path& run, int step) {
+// Polls `done` every 20 ms for up to a minute; whether it came true.
+inline bool wait_until(const std::function<bool()>& done) {
   for (int i = 0; i < 3000; ++i) {
-    for (const auto& m : read_jsonl(run / "metrics.jsonl"))
-      if (m.contains("step") && m["step"].get<int>() >= step && m.contains("loss")) return true;
+    if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
 }
 
-// Waits (up to a minute) until `run`'s events.jsonl holds at least `count` events of kind `event`.
+// Until some metric line reports a loss at `step` or later.
+inline bool wait_for_step(const std::filesystem::path& run, int step) {
+  return wait_until([&] {
+    for (const auto& m : read_jsonl(run / "metrics.jsonl"))
+      if (m.contains("step") && m["step"].get<int>() >= step && m.contains("loss")) return true;
+    return false;
+  });
+}
+
+// Until `run`'s events.jsonl holds at least `count` events of kind `event`.
 inline bool wait_for_event(const std::filesystem::path& run, const std::string& event, std::size_t count) {
-  for (int i = 0; i < 3000; ++i) {
+  return wait_until([&] {
     std::size_t seen = 0;
     for (const auto& e : read_jsonl(run / "events.jsonl")) seen += e.value("event", "") == event;
-    if (seen >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+    return seen >= count;
+  });
 }
 
 }  // namespace meridian::testing
