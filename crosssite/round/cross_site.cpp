@@ -85,14 +85,13 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     std::vector<std::string> missing;
     for (const auto& s : options_.sites)
       if (!membership_.member(s)) missing.push_back(s);
-    if (missing.empty()) {
-      // A site that comes back learns how far behind it is.
-      control([&](ControlPlane& plane) { log_.read(plane, events_); });
+    // A site that comes back learns how far behind it is; a job under way does not wait for its
+    // absent sites: this one (re)joins the live ones.
+    control([&](ControlPlane& plane) { log_.read(plane, events_); });
+    if (missing.empty() || log_.newest() > 0) {
+      if (!committed_before_join_) committed_before_join_ = log_.newest();
       return true;
     }
-    // A job under way does not wait for its absent sites: this one (re)joins the live ones.
-    control([&](ControlPlane& plane) { log_.read(plane, events_); });
-    if (log_.newest() > 0) return true;
     waiting_ = {Waiting::What::Join, 0, ""};
     for (const auto& s : missing) waiting_.detail += " " + s;
     pump(std::min(deadline, clock_() + ms(options_.control_poll)));
@@ -180,8 +179,9 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
 }
 
 std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record, const OuterState& state) {
+  const bool overdue = committed_before_join_ && record.number <= *committed_before_join_;
   bool complete = true;
-  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.digest) && complete;
+  for (const auto& e : record.entries) complete = held({e.site, e.round}, e.digest, overdue) && complete;
   if (!complete) {
     waiting_ = {Waiting::What::CommitDeltas, record.number, ""};
     transfer_.note_stuck();
@@ -399,7 +399,7 @@ CommitView CrossSite::control_view(const OuterState& state) const {
   return view;
 }
 
-bool CrossSite::held(const DeltaKey& key, const Digest& digest) {
+bool CrossSite::held(const DeltaKey& key, const Digest& digest, bool overdue) {
   if (store_.held(key, digest, events_, counts())) return true;
   const auto* wrong = store_.wrong_copies(key);
   if (wrong != nullptr && wrong->count >= kEquivocationCopies && !book_.banned(key.first)) {
@@ -410,7 +410,7 @@ bool CrossSite::held(const DeltaKey& key, const Digest& digest) {
     return false;
   }
   // A commit merged it before the dispute: the right bytes are still what this site needs.
-  request(key.first, key.second);
+  request(key.first, key.second, overdue);
   return false;
 }
 
@@ -459,11 +459,11 @@ void CrossSite::state_assembled(std::int64_t version, std::vector<std::byte> sna
   }
 }
 
-void CrossSite::request(const std::string& site, std::int64_t round) {
+void CrossSite::request(const std::string& site, std::int64_t round, bool overdue) {
   const auto member = membership_.members().find(site);
   if (member == membership_.members().end() || site == options_.site) return;
   // The delta is usually on its way: ask only once it is overdue, and then not too often.
-  if (!store_.ask_due({site, round}, clock_(), ms(options_.rerequest_after))) return;
+  if (!store_.ask_due({site, round}, clock_(), ms(options_.rerequest_after), overdue)) return;
   const std::string req = encode(DeltaRequest{site, round});
   courier_.send(member->second.address, LinkTag::DeltaRequest, round, as_bytes(req));
   ++counts().requests_sent;

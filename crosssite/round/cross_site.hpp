@@ -238,8 +238,9 @@ class CrossSite final : public RoundPeers {
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
   void forget_merged(const CommitRecord& record);
   // Whether a delta matching `digest` is here, whole or in parts; if not, its owner is asked again
-  // (rate-limited), or it is disputed: its owner sent other bytes than it announced, twice.
-  bool held(const DeltaKey& key, const Digest& digest);
+  // (rate-limited; `overdue`: the first time at once), or it is disputed: its owner sent other
+  // bytes than it announced, twice.
+  bool held(const DeltaKey& key, const Digest& digest, bool overdue = false);
   // Reads the announcements (and disputes: each logged once) since the last read.
   void read_announcements(ControlPlane& plane);
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
@@ -247,7 +248,7 @@ class CrossSite final : public RoundPeers {
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
-  void request(const std::string& site, std::int64_t round);
+  void request(const std::string& site, std::int64_t round, bool overdue);
   void read_journal();
   bool merged_all(const OuterState& state);   // finished()'s first half: this site holds the job's last version
   bool peers_ended(const OuterState& state);  // its second: says so, and waits for the others to
@@ -268,6 +269,10 @@ class CrossSite final : public RoundPeers {
   GradientInbox gradients_;
   Waiting waiting_;
   EndWaits ends_;
+  // The newest version committed when this incarnation first joined. Peers push a (re)joining
+  // site only the deltas no commit has merged, so those these versions merged are on their way
+  // to nobody here: a site that holds an older version asks for them at once.
+  std::optional<std::int64_t> committed_before_join_;
 };
 
 }  // namespace meridian

@@ -153,9 +153,9 @@ DeltaScreen::Verdict DeltaStore::screen(const DeltaAnnouncement& a, std::size_t 
   return verdict;
 }
 
-bool DeltaStore::ask_due(const DeltaKey& key, double now, double rerequest_s) {
+bool DeltaStore::ask_due(const DeltaKey& key, double now, double rerequest_s, bool overdue) {
   auto [it, fresh] = asked_at_.try_emplace(key, now);
-  if (fresh || now - it->second < rerequest_s) return false;
+  if (fresh ? !overdue : now - it->second < rerequest_s) return false;
   it->second = now;
   return true;
 }

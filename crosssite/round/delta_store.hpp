@@ -70,9 +70,9 @@ class DeltaStore {
   // The delta must be held() first.
   DeltaScreen::Verdict screen(const DeltaAnnouncement& a, std::size_t n);
   bool screened(const DeltaKey& key) const { return norms_.contains(key); }
-  // Whether asking `key`'s owner again is due: not at once (it is usually on its way), then once
-  // every `rerequest_s`.
-  bool ask_due(const DeltaKey& key, double now, double rerequest_s);
+  // Whether asking `key`'s owner again is due: not at once (it is usually on its way) unless it is
+  // `overdue` (nobody sends it unasked), then once every `rerequest_s`.
+  bool ask_due(const DeltaKey& key, double now, double rerequest_s, bool overdue = false);
 
   // The version this site holds now: the screens take the history its record carries (older
   // records: they learn the norms of its deltas decoded here).

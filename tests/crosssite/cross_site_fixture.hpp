@@ -45,10 +45,11 @@ struct Site {
   Site(const std::string& job, const std::string& name, const std::string& endpoint, CodecOptions codec,
        const LinkFaults& faults = {}, std::size_t chunk_bytes = 16 << 10, CommitRuleOptions rule = {},
        FragmentPlan plan = {}, std::optional<LinkCurve> curve = std::nullopt,
-       std::map<std::string, std::string> link_keys = {}, const LinkWrapper& wrap = {})
+       std::map<std::string, std::string> link_keys = {}, const LinkWrapper& wrap = {},
+       const std::function<void(CrossSiteOptions&)>& tune = {})
       : link(wrapped(make_zmq_link("127.0.0.1", chunk_bytes, faults, 0, kLinkQueueBytes, std::move(curve)), wrap)),
         etcd(EtcdOptions{{endpoint}, 5000ms}),
-        cross(options(job, name, endpoint, rule, std::move(link_keys)), etcd, *link, seconds_now),
+        cross(tuned(options(job, name, endpoint, rule, std::move(link_keys)), tune), etcd, *link, seconds_now),
         state(initial_weights(), {}, codec, true, std::move(plan)),
         name(name) {
     cross.serve_state(&state);
@@ -56,6 +57,11 @@ struct Site {
 
   static std::unique_ptr<Link> wrapped(std::unique_ptr<Link> link, const LinkWrapper& wrap) {
     return wrap ? wrap(std::move(link)) : std::move(link);
+  }
+
+  static CrossSiteOptions tuned(CrossSiteOptions o, const std::function<void(CrossSiteOptions&)>& tune) {
+    if (tune) tune(o);
+    return o;
   }
 
   static CrossSiteOptions options(const std::string& job, const std::string& name, const std::string& endpoint,

@@ -227,6 +227,41 @@ TEST_CASE("a site that fell behind adopts a peer's state, from another peer when
   for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
 }
 
+TEST_CASE(
+    "a site back one version behind a commit made while it was away asks for that commit's deltas at once: nobody "
+    "sends them unasked") {
+  EtcdServer etcd;
+  const CodecOptions codec{CodecKind::Int8, 256};
+  CommitRuleOptions two;
+  two.quorum = 2;
+  auto sites = joined_sites(etcd, codec, {}, 16 << 10, two);
+  sites[2].reset();
+  commit_by_two(*sites[0], *sites[1], 1);
+  // c comes back without its disk. Peers push a site that (re)joins only the deltas no commit has
+  // merged, and c would ask again only after a minute, or take a peer's state after one: version
+  // 1's deltas reach it in time only because it asks for them at once.
+  const auto patient = [](CrossSiteOptions& o) {
+    o.rerequest_after = 60s;
+    o.catch_up_after = 60s;
+  };
+  sites[2] = std::make_unique<Site>("job", "c", etcd.endpoint(), codec, LinkFaults{}, 16 << 10, two, FragmentPlan{},
+                                    std::nullopt, std::map<std::string, std::string>{}, LinkWrapper{}, patient);
+  Site& c = *sites[2];
+  const double deadline = seconds_now() + 10;
+  while (!c.cross.poll_join(5ms)) REQUIRE(seconds_now() < deadline);
+  while (c.state.version() < 1) {
+    REQUIRE_MESSAGE(seconds_now() < deadline, "c waits for ", c.cross.describe_wait());
+    if (auto commit = c.cross.poll_commit(c.state, 5ms)) {
+      CHECK(commit->snapshot.empty());
+      c.apply(*commit);
+    }
+    for (Site* peer : {sites[0].get(), sites[1].get()}) CHECK_FALSE(peer->cross.poll_commit(peer->state, 1ms));
+  }
+  CHECK(OuterState::weights_hash(c.state.global()) == sites[0]->last->params_hash);
+  CHECK(c.cross.traffic().requests_sent == 2);
+  CHECK(c.cross.traffic().states_adopted == 0);
+}
+
 TEST_CASE("a site that adopted a peer's state screens as its peers do: the screen's history comes with the version") {
   EtcdServer etcd;
   auto sites = c_back_four_versions_behind(etcd, {CodecKind::Fp32, 0});

@@ -99,3 +99,19 @@ TEST_CASE("parts whose units are not the announced delta's are dropped and said,
   REQUIRE(events.size() == 1);
   CHECK(events[0].kind == "delta_damaged");
 }
+
+TEST_CASE("a missing delta is asked for once it is late, then at most once a second, and at once when overdue") {
+  Store s;
+  DeltaStore& store = s.store;
+  const DeltaKey usual{"b", 3}, overdue{"c", 3};
+  // Usually on its way: not at the first look, once a second has passed, not again before the next.
+  CHECK_FALSE(store.ask_due(usual, 10.0, 1.0));
+  CHECK_FALSE(store.ask_due(usual, 10.9, 1.0));
+  CHECK(store.ask_due(usual, 11.0, 1.0));
+  CHECK_FALSE(store.ask_due(usual, 11.5, 1.0));
+  CHECK(store.ask_due(usual, 12.1, 1.0));
+  // Sent to nobody here (merged before this site joined): asked at the first look, then as usual.
+  CHECK(store.ask_due(overdue, 10.0, 1.0, true));
+  CHECK_FALSE(store.ask_due(overdue, 10.5, 1.0, true));
+  CHECK(store.ask_due(overdue, 11.0, 1.0, true));
+}
