@@ -81,7 +81,7 @@ int run(int argc, char** argv) {
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
   std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0, refetches = 0;
-  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0;
+  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -98,6 +98,7 @@ int run(int argc, char** argv) {
     replica_deaths += outcome.replica_deaths;
     leader_deaths += outcome.leader_deaths;
     mirror_cuts += outcome.mirror_cuts;
+    adopted += outcome.states_adopted;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
@@ -117,10 +118,11 @@ int run(int argc, char** argv) {
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(failed), options.faults,
               seeds ? static_cast<double>(versions) / static_cast<double>(seeds) : 0.0, seconds,
               seconds > 0 ? 60.0 * static_cast<double>(seeds) / seconds : 0.0);
-  std::printf("streaming (several fragments): %llu seeds; versions applied to fragments other than 0: %llu; "
-              "rounds dropped as lost: %llu\n",
-              static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
-              static_cast<unsigned long long>(dropped));
+  std::printf(
+      "streaming (several fragments): %llu seeds; versions applied to fragments other than 0: %llu; "
+      "rounds dropped as lost: %llu; peers' states adopted: %llu\n",
+      static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
+      static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(adopted));
   if (options.shard_outer)
     std::printf(
         "deltas held in parts: %llu; groups re-formed on a failed collective: %llu; catch-ups after a "

@@ -314,6 +314,7 @@ SimOutcome Run::go() {
     outcome_.replica_deaths += s->replica_deaths();
     outcome_.leader_deaths += s->leader_deaths();
     outcome_.mirror_cuts += s->mirror_cuts();
+    outcome_.states_adopted += s->states_adopted();
   }
   return outcome_;
 }

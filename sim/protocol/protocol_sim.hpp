@@ -64,6 +64,7 @@ struct SimOutcome {
   std::uint64_t leader_deaths = 0;   // ... those of them that led their site
   std::uint64_t mirror_cuts = 0;     // ... and formations that took a dead replica's part from a mirror
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
+  std::uint64_t states_adopted = 0;  // versions the sites took as a peer's state, not from deltas
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }
 };

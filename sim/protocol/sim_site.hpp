@@ -142,6 +142,8 @@ class SimSite final : private RoundEvents {
   std::uint64_t replica_deaths() const { return replica_deaths_; }
   std::uint64_t leader_deaths() const { return leader_deaths_; }
   std::uint64_t mirror_cuts() const { return mirror_cuts_; }
+  // The versions it took as a peer's state instead of applying their deltas.
+  std::uint64_t states_adopted() const { return states_adopted_; }
 
  private:
   struct Lease;
@@ -222,7 +224,7 @@ class SimSite final : private RoundEvents {
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
   std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0, replica_deaths_ = 0,
-                leader_deaths_ = 0, mirror_cuts_ = 0;
+                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

@@ -93,7 +93,10 @@ void SimSite::applied(const AppliedVersion& v) {
       world_.checker.fail(name_ + "'s leader applied version " + std::to_string(v.version) + " while a member holds " +
                           std::to_string(held->version()));
   world_.checker.applied(name_, *v.record, OuterState::weights_hash(whole_global()), v.adopted);
-  if (v.adopted) return say("adopted a peer's state of version " + std::to_string(v.version));
+  if (v.adopted) {
+    ++states_adopted_;
+    return say("adopted a peer's state of version " + std::to_string(v.version));
+  }
   // A commit rebases the round onto it: the fragments it changed start from the version.
   if (state.sharded()) {
     if (!std::ranges::equal(state.start(), state.global()))
