@@ -140,22 +140,24 @@ struct CudnnAttention::Impl {
     if (handle != nullptr) fe::detail::destroy_handle(handle);
   }
 
-  // The graph of `key`, built on first use; its message when cuDNN will not take it.
+  // The graph of `key`, built on first use; its message when cuDNN will not take it. Any step may
+  // throw as well as fail (the frontend's dynamic loading throws where it finds no CUDA runtime, or
+  // two; the workspace may not fit): either way there is no plan, and at start-up the model then
+  // runs the materialized kernel instead of stopping.
   std::variant<Graph, std::string> build(const GraphKey& key) {
     if (const auto found = graphs.find(key); found != graphs.end()) return found->second;
-    Graph g;
     try {
-      g = key.backward ? backward_graph(key.shape, key.io) : forward_graph(key.shape, key.io);
+      Graph g = key.backward ? backward_graph(key.shape, key.io) : forward_graph(key.shape, key.io);
+      if (auto built = g->build(handle, {fe::HeurMode_t::A}); !built.is_good()) return built.get_message();
+      std::int64_t bytes = 0;
+      if (auto sized = g->get_workspace_size(bytes); !sized.is_good()) return sized.get_message();
+      if (static_cast<std::size_t>(bytes) > workspace.size())
+        workspace = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(bytes));
+      graphs.emplace(key, g);
+      return g;
     } catch (const std::exception& e) {
       return std::string(e.what());
     }
-    if (auto built = g->build(handle, {fe::HeurMode_t::A}); !built.is_good()) return built.get_message();
-    std::int64_t bytes = 0;
-    if (auto sized = g->get_workspace_size(bytes); !sized.is_good()) return sized.get_message();
-    if (static_cast<std::size_t>(bytes) > workspace.size())
-      workspace = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(bytes));
-    graphs.emplace(key, g);
-    return g;
   }
 
   void run(const GraphKey& key, std::unordered_map<Uid, void*> pack) {
@@ -164,8 +166,14 @@ struct CudnnAttention::Impl {
       throw CudaError("cuDNN attention: no plan for B=" + std::to_string(key.shape.B) +
                       ", T=" + std::to_string(key.shape.Tn) + ", heads " + std::to_string(key.shape.NH) + "/" +
                       std::to_string(key.shape.KV) + ", head size " + std::to_string(key.shape.hs) + ": " + *why);
-    auto done = std::get<Graph>(built)->execute(handle, pack, workspace.data());
-    if (!done.is_good()) throw CudaError("cuDNN attention: execute failed: " + done.get_message());
+    std::string failed;
+    try {
+      if (auto done = std::get<Graph>(built)->execute(handle, pack, workspace.data()); !done.is_good())
+        failed = done.get_message();
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+    if (!failed.empty()) throw CudaError("cuDNN attention: execute failed: " + failed);
   }
 };
 

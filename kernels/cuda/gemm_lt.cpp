@@ -145,10 +145,15 @@ bool gemm_bias(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, cons
   const float alpha = 1.0f, beta = 0.0f;
   // An algorithm the heuristics offered but the call refuses (a configuration it does not run) is
   // dropped for the shape, and the plain path computes the product: a faster path that cannot run
-  // must not stop training. Faults inside the kernel surface at the next check, as for any kernel.
+  // must not stop training. Any other failure (an earlier kernel's fault reported here, no memory)
+  // is an error where it shows, not a refusal that would hide it. Faults inside the kernel surface
+  // at the next check, as for any kernel.
   const cublasStatus_t ran = cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.out, C,
                                             p.out, &p.algo, lt.workspace.data(), kWorkspaceBytes, blas.stream());
-  if (ran != CUBLAS_STATUS_SUCCESS) {
+  const bool refused =
+      ran == CUBLAS_STATUS_NOT_SUPPORTED || ran == CUBLAS_STATUS_INVALID_VALUE || ran == CUBLAS_STATUS_ARCH_MISMATCH;
+  if (!refused) MERIDIAN_CUBLAS(ran);
+  if (refused) {
     p.found = false;
     blas.lt_refusals.push_back(cublasGetStatusName(ran));
     return false;
