@@ -152,12 +152,12 @@ bool gemm_bias(Blas& blas, bool trans_a, bool trans_b, int M, int N, int K, cons
                                             p.out, &p.algo, lt.workspace.data(), kWorkspaceBytes, blas.stream());
   const bool refused =
       ran == CUBLAS_STATUS_NOT_SUPPORTED || ran == CUBLAS_STATUS_INVALID_VALUE || ran == CUBLAS_STATUS_ARCH_MISMATCH;
-  if (!refused) MERIDIAN_CUBLAS(ran);
   if (refused) {
     p.found = false;
     blas.lt_refusals.push_back(cublasGetStatusName(ran));
     return false;
   }
+  MERIDIAN_CUBLAS(ran);
   ++blas.lt_products;
   return true;
 }
