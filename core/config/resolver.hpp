@@ -2,6 +2,7 @@
 // Internal to core/config: the Resolver, which reads typed values out of Layers and collects problems.
 // Keys are known by being read, so the list of valid keys cannot drift from the reader.
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -129,6 +130,24 @@ class Resolver {
   // Non-empty strings.
   void read(std::string& out, const std::string& table, const std::string& key) {
     if (const auto* s = non_empty_string(table, key, "a non-empty string")) out = *s;
+  }
+
+  // A name that becomes a directory, an etcd key's component and an etcd user (a job's, a
+  // site's): 1 to 64 letters, digits, '_', '-' and '.', not starting with '.' or '-', so that it
+  // can never climb out of the run directory, split a key, or pass for a command-line option.
+  void read_name(std::string& out, const std::string& table, const std::string& key, const std::string& names) {
+    const std::string expected =
+        "a name of 1 to 64 letters, digits, '_', '-' and '.', not starting with '.' or '-' "
+        "(it names " +
+        names + ")";
+    const auto* s = non_empty_string(table, key, expected);
+    if (!s) return;
+    const bool plain =
+        s->size() <= 64 && s->front() != '.' && s->front() != '-' && std::all_of(s->begin(), s->end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
+        });
+    if (!plain) return mismatch(layers_.leaves.at(table + "." + key), table + "." + key, expected, quote(*s));
+    out = *s;
   }
 
   // A file path, made absolute against the directory of the file (or cwd for --set) that set it.

@@ -73,7 +73,7 @@ void resolve_model(Resolver& r, JobConfig& c) {
 
 void resolve_job(Resolver& r, const Layers& layers, JobConfig& c) {
   c.source = fs::absolute(layers.top.file).lexically_normal();
-  r.read(c.job.name, "job", "name");
+  r.read_name(c.job.name, "job", "name", "the run directory's default, the job's etcd keys and role");
   std::optional<fs::path> run_dir;
   r.read_path(run_dir, "job", "run_dir");
   c.job.run_dir = run_dir.value_or((fs::current_path() / "runs" / c.job.name).lexically_normal());

@@ -159,7 +159,7 @@ Site resolve_site(Resolver& r, const Layers& layers, const Setting& array, const
   Resolver sr(view);
   Site site;
   sr.require(table, "name", "a string: the site's name");
-  sr.read(site.name, table, "name");
+  sr.read_name(site.name, table, "name", "the site's directory, its etcd keys and user");
   sr.read(site.host, table, "host");
   sr.read(site.port, table, "port", 0);
   sr.read(site.replicas, table, "replicas", 1);

@@ -174,11 +174,11 @@ TEST_CASE("a missing include names the include line") {
 TEST_CASE("--set overrides numbers, strings and paths, and rejects unknown keys") {
   TempDir dir("config");
   const auto file = write(dir / "job.toml", kData + "[inner]\nlr = 0.5\n");
-  const JobConfig c = load_ok(file, {"inner.lr=3e-3", "inner.steps = 20", "job.name=\"run 1\"", "data.path=foo.txt",
+  const JobConfig c = load_ok(file, {"inner.lr=3e-3", "inner.steps = 20", "job.name=\"run-1\"", "data.path=foo.txt",
                                      "inner.schedule=constant", "model.preset=tiny"});
   CHECK(c.inner.lr == 3e-3);
   CHECK(c.inner.steps == 20);
-  CHECK(c.job.name == "run 1");
+  CHECK(c.job.name == "run-1");
   CHECK(c.data.sources.at(0).path == (fs::current_path() / "foo.txt").lexically_normal());
   CHECK(c.inner.schedule == JobConfig::Inner::Schedule::Constant);
   CHECK(c.model == *find_model_preset("tiny"));
@@ -238,17 +238,25 @@ TEST_CASE("unknown tables and keys, with suggestions") {
 
 TEST_CASE("every rule names file:line, the key, what was expected and what was found") {
   TempDir dir("config");
+  const std::string name_rule =
+      "expected a name of 1 to 64 letters, digits, '_', '-' and '.', not starting with '.' or '-' (it names the run "
+      "directory's default, the job's etcd keys and role)";
   struct Case {
     std::string body, expected;
   };
   const std::vector<Case> cases = {
-      {"[job]\nname = \"\"\n", ":2: job.name: expected a non-empty string, found an empty string"},
-      {"[job]\nname = 3\n", ":2: job.name: expected a non-empty string, found integer 3"},
+      {"[job]\nname = \"\"\n", ":2: job.name: " + name_rule + ", found an empty string"},
+      {"[job]\nname = 3\n", ":2: job.name: " + name_rule + ", found integer 3"},
+      {"[job]\nname = \"../up\"\n", ":2: job.name: " + name_rule + ", found \"../up\""},
+      {"[job]\nname = \"-x\"\n", ":2: job.name: " + name_rule + ", found \"-x\""},
+      {"[job]\nname = \"" + std::string(65, 'j') + "\"\n",
+       ":2: job.name: " + name_rule + ", found \"" + std::string(65, 'j') + "\""},
       {"[job]\nrun_dir = true\n", ":2: job.run_dir: expected a non-empty string (a file path), found boolean true"},
       {"[job]\nseed = -1\n", ":2: job.seed: expected an integer >= 0, found -1"},
-      {"[model]\npreset = \"huge\"\n", ":2: model.preset: expected one of \"tiny\", \"small\", \"medium\", \"gpt2\", "
-                                       "\"gpt2-medium\", \"llama-small\", \"llama-debug\", \"llama3.2-1b\", "
-                                       "\"llama3-8b\", found \"huge\""},
+      {"[model]\npreset = \"huge\"\n",
+       ":2: model.preset: expected one of \"tiny\", \"small\", \"medium\", \"gpt2\", "
+       "\"gpt2-medium\", \"llama-small\", \"llama-debug\", \"llama3.2-1b\", "
+       "\"llama3-8b\", found \"huge\""},
       {"[model]\nn_layer = 2.5\n", ":2: model.n_layer: expected an integer, found float 2.5"},
       {"[model]\nn_layer = 0\n", ":2: model.n_layer: n_layer must be at least 1, found 0"},
       {"[model]\nvocab = 3000000000\n", ":2: model.vocab: expected an integer <= 2147483647, found 3000000000"},
@@ -261,22 +269,29 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[model]\nn_kv_head = 2\n", ":2: model.n_kv_head: n_kv_head applies to family = \"llama\" only"},
       {"[model]\nrope_theta = 500000\n", ":2: model.rope_theta: rope_theta applies to family = \"llama\" only"},
       {"[model]\ntied = false\n", ":2: model.tied: tied must be true for family = \"gpt2\""},
-      {"[model]\nseq_len = 128\ncontext = 64\n", ":2: model.seq_len: seq_len (128) must be at most the model's context (64)"},
+      {"[model]\nseq_len = 128\ncontext = 64\n",
+       ":2: model.seq_len: seq_len (128) must be at most the model's context (64)"},
       {"[model]\nfamily = \"llama\"\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4\nrope_high_freq_factor = 1\n",
        ":3: model.rope_scaling: rope_scaling = \"llama3\" needs rope_factor > 0, 0 < rope_low_freq_factor"},
-      {"[model]\nfamily = \"llama\"\nrope_factor = 8\n", ":3: model.rope_factor: applies with rope_scaling = \"llama3\" only"},
-      {"[model]\nrope_scaling = \"yarn\"\n", ":2: model.rope_scaling: expected one of \"none\", \"llama3\", found \"yarn\""},
-      {"[data]\nformat = \"csv\"\npath = \"c.txt\"\n", ":2: data.format: expected one of \"text\", \"llmc-bin\", found \"csv\""},
+      {"[model]\nfamily = \"llama\"\nrope_factor = 8\n",
+       ":3: model.rope_factor: applies with rope_scaling = \"llama3\" only"},
+      {"[model]\nrope_scaling = \"yarn\"\n",
+       ":2: model.rope_scaling: expected one of \"none\", \"llama3\", found \"yarn\""},
+      {"[data]\nformat = \"csv\"\npath = \"c.txt\"\n",
+       ":2: data.format: expected one of \"text\", \"llmc-bin\", found \"csv\""},
       {"[data]\nval_fraction = 1\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 1"},
       {"[data]\nval_fraction = 0.0\npath = \"c.txt\"\n", ":2: data.val_fraction: expected a number in (0, 1), found 0"},
-      {"[data]\nval_path = 5\npath = \"c.txt\"\n", ":2: data.val_path: expected a non-empty string (a file path), found integer 5"},
-      {"[inner]\noptimizer = \"lamb\"\n", ":2: inner.optimizer: expected one of \"adamw\", \"sgd\", \"muon\", found \"lamb\""},
+      {"[data]\nval_path = 5\npath = \"c.txt\"\n",
+       ":2: data.val_path: expected a non-empty string (a file path), found integer 5"},
+      {"[inner]\noptimizer = \"lamb\"\n",
+       ":2: inner.optimizer: expected one of \"adamw\", \"sgd\", \"muon\", found \"lamb\""},
       {"[inner]\nlr = -0.5\n", ":2: inner.lr: expected a number > 0, found -0.5"},
       {"[inner]\nlr = nan\n", ":2: inner.lr: expected a number > 0, found nan"},
       {"[inner]\nlr = \"fast\"\n", ":2: inner.lr: expected a number > 0, found string \"fast\""},
       {"[inner]\nmin_lr_ratio = 1.5\n", ":2: inner.min_lr_ratio: expected a number in [0, 1], found 1.5"},
       {"[inner]\nwarmup_steps = -1\n", ":2: inner.warmup_steps: expected an integer >= 0, found -1"},
-      {"[inner]\nschedule = \"step\"\n", ":2: inner.schedule: expected one of \"cosine\", \"linear\", \"constant\", found \"step\""},
+      {"[inner]\nschedule = \"step\"\n",
+       ":2: inner.schedule: expected one of \"cosine\", \"linear\", \"constant\", found \"step\""},
       {"[inner]\nbatch_per_replica = 0\n", ":2: inner.batch_per_replica: expected an integer >= 1, found 0"},
       {"[inner]\ngrad_accum = 0\n", ":2: inner.grad_accum: expected an integer >= 1, found 0"},
       {"[inner]\nsteps = 0\n", ":2: inner.steps: expected an integer >= 1, found 0"},
@@ -293,7 +308,8 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[checkpoint]\nevery = -5\n", ":2: checkpoint.every: expected an integer >= 0, found -5"},
       {"[checkpoint]\nkeep = 0\n", ":2: checkpoint.keep: expected an integer >= 1, found 0"},
       {"[ops]\nmetrics_port = 70000\n", ":2: ops.metrics_port: expected an integer <= 65535, found 70000"},
-      {"[ops]\nmetrics_address = \"\"\n", ":2: ops.metrics_address: expected a non-empty string, found an empty string"},
+      {"[ops]\nmetrics_address = \"\"\n",
+       ":2: ops.metrics_address: expected a non-empty string, found an empty string"},
       {"[guard]\nenabled = 1\n", ":2: guard.enabled: expected true or false, found integer 1"},
       {"[guard]\nwindow = 1\n", ":2: guard.window: expected an integer >= 2, found 1"},
       {"[guard]\nmin_history = 60\n", ":2: guard.min_history: expected at most guard.window = 50, found 60"},
@@ -307,9 +323,11 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[guard]\ninject_lr_step = -2\n", ":2: guard.inject_lr_step: expected an integer >= -1, found -2"},
       {"[guard]\ninject_lr_factor = 0\n", ":2: guard.inject_lr_factor: expected a number > 0, found 0"},
       {"[guard]\ninject_lr_steps = 0\n", ":2: guard.inject_lr_steps: expected an integer >= 1, found 0"},
-      {"[guard]\nloss_scale_floor_factor = 0.5\n", ":2: guard.loss_scale_floor_factor: expected a number >= 1, found 0.5"},
+      {"[guard]\nloss_scale_floor_factor = 0.5\n",
+       ":2: guard.loss_scale_floor_factor: expected a number >= 1, found 0.5"},
       {"[guard]\nloss_scale_halvings = 0\n", ":2: guard.loss_scale_halvings: expected an integer >= 1, found 0"},
-      {"[guard]\nloss_scale_halvings = 60\n", ":2: guard.loss_scale_halvings: expected at most guard.window = 50, found 60"},
+      {"[guard]\nloss_scale_halvings = 60\n",
+       ":2: guard.loss_scale_halvings: expected at most guard.window = 50, found 60"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.body);
@@ -405,32 +423,35 @@ TEST_CASE("missing, unreadable and malformed files are problems") {
 
 TEST_CASE("to_toml round-trips to an equal config") {
   TempDir dir("config");
-  const auto file = write(dir / "job.toml", kData +
-                                                "val_path = \"v \\\"q\\\".txt\"\n"
-                                                "[job]\nname = \"round\\ttrip\\\\\"\nseed = 99\ninsecure = true\n"
-                                                "[model]\npreset = \"tiny\"\nn_layer = 3\n"
-                                                "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
-                                                "clip = 1\nsteps = 12345\n"
-                                                "[checkpoint]\nevery = 100\n"
-                                                "[launch]\nmax_site_restarts = 7\nrestart_backoff_ms = 50\n"
-                                                "[guard]\nenabled = false\nwindow = 30\nloss_z = 4.5\n"
-                                                "lr_factor = 0.25\ninject_lr_step = 7\ninject_lr_factor = 100\n"
-                                                "[ops]\nmetrics = false\nmetrics_address = \"0.0.0.0\"\nmetrics_port = 9400\n"
-                                                "port = 9500\n"
-                                                "[outer]\nalgorithm = \"streaming\"\nlr = 1\noverlap = false\n"
-                                                "staleness = \"constant\"\ndelayed_nesterov = 3\ndeadline_k = 1.5\n"
-                                                "max_norm_ratio = 50.5\ndynamic_inner_steps = true\nfragments = 4\n[control]\n"
-                                                "endpoints = [\"http://a:2379\", \"http://b:2379\"]\n"
-                                                "[[site]]\nname = \"a\"\nport = 7000\n[[site]]\nname = \"b\"\n"
-                                                "device = \"cuda\"\nspeed = 2.5\nprecision = \"bf16\"\nattention = \"tiled\"\n[wan]\nprofile = \"transatlantic\"\n"
-                                                "loss = 0.01\n[[wan.link]]\nsites = [\"b\", \"a\"]\njitter = \"pareto\"\n"
-                                                "[[wan.fault]]\nkind = \"partition\"\nsites = [\"b\"]\nfrom_s = 1\nto_s = 2.5\n"
-                                                "[[wan.fault]]\nkind = \"latency\"\nsites = [\"a\", \"b\"]\npair = true\n"
-                                                "from_s = 0\nto_s = 9\nlatency_ms = 200\n");
+  const auto file =
+      write(dir / "job.toml", kData +
+                                  "val_path = \"v \\\"q\\\"\\ttab\\\\.txt\"\n"
+                                  "[job]\nname = \"round-trip\"\nseed = 99\ninsecure = true\n"
+                                  "[model]\npreset = \"tiny\"\nn_layer = 3\n"
+                                  "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
+                                  "clip = 1\nsteps = 12345\n"
+                                  "[checkpoint]\nevery = 100\n"
+                                  "[launch]\nmax_site_restarts = 7\nrestart_backoff_ms = 50\n"
+                                  "[guard]\nenabled = false\nwindow = 30\nloss_z = 4.5\n"
+                                  "lr_factor = 0.25\ninject_lr_step = 7\ninject_lr_factor = 100\n"
+                                  "[ops]\nmetrics = false\nmetrics_address = \"0.0.0.0\"\nmetrics_port = 9400\n"
+                                  "port = 9500\n"
+                                  "[outer]\nalgorithm = \"streaming\"\nlr = 1\noverlap = false\n"
+                                  "staleness = \"constant\"\ndelayed_nesterov = 3\ndeadline_k = 1.5\n"
+                                  "max_norm_ratio = 50.5\ndynamic_inner_steps = true\nfragments = 4\n[control]\n"
+                                  "endpoints = [\"http://a:2379\", \"http://b:2379\"]\n"
+                                  "[[site]]\nname = \"a\"\nport = 7000\n[[site]]\nname = \"b\"\n"
+                                  "device = \"cuda\"\nspeed = 2.5\nprecision = \"bf16\"\nattention = "
+                                  "\"tiled\"\n[wan]\nprofile = \"transatlantic\"\n"
+                                  "loss = 0.01\n[[wan.link]]\nsites = [\"b\", \"a\"]\njitter = \"pareto\"\n"
+                                  "[[wan.fault]]\nkind = \"partition\"\nsites = [\"b\"]\nfrom_s = 1\nto_s = 2.5\n"
+                                  "[[wan.fault]]\nkind = \"latency\"\nsites = [\"a\", \"b\"]\npair = true\n"
+                                  "from_s = 0\nto_s = 9\nlatency_ms = 200\n");
   const JobConfig original = load_ok(file);
   CHECK(original.sites.size() == 2);
   CHECK((original.wan.links.size() == 1 && original.wan.faults.size() == 2));
-  CHECK(original.job.name == "round\ttrip\\");
+  CHECK(original.job.name == "round-trip");
+  CHECK(original.data.val_path->filename() == "v \"q\"\ttab\\.txt");
   CHECK(original.job.insecure);
   const auto copy = write(dir / "elsewhere/resolved.toml", to_toml(original));
   JobConfig again = load_ok(copy);
@@ -438,7 +459,7 @@ TEST_CASE("to_toml round-trips to an equal config") {
   again.source = original.source;
   again.derived = original.derived;  // written out as settings: read back, they are the file's own
   CHECK(again == original);
-  CHECK(again.data.val_path == dir.path() / "v \"q\".txt");
+  CHECK(again.data.val_path == dir.path() / "v \"q\"\ttab\\.txt");
 
   JobConfig changed = original;
   changed.inner.eps = 2e-10;
@@ -817,6 +838,12 @@ TEST_CASE("multi-site rules name file:line and the key") {
        ":2: outer.overlap_update: expected one of \"rebase\", \"eager\", found \"late\""},
       {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n",
        ":4: site[1].name: duplicate site name \"a\" (lines 2 and 4)"},
+      {"[[site]]\nname = \"..\"\n[[site]]\nname = \"b\"\n",
+       ":2: site[0].name: expected a name of 1 to 64 letters, digits, '_', '-' and '.', not starting with '.' or "
+       "'-' (it names the site's directory, its etcd keys and user), found \"..\""},
+      {"[[site]]\nname = \"a\"\n[[site]]\nname = \"eu/west\"\n",
+       ":4: site[1].name: expected a name of 1 to 64 letters, digits, '_', '-' and '.', not starting with '.' or "
+       "'-' (it names the site's directory, its etcd keys and user), found \"eu/west\""},
       {"[[site]]\nname = \"a\"\nport = 7\n[[site]]\nname = \"b\"\nport = 7\n",
        ":6: site[1].port: port clash: 127.0.0.1:7 is also used by site \"a\" (line 3)"},
       {"[[site]]\nname = \"a\"\nreplicas = 0\n", ":3: site[0].replicas: expected an integer >= 1, found 0"},
