@@ -55,8 +55,8 @@ Setup tls(const std::filesystem::path& dir, bool auth) {
 double ms_per_request(EtcdClient& client, int calls) {
   const auto t0 = Clock::now();
   for (int i = 0; i < calls; ++i) {
-    client.put("/meridian/bench/k", std::to_string(i));
-    if (!client.get("/meridian/bench/k")) std::abort();
+    client.put("/meridian/bench/members/s", std::to_string(i));
+    if (!client.get("/meridian/bench/members/s")) std::abort();
   }
   return seconds_since(t0) * 1e3 / (2.0 * calls);
 }

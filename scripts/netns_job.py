@@ -17,8 +17,8 @@ hosts share this machine's files; --plaintext leaves both out and says insecure 
 each host:
   1. etcd --name m<i> --listen-client-urls https://<its address>:2379 --client-cert-auth ... with
      the site's certificate, for clients and peers alike (one member per host); once, from any
-     host, etcd's auth: the grants `meridian keys` printed (each site its own user, confined to
-     the job's keys), then `etcdctl auth enable`;
+     host, etcd's auth: the grants `meridian keys` printed (each site its own user and role: the
+     job's keys to read, its own records to write), then `etcdctl auth enable`;
   2. meridian site --config <its file> --site <its name>, its file including the job's base file
      (configs/examples/three-continent is the same layout) and naming its own run directory.
 No `meridian launch`: each site is started, and restarted, on its own host.
@@ -205,24 +205,23 @@ def intrude(hosts, out, target):
 
 
 def grant(hosts, out):
-    """etcd's auth, as the job's operator turns it on once from host a with etcdctl (the commands
-    `meridian keys` printed): a role with the job's keys only, a user per site with its password,
-    then root and auth on. From then on each site acts as its own user."""
+    """etcd's auth, as the job's operator turns it on once from host a: the etcdctl commands
+    `meridian keys` printed, as printed (a role per site: its job's keys to read, its own records and
+    the keys all sites share to write; a user per site with its password), then root and auth on.
+    From then on each site acts as its own user."""
     keys = out / "keys" / "a"
-    etcdctl = ["ip", "netns", "exec", hosts.ns("a"), "/usr/bin/etcdctl", f"--endpoints=https://{address('a')}:2379",
-               f"--cacert={keys / 'ca.crt'}", f"--cert={keys / 'etcd.crt'}", f"--key={keys / 'etcd.key'}"]
-    commands = [["role", "add", "meridian/netns"],
-                ["role", "grant-permission", "meridian/netns", "--prefix=true", "readwrite", "/meridian/netns/"]]
-    for s in SITES:
-        password = (out / "keys" / s / "etcd.password").read_text().strip()
-        commands += [["user", "add", f"meridian/netns/{s}", f"--new-user-password={password}"],
-                     ["user", "grant-role", f"meridian/netns/{s}", "meridian/netns"]]
-    commands += [["user", "add", "root", f"--new-user-password={os.urandom(16).hex()}"],
-                 ["user", "grant-role", "root", "root"], ["auth", "enable"]]
+    env = dict(os.environ, ETCDCTL_ENDPOINTS=f"https://{address('a')}:2379", ETCDCTL_CACERT=str(keys / "ca.crt"),
+               ETCDCTL_CERT=str(keys / "etcd.crt"), ETCDCTL_KEY=str(keys / "etcd.key"))
+    printed = re.findall(r"^#   (etcdctl .*)$", (out / "keys" / "printed.txt").read_text(), re.M)
+    if not any("grant-permission" in line for line in printed):
+        raise RuntimeError("meridian keys printed no etcdctl grants")
+    commands = printed + [f"etcdctl user add root --new-user-password={os.urandom(16).hex()}",
+                          "etcdctl user grant-role root root", "etcdctl auth enable"]
     for command in commands:
-        done = subprocess.run(etcdctl + command, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(["ip", "netns", "exec", hosts.ns("a"), "bash", "-c", command], env=env,
+                              capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
-            raise RuntimeError(f"etcdctl {command[:2]}: {done.stderr.strip()}")
+            raise RuntimeError(f"{' '.join(command.split()[:3])}: {done.stderr.strip()}")
 
 
 def make_keys(meridian, out):
@@ -233,6 +232,7 @@ def make_keys(meridian, out):
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"meridian keys: {done.stderr.strip()}")
+    (out / "keys" / "printed.txt").write_text(done.stdout)  # the grants, which grant() runs
     return dict(re.findall(r'name = "(\w+)": link_public_key = "([^"]{40})"', done.stdout))
 
 

@@ -33,19 +33,28 @@ void ensure_user(EtcdClient& admin, const std::string& user, const std::string& 
 }  // namespace
 
 std::string etcd_job_prefix(const std::string& job) { return "/meridian/" + job + "/"; }
-std::string etcd_job_role(const std::string& job) { return "meridian/" + job; }
 std::string etcd_site_user(const std::string& job, const std::string& site) { return "meridian/" + job + "/" + site; }
+std::string etcd_site_role(const std::string& job, const std::string& site) { return etcd_site_user(job, site); }
+
+std::vector<EtcdPermission> etcd_site_permissions(const std::string& job, const std::string& site) {
+  const std::string root = etcd_job_prefix(job);
+  return {{false, root, true},
+          {true, root + "members/" + site, false},
+          {true, root + "deltas/" + site + "/", true},
+          {true, root + "commits/", true},
+          {true, root + "wan/", true}};
+}
 
 void grant_job(EtcdClient& admin, const std::string& job, const std::map<std::string, std::string>& site_passwords) {
-  const std::string role = etcd_job_role(job), prefix = etcd_job_prefix(job);
-  ensure(admin, "/v3/auth/role/add", {{"name", role}});
-  // permType READWRITE (2): the whole prefix, from the prefix to the first key past it.
-  admin.request("/v3/auth/role/grant", {{"name", role},
-                                        {"perm",
-                                         {{"permType", "READWRITE"},
-                                          {"key", base64_encode(prefix)},
-                                          {"range_end", base64_encode(etcd_prefix_end(prefix))}}}});
   for (const auto& [site, password] : site_passwords) {
+    const std::string role = etcd_site_role(job, site);
+    ensure(admin, "/v3/auth/role/add", {{"name", role}});
+    for (const auto& p : etcd_site_permissions(job, site)) {
+      Json perm = {{"permType", p.write ? "READWRITE" : "READ"}, {"key", base64_encode(p.key)}};
+      // A prefix is the range from it to the first key past it.
+      if (p.prefix) perm["range_end"] = base64_encode(etcd_prefix_end(p.key));
+      admin.request("/v3/auth/role/grant", {{"name", role}, {"perm", perm}});
+    }
     const std::string user = etcd_site_user(job, site);
     ensure_user(admin, user, password);
     admin.request("/v3/auth/user/grant", {{"user", user}, {"role", role}});

@@ -254,7 +254,7 @@ std::string RoundKeys::delta(const std::string& site, std::int64_t round) const 
 }
 
 std::string RoundKeys::dispute(const std::string& site, std::int64_t round, const std::string& by) const {
-  return delta(site, round) + std::string(kDisputedBy) + by;
+  return deltas() + by + std::string(kDisputes) + site + "/" + padded(round);
 }
 
 std::string RoundKeys::commit(std::int64_t version) const { return commits() + padded(version); }

@@ -6,7 +6,8 @@
 // Keys, under "/meridian/<job>/":
 //   members/<site>          MemberRecord, on the site's lease
 //   deltas/<site>/<round>   DeltaAnnouncement (round zero-padded, so keys sort by round)
-//   deltas/<site>/<round>/disputed-by/<by>   DeltaDispute: <site> equivocated
+//   deltas/<by>/disputes:<site>/<round>      DeltaDispute: <site> equivocated, filed by <by> under
+//                                            its own records, the only ones its etcd role writes
 //   commits/<version>       CommitRecord (zero-padded), created once: the commit log
 #include <cstddef>
 #include <cstdint>
@@ -127,16 +128,17 @@ class RoundKeys {
   std::string member(const std::string& site) const { return members() + site; }
   std::string deltas() const { return prefix_ + "deltas/"; }
   std::string delta(const std::string& site, std::int64_t round) const;
-  // Under deltas(), so the reads and the watch of the announcements see disputes too.
+  // Under deltas(), so the reads and the watch of the announcements see disputes too; under the
+  // accuser's own records (etcd_site_permissions). ':' is in no job's or site's name.
   std::string dispute(const std::string& site, std::int64_t round, const std::string& by) const;
-  static bool is_dispute(std::string_view key) { return key.find(kDisputedBy) != std::string_view::npos; }
+  static bool is_dispute(std::string_view key) { return key.find(kDisputes) != std::string_view::npos; }
   std::string commits() const { return prefix_ + "commits/"; }
   std::string commit(std::int64_t version) const;
   // The version a key under commits() names, when it is one commit(v) writes; else nullopt.
   std::optional<std::int64_t> version_of_commit(std::string_view key) const;
 
  private:
-  static constexpr std::string_view kDisputedBy = "/disputed-by/";
+  static constexpr std::string_view kDisputes = "/disputes:";
   std::string prefix_;
 };
 

@@ -54,12 +54,16 @@ Action add_keys_command(CLI::App& app) {
                 "password_file = \"%s/{site}/etcd.password\"\n",
                 out.c_str(), out.c_str(), out.c_str(), out.c_str(), out.c_str());
     // etcd's auth: the grants an operator makes once, as etcd's root (crosssite/control/etcd_auth.hpp).
-    const std::string role = etcd_job_role(config.job.name), prefix = etcd_job_prefix(config.job.name);
-    std::printf("# etcd's auth (each site its own user, the job's keys only), once, as etcd's root:\n"
-                "#   etcdctl role add %s\n#   etcdctl role grant-permission %s --prefix=true readwrite %s\n",
-                role.c_str(), role.c_str(), prefix.c_str());
+    std::printf(
+        "# etcd's auth (each site its own user and role: its job's keys to read, its own records and\n"
+        "# the shared ones to write), once, as etcd's root:\n");
     for (const auto& site : config.sites) {
+      const std::string role = etcd_site_role(config.job.name, site.name);
       const std::string user = etcd_site_user(config.job.name, site.name);
+      std::printf("#   etcdctl role add %s\n", role.c_str());
+      for (const auto& p : etcd_site_permissions(config.job.name, site.name))
+        std::printf("#   etcdctl role grant-permission %s%s %s %s\n", role.c_str(), p.prefix ? " --prefix=true" : "",
+                    p.write ? "readwrite" : "read", p.key.c_str());
       std::printf("#   etcdctl user add %s --new-user-password=\"$(cat %s/%s/etcd.password)\"\n"
                   "#   etcdctl user grant-role %s %s\n",
                   user.c_str(), out.c_str(), site.name.c_str(), user.c_str(), role.c_str());

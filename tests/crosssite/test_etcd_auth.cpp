@@ -10,6 +10,9 @@
 #include "crosssite/control/etcd_auth.hpp"
 #include "crosssite/control/etcd_client.hpp"
 #include "crosssite/control/etcd_watch.hpp"
+#include "crosssite/round/records.hpp"
+#include "sim/emulator/operator_faults.hpp"
+#include "sim/emulator/wan_start.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/etcd_server.hpp"
 #include "tests/support/eventually.hpp"
@@ -60,6 +63,34 @@ TEST_CASE("a site's user reads and writes its own job's keys and no other's") {
   CHECK(testing::error_of(ErrorKind::Config, [&] {
           EtcdClient(as(server, std::nullopt)).get("/meridian/a/members/x");
         }).find("password_file") != std::string::npos);
+}
+
+TEST_CASE("a site's user writes its own records and the shared ones, and reads but never writes another site's") {
+  testing::EtcdServer server(/*tls=*/true);
+  set_up(server);
+  const RoundKeys keys("a");
+  EtcdClient ax(as(server, EtcdCredentials{etcd_site_user("a", "x"), "pw-ax"}));
+  EtcdClient ay(as(server, EtcdCredentials{etcd_site_user("a", "y"), "pw-ay"}));
+  // Its own: its member record, its announcements, the disputes it files.
+  ax.put(keys.member("x"), "m");
+  ax.put(keys.delta("x", 1), "announced");
+  ax.put(keys.dispute("y", 1, "x"), "y equivocated");
+  // Shared: the commit log, the emulated WAN's start and the operator's faults.
+  CHECK(ax.create_if_absent(keys.commit(1), "c1"));
+  CHECK(ay.create_if_absent(wan_start_key("a"), "0"));
+  ay.put(wan_faults_key("a"), "{}");
+  // Another site's records: read, never written, its announcement not overwritten, no dispute in its name.
+  ay.put(keys.delta("y", 1), "y's own");
+  CHECK(ax.get(keys.delta("y", 1)) == std::optional<std::string>("y's own"));
+  for (const std::string& key : {keys.member("y"), keys.delta("y", 1), keys.dispute("x", 1, "y")})
+    CHECK(testing::error_of(ErrorKind::Peer, [&] { ax.put(key, "forged"); }).find("permission denied") !=
+          std::string::npos);
+  CHECK(ay.get(keys.delta("y", 1)) == std::optional<std::string>("y's own"));
+  CHECK(ay.get_prefix(keys.root()).size() == 7);
+  // The permissions themselves: read the job, write the site's own prefix, nothing of a site whose name extends it.
+  const auto granted = etcd_site_permissions("a", "x");
+  CHECK(granted.front() == EtcdPermission{false, "/meridian/a/", true});
+  for (const auto& p : granted) CHECK_FALSE(p.key.starts_with("/meridian/a/deltas/y"));
 }
 
 TEST_CASE("leases, the watch and a token etcd stopped taking, as a site's user") {

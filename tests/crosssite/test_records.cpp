@@ -48,12 +48,12 @@ TEST_CASE("round records survive encode and decode") {
   CHECK(decode_delta_request(encode(r)) == r);
 }
 
-TEST_CASE("a dispute survives encode and decode, and lives under the announcement it disputes") {
+TEST_CASE("a dispute survives encode and decode, and lives under the accuser's records, among the announcements") {
   const DeltaDispute d{"a", 12, "c", digest(1), digest(2)};
   CHECK(decode_dispute(encode(d)) == d);
   const RoundKeys keys("job");
   const std::string key = keys.dispute("a", 12, "c");
-  CHECK(key.starts_with(keys.delta("a", 12) + "/"));
+  CHECK(key == keys.deltas() + "c/disputes:a/000000000012");
   CHECK(RoundKeys::is_dispute(key));
   CHECK_FALSE(RoundKeys::is_dispute(keys.delta("a", 12)));
   CHECK_THROWS_AS(decode_dispute(encode(DeltaRequest{"a", 12})), Error);

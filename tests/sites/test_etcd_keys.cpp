@@ -115,7 +115,7 @@ TEST_CASE("a site's files from its job: {site} replaced, a key open to others re
         std::string::npos);
 }
 
-TEST_CASE("an etcd member shows site a's certificate, site b's client its own and its user: its job's keys only") {
+TEST_CASE("an etcd member shows site a's certificate, site b's client its own and its user: its own records only") {
   testing::TempDir dir("etcd-keys-member");
   const auto keys = dir.path() / "keys";
   const JobConfig config = two_sites(keys);
@@ -135,8 +135,9 @@ TEST_CASE("an etcd member shows site a's certificate, site b's client its own an
   CHECK(options.credentials->user == "meridian/keys-test/b");
   options.timeout = 3000ms;
   EtcdClient client(options);
-  client.put("/meridian/keys-test/x", "from b");
-  CHECK(client.get("/meridian/keys-test/x") == std::optional<std::string>("from b"));
-  CHECK(testing::error_of(ErrorKind::Peer, [&] { client.put("/meridian/other-job/x", "from b"); })
-            .find("permission denied") != std::string::npos);
+  client.put("/meridian/keys-test/members/b", "from b");
+  CHECK(client.get("/meridian/keys-test/members/b") == std::optional<std::string>("from b"));
+  for (const char* key : {"/meridian/other-job/members/b", "/meridian/keys-test/members/a"})
+    CHECK(testing::error_of(ErrorKind::Peer, [&] { client.put(key, "from b"); }).find("permission denied") !=
+          std::string::npos);
 }
