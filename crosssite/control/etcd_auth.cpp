@@ -1,5 +1,6 @@
 #include "crosssite/control/etcd_auth.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.hpp"
@@ -43,6 +44,13 @@ std::vector<EtcdPermission> etcd_site_permissions(const std::string& job, const 
           {true, root + "deltas/" + site + "/", true},
           {true, root + "commits/", true},
           {true, root + "wan/", true}};
+}
+
+bool etcd_permits(const std::vector<EtcdPermission>& granted, const std::string& key, bool write, bool range) {
+  return std::any_of(granted.begin(), granted.end(), [&](const EtcdPermission& p) {
+    if (write && !p.write) return false;
+    return p.prefix ? key.starts_with(p.key) : !range && key == p.key;
+  });
 }
 
 void grant_job(EtcdClient& admin, const std::string& job, const std::map<std::string, std::string>& site_passwords) {

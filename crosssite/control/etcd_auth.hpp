@@ -31,6 +31,10 @@ struct EtcdPermission {
 // faults (wan/). The layout is RoundKeys' (crosssite/round/records.hpp) and sim/emulator's.
 std::vector<EtcdPermission> etcd_site_permissions(const std::string& job, const std::string& site);
 
+// Whether `granted` lets a user read (or, `write`, write) `key`, or with `range` every key that
+// starts with it, as etcd judges a request: one permission must cover the whole of it.
+bool etcd_permits(const std::vector<EtcdPermission>& granted, const std::string& key, bool write, bool range);
+
 // As etcd's root (`admin`: a client with root's credentials, or any client while auth is off):
 // per site, its role with etcd_site_permissions and a user with its password and that role only;
 // a user there already takes the new password. Idempotent. Error(Peer) naming what etcd refused.

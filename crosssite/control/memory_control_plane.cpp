@@ -160,22 +160,36 @@ auto MemoryControlPlane::write(const char* what, F&& f) -> decltype(f()) {
   return call(what, std::forward<F>(f));
 }
 
+void MemoryControlPlane::permit(const char* what, const std::string& key, bool write, bool range) {
+  if (!grants_ || etcd_permits(*grants_, key, write, range)) return;
+  const std::string denial = std::string(what) + (range ? " of every key under " : " of ") + key +
+                             ": permission denied (outside this site's etcd grants)";
+  if (denied_) denied_(denial);
+  throw make_error(ErrorKind::Peer, denial);
+}
+
 void MemoryControlPlane::put(const std::string& key, const std::string& value, std::int64_t lease) {
+  permit("put", key, true, false);
   write("put", [store = &store_, key, value, lease] { store->put(key, value, lease); });
 }
 std::optional<std::string> MemoryControlPlane::get(const std::string& key) {
+  permit("get", key, false, false);
   return call("get", [&] { return store_.get(key); });
 }
 std::vector<std::pair<std::string, std::string>> MemoryControlPlane::get_prefix(const std::string& prefix) {
+  permit("range", prefix, false, true);
   return call("range", [&] { return store_.get_prefix_since(prefix, 0).kvs; });
 }
 ControlPlane::PrefixRead MemoryControlPlane::get_prefix_since(const std::string& prefix, std::int64_t since) {
+  permit("range", prefix, false, true);
   return call("range", [&] { return store_.get_prefix_since(prefix, since); });
 }
 bool MemoryControlPlane::create_if_absent(const std::string& key, const std::string& value) {
+  permit("txn", key, true, false);
   return write("txn", [store = &store_, key, value] { return store->create_if_absent(key, value); });
 }
 bool MemoryControlPlane::compare_and_swap(const std::string& key, const std::string& expected, const std::string& value) {
+  permit("txn", key, true, false);
   return write("txn", [store = &store_, key, expected, value] { return store->compare_and_swap(key, expected, value); });
 }
 std::int64_t MemoryControlPlane::grant_lease(std::int64_t ttl_seconds) {

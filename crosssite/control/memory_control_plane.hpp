@@ -11,6 +11,7 @@
 //                late_write_s later (a member that took it and stalled): its condition, if any,
 //                is judged then, as etcd judges a transaction when it applies it
 // Leases expire on virtual time: their keys go when the clock passes their deadline unrenewed.
+// confine() holds a client to a site's etcd grants (etcd_auth.hpp), as etcd's auth holds its user.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +24,7 @@
 #include "core/util/rng.hpp"
 #include "crosssite/control/change_feed.hpp"
 #include "crosssite/control/control_plane.hpp"
+#include "crosssite/control/etcd_auth.hpp"
 
 namespace meridian {
 
@@ -90,6 +92,12 @@ class MemoryControlPlane final : public ControlPlane {
       : store_(store), clock_(clock), rng_(seed) {}
   ControlFaults& faults() { return faults_; }
   const ControlFaults& faults() const { return faults_; }
+  // From now on a call outside `grants` is refused as etcd refuses it (Error(Peer), "permission
+  // denied") after `denied` hears what it was: the simulator calls that a violation.
+  void confine(std::vector<EtcdPermission> grants, std::function<void(const std::string&)> denied) {
+    grants_ = std::move(grants);
+    denied_ = std::move(denied);
+  }
 
   void put(const std::string& key, const std::string& value, std::int64_t lease = 0) override;
   std::optional<std::string> get(const std::string& key) override;
@@ -108,11 +116,15 @@ class MemoryControlPlane final : public ControlPlane {
   // A write: as call(), or applied late without an answer (ControlFaults::late_write).
   template <class F>
   auto write(const char* what, F&& f) -> decltype(f());
+  // Throws where the grants (when confined) do not cover the call.
+  void permit(const char* what, const std::string& key, bool write, bool range);
 
   MemoryStore& store_;
   ManualClock& clock_;
   Rng rng_;
   ControlFaults faults_;
+  std::optional<std::vector<EtcdPermission>> grants_;
+  std::function<void(const std::string&)> denied_;
 };
 
 // One client's watch of the store's areas (ChangeFeed), so a look reads only the areas that moved,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/util/rng.hpp"
+#include "crosssite/control/etcd_auth.hpp"
 #include "crosssite/round/courier.hpp"
 #include "sim/protocol/mutant_seams.hpp"
 #include "sim/protocol/sim_site.hpp"
@@ -56,6 +57,9 @@ std::unique_ptr<SimSite::LeaderSide> SimSite::make_leader_side(Incarnation& inc,
   const std::uint64_t k = inc.leader_sides++;
   side->control = std::make_unique<MemoryControlPlane>(world_.store, world_.clock,
                                                        world_.job.seed * 131 + incarnations_ + 1000003 * k);
+  // As etcd's auth holds a site's user: a call outside its grants is a bug of the protocol's.
+  side->control->confine(etcd_site_permissions(world_.job.name, name_),
+                         [this](const std::string& what) { world_.checker.fail(name_ + "'s " + what); });
   if (mutations.overwrite_commits) side->overwriting = std::make_unique<OverwritingControlPlane>(*side->control);
   std::string address = "sim://" + name_ + "/" + std::to_string(incarnations_);
   if (k > 0) address += "/lead" + std::to_string(replica) + "." + std::to_string(k);

@@ -92,6 +92,43 @@ TEST_CASE("memory control plane: an outage refuses every call as no quorum, and 
   CHECK_FALSE(c.create_if_absent("/k", "v"));  // the retry's false negative CrossSite must read back
 }
 
+TEST_CASE("memory control plane: a client confined to a site's etcd grants is refused, and says so, outside them") {
+  ManualClock clock;
+  MemoryStore store(clock);
+  MemoryControlPlane x(store, clock, 1);
+  std::vector<std::string> denied;
+  x.confine(etcd_site_permissions("j", "x"), [&](const std::string& what) { denied.push_back(what); });
+  // Its own records, the shared ones, and reading the whole job.
+  x.put("/meridian/j/members/x", "m");
+  x.put("/meridian/j/deltas/x/000000000001", "d");
+  CHECK(x.create_if_absent("/meridian/j/commits/000000000001", "c"));
+  CHECK(x.create_if_absent("/meridian/j/wan/start", "0"));
+  CHECK(x.get_prefix("/meridian/j/").size() == 4);
+  CHECK(denied.empty());
+  // Another site's records, a site whose name extends its own, another job, the whole key space.
+  for (const std::string key : {"/meridian/j/members/y", "/meridian/j/deltas/y/000000000001",
+                                "/meridian/j/deltas/xy/000000000001", "/meridian/k/members/x"})
+    CHECK_THROWS_AS(x.put(key, "forged"), Error);
+  CHECK_THROWS_AS(x.compare_and_swap("/meridian/j/members/y", "", "forged"), Error);
+  CHECK_THROWS_AS(x.get_prefix("/meridian/"), Error);
+  CHECK_THROWS_AS(x.get("/meridian/k/members/x"), Error);
+  REQUIRE(denied.size() == 7);
+  CHECK(denied[0] == "put of /meridian/j/members/y: permission denied (outside this site's etcd grants)");
+  CHECK(store.get("/meridian/j/members/y") == std::nullopt);
+}
+
+TEST_CASE("etcd_permits: a permission covers a key, or every key under a prefix, and a range only by a prefix") {
+  const std::vector<EtcdPermission> granted{{false, "/j/", true}, {true, "/j/m/x", false}, {true, "/j/d/x/", true}};
+  CHECK(etcd_permits(granted, "/j/anything", false, false));
+  CHECK(etcd_permits(granted, "/j/d/", false, true));
+  CHECK_FALSE(etcd_permits(granted, "/j/anything", true, false));
+  CHECK(etcd_permits(granted, "/j/m/x", true, false));
+  CHECK_FALSE(etcd_permits(granted, "/j/m/x", true, true));  // a range from an exact key's grant
+  CHECK_FALSE(etcd_permits(granted, "/j/m/xy", true, false));
+  CHECK(etcd_permits(granted, "/j/d/x/7", true, false));
+  CHECK_FALSE(etcd_permits(granted, "/k/", false, true));
+}
+
 TEST_CASE("memory control plane: slow replies take virtual time") {
   ManualClock clock;
   MemoryStore store(clock);
