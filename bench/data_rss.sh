@@ -12,9 +12,8 @@
 # Holds /tmp/meridian-bench.lock, as the other benchmarks do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  exec env MERIDIAN_BENCH_LOCKED=1 flock /tmp/meridian-bench.lock "$0" "$@"
-fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 MERIDIAN=$(realpath "${MERIDIAN:-build/release/sites/meridian}")
 N=${N:-4}
 SHARD_TOKENS=${SHARD_TOKENS:-1000000}

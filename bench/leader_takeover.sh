@@ -11,13 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} RUNS=${RUNS:-8}
-LOCK=/tmp/meridian-bench.lock
 test_bin="$BUILD_DIR/tests/test_site_shards"
 [ -x "$test_bin" ] || { echo "leader_takeover.sh: build $test_bin first" >&2; exit 1; }
-if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  echo "leader_takeover.sh: waiting for $LOCK" >&2
-  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
-fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for run in $(seq 1 "$RUNS"); do

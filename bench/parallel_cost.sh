@@ -18,13 +18,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-120} REPLICAS=${REPLICAS:-"2 4"}
 MEMORY_PRESET=${MEMORY_PRESET:-medium}
-LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "parallel_cost.sh: build $meridian first" >&2; exit 1; }
-if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  echo "parallel_cost.sh: waiting for $LOCK" >&2
-  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
-fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -20,9 +20,8 @@
 # Holds /tmp/meridian-bench.lock for the whole sweep, so it does not overlap other benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  exec env MERIDIAN_BENCH_LOCKED=1 flock /tmp/meridian-bench.lock "$0" "$@"
-fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 MERIDIAN=$(pwd)/${MERIDIAN:-build/release/sites/meridian}
 OUT=${OUT:-runs/quality}
 CASES=${CASES:-"2:50:int8:lockstep:adamw 3:50:int8:lockstep:adamw 3:50:int8:eager:adamw 3:50:sparse:lockstep:adamw 4:50:int8:lockstep:adamw"}

@@ -14,14 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} RUNS=${RUNS:-5} STEPS=${STEPS:-30}
-LOCK=/tmp/meridian-bench.lock
 
 if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
   scripts/setup.sh  # PyTorch for /usr/bin/python3 among the rest; a no-op once installed
   [ -x "$BUILD_DIR/bench/bench_trainer" ] || { echo "run.sh: no $BUILD_DIR/bench/bench_trainer; build first" >&2; exit 1; }
-  echo "run.sh: waiting for $LOCK" >&2
-  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
 fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 
 # Prints the "median N tokens/s" figure of a "<prefix>: median N tokens/s ..." line of stdin.
 median_of() { sed -n "s/^$1: median \([0-9.]*\) tokens\/s.*/\1/p"; }

@@ -25,13 +25,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build/release} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-16} STREAM_MBPS=${STREAM_MBPS:-8}
 REPLICAS=${REPLICAS:-"1 2 4"} SHARD_OUTER=${SHARD_OUTER:-false}
-LOCK=/tmp/meridian-bench.lock
 meridian="$BUILD_DIR/sites/meridian"
 [ -x "$meridian" ] || { echo "split_exchange.sh: build $meridian first" >&2; exit 1; }
-if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  echo "split_exchange.sh: waiting for $LOCK" >&2
-  exec env MERIDIAN_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
-fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 export OMP_NUM_THREADS=1  # every replica of both sites shares this machine's cores
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

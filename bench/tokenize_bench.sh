@@ -7,9 +7,8 @@
 # Holds /tmp/meridian-bench.lock, as the other benchmarks do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${MERIDIAN_BENCH_LOCKED:-}" ]; then
-  exec env MERIDIAN_BENCH_LOCKED=1 flock /tmp/meridian-bench.lock "$0" "$@"
-fi
+source bench/bench_lock.sh
+hold_bench_lock "$@"
 MERIDIAN=${MERIDIAN:-build/release/sites/meridian}
 ROUNDS=${ROUNDS:-3}
 ENCODING=${1:-cl100k_base}
