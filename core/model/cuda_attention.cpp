@@ -34,13 +34,29 @@ DeviceAttention<T>::DeviceAttention(CudaAttention asked, kc::Blas& blas, cudaStr
       return;
     }
     auto cudnn = std::move(std::get<std::unique_ptr<kc::CudnnAttention>>(opened));
-    if (const std::string why = cudnn->template unsupported<T>(Tn, NH, KV, hs); !why.empty()) {
+    if (const std::string why = cudnn->template unsupported<T>(shape(1)); !why.empty()) {
       description_ = fallback + "cuDNN " + cudnn->version() + " refuses this shape: " + why + ")";
       return;
     }
     description_ = "cuDNN flash attention (cuDNN " + cudnn->version() + ", deterministic backward)";
     cudnn_ = std::move(cudnn);
     kind_ = CudaAttention::Cudnn;
+  }
+}
+
+template <class T>
+bool DeviceAttention<T>::prepare(int B) {
+  if constexpr (std::is_same_v<T, float>) {
+    return false;  // fp32 never runs cuDNN's kernels
+  } else {
+    if (kind_ != CudaAttention::Cudnn) return false;
+    const std::string why = cudnn_->template unsupported<T>(shape(B));
+    if (why.empty()) return false;
+    description_ = "materialized from B=" + std::to_string(B) + " on (cuDNN " + cudnn_->version() +
+                   " refuses that batch size: " + why + ")";
+    cudnn_.reset();
+    kind_ = CudaAttention::Materialized;
+    return true;
   }
 }
 

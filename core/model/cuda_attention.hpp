@@ -5,7 +5,9 @@
 // kernels/cuda/attention_tiled.hpp, O(T) memory and multi-head only; cuDNN's flash attention,
 // kernels/cuda/attention_cudnn.hpp, bf16 and fp16 only). Asked for cuDNN where it cannot run
 // (library missing, fp32, a shape it refuses), a model runs the materialized kernel and
-// describe() says why, for the start-up line.
+// describe() says why, for the start-up line. cuDNN's graphs are per batch size: one it refuses
+// at a later batch size switches the model to the materialized kernel there (prepare), so a
+// micro-batch that cuDNN will not take costs speed, never the run.
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -28,6 +30,9 @@ class DeviceAttention {
   std::string describe() const { return description_; }
   // Per layer and position: NH * T probabilities of type T (materialized), else NH floats.
   bool keeps_probabilities() const { return kind_ == CudaAttention::Materialized; }
+  // Before a forward at batch size B: true when cuDNN refused B and the materialized kernel runs
+  // from now on (what is kept per layer changed: the caller reallocates), else false.
+  bool prepare(int B);
 
   // probs or lse: this layer's slice of what keeps_probabilities() says is kept (the other null).
   void forward(T* out, T* probs, float* lse, const T* qkv, int B);

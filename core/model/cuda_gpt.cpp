@@ -32,7 +32,8 @@ CudaGpt<T>::CudaGpt(const ModelConfig& config, cudaStream_t stream, CudaAttentio
 }
 
 template <class T>
-void CudaGpt<T>::ensure_batch(int B) {
+void CudaGpt<T>::reserve(int B) {
+  if (attention_.prepare(B)) capacity_ = 0;  // the layers now keep probabilities instead of log-sum-exps
   if (B <= capacity_) return;
   const std::size_t L = config_.n_layer, C = config_.d_model, NH = config_.n_head;
   const std::size_t Tn = config_.seq_len, BT = static_cast<std::size_t>(B) * Tn;
@@ -78,7 +79,7 @@ template <class T>
 float CudaGpt<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B,
                           std::optional<float> backward_scale) {
   MERIDIAN_CHECK(B >= 1, "B=", B);
-  ensure_batch(B);
+  reserve(B);
   B_ = B;
   have_targets_ = targets != nullptr;
   logits_grad_scale_.reset();

@@ -61,6 +61,10 @@ class CudaGpt {
   // As Gpt::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
   void zero_grads() { weights_.zero_grads(); }
+  // Allocates the activations of B sequences (forward grows them as needed) and settles the
+  // attention kernel for B: an out-of-memory error, or cuDNN refusing B, at start-up, not at the
+  // first step.
+  void reserve(int B);
   // Marks each kernel group of forward and backward on `timer` (null: none, the default).
   void time_phases(kernels::cuda::PhaseTimer* timer) { phases_ = timer; }
 
@@ -73,7 +77,6 @@ class CudaGpt {
     Buf<float> lse;  // attention that keeps no probabilities: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> dres, dln, dqkv, datty, dfch, dfch_gelu;
   };
-  void ensure_batch(int B);
 
   ModelConfig config_;
   ParamLayout layout_;

@@ -37,7 +37,8 @@ CudaLlama<T>::CudaLlama(const ModelConfig& config, cudaStream_t stream, CudaAtte
 }
 
 template <class T>
-void CudaLlama<T>::ensure_batch(int B) {
+void CudaLlama<T>::reserve(int B) {
+  if (attention_.prepare(B)) capacity_ = 0;  // the layers now keep probabilities instead of log-sum-exps
   if (B <= capacity_) return;
   const std::size_t L = config_.n_layer, C = config_.d_model, NH = config_.n_head;
   const std::size_t F = config_.ffn_hidden, QKV = qkv_width(), Tn = config_.seq_len, BT = B * Tn;
@@ -79,7 +80,7 @@ template <class T>
 float CudaLlama<T>::forward(const std::int32_t* inputs, const std::int32_t* targets, int B,
                             std::optional<float> backward_scale) {
   MERIDIAN_CHECK(B >= 1, "B=", B);
-  ensure_batch(B);
+  reserve(B);
   B_ = B;
   have_targets_ = targets != nullptr;
   logits_grad_scale_.reset();

@@ -56,6 +56,10 @@ class CudaLlama {
   // As Llama::backward: adds loss_scale * d(mean loss)/d(params) to grads().
   void backward(float loss_scale = 1.0f);
   void zero_grads() { weights_.zero_grads(); }
+  // Allocates the activations of B sequences (forward grows them as needed) and settles the
+  // attention kernel for B: an out-of-memory error, or cuDNN refusing B, at start-up, not at the
+  // first step.
+  void reserve(int B);
   // Marks each kernel group of forward and backward on `timer` (null: none, the default).
   void time_phases(kernels::cuda::PhaseTimer* timer) { phases_ = timer; }
   // (B, seq_len, vocab) of the last forward, downloaded as fp32.
@@ -70,7 +74,6 @@ class CudaLlama {
     Buf<float> lse;  // cuDNN's attention: (L, B, NH, T) log-sum-exps, instead of att
     Buf<T> proj, dres, dln, dqkv, datty, dgate_up, dact;  // scratch, reused across layers
   };
-  void ensure_batch(int B);
   int qkv_width() const { return (config_.n_head + 2 * config_.kv_heads()) * config_.head_size(); }
 
   ModelConfig config_;

@@ -37,6 +37,7 @@ class CudaStep final : public DeviceStep {
   }
 
   std::string attention() const override { return model_.attention(); }
+  void reserve(int B) override { model_.reserve(B); }
 
   void upload_params(std::span<const float> host) override { model_.upload_params(host); }
   void download_params(std::span<float> host) const override { copy_out(model_.download_params(), host, "params"); }

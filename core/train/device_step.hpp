@@ -44,6 +44,9 @@ class DeviceStep {
 
   // The attention kernel that runs, and why where it is not the one asked for (the start-up line).
   virtual std::string attention() const = 0;
+  // Makes room on the device for micro-batches of B sequences and settles the attention kernel
+  // for B (cuDNN may refuse a batch size it took at B = 1), before attention() is reported.
+  virtual void reserve(int B) = 0;
 
   // Host <-> device, in the flat ParamLayout. Downloads wait for the device's queued work.
   virtual void upload_params(std::span<const float> host) = 0;

@@ -114,6 +114,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
                        "\" runs on the CPU only; a site with device = \"cuda\" trains with \"adamw\"");
     device_ = make_cuda_step(config.model, adamw_options(config), device);
     device_->upload_params(model_->params());
+    device_->reserve(config.inner.batch_per_replica);
     log_.event("device", {{"attention", device_->attention()}});
     if (progress_) progress_->line("attention: " + device_->attention());
   }

@@ -223,8 +223,7 @@ std::string CudnnAttention::validate_for(int sm_version, const AttentionShape& s
 std::string CudnnAttention::version() const { return fe::detail::get_backend_version_string(); }
 
 template <class T>
-std::string CudnnAttention::unsupported(int Tn, int NH, int KV, int hs) {
-  const AttentionShape s{1, Tn, NH, KV, hs};
+std::string CudnnAttention::unsupported(const AttentionShape& s) {
   for (const bool backward : {false, true})
     if (const auto built = impl_->build(GraphKey{backward, io_type<T>(), s});
         std::holds_alternative<std::string>(built))

@@ -42,9 +42,10 @@ class CudnnAttention {
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   std::string version() const;  // the loaded library's, e.g. "9.19.0"
-  // Empty when cuDNN builds both graphs of this shape (at B = 1) for T, else its reason.
+  // Empty when cuDNN builds both graphs of `s` for T (kept for forward and backward), else its
+  // reason.
   template <class T>
-  std::string unsupported(int Tn, int NH, int KV, int hs);
+  std::string unsupported(const AttentionShape& s);
 
   template <class T>
   void forward(T* out, float* stats, const T* qkv, const AttentionShape& s);
@@ -63,8 +64,8 @@ class CudnnAttention {
 
 // The explicit instantiations of CudnnAttention's templates, for each 16-bit type; both
 // implementations (with cuDNN's headers and without) define them.
-#define MERIDIAN_CUDNN_ATTENTION_TYPES(T)                                                                     \
-  template std::string CudnnAttention::validate_for<T>(int, const AttentionShape&);                           \
-  template std::string CudnnAttention::unsupported<T>(int, int, int, int);                                    \
-  template void CudnnAttention::forward<T>(T*, float*, const T*, const AttentionShape&);                      \
+#define MERIDIAN_CUDNN_ATTENTION_TYPES(T)                                                \
+  template std::string CudnnAttention::validate_for<T>(int, const AttentionShape&);      \
+  template std::string CudnnAttention::unsupported<T>(const AttentionShape&);            \
+  template void CudnnAttention::forward<T>(T*, float*, const T*, const AttentionShape&); \
   template void CudnnAttention::backward<T>(T*, const T*, const T*, const T*, const float*, const AttentionShape&);

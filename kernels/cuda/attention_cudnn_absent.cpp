@@ -26,7 +26,7 @@ std::string CudnnAttention::validate_for(int, const AttentionShape&) {
 std::string CudnnAttention::version() const { throw CudaError("cuDNN attention: built without cuDNN"); }
 
 template <class T>
-std::string CudnnAttention::unsupported(int, int, int, int) {
+std::string CudnnAttention::unsupported(const AttentionShape&) {
   throw CudaError("cuDNN attention: built without cuDNN");
 }
 

@@ -143,6 +143,28 @@ TEST_CASE("cuDNN's flash attention in the whole step, bf16 and fp16: GPT-2 and g
                                               CudaAttention::Cudnn);
 }
 
+TEST_CASE(
+    "cuDNN's attention at a batch size after the first: its graphs are built then, and the loss is a fresh model's") {
+  if (!have_gpu()) return;
+  const ModelConfig shape = gpt_shape();
+  const auto cpu_model = make_model<float>(shape);
+  cpu_model->init_weights(51);
+  const auto b = batch(shape, 51);
+  CudaGpt<__nv_bfloat16> fresh(shape, nullptr, CudaAttention::Cudnn), grown(shape, nullptr, CudaAttention::Cudnn);
+  if (fresh.attention().rfind("cuDNN", 0) != 0) {
+    MESSAGE("skipped: cuDNN's attention does not run here: " << fresh.attention());
+    return;
+  }
+  fresh.upload_params(cpu_model->params());
+  grown.upload_params(cpu_model->params());
+  grown.reserve(1);
+  const float small = grown.forward(b.inputs.data(), b.targets.data(), 1);
+  const float at_batch = grown.forward(b.inputs.data(), b.targets.data(), kBatch);
+  CHECK(grown.attention() == fresh.attention());  // still cuDNN's, at both sizes
+  CHECK(at_batch == fresh.forward(b.inputs.data(), b.targets.data(), kBatch));
+  CHECK(grown.forward(b.inputs.data(), b.targets.data(), 1) == small);
+}
+
 namespace {
 
 // The training forward (the logits' gradient written in the loss's pass) against forward then

@@ -45,7 +45,8 @@ TEST_CASE("cuDNN's flash attention forward and backward match the CPU, multi-hea
     CAPTURE(c.NH);
     CAPTURE(c.KV);
     CAPTURE(c.hs);
-    const std::string refused = cudnn->unsupported<bf16>(c.Tn, c.NH, c.KV, c.hs);
+    const gpu::AttentionShape shape{c.B, c.Tn, c.NH, c.KV, c.hs};
+    const std::string refused = cudnn->unsupported<bf16>(shape);
     REQUIRE_MESSAGE(refused.empty(), refused);
     const int width = (c.NH + 2 * c.KV) * c.hs;
     auto qkv = inputs<bf16>(static_cast<std::size_t>(c.B) * c.Tn * width, 21);
@@ -54,7 +55,6 @@ TEST_CASE("cuDNN's flash attention forward and backward match the CPU, multi-hea
     cpu::attention_forward(out.data(), att.data(), qkv.data(), c.B, c.Tn, c.NH, c.KV, c.hs);
     cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), c.B, c.Tn, c.NH, c.KV, c.hs);
 
-    const gpu::AttentionShape shape{c.B, c.Tn, c.NH, c.KV, c.hs};
     auto d_qkv = upload<bf16>(qkv), d_dout = upload<bf16>(dout);
     DeviceBuffer<bf16> d_out(out.size()), d_dqkv(qkv.size()), d_again(qkv.size());
     DeviceBuffer<float> d_stats(static_cast<std::size_t>(c.B) * c.NH * c.Tn);
