@@ -1,25 +1,37 @@
 #include "crosssite/round/commit_log.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include "core/util/error.hpp"
 
 namespace meridian {
+
+namespace {
+
+// The record at `key`, or Error(Peer) when it is not one the job can apply there.
+CommitRecord decode_at(const RoundKeys& keys, int fragments, const std::string& key, const std::string& value) {
+  CommitRecord record = decode_commit(value);
+  const bool fragments_ok = record.fragment < fragments &&
+                            (record.screens.empty() || record.screens.size() == static_cast<std::size_t>(fragments)) &&
+                            std::all_of(record.entries.begin(), record.entries.end(),
+                                        [&](const CommitEntry& e) { return e.fragment < fragments; });
+  if (key != keys.commit(record.number) || record.entries.empty() || !fragments_ok)
+    throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
+                     record.entries.size(), " entries",
+                     fragments_ok ? "" : ", fragments the job has not (its turn, an entry's, or its screens')");
+  return record;
+}
+
+}  // namespace
 
 void CommitLog::read(ControlPlane& control, CrossSiteEvents& events) {
   const auto read = control.get_prefix_since(keys_.commits(), revision_ + 1);
   revision_ = read.revision;
   for (const auto& [key, value] : read.kvs) {
     try {
-      auto record = decode_commit(value);
-      const bool fragments_ok =
-          record.fragment < fragments_ &&
-          (record.screens.empty() || record.screens.size() == static_cast<std::size_t>(fragments_)) &&
-          std::all_of(record.entries.begin(), record.entries.end(),
-                      [&](const CommitEntry& e) { return e.fragment < fragments_; });
-      if (key != keys_.commit(record.number) || record.entries.empty() || !fragments_ok)
-        throw make_error(ErrorKind::Peer, "commit record ", key, " is for version ", record.number, " with ",
-                         record.entries.size(), " entries", fragments_ok ? "" : ", fragments the job has not (its turn, an entry's, or its screens')");
+      auto record = decode_at(keys_, fragments_, key, value);
+      if (!first_read(key, value, record, events)) continue;
       newest_ = std::max(newest_, record.number);
       unreadable_.erase(record.number);
       commits_[record.number] = std::move(record);
@@ -29,6 +41,21 @@ void CommitLog::read(ControlPlane& control, CrossSiteEvents& events) {
       events.push_back({"commit_unreadable", "", version.value_or(0), e.what()});
     }
   }
+}
+
+bool CommitLog::first_read(const std::string& key, const std::string& value, const CommitRecord& record,
+                           CrossSiteEvents& events) {
+  const Digest digest = sha256(std::as_bytes(std::span(value.data(), value.size())));
+  const auto [first, fresh] = first_read_.try_emplace(record.number, digest);
+  if (fresh) return true;
+  if (first->second == digest)
+    unreadable_.erase(record.number);  // junk over it, then the same record put back
+  else
+    events.push_back({"commit_rewritten", "", record.number,
+                      "the record at " + key + " changed after this site read it (SHA-256 " + short_hex(first->second) +
+                          ", now " + short_hex(digest) + ", naming " + record.proposer +
+                          " as proposer); the first one stands"});
+  return false;
 }
 
 bool CommitLog::claim(ControlPlane& control, std::int64_t version, const std::string& record, const std::string& site,

@@ -4,11 +4,17 @@
 // have applied a record nobody can read; left alone it would stop the job's versions there for
 // good, so a proposal may replace it by compare-and-swap, unless a newer commit shows that its
 // version was committed (and maybe applied) before the damage.
+// The protocol never writes a second readable record over a first (create_if_absent, or a swap
+// for junk), but etcd's auth cannot forbid it to a member (docs/security.md): a version's first
+// readable record is the one this site keeps, and a different one read later is an event
+// (`commit_rewritten`), never applied, so two sites that read the log at different times cannot
+// apply two records of one version.
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 
+#include "core/util/digest.hpp"
 #include "crosssite/control/control_plane.hpp"
 #include "crosssite/round/cross_site_types.hpp"
 #include "crosssite/round/records.hpp"
@@ -35,12 +41,17 @@ class CommitLog {
   std::int64_t newest() const { return newest_; }
 
  private:
+  // True for the first readable record of its version; a different one later is an event.
+  bool first_read(const std::string& key, const std::string& value, const CommitRecord& record,
+                  CrossSiteEvents& events);
+
   RoundKeys keys_;
   int fragments_;
   std::map<std::int64_t, CommitRecord> commits_;
   std::int64_t revision_ = 0;
   std::int64_t newest_ = 0;
   std::map<std::int64_t, std::string> unreadable_;  // by version: the bytes found there
+  std::map<std::int64_t, Digest> first_read_;       // by version: the SHA-256 of its first readable record
 };
 
 }  // namespace meridian

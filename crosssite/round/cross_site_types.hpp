@@ -13,8 +13,9 @@ using DeltaKey = std::pair<std::string, std::int64_t>;  // (site, round)
 // What happened to a peer's delta or state that the site's log should say.
 struct CrossSiteEvent {
   // "delta_refused" (values no commit may apply: the sender is flagged), "delta_damaged" (bytes
-  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable", "commit_record_replaced", "member_key_restored",
-  // "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site),
+  // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable",
+  // "commit_record_replaced", "commit_rewritten" (a second readable record of a version: the first stands),
+  // "member_key_restored", "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site),
   // "link_refused" (frames from a sender that is no member: site is its claimed name, number the frames)
   std::string kind;
   std::string site;  // the peer

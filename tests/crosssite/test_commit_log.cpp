@@ -1,0 +1,119 @@
+// The commit log as one site reads it (crosssite/round/commit_log.hpp), on the in-memory control
+// plane: records read since the last read, junk that a proposal may replace, and a record written
+// over a readable one, which the site never applies.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "crosssite/control/memory_control_plane.hpp"
+#include "crosssite/round/commit_log.hpp"
+
+namespace meridian {
+namespace {
+
+CommitRecord record(std::int64_t version, const std::string& proposer, std::int64_t round) {
+  CommitRecord r;
+  r.number = version;
+  r.proposer = proposer;
+  r.params_hash = 0x1000 + static_cast<std::uint64_t>(round);
+  r.entries.push_back(CommitEntry{proposer, round, version - 1, 1.0, {}, 0});
+  return r;
+}
+
+struct Log {
+  ManualClock clock;
+  MemoryStore store{clock};
+  MemoryControlPlane control{store, clock, 1};
+  CommitLog log{"job", 1};
+  CrossSiteEvents events;
+
+  void read() { log.read(control, events); }
+  std::size_t count(const std::string& kind) const {
+    return static_cast<std::size_t>(
+        std::count_if(events.begin(), events.end(), [&](const CrossSiteEvent& e) { return e.kind == kind; }));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("commit log: each read sees the records written since the last, and the newest version") {
+  Log l;
+  const RoundKeys& keys = l.log.keys();
+  REQUIRE(l.control.create_if_absent(keys.commit(1), encode(record(1, "a", 0))));
+  l.read();
+  REQUIRE(l.log.find(1) != nullptr);
+  CHECK(l.log.find(1)->proposer == "a");
+  REQUIRE(l.control.create_if_absent(keys.commit(2), encode(record(2, "b", 1))));
+  l.read();
+  CHECK(l.log.newest() == 2);
+  const auto held = l.log.forget_before(2);
+  REQUIRE(held.has_value());
+  CHECK(held->number == 1);
+  CHECK(l.log.find(1) == nullptr);
+  CHECK(l.log.find(2) != nullptr);
+  CHECK(l.events.empty());
+}
+
+TEST_CASE("commit log: junk where the next version goes is an event, and a proposal replaces it by compare-and-swap") {
+  Log l;
+  const RoundKeys& keys = l.log.keys();
+  l.control.put(keys.commit(1), "junk");
+  l.read();
+  CHECK(l.count("commit_unreadable") == 1);
+  CHECK(l.log.find(1) == nullptr);
+  CHECK(l.log.claim(l.control, 1, encode(record(1, "a", 0)), "a", l.events));
+  CHECK(l.count("commit_record_replaced") == 1);
+  l.read();
+  REQUIRE(l.log.find(1) != nullptr);
+  CHECK(l.log.find(1)->proposer == "a");
+}
+
+TEST_CASE("commit log: a record written over a readable one is an event, and the first one stands") {
+  Log l;
+  const RoundKeys& keys = l.log.keys();
+  const CommitRecord first = record(1, "a", 0);
+  REQUIRE(l.control.create_if_absent(keys.commit(1), encode(first)));
+  l.read();
+  // A member with write access to commits/ (every site has it: etcd has no create-only) puts a
+  // record of its own over version 1 before this site applied it.
+  l.control.put(keys.commit(1), encode(record(1, "mallory", 7)));
+  l.read();
+  REQUIRE(l.count("commit_rewritten") == 1);
+  const auto rewritten = std::find_if(l.events.begin(), l.events.end(),
+                                      [](const CrossSiteEvent& e) { return e.kind == "commit_rewritten"; });
+  CHECK(rewritten->number == 1);
+  CHECK(rewritten->detail.find("mallory") != std::string::npos);
+  REQUIRE(l.log.find(1) != nullptr);
+  CHECK(*l.log.find(1) == first);
+  // Nor does a proposal for version 1 ever replace it: the version is taken.
+  CHECK_FALSE(l.log.claim(l.control, 1, encode(record(1, "b", 0)), "b", l.events));
+
+  // After the site applied version 1 and forgot it, a rewrite is still named, and never comes back.
+  REQUIRE(l.log.forget_before(2).has_value());
+  l.control.put(keys.commit(1), encode(record(1, "mallory", 8)));
+  l.read();
+  CHECK(l.count("commit_rewritten") == 2);
+  CHECK(l.log.find(1) == nullptr);
+  CHECK(l.log.newest() == 1);
+}
+
+TEST_CASE("commit log: junk over a readable record, then that record put back, is no rewrite") {
+  Log l;
+  const RoundKeys& keys = l.log.keys();
+  const std::string bytes = encode(record(1, "a", 0));
+  REQUIRE(l.control.create_if_absent(keys.commit(1), bytes));
+  l.read();
+  l.control.put(keys.commit(1), "damage");
+  l.read();
+  CHECK(l.count("commit_unreadable") == 1);
+  l.control.put(keys.commit(1), bytes);  // an operator's repair
+  l.read();
+  CHECK(l.count("commit_rewritten") == 0);
+  REQUIRE(l.log.find(1) != nullptr);
+  // Version 1 is readable again: a proposal for it finds it taken instead of swapping the junk.
+  CHECK_FALSE(l.log.claim(l.control, 1, encode(record(1, "b", 0)), "b", l.events));
+  CHECK(l.control.get(keys.commit(1)) == bytes);
+}
+
+}  // namespace meridian
