@@ -140,6 +140,12 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
   }
 }
 
+void CrossSite::serve_state(const OuterState* state) {
+  transfer_.serve(state);
+  if (state != nullptr && !held_hash_ && state->version() == 0 && !state->sharded())
+    held_hash_ = {{0, OuterState::weights_hash(state->global())}};
+}
+
 bool CrossSite::announce_pending() {
   return !outbox_.pending() || control([&](ControlPlane& plane) { outbox_.announce(plane, log_.keys()); });
 }
@@ -152,6 +158,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
   if (const auto held = log_.forget_before(next)) {
+    held_hash_ = {{held->number, held->params_hash}};
     store_.follow_screens(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
     // record here: what it merged must not be proposed again.
@@ -161,6 +168,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
   // site that holds the next commit's deltas (a paused one that follows, or one a burst of
   // commits overtook) applies them: a few deltas cost far less than the whole model.
+  if (diverged_at_) return catch_up(plane, state, true);
   const CommitRecord* found = log_.find(next);
   bool far_behind = log_.newest() >= next + options_.rule.fragments;
   if (far_behind && found) {
@@ -190,8 +198,21 @@ std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record,
   // On disk before it is applied: a restart from an older checkpoint can apply it again.
   store_.journal(record.entries);
   Commit commit = proposer_.commit_of(record, state);
+  const std::string damage = commit.outcome ? copy_damage(state) : std::string();
   applied(record);
-  return commit;
+  if (damage.empty()) return commit;
+  // Its own proposal's outcome, computed before the copy changed: the replicas would apply it to
+  // a copy that no longer is the version it was computed on.
+  diverged(record.number, damage);
+  return std::nullopt;
+}
+
+std::string CrossSite::copy_damage(const OuterState& state) const {
+  if (state.sharded() || !held_hash_ || held_hash_->first != state.version()) return {};
+  const std::uint64_t hash = OuterState::weights_hash(state.global());
+  if (hash == held_hash_->second) return {};
+  return "site " + options_.site + ": its copy of version " + std::to_string(state.version()) + " hashes to " +
+         std::to_string(hash) + ", its record says " + std::to_string(held_hash_->second);
 }
 
 void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
@@ -203,7 +224,10 @@ void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
     waiting_ = {Waiting::What::PausedProposal, 0, ""};
     return;
   }
-  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_)) {
+  std::optional<std::uint64_t> held;
+  if (held_hash_ && held_hash_->first == state.version() && !state.sharded()) held = held_hash_->second;
+  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_, held)) {
+    if (why_not->what == Waiting::What::CopyDiverged) diverged(state.version(), copy_damage(state));
     waiting_ = std::move(*why_not);
     return;
   }
@@ -224,6 +248,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
       return std::nullopt;
     }
     ++counts().states_adopted;
+    diverged_at_.reset();       // the peer's state replaces the copy that did not hash right
     read_announcements(plane);  // how far the others have got: the site fast-forwards to there
     Commit commit{*record, {}, std::move(*bytes), {}};
     applied(*record);
@@ -237,7 +262,16 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
   return std::nullopt;
 }
 
+void CrossSite::diverged(std::int64_t version, const std::string& why) {
+  if (std::none_of(options_.sites.begin(), options_.sites.end(), [&](const auto& s) { return s != options_.site; }))
+    throw make_error(ErrorKind::Data, why, "; the job has no other site to take a state from");
+  diverged_at_ = version;
+  events_.push_back({"version_diverged", "", version, why + "; taking a peer's state instead"});
+  gate_.look_now();
+}
+
 void CrossSite::applied(const CommitRecord& record) {
+  held_hash_ = {record.number, record.params_hash};
   proposer_.forget();
   transfer_.applied();
   store_.follow_screens(record);

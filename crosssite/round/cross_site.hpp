@@ -109,8 +109,10 @@ class CrossSite final : public RoundPeers {
   // Registers this site (once) and pumps for up to `budget`; true once every configured site is a member.
   bool poll_join(std::chrono::milliseconds budget);
 
-  // The state this site serves to peers that catch up (its leader's OuterState), from now on.
-  void serve_state(const OuterState* state) { transfer_.serve(state); }
+  // The state this site serves to peers that catch up (its leader's OuterState), from now on. At
+  // version 0, the weights every site starts from, its hash is the one the copy is held to until
+  // a version's record names another (no record names version 0's).
+  void serve_state(const OuterState* state);
   // The site's checkpoint now holds `version` (written whole): its journal may let go of the
   // deltas merged through it.
   void durable(std::int64_t version) { outbox_.durable(version); }
@@ -145,6 +147,7 @@ class CrossSite final : public RoundPeers {
   std::optional<std::int64_t> lost_round(const OuterState& state, std::int64_t after) const override;
   bool unmergeable(const OuterState& state, std::int64_t round) const override;
   bool disputed() const override { return book_.banned(options_.site); }
+  void diverged(std::int64_t version, const std::string& why) override;
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
   // The newest round any other site announced (merged or not), -1 before any: how far the job
   // has got, for a site that comes back.
@@ -232,6 +235,9 @@ class CrossSite final : public RoundPeers {
   std::optional<Commit> hand_out(const CommitRecord& record, const OuterState& state);
   // Has the proposer propose the next version when it is due and this site holds all it needs.
   void propose(ControlPlane& plane, const OuterState& state);
+  // Why a whole state is not the version it holds (its hash is not the one held_hash_ names); empty
+  // when it is, or when nothing says.
+  std::string copy_damage(const OuterState& state) const;
   std::optional<Commit> catch_up(ControlPlane& plane, const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
@@ -273,6 +279,13 @@ class CrossSite final : public RoundPeers {
   // site only the deltas no commit has merged, so those these versions merged are on their way
   // to nobody here: a site that holds an older version asks for them at once.
   std::optional<std::int64_t> committed_before_join_;
+  // This site's copy did not give this version's hash: until a peer's state replaces it, no
+  // commit is handed out or proposed, and a peer's state is asked for.
+  std::optional<std::int64_t> diverged_at_;
+  // The version this site last applied or adopted, and the hash its record names: a whole state
+  // is checked against it before each proposal (Proposer::propose) and before its own proposal's
+  // outcome is handed out.
+  std::optional<std::pair<std::int64_t, std::uint64_t>> held_hash_;
 };
 
 }  // namespace meridian

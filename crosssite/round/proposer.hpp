@@ -70,10 +70,12 @@ class Proposer {
   // `held` filled by held()); `merged`: per site, the newest round merged so far, which the record
   // carries on. What it waits for when it proposed nothing. A sharded state cannot hash a
   // proposal alone: it is kept for take_preview() and claimed by claim_previewed() with the hash
-  // of the parts.
+  // of the parts. `held_hash`: what the record of the version held names (none at version 0); a
+  // whole state that no longer hashes to it proposes nothing (CopyDiverged): its copy changed
+  // since it was applied, and the proposal would carry the damage to every site.
   std::optional<Waiting> propose(CommitView view, const OuterState& state,
-                                     const std::map<std::string, std::int64_t>& merged, ControlPlane& plane,
-                                     CrossSiteEvents& events);
+                                 const std::map<std::string, std::int64_t>& merged, ControlPlane& plane,
+                                 CrossSiteEvents& events, std::optional<std::uint64_t> held_hash = std::nullopt);
   std::optional<ProposalPreview> take_preview();
   bool preview_pending() const { return previewing_ && !preview_taken_; }
   void claim_previewed(std::uint64_t hash, ControlPlane& plane, CrossSiteEvents& events);

@@ -141,7 +141,7 @@ bool RoundDriver::attempt(Replica& r, std::chrono::milliseconds budget) {
   if (!waiting()) return false;
   Update u;
   Looked looked;
-  if (leads(r)) u = look(polling() ? std::chrono::milliseconds(0) : budget, looked);
+  if (leads(r)) u = look(polling() && !cursor_.diverged_at ? std::chrono::milliseconds(0) : budget, looked);
   if (leads(r)) u.aim = cursor_.aim;
   r.channel.share(u, previewed());
   cursor_.aim = u.aim;  // a replica that joined since takes the leader's
@@ -169,7 +169,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
     default:
       break;
   }
-  if (u.waits || wait_.what == What::Poll) {
+  if (u.waits || wait_.what == What::Poll || cursor_.diverged_at) {
     if (auto commit = peers_->poll_commit(state_, budget)) {
       u.kind = commit->snapshot.empty() ? Update::Kind::Commit : Update::Kind::Snapshot;
       u.version = commit->record.number;
@@ -183,6 +183,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       u.proposed_here = commit->proposed_here;
       looked.record = std::move(commit->record);
       looked.outcome = std::move(commit->outcome);
+      if (u.kind == Update::Kind::Commit && !state_.sharded()) check_whole(u, looked);
     } else if (wait_.what == What::NextVersion && peers_->disputed()) {
       u.waits = false;  // no version waits for this site's rounds: it does not wait for one either
     } else if (wait_.what == What::Finished && peers_->finished(state_)) {
@@ -208,8 +209,27 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       u.version = *lost;
       if (wait_.what == What::NextVersion) u.waits = false;
     }
+  if (cursor_.diverged_at && u.kind != Update::Kind::Snapshot) u.waits = true;
   events_.looked();
   return u;
+}
+
+void RoundDriver::check_whole(Update& u, Looked& looked) {
+  if (looked.outcome) return;  // its own proposal's: CrossSite checked the copy it was computed on
+  looked.outcome = preview_of(u);
+  if (looked.outcome->hash == u.params_hash) return;
+  peers_->diverged(u.version, mismatch(u.version, looked.outcome->hash, u.params_hash, state_.version()));
+  cursor_.diverged_at = u.version;
+  looked = {};
+  u = Update{};
+  u.waits = true;
+}
+
+std::string RoundDriver::mismatch(std::int64_t version, std::uint64_t here, std::uint64_t said,
+                                  std::int64_t from) const {
+  return "site " + plan_.site + ": version " + std::to_string(version) + " computed here hashes to " +
+         std::to_string(here) + ", the commit says " + std::to_string(said) + ": this site's copy of version " +
+         std::to_string(from) + " differs from its peers'";
 }
 
 std::optional<std::int64_t> RoundDriver::own_unmergeable() const {
@@ -244,10 +264,18 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
       outcome.hash = parts_hash.hash;
       stale_mirrors = std::move(parts_hash.stale_mirrors);
     }
-    if (outcome.hash != u.params_hash)
-      throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
-                       outcome.hash, ", the commit says ", u.params_hash, ": this site's copy of version ", from,
-                       " differs from its peers'");
+    if (outcome.hash != u.params_hash) {
+      // A whole state's leader checked the version before sharing it: another replica's copy differs from its.
+      if (!state_.sharded())
+        throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
+                         outcome.hash, ", the commit says ", u.params_hash, ": this replica's copy of version ", from,
+                         " differs from its leader's");
+      // Every replica's parts together: every replica sees it.
+      cursor_.diverged_at = u.version;
+      u.waits = true;
+      if (leads(r)) peers_->diverged(u.version, mismatch(u.version, outcome.hash, u.params_hash, from));
+      return;
+    }
     state_.commit(u.version, std::move(outcome));
     if (!mutant(Mutant::SkipRebase))
       for (const int f : u.fragments) state_.rebase(weights, mutant(Mutant::RebaseWrongFragment) ? 0 : f);
@@ -261,7 +289,8 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     state_.adopt(u.snapshot, u.params_hash, weights);
     share_weights(r);
     take_up(r, u.job_step);
-    if (!figures_.rejoined_after_s) figures_.rejoined_after_s = clock_() - cursor_.started_at;
+    if (!figures_.rejoined_after_s && !cursor_.diverged_at) figures_.rejoined_after_s = clock_() - cursor_.started_at;
+    cursor_.diverged_at.reset();
   }
   const double now = clock_();
   if (cursor_.last_version_at > 0)

@@ -141,6 +141,9 @@ class RoundDriver {
     double last_version_at = 0;
     double wait_began = 0;
     std::int64_t wait_from_version = 0;
+    // This site's copy of the outer state did not give this version's hash: whatever the site
+    // waits for, it waits on until a peer's state replaces the copy.
+    std::optional<std::int64_t> diverged_at;
   };
 
   void end_round(Replica& r, std::int64_t steps_in_round, bool last);
@@ -158,6 +161,12 @@ class RoundDriver {
   };
   Update look(std::chrono::milliseconds budget, Looked& looked);
   void apply(Replica& r, Update& u, Looked& looked);
+  // A whole state's leader previews another site's commit before sharing it: one whose hash its
+  // copy does not give becomes a wait for a peer's state, the same on every replica (a sharded
+  // state's parts are hashed together in apply, where every replica sees the same; CrossSite
+  // checks the copy under this site's own proposal).
+  void check_whole(Update& u, Looked& looked);
+  std::string mismatch(std::int64_t version, std::uint64_t here, std::uint64_t said, std::int64_t from) const;
   // Leader: this site's newest round when no version can merge it (and it was not dropped yet).
   std::optional<std::int64_t> own_unmergeable() const;
   void drop_lost_round(Replica& r, std::int64_t round);

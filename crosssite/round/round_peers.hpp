@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "crosssite/outer/outer_state.hpp"
@@ -34,6 +35,10 @@ class RoundPeers {
   // This site was caught sending a peer other bytes than it announced (rightly or not): no
   // version merges its rounds, and none waits for them.
   virtual bool disputed() const = 0;
+  // This site's copy of the outer state did not give `version`'s hash (silent corruption here, or
+  // a record that does not say what its deltas make): it applies no more commits to that copy and
+  // takes a peer's state of `version` or newer instead. `why` is for the site's log.
+  virtual void diverged(std::int64_t version, const std::string& why) = 0;
   // This site's rounds announced and still mergeable (0 while the control plane is out of reach).
   virtual std::int64_t backlog(const OuterState& state) const = 0;
   // Every live site's last round is merged and all of them ended: the job's last version is here.

@@ -20,6 +20,8 @@ std::string Waiting::describe() const {
     case What::PeersToEnd: return "the others to end (one behind takes the last versions from here):" + detail;
     case What::Gradients: return "gradients of step " + n + " from " + detail;
     case What::SiteHash: return "this site's replicas to hash their parts of its proposal of version " + n;
+    case What::CopyDiverged:
+      return "a peer's state: this site's copy of version " + n + " is not its record's (" + detail + ")";
   }
   return "?";
 }

@@ -7,10 +7,10 @@
 namespace meridian {
 namespace {
 
-constexpr std::array<const char*, 15> kNames = {
-    "crash",        "stop",           "partition",          "control outage",     "lost replies", "late writes",
-    "slow replies", "message faults", "member key deleted", "junk commit record", "drain",        "pause-outer",
-    "rollback",     "spike",          "replica death"};
+constexpr std::array<const char*, 16> kNames = {
+    "crash",        "stop",           "partition",          "control outage",        "lost replies", "late writes",
+    "slow replies", "message faults", "member key deleted", "junk commit record",    "drain",        "pause-outer",
+    "rollback",     "spike",          "replica death",      "outer weights bit flip"};
 // The kinds plan_faults draws: a site's (replica deaths come from a plan of their own).
 constexpr std::size_t kSiteKinds = static_cast<std::size_t>(Fault::Kind::ReplicaDeath);
 
@@ -53,6 +53,19 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s) 
     faults.push_back(f);
   }
   std::sort(faults.begin(), faults.end(), [](const Fault& a, const Fault& b) { return a.at < b.at; });
+  return faults;
+}
+
+std::vector<Fault> plan_outer_flips(Rng& rng, int sites, int count, double window_s) {
+  std::vector<Fault> faults;
+  for (int i = 0; i < count; ++i) {
+    Fault f;
+    f.kind = Fault::Kind::OuterFlip;
+    f.site = static_cast<int>(rng.below(static_cast<std::uint64_t>(sites)));
+    f.at = rng.uniform() * window_s;
+    f.amount = rng.uniform();  // where in the weights
+    faults.push_back(f);
+  }
   return faults;
 }
 

@@ -26,12 +26,15 @@ struct Fault {
     Rollback,       // the operator rolls it back to the newest version it holds
     Spike,          // every site's next step is a thousand times too large: no version can merge those rounds
     ReplicaDeath,   // one of its replicas dies alone; a new one comes after `duration`
+    // A bit of its outer weights flips (silent corruption: every replica's copy of a whole state,
+    // the leader's part of a sharded one); the next version it applies or proposes finds it.
+    OuterFlip,
   };
   Kind kind = Kind::Crash;
   double at = 0, duration = 0;
   int site = 0;
   double amount = 0;  // LostReplies, LateWrites: the share; SlowReplies: seconds; MessageFaults: each probability
-                      // Crash, ReplicaDeath: 1 when the disk is lost too
+                      // Crash, ReplicaDeath: 1 when the disk is lost too; OuterFlip: where, in [0, 1)
   int replica = 0;    // ReplicaDeath: which replica (1 and up: a member; kLeader: whichever leads then)
   static constexpr int kLeader = -1;
 };
@@ -44,6 +47,9 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s);
 // `count` replica deaths over [0, window_s) among sites of `replicas` replicas each (those of a
 // single replica have no member to lose), each ended by window_s: of members, or with `leaders`
 // of whichever replica leads its site then.
+// `count` bit flips in the sites' outer weights over [0, window_s).
+std::vector<Fault> plan_outer_flips(Rng& rng, int sites, int count, double window_s);
+
 std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s,
                                        bool leaders = false);
 

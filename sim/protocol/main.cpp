@@ -5,6 +5,7 @@
 //                     [--replicas N]    (with --shard-outer: every site's replicas; default: 2 or 3, drawn)
 //                     [--replica-deaths N]  (with --shard-outer: members that die alone, besides the faults; default 3)
 //                     [--leader-deaths N]   (... and leaders, whichever replica leads then; default 2)
+//                     [--outer-flips N]     (bits flipped in a site's whole outer state, besides the faults; default 0)
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
 #include <algorithm>
@@ -71,6 +72,8 @@ int run(int argc, char** argv) {
       options.replica_deaths = std::stoi(value());
     else if (arg == "--leader-deaths")
       options.leader_deaths = std::stoi(value());
+    else if (arg == "--outer-flips")
+      options.outer_flips = std::stoi(value());
     else if (arg == "--split") {
       const std::string v = value();
       if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
@@ -78,10 +81,13 @@ int run(int argc, char** argv) {
     }
     else throw meridian::make_error(meridian::ErrorKind::Usage, "unknown argument ", arg);
   }
+  if (options.outer_flips > 0 && options.shard_outer)
+    throw meridian::make_error(meridian::ErrorKind::Usage,
+                               "--outer-flips flips bits of whole outer states: not with --shard-outer");
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
   std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0, refetches = 0;
-  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0;
+  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0, diverged = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -99,6 +105,7 @@ int run(int argc, char** argv) {
     leader_deaths += outcome.leader_deaths;
     mirror_cuts += outcome.mirror_cuts;
     adopted += outcome.states_adopted;
+    diverged += outcome.diverged;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
@@ -120,9 +127,10 @@ int run(int argc, char** argv) {
               seconds > 0 ? 60.0 * static_cast<double>(seeds) / seconds : 0.0);
   std::printf(
       "streaming (several fragments): %llu seeds; versions applied to fragments other than 0: %llu; "
-      "rounds dropped as lost: %llu; peers' states adopted: %llu\n",
+      "rounds dropped as lost: %llu; peers' states adopted: %llu; copies of the outer state found wrong: %llu\n",
       static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
-      static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(adopted));
+      static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(adopted),
+      static_cast<unsigned long long>(diverged));
   if (options.shard_outer)
     std::printf(
         "deltas held in parts: %llu; groups re-formed on a failed collective: %llu; catch-ups after a "

@@ -214,6 +214,9 @@ void Run::start(const Fault& f) {
     case Fault::Kind::Spike:
       for (auto& s : sites_) s->spike();
       return;
+    case Fault::Kind::OuterFlip:
+      site.flip_outer(f.amount);
+      return;
     case Fault::Kind::ReplicaDeath: {
       const int replica = f.replica == Fault::kLeader ? site.leader_replica() : f.replica;
       if (replica < 0) return;  // the site is down
@@ -227,17 +230,23 @@ void Run::start(const Fault& f) {
 double Run::plan() {
   const double window = 0.6 * static_cast<double>(job_.rounds) * job_.round_s;
   auto faults = options_.plan ? *options_.plan : plan_faults(rng_, options_.sites, options_.faults, window);
+  // The others each from a stream of their own: the seed's other faults stay what they were.
+  std::vector<Fault> drawn;
   if (job_.shard_outer && !options_.plan) {
-    // From a stream of their own: the seed's other faults stay what they were.
     Rng deaths = Rng::derive(job_.seed, 13), leader_deaths = Rng::derive(job_.seed, 14);
-    auto drawn = plan_replica_deaths(deaths, job_.replicas, options_.replica_deaths, window);
+    drawn = plan_replica_deaths(deaths, job_.replicas, options_.replica_deaths, window);
     const auto leaders = plan_replica_deaths(leader_deaths, job_.replicas, options_.leader_deaths, window, true);
     drawn.insert(drawn.end(), leaders.begin(), leaders.end());
-    for (const Fault& f : drawn)
-      faults.insert(
-          std::upper_bound(faults.begin(), faults.end(), f, [](const Fault& a, const Fault& b) { return a.at < b.at; }),
-          f);
   }
+  if (!options_.plan && options_.outer_flips > 0) {
+    Rng flips = Rng::derive(job_.seed, 15);
+    const auto flipped = plan_outer_flips(flips, options_.sites, options_.outer_flips, window);
+    drawn.insert(drawn.end(), flipped.begin(), flipped.end());
+  }
+  for (const Fault& f : drawn)
+    faults.insert(
+        std::upper_bound(faults.begin(), faults.end(), f, [](const Fault& a, const Fault& b) { return a.at < b.at; }),
+        f);
   outcome_.faults = static_cast<int>(faults.size());
   // A drawn schedule's faults end by the window's end; a stated one's by its last fault's.
   double last = options_.plan || faults.empty() ? 0 : window;
@@ -315,6 +324,7 @@ SimOutcome Run::go() {
     outcome_.leader_deaths += s->leader_deaths();
     outcome_.mirror_cuts += s->mirror_cuts();
     outcome_.states_adopted += s->states_adopted();
+    outcome_.diverged += s->diverged();
   }
   return outcome_;
 }

@@ -30,6 +30,7 @@ struct SimOptions {
   int replicas = 0;  // with shard_outer: every site's replicas; 0: drawn per site from 2 and 3
   int replica_deaths = 3;  // with shard_outer: member replicas that die alone, besides `faults`
   int leader_deaths = 2;   // ... and leaders (whichever replica leads its site then)
+  int outer_flips = 0;     // bits flipped in a site's outer weights (Fault::OuterFlip), besides `faults`
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
@@ -65,6 +66,7 @@ struct SimOutcome {
   std::uint64_t mirror_cuts = 0;     // ... and formations that took a dead replica's part from a mirror
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
   std::uint64_t states_adopted = 0;  // versions the sites took as a peer's state, not from deltas
+  std::uint64_t diverged = 0;        // times a site found its copy of the outer state wrong (version_diverged)
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }
 };

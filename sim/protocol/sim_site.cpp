@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -418,6 +419,21 @@ void SimSite::spike() {
   if (!incarnation_) return;
   spike_ = true;
   say("spike: its next step is " + std::to_string(static_cast<int>(kSpike)) + " times the usual");
+}
+
+void SimSite::flip_outer(double where) {
+  if (!incarnation_) return;
+  MERIDIAN_CHECK(!incarnation_->shards, "the simulator flips bits of whole outer states only");
+  const std::size_t size = incarnation_->leader().now.state.size();
+  const std::size_t at = std::min(size - 1, static_cast<std::size_t>(where * static_cast<double>(size)));
+  for (Process* p : incarnation_->live()) {
+    auto* value = const_cast<float*>(p->now.state.global().data()) + at;  // a fault in the hardware's memory
+    std::uint32_t bits;
+    std::memcpy(&bits, value, sizeof bits);
+    bits ^= 1u << 3;
+    std::memcpy(value, &bits, sizeof bits);
+  }
+  say("bit 3 of outer weight " + std::to_string(at) + " flipped");
 }
 
 std::int64_t SimSite::version() const { return incarnation_ ? incarnation_->leader().now.state.version() : -1; }

@@ -118,6 +118,9 @@ class SimSite final : private RoundEvents {
   void pause_outer(bool paused);
   void rollback();  // to the newest version it holds, between two steps: the in-flight round is dropped
   void spike();     // its next step of training is far out of line (a loss spike)
+  // A bit of its outer weights flips in every replica's copy (silent corruption of a whole state):
+  // the weight at `where` (in [0, 1)) of the way through them.
+  void flip_outer(double where);
   // With the outer state sharded: replica `replica` dies alone, and the group re-forms without it,
   // its part from its predecessor's mirror. The leader's death (replica 0, or the lowest live one)
   // makes the next replica lead, with a leader side of its own; the last live replica does not
@@ -144,6 +147,8 @@ class SimSite final : private RoundEvents {
   std::uint64_t mirror_cuts() const { return mirror_cuts_; }
   // The versions it took as a peer's state instead of applying their deltas.
   std::uint64_t states_adopted() const { return states_adopted_; }
+  // The times it found its copy of the outer state wrong (a version_diverged event).
+  std::uint64_t diverged() const { return diverged_; }
 
  private:
   struct Lease;
@@ -224,7 +229,7 @@ class SimSite final : private RoundEvents {
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
   std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0, replica_deaths_ = 0,
-                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0;
+                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0, diverged_ = 0;
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

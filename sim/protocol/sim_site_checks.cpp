@@ -134,8 +134,10 @@ void SimSite::caught_up(std::int64_t from_version, std::int64_t version, double)
 }
 
 void SimSite::log_events() {
-  for (const auto& e : incarnation_->cross().take_events())
+  for (const auto& e : incarnation_->cross().take_events()) {
+    diverged_ += e.kind == "version_diverged";
     say("event " + e.kind + (e.site.empty() ? "" : " " + e.site) + " " + std::to_string(e.number) + " " + e.detail);
+  }
 }
 
 }  // namespace meridian

@@ -262,6 +262,55 @@ TEST_CASE(
   CHECK(c.cross.traffic().states_adopted == 0);
 }
 
+TEST_CASE("a site whose copy does not give a commit's hash hands out no commit after it, and takes a peer's state") {
+  EtcdServer etcd;
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
+  for (auto& s : sites) s->submit(0);
+  commit_all(sites);
+  Site& a = *sites[0];
+  Site& c = *sites[2];
+  for (auto& s : sites) s->submit(1);
+  // c is handed version 2 and its replicas find that their copy of version 1 does not give its hash.
+  const double deadline = seconds_now() + 10;
+  std::optional<CrossSite::Commit> second;
+  while (!second) {
+    REQUIRE(seconds_now() < deadline);
+    second = c.cross.poll_commit(c.state, 5ms);
+    for (Site* peer : {sites[0].get(), sites[1].get()})
+      if (peer->state.version() < 2)
+        if (auto commit = peer->cross.poll_commit(peer->state, 1ms)) peer->apply(*commit);
+  }
+  REQUIRE(second->snapshot.empty());
+  REQUIRE(second->record.number == 2);
+  c.cross.diverged(2, "site c: version 2 computed here hashes to 1, the commit says 2");
+  while (c.state.version() < 2) {
+    REQUIRE_MESSAGE(seconds_now() < deadline, "c waits for ", c.cross.describe_wait());
+    if (auto commit = c.cross.poll_commit(c.state, 5ms)) {
+      CHECK_FALSE(commit->snapshot.empty());  // a peer's state, never a commit's deltas
+      c.apply(*commit);
+    }
+    for (Site* peer : {sites[0].get(), sites[1].get()})
+      if (peer->state.version() < 2) {
+        if (auto commit = peer->cross.poll_commit(peer->state, 1ms)) peer->apply(*commit);
+      } else {
+        CHECK_FALSE(peer->cross.poll_commit(peer->state, 1ms).has_value());
+      }
+  }
+  CHECK(OuterState::weights_hash(c.state.global()) == a.last->params_hash);
+  CHECK(c.cross.traffic().states_adopted == 1);
+  const auto events = c.cross.take_events();
+  const auto said =
+      std::find_if(events.begin(), events.end(), [](const CrossSiteEvent& e) { return e.kind == "version_diverged"; });
+  REQUIRE(said != events.end());
+  CHECK(said->number == 2);
+  CHECK(said->detail ==
+        "site c: version 2 computed here hashes to 1, the commit says 2; taking a peer's state instead");
+  // From here c's commits come as for the others.
+  for (auto& s : sites) s->submit(2);
+  commit_all(sites);
+  for (auto& s : sites) CHECK(OuterState::weights_hash(s->state.global()) == a.last->params_hash);
+}
+
 TEST_CASE("a site that adopted a peer's state screens as its peers do: the screen's history comes with the version") {
   EtcdServer etcd;
   auto sites = c_back_four_versions_behind(etcd, {CodecKind::Fp32, 0});

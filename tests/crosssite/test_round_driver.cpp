@@ -5,6 +5,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crosssite/round/round_driver.hpp"
@@ -40,7 +41,10 @@ struct FakePeers final : RoundPeers {
   std::int64_t backlog_count = 0, newest = 0, peers_round = -1;
   bool all_finished = false, left = false, announcing = true;
   bool own_proposal = false;  // the commits handed out are this site's winning proposals
+  bool wrong_hash = false;    // the next commit's record says another hash than its deltas make
   std::vector<DeltaAnnouncement> submitted;
+  std::vector<std::pair<std::int64_t, std::string>> diverged_at;  // what the site said of its copy
+  std::optional<VersionCommit> state;                             // a peer's state, handed out first
 
   std::int64_t next_round() const override { return static_cast<std::int64_t>(submitted.size()); }
   std::size_t chunk_bytes() const override { return 1 << 10; }
@@ -49,6 +53,7 @@ struct FakePeers final : RoundPeers {
     ++backlog_count;
   }
   std::optional<VersionCommit> poll_commit(const OuterState& state, std::chrono::milliseconds) override {
+    if (this->state) return std::exchange(this->state, std::nullopt);
     if (commits.empty()) return std::nullopt;
     VersionCommit c;
     c.fragments = commits.front();
@@ -60,7 +65,7 @@ struct FakePeers final : RoundPeers {
     // This site's own proposal is previewed on its state (Proposer::propose); another site's on theirs.
     const OuterState theirs = state;
     auto outcome = (own_proposal ? state : theirs).preview(c.fragments, c.mean_delta);
-    c.record.params_hash = outcome.hash;
+    c.record.params_hash = outcome.hash ^ (std::exchange(wrong_hash, false) ? 1 : 0);
     if (own_proposal) c.outcome = std::move(outcome);
     c.record.proposer = "b";
     backlog_count = std::max<std::int64_t>(0, backlog_count - 1);
@@ -71,6 +76,7 @@ struct FakePeers final : RoundPeers {
   }
   bool unmergeable(const OuterState&, std::int64_t round) const override { return refused && *refused == round; }
   bool disputed() const override { return false; }
+  void diverged(std::int64_t version, const std::string& why) override { diverged_at.emplace_back(version, why); }
   std::int64_t backlog(const OuterState&) const override { return backlog_count; }
   bool finished(const OuterState&) override { return all_finished && commits.empty(); }
   std::int64_t newest_commit() const override { return newest; }
@@ -350,6 +356,47 @@ TEST_CASE("a peer's state taken while behind fast-forwards the site to the job's
   site.member.take_up_job();
   site.settle();
   CHECK(site.lead_training.steps == 40);  // (round 9 + 1) x 4 steps
+  site.same_everywhere();
+}
+
+TEST_CASE(
+    "a version that does not hash here as its commit says: nothing of it applied, the site waits for a peer's state "
+    "and takes it") {
+  Site site(plan(2, false));
+  site.step();
+  site.peers.commits.push_back({0});
+  site.peers.wrong_hash = true;
+  site.step();  // the round ends, and its version comes with a hash this site's copy does not give
+  CHECK(site.leader_state.version() == 0);
+  CHECK(site.member_state.version() == 0);
+  REQUIRE(site.peers.diverged_at.size() == 1);
+  CHECK(site.peers.diverged_at[0].first == 1);
+  CHECK(site.peers.diverged_at[0].second.find("site a: version 1 computed here hashes to") != std::string::npos);
+  CHECK(site.peers.diverged_at[0].second.find("this site's copy of version 0 differs from its peers'") !=
+        std::string::npos);
+  site.settle(5);
+  CHECK(site.leader.waiting());  // the round's wait holds until a peer's state comes
+  CHECK(site.leader_state.version() == 0);
+
+  // A peer's state of version 2: every replica takes it, and the site trains on.
+  OuterState peer(initial(), {}, CodecOptions{CodecKind::Fp32}, false, plan_of(1));
+  for (std::int64_t v = 1; v <= 2; ++v) peer.commit(v, peer.preview({0}, std::vector<float>(kParams, 0.01f)));
+  VersionCommit state;
+  state.record.number = 2;
+  state.record.params_hash = OuterState::weights_hash(peer.global());
+  state.record.proposer = "b";
+  state.snapshot = peer.snapshot();
+  site.peers.state = std::move(state);
+  site.settle();
+  CHECK_FALSE(site.leader.waiting());
+  CHECK(site.leader_state.version() == 2);
+  CHECK(OuterState::weights_hash(site.leader_state.global()) == OuterState::weights_hash(peer.global()));
+  CHECK(site.peers.diverged_at.size() == 1);
+  site.same_everywhere();
+  site.peers.commits.push_back({0});
+  site.step();
+  site.step();
+  CHECK(site.leader_state.version() == 3);  // versions apply to the state taken
   site.same_everywhere();
 }
 
