@@ -480,6 +480,10 @@ void CrossSite::request_state(std::int64_t min_version) {
 }
 
 void CrossSite::serve_state_to(const std::string& address, std::int64_t min_version) {
+  // A copy that is not its version is served to nobody: the peer would refuse it after the transfer.
+  if (const OuterState* served = transfer_.serving(); served != nullptr && !diverged_at_)
+    if (std::string damage = copy_damage(*served); !damage.empty()) diverged(served->version(), std::move(damage));
+  if (diverged_at_) return;
   auto answer = transfer_.answer(address, min_version);
   if (!answer) return;
   courier_.send(address, LinkTag::State, answer->first, std::move(answer->second));

@@ -141,7 +141,7 @@ bool RoundDriver::attempt(Replica& r, std::chrono::milliseconds budget) {
   if (!waiting()) return false;
   Update u;
   Looked looked;
-  if (leads(r)) u = look(polling() && !cursor_.diverged_at ? std::chrono::milliseconds(0) : budget, looked);
+  if (leads(r)) u = look(polling() ? std::chrono::milliseconds(0) : budget, looked);
   if (leads(r)) u.aim = cursor_.aim;
   r.channel.share(u, previewed());
   cursor_.aim = u.aim;  // a replica that joined since takes the leader's
@@ -169,7 +169,7 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
     default:
       break;
   }
-  if (u.waits || wait_.what == What::Poll || cursor_.diverged_at) {
+  if (u.waits || wait_.what == What::Poll) {
     if (auto commit = peers_->poll_commit(state_, budget)) {
       u.kind = commit->snapshot.empty() ? Update::Kind::Commit : Update::Kind::Snapshot;
       u.version = commit->record.number;
@@ -209,7 +209,6 @@ Update RoundDriver::look(std::chrono::milliseconds budget, Looked& looked) {
       u.version = *lost;
       if (wait_.what == What::NextVersion) u.waits = false;
     }
-  if (cursor_.diverged_at && u.kind != Update::Kind::Snapshot) u.waits = true;
   events_.looked();
   return u;
 }
@@ -219,10 +218,11 @@ void RoundDriver::check_whole(Update& u, Looked& looked) {
   looked.outcome = preview_of(u);
   if (looked.outcome->hash == u.params_hash) return;
   peers_->diverged(u.version, mismatch(u.version, looked.outcome->hash, u.params_hash, state_.version()));
-  cursor_.diverged_at = u.version;
+  // As if no version had come: the replicas never see this one.
+  const bool waits = u.waits || wait_.what == What::NextVersion;
   looked = {};
   u = Update{};
-  u.waits = true;
+  u.waits = waits;
 }
 
 std::string RoundDriver::mismatch(std::int64_t version, std::uint64_t here, std::uint64_t said,
@@ -270,9 +270,9 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
         throw make_error(ErrorKind::Data, "site ", plan_.site, ": version ", u.version, " computed here hashes to ",
                          outcome.hash, ", the commit says ", u.params_hash, ": this replica's copy of version ", from,
                          " differs from its leader's");
-      // Every replica's parts together: every replica sees it.
-      cursor_.diverged_at = u.version;
-      u.waits = true;
+      // The parts' hash together: every replica finds it, applies nothing and goes on as if no
+      // version had come; the leader's CrossSite asks a peer for its state.
+      if (wait_.what == What::NextVersion) u.waits = true;
       if (leads(r)) peers_->diverged(u.version, mismatch(u.version, outcome.hash, u.params_hash, from));
       return;
     }
@@ -289,8 +289,7 @@ void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {
     state_.adopt(u.snapshot, u.params_hash, weights);
     share_weights(r);
     take_up(r, u.job_step);
-    if (!figures_.rejoined_after_s && !cursor_.diverged_at) figures_.rejoined_after_s = clock_() - cursor_.started_at;
-    cursor_.diverged_at.reset();
+    if (!figures_.rejoined_after_s) figures_.rejoined_after_s = clock_() - cursor_.started_at;
   }
   const double now = clock_();
   if (cursor_.last_version_at > 0)

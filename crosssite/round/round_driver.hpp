@@ -141,9 +141,6 @@ class RoundDriver {
     double last_version_at = 0;
     double wait_began = 0;
     std::int64_t wait_from_version = 0;
-    // This site's copy of the outer state did not give this version's hash: whatever the site
-    // waits for, it waits on until a peer's state replaces the copy.
-    std::optional<std::int64_t> diverged_at;
   };
 
   void end_round(Replica& r, std::int64_t steps_in_round, bool last);

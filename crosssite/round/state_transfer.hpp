@@ -27,6 +27,7 @@ class StateTransfer {
                 std::chrono::milliseconds catch_up_after);
 
   void serve(const OuterState* state) { serving_ = state; }
+  const OuterState* serving() const { return serving_; }
   // A sharded state's snapshot is put together by the site's replicas when a peer asks
   // (RoundPeers::state_wanted), and goes to the peers waiting for that version or an older one.
   bool assembly_wanted() const { return !awaiting_assembly_.empty(); }

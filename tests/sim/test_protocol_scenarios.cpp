@@ -125,6 +125,31 @@ TEST_CASE("scenario: a straggler holds the others back no longer than the commit
   }
 }
 
+TEST_CASE(
+    "scenario: a bit flipped in a site's outer weights is found before it spreads, and the site takes a peer's state") {
+  constexpr double kAt = 6;
+  int proposals_refused = 0, versions_refused = 0;
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    const auto o = simulate(seed, scenario(fault(Fault::Kind::OuterFlip, 2, kAt, 0, 0.5)));
+    INFO(report(o));
+    // The checker replays the log from the deltas: no version carries the flipped bit.
+    REQUIRE(o.ok());
+    CHECK(traced(o, "c: bit 3 of outer weight 16 flipped"));
+    CHECK(o.diverged >= 1);
+    CHECK(traced(o, "c: adopted a peer's state"));
+    // Found either at c's next proposal or at the next version it applies, whichever comes first.
+    for (const auto& line : o.trace)
+      if (line.find("c: event version_diverged") != std::string::npos) {
+        proposals_refused += line.find("its copy of version") != std::string::npos;
+        versions_refused += line.find("computed here hashes to") != std::string::npos;
+      }
+    CHECK(std::any_of(o.history.begin(), o.history.end(),
+                      [](const SimCommit& c) { return c.at > kAt && merges(c, "c"); }));
+  }
+  MESSAGE("found at a proposal ", proposals_refused, " times, at a version applied ", versions_refused, " times");
+  CHECK(proposals_refused + versions_refused >= 8);
+}
+
 TEST_CASE("scenario: a site that sends one peer other bytes than it announced is caught, and no version merges its rounds after") {
   // No fault but the lie: a sends c a forged copy of every delta (whole through the link).
   int merged_before = 0;
