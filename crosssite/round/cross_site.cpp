@@ -55,6 +55,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       gradients_(link, kMaxHeld) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   MERIDIAN_CHECK(static_cast<bool>(options_.keep_lease), "site ", options_.site, ": no keeper for its membership lease");
+  if (options_.origin_hash) held_hash_ = {{0, *options_.origin_hash}};
   read_journal();
 }
 
@@ -138,12 +139,6 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
     pump(std::min(deadline, gate_.next_look()));  // at least once: peers' requests are answered here
     if (clock_() >= deadline || transfer_.assembly_wanted()) return std::nullopt;
   }
-}
-
-void CrossSite::serve_state(const OuterState* state) {
-  transfer_.serve(state);
-  if (state != nullptr && !held_hash_ && state->version() == 0 && !state->sharded())
-    held_hash_ = {{0, OuterState::weights_hash(state->global())}};
 }
 
 bool CrossSite::announce_pending() {

@@ -87,6 +87,10 @@ struct CrossSiteOptions {
   // This incarnation's id in the membership record: 0, drawn at random (the simulator sets it, so
   // a seed replays exactly).
   std::uint64_t incarnation = 0;
+  // The hash of version 0, the weights every site of the job starts from, as this process built
+  // them (never read from a checkpoint, which may hold a damaged copy): a whole state's copy of
+  // version 0 is held to it, as a later version's is to its record's. Unset: version 0 unchecked.
+  std::optional<std::uint64_t> origin_hash;
   // Each site's CURVE public key as the job lists it (empty: the links speak no CURVE): a member
   // record whose address names another key is not believed (JobMembership).
   std::map<std::string, std::string> link_keys;
@@ -109,10 +113,8 @@ class CrossSite final : public RoundPeers {
   // Registers this site (once) and pumps for up to `budget`; true once every configured site is a member.
   bool poll_join(std::chrono::milliseconds budget);
 
-  // The state this site serves to peers that catch up (its leader's OuterState), from now on. At
-  // version 0, the weights every site starts from, its hash is the one the copy is held to until
-  // a version's record names another (no record names version 0's).
-  void serve_state(const OuterState* state);
+  // The state this site serves to peers that catch up (its leader's OuterState), from now on.
+  void serve_state(const OuterState* state) { transfer_.serve(state); }
   // The site's checkpoint now holds `version` (written whole): its journal may let go of the
   // deltas merged through it.
   void durable(std::int64_t version) { outbox_.durable(version); }

@@ -91,6 +91,7 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replic
       log_(log),
       clocks_(std::move(clocks)),
       state_(outer_state_before_cut(config, site_, replica, trainer)),
+      origin_hash_(state_.sharded() ? std::nullopt : std::optional(OuterState::weights_hash(state_.global()))),
       driver_(round_plan(config, site_, state_.fragments()), state_, *this, clocks_.monotonic) {
   placement_.sites = static_cast<int>(config.sites.size());
   placement_.data_replicas = 0;
@@ -172,6 +173,7 @@ void SiteExchange::ensure_leader_side() {
   }
   links_.link = make_link(config_, *me);
   o.link_keys = listed_link_keys(config_);
+  o.origin_hash = origin_hash_;
   if (wan_.schedule) {
     // The link asks CrossSite for a peer's site without reading etcd: it runs inside its pumps.
     auto site_of = [this](const std::string& address) { return cross_ ? cross_->known_site(address) : nullptr; };

@@ -227,6 +227,9 @@ class SiteExchange final : private RoundEvents {
   ExchangeClocks clocks_;
   Placement placement_;
   OuterState state_;
+  // Version 0's hash, from the weights the trainer built (CrossSiteOptions::origin_hash); a sharded
+  // state has none to give.
+  std::optional<std::uint64_t> origin_hash_;
   RoundDriver driver_;
   std::unique_ptr<EtcdClient> etcd_;
   KeptParts kept_;  // peers' deltas' parts this replica keeps (before links_: its link keeps parts here)
