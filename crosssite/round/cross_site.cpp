@@ -159,11 +159,12 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
     // record here: what it merged must not be proposed again.
     forget_merged(*held);
   }
+  // A copy that is not its version takes a peer's state, newer than the version it holds.
+  if (diverged_at_) return catch_up(plane, state, true);
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
   // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
   // site that holds the next commit's deltas (a paused one that follows, or one a burst of
   // commits overtook) applies them: a few deltas cost far less than the whole model.
-  if (diverged_at_) return catch_up(plane, state, true);
   const CommitRecord* found = log_.find(next);
   bool far_behind = log_.newest() >= next + options_.rule.fragments;
   if (far_behind && found) {
