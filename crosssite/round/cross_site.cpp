@@ -40,10 +40,9 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
     : options_(with_sites_sorted(std::move(options))),
       courier_(link, [this](const std::string& address) { return membership_.site_at(address); }),
       clock_(std::move(clock)),
-      membership_(
-          JobMembershipOptions{options_.job, options_.site, options_.sites, options_.lease_ttl_s, options_.keep_lease,
-                               options_.incarnation, options_.link_keys},
-          etcd, link.address()),
+      membership_(JobMembershipOptions{options_.job, options_.site, options_.sites, options_.lease_ttl_s,
+                                       options_.keep_lease, options_.incarnation, options_.link_keys},
+                  etcd, link.address()),
       gate_(etcd, clock_, options_.control_poll, options_.control_retry, options_.full_read, feed_for(options_)),
       log_(options_.job, options_.rule.fragments),
       outbox_(options_.site, options_.journal, options_.keep_own_rounds, options_.checkpoints),
@@ -52,10 +51,11 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
       store_(DeltaStoreOptions{options_.rule.fragments, options_.screen, outbox_.journal(), options_.keep_own_rounds},
              link),
       proposer_(ProposerOptions{options_.site, options_.rule, options_.deadline}, log_, store_, courier_.counts()),
-      gradients_(link, kMaxHeld) {
+      gradients_(link, kMaxHeld),
+      copy_(options_.site, options_.origin_hash) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
-  MERIDIAN_CHECK(static_cast<bool>(options_.keep_lease), "site ", options_.site, ": no keeper for its membership lease");
-  if (options_.origin_hash) held_hash_ = {{0, *options_.origin_hash}};
+  MERIDIAN_CHECK(static_cast<bool>(options_.keep_lease), "site ", options_.site,
+                 ": no keeper for its membership lease");
   read_journal();
 }
 
@@ -153,14 +153,14 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
   if (const auto held = log_.forget_before(next)) {
-    held_hash_ = {{held->number, held->params_hash}};
+    copy_.hold(held->number, held->params_hash);
     store_.follow_screens(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
     // record here: what it merged must not be proposed again.
     forget_merged(*held);
   }
   // A copy that is not its version takes a peer's state, newer than the version it holds.
-  if (diverged_at_) return catch_up(plane, state, true);
+  if (copy_.diverged()) return catch_up(plane, state, true);
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
   // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
   // site that holds the next commit's deltas (a paused one that follows, or one a burst of
@@ -194,21 +194,13 @@ std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record,
   // On disk before it is applied: a restart from an older checkpoint can apply it again.
   store_.journal(record.entries);
   Commit commit = proposer_.commit_of(record, state);
-  const std::string damage = commit.outcome ? copy_damage(state) : std::string();
+  const std::string damage = commit.outcome ? copy_.damage(state) : std::string();
   applied(record);
   if (damage.empty()) return commit;
   // Its own proposal's outcome, computed before the copy changed: the replicas would apply it to
   // a copy that no longer is the version it was computed on.
   diverged(record.number, damage);
   return std::nullopt;
-}
-
-std::string CrossSite::copy_damage(const OuterState& state) const {
-  if (state.sharded() || !held_hash_ || held_hash_->first != state.version()) return {};
-  const std::uint64_t hash = OuterState::weights_hash(state.global());
-  if (hash == held_hash_->second) return {};
-  return "site " + options_.site + ": its copy of version " + std::to_string(state.version()) + " hashes to " +
-         std::to_string(hash) + ", its record says " + std::to_string(held_hash_->second);
 }
 
 void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
@@ -220,10 +212,10 @@ void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
     waiting_ = {Waiting::What::PausedProposal, 0, ""};
     return;
   }
-  std::optional<std::uint64_t> held;
-  if (held_hash_ && held_hash_->first == state.version() && !state.sharded()) held = held_hash_->second;
-  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_, held)) {
-    if (why_not->what == Waiting::What::CopyDiverged) diverged(state.version(), copy_damage(state));
+  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_, copy_.expected(state))) {
+    if (why_not->what == Waiting::What::CopyDiverged)
+      diverged(state.version(), "site " + options_.site + ": its copy of version " + std::to_string(state.version()) +
+                                    " " + why_not->detail);
     waiting_ = std::move(*why_not);
     return;
   }
@@ -244,7 +236,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
       return std::nullopt;
     }
     ++counts().states_adopted;
-    diverged_at_.reset();       // the peer's state replaces the copy that did not hash right
+    copy_.replaced();
     read_announcements(plane);  // how far the others have got: the site fast-forwards to there
     Commit commit{*record, {}, std::move(*bytes), {}};
     applied(*record);
@@ -261,13 +253,13 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
 void CrossSite::diverged(std::int64_t version, const std::string& why) {
   if (std::none_of(options_.sites.begin(), options_.sites.end(), [&](const auto& s) { return s != options_.site; }))
     throw make_error(ErrorKind::Data, why, "; the job has no other site to take a state from");
-  diverged_at_ = version;
+  copy_.diverge();
   events_.push_back({"version_diverged", "", version, why + "; taking a peer's state instead"});
   gate_.look_now();
 }
 
 void CrossSite::applied(const CommitRecord& record) {
-  held_hash_ = {record.number, record.params_hash};
+  copy_.hold(record.number, record.params_hash);
   proposer_.forget();
   transfer_.applied();
   store_.follow_screens(record);
@@ -477,9 +469,9 @@ void CrossSite::request_state(std::int64_t min_version) {
 
 void CrossSite::serve_state_to(const std::string& address, std::int64_t min_version) {
   // A copy that is not its version is served to nobody: the peer would refuse it after the transfer.
-  if (const OuterState* served = transfer_.serving(); served != nullptr && !diverged_at_)
-    if (std::string damage = copy_damage(*served); !damage.empty()) diverged(served->version(), std::move(damage));
-  if (diverged_at_) return;
+  if (const OuterState* served = transfer_.serving(); served != nullptr && !copy_.diverged())
+    if (std::string damage = copy_.damage(*served); !damage.empty()) diverged(served->version(), damage);
+  if (copy_.diverged()) return;
   auto answer = transfer_.answer(address, min_version);
   if (!answer) return;
   courier_.send(address, LinkTag::State, answer->first, std::move(answer->second));

@@ -45,6 +45,7 @@
 #include "crosssite/round/delta_store.hpp"
 #include "crosssite/round/end_waits.hpp"
 #include "crosssite/round/gradient_inbox.hpp"
+#include "crosssite/round/held_copy.hpp"
 #include "crosssite/round/job_membership.hpp"
 #include "crosssite/round/outbox.hpp"
 #include "crosssite/round/proposer.hpp"
@@ -237,9 +238,6 @@ class CrossSite final : public RoundPeers {
   std::optional<Commit> hand_out(const CommitRecord& record, const OuterState& state);
   // Has the proposer propose the next version when it is due and this site holds all it needs.
   void propose(ControlPlane& plane, const OuterState& state);
-  // Why a whole state is not the version it holds (its hash is not the one held_hash_ names); empty
-  // when it is, or when nothing says.
-  std::string copy_damage(const OuterState& state) const;
   std::optional<Commit> catch_up(ControlPlane& plane, const OuterState& state, bool far_behind);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
@@ -281,13 +279,9 @@ class CrossSite final : public RoundPeers {
   // site only the deltas no commit has merged, so those these versions merged are on their way
   // to nobody here: a site that holds an older version asks for them at once.
   std::optional<std::int64_t> committed_before_join_;
-  // This site's copy did not give this version's hash: until a peer's state replaces it, no
-  // commit is handed out or proposed, and a peer's state is asked for.
-  std::optional<std::int64_t> diverged_at_;
-  // The version this site last applied or adopted, and the hash its record names: a whole state
-  // is checked against it before each proposal (Proposer::propose) and before its own proposal's
-  // outcome is handed out.
-  std::optional<std::pair<std::int64_t, std::uint64_t>> held_hash_;
+  // Whether its copy is the version it holds; once found otherwise, until a peer's state replaces
+  // it, no commit is handed out or proposed, no state served, and a peer's state is asked for.
+  HeldCopy copy_;
 };
 
 }  // namespace meridian

@@ -133,3 +133,30 @@ TEST_CASE(
 }
 
 }  // namespace meridian
+
+namespace meridian {
+
+TEST_CASE("proposer: a whole state that no longer hashes as its version's record says proposes nothing") {
+  ManualClock clock;
+  MemoryStore store(clock);
+  SimNetwork net(clock, 1);
+  Side a("a", store, clock, net);
+  hold_both(a);
+  const OuterState state = fresh_state();
+  CommitView both = view_at(11);
+  a.proposer.held(both, {"a", 1});
+  a.proposer.held(both, {"b", 1});
+  const std::uint64_t held = OuterState::weights_hash(kInitial);
+  const auto damaged = a.proposer.propose(both, state, {}, a.plane, a.events, held ^ 1);
+  REQUIRE(damaged);
+  CHECK(damaged->what == Waiting::What::CopyDiverged);
+  CHECK(damaged->number == 0);
+  CHECK(damaged->detail == "hashes to " + std::to_string(held) + ", its record says " + std::to_string(held ^ 1));
+  CHECK(a.counts.commits_proposed == 0);
+  CHECK_FALSE(store.get(RoundKeys("job").commit(1)).has_value());
+  // The copy as its record says: the proposal goes out.
+  CHECK_FALSE(a.proposer.propose(both, state, {}, a.plane, a.events, held));
+  CHECK(a.counts.commits_proposed == 1);
+}
+
+}  // namespace meridian
