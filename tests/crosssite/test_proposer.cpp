@@ -60,17 +60,32 @@ void hold_both(Side& side) {
   }
 }
 
+// Site a alone on its control plane and network, holding both deltas, at version 0.
+struct OneSite {
+  OneSite() { hold_both(a); }
+  ManualClock clock;
+  MemoryStore store{clock};
+  SimNetwork net{clock, 1};
+  Side a{"a", store, clock, net};
+  const OuterState state = fresh_state();
+};
+
+// What the rule sees at `now` once `side` holds both deltas.
+CommitView both_held(Side& side, double now) {
+  CommitView view = view_at(now);
+  side.proposer.held(view, {"a", 1});
+  side.proposer.held(view, {"b", 1});
+  return view;
+}
+
 }  // namespace
 
 TEST_CASE(
     "proposer: waits for every live site's delta, then claims the version with what it merges and the state it leads "
     "to") {
-  ManualClock clock;
-  MemoryStore store(clock);
-  SimNetwork net(clock, 1);
-  Side a("a", store, clock, net);
-  hold_both(a);
-  const OuterState state = fresh_state();
+  OneSite one;
+  Side& a = one.a;
+  const OuterState& state = one.state;
 
   CommitView only_own = view_at(10);
   a.proposer.held(only_own, {"a", 1});
@@ -81,10 +96,7 @@ TEST_CASE(
   CHECK(waiting->describe() == "deltas for version 1 (1 here, 2 live sites)");
   CHECK(a.counts.commits_proposed == 0);
 
-  CommitView both = view_at(11);
-  a.proposer.held(both, {"a", 1});
-  a.proposer.held(both, {"b", 1});
-  CHECK_FALSE(a.proposer.propose(both, state, {{"a", 0}}, a.plane, a.events));
+  CHECK_FALSE(a.proposer.propose(both_held(a, 11), state, {{"a", 0}}, a.plane, a.events));
   CHECK(a.counts.commits_proposed == 1);
   CHECK(a.counts.commits_won == 1);
   a.log.read(a.plane, a.events);
@@ -132,20 +144,11 @@ TEST_CASE(
   CHECK(commits[0].mean_delta == std::vector<float>{1.0f, 1.0f, 1.0f, 1.0f});
 }
 
-}  // namespace meridian
-
-namespace meridian {
-
 TEST_CASE("proposer: a whole state that no longer hashes as its version's record says proposes nothing") {
-  ManualClock clock;
-  MemoryStore store(clock);
-  SimNetwork net(clock, 1);
-  Side a("a", store, clock, net);
-  hold_both(a);
-  const OuterState state = fresh_state();
-  CommitView both = view_at(11);
-  a.proposer.held(both, {"a", 1});
-  a.proposer.held(both, {"b", 1});
+  OneSite one;
+  Side& a = one.a;
+  const OuterState& state = one.state;
+  const CommitView both = both_held(a, 11);
   const std::uint64_t held = OuterState::weights_hash(kInitial);
   const auto damaged = a.proposer.propose(both, state, {}, a.plane, a.events, held ^ 1);
   REQUIRE(damaged);
@@ -153,7 +156,7 @@ TEST_CASE("proposer: a whole state that no longer hashes as its version's record
   CHECK(damaged->number == 0);
   CHECK(damaged->detail == "hashes to " + std::to_string(held) + ", its record says " + std::to_string(held ^ 1));
   CHECK(a.counts.commits_proposed == 0);
-  CHECK_FALSE(store.get(RoundKeys("job").commit(1)).has_value());
+  CHECK_FALSE(one.store.get(RoundKeys("job").commit(1)).has_value());
   // The copy as its record says: the proposal goes out.
   CHECK_FALSE(a.proposer.propose(both, state, {}, a.plane, a.events, held));
   CHECK(a.counts.commits_proposed == 1);
