@@ -151,6 +151,7 @@ class CrossSite final : public RoundPeers {
   bool unmergeable(const OuterState& state, std::int64_t round) const override;
   bool disputed() const override { return book_.banned(options_.site); }
   void diverged(std::int64_t version, const std::string& why) override;
+  std::optional<std::uint64_t> held_hash(std::int64_t version) const override { return copy_.hash_of(version); }
   std::vector<CrossSiteEvent> take_events() { return std::exchange(events_, {}); }
   // The newest round any other site announced (merged or not), -1 before any: how far the job
   // has got, for a site that comes back.

@@ -6,9 +6,13 @@ HeldCopy::HeldCopy(std::string site, std::optional<std::uint64_t> origin_hash) :
   if (origin_hash) held_ = {0, *origin_hash};
 }
 
-std::optional<std::uint64_t> HeldCopy::expected(const OuterState& state) const {
-  if (state.sharded() || !held_ || held_->first != state.version()) return std::nullopt;
+std::optional<std::uint64_t> HeldCopy::hash_of(std::int64_t version) const {
+  if (!held_ || held_->first != version) return std::nullopt;
   return held_->second;
+}
+
+std::optional<std::uint64_t> HeldCopy::expected(const OuterState& state) const {
+  return state.sharded() ? std::nullopt : hash_of(state.version());
 }
 
 std::string HeldCopy::damage(const OuterState& state) const {

@@ -5,8 +5,8 @@
 // copy (a proposal, the outcome of its own proposal, its state served), so that a copy damaged
 // since it was applied (silent corruption) never becomes a version for the others. A copy found
 // otherwise, here or by the RoundDriver (a version that did not hash right on it), is diverged
-// until a peer's state replaces it. A sharded state's part is not held here: its replicas hash
-// their parts together at each version (RoundDriver).
+// until a peer's state replaces it. A sharded state's part is not judged here: its replicas hash
+// their parts together (RoundDriver), against hash_of.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +22,8 @@ class HeldCopy {
 
   // The site holds `version`, whose record names `hash`: applied, adopted or restored.
   void hold(std::int64_t version, std::uint64_t hash) { held_ = {version, hash}; }
+  // The hash the weights of `version` give, when it is the version held here.
+  std::optional<std::uint64_t> hash_of(std::int64_t version) const;
   // The hash `state` must give: when it is whole and holds the version held here.
   std::optional<std::uint64_t> expected(const OuterState& state) const;
   // Why `state` is not the version it holds, hashing it (empty: it is, or nothing says).

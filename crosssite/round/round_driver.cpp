@@ -440,8 +440,17 @@ void RoundDriver::repair_mirrors(Replica& r, const std::vector<int>& replicas) {
 void RoundDriver::preview_proposal(Replica& r, const Update& u) {
   auto outcome = preview_of(u);
   const std::uint64_t hash = site_hash(parts(r), outcome.chunks, nullptr).hash;
+  // The parts of the version held, hashed together as its record's hash was: a part damaged since
+  // it was applied would carry the damage into the proposal, and from it to every site.
+  const std::uint64_t held =
+      site_hash(parts(r), kernels::chunk_hashes(state_.global().data(), state_.global().size_bytes()), nullptr).hash;
   proposal_ = Proposal{u.version, state_.part(), state_.mirror_part(), std::move(outcome)};
-  if (leads(r)) peers_->previewed(hash);
+  if (!leads(r)) return;
+  if (const auto want = peers_->held_hash(state_.version()); want && *want != held)
+    return peers_->diverged(state_.version(), "site " + plan_.site + ": its parts of version " +
+                                                  std::to_string(state_.version()) + " hash to " +
+                                                  std::to_string(held) + ", its record says " + std::to_string(*want));
+  peers_->previewed(hash);
 }
 
 std::int64_t RoundDriver::previewed() const {

@@ -39,6 +39,9 @@ class RoundPeers {
   // a record that does not say what its deltas make): it applies no more commits to that copy and
   // takes a peer's state of `version` or newer instead. `why` is for the site's log.
   virtual void diverged(std::int64_t version, const std::string& why) = 0;
+  // The hash the weights of `version` give, when it is the version this site holds and something
+  // says (its record; version 0's from the weights the process built).
+  virtual std::optional<std::uint64_t> held_hash(std::int64_t version) const = 0;
   // This site's rounds announced and still mergeable (0 while the control plane is out of reach).
   virtual std::int64_t backlog(const OuterState& state) const = 0;
   // Every live site's last round is merged and all of them ended: the job's last version is here.

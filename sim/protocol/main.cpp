@@ -81,6 +81,9 @@ int run(int argc, char** argv) {
     }
     else throw meridian::make_error(meridian::ErrorKind::Usage, "unknown argument ", arg);
   }
+  // Sharded, the simulator's check that every mirror equals its part after each call does not hold
+  // under damaged memory (a replica restarted without its disk takes its part as built, its mirror
+  // keeps the flip), which a real site repairs at its next version (RoundDriver::repair_mirrors).
   if (options.outer_flips > 0 && options.shard_outer)
     throw meridian::make_error(meridian::ErrorKind::Usage,
                                "--outer-flips flips bits of whole outer states: not with --shard-outer");

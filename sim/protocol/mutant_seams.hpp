@@ -115,6 +115,7 @@ class ReapplyingPeers final : public RoundPeers {
   bool unmergeable(const OuterState& state, std::int64_t round) const override { return inner_.unmergeable(state, round); }
   bool disputed() const override { return inner_.disputed(); }
   void diverged(std::int64_t version, const std::string& why) override { inner_.diverged(version, why); }
+  std::optional<std::uint64_t> held_hash(std::int64_t version) const override { return inner_.held_hash(version); }
   std::int64_t backlog(const OuterState& state) const override { return inner_.backlog(state); }
   bool finished(const OuterState& state) override { return inner_.finished(state); }
   std::int64_t newest_commit() const override { return inner_.newest_commit(); }

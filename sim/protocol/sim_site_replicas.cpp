@@ -84,7 +84,8 @@ std::unique_ptr<SimSite::LeaderSide> SimSite::make_leader_side(Incarnation& inc,
   o.sites = world_.job.sites;
   o.journal = journal_;  // the site's run directory is every replica's
   o.rule.fragments = world_.job.fragments;
-  if (!inc.shards) o.origin_hash = OuterState::weights_hash(sim_initial_weights(world_.job.params));
+  o.origin_hash =
+      OuterState::weights_hash(sim_initial_weights(world_.job.params));  // a sharded state's parts together too
   o.incarnation = Rng::derive(world_.job.seed, incarnations_ * 1000 + static_cast<std::uint64_t>(name_[0]) + 100000 * k)
                       .next_u64() |
                   1;

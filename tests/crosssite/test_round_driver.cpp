@@ -77,6 +77,7 @@ struct FakePeers final : RoundPeers {
   bool unmergeable(const OuterState&, std::int64_t round) const override { return refused && *refused == round; }
   bool disputed() const override { return false; }
   void diverged(std::int64_t version, const std::string& why) override { diverged_at.emplace_back(version, why); }
+  std::optional<std::uint64_t> held_hash(std::int64_t) const override { return std::nullopt; }
   std::int64_t backlog(const OuterState&) const override { return backlog_count; }
   bool finished(const OuterState&) override { return all_finished && commits.empty(); }
   std::int64_t newest_commit() const override { return newest; }

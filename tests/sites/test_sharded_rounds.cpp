@@ -47,8 +47,12 @@ std::vector<float> initial() {
 struct FakePeers : RoundPeers {
   std::int64_t rounds = 0;
   std::vector<std::int64_t> diverged_at;  // the versions this site's copy did not hash right
+  std::optional<std::uint64_t> origin;    // version 0's hash, when the fake says it
 
   void diverged(std::int64_t version, const std::string&) override { diverged_at.push_back(version); }
+  std::optional<std::uint64_t> held_hash(std::int64_t version) const override {
+    return version == 0 ? origin : std::nullopt;
+  }
 
   std::int64_t next_round() const override { return rounds; }
   std::size_t chunk_bytes() const override { return 1 << 12; }
@@ -366,6 +370,36 @@ TEST_CASE(
     CHECK(seen[i].part == clean[i].part);
     CHECK(seen[i].mirror == clean[i].mirror);
   }
+}
+
+TEST_CASE("a part damaged since its version was applied proposes nothing: the leader says so instead of claiming") {
+  Proposing peers;
+  peers.origin = OuterState::weights_hash(initial());
+  const ShardMap map(kValues, kReplicas);
+  RoundPlan plan;
+  plan.site = "a";
+  plan.total_steps = 1000;
+  plan.overlap = false;
+  MemoryStore store;
+  require_no_errors(run_ranks(kReplicas, [&](int rank) {
+    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
+    OuterState state(initial(), {}, kCodec, false);
+    FakeTraining training(initial(), [](std::size_t, std::int64_t) { return 0.0f; });
+    Quiet events;
+    RoundDriver driver(plan, state, events, [] { return 0.0; });
+    if (rank == 0) driver.lead(&peers);
+    GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
+    GroupParts parts(*comm, map);
+    Replica r{channel, training, &parts};
+    cut_outer_state(*comm, state, map, training.w);
+    if (rank == 2) flip(state);  // after version 0 was taken, before the proposal is previewed on it
+    training.train();
+    driver.after_step(r, training.steps, false, false);
+    driver.attempt(r, 0ms);  // every replica previews version 1 and hashes its part of version 0
+    CHECK(state.version() == 0);
+  }));
+  CHECK_FALSE(peers.claimed.has_value());
+  CHECK(peers.diverged_at == std::vector<std::int64_t>{0});
 }
 
 TEST_CASE(
