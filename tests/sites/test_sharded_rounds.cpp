@@ -191,6 +191,15 @@ void flip(const OuterState& state) {
   std::memcpy(at, &bits, 4);
 }
 
+// Site a's rounds of one step each, without overlap.
+RoundPlan lockstep() {
+  RoundPlan plan;
+  plan.site = "a";
+  plan.total_steps = 1000;
+  plan.overlap = false;
+  return plan;
+}
+
 // `rounds` rounds of one step each, lockstep, on kReplicas replicas of a sharded site.
 // `scatter`: each replica gets the deltas' blocks of its part and mirror alone (as a sharded site's
 // group channel does), or all of them. `replicas_send`: RoundPlan's (a split exchange).
@@ -200,10 +209,7 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
   MemoryStore store;
   const ShardMap map(kValues, kReplicas);
   std::vector<Seen> seen(kReplicas);
-  RoundPlan plan;
-  plan.site = "a";
-  plan.total_steps = 1000;
-  plan.overlap = false;
+  RoundPlan plan = lockstep();
   plan.replicas_send = replicas_send;
   auto thrown = run_ranks(kReplicas, [&](int rank) {
     auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
@@ -251,6 +257,20 @@ std::vector<Seen> run(OtherSites& others, int rounds, Fault fault = {},
   return seen;
 }
 
+// One replica of site a, untrained, its leader (rank 0) proposing through `peers`.
+struct ProposingReplica {
+  ProposingReplica(MemoryStore& store, int rank, const RoundPlan& plan, Proposing& peers)
+      : comm(connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms})),
+        driver(plan, state, events, [] { return 0.0; }) {
+    if (rank == 0) driver.lead(&peers);
+  }
+  std::unique_ptr<Communicator> comm;
+  OuterState state{initial(), {}, kCodec, false};
+  FakeTraining training{initial(), [](std::size_t, std::int64_t) { return 0.0f; }};
+  Quiet events;
+  RoundDriver driver;
+};
+
 // This site's proposal of version 1, previewed by every replica on the cut `before`, wins once the
 // group holds the cut `after`: what each replica ends on, and the bytes the commit brought it.
 struct Won {
@@ -259,19 +279,12 @@ struct Won {
 };
 
 Won proposal_won(Proposing& peers, const ShardMap& before, const ShardMap& after) {
-  RoundPlan plan;
-  plan.site = "a";
-  plan.total_steps = 1000;
-  plan.overlap = false;
+  RoundPlan plan = lockstep();
   MemoryStore store;
   Won won;
   require_no_errors(run_ranks(kReplicas, [&](int rank) {
-    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
-    OuterState state(initial(), {}, kCodec, false);
-    FakeTraining training(initial(), [](std::size_t, std::int64_t) { return 0.0f; });
-    Quiet events;
-    RoundDriver driver(plan, state, events, [] { return 0.0; });
-    if (rank == 0) driver.lead(&peers);
+    ProposingReplica replica(store, rank, plan, peers);
+    auto& [comm, state, training, events, driver] = replica;
     // The group's channel and parts under `map`, for one call of the driver: its bytes received.
     const auto in_group = [&](const ShardMap& map, const auto& call) {
       GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
@@ -376,18 +389,11 @@ TEST_CASE("a part damaged since its version was applied proposes nothing: the le
   Proposing peers;
   peers.origin = OuterState::weights_hash(initial());
   const ShardMap map(kValues, kReplicas);
-  RoundPlan plan;
-  plan.site = "a";
-  plan.total_steps = 1000;
-  plan.overlap = false;
+  RoundPlan plan = lockstep();
   MemoryStore store;
   require_no_errors(run_ranks(kReplicas, [&](int rank) {
-    auto comm = connect_gloo(store, "g/", rank, kReplicas, {"127.0.0.1", 10000ms});
-    OuterState state(initial(), {}, kCodec, false);
-    FakeTraining training(initial(), [](std::size_t, std::int64_t) { return 0.0f; });
-    Quiet events;
-    RoundDriver driver(plan, state, events, [] { return 0.0; });
-    if (rank == 0) driver.lead(&peers);
+    ProposingReplica replica(store, rank, plan, peers);
+    auto& [comm, state, training, events, driver] = replica;
     GroupChannel channel(*comm, rank == 0, 1, [&map](int r) { return held_ranges(map, r); });
     GroupParts parts(*comm, map);
     Replica r{channel, training, &parts};
