@@ -212,10 +212,8 @@ void CrossSite::propose(ControlPlane& plane, const OuterState& state) {
     waiting_ = {Waiting::What::PausedProposal, 0, ""};
     return;
   }
-  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_, copy_.expected(state))) {
-    if (why_not->what == Waiting::What::CopyDiverged)
-      diverged(state.version(), "site " + options_.site + ": its copy of version " + std::to_string(state.version()) +
-                                    " " + why_not->detail);
+  if (auto why_not = proposer_.propose(std::move(view), state, book_.merged(), plane, events_, &copy_)) {
+    if (why_not->what == Waiting::What::CopyDiverged) diverged(state.version(), why_not->detail);
     waiting_ = std::move(*why_not);
     return;
   }

@@ -17,7 +17,7 @@ void Proposer::held(CommitView& view, const DeltaKey& key) {
 
 std::optional<Waiting> Proposer::propose(CommitView view, const OuterState& state,
                                          const std::map<std::string, std::int64_t>& merged, ControlPlane& plane,
-                                         CrossSiteEvents& events, std::optional<std::uint64_t> held_hash) {
+                                         CrossSiteEvents& events, const HeldCopy* copy) {
   const std::int64_t next = view.version + 1;
   view.first_held_at = timing_.first_held_at();
   view.deadline_s = timing_.deadline_s(options_.deadline, options_.rule.fragments);
@@ -39,10 +39,9 @@ std::optional<Waiting> Proposer::propose(CommitView view, const OuterState& stat
     preview_taken_ = false;
     return Waiting{Waiting::What::SiteHash, next, ""};
   }
-  if (held_hash)
-    if (const std::uint64_t hash = OuterState::weights_hash(state.global()); hash != *held_hash)
-      return Waiting{Waiting::What::CopyDiverged, view.version,
-                     "hashes to " + std::to_string(hash) + ", its record says " + std::to_string(*held_hash)};
+  if (copy != nullptr)
+    if (std::string damage = copy->damage(state); !damage.empty())
+      return Waiting{Waiting::What::CopyDiverged, view.version, std::move(damage)};
   auto outcome = state.preview(pending.means.fragments, pending.means.mean);
   pending.proposal.params_hash = outcome.hash;
   claim(std::move(pending), std::move(outcome), plane, events);

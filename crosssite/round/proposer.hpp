@@ -13,15 +13,16 @@
 #include <vector>
 
 #include "crosssite/control/control_plane.hpp"
-#include "crosssite/round/waiting.hpp"
+#include "crosssite/outer/outer_state.hpp"
 #include "crosssite/round/commit_deadline.hpp"
 #include "crosssite/round/commit_log.hpp"
 #include "crosssite/round/commit_rule.hpp"
 #include "crosssite/round/cross_site_types.hpp"
 #include "crosssite/round/delta_store.hpp"
-#include "crosssite/outer/outer_state.hpp"
+#include "crosssite/round/held_copy.hpp"
 #include "crosssite/round/records.hpp"
 #include "crosssite/round/round_timing.hpp"
+#include "crosssite/round/waiting.hpp"
 
 namespace meridian {
 
@@ -70,12 +71,12 @@ class Proposer {
   // `held` filled by held()); `merged`: per site, the newest round merged so far, which the record
   // carries on. What it waits for when it proposed nothing. A sharded state cannot hash a
   // proposal alone: it is kept for take_preview() and claimed by claim_previewed() with the hash
-  // of the parts. `held_hash`: what the record of the version held names (none at version 0); a
-  // whole state that no longer hashes to it proposes nothing (CopyDiverged): its copy changed
-  // since it was applied, and the proposal would carry the damage to every site.
+  // of the parts. `copy`: what says whether a whole state is still the version it holds; one
+  // that is not proposes nothing (CopyDiverged, its detail HeldCopy::damage's): the proposal would
+  // carry the damage to every site.
   std::optional<Waiting> propose(CommitView view, const OuterState& state,
                                  const std::map<std::string, std::int64_t>& merged, ControlPlane& plane,
-                                 CrossSiteEvents& events, std::optional<std::uint64_t> held_hash = std::nullopt);
+                                 CrossSiteEvents& events, const HeldCopy* copy = nullptr);
   std::optional<ProposalPreview> take_preview();
   bool preview_pending() const { return previewing_ && !preview_taken_; }
   void claim_previewed(std::uint64_t hash, ControlPlane& plane, CrossSiteEvents& events);

@@ -150,15 +150,17 @@ TEST_CASE("proposer: a whole state that no longer hashes as its version's record
   const OuterState& state = one.state;
   const CommitView both = both_held(a, 11);
   const std::uint64_t held = OuterState::weights_hash(kInitial);
-  const auto damaged = a.proposer.propose(both, state, {}, a.plane, a.events, held ^ 1);
+  const HeldCopy other("a", held ^ 1), same("a", held);  // version 0 named otherwise, and as it is
+  const auto damaged = a.proposer.propose(both, state, {}, a.plane, a.events, &other);
   REQUIRE(damaged);
   CHECK(damaged->what == Waiting::What::CopyDiverged);
   CHECK(damaged->number == 0);
-  CHECK(damaged->detail == "hashes to " + std::to_string(held) + ", its record says " + std::to_string(held ^ 1));
+  CHECK(damaged->detail == "site a: its copy of version 0 hashes to " + std::to_string(held) + ", its record says " +
+                               std::to_string(held ^ 1));
   CHECK(a.counts.commits_proposed == 0);
   CHECK_FALSE(one.store.get(RoundKeys("job").commit(1)).has_value());
   // The copy as its record says: the proposal goes out.
-  CHECK_FALSE(a.proposer.propose(both, state, {}, a.plane, a.events, held));
+  CHECK_FALSE(a.proposer.propose(both, state, {}, a.plane, a.events, &same));
   CHECK(a.counts.commits_proposed == 1);
 }
 
