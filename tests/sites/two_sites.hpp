@@ -42,6 +42,24 @@ inline std::filesystem::path write_job(const TempDir& dir, const std::string& na
   return file;
 }
 
+// What the sites of a run that has not ended said last, for the failing check: each one's agent
+// output (`<dir>/<name>-<site>.log`), its replicas' logs and its newest events (a hang in CI
+// leaves nothing else behind).
+inline std::string unended_sites(const std::filesystem::path& dir, const std::string& name) {
+  std::string out;
+  for (const std::string site : {"a", "b"}) {
+    const auto agent_log = dir / (name + "-" + site + ".log");
+    const auto site_dir = dir / name / site;
+    out += "--- " + agent_log.string() + "\n" + tail_of(agent_log, 2000);
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(site_dir, ec))
+      if (entry.path().filename().string().starts_with("replica-"))
+        out += "--- " + entry.path().string() + "\n" + tail_of(entry.path(), 2000);
+    out += "--- " + (site_dir / "events.jsonl").string() + "\n" + tail_of(site_dir / "events.jsonl", 3000);
+  }
+  return out;
+}
+
 // Runs both sites of `job` to the end; each site's summary (none when they are to fail: `exit_code`).
 // `only_a`: overrides for site a alone.
 inline std::map<std::string, json> run_sites(const TempDir& dir, const std::filesystem::path& job, const EtcdServer& etcd,
@@ -56,6 +74,7 @@ inline std::map<std::string, json> run_sites(const TempDir& dir, const std::file
   }
   for (auto& s : sites) {
     const auto status = s->wait_for(std::chrono::seconds(120));
+    if (!status) FAIL_CHECK("a site has not ended:\n" << unended_sites(dir.path(), job.stem().string()));
     REQUIRE(status.has_value());
     REQUIRE(*status == exit_code);
   }
@@ -102,6 +121,7 @@ inline std::map<std::string, json> run_killing_a_replica(const TempDir& dir, con
   }
   for (auto& s : sites) {
     const auto status = s->wait_for(std::chrono::seconds(240));
+    if (!status) FAIL_CHECK("a site has not ended:\n" << unended_sites(dir.path(), name));
     REQUIRE(status.has_value());
     CHECK(*status == 0);
   }
