@@ -417,13 +417,19 @@ void Trainer::save_checkpoint(bool write) {
   ensure_whole_weights();  // every member: at stage 3 the weights are gathered too
   // Last before the write: no collective between what the extras gathered and the save that takes it.
   if (extras_.gather) extras_.gather();
-  if (!write) return;
+  if (!write || !sound_to_write()) return;
   Checkpoint out = snapshot();
   if (slot_.shard) put_whole_moments(out, m, v);
   CheckpointStore store(env_, config_.job.run_dir / "checkpoints", config_.checkpoint.keep);
   const auto path = store.save(state_.step, out);
   log_.event("checkpoint", {{"step", state_.step}, {"path", path.string()}});
   if (extras_.written) extras_.written();
+}
+
+bool Trainer::sound_to_write() {
+  const std::string why = extras_.unsound ? extras_.unsound() : std::string();
+  if (!why.empty()) log_.event("checkpoint_skipped", {{"step", state_.step}, {"why", why}});
+  return why.empty();
 }
 
 TrainSummary Trainer::run(std::int64_t stop_after) {

@@ -173,6 +173,10 @@ class Trainer {
     // records of its own share of the extras' state (a slice, core/checkpoint/sliced_records.hpp),
     // so that nobody gathers them; `save` then writes the rest.
     std::function<void(Checkpoint&)> save_part;
+    // The writer, right before a checkpoint is written: why what `save` gives must not replace the
+    // last checkpoint (a copy of the outer state found not to be its version), or empty. The
+    // write is skipped then, and said (a `checkpoint_skipped` event).
+    std::function<std::string()> unsound;
   };
   void set_extras(Extras extras) { extras_ = std::move(extras); }
 
@@ -309,6 +313,7 @@ class Trainer {
   // `extras`: with the extras' records (state_fingerprint hashes them apart).
   Checkpoint snapshot_of(bool bulk, bool extras = true) const;
   void save_checkpoint_in_parts(bool write);
+  bool sound_to_write();  // Extras::unsound says nothing against the write
   void restore_held_part(const Checkpoint& state, const std::string& source);
   CheckpointStore checkpoint_store() const;
   void checkpoint_rejected(const std::string& why);  // logged, and said

@@ -301,7 +301,7 @@ void Trainer::save_checkpoint_in_parts(bool write) {
   if (extras_.save_part) extras_.save_part(part);
   store.save_part(state_.step, own.offset, part);
   slot_.barrier();  // every part is on disk before the checkpoint that names them
-  if (!write) return;
+  if (!write || !sound_to_write()) return;  // parts left without a checkpoint go at the next save
   Checkpoint out = snapshot_meta();
   if (!shards_weights()) out.put_pod<float>("params", model_->params());
   std::vector<std::uint64_t> manifest = {slot_.parts.size()};

@@ -239,7 +239,8 @@ void OuterState::adopt(std::span<const std::byte> snapshot, std::uint64_t expect
   }
   if (global.size() != size_)
     throw make_error(ErrorKind::Peer, "a peer's state snapshot holds ", global.size(), " weights, the model has ", size_);
-  if (version <= version_)
+  // The version held comes again only to replace a copy found damaged (crosssite/round/held_copy.hpp).
+  if (version < version_)
     throw make_error(ErrorKind::Peer, "a peer's state snapshot is version ", version, ", this site already holds ",
                      version_);
   if (const auto h = weights_hash(global); h != expected_hash)

@@ -138,7 +138,8 @@ class OuterState {
   // InvariantError when sharded: outer_parts.hpp puts a sharded site's snapshot together.
   std::vector<std::byte> snapshot() const;
   // Takes a peer's snapshot as the current version when its weights hash to `expected_hash` and it
-  // is newer than this one; the residual restarts from zero and `local` is rebased onto it.
+  // is not older than this one (the version held: a damaged copy replaced); the residual restarts
+  // from zero and `local` is rebased onto it.
   // Error(Peer) when the bytes are damaged, for another model, or do not match the hash: state unchanged.
   void adopt(std::span<const std::byte> snapshot, std::uint64_t expected_hash, std::span<float> local);
 

@@ -77,8 +77,24 @@ const CommitRecord* CommitLog::find(std::int64_t version) const {
 std::optional<CommitRecord> CommitLog::forget_before(std::int64_t version) {
   std::optional<CommitRecord> held;
   if (const auto it = commits_.find(version - 1); it != commits_.end()) held = it->second;
-  std::erase_if(commits_, [&](const auto& kv) { return kv.first < version; });
+  if (!held_from_) held_from_ = version - 1;
+  for (auto it = commits_.begin(); it != commits_.end() && it->first < version;) {
+    if (it->first >= *held_from_) held_.insert(*it);
+    it = commits_.erase(it);
+  }
+  if (!keeps_held_) keep_from(version - 1);
   return held;
+}
+
+void CommitLog::keep_from(std::int64_t version) {
+  held_from_ = std::max(held_from_.value_or(version), version);
+  std::erase_if(held_, [&](const auto& kv) { return kv.first < *held_from_; });
+}
+
+const CommitRecord* CommitLog::record(std::int64_t version) const {
+  if (const CommitRecord* r = find(version)) return r;
+  const auto it = held_.find(version);
+  return it == held_.end() ? nullptr : &it->second;
 }
 
 }  // namespace meridian

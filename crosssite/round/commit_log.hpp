@@ -40,6 +40,15 @@ class CommitLog {
   std::optional<CommitRecord> forget_before(std::int64_t version);
   std::int64_t newest() const { return newest_; }
 
+  // The record of the version held is kept (its copy may be replaced by another of that version).
+  // With keep_held, so are those of every version held since the first one here, then since the
+  // version the site's checkpoint holds (keep_from): a copy of the outer state rebuilt from that
+  // checkpoint replays them (crosssite/round/rebuilt_copy.hpp).
+  void keep_held() { keeps_held_ = true; }
+  void keep_from(std::int64_t version);
+  // A version's record: one not held yet, or one kept; null otherwise.
+  const CommitRecord* record(std::int64_t version) const;
+
  private:
   // True for the first readable record of its version; a different one later is an event.
   bool first_read(const std::string& key, const std::string& value, const CommitRecord& record,
@@ -48,6 +57,9 @@ class CommitLog {
   RoundKeys keys_;
   int fragments_;
   std::map<std::int64_t, CommitRecord> commits_;
+  bool keeps_held_ = false;
+  std::optional<std::int64_t> held_from_;      // the oldest version kept, once the site held one
+  std::map<std::int64_t, CommitRecord> held_;  // the versions kept that the site holds or held
   std::int64_t revision_ = 0;
   std::int64_t newest_ = 0;
   std::map<std::int64_t, std::string> unreadable_;  // by version: the bytes found there

@@ -56,6 +56,7 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   MERIDIAN_CHECK(static_cast<bool>(options_.keep_lease), "site ", options_.site,
                  ": no keeper for its membership lease");
+  if (options_.saved_state) log_.keep_held();
   read_journal();
 }
 
@@ -159,8 +160,11 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
     // record here: what it merged must not be proposed again.
     forget_merged(*held);
   }
-  // A copy that is not its version takes a peer's state, newer than the version it holds.
-  if (copy_.diverged()) return catch_up(plane, state, true);
+  // A copy that is not its version is rebuilt from the site's own disk, or takes a peer's state.
+  if (copy_.diverged()) {
+    rebuild_copy(state);
+    return catch_up(plane, state, true);
+  }
   // Two versions or more behind, a peer's state is the way: their deltas may be gone by now.
   // Streaming: versions come P times as often, so P + 1 versions, a whole turn of fragments. But a
   // site that holds the next commit's deltas (a paused one that follows, or one a burst of
@@ -225,15 +229,17 @@ void CrossSite::previewed(std::uint64_t hash) {
 }
 
 std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const OuterState& state, bool far_behind) {
-  if (transfer_.has_newer_than(state.version())) {
-    const CommitRecord* record = log_.find(transfer_.received_version());
+  // A copy that is not its version takes the version it holds, too.
+  if (transfer_.has_newer_than(state.version() - (copy_.diverged() ? 1 : 0))) {
+    const CommitRecord* record = log_.record(transfer_.received_version());
     if (!record) return std::nullopt;  // its commit is not read yet: next time
+    const bool rebuilt = transfer_.received_from() == kRebuiltCopy;
     auto bytes = transfer_.take(state, *record, events_);
     if (!bytes) {
       ++counts().states_refused;
       return std::nullopt;
     }
-    ++counts().states_adopted;
+    ++(rebuilt ? counts().copies_rebuilt : counts().states_adopted);
     copy_.replaced();
     read_announcements(plane);  // how far the others have got: the site fast-forwards to there
     Commit commit{*record, {}, std::move(*bytes), {}};
@@ -246,14 +252,6 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
     request_state(log_.newest());
   }
   return std::nullopt;
-}
-
-void CrossSite::diverged(std::int64_t version, const std::string& why) {
-  if (std::none_of(options_.sites.begin(), options_.sites.end(), [&](const auto& s) { return s != options_.site; }))
-    throw make_error(ErrorKind::Data, why, "; the job has no other site to take a state from");
-  copy_.diverge();
-  events_.push_back({"version_diverged", "", version, why + "; taking a peer's state instead"});
-  gate_.look_now();
 }
 
 void CrossSite::applied(const CommitRecord& record) {

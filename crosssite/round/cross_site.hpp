@@ -58,6 +58,9 @@
 
 namespace meridian {
 
+// Where a copy rebuilt from the site's own disk comes from, as a peer's state comes from its address.
+inline const std::string kRebuiltCopy = "this site's checkpoint and journal";
+
 struct CrossSiteOptions {
   std::string job;
   std::string site;
@@ -101,6 +104,11 @@ struct CrossSiteOptions {
   // The site writes checkpoints and reports each through durable(): the journal keeps what the
   // versions since the last one merged (durable_journal.hpp). False: it keeps a window of rounds.
   bool checkpoints = true;
+  // The whole outer state as the site's newest checkpoint holds it, read from its disk (nullopt:
+  // none yet; Error when it cannot be read): a copy found not to be its version is rebuilt from it
+  // and the journal first (rebuilt_copy.hpp), and taken from a peer only when that falls short.
+  // Unset (a sharded state's parts, or no checkpoints): only a peer's state replaces the copy.
+  std::function<std::optional<OuterState>()> saved_state;
 };
 
 class CrossSite final : public RoundPeers {
@@ -118,7 +126,11 @@ class CrossSite final : public RoundPeers {
   void serve_state(const OuterState* state) { transfer_.serve(state); }
   // The site's checkpoint now holds `version` (written whole): its journal may let go of the
   // deltas merged through it.
-  void durable(std::int64_t version) { outbox_.durable(version); }
+  void durable(std::int64_t version);
+  // Whether `state` may go into a checkpoint now: not while its copy is not its version (found
+  // here, by hashing a whole state, or before), so that the checkpoint it would replace, and the
+  // journal's deltas since, can still rebuild the version.
+  bool may_checkpoint(const OuterState& state);
   // After poll_join: the first round number this incarnation may use. A restarted site continues
   // after every round it ever announced, so no announcement key is reused.
   std::int64_t next_round() const override { return outbox_.next_round(); }
@@ -240,6 +252,9 @@ class CrossSite final : public RoundPeers {
   // Has the proposer propose the next version when it is due and this site holds all it needs.
   void propose(ControlPlane& plane, const OuterState& state);
   std::optional<Commit> catch_up(ControlPlane& plane, const OuterState& state, bool far_behind);
+  // Once per divergence, with saved_state: the copy rebuilt from the checkpoint and the journal,
+  // received as a peer's state would be (catch_up takes it), or an event saying why not.
+  void rebuild_copy(const OuterState& state);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
@@ -283,6 +298,7 @@ class CrossSite final : public RoundPeers {
   // Whether its copy is the version it holds; once found otherwise, until a peer's state replaces
   // it, no commit is handed out or proposed, no state served, and a peer's state is asked for.
   HeldCopy copy_;
+  bool rebuild_due_ = false;  // diverged since the last rebuild_copy
 };
 
 }  // namespace meridian

@@ -16,7 +16,9 @@ struct CrossSiteEvent {
   // not as announced: fetched again), "state_requested", "state_refused", "commit_unreadable",
   // "commit_record_replaced", "commit_rewritten" (a second readable record of a version: the first stands),
   // "member_key_restored", "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site),
-  // "link_refused" (frames from a sender that is no member: site is its claimed name, number the frames)
+  // "link_refused" (frames from a sender that is no member: site is its claimed name, number the frames),
+  // "version_diverged" (its own copy of the outer state is not its version), "copy_rebuilt" (that
+  // copy rebuilt from its checkpoint and journal: number the version reached), "copy_not_rebuilt"
   std::string kind;
   std::string site;  // the peer
   std::int64_t number = 0;  // its round, or the version
@@ -48,6 +50,7 @@ struct CrossSiteTraffic {
   std::uint64_t requests_sent = 0;   // deltas asked for again
   std::uint64_t deltas_screened_out = 0;  // arrived intact but refused by the screen (NaN, norm, size)
   std::uint64_t states_sent = 0, states_adopted = 0, states_refused = 0;
+  std::uint64_t copies_rebuilt = 0;  // its own copy taken from its checkpoint and journal (rebuilt_copy.hpp)
   std::uint64_t commits_proposed = 0, commits_won = 0;
   std::uint64_t commits_by_deadline = 0;  // won proposals made without every live site's delta
   // The most bytes of this site's deltas at once that it had sent (to every peer) and no commit

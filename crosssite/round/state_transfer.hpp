@@ -42,6 +42,8 @@ class StateTransfer {
   // Whether a state newer than `version` was received, and its version.
   bool has_newer_than(std::int64_t version) const { return snapshot_ && snapshot_->version > version; }
   std::int64_t received_version() const { return snapshot_ ? snapshot_->version : 0; }
+  // Who sent it: a peer's link address, or what received() was told.
+  std::string received_from() const { return snapshot_ ? snapshot_->from : std::string(); }
   // Takes the state received, checked against `record` (its commit): its bytes, or nullopt when
   // refused (a `state_refused` event says why).
   std::optional<std::vector<std::byte>> take(const OuterState& state, const CommitRecord& record, CrossSiteEvents& events);

@@ -90,7 +90,7 @@ int run(int argc, char** argv) {
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
   std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0, refetches = 0;
-  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0, diverged = 0;
+  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0, diverged = 0, rebuilt = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -109,6 +109,7 @@ int run(int argc, char** argv) {
     mirror_cuts += outcome.mirror_cuts;
     adopted += outcome.states_adopted;
     diverged += outcome.diverged;
+    rebuilt += outcome.rebuilt;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
@@ -130,10 +131,12 @@ int run(int argc, char** argv) {
               seconds > 0 ? 60.0 * static_cast<double>(seeds) / seconds : 0.0);
   std::printf(
       "streaming (several fragments): %llu seeds; versions applied to fragments other than 0: %llu; "
-      "rounds dropped as lost: %llu; peers' states adopted: %llu; copies of the outer state found wrong: %llu\n",
+      "rounds dropped as lost: %llu; peers' states adopted: %llu; copies of the outer state found wrong: %llu (rebuilt "
+      "from "
+      "the site's own disk: %llu)\n",
       static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
       static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(adopted),
-      static_cast<unsigned long long>(diverged));
+      static_cast<unsigned long long>(diverged), static_cast<unsigned long long>(rebuilt));
   if (options.shard_outer)
     std::printf(
         "deltas held in parts: %llu; groups re-formed on a failed collective: %llu; catch-ups after a "

@@ -325,6 +325,7 @@ SimOutcome Run::go() {
     outcome_.mirror_cuts += s->mirror_cuts();
     outcome_.states_adopted += s->states_adopted();
     outcome_.diverged += s->diverged();
+    outcome_.rebuilt += s->rebuilt();
   }
   return outcome_;
 }

@@ -67,6 +67,7 @@ struct SimOutcome {
   std::int64_t rounds_dropped = 0;  // rounds the sites dropped as lost (no version could merge them)
   std::uint64_t states_adopted = 0;  // versions the sites took as a peer's state, not from deltas
   std::uint64_t diverged = 0;        // times a site found its copy of the outer state wrong (version_diverged)
+  std::uint64_t rebuilt = 0;         // ... and rebuilt it from its own disk (copy_rebuilt)
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }
 };

@@ -304,6 +304,7 @@ void SimSite::regroup(const Error& e) {
 
 void SimSite::save_disk() {
   Incarnation& inc = *incarnation_;
+  if (!inc.cross().may_checkpoint(inc.leader().now.state)) return;  // the last sound one stays
   *disk_ = inc.leader().now;
   disk_writer_ = static_cast<int>(inc.leader_index());
   for (std::size_t r = 0; r < part_disks_.size(); ++r)

@@ -149,6 +149,8 @@ class SimSite final : private RoundEvents {
   std::uint64_t states_adopted() const { return states_adopted_; }
   // The times it found its copy of the outer state wrong (a version_diverged event).
   std::uint64_t diverged() const { return diverged_; }
+  // ... and the versions it took rebuilt from its disk and journal (not counted as adopted).
+  std::uint64_t rebuilt() const { return rebuilt_; }
 
  private:
   struct Lease;
@@ -229,7 +231,8 @@ class SimSite final : private RoundEvents {
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
   std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0, replica_deaths_ = 0,
-                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0, diverged_ = 0;
+                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0, diverged_ = 0, rebuilt_ = 0;
+  std::optional<std::int64_t> rebuilt_pending_;  // the version of the copy rebuilt, until a state is taken
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };
 

@@ -94,8 +94,12 @@ void SimSite::applied(const AppliedVersion& v) {
                           std::to_string(held->version()));
   world_.checker.applied(name_, *v.record, OuterState::weights_hash(whole_global()), v.adopted);
   if (v.adopted) {
-    ++states_adopted_;
-    return say("adopted a peer's state of version " + std::to_string(v.version));
+    // A copy rebuilt from its own disk is received as a peer's state is, and a newer peer's state
+    // replaces it.
+    const bool rebuilt = std::exchange(rebuilt_pending_, std::nullopt) == v.version;
+    ++(rebuilt ? rebuilt_ : states_adopted_);
+    return say((rebuilt ? "took its copy rebuilt from its disk, version " : "adopted a peer's state of version ") +
+               std::to_string(v.version));
   }
   // A commit rebases the round onto it: the fragments it changed start from the version.
   if (state.sharded()) {
@@ -136,6 +140,7 @@ void SimSite::caught_up(std::int64_t from_version, std::int64_t version, double)
 void SimSite::log_events() {
   for (const auto& e : incarnation_->cross().take_events()) {
     diverged_ += e.kind == "version_diverged";
+    if (e.kind == "copy_rebuilt") rebuilt_pending_ = e.number;
     say("event " + e.kind + (e.site.empty() ? "" : " " + e.site) + " " + std::to_string(e.number) + " " + e.detail);
   }
 }

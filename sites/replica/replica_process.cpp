@@ -113,7 +113,8 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
     trainer_.set_extras(
         {[this](Checkpoint& out) { exchange_.save(out); }, [this](const Checkpoint& in) { exchange_.restore(in); },
          [this] { exchange_.checkpointed(); }, [this] { exchange_.gather_for_checkpoint(group_.comm(), turn_.leader); },
-         [this] { return exchange_.fingerprint(); }, [this](Checkpoint& part) { exchange_.save_part(part); }});
+         [this] { return exchange_.fingerprint(); }, [this](Checkpoint& part) { exchange_.save_part(part); },
+         [this] { return exchange_.unsound_for_checkpoint(); }});
   inbox_.on_version_rollback(
       [this](Trainer& t, std::int64_t version, std::optional<double> scale) { return roll_back_to(t, version, scale); });
   inbox_.on_checkpoint_rollback([this](Trainer& t, const std::string& path) { return restore_checkpoint(t, path); });

@@ -92,6 +92,7 @@ SiteExchange::SiteExchange(const JobConfig& config, std::string site, int replic
       clocks_(std::move(clocks)),
       state_(outer_state_before_cut(config, site_, replica, trainer)),
       origin_hash_(state_.sharded() ? std::nullopt : std::optional(OuterState::weights_hash(state_.global()))),
+      newest_checkpoint_([&trainer] { return trainer.newest_checkpoint(); }),
       driver_(round_plan(config, site_, state_.fragments()), state_, *this, clocks_.monotonic) {
   placement_.sites = static_cast<int>(config.sites.size());
   placement_.data_replicas = 0;
@@ -225,6 +226,7 @@ void SiteExchange::ensure_leader_side() {
   // The replica's run directory is its site's: a replica that leads after a restart reads it back.
   o.journal = std::make_shared<FileDeltaJournal>(config_.job.run_dir / "delta-journal");
   o.checkpoints = config_.checkpoint.every > 0;
+  if (o.checkpoints && !config_.parallel.shard_outer) o.saved_state = [this] { return saved_outer_state(); };
   cross_ = std::make_unique<CrossSite>(o, *etcd_, *links_.link, clocks_.monotonic);
   cross_->serve_state(&state_);
   cross_->set_proposing(!driver_.paused());

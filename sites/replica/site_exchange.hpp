@@ -134,6 +134,9 @@ class SiteExchange final : private RoundEvents {
     if (cross_) cross_->durable(state_.version());
   }
   void restore(const Checkpoint& checkpoint);
+  // Why this replica must not write a checkpoint now (Trainer::Extras::unsound): it leads, and its
+  // copy of the outer state is not its version. Empty otherwise.
+  std::string unsound_for_checkpoint();
   // After a resume that left a checkpoint's parts on disk (Trainer::resume_from): a sharded outer
   // state takes its part and its mirror's under the cut of `replicas` from the parts' slices, so
   // the group's cut then moves nothing. Nothing to do for a whole state (its records were in the
@@ -185,6 +188,8 @@ class SiteExchange final : private RoundEvents {
   };
 
   void ensure_leader_side();
+  // A whole outer state as the site's newest checkpoint holds it (CrossSiteOptions::saved_state).
+  std::optional<OuterState> saved_outer_state() const;
   // A replica that no longer leads lets go of its CrossSite, link and etcd client: leading again,
   // it builds them anew, as after a restart. One kept from an earlier lead would keep the site's
   // member record naming the dead leader's address until that process's lease lapsed (it writes
@@ -230,6 +235,7 @@ class SiteExchange final : private RoundEvents {
   // Version 0's hash, from the weights the trainer built (CrossSiteOptions::origin_hash); a sharded
   // state has none to give.
   std::optional<std::uint64_t> origin_hash_;
+  std::function<std::optional<Checkpoint>()> newest_checkpoint_;  // the trainer's, read from the run directory
   RoundDriver driver_;
   std::unique_ptr<EtcdClient> etcd_;
   KeptParts kept_;  // peers' deltas' parts this replica keeps (before links_: its link keeps parts here)

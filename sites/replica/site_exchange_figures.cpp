@@ -75,6 +75,20 @@ void SiteExchange::restore(const Checkpoint& checkpoint) {
   carry_.received = static_cast<std::uint64_t>(received);
 }
 
+std::string SiteExchange::unsound_for_checkpoint() {
+  if (!cross_ || cross_->may_checkpoint(state_)) return {};
+  return "site " + site_ + ": its copy of the outer state is not version " + std::to_string(state_.version()) +
+         " (version_diverged): the last checkpoint stays";
+}
+
+std::optional<OuterState> SiteExchange::saved_outer_state() const {
+  auto checkpoint = newest_checkpoint_();
+  if (!checkpoint || !checkpoint->has("outer.global")) return std::nullopt;
+  OuterState saved = state_;  // of its kind: restore() replaces every value it holds
+  saved.restore(*checkpoint);
+  return saved;
+}
+
 nlohmann::json SiteExchange::summary(std::size_t params) const {
   nlohmann::json out = {{"site", site_},
                         {"sites", placement_.sites},
@@ -101,6 +115,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["deltas_screened_out"] = t.deltas_screened_out;
   out["states_sent"] = t.states_sent;
   out["states_adopted"] = t.states_adopted;
+  out["copies_rebuilt"] = t.copies_rebuilt;
   out["states_refused"] = t.states_refused;
   const auto link = links_.link->counters();
   out["peak_bytes_in_flight"] = t.peak_bytes_in_flight;

@@ -195,3 +195,32 @@ TEST_CASE("Muon trains the tiny model: the loss falls as AdamW's does") {
   }
   MESSAGE("tiny model, 30 steps: AdamW ", last[0], ", Muon ", last[1]);
 }
+
+TEST_CASE("a checkpoint its extras call unsound is not written, and said: the last one stays") {
+  TempDir dir("unsound");
+  const auto cfg = tiny_job(dir, "run", {"checkpoint.every=5"});
+  RunLog log(cfg.job.run_dir);
+  Trainer t(cfg, posix_env(), log, nullptr, fake_clock);
+  Trainer::Extras extras;
+  extras.save = [](Checkpoint& out) { out.put_value<std::int64_t>("extra.value", 1); };
+  extras.fingerprint = [] { return std::uint64_t{1}; };
+  extras.unsound = [&t] {
+    return t.state().step == 10 ? std::string("its copy of version 3 is not that version") : "";
+  };
+  t.set_extras(extras);
+  t.run(12);  // checkpoints due at 5, 10 and 12
+  const auto dir_of = cfg.job.run_dir / "checkpoints";
+  CHECK(std::filesystem::exists(dir_of / "ckpt-0000000005.mrdn"));
+  CHECK_FALSE(std::filesystem::exists(dir_of / "ckpt-0000000010.mrdn"));
+  CHECK(std::filesystem::exists(dir_of / "ckpt-0000000012.mrdn"));
+  std::ifstream events(cfg.job.run_dir / "events.jsonl");
+  int skipped = 0;
+  for (std::string line; std::getline(events, line);) {
+    const auto e = nlohmann::json::parse(line);
+    if (e["event"] != "checkpoint_skipped") continue;
+    ++skipped;
+    CHECK(e["step"] == 10);
+    CHECK(e["why"] == "its copy of version 3 is not that version");
+  }
+  CHECK(skipped == 1);
+}

@@ -116,4 +116,39 @@ TEST_CASE("commit log: junk over a readable record, then that record put back, i
   CHECK(l.control.get(keys.commit(1)) == bytes);
 }
 
+TEST_CASE(
+    "commit log: the version held keeps its record, and with keep_held every version held since the checkpoint's") {
+  const auto write = [](Log& l, std::int64_t from, std::int64_t to) {
+    for (std::int64_t v = from; v <= to; ++v)
+      REQUIRE(l.control.create_if_absent(l.log.keys().commit(v), encode(record(v, "a", v - 1))));
+    l.read();
+  };
+  SUBCASE("the version held alone") {
+    Log l;
+    write(l, 1, 4);
+    l.log.forget_before(3);  // holds 2
+    CHECK(l.log.record(1) == nullptr);
+    REQUIRE(l.log.record(2) != nullptr);
+    CHECK(l.log.record(2)->number == 2);
+    CHECK(l.log.record(3) != nullptr);  // not held yet
+    l.log.forget_before(5);             // holds 4
+    CHECK(l.log.record(2) == nullptr);
+    CHECK(l.log.record(3) == nullptr);
+    CHECK(l.log.record(4) != nullptr);
+  }
+  SUBCASE("kept from the first version held, then from the checkpoint's") {
+    Log l;
+    l.log.keep_held();
+    write(l, 1, 6);
+    l.log.forget_before(3);  // a restarted site: its checkpoint holds 2
+    l.log.forget_before(6);  // holds 5
+    CHECK(l.log.record(1) == nullptr);
+    for (std::int64_t v = 2; v <= 6; ++v) CHECK(l.log.record(v) != nullptr);
+    l.log.keep_from(4);  // its next checkpoint
+    CHECK(l.log.record(3) == nullptr);
+    CHECK(l.log.record(4) != nullptr);
+    CHECK(l.log.record(5) != nullptr);
+  }
+}
+
 }  // namespace meridian

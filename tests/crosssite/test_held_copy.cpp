@@ -3,10 +3,10 @@
 // to their records, a damaged copy named with both hashes, a sharded part never judged here.
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <vector>
 
 #include "crosssite/round/held_copy.hpp"
+#include "tests/support/flipped_bit.hpp"
 
 namespace meridian {
 namespace {
@@ -21,14 +21,6 @@ std::vector<float> initial() {
 
 OuterState whole(const std::vector<float>& w) { return OuterState(w, {}, CodecOptions{CodecKind::Fp32}, false); }
 
-void flip(const OuterState& state, std::size_t at) {
-  auto* value = const_cast<float*>(state.global().data()) + at;  // a fault in the memory
-  std::uint32_t bits;
-  std::memcpy(&bits, value, sizeof bits);
-  bits ^= 1u << 3;
-  std::memcpy(value, &bits, sizeof bits);
-}
-
 }  // namespace
 
 TEST_CASE("held copy: version 0 is held to the weights the process built, and a flipped bit is named") {
@@ -37,7 +29,7 @@ TEST_CASE("held copy: version 0 is held to the weights the process built, and a 
   const OuterState state = whole(w);
   REQUIRE(copy.expected(state) == OuterState::weights_hash(w));
   CHECK(copy.damage(state).empty());
-  flip(state, 9);
+  testing::flip_bit(state, 9);
   const std::string why = copy.damage(state);
   CHECK(why == "site a: its copy of version 0 hashes to " + std::to_string(OuterState::weights_hash(state.global())) +
                    ", its record says " + std::to_string(OuterState::weights_hash(w)));
@@ -56,7 +48,7 @@ TEST_CASE("held copy: a later version is held to its record's hash, and only the
   copy.hold(1, hash);
   CHECK(copy.expected(state) == hash);
   CHECK(copy.damage(state).empty());
-  flip(state, 0);
+  testing::flip_bit(state, 0);
   CHECK(copy.damage(state).find("site b: its copy of version 1 hashes to ") == 0);
   copy.hold(1, OuterState::weights_hash(state.global()));  // a record that names this copy's hash
   CHECK(copy.damage(state).empty());

@@ -189,7 +189,16 @@ TEST_CASE("a snapshot carries a version to a peer, checked against the commit's 
   // The same momentum: the next outer step agrees bit for bit.
   const std::vector<float> mean(initial.size(), 0.003f);
   CHECK(behind.preview(mean).hash == ahead.preview(mean).hash);
-  CHECK_THROWS_AS(behind.adopt(snapshot, hash, local), Error);  // not newer than what it holds
+  // The version it holds again: a damaged copy replaced, the in-flight round kept on it.
+  const auto kept = local;
+  behind.adopt(snapshot, hash, local);
+  CHECK(behind.version() == 2);
+  for (std::size_t i = 0; i < local.size(); ++i) CHECK(local[i] == doctest::Approx(kept[i]));
+  // An older one never.
+  OuterState older(initial, {}, {CodecKind::Int8, 64}, true);
+  older.commit(1, older.preview(std::vector<float>(initial.size(), 0.01f)));
+  CHECK_THROWS_AS(behind.adopt(older.snapshot(), OuterState::weights_hash(older.global()), local), Error);
+  CHECK(behind.version() == 2);
 }
 
 TEST_CASE("the outer state round-trips through checkpoint records, bad records are refused, state unchanged") {
