@@ -34,6 +34,7 @@ void CommitLog::read(ControlPlane& control, CrossSiteEvents& events) {
       if (!first_read(key, value, record, events)) continue;
       newest_ = std::max(newest_, record.number);
       unreadable_.erase(record.number);
+      bytes_[record.number] = value;
       commits_[record.number] = std::move(record);
     } catch (const Error& e) {
       const auto version = keys_.version_of_commit(key);
@@ -48,13 +49,15 @@ bool CommitLog::first_read(const std::string& key, const std::string& value, con
   const Digest digest = sha256(std::as_bytes(std::span(value.data(), value.size())));
   const auto [first, fresh] = first_read_.try_emplace(record.number, digest);
   if (fresh) return true;
-  if (first->second == digest)
+  if (first->second == digest) {
     unreadable_.erase(record.number);  // junk over it, then the same record put back
-  else
-    events.push_back({"commit_rewritten", "", record.number,
-                      "the record at " + key + " changed after this site read it (SHA-256 " + short_hex(first->second) +
-                          ", now " + short_hex(digest) + ", naming " + record.proposer +
-                          " as proposer); the first one stands"});
+    return false;
+  }
+  events.push_back({"commit_rewritten", "", record.number,
+                    "the record at " + key + " changed after this site read it (SHA-256 " + short_hex(first->second) +
+                        ", now " + short_hex(digest) + ", naming " + record.proposer +
+                        " as proposer); the first one stands"});
+  written_over_[record.number] = value;
   return false;
 }
 
@@ -79,7 +82,10 @@ std::optional<CommitRecord> CommitLog::forget_before(std::int64_t version) {
   if (const auto it = commits_.find(version - 1); it != commits_.end()) held = it->second;
   if (!held_from_) held_from_ = version - 1;
   for (auto it = commits_.begin(); it != commits_.end() && it->first < version;) {
-    if (it->first >= *held_from_) held_.insert(*it);
+    if (it->first >= *held_from_)
+      held_.insert(*it);
+    else
+      bytes_.erase(it->first);
     it = commits_.erase(it);
   }
   if (!keeps_held_) keep_from(version - 1);
@@ -89,6 +95,55 @@ std::optional<CommitRecord> CommitLog::forget_before(std::int64_t version) {
 void CommitLog::keep_from(std::int64_t version) {
   held_from_ = std::max(held_from_.value_or(version), version);
   std::erase_if(held_, [&](const auto& kv) { return kv.first < *held_from_; });
+  std::erase_if(bytes_, [&](const auto& kv) { return kv.first < *held_from_; });
+}
+
+std::optional<Digest> CommitLog::digest(std::int64_t version) const {
+  const auto it = first_read_.find(version);
+  return it == first_read_.end() ? std::nullopt : std::optional(it->second);
+}
+
+std::optional<CommitLog::Contradiction> CommitLog::contradiction(std::int64_t version, std::int64_t vouched,
+                                                                 const Digest& digest) const {
+  if (vouched < version) return std::nullopt;
+  Digest want = digest;
+  for (std::int64_t v = vouched;; --v) {
+    const auto read = first_read_.find(v);
+    if (read == first_read_.end()) return std::nullopt;
+    if (read->second != want)
+      return Contradiction{v, "the record of version " + std::to_string(v) + " read here (SHA-256 " +
+                                  short_hex(read->second) + ") is not the one vouched for (" + short_hex(want) + ")"};
+    if (v == version) return std::nullopt;
+    const CommitRecord* r = record(v);
+    if (r == nullptr || r->previous == Digest{}) return std::nullopt;
+    want = r->previous;
+  }
+}
+
+void CommitLog::forget_read(std::int64_t version) {
+  first_read_.erase(version);
+  commits_.erase(version);
+  bytes_.erase(version);
+}
+
+void CommitLog::repair(ControlPlane& control, CrossSiteEvents& events) {
+  for (auto it = written_over_.begin(); it != written_over_.end();) {
+    const std::int64_t v = it->first;
+    // Only a record this site applied (a site that read another first, not applied yet, is no
+    // judge of which one stands), and once: not two sites putting back two records in turn.
+    const auto first = bytes_.find(v);
+    if (!held_.contains(v) || first == bytes_.end()) {
+      it = v < held_from_.value_or(0) ? written_over_.erase(it) : std::next(it);
+      continue;
+    }
+    if (!repaired_.contains(v)) {
+      const bool back = control.compare_and_swap(keys_.commit(v), it->second, first->second);  // throws: kept
+      repaired_.insert(v);
+      if (back)
+        events.push_back({"commit_restored", "", v, "the record this site applied is back at " + keys_.commit(v)});
+    }
+    it = written_over_.erase(it);
+  }
 }
 
 const CommitRecord* CommitLog::record(std::int64_t version) const {

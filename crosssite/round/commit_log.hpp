@@ -8,11 +8,14 @@
 // for junk), but etcd's auth cannot forbid it to a member (docs/security.md): a version's first
 // readable record is the one this site keeps, and a different one read later is an event
 // (`commit_rewritten`), never applied, so two sites that read the log at different times cannot
-// apply two records of one version.
+// apply two records of one version; a site that reads a version first after the rewrite is held to
+// its peers' vouches (vouches.hpp).
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "core/util/digest.hpp"
 #include "crosssite/control/control_plane.hpp"
@@ -49,6 +52,27 @@ class CommitLog {
   // A version's record: one not held yet, or one kept; null otherwise.
   const CommitRecord* record(std::int64_t version) const;
 
+  // The SHA-256 of the first readable record of `version` this site read (the one it keeps).
+  std::optional<Digest> digest(std::int64_t version) const;
+  // Where the chain that `digest`, the record of `vouched` as another site read it, heads
+  // (CommitRecord::previous down to `version`) leaves the records this site read: the first
+  // version on the way down whose record here is another, and why. Nothing when the record of
+  // `version` is on it, or this site cannot tell yet (a record between not read here, or one from
+  // before the chain).
+  struct Contradiction {
+    std::int64_t version = 0;
+    std::string why;
+  };
+  std::optional<Contradiction> contradiction(std::int64_t version, std::int64_t vouched, const Digest& digest) const;
+  // A record this site read that a vouch contradicts is forgotten: the one put back there is read
+  // afresh (repair below), and judged again.
+  void forget_read(std::int64_t version);
+  // A record written over one this site applied and still keeps (the version held; with keep_held
+  // those since its checkpoint's) is put back by compare-and-swap, once (the sites that read it
+  // afresh then find what their peers applied): `commit_restored` events. Those whose swap fails
+  // (changed again since) are dropped; a failing call throws, the rest kept.
+  void repair(ControlPlane& control, CrossSiteEvents& events);
+
  private:
   // True for the first readable record of its version; a different one later is an event.
   bool first_read(const std::string& key, const std::string& value, const CommitRecord& record,
@@ -57,6 +81,9 @@ class CommitLog {
   RoundKeys keys_;
   int fragments_;
   std::map<std::int64_t, CommitRecord> commits_;
+  std::map<std::int64_t, std::string> bytes_;         // of the records in commits_ and held_, as read
+  std::map<std::int64_t, std::string> written_over_;  // by version: the other bytes read there since
+  std::set<std::int64_t> repaired_;                   // versions put back once already
   bool keeps_held_ = false;
   std::optional<std::int64_t> held_from_;      // the oldest version kept, once the site held one
   std::map<std::int64_t, CommitRecord> held_;  // the versions kept that the site holds or held

@@ -52,7 +52,8 @@ CrossSite::CrossSite(CrossSiteOptions options, ControlPlane& etcd, Link& link, s
              link),
       proposer_(ProposerOptions{options_.site, options_.rule, options_.deadline}, log_, store_, courier_.counts()),
       gradients_(link, kMaxHeld),
-      copy_(options_.site, options_.origin_hash) {
+      copy_(options_.site, options_.origin_hash),
+      vouches_(options_.site) {
   MERIDIAN_CHECK(options_.rule.fragments >= 1, "fragments=", options_.rule.fragments);
   MERIDIAN_CHECK(static_cast<bool>(options_.keep_lease), "site ", options_.site,
                  ": no keeper for its membership lease");
@@ -153,6 +154,11 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.commits) log_.read(plane, events_);
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
+  log_.repair(plane, events_);
+  if (vouch_due_) {
+    plane.put(log_.keys().vouch(options_.site), encode(*vouch_due_), 0);  // no lease: it outlives the site
+    vouch_due_.reset();
+  }
   if (const auto held = log_.forget_before(next)) {
     copy_.hold(held->number, held->params_hash);
     store_.follow_screens(*held);
@@ -182,11 +188,22 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (auto adopted = catch_up(plane, state, far_behind)) return adopted;
   if (far_behind) return std::nullopt;
   if (found) return hand_out(*found, state);
+  // Committed, but its record forgotten here (a vouch contradicted it): no proposal can take the
+  // version, the record put back or a state under a newer one is the way on.
+  if (log_.newest() >= next) return std::nullopt;
   propose(plane, state);
   return std::nullopt;
 }
 
 std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record, const OuterState& state) {
+  if (auto found = vouches_.against(record, log_, events_)) {
+    waiting_ = {Waiting::What::Contradicted, record.number, std::move(found->why)};
+    // The record there now is read afresh once another site puts back the one it applied, or a
+    // state under a newer record is taken.
+    log_.forget_read(found->version);
+    transfer_.note_stuck();
+    return std::nullopt;
+  }
   const bool overdue = committed_before_join_ && record.number <= *committed_before_join_;
   bool complete = true;
   for (const auto& e : record.entries) complete = held({e.site, e.round}, e.digest, overdue) && complete;
@@ -233,6 +250,11 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
   if (transfer_.has_newer_than(state.version() - (copy_.diverged() ? 1 : 0))) {
     const CommitRecord* record = log_.record(transfer_.received_version());
     if (!record) return std::nullopt;  // its commit is not read yet: next time
+    if (const auto found = vouches_.against(*record, log_, events_)) {
+      log_.forget_read(found->version);
+      transfer_.drop();
+      return std::nullopt;
+    }
     const bool rebuilt = transfer_.received_from() == kRebuiltCopy;
     auto bytes = transfer_.take(state, *record, events_);
     if (!bytes) {
@@ -256,6 +278,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
 
 void CrossSite::applied(const CommitRecord& record) {
   copy_.hold(record.number, record.params_hash);
+  if (const auto digest = log_.digest(record.number)) vouch_due_ = Vouch{options_.site, record.number, *digest};
   proposer_.forget();
   transfer_.applied();
   store_.follow_screens(record);
@@ -556,6 +579,7 @@ const std::string* CrossSite::known_site(const std::string& address) const { ret
 
 void CrossSite::read_announcements(ControlPlane& plane) {
   counts().refused.announcements_unreadable += book_.read(plane, log_.keys());
+  for (const auto& v : book_.take_vouches()) vouches_.read(v);
   for (const auto& d : book_.take_disputes())
     events_.push_back({"delta_disputed", d.site, d.round,
                        "site " + d.by + " received other bytes than " + d.site + " announced: every round of " +

@@ -52,6 +52,7 @@
 #include "crosssite/round/records.hpp"
 #include "crosssite/round/round_peers.hpp"
 #include "crosssite/round/state_transfer.hpp"
+#include "crosssite/round/vouches.hpp"
 #include "crosssite/round/waiting.hpp"
 #include "transport/link/link.hpp"
 #include "transport/link/striped_link.hpp"
@@ -299,6 +300,8 @@ class CrossSite final : public RoundPeers {
   // it, no commit is handed out or proposed, no state served, and a peer's state is asked for.
   HeldCopy copy_;
   bool rebuild_due_ = false;  // diverged since the last rebuild_copy
+  Vouches vouches_;           // what the others vouch for: no record they contradict is applied
+  std::optional<Vouch> vouch_due_;  // this site's, for the newest version it applied, not written yet
 };
 
 }  // namespace meridian

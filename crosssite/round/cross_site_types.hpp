@@ -18,7 +18,10 @@ struct CrossSiteEvent {
   // "member_key_restored", "control_unreachable", "control_restored", "delta_withdrawn" (its own, by a restarted site),
   // "link_refused" (frames from a sender that is no member: site is its claimed name, number the frames),
   // "version_diverged" (its own copy of the outer state is not its version), "copy_rebuilt" (that
-  // copy rebuilt from its checkpoint and journal: number the version reached), "copy_not_rebuilt"
+  // copy rebuilt from its checkpoint and journal: number the version reached), "copy_not_rebuilt",
+  // "commit_contradicted" (a record another site's vouch, or this site's newest record, says is not
+  // the one applied: site is the voucher, never applied), "commit_restored" (a record this site
+  // applied, written over since, put back)
   std::string kind;
   std::string site;  // the peer
   std::int64_t number = 0;  // its round, or the version

@@ -16,6 +16,12 @@ std::uint64_t DeltaBook::read(ControlPlane& control, const RoundKeys& keys) {
         read_dispute(key, value, keys);
         continue;
       }
+      if (RoundKeys::is_vouch(key)) {
+        auto v = decode_vouch(value);
+        if (key != keys.vouch(v.site)) throw make_error(ErrorKind::Peer, "vouch ", key);  // not its own
+        read_vouches_.push_back(std::move(v));
+        continue;
+      }
       auto a = decode_announcement(value);
       if (key != keys.delta(a.site, a.round)) continue;  // filed under another name: not trusted
       note(a);

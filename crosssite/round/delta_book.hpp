@@ -36,6 +36,8 @@ class DeltaBook {
   void file_disputes(ControlPlane& control, const RoundKeys& keys);
   // Disputes other sites filed, read since the last call (each site's first only).
   std::vector<DeltaDispute> take_disputes() { return std::exchange(read_disputes_, {}); }
+  // The sites' vouches read since the last take (each under its own site's key, vouches.hpp).
+  std::vector<Vouch> take_vouches() { return std::exchange(read_vouches_, {}); }
   bool banned(const std::string& site) const { return banned_.contains(site); }
 
   const std::map<DeltaKey, DeltaAnnouncement>& announced() const { return announced_; }
@@ -69,6 +71,7 @@ class DeltaBook {
   std::map<std::string, std::pair<std::int64_t, double>> round_tokens_;  // by site: its newest round, one round's tokens
   std::map<std::string, DeltaDispute> banned_;  // by the site caught: the first dispute of it
   std::vector<DeltaDispute> unfiled_, read_disputes_;
+  std::vector<Vouch> read_vouches_;
 };
 
 }  // namespace meridian

@@ -13,6 +13,7 @@ enum class Mutant {
   KeepDroppedRound,     // a lost round's progress stays in the weights on a version no commit made
   UnboundedBacklog,     // an overlapped site trains on whatever number of its rounds is unmerged
   KeepLastPart,         // a replica keeps a later copy of a delta's part, not the one its leader judged
+  IgnoreVouches,        // a record the others' vouches (or the site's own newest record) contradict is applied
   kCount
 };
 

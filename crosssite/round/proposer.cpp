@@ -66,6 +66,7 @@ void Proposer::claim(Pending pending, std::optional<OuterState::Outcome> outcome
   CommitRecord& proposal = pending.proposal;
   proposal.screens = std::move(pending.means.screens);
   for (const auto& e : proposal.entries) proposal.merged[e.site] = e.round;
+  proposal.previous = log_.digest(proposal.number - 1).value_or(Digest{});
   ++counts_.commits_proposed;
   // Before the proposal can win: should this site die right after, what it committed is on its disk.
   store_.journal(proposal.entries);

@@ -1,12 +1,12 @@
 #include "crosssite/round/records.hpp"
 
-#include <charconv>
-#include <cmath>
-
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -145,6 +145,17 @@ std::string encode(const CommitRecord& r) {
     auto norms = screens.init(f, static_cast<unsigned>(r.screens[f].size()));
     for (unsigned j = 0; j < r.screens[f].size(); ++j) norms.set(j, r.screens[f][j]);
   }
+  if (r.previous != Digest{}) w.setPrevious(data_of(r.previous));
+  return to_string(message);
+}
+
+std::string encode(const Vouch& r) {
+  capnp::MallocMessageBuilder message;
+  auto w = message.initRoot<wire::Vouch>();
+  w.setVersion(wire::ROUND_SCHEMA_VERSION);
+  w.setSite(r.site);
+  w.setVouched(r.version);
+  w.setDigest(data_of(r.digest));
   return to_string(message);
 }
 
@@ -228,7 +239,15 @@ CommitRecord decode_commit(std::string_view bytes) {
         screen.push_back(n);
       }
     }
+    if (rec.hasPrevious()) r.previous = digest_of(rec.getPrevious(), "commit record's previous");
     return r;
+  });
+}
+
+Vouch decode_vouch(std::string_view bytes) {
+  return read_record<wire::Vouch>(bytes, "vouch", [](auto rec) {
+    if (rec.getVouched() < 1) throw make_error(ErrorKind::Peer, "a vouch for version ", rec.getVouched());
+    return Vouch{rec.getSite(), rec.getVouched(), digest_of(rec.getDigest(), "vouch")};
   });
 }
 

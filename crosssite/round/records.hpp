@@ -39,6 +39,17 @@ struct MemberRecord {
   bool operator==(const MemberRecord&) const = default;
 };
 
+// "deltas/<site>/vouched" (under the site's own records, not on its lease: it stands after the site
+// is gone): the newest version the site applied and that version's record's SHA-256 as it read it.
+// Down the chain of CommitRecord::previous it names every record before it: a site refuses a
+// record a vouch contradicts (one written over the record its peers applied; vouches.hpp).
+struct Vouch {
+  std::string site;
+  std::int64_t version = 0;
+  Digest digest{};
+  bool operator==(const Vouch&) const = default;
+};
+
 struct DeltaAnnouncement {
   std::string site;
   std::int64_t round = 0;
@@ -80,6 +91,10 @@ struct CommitRecord {
   // Per fragment, the norms its delta screen holds once this version is made, oldest first: the
   // screen of every site that holds the version (delta_screen.hpp). Empty in older records.
   std::vector<std::vector<double>> screens;
+  // The SHA-256 of version number - 1's record as its proposer read it (CommitLog::digest): the
+  // log's chain, down which a site's vouch covers every version (zeros: version 1, or a record from
+  // before the chain).
+  Digest previous{};
   bool operator==(const CommitRecord&) const = default;
 };
 
@@ -112,6 +127,7 @@ std::string encode(const DeltaAnnouncement& r);
 std::string encode(const CommitRecord& r);
 std::string encode(const DeltaRequest& r);
 std::string encode(const DeltaDispute& r);
+std::string encode(const Vouch& r);
 std::string encode(const StateRequest& r);
 MemberRecord decode_member(std::string_view bytes);
 DeltaAnnouncement decode_announcement(std::string_view bytes);
@@ -119,6 +135,7 @@ CommitRecord decode_commit(std::string_view bytes);
 DeltaRequest decode_delta_request(std::string_view bytes);
 StateRequest decode_state_request(std::string_view bytes);
 DeltaDispute decode_dispute(std::string_view bytes);
+Vouch decode_vouch(std::string_view bytes);
 
 class RoundKeys {
  public:
@@ -132,6 +149,9 @@ class RoundKeys {
   // accuser's own records (etcd_site_permissions). ':' is in no job's or site's name.
   std::string dispute(const std::string& site, std::int64_t round, const std::string& by) const;
   static bool is_dispute(std::string_view key) { return key.find(kDisputes) != std::string_view::npos; }
+  // Under deltas() too, the site's own records: read with the announcements.
+  std::string vouch(const std::string& site) const { return deltas() + site + std::string(kVouched); }
+  static bool is_vouch(std::string_view key) { return key.ends_with(kVouched); }
   std::string commits() const { return prefix_ + "commits/"; }
   std::string commit(std::int64_t version) const;
   // The version a key under commits() names, when it is one commit(v) writes; else nullopt.
@@ -139,6 +159,7 @@ class RoundKeys {
 
  private:
   static constexpr std::string_view kDisputes = "/disputes:";
+  static constexpr std::string_view kVouched = "/vouched";
   std::string prefix_;
 };
 

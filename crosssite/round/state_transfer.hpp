@@ -47,6 +47,7 @@ class StateTransfer {
   // Takes the state received, checked against `record` (its commit): its bytes, or nullopt when
   // refused (a `state_refused` event says why).
   std::optional<std::vector<std::byte>> take(const OuterState& state, const CommitRecord& record, CrossSiteEvents& events);
+  void drop() { snapshot_.reset(); }  // the state received is not to be taken (its record is contradicted)
 
   // Whom to ask, in turn (one that died mid-transfer is not the only one asked); null when this
   // site asked lately or has no peer.

@@ -22,6 +22,8 @@ std::string Waiting::describe() const {
     case What::SiteHash: return "this site's replicas to hash their parts of its proposal of version " + n;
     case What::CopyDiverged:
       return "a peer's state: this site's copy of version " + n + " is not its record's (" + detail + ")";
+    case What::Contradicted:
+      return "a peer's state newer than version " + n + ", whose record is not the one vouched for (" + detail + ")";
   }
   return "?";
 }

@@ -24,6 +24,7 @@ struct Waiting {
     Gradients,         // gradients of step `number` from the site in detail
     SiteHash,          // this site's replicas to hash their parts of its proposal of version `number`
     CopyDiverged,      // a peer's state: this site's copy of version `number` hashes otherwise than its record says
+    Contradicted,      // a state newer than version `number`, whose record another site vouches against (detail)
   };
   What what = What::Nothing;
   std::int64_t number = 0;

@@ -7,10 +7,23 @@
 namespace meridian {
 namespace {
 
-constexpr std::array<const char*, 16> kNames = {
-    "crash",        "stop",           "partition",          "control outage",        "lost replies", "late writes",
-    "slow replies", "message faults", "member key deleted", "junk commit record",    "drain",        "pause-outer",
-    "rollback",     "spike",          "replica death",      "outer weights bit flip"};
+constexpr std::array<const char*, 17> kNames = {"crash",
+                                                "stop",
+                                                "partition",
+                                                "control outage",
+                                                "lost replies",
+                                                "late writes",
+                                                "slow replies",
+                                                "message faults",
+                                                "member key deleted",
+                                                "junk commit record",
+                                                "drain",
+                                                "pause-outer",
+                                                "rollback",
+                                                "spike",
+                                                "replica death",
+                                                "outer weights bit flip",
+                                                "commit record written over"};
 // The kinds plan_faults draws: a site's (replica deaths come from a plan of their own).
 constexpr std::size_t kSiteKinds = static_cast<std::size_t>(Fault::Kind::ReplicaDeath);
 
@@ -24,7 +37,8 @@ std::string describe(const Fault& f, const std::vector<std::string>& sites) {
   out << std::fixed << f.at << " fault: " << kNames[static_cast<std::size_t>(f.kind)];
   if (f.kind == Fault::Kind::ReplicaDeath && f.replica == Fault::kLeader) out << " (the leader)";
   if (f.kind == Fault::Kind::ReplicaDeath && f.replica != Fault::kLeader) out << " " << f.replica;
-  if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults && f.kind != Fault::Kind::Spike)
+  if (f.kind != Fault::Kind::Outage && f.kind != Fault::Kind::MessageFaults && f.kind != Fault::Kind::Spike &&
+      f.kind != Fault::Kind::RewriteCommit)
     out << " of " << sites[f.site];
   if (f.duration > 0) out << " for " << f.duration << " s";
   if (f.amount > 0) out << " (" << f.amount << ")";
@@ -65,6 +79,15 @@ std::vector<Fault> plan_outer_flips(Rng& rng, int sites, int count, double windo
     f.at = rng.uniform() * window_s;
     f.amount = rng.uniform();  // where in the weights
     faults.push_back(f);
+  }
+  return faults;
+}
+
+std::vector<Fault> plan_rewrites(Rng& rng, int count, double window_s) {
+  std::vector<Fault> faults(static_cast<std::size_t>(count));
+  for (Fault& f : faults) {
+    f.kind = Fault::Kind::RewriteCommit;
+    f.at = rng.uniform() * window_s;
   }
   return faults;
 }

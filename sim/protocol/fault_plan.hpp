@@ -29,6 +29,9 @@ struct Fault {
     // A bit of its outer weights flips (silent corruption: every replica's copy of a whole state,
     // the leader's part of a sharded one); the next version it applies or proposes finds it.
     OuterFlip,
+    // A member writes over the record of the newest version every live site holds with its own
+    // (the same deltas and weights, another proposer): etcd's auth cannot forbid it.
+    RewriteCommit,
   };
   Kind kind = Kind::Crash;
   double at = 0, duration = 0;
@@ -49,6 +52,8 @@ std::vector<Fault> plan_faults(Rng& rng, int sites, int count, double window_s);
 // of whichever replica leads its site then.
 // `count` bit flips in the sites' outer weights over [0, window_s).
 std::vector<Fault> plan_outer_flips(Rng& rng, int sites, int count, double window_s);
+// `count` records written over, over [0, window_s).
+std::vector<Fault> plan_rewrites(Rng& rng, int count, double window_s);
 
 std::vector<Fault> plan_replica_deaths(Rng& rng, const std::vector<int>& replicas, int count, double window_s,
                                        bool leaders = false);

@@ -34,11 +34,13 @@ void set_mutation(SimOptions& o, const std::string& name) {
   else if (name == "never-renew-lease") o.mutations.never_renew_lease = true;
   else if (name == "keep-last-part")
     o.mutations.keep_last_part = true;  // with --shard-outer
+  else if (name == "ignore-vouches")
+    o.mutations.ignore_vouches = true;  // with --rewrites
   else
     throw meridian::make_error(
         meridian::ErrorKind::Usage, "unknown mutation '", name,
         "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, rebase-wrong-fragment, "
-        "keep-dropped-round, unbounded-backlog, never-renew-lease, keep-last-part, equivocate)");
+        "keep-dropped-round, unbounded-backlog, never-renew-lease, keep-last-part, ignore-vouches, equivocate)");
 }
 
 int run(int argc, char** argv) {
@@ -74,6 +76,8 @@ int run(int argc, char** argv) {
       options.leader_deaths = std::stoi(value());
     else if (arg == "--outer-flips")
       options.outer_flips = std::stoi(value());
+    else if (arg == "--rewrites")
+      options.rewrites = std::stoi(value());
     else if (arg == "--split") {
       const std::string v = value();
       if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
@@ -90,7 +94,8 @@ int run(int argc, char** argv) {
   const auto began = std::chrono::steady_clock::now();
   std::uint64_t failed = 0, versions = 0, overflowed = 0, seeds_overflowed = 0;
   std::uint64_t streaming = 0, versions_past_fragment0 = 0, dropped = 0, held_in_parts = 0, regroups = 0, refetches = 0;
-  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0, diverged = 0, rebuilt = 0;
+  std::uint64_t replica_deaths = 0, leader_deaths = 0, mirror_cuts = 0, adopted = 0, diverged = 0, rebuilt = 0,
+                rewritten = 0, contradicted = 0;
   for (std::uint64_t seed = first; seed < last; ++seed) {
     const auto outcome = meridian::simulate(seed, options);
     versions += static_cast<std::uint64_t>(outcome.versions);
@@ -110,6 +115,8 @@ int run(int argc, char** argv) {
     adopted += outcome.states_adopted;
     diverged += outcome.diverged;
     rebuilt += outcome.rebuilt;
+    rewritten += outcome.rewritten;
+    contradicted += outcome.contradicted;
     for (const auto& line : outcome.trace) std::cout << line << "\n";
     if (outcome.ok()) continue;
     ++failed;
@@ -137,6 +144,9 @@ int run(int argc, char** argv) {
       static_cast<unsigned long long>(streaming), static_cast<unsigned long long>(versions_past_fragment0),
       static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(adopted),
       static_cast<unsigned long long>(diverged), static_cast<unsigned long long>(rebuilt));
+  if (options.rewrites > 0)
+    std::printf("commit records written over: %llu; records refused as a vouch contradicted them: %llu\n",
+                static_cast<unsigned long long>(rewritten), static_cast<unsigned long long>(contradicted));
   if (options.shard_outer)
     std::printf(
         "deltas held in parts: %llu; groups re-formed on a failed collective: %llu; catch-ups after a "

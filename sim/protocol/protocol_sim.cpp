@@ -103,6 +103,7 @@ class Run {
   void schedule(double at, std::function<void()> run) { actions_.push_back({at, std::move(run)}); }
   void start(const Fault& f);
   bool may_lose_disk(const SimSite& site);
+  void rewrite_commit();  // Fault::Kind::RewriteCommit
   bool all_done() const {
     return std::all_of(sites_.begin(), sites_.end(), [](const auto& s) { return s->done(); });
   }
@@ -128,9 +129,32 @@ class Run {
   SimWorld world_;
   std::vector<std::unique_ptr<SimSite>> sites_;
   std::vector<Action> actions_;
+  std::map<std::string, std::string> rewritten_;  // key -> the record first written there
   int message_faults_ = 0;
   SimOutcome outcome_;
 };
+
+void Run::rewrite_commit() {
+  // The newest version every live site holds: each of them read and applied its record.
+  std::int64_t version = -1;
+  for (const auto& s : sites_)
+    if (!s->down()) version = version < 0 ? s->version() : std::min(version, s->version());
+  if (version < 1) return;
+  const std::string key = RoundKeys(job_.name).commit(version);
+  const auto bytes = store_.get(key);
+  if (!bytes || rewritten_.contains(key)) return;
+  CommitRecord record;
+  try {
+    record = decode_commit(*bytes);
+  } catch (const Error&) {
+    return;  // junk is no record to write over
+  }
+  rewritten_[key] = *bytes;
+  ++outcome_.rewritten;
+  record.proposer = "mallory";
+  store_.put(key, encode(record), 0);
+  trace("version " + std::to_string(version) + "'s record written over");
+}
 
 bool Run::may_lose_disk(const SimSite& site) {
   // Judged when the disk goes, at the restart (the site may have run and committed alone since
@@ -217,6 +241,8 @@ void Run::start(const Fault& f) {
     case Fault::Kind::OuterFlip:
       site.flip_outer(f.amount);
       return;
+    case Fault::Kind::RewriteCommit:
+      return rewrite_commit();
     case Fault::Kind::ReplicaDeath: {
       const int replica = f.replica == Fault::kLeader ? site.leader_replica() : f.replica;
       if (replica < 0) return;  // the site is down
@@ -242,6 +268,11 @@ double Run::plan() {
     Rng flips = Rng::derive(job_.seed, 15);
     const auto flipped = plan_outer_flips(flips, options_.sites, options_.outer_flips, window);
     drawn.insert(drawn.end(), flipped.begin(), flipped.end());
+  }
+  if (!options_.plan && options_.rewrites > 0) {
+    Rng rewrites = Rng::derive(job_.seed, 16);
+    const auto written = plan_rewrites(rewrites, options_.rewrites, window);
+    drawn.insert(drawn.end(), written.begin(), written.end());
   }
   for (const Fault& f : drawn)
     faults.insert(
@@ -310,7 +341,11 @@ SimOutcome Run::go() {
     }
     checker_.fail(what);
   }
-  checker_.check_log(RoundKeys(job_.name), store_.dump());
+  // The sites are judged against the log as it was written: a record written over is the fault.
+  auto log = store_.dump();
+  for (auto& [key, value] : log)
+    if (const auto it = rewritten_.find(key); it != rewritten_.end()) value = it->second;
+  checker_.check_log(RoundKeys(job_.name), log);
   outcome_.violations = checker_.violations();
   outcome_.versions = checker_.newest_version();
   outcome_.rounds_dropped = checker_.rounds_dropped();
@@ -326,6 +361,7 @@ SimOutcome Run::go() {
     outcome_.states_adopted += s->states_adopted();
     outcome_.diverged += s->diverged();
     outcome_.rebuilt += s->rebuilt();
+    outcome_.contradicted += s->contradicted();
   }
   return outcome_;
 }
@@ -340,7 +376,8 @@ SimOutcome simulate(std::uint64_t seed, const SimOptions& options) {
        {std::pair{m.unverified_deltas, Mutant::UnverifiedDeltas}, std::pair{m.skip_rebase, Mutant::SkipRebase},
         std::pair{m.rebase_wrong_fragment, Mutant::RebaseWrongFragment},
         std::pair{m.keep_dropped_round, Mutant::KeepDroppedRound},
-        std::pair{m.unbounded_backlog, Mutant::UnboundedBacklog}, std::pair{m.keep_last_part, Mutant::KeepLastPart}})
+        std::pair{m.unbounded_backlog, Mutant::UnboundedBacklog}, std::pair{m.keep_last_part, Mutant::KeepLastPart},
+        std::pair{m.ignore_vouches, Mutant::IgnoreVouches}})
     if (wanted) on.push_back(std::make_unique<MutantOn>(which));
   Run run(seed, options);
   try {

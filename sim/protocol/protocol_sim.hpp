@@ -31,6 +31,7 @@ struct SimOptions {
   int replica_deaths = 3;  // with shard_outer: member replicas that die alone, besides `faults`
   int leader_deaths = 2;   // ... and leaders (whichever replica leads its site then)
   int outer_flips = 0;     // bits flipped in a site's outer weights (Fault::OuterFlip), besides `faults`
+  int rewrites = 0;        // committed records written over (Fault::RewriteCommit), besides `faults`
   SimMutations mutations;
   bool trace = false;
   // Set: exactly these faults (a scenario a test states), in place of `faults` drawn from the seed.
@@ -68,6 +69,8 @@ struct SimOutcome {
   std::uint64_t states_adopted = 0;  // versions the sites took as a peer's state, not from deltas
   std::uint64_t diverged = 0;        // times a site found its copy of the outer state wrong (version_diverged)
   std::uint64_t rebuilt = 0;         // ... and rebuilt it from its own disk (copy_rebuilt)
+  std::uint64_t rewritten = 0;       // commit records written over (Fault::RewriteCommit)
+  std::uint64_t contradicted = 0;    // records a site refused because a vouch contradicted them
   std::vector<SimCommit> history;  // by version, from 1
   bool ok() const { return violations.empty(); }
 };

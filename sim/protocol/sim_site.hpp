@@ -46,6 +46,7 @@ struct SimMutations {
   bool rebase_wrong_fragment = false;  // Mutant::RebaseWrongFragment: fragment 0 rebased, not the commit's
   bool unbounded_backlog = false;  // Mutant::UnboundedBacklog: an overlapped site never waits on its backlog
   bool keep_last_part = false;     // Mutant::KeepLastPart: a later copy of a kept part replaces it (shard_outer)
+  bool ignore_vouches = false;     // Mutant::IgnoreVouches: a record written over is applied by whoever reads it first
   bool keep_dropped_round = false;  // Mutant::KeepDroppedRound: a lost round's progress stays in the weights
   bool never_renew_lease = false;  // nobody keeps the membership lease alive
   // An equivocating site (first) sends one peer (second) other bytes than it announced, under the
@@ -151,6 +152,8 @@ class SimSite final : private RoundEvents {
   std::uint64_t diverged() const { return diverged_; }
   // ... and the versions it took rebuilt from its disk and journal (not counted as adopted).
   std::uint64_t rebuilt() const { return rebuilt_; }
+  // The records it refused because a vouch contradicted them (a commit_contradicted event).
+  std::uint64_t contradicted() const { return contradicted_; }
 
  private:
   struct Lease;
@@ -231,7 +234,8 @@ class SimSite final : private RoundEvents {
   std::unique_ptr<Incarnation> incarnation_;
   std::uint64_t incarnations_ = 0;
   std::uint64_t assembled_ = 0, held_in_parts_ = 0, regroups_ = 0, refetches_ = 0, replica_deaths_ = 0,
-                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0, diverged_ = 0, rebuilt_ = 0;
+                leader_deaths_ = 0, mirror_cuts_ = 0, states_adopted_ = 0, diverged_ = 0, rebuilt_ = 0,
+                contradicted_ = 0;
   std::optional<std::int64_t> rebuilt_pending_;  // the version of the copy rebuilt, until a state is taken
   bool stopped_ = false, cut_ = false, drained_ = false, paused_outer_ = false, done_ = false, spike_ = false;
 };

@@ -141,6 +141,7 @@ void SimSite::log_events() {
   for (const auto& e : incarnation_->cross().take_events()) {
     diverged_ += e.kind == "version_diverged";
     if (e.kind == "copy_rebuilt") rebuilt_pending_ = e.number;
+    contradicted_ += e.kind == "commit_contradicted";
     say("event " + e.kind + (e.site.empty() ? "" : " " + e.site) + " " + std::to_string(e.number) + " " + e.detail);
   }
 }

@@ -6,36 +6,12 @@
 #include <algorithm>
 #include <string>
 
-#include "crosssite/control/memory_control_plane.hpp"
-#include "crosssite/round/commit_log.hpp"
+#include "tests/crosssite/chained_log.hpp"
 
 namespace meridian {
-namespace {
 
-CommitRecord record(std::int64_t version, const std::string& proposer, std::int64_t round) {
-  CommitRecord r;
-  r.number = version;
-  r.proposer = proposer;
-  r.params_hash = 0x1000 + static_cast<std::uint64_t>(round);
-  r.entries.push_back(CommitEntry{proposer, round, version - 1, 1.0, {}, 0});
-  return r;
-}
-
-struct Log {
-  ManualClock clock;
-  MemoryStore store{clock};
-  MemoryControlPlane control{store, clock, 1};
-  CommitLog log{"job", 1};
-  CrossSiteEvents events;
-
-  void read() { log.read(control, events); }
-  std::size_t count(const std::string& kind) const {
-    return static_cast<std::size_t>(
-        std::count_if(events.begin(), events.end(), [&](const CrossSiteEvent& e) { return e.kind == kind; }));
-  }
-};
-
-}  // namespace
+using testing::Log;
+using testing::record;
 
 TEST_CASE("commit log: each read sees the records written since the last, and the newest version") {
   Log l;
@@ -149,6 +125,49 @@ TEST_CASE(
     CHECK(l.log.record(4) != nullptr);
     CHECK(l.log.record(5) != nullptr);
   }
+}
+
+using testing::chained;
+using testing::sha;
+using testing::write_all;
+
+TEST_CASE("commit log: a vouch names every record down the chain, and a record written over one is contradicted") {
+  const auto log = chained(4);
+  const Digest vouch = sha(log[3]);  // a peer applied version 4 as written
+  Log honest;
+  write_all(honest, log);
+  for (std::int64_t v = 1; v <= 4; ++v) CHECK_FALSE(honest.log.contradiction(v, 4, vouch).has_value());
+  CHECK(honest.log.digest(4) == vouch);
+  const auto wrong = honest.log.contradiction(2, 4, sha(log[2]));
+  REQUIRE(wrong.has_value());
+  CHECK(wrong->version == 4);
+  CHECK(wrong->why.starts_with("the record of version 4 read here (SHA-256 " + short_hex(vouch) + ")"));
+
+  // A site that reads the log for the first time after version 2 was written over.
+  Log late;
+  write_all(late, chained(4, 2));
+  const auto why = late.log.contradiction(2, 4, vouch);
+  REQUIRE(why.has_value());
+  CHECK(why->version == 2);
+  CHECK(why->why == "the record of version 2 read here (SHA-256 " + short_hex(sha(chained(4, 2)[1])) +
+                        ") is not the one vouched for (" + short_hex(sha(log[1])) + ")");
+  CHECK_FALSE(late.log.contradiction(3, 4, vouch).has_value());  // the records after it are the ones written
+  // Its own newest record heads the same chain: no peer is needed to see it.
+  CHECK(late.log.contradiction(2, 4, *late.log.digest(4)).has_value());
+  // Nothing to judge: a vouch for a version not read here, or for one before the record.
+  CHECK_FALSE(late.log.contradiction(2, 5, vouch).has_value());
+  CHECK_FALSE(late.log.contradiction(3, 2, sha(log[1])).has_value());
+}
+
+TEST_CASE("commit log: a record from before the chain ends the walk, and judges nothing below it") {
+  auto log = chained(3, 1);
+  auto three = decode_commit(log[2]);
+  three.previous = Digest{};
+  log[2] = encode(three);
+  Log l;
+  write_all(l, log);
+  CHECK_FALSE(l.log.contradiction(1, 3, sha(log[2])).has_value());
+  CHECK(l.log.contradiction(1, 2, sha(chained(2)[1])).has_value());
 }
 
 }  // namespace meridian

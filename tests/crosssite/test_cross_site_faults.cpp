@@ -407,3 +407,65 @@ TEST_CASE("a delta still on its way from a site that left once its round was mer
   CHECK(OuterState::weights_hash(a.state.global()) == c.last->params_hash);
   CHECK(a.cross.traffic().refused.total() == 0);
 }
+
+TEST_CASE(
+    "a record written over the one its peers applied is never applied by a site that reads it first, and they put it "
+    "back") {
+  EtcdServer etcd;
+  auto sites = joined_sites(etcd, {CodecKind::Int8, 256});
+  Site& a = *sites[0];
+  Site& b = *sites[1];
+  Site& c = *sites[2];
+  for (std::int64_t round = 0; round < 2; ++round) {
+    for (auto& s : sites) s->submit(round);
+    commit_all(sites);
+  }
+  // a and b make version 3 of every site's round 2 while c does not look (their deltas reach c's
+  // link all the same), and vouch for it under their own keys at their next looks.
+  for (auto& s : sites) s->submit(2);
+  const RoundKeys keys("job");
+  const auto vouched = [&](const std::string& site) {
+    const auto bytes = a.etcd.get(keys.vouch(site));
+    return bytes ? decode_vouch(*bytes).version : 0;
+  };
+  const double vouched_by = seconds_now() + 10;
+  while (vouched("a") < 3 || vouched("b") < 3) {
+    REQUIRE(seconds_now() < vouched_by);
+    for (Site* s : {&a, &b})
+      if (auto commit = s->cross.poll_commit(s->state, 5ms)) s->apply(*commit);
+  }
+  // A member writes version 3's record over with its own: the same deltas, another proposer.
+  const std::string applied = *a.etcd.get(keys.commit(3));
+  auto forged = decode_commit(applied);
+  forged.proposer = "mallory";
+  a.etcd.put(keys.commit(3), encode(forged));
+  // c reads mallory's record first, holds both deltas it lists, and applies nothing of it.
+  const double looked_until = seconds_now() + 1;
+  while (seconds_now() < looked_until) CHECK_FALSE(c.cross.poll_commit(c.state, 5ms).has_value());
+  CHECK(c.cross.waiting().what == Waiting::What::Contradicted);
+  auto events = c.cross.take_events();
+  const auto said = std::find_if(events.begin(), events.end(),
+                                 [](const CrossSiteEvent& e) { return e.kind == "commit_contradicted"; });
+  REQUIRE(said != events.end());
+  CHECK(said->number == 3);
+  CHECK((said->site == "a" || said->site == "b"));
+  // a and b see the record they applied written over, and put it back; c reads it afresh.
+  const double deadline = seconds_now() + 15;
+  while (c.state.version() < 3) {
+    REQUIRE_MESSAGE(seconds_now() < deadline, "c waits for ", c.cross.describe_wait());
+    if (auto commit = c.cross.poll_commit(c.state, 5ms)) {
+      CHECK(commit->record.proposer != "mallory");
+      c.apply(*commit);
+    }
+    for (Site* s : {&a, &b}) CHECK_FALSE(s->cross.poll_commit(s->state, 1ms).has_value());
+  }
+  CHECK(*a.etcd.get(keys.commit(3)) == applied);
+  int restored = 0;
+  for (Site* s : {&a, &b})
+    for (const auto& e : s->cross.take_events()) restored += e.kind == "commit_restored" && e.number == 3;
+  CHECK(restored == 1);  // one swap wins
+  CHECK(OuterState::weights_hash(c.state.global()) == a.last->params_hash);
+  // From here c's versions come as the others' do.
+  for (auto& s : sites) s->submit(3);
+  commit_all(sites);
+}

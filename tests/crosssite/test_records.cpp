@@ -94,6 +94,24 @@ TEST_CASE("a commit carries every fragment's screen: none in records from before
   CHECK_THROWS_AS(decode_commit(encode(c)), Error);
 }
 
+TEST_CASE(
+    "a commit names the record before it (none in records from before), and a vouch lives under its site's records") {
+  CommitRecord c{13, {{"a", 12, 11, 3.5, digest(1)}}, 7, "a", {}};
+  c.previous = digest(9);
+  CHECK(decode_commit(encode(c)) == c);
+  c.previous = Digest{};  // version 1, or a record from before the chain
+  CHECK(decode_commit(encode(c)).previous == Digest{});
+  const Vouch v{"eu-west", 41, digest(4)};
+  CHECK(decode_vouch(encode(v)) == v);
+  CHECK_THROWS_AS(decode_vouch(encode(Vouch{"eu-west", 0, digest(4)})), Error);  // no version 0 record
+  CHECK_THROWS_AS(decode_vouch(encode(DeltaRequest{"a", 12})), Error);
+  const RoundKeys keys("job");
+  CHECK(keys.vouch("eu-west") == keys.deltas() + "eu-west/vouched");
+  CHECK(RoundKeys::is_vouch(keys.vouch("eu-west")));
+  CHECK_FALSE(RoundKeys::is_vouch(keys.delta("eu-west", 12)));
+  CHECK_FALSE(RoundKeys::is_dispute(keys.vouch("eu-west")));
+}
+
 TEST_CASE("round records refuse bytes that are not theirs, as peer errors") {
   for (const std::string& bad : {std::string(), std::string("xyz"), std::string(16, '\xff'), std::string(24, '\0')}) {
     CAPTURE(bad.size());

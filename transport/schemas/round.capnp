@@ -27,6 +27,15 @@ struct MemberRecord {
                            # outer state is sharded); part i for its replica i
 }
 
+# "deltas/<site>/vouched": the newest version the site applied, and the SHA-256 of that version's
+# record as it read it: its vouch for the log up to there (CommitRecord.previous chains the rest).
+struct Vouch {
+  version @0 :UInt16;
+  site @1 :Text;
+  vouched @2 :Int64;
+  digest @3 :Data;
+}
+
 # "deltas/<site>/<round>": a site finished a round and is sending its encoded delta.
 struct DeltaAnnouncement {
   version @0 :UInt16;
@@ -84,6 +93,8 @@ struct CommitRecord {
                                # holds the version screens alike, one that restarted or adopted a
                                # peer's state too. Empty in older records: the screens add the
                                # norms of the entries they decoded
+  previous @9 :Data;           # SHA-256 of version number - 1's record as the proposer read it:
+                               # the log's chain (absent for version 1 and in older records)
 }
 
 # Sent over a link: "send me your state (OuterState::snapshot) if you hold at least this version":
