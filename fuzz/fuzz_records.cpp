@@ -31,13 +31,16 @@ int meridian_fuzz_records(const std::uint8_t* data, std::size_t size) {
   const auto which = in.take<std::uint8_t>();
   const std::string_view bytes = in.rest_text();
   try {
-    switch (which % 6) {
+    switch (which % 7) {
       case 0: round_trip(bytes, decode_member); break;
       case 1: round_trip(bytes, decode_announcement); break;
       case 2: round_trip(bytes, decode_commit); break;
       case 3: round_trip(bytes, decode_dispute); break;
       case 4: round_trip(bytes, decode_delta_request); break;
       case 5: round_trip(bytes, decode_state_request); break;
+      case 6:
+        round_trip(bytes, decode_vouch);
+        break;
     }
   } catch (const Error&) {
   }

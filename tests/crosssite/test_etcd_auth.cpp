@@ -71,8 +71,9 @@ TEST_CASE("a site's user writes its own records and the shared ones, and reads b
   const RoundKeys keys("a");
   EtcdClient ax(as(server, EtcdCredentials{etcd_site_user("a", "x"), "pw-ax"}));
   EtcdClient ay(as(server, EtcdCredentials{etcd_site_user("a", "y"), "pw-ay"}));
-  // Its own: its member record, its announcements, the disputes it files.
+  // Its own: its member record, its announcements, the disputes it files, its vouch.
   ax.put(keys.member("x"), "m");
+  ax.put(keys.vouch("x"), "x applied version 1");
   ax.put(keys.delta("x", 1), "announced");
   ax.put(keys.dispute("y", 1, "x"), "y equivocated");
   // Shared: the commit log, the emulated WAN's start and the operator's faults.
@@ -82,11 +83,11 @@ TEST_CASE("a site's user writes its own records and the shared ones, and reads b
   // Another site's records: read, never written, its announcement not overwritten, no dispute in its name.
   ay.put(keys.delta("y", 1), "y's own");
   CHECK(ax.get(keys.delta("y", 1)) == std::optional<std::string>("y's own"));
-  for (const std::string& key : {keys.member("y"), keys.delta("y", 1), keys.dispute("x", 1, "y")})
+  for (const std::string& key : {keys.member("y"), keys.delta("y", 1), keys.dispute("x", 1, "y"), keys.vouch("y")})
     CHECK(testing::error_of(ErrorKind::Peer, [&] { ax.put(key, "forged"); }).find("permission denied") !=
           std::string::npos);
   CHECK(ay.get(keys.delta("y", 1)) == std::optional<std::string>("y's own"));
-  CHECK(ay.get_prefix(keys.root()).size() == 7);
+  CHECK(ay.get_prefix(keys.root()).size() == 8);
   // The permissions themselves: read the job, write the site's own prefix, nothing of a site whose name extends it.
   const auto granted = etcd_site_permissions("a", "x");
   CHECK(granted.front() == EtcdPermission{false, "/meridian/a/", true});

@@ -142,8 +142,9 @@ class TwoSites {
   }
   std::vector<DeltaAnnouncement> announced(const std::string& site) {
     std::vector<DeltaAnnouncement> out;
-    for (const auto& [key, value] : etcd_->get_prefix(RoundKeys(name_).deltas() + site + "/"))
-      out.push_back(decode_announcement(value));
+    const RoundKeys keys(name_);
+    for (const auto& [key, value] : etcd_->get_prefix(keys.deltas() + site + "/"))
+      if (!RoundKeys::is_vouch(key) && !RoundKeys::is_dispute(key)) out.push_back(decode_announcement(value));
     return out;
   }
   bool member(const std::string& site) { return etcd_->get(RoundKeys(name_).member(site)).has_value(); }
