@@ -132,7 +132,13 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
       std::optional<Commit> commit;
       if (announce_pending()) {
         const ControlGate::Reads reads = gate_.reads_due();
-        control([&](ControlPlane& plane) { commit = check_control(plane, state, reads); });
+        control([&](ControlPlane& plane) {
+          commit = check_control(plane, state, reads);
+          // Vouched for before its replicas apply it: a site that reads a record written over
+          // this one meanwhile finds the vouch already there (a lockstep site looks again only
+          // at its next round's end).
+          put_vouch(plane);
+        });
       }
       if (commit) return commit;
     }
@@ -141,6 +147,12 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
     pump(std::min(deadline, gate_.next_look()));  // at least once: peers' requests are answered here
     if (clock_() >= deadline || transfer_.assembly_wanted()) return std::nullopt;
   }
+}
+
+void CrossSite::put_vouch(ControlPlane& plane) {
+  if (!vouch_due_) return;
+  plane.put(log_.keys().vouch(options_.site), encode(*vouch_due_), 0);  // no lease: it outlives the site
+  vouch_due_.reset();
 }
 
 bool CrossSite::announce_pending() {
@@ -155,10 +167,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
   log_.repair(plane, events_);
-  if (vouch_due_) {
-    plane.put(log_.keys().vouch(options_.site), encode(*vouch_due_), 0);  // no lease: it outlives the site
-    vouch_due_.reset();
-  }
+  put_vouch(plane);
   if (const auto held = log_.forget_before(next)) {
     copy_.hold(held->number, held->params_hash);
     store_.follow_screens(*held);

@@ -256,6 +256,8 @@ class CrossSite final : public RoundPeers {
   // Once per divergence, with saved_state: the copy rebuilt from the checkpoint and the journal,
   // received as a peer's state would be (catch_up takes it), or an event saying why not.
   void rebuild_copy(const OuterState& state);
+  // This site's vouch for the newest version it handed out, if not written yet.
+  void put_vouch(ControlPlane& plane);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
