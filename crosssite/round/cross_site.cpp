@@ -167,7 +167,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (reads.members) refresh_members();
   if (reads.announcements) read_announcements(plane);
   log_.repair(plane, events_);
-  put_vouch(plane);
+  put_vouch(plane);  // one a failed look left unwritten, before anything else is handed out
   if (const auto held = log_.forget_before(next)) {
     copy_.hold(held->number, held->params_hash);
     store_.follow_screens(*held);
@@ -205,11 +205,8 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
 }
 
 std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record, const OuterState& state) {
-  if (auto found = vouches_.against(record, log_, events_)) {
-    waiting_ = {Waiting::What::Contradicted, record.number, std::move(found->why)};
-    // The record there now is read afresh once another site puts back the one it applied, or a
-    // state under a newer record is taken.
-    log_.forget_read(found->version);
+  if (auto why = contradicted(record)) {
+    waiting_ = {Waiting::What::Contradicted, record.number, std::move(*why)};
     transfer_.note_stuck();
     return std::nullopt;
   }
@@ -259,8 +256,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
   if (transfer_.has_newer_than(state.version() - (copy_.diverged() ? 1 : 0))) {
     const CommitRecord* record = log_.record(transfer_.received_version());
     if (!record) return std::nullopt;  // its commit is not read yet: next time
-    if (const auto found = vouches_.against(*record, log_, events_)) {
-      log_.forget_read(found->version);
+    if (contradicted(*record)) {
       transfer_.drop();
       return std::nullopt;
     }
@@ -283,6 +279,15 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
     request_state(log_.newest());
   }
   return std::nullopt;
+}
+
+std::optional<std::string> CrossSite::contradicted(const CommitRecord& record) {
+  auto found = vouches_.against(record, log_, events_);
+  if (!found) return std::nullopt;
+  // The record there now is read afresh once another site puts back the one it applied; until
+  // then a state under a newer record is the way on.
+  log_.forget_read(found->version);
+  return std::move(found->why);
 }
 
 void CrossSite::applied(const CommitRecord& record) {

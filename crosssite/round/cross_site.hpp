@@ -258,6 +258,8 @@ class CrossSite final : public RoundPeers {
   void rebuild_copy(const OuterState& state);
   // This site's vouch for the newest version it handed out, if not written yet.
   void put_vouch(ControlPlane& plane);
+  // Why `record` is not to be applied (vouches.hpp), its read forgotten; nothing if it may be.
+  std::optional<std::string> contradicted(const CommitRecord& record);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
