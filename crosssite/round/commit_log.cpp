@@ -31,8 +31,8 @@ void CommitLog::read(ControlPlane& control, CrossSiteEvents& events) {
   for (const auto& [key, value] : read.kvs) {
     try {
       auto record = decode_at(keys_, fragments_, key, value);
+      newest_ = std::max(newest_, record.number);  // committed, even if another record was read (or recalled) there
       if (!first_read(key, value, record, events)) continue;
-      newest_ = std::max(newest_, record.number);
       unreadable_.erase(record.number);
       bytes_[record.number] = value;
       commits_[record.number] = std::move(record);
@@ -42,6 +42,25 @@ void CommitLog::read(ControlPlane& control, CrossSiteEvents& events) {
       events.push_back({"commit_unreadable", "", version.value_or(0), e.what()});
     }
   }
+}
+
+void CommitLog::recall(const std::map<std::int64_t, std::string>& applied) {
+  for (const auto& [version, value] : applied) {
+    CommitRecord record;
+    try {
+      record = decode_at(keys_, fragments_, keys_.commit(version), value);
+    } catch (const Error&) {
+      continue;
+    }
+    first_read_[version] = sha256(std::as_bytes(std::span(value.data(), value.size())));
+    bytes_[version] = value;
+    commits_[version] = std::move(record);
+  }
+}
+
+const std::string* CommitLog::bytes(std::int64_t version) const {
+  const auto it = bytes_.find(version);
+  return it == bytes_.end() ? nullptr : &it->second;
 }
 
 bool CommitLog::first_read(const std::string& key, const std::string& value, const CommitRecord& record,
@@ -118,6 +137,18 @@ std::optional<CommitLog::Contradiction> CommitLog::contradiction(std::int64_t ve
     if (r == nullptr || r->previous == Digest{}) return std::nullopt;
     want = r->previous;
   }
+}
+
+std::optional<Digest> CommitLog::held_as(std::int64_t version, const Digest& digest) {
+  std::optional<Digest> other;
+  if (const auto read = first_read_.find(version); read != first_read_.end() && read->second != digest) {
+    other = read->second;
+    commits_.erase(version);
+    held_.erase(version);
+    bytes_.erase(version);
+  }
+  first_read_[version] = digest;
+  return other;
 }
 
 void CommitLog::forget_read(std::int64_t version) {

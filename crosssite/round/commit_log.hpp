@@ -37,6 +37,15 @@ class CommitLog {
   bool claim(ControlPlane& control, std::int64_t version, const std::string& record, const std::string& site,
              CrossSiteEvents& events);
 
+  // The records this site applied before it restarted, as its journal kept them
+  // (DeltaJournal::records): each is the one read of its version, as if just read, so another
+  // found there now is a rewrite (put back by repair once the site holds it). One the journal
+  // damaged is passed over: the log's is read instead. newest() stays what the control plane
+  // shows (a relaunch starts a fresh one: the job's sites are waited for again).
+  void recall(const std::map<std::int64_t, std::string>& applied);
+  // The bytes of a record read (or recalled) and not dropped yet; null otherwise.
+  const std::string* bytes(std::int64_t version) const;
+
   const CommitRecord* find(std::int64_t version) const;
   // Drops the records of versions before `version` (the site holds them); returns the one of
   // `version - 1` if it was still here (what the site holds: a restarted site learns from it).
@@ -64,6 +73,11 @@ class CommitLog {
     std::string why;
   };
   std::optional<Contradiction> contradiction(std::int64_t version, std::int64_t vouched, const Digest& digest) const;
+  // A site that restarted from its disk holds `version` without having applied a record here; its
+  // own vouch names the one it applied (`digest`). That is the version's record from now on, the
+  // one this site's proposals chain onto (CommitRecord::previous), and one written over it is not
+  // put back from here (repair); another read there is forgotten, and its SHA-256 returned.
+  std::optional<Digest> held_as(std::int64_t version, const Digest& digest);
   // A record this site read that a vouch contradicts is forgotten: the one put back there is read
   // afresh (repair below), and judged again.
   void forget_read(std::int64_t version);

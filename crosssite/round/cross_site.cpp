@@ -149,12 +149,6 @@ std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state,
   }
 }
 
-void CrossSite::put_vouch(ControlPlane& plane) {
-  if (!vouch_due_) return;
-  plane.put(log_.keys().vouch(options_.site), encode(*vouch_due_), 0);  // no lease: it outlives the site
-  vouch_due_.reset();
-}
-
 bool CrossSite::announce_pending() {
   return !outbox_.pending() || control([&](ControlPlane& plane) { outbox_.announce(plane, log_.keys()); });
 }
@@ -169,6 +163,7 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   log_.repair(plane, events_);
   put_vouch(plane);  // one a failed look left unwritten, before anything else is handed out
   if (const auto held = log_.forget_before(next)) {
+    judge_held(*held);
     copy_.hold(held->number, held->params_hash);
     store_.follow_screens(*held);
     // A site that restarted from its checkpoint holds this version without having applied its
@@ -198,8 +193,14 @@ std::optional<CrossSite::Commit> CrossSite::check_control(ControlPlane& plane, c
   if (far_behind) return std::nullopt;
   if (found) return hand_out(*found, state);
   // Committed, but its record forgotten here (a vouch contradicted it): no proposal can take the
-  // version, the record put back or a state under a newer one is the way on.
-  if (log_.newest() >= next) return std::nullopt;
+  // version, the record put back or a state under a newer one is the way on. Nobody may put it
+  // back (the sites that applied it restarted since, or left): after catch_up_after, a state.
+  if (log_.newest() >= next) {
+    if (waiting_.what != Waiting::What::Contradicted)
+      waiting_ = {Waiting::What::Contradicted, next, "its record read here was refused on a vouch"};
+    transfer_.note_stuck();
+    return std::nullopt;
+  }
   propose(plane, state);
   return std::nullopt;
 }
@@ -220,6 +221,7 @@ std::optional<CrossSite::Commit> CrossSite::hand_out(const CommitRecord& record,
   }
   // On disk before it is applied: a restart from an older checkpoint can apply it again.
   store_.journal(record.entries);
+  journal_record(record.number);
   Commit commit = proposer_.commit_of(record, state);
   const std::string damage = commit.outcome ? copy_.damage(state) : std::string();
   applied(record);
@@ -255,7 +257,11 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
   // A copy that is not its version takes the version it holds, too.
   if (transfer_.has_newer_than(state.version() - (copy_.diverged() ? 1 : 0))) {
     const CommitRecord* record = log_.record(transfer_.received_version());
-    if (!record) return std::nullopt;  // its commit is not read yet: next time
+    if (!record) {
+      // Its commit is not read yet: next time. One read and refused (or unreadable) never comes.
+      if (log_.newest() >= transfer_.received_version()) transfer_.drop();
+      return std::nullopt;
+    }
     if (contradicted(*record)) {
       transfer_.drop();
       return std::nullopt;
@@ -266,6 +272,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
       ++counts().states_refused;
       return std::nullopt;
     }
+    journal_record(record->number);
     ++(rebuilt ? counts().copies_rebuilt : counts().states_adopted);
     copy_.replaced();
     read_announcements(plane);  // how far the others have got: the site fast-forwards to there
@@ -274,20 +281,12 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
     return commit;
   }
   if (far_behind || transfer_.stuck_long()) {
-    waiting_ = {Waiting::What::PeerState, log_.newest(), ""};
+    const std::int64_t wanted = state_wanted(state.version() + 1);
+    waiting_ = {Waiting::What::PeerState, wanted, ""};
     refresh_members();
-    request_state(log_.newest());
+    request_state(wanted);
   }
   return std::nullopt;
-}
-
-std::optional<std::string> CrossSite::contradicted(const CommitRecord& record) {
-  auto found = vouches_.against(record, log_, events_);
-  if (!found) return std::nullopt;
-  // The record there now is read afresh once another site puts back the one it applied; until
-  // then a state under a newer record is the way on.
-  log_.forget_read(found->version);
-  return std::move(found->why);
 }
 
 void CrossSite::applied(const CommitRecord& record) {
@@ -404,6 +403,11 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   return false;
 }
 
+std::int64_t CrossSite::state_wanted(std::int64_t next) const {
+  const std::int64_t newest = log_.newest();
+  return newest >= next && log_.record(next) == nullptr ? std::max(newest, next + 1) : newest;
+}
+
 void CrossSite::request_state(std::int64_t min_version) {
   const MemberRecord* peer = transfer_.next_source(membership_.members(), options_.site);
   if (peer == nullptr) return;
@@ -464,6 +468,7 @@ bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::
 void CrossSite::read_journal() {
   // Checked against a commit's digest before any use, like every delta.
   for (auto& [key, bytes] : outbox_.load(courier_.link().chunk_bytes())) store_.put(key, std::move(bytes), true);
+  if (const auto journal = outbox_.journal()) log_.recall(journal->records());
 }
 
 void CrossSite::pump(double until) {

@@ -260,6 +260,12 @@ class CrossSite final : public RoundPeers {
   void put_vouch(ControlPlane& plane);
   // Why `record` is not to be applied (vouches.hpp), its read forgotten; nothing if it may be.
   std::optional<std::string> contradicted(const CommitRecord& record);
+  // The record of `version` as read, into the journal, before the site applies it (recalled at a restart).
+  void journal_record(std::int64_t version);
+  // `read`, the record of the version this site holds (CommitLog::forget_before), against its own
+  // earlier vouch: a site restarted from its disk applied the record that names, and chains its
+  // proposals onto it; another read there is an event, kept only for what it merged.
+  void judge_held(const CommitRecord& read);
   // Makes `record` the newest version this site holds: merged rounds, their bytes and the screen.
   void applied(const CommitRecord& record);
   // Drops what `record` merged (up to its `merged` rounds per site) from what may still be proposed.
@@ -273,6 +279,9 @@ class CrossSite final : public RoundPeers {
   bool holds_deltas_of(const CommitRecord& record);  // intact, every one: the commit can be applied
   // Held and screened fine: may go into a proposal. A delta that fails the screen is refused for good.
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
+  // The oldest version worth asking a peer's state of: the newest committed, and past `next` when
+  // its record is not here to apply (refused on a vouch, or unreadable) though newer ones are.
+  std::int64_t state_wanted(std::int64_t next) const;
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
   void request(const std::string& site, std::int64_t round, bool overdue);

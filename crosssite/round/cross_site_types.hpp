@@ -20,7 +20,8 @@ struct CrossSiteEvent {
   // "version_diverged" (its own copy of the outer state is not its version), "copy_rebuilt" (that
   // copy rebuilt from its checkpoint and journal: number the version reached), "copy_not_rebuilt",
   // "commit_contradicted" (a record another site's vouch, or this site's newest record, says is not
-  // the one applied: site is the voucher, never applied), "commit_restored" (a record this site
+  // the one applied: site is the voucher, never applied; naming this site, the record of the
+  // version a restart holds is not the one its own vouch names), "commit_restored" (a record this site
   // applied, written over since, put back)
   std::string kind;
   std::string site;  // the peer

@@ -17,11 +17,24 @@ namespace {
 constexpr std::string_view kPrefix = "round-";
 constexpr std::string_view kSuffix = ".delta";
 
-std::string file_name(std::int64_t round) {
-  char name[40];
-  std::snprintf(name, sizeof name, "round-%012lld.delta", static_cast<long long>(round));
-  return name;
+constexpr std::string_view kRecordPrefix = "commit-";
+constexpr std::string_view kRecordSuffix = ".record";
+
+// `prefix`, `n` in twelve digits, `suffix`: a journal file's name.
+std::string numbered(std::string_view prefix, std::int64_t n, std::string_view suffix) {
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%012lld", static_cast<long long>(n));
+  return std::string(prefix) + digits + std::string(suffix);
 }
+
+// What `name` holds between `prefix` and `suffix`, if it has both.
+std::optional<std::string_view> between(const std::string& name, std::string_view prefix, std::string_view suffix) {
+  if (name.size() < prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix))
+    return std::nullopt;
+  return std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+}
+
+std::string file_name(std::int64_t round) { return numbered(kPrefix, round, kSuffix); }
 
 std::string part_name(std::int64_t round, int index, int count) {
   char name[64];
@@ -47,8 +60,9 @@ std::optional<T> number(std::string_view& text) {
 }
 
 FileName parse(const std::string& name) {
-  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return {};
-  std::string_view rest = std::string_view(name).substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  const auto inner = between(name, kPrefix, kSuffix);
+  if (!inner) return {};
+  std::string_view rest = *inner;
   const auto round = number<std::int64_t>(rest);
   if (!round || *round < 0) return {};
   if (rest.empty()) return {*round};
@@ -61,6 +75,16 @@ FileName parse(const std::string& name) {
   const auto count = number<int>(rest);
   if (!count || !rest.empty() || *index < 0 || *index >= *count) return {};
   return {*round, *index, *count};
+}
+
+std::string record_name(std::int64_t version) { return numbered(kRecordPrefix, version, kRecordSuffix); }
+
+// The version a record file's name says, or -1 for a name the journal did not write.
+std::int64_t record_version(const std::string& name) {
+  auto rest = between(name, kRecordPrefix, kRecordSuffix);
+  if (!rest) return -1;
+  const auto version = number<std::int64_t>(*rest);
+  return version && rest->empty() && *version >= 0 ? *version : -1;
 }
 
 std::vector<std::byte> read_file(const std::filesystem::path& path) {
@@ -194,6 +218,34 @@ std::optional<std::vector<std::byte>> FileDeltaJournal::read(const Key& key) con
     if (name.round == key.second && name.count > 0) parts[{name.count, name.index}] = read_file(entry.path());
   }
   return joined_parts(parts);
+}
+
+void MemoryDeltaJournal::erase_records_before(std::int64_t version) {
+  std::erase_if(records_, [&](const auto& r) { return r.first < version; });
+}
+
+void FileDeltaJournal::write_record(std::int64_t version, const std::string& bytes) {
+  put(dir_ / record_name(version), std::as_bytes(std::span(bytes.data(), bytes.size())));
+}
+
+void FileDeltaJournal::erase_records_before(std::int64_t version) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const auto v = record_version(entry.path().filename().string());
+    if (v >= 0 && v < version) std::filesystem::remove(entry.path(), ec);  // one left behind goes next time
+  }
+}
+
+std::map<std::int64_t, std::string> FileDeltaJournal::records() const {
+  std::map<std::int64_t, std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const auto v = record_version(entry.path().filename().string());
+    if (v < 0 || !entry.is_regular_file()) continue;
+    const auto bytes = read_file(entry.path());
+    out[v].assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  return out;
 }
 
 }  // namespace meridian

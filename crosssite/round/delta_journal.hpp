@@ -41,6 +41,13 @@ class DeltaJournal {
   virtual std::map<Key, std::vector<std::byte>> load() const = 0;
   // One entry; nullopt when the journal does not hold it.
   virtual std::optional<std::vector<std::byte>> read(const Key& key) const = 0;
+
+  // The commit record of a version the site applies, its bytes as read from the control plane:
+  // after a restart the site knows which record it applied, and puts it back should a member have
+  // written another over it meanwhile (CommitLog::recall).
+  virtual void write_record(std::int64_t version, const std::string& bytes) = 0;
+  virtual void erase_records_before(std::int64_t version) = 0;
+  virtual std::map<std::int64_t, std::string> records() const = 0;
 };
 
 // A delta's parts in a journal, by (count, index); the whole of the first count all of whose parts
@@ -56,10 +63,14 @@ class MemoryDeltaJournal final : public DeltaJournal {
   void erase(const Key& key) override;
   std::map<Key, std::vector<std::byte>> load() const override;
   std::optional<std::vector<std::byte>> read(const Key& key) const override;
+  void write_record(std::int64_t version, const std::string& bytes) override { records_[version] = bytes; }
+  void erase_records_before(std::int64_t version) override;
+  std::map<std::int64_t, std::string> records() const override { return records_; }
 
  private:
   std::map<Key, std::vector<std::byte>> deltas_;
   std::map<Key, JournalParts> parts_;
+  std::map<std::int64_t, std::string> records_;
 };
 
 // Error(Io) naming the file when one cannot be written or read; a file the journal did not write
@@ -73,6 +84,10 @@ class FileDeltaJournal final : public DeltaJournal {
   void erase(const Key& key) override;
   std::map<Key, std::vector<std::byte>> load() const override;
   std::optional<std::vector<std::byte>> read(const Key& key) const override;
+  // Files beside the sites' folders: commit-<version>.record.
+  void write_record(std::int64_t version, const std::string& bytes) override;
+  void erase_records_before(std::int64_t version) override;
+  std::map<std::int64_t, std::string> records() const override;
 
  private:
   // A file written whole, then renamed into place.

@@ -15,6 +15,13 @@ void DurableJournal::durable(std::int64_t version) {
   for (auto it = pending_.begin(); it != end; ++it)
     for (const auto& [site, round] : it->second) floor_[site] = std::max(floor(site), round);
   pending_.erase(pending_.begin(), end);
+  inner_->erase_records_before(version);  // a restart holds `version` at least
+}
+
+void DurableJournal::write_record(std::int64_t version, const std::string& bytes) {
+  inner_->write_record(version, bytes);
+  // Without checkpoints a restart holds nothing, and reads every record again: a window will do.
+  if (!checkpoints_) inner_->erase_records_before(version - kRecordsWithoutCheckpoints + 1);
 }
 
 std::int64_t DurableJournal::floor(const std::string& site) const {

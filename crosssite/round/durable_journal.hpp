@@ -8,6 +8,8 @@
 // crashed before its next checkpoint (protocol simulator, seeds 38784 and 91534, once the simulated
 // network dropped what a stopped peer's queue had no room for).
 // A site that writes no checkpoints restarts from nothing: its journal keeps the window alone.
+// The commit records the site applied follow the same rule: those of versions a checkpoint holds
+// go, but the checkpoint's own.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,6 +40,12 @@ class DurableJournal final : public DeltaJournal {
   void erase(const Key& key) override { inner_->erase(key); }
   std::map<Key, std::vector<std::byte>> load() const override { return inner_->load(); }
   std::optional<std::vector<std::byte>> read(const Key& key) const override { return inner_->read(key); }
+  // Records go once a checkpoint holds a newer version (durable()), or, without checkpoints, past
+  // the newest kRecordsWithoutCheckpoints.
+  void write_record(std::int64_t version, const std::string& bytes) override;
+  void erase_records_before(std::int64_t version) override { inner_->erase_records_before(version); }
+  std::map<std::int64_t, std::string> records() const override { return inner_->records(); }
+  static constexpr std::int64_t kRecordsWithoutCheckpoints = 64;
 
  private:
   std::shared_ptr<DeltaJournal> inner_;

@@ -32,4 +32,10 @@ std::optional<CommitLog::Contradiction> Vouches::against(const CommitRecord& rec
   return std::nullopt;
 }
 
+std::optional<Digest> Vouches::own(std::int64_t version) const {
+  const auto mine = read_.find(site_);
+  if (mine == read_.end() || mine->second.version != version) return std::nullopt;
+  return mine->second.digest;
+}
+
 }  // namespace meridian

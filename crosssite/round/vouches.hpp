@@ -35,6 +35,10 @@ class Vouches {
   // first time it is found.
   std::optional<CommitLog::Contradiction> against(const CommitRecord& record, const CommitLog& log,
                                                   CrossSiteEvents& events);
+  // The SHA-256 of the record of `version` this site applied, when its own newest vouch read (an
+  // earlier incarnation's) is for that version. One for a later version tells nothing of it: that
+  // record's CommitRecord::previous is its proposer's word, not this site's.
+  std::optional<Digest> own(std::int64_t version) const;
 
  private:
   std::string site_;

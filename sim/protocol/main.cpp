@@ -36,11 +36,14 @@ void set_mutation(SimOptions& o, const std::string& name) {
     o.mutations.keep_last_part = true;  // with --shard-outer
   else if (name == "ignore-vouches")
     o.mutations.ignore_vouches = true;  // with --rewrites
+  else if (name == "recordless-journal")
+    o.mutations.recordless_journal = true;  // no bug: a journal that keeps no commit records (with --rewrites)
   else
     throw meridian::make_error(
         meridian::ErrorKind::Usage, "unknown mutation '", name,
         "' (unverified-deltas, overwrite-commits, reapply-adopted, skip-rebase, rebase-wrong-fragment, "
-        "keep-dropped-round, unbounded-backlog, never-renew-lease, keep-last-part, ignore-vouches, equivocate)");
+        "keep-dropped-round, unbounded-backlog, never-renew-lease, keep-last-part, ignore-vouches, recordless-journal, "
+        "equivocate)");
 }
 
 int run(int argc, char** argv) {

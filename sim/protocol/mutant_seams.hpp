@@ -3,14 +3,18 @@
 // for them: a control plane whose proposals overwrite commit records, a link that sends one peer
 // other bytes than its site announced, and peers that hand an adopted version out again. The simulator's tests (and test_cross_site's
 // equivocation case) must catch each one.
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "crosssite/control/control_plane.hpp"
+#include "crosssite/round/delta_journal.hpp"
 #include "crosssite/round/records.hpp"
 #include "crosssite/round/round_peers.hpp"
 #include "transport/chunking/chunker.hpp"
@@ -132,6 +136,27 @@ class ReapplyingPeers final : public RoundPeers {
  private:
   RoundPeers& inner_;
   std::optional<CommitRecord> adopted_;
+};
+
+// A journal that keeps no commit records (one written before records were kept, or whose record
+// files were removed): a restarted site's own vouch alone then names the record it applied.
+class RecordlessJournal final : public DeltaJournal {
+ public:
+  explicit RecordlessJournal(std::shared_ptr<DeltaJournal> inner) : inner_(std::move(inner)) {}
+  void write(const Key& key, std::span<const std::byte> bytes) override { inner_->write(key, bytes); }
+  void write_part(const Key& key, int index, int count, std::span<const std::byte> bytes) override {
+    inner_->write_part(key, index, count, bytes);
+  }
+  void erase_through(const std::string& site, std::int64_t round) override { inner_->erase_through(site, round); }
+  void erase(const Key& key) override { inner_->erase(key); }
+  std::map<Key, std::vector<std::byte>> load() const override { return inner_->load(); }
+  std::optional<std::vector<std::byte>> read(const Key& key) const override { return inner_->read(key); }
+  void write_record(std::int64_t, const std::string&) override {}
+  void erase_records_before(std::int64_t) override {}
+  std::map<std::int64_t, std::string> records() const override { return {}; }
+
+ private:
+  std::shared_ptr<DeltaJournal> inner_;
 };
 
 }  // namespace meridian

@@ -49,6 +49,7 @@ struct SimMutations {
   bool ignore_vouches = false;     // Mutant::IgnoreVouches: a record written over is applied by whoever reads it first
   bool keep_dropped_round = false;  // Mutant::KeepDroppedRound: a lost round's progress stays in the weights
   bool never_renew_lease = false;  // nobody keeps the membership lease alive
+  bool recordless_journal = false;  // the journals keep no commit records (RecordlessJournal): no bug, an older journal
   // An equivocating site (first) sends one peer (second) other bytes than it announced, under the
   // same announcement and with chunk checks that pass: the peers must catch it and refuse it.
   std::pair<std::string, std::string> equivocation;

@@ -83,6 +83,7 @@ std::unique_ptr<SimSite::LeaderSide> SimSite::make_leader_side(Incarnation& inc,
   o.site = name_;
   o.sites = world_.job.sites;
   o.journal = journal_;  // the site's run directory is every replica's
+  if (mutations.recordless_journal) o.journal = std::make_shared<RecordlessJournal>(journal_);
   // Its disk's state, as a real site's newest checkpoint holds it (a sharded one's parts: not rebuilt).
   if (!inc.shards) o.saved_state = [this]() -> std::optional<OuterState> { return disk_->state; };
   o.rule.fragments = world_.job.fragments;

@@ -170,4 +170,54 @@ TEST_CASE("commit log: a record from before the chain ends the walk, and judges 
   CHECK(l.log.contradiction(1, 2, sha(chained(2)[1])).has_value());
 }
 
+TEST_CASE(
+    "commit log: a restarted site's version held as its own vouch names it: another record read there is forgotten") {
+  const auto honest = chained(3);
+  Log b;  // restarted from its disk at version 2 after version 2 was written over
+  write_all(b, chained(3, 2));
+  b.log.forget_before(3);
+  REQUIRE(b.log.record(2) != nullptr);
+  const auto other = b.log.held_as(2, sha(honest[1]));
+  REQUIRE(other.has_value());
+  CHECK(*other == sha(chained(3, 2)[1]));
+  CHECK(b.log.digest(2) == sha(honest[1]));  // what its next proposal chains onto
+  CHECK(b.log.record(2) == nullptr);
+  // The record it applied, put back, is no rewrite; the forged one read again is one.
+  REQUIRE(b.control.compare_and_swap(b.log.keys().commit(2), chained(3, 2)[1], honest[1]));
+  b.read();
+  CHECK(b.count("commit_rewritten") == 0);
+  REQUIRE(b.control.compare_and_swap(b.log.keys().commit(2), honest[1], chained(3, 2)[1]));
+  b.read();
+  CHECK(b.count("commit_rewritten") == 1);
+  // Held as read: nothing changes.
+  Log c;
+  write_all(c, honest);
+  c.log.forget_before(3);
+  CHECK_FALSE(c.log.held_as(2, sha(honest[1])).has_value());
+  CHECK(c.log.record(2) != nullptr);
+}
+
+TEST_CASE(
+    "commit log: the records a restarted site recalls from its journal stand as read, and one written over them is put "
+    "back") {
+  const auto honest = chained(3);
+  Log b;
+  for (std::int64_t v = 1; v <= 3; ++v)
+    REQUIRE(b.control.create_if_absent(b.log.keys().commit(v), v == 2 ? chained(3, 2)[1] : honest[v - 1]));
+  b.log.recall({{2, honest[1]}, {3, honest[2]}, {4, "junk the journal damaged"}});
+  CHECK(b.log.newest() == 0);  // what the control plane shows: nothing read yet
+  CHECK(b.log.digest(2) == sha(honest[1]));
+  REQUIRE(b.log.bytes(2) != nullptr);
+  CHECK(*b.log.bytes(2) == honest[1]);
+  CHECK(b.log.bytes(4) == nullptr);
+  b.read();
+  CHECK(b.log.newest() == 3);
+  CHECK(b.count("commit_rewritten") == 1);  // version 2 as the log has it now
+  CHECK(b.log.find(3) != nullptr);          // the same record read again is no rewrite, and stays to apply
+  b.log.forget_before(3);                   // it restarted holding version 2
+  b.log.repair(b.control, b.events);
+  CHECK(b.count("commit_restored") == 1);
+  CHECK(*b.control.get(b.log.keys().commit(2)) == honest[1]);
+}
+
 }  // namespace meridian

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "core/model/shard_map.hpp"
 #include "crosssite/codec/codec.hpp"
@@ -148,6 +150,46 @@ TEST_CASE("delta journal on disk: a directory it cannot create is an Io error na
   } catch (const std::exception& e) {
     CHECK(std::string(e.what()).find("delta journal") != std::string::npos);
   }
+}
+
+}  // namespace meridian
+
+namespace meridian {
+
+namespace {
+
+// The commit records a site applied: written, replaced, read back by version, those before a
+// version erased.
+void exercise_records(DeltaJournal& j) {
+  j.write_record(3, "three");
+  j.write_record(5, std::string("fi\0ve", 5));
+  j.write_record(4, "four");
+  j.write_record(4, "four again");
+  j.write({"a", 4}, bytes_of({1}));  // a delta of round 4 is not the record of version 4
+  CHECK(j.records() ==
+        std::map<std::int64_t, std::string>{{3, "three"}, {4, "four again"}, {5, std::string("fi\0ve", 5)}});
+  j.erase_records_before(5);
+  CHECK(j.records() == std::map<std::int64_t, std::string>{{5, std::string("fi\0ve", 5)}});
+  CHECK(j.load().size() == 1);
+}
+
+}  // namespace
+
+TEST_CASE("delta journal: the commit records a site applied, in memory and on disk, beside its deltas") {
+  MemoryDeltaJournal memory;
+  exercise_records(memory);
+  TempDir dir;
+  {
+    FileDeltaJournal file(dir.path);
+    exercise_records(file);
+    std::ofstream(dir.path / "commit-000000000009.record.tmp") << "partial";
+    std::ofstream(dir.path / "commit-x.record") << "bad name";
+  }
+  FileDeltaJournal again(dir.path);  // a restart reads them back; files it did not write stay unread
+  CHECK(again.records().size() == 1);
+  again.erase_records_before(100);
+  CHECK(again.records().empty());
+  CHECK(std::filesystem::exists(dir.path / "commit-x.record"));
 }
 
 }  // namespace meridian

@@ -67,4 +67,21 @@ TEST_CASE("durable journal: a site that writes no checkpoints keeps the callers'
   CHECK(journal.floor("a") == -1);
 }
 
+TEST_CASE(
+    "durable journal: a record goes once a checkpoint holds a newer version, or past a window without checkpoints") {
+  auto inner = std::make_shared<MemoryDeltaJournal>();
+  DurableJournal journal(inner, true);
+  for (std::int64_t v = 1; v <= 100; ++v) journal.write_record(v, "r");
+  CHECK(inner->records().size() == 100);
+  journal.durable(7);  // a restart holds version 7 at least: its record stays
+  CHECK(inner->records().begin()->first == 7);
+  CHECK(journal.records().size() == 94);
+
+  auto bare = std::make_shared<MemoryDeltaJournal>();
+  DurableJournal windowed(bare, false);
+  for (std::int64_t v = 1; v <= 100; ++v) windowed.write_record(v, "r");
+  CHECK(bare->records().size() == static_cast<std::size_t>(DurableJournal::kRecordsWithoutCheckpoints));
+  CHECK(bare->records().rbegin()->first == 100);
+}
+
 }  // namespace meridian

@@ -86,4 +86,19 @@ TEST_CASE("vouches: each site's newest vouch read stands, a site's own earlier o
   CHECK(judged(restarted, {{"c", 2, sha(honest[1])}}, *two, c).has_value());
 }
 
+TEST_CASE("vouches: a site's own vouch names the record it applied at that version only") {
+  const auto honest = chained(3);
+  Vouches b("b");
+  CHECK_FALSE(b.own(2).has_value());
+  b.read({"a", 2, sha(honest[1])});
+  CHECK_FALSE(b.own(2).has_value());  // a peer's word is not this site's
+  b.read({"b", 2, sha(honest[1])});
+  CHECK(b.own(2) == sha(honest[1]));
+  CHECK_FALSE(b.own(1).has_value());
+  b.read({"b", 3, sha(honest[2])});
+  // Version 3's record names version 2 as its proposer read it: no word of this site's on 2.
+  CHECK_FALSE(b.own(2).has_value());
+  CHECK(b.own(3) == sha(honest[2]));
+}
+
 }  // namespace meridian

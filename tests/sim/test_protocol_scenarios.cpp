@@ -189,4 +189,36 @@ TEST_CASE("scenario: a site that sends one peer other bytes than it announced is
   MESSAGE("versions merging a's rounds before its lie was caught, over 8 seeds: ", merged_before);
 }
 
+// a and c are down from the start (back from their disks at version 0); b commits alone, its
+// newest version's record is written over, and b restarts from its disk. b's journal kept the
+// record it applied: it puts that back. A journal without records (an older one) leaves b its own
+// earlier vouch: the record it names stands at b, and b's next proposal chains onto it. Either
+// way a and c, back, read the log afresh and apply the record b applied, or refuse the rewrite.
+TEST_CASE(
+    "scenario: a site back from its disk after its version's record was written over puts it back from its journal, or "
+    "chains onto it") {
+  for (const bool recordless : {false, true}) {
+    int refused = 0;
+    for (std::uint64_t seed = 0; seed < 8; ++seed) {
+      SimOptions options;
+      options.trace = true;
+      options.fragments = 4;
+      options.mutations.recordless_journal = recordless;
+      options.plan =
+          std::vector<Fault>{fault(Fault::Kind::Crash, 0, 0.2, 7.5), fault(Fault::Kind::Crash, 2, 0.2, 7.6),
+                             fault(Fault::Kind::RewriteCommit, 1, 3.3, 0), fault(Fault::Kind::Crash, 1, 3.4, 0.5),
+                             fault(Fault::Kind::PauseOuter, 1, 6.0, 4)};
+      const auto o = simulate(seed, options);
+      INFO("journal without records: ", recordless, "; ", report(o));
+      REQUIRE(o.ok());
+      CHECK(traced(o, " b: event commit_restored ") != recordless);
+      CHECK(traced(o, " b: event commit_contradicted b ") == recordless);
+      // Each by the chain of the newest record it read (b's proposals, on the record b applied), or by b's vouch.
+      refused += traced(o, " a: event commit_contradicted ") + traced(o, " c: event commit_contradicted ");
+    }
+    MESSAGE("journal without records: ", recordless, "; a and c refused the rewrite in ", refused, " runs of 16");
+    CHECK((recordless ? refused >= 8 : refused == 0));
+  }
+}
+
 }  // namespace meridian
