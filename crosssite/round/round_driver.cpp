@@ -106,6 +106,9 @@ void RoundDriver::send_next(Replica& r) {
     const std::int64_t round = std::max(peers_->next_round(), cursor_.next_round);
     cursor_.next_round = round + 1;
     figures_.last_round = round;
+    sent_fragments_[round] = fragment;
+    if (sent_fragments_.size() > static_cast<std::size_t>(2 * state_.fragments() + kMaxBacklog))
+      sent_fragments_.erase(sent_fragments_.begin());
     const DeltaAnnouncement a{plan_.site, round, state_.version(), exchange_.tokens,        encoded.size(),
                               digest,     final, fragment,         exchange_.rounds_spanned};
     events_.submitted(a, encoded);
@@ -234,8 +237,16 @@ std::string RoundDriver::mismatch(std::int64_t version, std::uint64_t here, std:
 
 std::optional<std::int64_t> RoundDriver::own_unmergeable() const {
   const std::int64_t newest = cursor_.next_round - 1;
-  if (newest <= cursor_.dropped_round || !peers_->unmergeable(state_, newest)) return std::nullopt;
-  return newest;
+  if (newest <= cursor_.dropped_round) return std::nullopt;
+  if (peers_->unmergeable(state_, newest)) return newest;
+  // Streaming: a version that came after an older round, without it, let the site train on. When
+  // that round, of the fragment whose turn the next version is, is refused since, that version
+  // needs another round of the fragment from this site, which no newer one is: the site drops back.
+  const int due = fragment_turn(state_.version() + 1, state_.fragments());
+  for (auto it = sent_fragments_.rbegin(); it != sent_fragments_.rend() && it->first > cursor_.dropped_round; ++it)
+    if (it->second == due)
+      return it->first != newest && peers_->unmergeable(state_, it->first) ? std::optional(it->first) : std::nullopt;
+  return std::nullopt;
 }
 
 void RoundDriver::apply(Replica& r, Update& u, Looked& looked) {

@@ -164,7 +164,8 @@ class RoundDriver {
   // checks the copy under this site's own proposal).
   void check_whole(Update& u, Looked& looked);
   std::string mismatch(std::int64_t version, std::uint64_t here, std::uint64_t said, std::int64_t from) const;
-  // Leader: this site's newest round when no version can merge it (and it was not dropped yet).
+  // Leader: this site's newest round when no version can merge it (and it was not dropped yet);
+  // streaming, also its newest round of the next version's fragment.
   std::optional<std::int64_t> own_unmergeable() const;
   void drop_lost_round(Replica& r, std::int64_t round);
   void ended(Replica& r, const Update& u);
@@ -214,6 +215,7 @@ class RoundDriver {
   Wait wait_;
   Exchange exchange_;
   Cursor cursor_;
+  std::map<std::int64_t, int> sent_fragments_;  // leader: its newest rounds' fragments
   std::vector<float> fresh_;  // eager: the decoded delta just sent
   // A sharded site's preview of its own proposal, kept for when that proposal wins: good only for
   // the part and mirror it was taken on (a group re-formed since previews the commit anew).
