@@ -253,42 +253,6 @@ void CrossSite::previewed(std::uint64_t hash) {
   if (control([&](ControlPlane& plane) { proposer_.claim_previewed(hash, plane, events_); })) gate_.look_now();
 }
 
-std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const OuterState& state, bool far_behind) {
-  // A copy that is not its version takes the version it holds, too.
-  if (transfer_.has_newer_than(state.version() - (copy_.diverged() ? 1 : 0))) {
-    const CommitRecord* record = log_.record(transfer_.received_version());
-    if (!record) {
-      // Its commit is not read yet: next time. One read and refused (or unreadable) never comes.
-      if (log_.newest() >= transfer_.received_version()) transfer_.drop();
-      return std::nullopt;
-    }
-    if (contradicted(*record)) {
-      transfer_.drop();
-      return std::nullopt;
-    }
-    const bool rebuilt = transfer_.received_from() == kRebuiltCopy;
-    auto bytes = transfer_.take(state, *record, events_);
-    if (!bytes) {
-      ++counts().states_refused;
-      return std::nullopt;
-    }
-    journal_record(record->number);
-    ++(rebuilt ? counts().copies_rebuilt : counts().states_adopted);
-    copy_.replaced();
-    read_announcements(plane);  // how far the others have got: the site fast-forwards to there
-    Commit commit{*record, {}, std::move(*bytes), {}};
-    applied(*record);
-    return commit;
-  }
-  if (far_behind || transfer_.stuck_long()) {
-    const std::int64_t wanted = state_wanted(state.version() + 1);
-    waiting_ = {Waiting::What::PeerState, wanted, ""};
-    refresh_members();
-    request_state(wanted);
-  }
-  return std::nullopt;
-}
-
 void CrossSite::applied(const CommitRecord& record) {
   copy_.hold(record.number, record.params_hash);
   if (const auto digest = log_.digest(record.number)) vouch_due_ = Vouch{options_.site, record.number, *digest};
@@ -401,36 +365,6 @@ bool CrossSite::usable(const DeltaAnnouncement& a, const OuterState& state) {
   ++counts().deltas_screened_out;
   events_.push_back({"delta_refused", a.site, a.round, verdict.reason});
   return false;
-}
-
-std::int64_t CrossSite::state_wanted(std::int64_t next) const {
-  const std::int64_t newest = log_.newest();
-  return newest >= next && log_.record(next) == nullptr ? std::max(newest, next + 1) : newest;
-}
-
-void CrossSite::request_state(std::int64_t min_version) {
-  const MemberRecord* peer = transfer_.next_source(membership_.members(), options_.site);
-  if (peer == nullptr) return;
-  courier_.send(peer->address, LinkTag::StateRequest, min_version, as_bytes(encode(StateRequest{min_version})));
-  events_.push_back({"state_requested", peer->site, min_version, ""});
-}
-
-void CrossSite::serve_state_to(const std::string& address, std::int64_t min_version) {
-  // A copy that is not its version is served to nobody: the peer would refuse it after the transfer.
-  if (const OuterState* served = transfer_.serving(); served != nullptr && !copy_.diverged())
-    if (std::string damage = copy_.damage(*served); !damage.empty()) diverged(served->version(), damage);
-  if (copy_.diverged()) return;
-  auto answer = transfer_.answer(address, min_version);
-  if (!answer) return;
-  courier_.send(address, LinkTag::State, answer->first, std::move(answer->second));
-  ++counts().states_sent;
-}
-
-void CrossSite::state_assembled(std::int64_t version, std::vector<std::byte> snapshot) {
-  for (auto& [address, bytes] : transfer_.assembled(version, std::move(snapshot))) {
-    courier_.send(address, LinkTag::State, version, std::move(bytes));
-    ++counts().states_sent;
-  }
 }
 
 void CrossSite::request(const std::string& site, std::int64_t round, bool overdue) {
