@@ -6,15 +6,15 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/sites/two_sites.hpp"
 
@@ -140,6 +140,15 @@ TEST_CASE("a resumed job's traffic counts every launch: rounds and WAN bytes go 
            "\n[log]\nevery = 4\neval_every = 0\neval_windows = 4\n";
   };
   const auto first = run_sites(dir, write_job(dir, "job", outer, "", steps(8)), etcd);
+  // Each site's journal keeps the record of the version its last checkpoint holds, and none
+  // before it: the relaunch recalls it (CommitLog::recall) and holds the next commits to it.
+  for (const std::string site : {"a", "b"}) {
+    std::set<std::string> records;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "job" / site / "delta-journal"))
+      if (e.path().extension() == ".record") records.insert(e.path().filename().string());
+    CHECK(first.at(site)["version"] == 2);
+    CHECK(records == std::set<std::string>{"commit-000000000002.record"});
+  }
   // A relaunch starts a fresh control plane, as `meridian launch` does (it wipes its etcd member's
   // data): the job's own state is in the sites' checkpoints.
   EtcdServer fresh;
