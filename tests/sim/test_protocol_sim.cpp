@@ -79,10 +79,11 @@ TEST_CASE("protocol simulator: 300 seeds with a committed record written over ho
   options.rewrites = 1;
   const auto sum = swept_300(options);
   // Most seeds have a version every live site holds to write over; the sites that applied it put
-  // it back at once, and the few that read it first meanwhile refuse it on a vouch.
+  // it back at once (after a restart, from their journal), and the few that read it first
+  // meanwhile refuse it on a vouch (161 and 6 at 2026-12-01).
   MESSAGE(sum.rewritten, " records written over, ", sum.contradicted, " refused on a vouch");
   CHECK(sum.rewritten > 100);
-  CHECK(sum.contradicted > 5);
+  CHECK(sum.contradicted > 2);
 }
 
 // A site that applies the record it reads first, whatever its peers vouch for, takes the version
