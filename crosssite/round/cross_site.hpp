@@ -281,7 +281,7 @@ class CrossSite final : public RoundPeers {
   bool usable(const DeltaAnnouncement& a, const OuterState& state);
   // The oldest version worth asking a peer's state of: the newest committed, and past `next` when
   // its record is not here to apply (refused on a vouch, or unreadable) though newer ones are.
-  std::int64_t state_wanted(std::int64_t next) const;
+  std::int64_t state_to_ask_for(std::int64_t next) const;
   void request_state(std::int64_t min_version);
   void serve_state_to(const std::string& address, std::int64_t min_version);
   void request(const std::string& site, std::int64_t round, bool overdue);

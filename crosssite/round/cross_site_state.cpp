@@ -36,7 +36,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
     return commit;
   }
   if (far_behind || transfer_.stuck_long()) {
-    const std::int64_t wanted = state_wanted(state.version() + 1);
+    const std::int64_t wanted = state_to_ask_for(state.version() + 1);
     waiting_ = {Waiting::What::PeerState, wanted, ""};
     refresh_members();
     request_state(wanted);
@@ -44,7 +44,7 @@ std::optional<CrossSite::Commit> CrossSite::catch_up(ControlPlane& plane, const 
   return std::nullopt;
 }
 
-std::int64_t CrossSite::state_wanted(std::int64_t next) const {
+std::int64_t CrossSite::state_to_ask_for(std::int64_t next) const {
   const std::int64_t newest = log_.newest();
   return newest >= next && log_.record(next) == nullptr ? std::max(newest, next + 1) : newest;
 }
