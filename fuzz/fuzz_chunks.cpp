@@ -26,7 +26,7 @@ namespace {
 using namespace meridian;
 using meridian::fuzz::Input;
 
-const std::string kPeers[] = {"tcp://a:1", "tcp://b:2", "tcp://sender:3"};
+const std::string kSenders[] = {"tcp://a:1", "tcp://b:2", "tcp://sender:3"};
 
 struct Script {
   IncomingTransfers incoming;
@@ -120,7 +120,7 @@ void forged_frame(Script& s, const std::string& peer, std::uint8_t how, Input& i
 }
 
 void genuine_transfer(Script& s, Input& in) {
-  const std::string& peer = kPeers[2];
+  const std::string& peer = kSenders[2];
   const std::uint64_t id = in.take<std::uint8_t>() % 4;
   const std::uint16_t tag = in.take<std::uint16_t>();
   const std::size_t chunk_bytes = 1 + in.take<std::uint8_t>();
@@ -161,7 +161,7 @@ int meridian_fuzz_chunks(const std::uint8_t* data, std::size_t size) {
   Script s;
   for (int op = 0; op < 256 && !in.empty(); ++op) {
     const auto how = in.take<std::uint8_t>();
-    const std::string& peer = kPeers[(how >> 2) % 3];
+    const std::string& peer = kSenders[(how >> 2) % 3];
     switch (how & 3) {
       case 0: raw_frame(s, peer, in); break;
       case 1: forged_frame(s, peer, how, in); break;

@@ -23,7 +23,7 @@ using namespace meridian;
 using meridian::fuzz::Input;
 
 const std::string kSecret = "fuzz-store-secret";
-const std::string kPeers[] = {"replica-0", "replica-1", "ctl"};
+const std::string kMembers[] = {"replica-0", "replica-1", "ctl"};
 
 void check_reply(std::span<const std::byte> frame) {
   try {
@@ -85,7 +85,7 @@ int meridian_fuzz_store(const std::uint8_t* data, std::size_t size) {
   const auto start = std::chrono::steady_clock::now();
   for (int op = 0; op < 512 && !in.empty(); ++op) {
     const auto how = in.take<std::uint8_t>();
-    const std::string& peer = kPeers[(how >> 6) % 3];
+    const std::string& peer = kMembers[(how >> 6) % 3];
     switch (how & 3) {
       case 0: store.receive(peer, in.piece(), 1); break;
       case 1: store.receive(peer, in.piece(), (how >> 2) % 4); break;

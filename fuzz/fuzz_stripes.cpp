@@ -19,7 +19,7 @@ namespace {
 using namespace meridian;
 using meridian::fuzz::Input;
 
-const std::string kPeers[] = {"tcp://a:1", "tcp://b:2"};
+const std::string kStripeSenders[] = {"tcp://a:1", "tcp://b:2"};
 const std::string kGenuine = "tcp://sender:3";
 constexpr std::size_t kMaxOpen = 4;
 
@@ -53,7 +53,7 @@ struct Script {
     const auto payload = in.piece();
     genuine[id] = {tag, {payload.begin(), payload.end()}};
     const auto feeds = 1 + in.take<std::uint8_t>() % 12;
-    for (unsigned k = 0; k < feeds; ++k) {
+    for (int k = 0; k < feeds; ++k) {
       const int index = in.take<std::uint8_t>() % count;
       take(kGenuine, make_stripe(id, tag, payload, index, count));
     }
@@ -68,7 +68,8 @@ int meridian_fuzz_stripes(const std::uint8_t* data, std::size_t size) {
   for (int op = 0; op < 256 && !in.empty(); ++op) {
     const auto how = in.take<std::uint8_t>();
     if (how & 1) s.genuine_transfer(in);
-    else s.take(kPeers[(how >> 1) % 2], in.piece());
+    else
+      s.take(kStripeSenders[(how >> 1) % 2], in.piece());
   }
   return 0;
 }

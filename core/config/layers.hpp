@@ -39,6 +39,8 @@ struct Layers {
   void set(const std::string& key, const Setting& s);
 };
 
+// The line a value starts on; a table without a position of its own takes its first key's.
+int line_of(const toml::node& n);
 ConfigProblem problem_at(const Origin& where, std::string key, std::string message);
 
 // `found` half of a message: `string "abc"`, `float 2.5`, `table`, ...

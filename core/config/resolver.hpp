@@ -254,8 +254,6 @@ void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c);
 // [wan]: the default link, [[wan.link]] and [[wan.fault]] (schema_wan.cpp); after the sites.
 void resolve_wan(Resolver& r, const Layers& layers, JobConfig& c);
 
-// The line a value starts on; a table without a position of its own takes its first key's.
-int line_of(const toml::node& n);
 // One entry of an array of tables ([[site]], [[wan.link]]) as a view whose only table is `table`
 // ("site[0]", "wan.link[0]"): a resolver over it names the entry in its problems and finds its
 // unknown keys like any table's.

@@ -231,16 +231,6 @@ void resolve_sites(Resolver& r, const Layers& layers, JobConfig& c) {
 
 }  // namespace
 
-int line_of(const toml::node& n) {
-  if (n.source().begin.line > 0) return static_cast<int>(n.source().begin.line);
-  // A table may carry no position of its own: use its first key's.
-  int line = 0;
-  if (const auto* t = n.as_table())
-    for (auto&& [k, child] : *t)
-      if (const int l = line_of(child); l > 0 && (line == 0 || l < line)) line = l;
-  return line;
-}
-
 void entry_view(const Layers& layers, const Setting& array, const toml::node& entry, const std::string& table,
                 Layers& view) {
   view.top = layers.top;

@@ -70,8 +70,6 @@ void Layers::set(const std::string& key, const Setting& s) {
   leaves[key] = s;
 }
 
-namespace {
-
 int line_of(const toml::node& n) {
   if (n.source().begin.line > 0) return static_cast<int>(n.source().begin.line);
   // Tables opened implicitly ([a.b] opens a; dotted keys) may carry no position: use their first key.
@@ -83,6 +81,8 @@ int line_of(const toml::node& n) {
     }
   return line;
 }
+
+namespace {
 
 // Why `file` cannot be read, or nothing (and its text in `text`).
 std::optional<std::string> read_text(const fs::path& file, std::string& text) {

@@ -11,17 +11,10 @@
 #include <system_error>
 #include <utility>
 
+#include "core/io/io_error.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
-
-namespace {
-
-[[noreturn]] void throw_io(const char* op, const std::filesystem::path& path, int err) {
-  throw make_error(ErrorKind::Io, op, " ", path.string(), ": ", std::generic_category().message(err));
-}
-
-}  // namespace
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
   int fd;

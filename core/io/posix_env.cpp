@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/io/env.hpp"
+#include "core/io/io_error.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
@@ -17,11 +18,6 @@ Env::~Env() = default;
 namespace {
 
 namespace fs = std::filesystem;
-
-// Captures errno at the call site, before anything else can overwrite it.
-[[noreturn]] void throw_io(const char* op, const fs::path& path, int err = errno) {
-  throw make_error(ErrorKind::Io, op, " ", path.string(), ": ", std::generic_category().message(err));
-}
 
 int open_or_throw(const fs::path& path, int flags, const char* op, mode_t mode = 0) {
   int fd;

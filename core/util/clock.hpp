@@ -11,6 +11,9 @@ inline double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A duration in the protocol's unit of time.
+inline double seconds_of(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
+
 // Virtual time that moves only when told: one clock for a whole simulated world.
 class ManualClock {
  public:

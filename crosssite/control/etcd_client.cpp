@@ -25,16 +25,6 @@ namespace {
 // Control-plane records are small; a larger answer means something other than etcd is talking.
 constexpr std::uint64_t kMaxBody = 64ull << 20;
 
-struct Endpoint {
-  std::string host, port;
-  std::string name() const { return host + ":" + port; }
-};
-
-Endpoint parse_endpoint(const std::string& url) {
-  auto [host, port] = etcd_host_port(url);
-  return {std::move(host), std::move(port)};
-}
-
 // A malformed answer; EtcdClient::Impl::checked adds the endpoint that sent it.
 Error bad_reply(const std::string& what) { return make_error(ErrorKind::Peer, what); }
 
@@ -133,6 +123,10 @@ std::string etcd_prefix_end(std::string prefix) {
 
 struct EtcdClient::Impl {
   using Clock = std::chrono::steady_clock;
+  struct Endpoint {
+    std::string host, port;
+    std::string name() const { return host + ":" + port; }
+  };
 
   std::vector<Endpoint> endpoints;
   std::chrono::milliseconds timeout{0}, request_timeout{0};
@@ -333,7 +327,10 @@ struct EtcdClient::Impl {
 EtcdClient::EtcdClient(EtcdOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.endpoints.empty()) throw make_error(ErrorKind::Config, "etcd: no endpoints");
   check_etcd_scheme(options);
-  for (const auto& url : options.endpoints) impl_->endpoints.push_back(parse_endpoint(url));
+  for (const auto& url : options.endpoints) {
+    auto [host, port] = etcd_host_port(url);
+    impl_->endpoints.push_back({std::move(host), std::move(port)});
+  }
   impl_->http = std::make_unique<EtcdHttp>(options.tls);
   impl_->credentials = std::move(options.credentials);
   if (options.timeout.count() <= 0 || options.request_timeout.count() <= 0)

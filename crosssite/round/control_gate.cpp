@@ -1,22 +1,18 @@
 #include "crosssite/round/control_gate.hpp"
 
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
-namespace {
-
-double seconds(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
-
-}  // namespace
 
 ControlGate::ControlGate(ControlPlane& plane, std::function<double()> clock, std::chrono::milliseconds poll,
                          std::chrono::milliseconds retry, std::chrono::milliseconds full_read,
                          std::unique_ptr<ChangeFeed> watch)
     : plane_(plane),
       clock_(std::move(clock)),
-      poll_s_(seconds(poll)),
-      retry_s_(seconds(retry)),
-      full_read_s_(seconds(full_read)),
+      poll_s_(seconds_of(poll)),
+      retry_s_(seconds_of(retry)),
+      full_read_s_(seconds_of(full_read)),
       watch_(std::move(watch)) {}
 
 bool ControlGate::run(const std::function<void(ControlPlane&)>& call, CrossSiteEvents& events) {

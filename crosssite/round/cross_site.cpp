@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "crosssite/outer/fragments.hpp"
@@ -11,8 +12,6 @@ namespace meridian {
 namespace {
 
 std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
-
-double ms(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 
 CrossSiteOptions with_sites_sorted(CrossSiteOptions options) {
   std::sort(options.sites.begin(), options.sites.end());
@@ -70,7 +69,7 @@ bool CrossSite::control(const std::function<void(ControlPlane&)>& call) {
 }
 
 bool CrossSite::poll_join(std::chrono::milliseconds budget) {
-  const double deadline = clock_() + ms(budget);
+  const double deadline = clock_() + seconds_of(budget);
   membership_.set_announcing(true);  // back from a drain, or never drained
   // A restarted site continues after every round it announced before, and withdraws those whose
   // bytes it no longer has: the others would otherwise wait for them for good.
@@ -97,7 +96,7 @@ bool CrossSite::poll_join(std::chrono::milliseconds budget) {
     }
     waiting_ = {Waiting::What::Join, 0, ""};
     for (const auto& s : missing) waiting_.detail += " " + s;
-    pump(std::min(deadline, clock_() + ms(options_.control_poll)));
+    pump(std::min(deadline, clock_() + seconds_of(options_.control_poll)));
     if (clock_() >= deadline) return false;
   }
 }
@@ -126,7 +125,7 @@ void CrossSite::submit(const DeltaAnnouncement& a, std::vector<std::byte> encode
 }
 
 std::optional<CrossSite::Commit> CrossSite::poll_commit(const OuterState& state, std::chrono::milliseconds budget) {
-  const double deadline = clock_() + ms(budget);
+  const double deadline = clock_() + seconds_of(budget);
   while (true) {
     if (gate_.look_due()) {
       std::optional<Commit> commit;
@@ -371,7 +370,7 @@ void CrossSite::request(const std::string& site, std::int64_t round, bool overdu
   const auto member = membership_.members().find(site);
   if (member == membership_.members().end() || site == options_.site) return;
   // The delta is usually on its way: ask only once it is overdue, and then not too often.
-  if (!store_.ask_due({site, round}, clock_(), ms(options_.rerequest_after), overdue)) return;
+  if (!store_.ask_due({site, round}, clock_(), seconds_of(options_.rerequest_after), overdue)) return;
   const std::string req = encode(DeltaRequest{site, round});
   courier_.send(member->second.address, LinkTag::DeltaRequest, round, as_bytes(req));
   ++counts().requests_sent;
@@ -386,7 +385,7 @@ void CrossSite::send_gradients(std::int64_t step, std::span<const float> values)
 }
 
 bool CrossSite::poll_gradients(std::int64_t step, std::span<float> values, std::chrono::milliseconds budget) {
-  const double deadline = clock_() + ms(budget);
+  const double deadline = clock_() + seconds_of(budget);
   while (true) {
     const auto missing = gradients_.missing(step, options_.sites, options_.site);
     if (!missing) {

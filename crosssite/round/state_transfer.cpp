@@ -1,18 +1,14 @@
 #include "crosssite/round/state_transfer.hpp"
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/util/clock.hpp"
 #include "core/util/error.hpp"
 
 namespace meridian {
-namespace {
-
-double seconds(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
-
-}  // namespace
 
 StateTransfer::StateTransfer(std::function<double()> clock, std::chrono::milliseconds rerequest_after,
                              std::chrono::milliseconds catch_up_after)
-    : clock_(std::move(clock)), rerequest_s_(seconds(rerequest_after)), catch_up_s_(seconds(catch_up_after)) {}
+    : clock_(std::move(clock)), rerequest_s_(seconds_of(rerequest_after)), catch_up_s_(seconds_of(catch_up_after)) {}
 
 std::optional<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::byte>>>> StateTransfer::answer(
     const std::string& address, std::int64_t min_version) {

@@ -1,8 +1,27 @@
 #include "intrasite/comm/turn_group.hpp"
 
+#include <cxxabi.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MERIDIAN_ASAN_FIBERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MERIDIAN_ASAN_FIBERS 1
+#endif
+#endif
+#ifdef MERIDIAN_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 namespace meridian {
 
@@ -17,13 +36,10 @@ std::span<const float> floats_of(const std::vector<std::byte>& deposit, std::siz
   return {reinterpret_cast<const float*>(deposit.data()) + offset, count};
 }
 
-// The turn often comes back within microseconds (the other rank only combines a collective): a
-// short spin spares a sleep and a wake-up, most of a hand-over's cost; then it sleeps.
-void await_turn(std::binary_semaphore& turn) {
-  for (int i = 0; i < 4000; ++i)
-    if (turn.try_acquire()) return;
-  turn.acquire();
-}
+// A rank's stack: as large as a thread's, committed only as it is touched, with a guard page below
+// it so that an overflow faults rather than writes over the next one.
+constexpr std::size_t kStackBytes = std::size_t{8} << 20;
+constexpr std::size_t kGuardBytes = 4096;
 
 }  // namespace
 
@@ -118,72 +134,139 @@ class TurnGroup::Rank final : public Communicator {
   int rank_;
 };
 
+struct TurnGroup::Fiber {
+  // The C++ runtime's per-thread record of the exceptions being handled (libstdc++'s and
+  // libc++abi's __cxa_eh_globals on x86-64): each fiber keeps its own, so a rank that enters a
+  // collective inside a catch block finds its exception there again, whatever the others caught
+  // and rethrew meanwhile.
+  struct Exceptions {
+    void* caught = nullptr;
+    unsigned int uncaught = 0;
+  };
+  static Exceptions& thread_exceptions() { return *reinterpret_cast<Exceptions*>(abi::__cxa_get_globals()); }
+
+  ucontext_t context{};
+  std::byte* stack = nullptr;  // null for run()'s caller, which runs on its thread's
+  Exceptions exceptions;
+  void* fake_stack = nullptr;  // AddressSanitizer's, while switched out
+  const void* bottom = nullptr;
+  std::size_t bytes = 0;
+
+  Fiber() = default;
+  explicit Fiber(bool own_stack) {
+    if (!own_stack) return;
+    void* mapped = ::mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    MERIDIAN_CHECK(mapped != MAP_FAILED, "a turn group's stack of ", kStackBytes, " bytes: ", std::strerror(errno));
+    MERIDIAN_CHECK(::mprotect(mapped, kGuardBytes, PROT_NONE) == 0, "a stack's guard page: ", std::strerror(errno));
+    stack = static_cast<std::byte*>(mapped) + kGuardBytes;
+    bottom = stack;
+    bytes = kStackBytes;
+  }
+  ~Fiber() {
+    if (stack != nullptr) ::munmap(stack - kGuardBytes, kStackBytes + kGuardBytes);
+  }
+  Fiber(const Fiber&) = delete;
+  Fiber& operator=(const Fiber&) = delete;
+};
+
 TurnGroup::TurnGroup(int size)
     : size_(size),
       states_(static_cast<std::size_t>(size), State::Idle),
       deposits_(static_cast<std::size_t>(size)),
-      failed_(static_cast<std::size_t>(size), 0) {
+      failed_(static_cast<std::size_t>(size), 0),
+      caller_(std::make_unique<Fiber>()) {
   MERIDIAN_CHECK(size >= 1, "a turn group of ", size, " ranks");
   for (int r = 0; r < size; ++r) {
     ranks_.push_back(std::make_unique<Rank>(*this, r));
-    turns_.push_back(std::make_unique<std::binary_semaphore>(0));
+    fibers_.push_back(std::make_unique<Fiber>(true));
   }
-  for (int r = 0; r < size; ++r) threads_.emplace_back([this, r] { worker(r); });
 }
 
-TurnGroup::~TurnGroup() {
-  stopping_ = true;
-  for (auto& turn : turns_) turn->release();
-  for (auto& t : threads_) t.join();
-}
+TurnGroup::~TurnGroup() = default;
 
 void TurnGroup::run(const std::function<void(Communicator&)>& call) {
-  MERIDIAN_CHECK(call_ == nullptr, "a turn group's run() while one is under way");
+  MERIDIAN_CHECK(call_ == nullptr && running_ == -1, "a turn group's run() while one is under way");
   call_ = &call;
   std::fill(states_.begin(), states_.end(), State::Running);
   first_error_ = nullptr;
-  wake(0);
-  await_turn(ended_);
+  // Every rank starts afresh: a rank's fiber ends with its call, wherever the turn went then.
+  const auto self = reinterpret_cast<std::uintptr_t>(this);
+  for (auto& f : fibers_) {
+    MERIDIAN_CHECK(::getcontext(&f->context) == 0, "getcontext: ", std::strerror(errno));
+    f->context.uc_stack.ss_sp = f->stack;
+    f->context.uc_stack.ss_size = kStackBytes;
+    f->context.uc_link = nullptr;
+    f->exceptions = {};
+#ifdef MERIDIAN_ASAN_FIBERS
+    // The last run's frames on it never returned: their red zones would poison this run's.
+    __asan_unpoison_memory_region(f->stack, kStackBytes);
+#endif
+    ::makecontext(&f->context, reinterpret_cast<void (*)()>(&TurnGroup::start), 2, static_cast<unsigned>(self >> 32),
+                  static_cast<unsigned>(self & 0xffffffffu));
+  }
+  switch_to(0);
   call_ = nullptr;
   if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
 }
 
-void TurnGroup::worker(int rank) {
+void TurnGroup::start(unsigned high, unsigned low) {
+  auto& group = *reinterpret_cast<TurnGroup*>((static_cast<std::uintptr_t>(high) << 32) | low);
+  const int rank = group.running_;
   const auto r = static_cast<std::size_t>(rank);
-  while (true) {
-    await_turn(*turns_[r]);
-    if (stopping_) return;
-    try {
-      (*call_)(*ranks_[r]);
-    } catch (...) {
-      if (!first_error_) first_error_ = std::current_exception();
-    }
-    states_[r] = State::Done;
-    wake(pass_turn(rank));
+  group.arrived(*group.fibers_[r]);
+  try {
+    (*group.call_)(*group.ranks_[r]);
+  } catch (...) {
+    if (!group.first_error_) group.first_error_ = std::current_exception();
   }
+  group.states_[r] = State::Done;
+  group.leave_to(group.pass_turn(rank));
+}
+
+void TurnGroup::switch_to(int next) {
+  Fiber& from = fiber(running_);
+  Fiber& to = fiber(next);
+  previous_ = std::exchange(running_, next);
+  from.exceptions = std::exchange(Fiber::thread_exceptions(), to.exceptions);
+#ifdef MERIDIAN_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(&from.fake_stack, to.bottom, to.bytes);
+#endif
+  MERIDIAN_CHECK(::swapcontext(&from.context, &to.context) == 0, "swapcontext: ", std::strerror(errno));
+  arrived(from);
+}
+
+void TurnGroup::leave_to(int next) {
+  Fiber& to = fiber(next);
+  previous_ = std::exchange(running_, next);
+  Fiber::thread_exceptions() = to.exceptions;
+#ifdef MERIDIAN_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(nullptr, to.bottom, to.bytes);  // this fiber's fake stack goes
+#endif
+  ::setcontext(&to.context);
+  MERIDIAN_CHECK(false, "setcontext returned: ", std::strerror(errno));
+  std::abort();
+}
+
+void TurnGroup::arrived([[maybe_unused]] Fiber& here) {
+#ifdef MERIDIAN_ASAN_FIBERS
+  // The stack switched from is run()'s caller's the first time: learn where it lies.
+  Fiber& from = fiber(previous_);
+  __sanitizer_finish_switch_fiber(here.fake_stack, &from.bottom, &from.bytes);
+#endif
 }
 
 std::vector<std::vector<std::byte>> TurnGroup::exchange(int rank, std::span<const std::byte> mine) {
   const auto r = static_cast<std::size_t>(rank);
-  MERIDIAN_CHECK(states_[r] == State::Running && call_ != nullptr, "rank ", rank,
-                 " entered a collective outside a run");
+  MERIDIAN_CHECK(states_[r] == State::Running && call_ != nullptr && running_ == rank, "rank ", rank,
+                 " entered a collective outside its turn");
   deposits_[r].assign(mine.begin(), mine.end());
   states_[r] = State::Waiting;
   const int next = pass_turn(rank);
-  if (next != rank) {
-    wake(next);
-    await_turn(*turns_[r]);
-  }
+  if (next != rank) switch_to(next);
   if (std::exchange(failed_[r], 0) != 0)
     throw make_error(ErrorKind::Peer, "turn group: rank ", rank, " waited in a collective another rank had left");
   return results_;
-}
-
-void TurnGroup::wake(int next) {
-  if (next < 0)
-    ended_.release();
-  else
-    turns_[static_cast<std::size_t>(next)]->release();
 }
 
 int TurnGroup::pass_turn(int from) {

@@ -3,7 +3,7 @@
 // shard_outer, in a split exchange): each keeps its part and a mirror of the next one's, peers send
 // each replica its part of their deltas, and the site puts nothing together at its leader. The
 // replicas run the real group code of a site (GroupChannel, GroupParts, the outer cut, SiteLanes
-// and KeptParts, lane_wiring) over a TurnGroup: each on a thread of its own, one at a time, so
+// and KeptParts, lane_wiring) over a TurnGroup: each on a fiber of its own, one at a time, so
 // that a seed still replays exactly. A member replica may die and come back alone (a new
 // process): the group re-forms without it and again with it, as a real site's does.
 #include <cstddef>

@@ -57,6 +57,8 @@ struct OpsRequest {
 // The request, or what is wrong with it ("unknown command \"x\" (expected one of ...)").
 std::variant<OpsRequest, std::string> parse_ops_request(std::string_view text);
 nlohmann::json to_json(const OpsRequest& r);
+// The reply to a request that failed: {"ok": false, "error": why}.
+inline nlohmann::json failure_reply(const std::string& why) { return {{"ok", false}, {"error", why}}; }
 
 // Which of rollback's forms `to` is: v<N> (a version: N), or a checkpoint (nullopt: a step, or a
 // file). Any text that starts with 'v' and holds no '/' or '.' is meant as a version (checkpoint

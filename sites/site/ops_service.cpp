@@ -27,8 +27,6 @@ namespace {
 constexpr std::size_t kMaxRequestBytes = 64 * 1024;
 constexpr std::size_t kStatusEvents = 10;
 
-nlohmann::json failure(const std::string& why) { return {{"ok", false}, {"error", why}}; }
-
 // Complete lines of `path` from byte `since` (a line being written is left for the next call).
 std::pair<std::vector<nlohmann::json>, std::int64_t> read_events(const std::filesystem::path& path, std::int64_t since,
                                                                  std::size_t max_bytes) {
@@ -111,7 +109,7 @@ void OpsService::poll() {
     // ROUTER: [peer][request] from a DEALER, [peer][empty][request] from a REQ.
     const bool req = frames.size() == 3 && frames[1].size() == 0;
     nlohmann::json reply = frames.size() == 2 || req ? answer(frames.back().to_string_view())
-                                                     : failure("malformed request: expected one frame of JSON");
+                                                     : failure_reply("malformed request: expected one frame of JSON");
     const std::string text = reply.dump();
     s.send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     if (req) s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -121,14 +119,14 @@ void OpsService::poll() {
 
 nlohmann::json OpsService::answer(std::string_view request) {
   auto parsed = parse_ops_request(request);
-  if (auto* problem = std::get_if<std::string>(&parsed)) return failure(*problem);
+  if (auto* problem = std::get_if<std::string>(&parsed)) return failure_reply(*problem);
   const auto& r = std::get<OpsRequest>(parsed);
   if (changes_state(r.command) && !token_matches(token_, r.token)) {
     const std::string why = token_.empty() ? "this site has no ops token ([ops] token_file or MERIDIAN_OPS_TOKEN), so it "
                                              "accepts no command that changes anything"
                                            : (r.token.empty() ? "no ops token given" : "wrong ops token");
     log_.event("ops_refused", {{"site", site_}, {"command", to_string(r.command)}, {"reason", why}});
-    return failure("refused: " + std::string(to_string(r.command)) + " needs the site's ops token (" + why + ")");
+    return failure_reply("refused: " + std::string(to_string(r.command)) + " needs the site's ops token (" + why + ")");
   }
   try {
     auto reply = execute(r);
@@ -139,7 +137,7 @@ nlohmann::json OpsService::answer(std::string_view request) {
     }
     return reply;
   } catch (const Error& e) {
-    return failure(e.what());
+    return failure_reply(e.what());
   }
 }
 
@@ -167,7 +165,7 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
     case OpsCommand::Checkpoints: return checkpoints();
     case OpsCommand::Evict:
       if (!agent_.evict_replica(r.replica, "evicted by the operator", clock_()))
-        return failure("evict: replica " + std::to_string(r.replica) + " is not running in site " + site_);
+        return failure_reply("evict: replica " + std::to_string(r.replica) + " is not running in site " + site_);
       return {{"ok", true}, {"evicted", r.replica}};
     case OpsCommand::Checkpoint: return file_group_command({{"command", "checkpoint"}});
     case OpsCommand::SetLr: return file_group_command({{"command", "set-lr"}, {"scale", r.scale}});
@@ -178,13 +176,14 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
     case OpsCommand::Rollback: {
       if (r.version) return rollback_to_version(*r.version, r.lr_scale);
       if (config_.sites.size() > 1)
-        return failure("rollback: a site of a job of several sites goes back to a version, not to a checkpoint (the "
-                       "sites' shared outer state would have to roll back too): --to v<N>, N its newest version");
+        return failure_reply(
+            "rollback: a site of a job of several sites goes back to a version, not to a checkpoint (the "
+            "sites' shared outer state would have to roll back too): --to v<N>, N its newest version");
       CheckpointStore checkpoints(posix_env(), log_.dir() / "checkpoints", config_.checkpoint.keep);
       std::filesystem::path path = r.to;
       if (!r.to.empty() && r.to.find_first_not_of("0123456789") == std::string::npos && r.to.size() < 11)
         path = checkpoints.path_for(std::stoll(r.to));
-      if (!posix_env().exists(path)) return failure("rollback: no checkpoint " + path.string());
+      if (!posix_env().exists(path)) return failure_reply("rollback: no checkpoint " + path.string());
       read_checkpoint(posix_env(), path);  // verified, with its parts, before any replica reads it
       nlohmann::json command = {{"command", "rollback"}, {"path", std::filesystem::absolute(path).string()}};
       if (r.lr_scale) command["lr_scale"] = *r.lr_scale;
@@ -195,7 +194,7 @@ nlohmann::json OpsService::execute(const OpsRequest& r) {
       return wan_->add_fault({r.kind, r.sites, r.from_time, r.to_time, r.bandwidth_mbps, r.latency_ms, r.pair});
     case OpsCommand::WanClearFaults: return wan_->clear_faults();
   }
-  return failure("unhandled command");
+  return failure_reply("unhandled command");
 }
 
 nlohmann::json OpsService::change_mode(OpsCommand c) {
@@ -203,16 +202,20 @@ nlohmann::json OpsService::change_mode(OpsCommand c) {
   const bool several = config_.sites.size() > 1;
   const bool sync = config_.outer.algorithm == JobConfig::Outer::Algorithm::Sync;
   const bool outer = c == OpsCommand::PauseOuter || c == OpsCommand::ResumeOuter;
-  if (outer && !several) return failure(name + ": a one-site job has no outer exchange to pause");
+  if (outer && !several) return failure_reply(name + ": a one-site job has no outer exchange to pause");
   if (several && sync)
-    return failure(name + ": not with [outer] algorithm = \"sync\" (every site's gradients are needed at every step: "
-                   "the other sites would stop with this one)");
+    return failure_reply(name +
+                         ": not with [outer] algorithm = \"sync\" (every site's gradients are needed at every step: "
+                         "the other sites would stop with this one)");
   // What the replicas were asked last (they apply it at their next step or round): a command that
   // would change nothing is refused here, with the reason, rather than filed.
-  if (c == OpsCommand::Drain && drain_filed_) return failure("drain: the site is drained already (or draining); resume brings it back");
-  if (c == OpsCommand::Resume && !drain_filed_) return failure("resume: the site is not drained");
-  if (c == OpsCommand::PauseOuter && pause_filed_) return failure("pause-outer: the outer exchange is paused already");
-  if (c == OpsCommand::ResumeOuter && !pause_filed_) return failure("resume-outer: the outer exchange is not paused");
+  if (c == OpsCommand::Drain && drain_filed_)
+    return failure_reply("drain: the site is drained already (or draining); resume brings it back");
+  if (c == OpsCommand::Resume && !drain_filed_) return failure_reply("resume: the site is not drained");
+  if (c == OpsCommand::PauseOuter && pause_filed_)
+    return failure_reply("pause-outer: the outer exchange is paused already");
+  if (c == OpsCommand::ResumeOuter && !pause_filed_)
+    return failure_reply("resume-outer: the outer exchange is not paused");
   auto reply = file_group_command({{"command", name}});
   if (c == OpsCommand::Drain || c == OpsCommand::Resume) drain_filed_ = c == OpsCommand::Drain;
   else pause_filed_ = c == OpsCommand::PauseOuter;
@@ -243,17 +246,19 @@ nlohmann::json OpsService::control(std::int64_t lease) const {
 nlohmann::json OpsService::rollback_to_version(std::int64_t version, std::optional<double> lr_scale) {
   const std::string what = "rollback --to v" + std::to_string(version) + ": ";
   if (config_.sites.size() == 1)
-    return failure(what + "a one-site job has no versions; roll back to a checkpoint instead (--to STEP or --to FILE)");
+    return failure_reply(what +
+                         "a one-site job has no versions; roll back to a checkpoint instead (--to STEP or --to FILE)");
   if (config_.outer.algorithm == JobConfig::Outer::Algorithm::Sync)
-    return failure(what + "a synchronous job has no versions of its own to go back to");
+    return failure_reply(what + "a synchronous job has no versions of its own to go back to");
   // Versions only grow, so a published one at most trails the site's: one above `version` proves
   // it older. A newer one is the replicas' to judge, against the version they hold then.
   const auto figures = board_.leader();
   if (const auto held = figures.find("version"); held != figures.end() && held->is_number_integer() &&
                                                   held->get<std::int64_t>() > version)
-    return failure(what + "this site holds version " + std::to_string(held->get<std::int64_t>()) +
-                   "; going back to an older version would revert the whole job (a new commit of that version's "
-                   "weights, on every site), which meridian does not do: roll this site back to its newest version");
+    return failure_reply(
+        what + "this site holds version " + std::to_string(held->get<std::int64_t>()) +
+        "; going back to an older version would revert the whole job (a new commit of that version's "
+        "weights, on every site), which meridian does not do: roll this site back to its newest version");
   nlohmann::json command = {{"command", "rollback"}, {"version", version}};
   if (lr_scale) command["lr_scale"] = *lr_scale;
   return file_group_command(std::move(command));

@@ -4,10 +4,11 @@
 
 #include "core/runlog/run_log.hpp"
 #include "core/util/error.hpp"
+#include "crosssite/control/etcd_client.hpp"
 #include "sim/emulator/wan_schedule.hpp"
 #include "sim/emulator/wan_start.hpp"
 #include "sites/keys/etcd_keys.hpp"
-#include "crosssite/control/etcd_client.hpp"
+#include "sites/site/ops_protocol.hpp"
 
 namespace meridian {
 namespace {
@@ -16,8 +17,6 @@ using nlohmann::json;
 
 // Lost races before a change gives up: each is another operator's change landing in between.
 constexpr int kMaxAttempts = 8;
-
-json failure(const std::string& why) { return {{"ok", false}, {"error", why}}; }
 
 json link_json(const WanLink& l) {
   return {{"latency_ms", l.latency_ms}, {"jitter_ms", l.jitter_ms}, {"bandwidth_mbps", l.bandwidth_mbps},
@@ -106,20 +105,24 @@ OpsWan::OpsWan(const JobConfig& config, std::string site, RunLog& log, std::func
 
 json OpsWan::change_faults(const Change& change, const std::function<json(double)>& reply) {
   if (!config_.wan.emulated())
-    return failure("this job has no [wan] emulation (set a link, a profile or a fault in [wan]): there is no emulated "
-                   "link to change");
-  if (config_.control.endpoints.empty()) return failure("this site has no [control] endpoints: no etcd to write the change to");
+    return failure_reply(
+        "this job has no [wan] emulation (set a link, a profile or a fault in [wan]): there is no emulated "
+        "link to change");
+  if (config_.control.endpoints.empty())
+    return failure_reply("this site has no [control] endpoints: no etcd to write the change to");
   EtcdOptions options = etcd_options(config_, site_);
   options.timeout = kEtcdTimeout;
   EtcdClient etcd(options);
   const auto start = job_start(etcd, config_.job.name);
-  if (!start) return failure("the job's emulated WAN has not started yet (no start in etcd): try again once the sites have joined");
+  if (!start)
+    return failure_reply(
+        "the job's emulated WAN has not started yet (no start in etcd): try again once the sites have joined");
   const std::string key = wan_faults_key(config_.job.name);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const auto current = etcd.get(key);
     const double now_s = wall_clock_() - *start;
     auto changed = change(current ? decode_faults(*current, key) : std::vector<WanFault>{}, now_s);
-    if (auto* refusal = std::get_if<std::string>(&changed)) return failure(*refusal);
+    if (auto* refusal = std::get_if<std::string>(&changed)) return failure_reply(*refusal);
     const std::string text = encode_faults(std::get<std::vector<WanFault>>(changed));
     // A swap that won but whose answer was lost reads back as this text (etcd_client.hpp).
     if ((current ? etcd.compare_and_swap(key, *current, text) : etcd.create_if_absent(key, text)) || etcd.get(key) == text) {
@@ -128,8 +131,8 @@ json OpsWan::change_faults(const Change& change, const std::function<json(double
       return out;
     }
   }
-  return failure("the operator's fault list changed under this command " + std::to_string(kMaxAttempts) +
-                 " times (other operators at work): try again");
+  return failure_reply("the operator's fault list changed under this command " + std::to_string(kMaxAttempts) +
+                       " times (other operators at work): try again");
 }
 
 json OpsWan::add_fault(const FaultRequest& request) {

@@ -1,9 +1,12 @@
-// TurnGroup: a group's ranks on threads that take turns, one at a time, through the Communicator
-// seam. Its collectives against a sequential reference, its turn order, and a rank that leaves.
+// TurnGroup: a group's ranks on fibers that take turns, one at a time, through the Communicator
+// seam. Its collectives against a sequential reference, its turn order, a rank that leaves, and
+// exceptions handled across turns.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -151,4 +154,45 @@ TEST_CASE(
     ++ran;
   });
   CHECK(ran == 3);
+}
+
+TEST_CASE("turn group: ranks that enter collectives while handling exceptions each rethrow their own") {
+  TurnGroup group(2);
+  std::vector<std::string> rethrown(2);
+  for (int run = 0; run < 2; ++run) {
+    group.run([&](Communicator& comm) {
+      const auto me = static_cast<std::size_t>(comm.rank());
+      try {
+        try {
+          throw std::runtime_error("rank " + std::to_string(me));
+        } catch (const std::runtime_error&) {
+          comm.barrier();  // the other rank catches (and ends) its own exception meanwhile
+          CHECK(std::uncaught_exceptions() == 0);
+          comm.barrier();
+          throw;
+        }
+      } catch (const std::runtime_error& e) {
+        rethrown[me] = e.what();
+      }
+    });
+    CHECK(rethrown == std::vector<std::string>{"rank 0", "rank 1"});
+  }
+}
+
+TEST_CASE("turn group: a rank's deep stack is its own") {
+  // A recursion a few MiB deep on each rank, across turns: each finds its own frames again.
+  TurnGroup group(2);
+  std::vector<long> sums(2);
+  group.run([&](Communicator& comm) {
+    const std::function<long(int)> down = [&](int depth) -> long {
+      volatile char frame[2048];
+      frame[0] = static_cast<char>(depth);
+      if (depth % 256 == 0) comm.barrier();
+      return depth == 0 ? comm.rank() : frame[0] + down(depth - 1);
+    };
+    sums[static_cast<std::size_t>(comm.rank())] = down(1024);
+  });
+  long expected = 0;
+  for (int d = 1; d <= 1024; ++d) expected += static_cast<char>(d);
+  CHECK(sums == std::vector<long>{expected, expected + 1});
 }

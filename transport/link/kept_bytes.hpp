@@ -5,6 +5,7 @@
 // the caller's own buffer, shared. The owner is also handed to the transport with each frame that
 // is sent without a copy, so a transfer may leave this list before its frames have left the host.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -18,6 +19,33 @@
 
 namespace meridian {
 
+// The frames both links' wire formats share (zmq_link.cpp and ucx_link.cpp describe the rest): a
+// chunk, and a re-request of one.
+inline constexpr std::byte kChunkFrame{'D'};
+inline constexpr std::byte kRerequestFrame{'R'};
+
+// A re-request's body: "send me chunk `index` of your transfer `transfer_id` again", little-endian.
+struct Rerequest {
+  static constexpr std::size_t kBytes = 12;
+  std::uint64_t transfer_id = 0;
+  std::uint32_t index = 0;
+
+  std::array<std::byte, kBytes> encode() const {
+    std::array<std::byte, kBytes> body{};
+    for (std::size_t i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
+    for (std::size_t i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
+    return body;
+  }
+  // `body`: kBytes, as the links check before they decode.
+  static Rerequest decode(std::span<const std::byte> body) {
+    MERIDIAN_CHECK(body.size() == kBytes, "a re-request of ", body.size(), " bytes");
+    Rerequest r;
+    for (std::size_t i = 0; i < 8; ++i) r.transfer_id |= std::uint64_t(body[i]) << (8 * i);
+    for (std::size_t i = 0; i < 4; ++i) r.index |= std::uint32_t(body[8 + i]) << (8 * i);
+    return r;
+  }
+};
+
 class KeptTransfers {
  public:
   struct Sent {
@@ -30,8 +58,9 @@ class KeptTransfers {
 
   // Sent transfers are kept to answer re-requests; a receiver asks within moments of the frame
   // arriving, so the last few transfers (bounded in bytes too) are enough.
-  KeptTransfers(std::size_t max_transfers, std::size_t max_bytes, std::size_t chunk_bytes)
-      : max_transfers_(max_transfers), max_bytes_(max_bytes), chunk_bytes_(chunk_bytes) {}
+  static constexpr std::size_t kMaxTransfers = 64;
+  static constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
+  explicit KeptTransfers(std::size_t chunk_bytes) : chunk_bytes_(chunk_bytes) {}
 
   std::size_t chunk_bytes() const { return chunk_bytes_; }
 
@@ -61,11 +90,12 @@ class KeptTransfers {
     return add(Sent{peer, transfer_id, std::move(payload), bytes, std::move(frames)});
   }
 
-  // Only transfers sent to that very peer are found: nobody else may pull them.
-  const Sent* find(const std::string& peer, std::uint64_t transfer_id) const {
+  // The transfer a re-request asks for, when it holds that chunk. Only transfers sent to that very
+  // peer are found: nobody else may pull them.
+  const Sent* find(const std::string& peer, const Rerequest& asked) const {
     const auto it = std::find_if(sent_.begin(), sent_.end(),
-                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == transfer_id; });
-    return it == sent_.end() ? nullptr : &*it;
+                                 [&](const Sent& s) { return s.peer == peer && s.transfer_id == asked.transfer_id; });
+    return it == sent_.end() || asked.index >= it->frames.size() ? nullptr : &*it;
   }
 
  private:
@@ -78,15 +108,13 @@ class KeptTransfers {
     });
     bytes_ += sent.bytes;
     sent_.push_back(std::move(sent));
-    while (sent_.size() > max_transfers_ || (sent_.size() > 1 && bytes_ > max_bytes_)) {
+    while (sent_.size() > kMaxTransfers || (sent_.size() > 1 && bytes_ > kMaxBytes)) {
       bytes_ -= sent_.front().bytes;
       sent_.pop_front();
     }
     return sent_.back();
   }
 
-  std::size_t max_transfers_;
-  std::size_t max_bytes_;
   std::size_t chunk_bytes_;
   std::deque<Sent> sent_;
   std::size_t bytes_ = 0;

@@ -38,17 +38,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr std::byte kData{'D'};
 constexpr std::byte kAhead{'P'};
 constexpr std::byte kHeader{'H'};
-constexpr std::byte kRerequest{'R'};
-constexpr std::size_t kRerequestBytes = 12;
 constexpr std::size_t kPlacementBytes = 36;
 // Shared payloads from this size on go out ahead of their headers.
 constexpr std::size_t kAheadBytes = std::size_t{16} << 20;
-// The same bounds as zmq_link on the transfers kept to answer re-requests.
-constexpr std::size_t kKeptTransfers = 64;
-constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 
 using Message = UcxTransport::Message;
 
@@ -94,10 +88,11 @@ class UcxLink final : public Link {
           std::size_t queue_bytes)
       : faults_(faults),
         chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
-        sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
-        transport_(bind_address, kMaxChunkBytes, port,
-                   [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); },
-                   queue_bytes) {
+        sent_(chunk_bytes),
+        transport_(
+            bind_address, kMaxChunkBytes, port,
+            [this](std::span<const std::byte> header, std::size_t length) { return place(header, length); },
+            queue_bytes) {
     // Every frame's header carries the address and at most a chunk header.
     const std::size_t largest = 2 + address().size() + std::max(encode_chunk_header({}).size(), kPlacementBytes);
     if (address().size() > 255 || largest > transport_.max_header())
@@ -118,7 +113,7 @@ class UcxLink final : public Link {
             std::span<const std::byte> payload) override {
     contact(peer);
     const auto& sent = sent_.keep(peer, transfer_id, tag, payload);
-    post(kData, sent.peer, sent.frames, sent.owner);
+    post(kChunkFrame, sent.peer, sent.frames, sent.owner);
   }
 
   void send(const std::string& peer, std::uint64_t transfer_id, std::uint16_t tag,
@@ -130,7 +125,7 @@ class UcxLink final : public Link {
     // (Too many chunks or bytes: keep() refuses the transfer before anything leaves.)
     if (size < kAheadBytes || count < 2 || count > kMaxChunks || size > kMaxTransferBytes) {
       const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload));
-      post(kData, sent.peer, sent.frames, sent.owner);
+      post(kChunkFrame, sent.peer, sent.frames, sent.owner);
       return;
     }
     // The payloads leave now; the headers once the payload is hashed (keep() below), after them.
@@ -155,7 +150,7 @@ class UcxLink final : public Link {
     MERIDIAN_CHECK(payload != nullptr, "no payload");
     contact(peer);
     const auto& sent = sent_.keep(peer, transfer_id, tag, std::move(payload), hashes);
-    post(kData, sent.peer, sent.frames, sent.owner);
+    post(kChunkFrame, sent.peer, sent.frames, sent.owner);
   }
 
   std::size_t chunk_bytes() const override { return chunk_bytes_; }
@@ -228,15 +223,16 @@ class UcxLink final : public Link {
         ++counters_.strangers;
         return;
       }
-      if ((h[0] == kData || h[0] == kAhead) && in.placed() != nullptr)
+      if ((h[0] == kChunkFrame || h[0] == kAhead) && in.placed() != nullptr)
         return on_landed(std::static_pointer_cast<IncomingTransfers::Claim>(in.placed()), delivered);
-      if (h[0] == kData) return on_chunk(peer, body, in.data(), delivered);
+      if (h[0] == kChunkFrame) return on_chunk(peer, body, in.data(), delivered);
       if (h[0] == kAhead) {
         if (const auto p = decode_placement(body))
           return deliver(incoming_.add(peer, *p, in.data(), counters_), delivered);
       }
       if (h[0] == kHeader && in.data().empty()) return on_header(peer, body, delivered);
-      if (h[0] == kRerequest && body.size() == kRerequestBytes && in.data().empty()) return on_rerequest(peer, body);
+      if (h[0] == kRerequestFrame && body.size() == Rerequest::kBytes && in.data().empty())
+        return on_rerequest(peer, body);
     }
     ++counters_.rejected;
   }
@@ -266,7 +262,7 @@ class UcxLink final : public Link {
     const auto body = h.subspan(2 + std::size_t(h[1]));
     if (!gate_.admits(peer)) return std::nullopt;  // refused in handle(), holding no place
     std::optional<IncomingTransfers::Place> place;
-    if (h[0] == kData) place = incoming_.place(peer, body, length);
+    if (h[0] == kChunkFrame) place = incoming_.place(peer, body, length);
     if (h[0] == kAhead)
       if (const auto p = decode_placement(body)) place = incoming_.place(peer, *p, length);
     if (!place) return std::nullopt;
@@ -282,11 +278,9 @@ class UcxLink final : public Link {
   void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
     // A name a message gives is never dialled: only a peer sent to before, or a listed one.
     if (!contacted_.contains(peer) && !(gate_.listed(peer) && UcxTransport::valid_address(peer))) return;
-    std::byte body[kRerequestBytes];
-    for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
-    for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
+    const auto body = Rerequest{transfer_id, index}.encode();
     std::vector<Message> messages;
-    messages.push_back(message(peer, kRerequest, body));
+    messages.push_back(message(peer, kRerequestFrame, body));
     if (transport_.post(std::move(messages)))
       ++counters_.rerequests;
     else
@@ -294,15 +288,13 @@ class UcxLink final : public Link {
   }
 
   void on_rerequest(const std::string& peer, std::span<const std::byte> body) {
-    const auto transfer_id = get_le<std::uint64_t>(body, 0);
-    const auto index = get_le<std::uint32_t>(body, 8);
-    // Only transfers sent to that very peer are answered (find): nobody else may pull them.
-    const KeptTransfers::Sent* sent = sent_.find(peer, transfer_id);
-    if (sent == nullptr || index >= sent->frames.size()) {
+    const auto asked = Rerequest::decode(body);
+    const KeptTransfers::Sent* sent = sent_.find(peer, asked);
+    if (sent == nullptr) {
       ++counters_.rejected;
       return;
     }
-    post(kData, sent->peer, std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
+    post(kChunkFrame, sent->peer, std::span<const Frame>(sent->frames).subspan(asked.index, 1), sent->owner);
   }
 
   FaultInjector faults_;

@@ -39,12 +39,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr char kData = 'D';
-constexpr char kRerequest = 'R';
-constexpr std::size_t kRerequestBytes = 12;
-// Sent transfers kept to answer re-requests (kept_bytes.hpp).
-constexpr std::size_t kKeptTransfers = 64;
-constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
 // ZeroMQ cuts off a peer that sends more than this in one part, before buffering it.
 constexpr std::int64_t kMaxPartBytes = static_cast<std::int64_t>(kMaxChunkBytes) + 4096;
 // What a frame costs its peer's queue beyond its payload: its kind and header parts, ZeroMQ's own.
@@ -80,7 +74,7 @@ class ZmqLink final : public Link {
           std::size_t queue_bytes, std::optional<LinkCurve> curve)
       : queue_bytes_(queue_bytes),
         faults_(faults),
-        sent_(kKeptTransfers, kKeptBytes, chunk_bytes),
+        sent_(chunk_bytes),
         curve_(std::move(curve)),
         zap_(curve_ ? std::make_unique<ZapHandler>(context_, curve_->job_keys) : nullptr),
         router_(context_, zmq::socket_type::router) {
@@ -230,7 +224,7 @@ class ZmqLink final : public Link {
     hold.release();  // the message's now: released when ZeroMQ is done with the payload
     constexpr auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
     try {
-      return dealer.socket.send(zmq::buffer(&kData, 1), more) &&
+      return dealer.socket.send(zmq::buffer(&kChunkFrame, 1), more) &&
              dealer.socket.send(zmq::buffer(header.data(), header.size()), more) &&
              dealer.socket.send(last, zmq::send_flags::dontwait);
     } catch (const zmq::error_t&) {
@@ -283,10 +277,10 @@ class ZmqLink final : public Link {
       ++counters_.strangers;
       return true;
     }
-    const char kind = parts.empty() || parts[0].size() != 1 ? '\0' : *parts[0].data<char>();
-    if (kind == kData && count == 3) {
+    const std::byte kind = parts.empty() || parts[0].size() != 1 ? std::byte{0} : *parts[0].data<std::byte>();
+    if (kind == kChunkFrame && count == 3) {
       on_chunk(peer, parts[1], parts[2], delivered);
-    } else if (kind == kRerequest && count == 2 && parts[1].size() == kRerequestBytes) {
+    } else if (kind == kRerequestFrame && count == 2 && parts[1].size() == Rerequest::kBytes) {
       on_rerequest(peer, bytes_of(parts[1]));
     } else {
       ++counters_.rejected;
@@ -311,16 +305,13 @@ class ZmqLink final : public Link {
   }
 
   void rerequest(const std::string& peer, std::uint64_t transfer_id, std::uint32_t index) {
-    std::byte body[kRerequestBytes];
-    for (int i = 0; i < 8; ++i) body[i] = static_cast<std::byte>(transfer_id >> (8 * i));
-    for (int i = 0; i < 4; ++i) body[8 + i] = static_cast<std::byte>(index >> (8 * i));
+    const auto body = Rerequest{transfer_id, index}.encode();
     Dealer* dealer = answerable(peer);
     if (dealer == nullptr || full(*dealer, 0)) return;
-    const char kind = kRerequest;
     constexpr auto more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
     try {
-      if (dealer->socket.send(zmq::buffer(&kind, 1), more) &&
-          dealer->socket.send(zmq::buffer(body, sizeof body), zmq::send_flags::dontwait)) {
+      if (dealer->socket.send(zmq::buffer(&kRerequestFrame, 1), more) &&
+          dealer->socket.send(zmq::buffer(body.data(), body.size()), zmq::send_flags::dontwait)) {
         ++counters_.rerequests;
         return;
       }
@@ -330,19 +321,15 @@ class ZmqLink final : public Link {
   }
 
   void on_rerequest(const std::string& peer, std::span<const std::byte> body) {
-    std::uint64_t transfer_id = 0;
-    std::uint32_t index = 0;
-    for (int i = 0; i < 8; ++i) transfer_id |= std::uint64_t(body[i]) << (8 * i);
-    for (int i = 0; i < 4; ++i) index |= std::uint32_t(body[8 + i]) << (8 * i);
-    // Only transfers sent to that very peer are answered (find): nobody else may pull them.
-    const KeptTransfers::Sent* sent = sent_.find(peer, transfer_id);
-    if (sent == nullptr || index >= sent->frames.size()) {
+    const auto asked = Rerequest::decode(body);
+    const KeptTransfers::Sent* sent = sent_.find(peer, asked);
+    if (sent == nullptr) {
       ++counters_.rejected;
       return;
     }
     Dealer* dealer = answerable(peer);
-    if (dealer == nullptr || full(*dealer, sent->frames[index].payload.size())) return;
-    send_frames(*dealer, std::span<const Frame>(sent->frames).subspan(index, 1), sent->owner);
+    if (dealer == nullptr || full(*dealer, sent->frames[asked.index].payload.size())) return;
+    send_frames(*dealer, std::span<const Frame>(sent->frames).subspan(asked.index, 1), sent->owner);
   }
 
   std::size_t queue_bytes_;
