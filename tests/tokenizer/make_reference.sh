@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The references meridian's tokenizers are checked against (tests/tokenizer/test_tokenizer_parity.cpp):
-#  - tiktoken's npm port, js-tiktoken: OUT_DIR/<encoding>.tiktoken for gpt2, cl100k_base and
-#    o200k_base as it ships them, and OUT_DIR/expected.jsonl: per encoding and file, its token count
-#    and the SHA-256 of its ids, for tiny shakespeare, OUT_DIR/hard_cases.txt and every Gutenberg
-#    book of ../shared/data;
+#  - tiktoken's npm ports: OUT_DIR/<encoding>.tiktoken for gpt2, cl100k_base and o200k_base as
+#    js-tiktoken ships them, and OUT_DIR/expected.jsonl: per encoding, port and file, its token count
+#    and the SHA-256 of its ids. tiktoken (OpenAI's Rust core in WebAssembly, with ranks of its own)
+#    encodes tiny shakespeare, OUT_DIR/hard_cases.txt and every Gutenberg book of ../shared/data;
+#    js-tiktoken (JavaScript, three times slower) the first two;
 #  - Hugging Face's tokenizer in JavaScript, @huggingface/tokenizers: OUT_DIR/gpt2-tokenizer.json
 #    (GPT-2's tokenizer.json, rebuilt from the gpt2 ranks) and OUT_DIR/trained-tokenizer.json (what
 #    `meridian tokenizer train` makes of the Gutenberg books), and OUT_DIR/hf_expected.jsonl: the same
@@ -16,7 +17,9 @@ src=$(cd "$here/../.." && pwd)
 meridian=$1
 out=$2
 mkdir -p "$out"
-[ -d "$here/js/node_modules/js-tiktoken" ] || { echo "js-tiktoken is not installed (scripts/setup.sh installs it)" >&2; exit 1; }
+for package in js-tiktoken tiktoken; do
+  [ -d "$here/js/node_modules/$package" ] || { echo "$package is not installed (scripts/setup.sh installs it)" >&2; exit 1; }
+done
 python3 "$here/hard_cases.py" > "$out/hard_cases.txt"
 node "$here/js/reference.mjs" ranks "$out"
 files=("$src/data/tinyshakespeare/input.txt" "$out/hard_cases.txt")
@@ -27,7 +30,9 @@ for f in "$books_dir"/*.txt; do [ "$(basename "$f")" = SOURCE.txt ] || files+=("
 (( ${#files[@]} > 2 )) || { echo "make_reference: $books_dir holds no books (*.txt)" >&2; exit 1; }
 : > "$out/expected.jsonl.tmp"
 for enc in gpt2 cl100k_base o200k_base; do
-  node "$here/js/reference.mjs" encode "$enc" "${files[@]}" | sed "s/^{/{\"encoding\":\"$enc\",/" >> "$out/expected.jsonl.tmp"
+  { node "$here/js/reference.mjs" encode tiktoken "$enc" "${files[@]}"
+    node "$here/js/reference.mjs" encode js-tiktoken "$enc" "${files[@]:0:2}"; } |
+    sed "s/^{/{\"encoding\":\"$enc\",/" >> "$out/expected.jsonl.tmp"
 done
 mv "$out/expected.jsonl.tmp" "$out/expected.jsonl"
 

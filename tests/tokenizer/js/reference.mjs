@@ -1,13 +1,18 @@
-// tiktoken's npm port as the reference for meridian's tokenizer (tests/tokenizer):
+// tiktoken's npm ports as the references for meridian's tokenizer (tests/tokenizer):
 //   node reference.mjs ranks OUT_DIR            writes OUT_DIR/<encoding>.tiktoken for gpt2, cl100k_base
 //                                               and o200k_base (js-tiktoken ships them compressed)
-//   node reference.mjs encode ENCODING FILE...  prints, per file, one JSON line: the file, its
+//   node reference.mjs encode PORT ENCODING FILE...
+//                                               prints, per file, one JSON line: the port, the file, its
 //                                               token count, and the SHA-256 of its ids as little-
 //                                               endian int32 (the whole file is one text, decoded
-//                                               as UTF-8; specials encoded as text)
+//                                               as UTF-8; specials encoded as text). PORT: "tiktoken"
+//                                               (OpenAI's Rust core compiled to WebAssembly, with
+//                                               ranks of its own) or "js-tiktoken" (a port in
+//                                               JavaScript, three times slower)
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { Tiktoken } from "js-tiktoken/lite";
+import { get_encoding } from "tiktoken";
 
 const ENCODINGS = ["gpt2", "cl100k_base", "o200k_base"];
 
@@ -31,16 +36,20 @@ if (command === "ranks") {
   mkdirSync(args[0], { recursive: true });
   for (const name of ENCODINGS) writeFileSync(`${args[0]}/${name}.tiktoken`, expand((await ranksOf(name)).bpe_ranks));
 } else if (command === "encode") {
-  const [name, ...files] = args;
-  const enc = new Tiktoken(await ranksOf(name));
+  const [port, name, ...files] = args;
+  if (port !== "tiktoken" && port !== "js-tiktoken") throw new Error(`unknown port ${port}`);
+  const wasm = port === "tiktoken" ? get_encoding(name) : null;
+  const js = wasm ? null : new Tiktoken(await ranksOf(name));
   for (const file of files) {
     const text = readFileSync(file).toString("utf8");
-    const ids = enc.encode(text, [], []);  // no special allowed, none disallowed: specials are text
+    // No special allowed, none disallowed: specials are text.
+    const ids = wasm ? wasm.encode(text, [], []) : js.encode(text, [], []);
     const bytes = Buffer.alloc(ids.length * 4);
     ids.forEach((id, i) => bytes.writeInt32LE(id, i * 4));
-    console.log(JSON.stringify({ file, tokens: ids.length, sha256: createHash("sha256").update(bytes).digest("hex") }));
+    console.log(JSON.stringify({ port, file, tokens: ids.length, sha256: createHash("sha256").update(bytes).digest("hex") }));
   }
+  wasm?.free();
 } else {
-  console.error("usage: node reference.mjs ranks OUT_DIR | encode ENCODING FILE...");
+  console.error("usage: node reference.mjs ranks OUT_DIR | encode tiktoken|js-tiktoken ENCODING FILE...");
   process.exit(2);
 }
