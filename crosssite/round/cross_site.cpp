@@ -474,6 +474,8 @@ void CrossSite::handle(Received r) {
         const Outbox::Delta* own = outbox_.find(req.round);
         if (req.site != options_.site || own == nullptr) return;
         courier_.send(r.peer, req.round, *own);
+        ++counts().deltas_resent;
+        counts().bytes_resent += own->bytes->size();
       } catch (const Error&) {
         ++counts().refused.requests_malformed;
       }

@@ -52,6 +52,8 @@ struct CrossSiteTraffic {
   Refusals refused;
   std::uint64_t frames_refused = 0;  // refused by the link (malformed, failed checksum)
   std::uint64_t requests_sent = 0;   // deltas asked for again
+  // This site's deltas sent again on a peer's request, and their bytes (in bytes_sent too).
+  std::uint64_t deltas_resent = 0, bytes_resent = 0;
   std::uint64_t deltas_screened_out = 0;  // arrived intact but refused by the screen (NaN, norm, size)
   std::uint64_t states_sent = 0, states_adopted = 0, states_refused = 0;
   std::uint64_t copies_rebuilt = 0;  // its own copy taken from its checkpoint and journal (rebuilt_copy.hpp)

@@ -109,6 +109,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["refused"] = refusal_counts(t.refused);
   out["frames_refused"] = t.frames_refused;
   out["delta_requests"] = t.requests_sent;
+  out["deltas_resent"] = t.deltas_resent;
   out["commits_proposed"] = t.commits_proposed;
   out["commits_won"] = t.commits_won;
   out["commits_by_deadline"] = t.commits_by_deadline;

@@ -260,6 +260,10 @@ TEST_CASE(
   CHECK(OuterState::weights_hash(c.state.global()) == sites[0]->last->params_hash);
   CHECK(c.cross.traffic().requests_sent == 2);
   CHECK(c.cross.traffic().states_adopted == 0);
+  for (Site* peer : {sites[0].get(), sites[1].get()}) {  // each sent its delta again, once
+    CHECK(peer->cross.traffic().deltas_resent == 1);
+    CHECK(peer->cross.traffic().bytes_resent >= kParams);  // int8: a byte per parameter
+  }
 }
 
 TEST_CASE("a site whose copy does not give a commit's hash hands out no commit after it, and takes a peer's state") {
