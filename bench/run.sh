@@ -55,6 +55,12 @@ if [ -x "$BUILD_DIR/bench/bench_optimizer" ]; then
   "$BUILD_DIR/bench/bench_optimizer" 7 20
 fi
 
+# Generation over the KV cache against the whole window again (bench/bench_generate.cpp).
+if [ -x "$BUILD_DIR/bench/bench_generate" ]; then
+  echo "--- generation"
+  "$BUILD_DIR/bench/bench_generate"
+fi
+
 # Delta codecs against memcpy of the same buffer (bench/bench_codec.cpp), under the same lock.
 if [ -x "$BUILD_DIR/bench/bench_codec" ]; then
   echo "--- codecs"

@@ -97,11 +97,9 @@ namespace {
 
 class JsonFile {
  public:
-  explicit JsonFile(const std::filesystem::path& file) : file_(file) {
-    const auto bytes = posix_env().read_all(file);
+  JsonFile(std::string_view text, const std::filesystem::path& file) : file_(file) {
     try {
-      root_ = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()),
-                                    reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+      root_ = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       throw error("not valid JSON: ", e.what());
     }
@@ -216,7 +214,12 @@ std::vector<std::pair<std::int32_t, std::int32_t>> merges_of(const JsonFile& f, 
 }  // namespace
 
 Tokenizer load_tokenizer_json(const std::filesystem::path& file) {
-  const JsonFile f(file);
+  const auto bytes = posix_env().read_all(file);
+  return tokenizer_from_json(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), file);
+}
+
+Tokenizer tokenizer_from_json(std::string_view text, const std::filesystem::path& file) {
+  const JsonFile f(text, file);
   const auto& model = f.at(f.root(), "model", "the file");
   if (model.value("type", "") != "BPE") throw f.error("model.type is ", model.value("type", "absent"), ", meridian reads BPE");
   if (!null_or(model, "byte_fallback", false))

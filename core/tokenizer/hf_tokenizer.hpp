@@ -20,6 +20,8 @@ extern const char* const kByteLevelPattern;
 
 // Error(Config) naming the file and what is wrong or unsupported; Error(Io) when it cannot be read.
 Tokenizer load_tokenizer_json(const std::filesystem::path& file);
+// The same from the file's text; `file` names it in errors and gives the tokenizer its name.
+Tokenizer tokenizer_from_json(std::string_view text, const std::filesystem::path& file);
 
 // A byte-level BPE as Hugging Face writes it: tokens by id, merges by rank (pairs of ids), the
 // pre-tokenizer pattern (a Split then ByteLevel, as Llama 3's), the specials as added tokens.

@@ -76,7 +76,11 @@ std::vector<std::string_view> tiktoken_encoding_names() {
 
 std::vector<std::string> read_tiktoken_ranks(const std::filesystem::path& file) {
   const MappedFile mapped = MappedFile::open(file);
-  const std::string_view text(reinterpret_cast<const char*>(mapped.bytes().data()), mapped.bytes().size());
+  return parse_tiktoken_ranks(
+      std::string_view(reinterpret_cast<const char*>(mapped.bytes().data()), mapped.bytes().size()), file);
+}
+
+std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::filesystem::path& file) {
   std::vector<std::string> tokens;
   std::vector<bool> given;
   std::unordered_map<std::string, std::size_t> line_of;
@@ -115,13 +119,17 @@ std::vector<std::string> read_tiktoken_ranks(const std::filesystem::path& file) 
 }
 
 Tokenizer load_tiktoken(const std::filesystem::path& file, std::string_view encoding) {
+  return tiktoken_from_ranks(read_tiktoken_ranks(file), file, encoding);
+}
+
+Tokenizer tiktoken_from_ranks(std::vector<std::string> tokens, const std::filesystem::path& file,
+                              std::string_view encoding) {
   const TiktokenEncoding* e = find_tiktoken_encoding(encoding);
   if (!e) {
     std::string names;
     for (auto n : tiktoken_encoding_names()) names += (names.empty() ? "" : ", ") + std::string(n);
     throw make_error(ErrorKind::Config, "encoding \"", encoding, "\" is unknown (known: ", names, ")");
   }
-  auto tokens = read_tiktoken_ranks(file);
   if (static_cast<int>(tokens.size()) != e->ordinary_tokens)
     throw make_error(ErrorKind::Config, file.string(), ": ", tokens.size(), " ranks, but ", e->name, " has ",
                      e->ordinary_tokens, " (is it another encoding's file?)");

@@ -26,9 +26,14 @@ std::vector<std::string_view> tiktoken_encoding_names();
 // The tokens of a rank file, by rank. Error(Config) naming the file and line: not "base64 rank",
 // bad base64, a rank given twice or missing (ranks must be 0..n-1), two ranks of the same bytes.
 std::vector<std::string> read_tiktoken_ranks(const std::filesystem::path& file);
+// The same from the file's text, which `file` names in errors.
+std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::filesystem::path& file);
 
 // The tokenizer of `encoding` over `file`'s ranks. Error(Config) for an unknown encoding or a
 // rank file of another size than the encoding's.
 Tokenizer load_tiktoken(const std::filesystem::path& file, std::string_view encoding);
+// The same over ranks already read from `file`.
+Tokenizer tiktoken_from_ranks(std::vector<std::string> tokens, const std::filesystem::path& file,
+                              std::string_view encoding);
 
 }  // namespace meridian

@@ -20,6 +20,14 @@ Tokenizer load_tokenizer(const std::filesystem::path& file, std::string_view enc
                    " is neither a tokenizer.json nor a rank file named after its encoding: name the encoding");
 }
 
+Tokenizer load_tokenizer(const TokenizerFile& file, const std::filesystem::path& where) {
+  const std::filesystem::path path = where / file.name;
+  const std::string encoding = !file.encoding.empty() ? file.encoding : path.stem().string();
+  if (!file.encoding.empty() || (path.extension() == ".tiktoken" && find_tiktoken_encoding(encoding)))
+    return tiktoken_from_ranks(parse_tiktoken_ranks(file.bytes, path), path, encoding);
+  return tokenizer_from_json(file.bytes, path);
+}
+
 TokenizerFile read_job_tokenizer(const std::filesystem::path& file, std::string_view encoding, int model_vocab) {
   const Tokenizer tokenizer = load_tokenizer(file, encoding);
   if (tokenizer.vocab_size() > model_vocab)

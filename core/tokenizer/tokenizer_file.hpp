@@ -22,6 +22,9 @@ struct TokenizerFile {
   bool operator==(const TokenizerFile&) const = default;
 };
 
+// The tokenizer a TokenizerFile holds, its errors (load_tokenizer's) naming it as `where`/<its name>.
+Tokenizer load_tokenizer(const TokenizerFile& file, const std::filesystem::path& where);
+
 // The file read and parsed (load_tokenizer's errors), and Error(Config) naming it when its
 // vocabulary is larger than the model's.
 TokenizerFile read_job_tokenizer(const std::filesystem::path& file, std::string_view encoding, int model_vocab);

@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 
 Action add_train_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
+Action add_generate_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_import_command(CLI::App& app);
 Action add_tokenize_command(CLI::App& app);

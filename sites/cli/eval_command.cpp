@@ -1,38 +1,19 @@
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/data/tokens.hpp"
-#include "core/hf/hf_import.hpp"
 #include "core/io/env.hpp"
 #include "core/model/language_model.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/train_checkpoint.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
+#include "sites/cli/model_source.hpp"
 
 namespace meridian::cli {
 
 namespace {
-
-// A meridian checkpoint, or a Hugging Face model directory read as `meridian import` reads it.
-ModelSnapshot model_at(const std::string& path, int seq_len) {
-  if (is_hf_model_dir(path)) {
-    HfModel hf = read_hf_model(path, seq_len);
-    return {hf.config, std::move(hf.params), 0, path};
-  }
-  ModelSnapshot snap = load_model_snapshot(posix_env(), path, [](const std::string& why) {
-    std::fprintf(stderr, "warning: %s\n", why.c_str());
-  });
-  if (seq_len > 0) {
-    if (seq_len > snap.shape.positions())
-      throw make_error(ErrorKind::Usage, "--seq-len ", seq_len, " is longer than the model's context of ",
-                       snap.shape.positions());
-    snap.shape.seq_len = seq_len;
-  }
-  return snap;
-}
 
 // The logits of the first `windows` evaluation windows (their first seq_len tokens), as raw
 // little-endian float32 (windows, seq_len, vocab): what a check in another framework compares.

@@ -3,17 +3,18 @@
 // tests/torch/make_fixtures.py into the build tree before this runs; ctest's fixture "torch")
 // imported, the next batch's logits within 1e-5 relative, ten AdamW steps (clip, decay groups,
 // fresh moments) with every loss within 1e-5 relative (the first is PyTorch's next step after the
-// 20 it trained), and a job with [model] init_from that starts from exactly the imported weights.
+// 20 it trained), the decoder's logits fed text a token at a time, and a job with [model] init_from that starts from
+// exactly the imported weights.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "core/generate/decoder.hpp"
 #include "core/hf/hf_import.hpp"
 #include "core/io/env.hpp"
 #include "core/model/language_model.hpp"
@@ -106,6 +107,32 @@ TEST_CASE("every variant: the imported model's logits equal PyTorch's within 1e-
       worst_loss = std::max(worst_loss, relative(loss, want_losses[k]));
     }
     MESSAGE(name, ": logits within ", worst / scale, ", ", steps, " AdamW steps' losses within ", worst_loss,
+            " (relative)");
+  }
+}
+
+TEST_CASE(
+    "every variant: the decoder fed text a token at a time gives PyTorch's logits at every position within 1e-5") {
+  for (const auto& name : variants()) {
+    CAPTURE(name);
+    const fs::path dir = kFixtures / name;
+    const auto expected = read_json(dir / "expected.json").at("decode");
+    const auto tokens = expected.at("tokens").get<std::vector<std::int32_t>>();
+    const auto want = expected.at("logits").get<std::vector<double>>();
+    const HfModel hf = read_hf_model(dir / "hf");
+    const int V = hf.config.vocab, n = static_cast<int>(tokens.size());
+    REQUIRE(want.size() == tokens.size() * V);
+    const auto decoder = make_decoder(hf.config, hf.params, n);
+    double scale = 0, worst = 0;
+    for (int t = 0; t < n; ++t) {
+      const auto logits = decoder->feed(std::span<const std::int32_t>(&tokens[t], 1));
+      for (int v = 0; v < V; ++v) {
+        scale = std::max(scale, std::abs(want[static_cast<std::size_t>(t) * V + v]));
+        worst = std::max(worst, std::abs(logits[v] - want[static_cast<std::size_t>(t) * V + v]));
+      }
+    }
+    CHECK(worst / scale < 1e-5);
+    MESSAGE(name, ": ", n, " positions (", hf.config.positions(), " in the model), logits within ", worst / scale,
             " (relative)");
   }
 }

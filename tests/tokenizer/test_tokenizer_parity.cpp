@@ -5,17 +5,18 @@
 // js-tiktoken, on the first two; its tokenizer.json reader against Hugging Face's own tokenizer
 // (its JavaScript implementation) on GPT-2's tokenizer.json and on one `meridian tokenizer train`
 // made; the same token count and SHA-256 of the ids each time, and decode(encode(text)) == text.
+// Two of the rank files are read as a checkpoint keeps them (a TokenizerFile), one from its path.
 #include <doctest/doctest.h>
 
 #include <fstream>
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/tokenizer/hf_tokenizer.hpp"
 #include "core/tokenizer/tiktoken_file.hpp"
+#include "core/tokenizer/tokenizer_file.hpp"
 #include "core/util/digest.hpp"
 #include "tests/support/child_process.hpp"
 
@@ -57,8 +58,14 @@ TEST_CASE(
     CAPTURE(port);
     CAPTURE(file);
     auto& tokenizer = tokenizers[encoding];
-    if (!tokenizer)
-      tokenizer = std::make_unique<Tokenizer>(load_tiktoken(kReference / (encoding + ".tiktoken"), encoding));
+    if (!tokenizer) {
+      // As a file, and as a checkpoint keeps it (its name saying the encoding, or the encoding given).
+      const fs::path ranks = kReference / (encoding + ".tiktoken");
+      const std::string named = encoding == "o200k_base" ? encoding : "";
+      tokenizer = std::make_unique<Tokenizer>(
+          encoding == "cl100k_base" ? load_tiktoken(ranks, encoding)
+                                    : load_tokenizer(read_job_tokenizer(ranks, named, 1 << 20), kReference));
+    }
     const std::string text = testing::file_text(file);
     const auto ids = tokenizer->encode(text);
     CHECK(ids.size() == expected.at("tokens").get<std::size_t>());

@@ -9,7 +9,8 @@ untied; multi-head, grouped-query and multi-query; Qwen 2's biases; Llama 3.1's 
 trains the reference model 20 AdamW steps on windows of OUT_DIR/data.txt, rounds the weights to
 the dtype the directory stores, writes OUT_DIR/<variant>/hf, and records in expected.json what the
 next steps give: the logits of the next batch, then the losses of ten AdamW steps from these
-weights with a fresh optimizer (the first is "PyTorch's next step"), and the eval loss of data.txt.
+weights with a fresh optimizer (the first is "PyTorch's next step"), the eval loss of data.txt,
+and the logits at every position of twice the window of text (or the model's context).
 The batches are OUT_DIR/<variant>/batches.bin: int32 tokens, STEPS x B x (T + 1).
 """
 import json
@@ -94,6 +95,19 @@ def eval_loss(model, data, T):
     return {"loss": total / n, "tokens": n * T}
 
 
+def positions(cfg, T):
+    return cfg.get("n_positions", cfg.get("max_position_embeddings", T))
+
+
+@torch.no_grad()
+def text_logits(model, data, length):
+    """The logits at every position of `length` tokens of the text (from byte 1,000 on): what a
+    decoder fed the same tokens one at a time must give, past the training window where the model
+    has the positions."""
+    ids = data[1000:1000 + length]
+    return {"tokens": ids.tolist(), "logits": model(ids[None]).reshape(-1).tolist()}
+
+
 def make(out, name, spec, data, seed):
     (cfg, T), dtype, shards, prefix = spec
     torch.manual_seed(seed)
@@ -111,10 +125,11 @@ def make(out, name, spec, data, seed):
     with torch.no_grad():
         logits = model(batches[:B, :-1].long()).reshape(-1).tolist()
     evaluation = eval_loss(model, data, T)
+    decode = text_logits(model, data, min(2 * T, positions(cfg, T)))
     opt = adamw(model)
     losses = [step(model, opt, batches[k * B:(k + 1) * B].long()) for k in range(STEPS)]
     expected = {"seq_len": T, "batch": B, "steps": STEPS, "dtype": dtype, "shards": shards, "adamw": ADAMW,
-                "logits": logits, "losses": losses, "eval": evaluation}
+                "logits": logits, "losses": losses, "eval": evaluation, "decode": decode}
     with open(os.path.join(out, name, "expected.json"), "w") as f:
         json.dump(expected, f)
 
