@@ -385,6 +385,9 @@ std::string to_toml(const JobConfig& c) {
       << "every = " << c.log.every << "\n"
       << "eval_every = " << c.log.eval_every << "\n"
       << "eval_windows = " << c.log.eval_windows << "\n"
+      << "sample_every = " << c.log.sample_every << "\n"
+      << "sample_tokens = " << c.log.sample_tokens << "\n"
+      << (c.log.sample_prompt.empty() ? "" : "sample_prompt = " + config_detail::quote(c.log.sample_prompt) + "\n")
       << "\n[checkpoint]\n"
       << "every = " << c.checkpoint.every << "\n"
       << "keep = " << c.checkpoint.keep << "\n"

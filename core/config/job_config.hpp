@@ -89,6 +89,11 @@ struct JobConfig {
     int every = 10;         // steps between metrics lines
     int eval_every = 100;   // 0 = evaluate only at the end
     int eval_windows = 64;  // most validation windows per evaluation
+    // A sample of the model's text every sample_every steps (0: none): sample_tokens new tokens
+    // after sample_prompt (empty: a document's start), at temperature 1, as a `sample` event.
+    int sample_every = 0;
+    int sample_tokens = 64;
+    std::string sample_prompt;
     bool operator==(const Log&) const = default;
   } log;
 

@@ -288,6 +288,23 @@ void resolve_parallel(Resolver& r, JobConfig& c) {
   resolve_shard_outer(r, c);
 }
 
+// After [data] and [parallel]: a sample is decoded into text from whole weights.
+void resolve_samples(Resolver& r, JobConfig& c) {
+  r.read(c.log.sample_every, "log", "sample_every", 0);
+  r.read(c.log.sample_tokens, "log", "sample_tokens", 1);
+  r.read(c.log.sample_prompt, "log", "sample_prompt");
+  const Setting* every = r.find("log.sample_every");
+  if (!every || c.log.sample_every == 0) return;
+  const auto refuse = [&](const std::string& why) { r.add(every->origin, "log.sample_every", why); };
+  if (!c.data.tokenizer && c.model.vocab != 256)
+    refuse("a sample is text, and the data names no [data] tokenizer for a vocabulary of " +
+           std::to_string(c.model.vocab) + ": name it, or set sample_every = 0");
+  if (c.parallel.zero_stage == 3)
+    refuse(
+        "zero_stage = 3 keeps no replica's weights whole to sample from: set zero_stage to 2 or less, or "
+        "sample_every = 0");
+}
+
 }  // namespace
 
 JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
@@ -310,6 +327,7 @@ JobConfig resolve(const Layers& layers, std::vector<ConfigProblem>& problems) {
   r.read(c.launch.restart_backoff_ms, "launch", "restart_backoff_ms", 0);
   resolve_multisite(r, layers, c);  // after [replicas]: the implicit site takes its replica count
   resolve_parallel(r, c);           // after the sites and [outer]: it checks them
+  resolve_samples(r, c);
   resolve_sim(r, layers, c);
   r.report_unknown();
   r.flush(problems);

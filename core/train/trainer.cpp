@@ -16,6 +16,7 @@
 #include "core/train/evaluate.hpp"
 #include "core/train/init_from.hpp"
 #include "core/train/job_data.hpp"
+#include "core/train/text_sample.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "core/util/pages.hpp"
@@ -489,6 +490,13 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
       log_.metric({{"time", unix_time_now()}, {"site", "local"}, {"replica", 0}, {"step", done}, {"version", 0},
                    {"val_loss", val}, {"tokens", state_.tokens}});
       if (progress_) progress_->line("step " + std::to_string(done) + ": val loss " + std::to_string(val));
+    }
+    if (config_.log.sample_every > 0 && done % config_.log.sample_every == 0) {
+      const TextSample sample = sample_text(config_, model().params(), tokenizer_, done);
+      log_.event("sample", sample.fields());
+      if (progress_)
+        progress_->line("step " + std::to_string(done) +
+                        " sample: " + (sample.error.empty() ? sample.text : sample.error));
     }
     if (config_.checkpoint.every > 0 && done % config_.checkpoint.every == 0 && done != end) save_checkpoint();
   }

@@ -192,6 +192,8 @@ class Trainer {
   // The weights on the host. On a GPU this fetches them first, and whatever the caller changes
   // goes back to the device before it computes again.
   LanguageModel<float>& model();
+  // The job's tokenizer as read at start-up ([data] tokenizer), which checkpoints keep.
+  const std::optional<TokenizerFile>& tokenizer() const { return tokenizer_; }
   std::size_t param_count() const { return model_->layout().total(); }
   // The weights' fingerprint (kernels::chunked_hash64), computed where they live: the same value
   // on the CPU and on a GPU, and no copy of the weights on a GPU. What replicas compare for SDC.

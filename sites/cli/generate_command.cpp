@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/generate/generator.hpp"
+#include "core/generate/text_codec.hpp"
 #include "core/tokenizer/tokenizer_file.hpp"
 #include "core/util/error.hpp"
 #include "sites/cli/commands.hpp"
@@ -23,51 +24,25 @@ struct Options {
   bool ignore_eos = false, json = false;
 };
 
-// Text to ids and back: the checkpoint's tokenizer (or the one named), or bytes for a byte-level model.
-class TextCodec {
- public:
-  TextCodec(const Options& o, const ModelSnapshot& snap) {
-    if (!o.tokenizer.empty())
-      tokenizer_ = load_tokenizer(o.tokenizer, o.tokenizer_encoding);
-    else if (snap.tokenizer)
-      tokenizer_ = load_tokenizer(*snap.tokenizer, snap.source);
-    else if (snap.shape.vocab != 256)
-      throw make_error(ErrorKind::Usage, snap.source.string(), " keeps no tokenizer and its vocabulary of ",
-                       snap.shape.vocab,
-                       " is not the 256 bytes of a byte-level model: name its tokenizer with --tokenizer");
-    if (tokenizer_ && tokenizer_->vocab_size() > snap.shape.vocab)
-      throw make_error(ErrorKind::Config, "tokenizer ", tokenizer_->name(), " has ", tokenizer_->vocab_size(),
-                       " tokens, more than the model's vocabulary of ", snap.shape.vocab);
+TextCodec codec_of(const Options& o, const ModelSnapshot& snap) {
+  std::optional<Tokenizer> tokenizer;
+  if (!o.tokenizer.empty())
+    tokenizer = load_tokenizer(o.tokenizer, o.tokenizer_encoding);
+  else if (snap.tokenizer)
+    tokenizer = load_tokenizer(*snap.tokenizer, snap.source);
+  try {
+    return TextCodec(std::move(tokenizer), snap.shape.vocab, snap.source.string());
+  } catch (const Error& e) {
+    if (!o.tokenizer.empty() || snap.tokenizer) throw;
+    throw make_error(ErrorKind::Usage, e.what(), " with --tokenizer");
   }
-  std::vector<std::int32_t> encode(const std::string& text) const {
-    if (tokenizer_) return tokenizer_->encode(text, /*allow_specials=*/true);
-    std::vector<std::int32_t> bytes;
-    for (const unsigned char b : text) bytes.push_back(b);
-    return bytes;
-  }
-  std::string decode(std::span<const std::int32_t> ids) const {
-    if (tokenizer_) return tokenizer_->decode(ids);
-    std::string bytes;
-    for (const std::int32_t id : ids) bytes.push_back(static_cast<char>(id));
-    return bytes;
-  }
-  std::optional<std::int32_t> end_of_text() const { return tokenizer_ ? tokenizer_->end_of_text() : std::nullopt; }
-
- private:
-  std::optional<Tokenizer> tokenizer_;
-};
+}
 
 std::vector<std::int32_t> prompt_ids(const Options& o, const TextCodec& codec) {
-  std::string text = o.prompt;
-  if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file, std::ios::binary);
-    if (!in) throw make_error(ErrorKind::Io, "--prompt-file ", o.prompt_file, " cannot be read");
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  if (!text.empty()) return codec.encode(text);
-  // Nothing to continue: a document's start, as GPT-2 samples unconditionally, or a new line.
-  if (const auto eot = codec.end_of_text()) return {*eot};
-  return codec.encode("\n");
+  if (o.prompt_file.empty()) return codec.prompt(o.prompt);
+  std::ifstream in(o.prompt_file, std::ios::binary);
+  if (!in) throw make_error(ErrorKind::Io, "--prompt-file ", o.prompt_file, " cannot be read");
+  return codec.prompt(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
 }
 
 void sample(const Options& o, const ModelSnapshot& snap, const TextCodec& codec,
@@ -143,7 +118,7 @@ Action add_generate_command(CLI::App& app) {
     if (const auto problems = validate_sampling(opts->generate.sampling); !problems.empty())
       throw make_error(ErrorKind::Usage, "--", problems.front());
     const ModelSnapshot snap = model_at(opts->checkpoint, 0);
-    const TextCodec codec(*opts, snap);
+    const TextCodec codec = codec_of(*opts, snap);
     const auto prompt = prompt_ids(*opts, codec);
     std::fprintf(stderr, "generating from %s (step %lld, %s), %zu prompt tokens\n", snap.source.string().c_str(),
                  static_cast<long long>(snap.step), describe(snap.shape).c_str(), prompt.size());

@@ -8,6 +8,7 @@
 
 #include "core/device/cuda_probe.hpp"
 #include "core/io/stop_signals.hpp"
+#include "core/train/text_sample.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "intrasite/group/protocol.hpp"
@@ -426,6 +427,7 @@ void ReplicaProcess::step() {
   exchange_step(done, last, draining);
   trainer_.drop_gathered_weights();  // stage 3: what the round gathered goes before anything is measured
   eval_step(done);
+  sample_step(done);
   sdc_step(done);
   if (config().checkpoint.every > 0 && done % config().checkpoint.every == 0)
     timed(Part::Checkpoint, [this] {
@@ -472,6 +474,20 @@ void ReplicaProcess::eval_step(std::int64_t done) {
   if (!turn_.leader) return;
   log_.metric({{"time", unix_time_now()}, {"site", run_.site}, {"replica", run_.id}, {"step", done},
                {"version", exchange_.state().version()}, {"val_loss", val}, {"tokens", trainer_.state().tokens}});
+}
+
+// The leader writes what the site's model says at this step (zero_stage 3, which keeps no weights
+// whole, is refused with sample_every by the job's validation).
+void ReplicaProcess::sample_step(std::int64_t done) {
+  if (!turn_.leader || config().log.sample_every <= 0 || done % config().log.sample_every != 0) return;
+  const TextSample sample = timed(Part::Eval, [this, done] {
+    return sample_text(config(), trainer_.model().params(), trainer_.tokenizer(), done);
+  });
+  nlohmann::json fields = sample.fields();
+  fields["site"] = run_.site;
+  fields["replica"] = run_.id;
+  fields["version"] = exchange_.state().version();
+  log_.event("sample", fields);
 }
 
 // Alone in its group a replica has nobody to compare its weights with (across sites every version

@@ -68,6 +68,7 @@ class ReplicaProcess {
   void log_step(const StepResult& r, std::int64_t done);
   void exchange_step(std::int64_t done, bool last, bool draining);
   void eval_step(std::int64_t done);
+  void sample_step(std::int64_t done);
   void sdc_step(std::int64_t done);
   void drain_step(std::int64_t done);
   void finish();

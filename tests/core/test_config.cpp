@@ -431,6 +431,7 @@ TEST_CASE("to_toml round-trips to an equal config") {
                                   "[inner]\nlr = 0.0003\neps = 1e-10\nbeta2 = 0.999\nschedule = \"linear\"\n"
                                   "clip = 1\nsteps = 12345\n"
                                   "[checkpoint]\nevery = 100\n"
+                                  "[log]\nsample_every = 9\nsample_prompt = \"a \\\"b\\\"\\n\"\n"
                                   "[launch]\nmax_site_restarts = 7\nrestart_backoff_ms = 50\n"
                                   "[guard]\nenabled = false\nwindow = 30\nloss_z = 4.5\n"
                                   "lr_factor = 0.25\ninject_lr_step = 7\ninject_lr_factor = 100\n"
@@ -453,6 +454,7 @@ TEST_CASE("to_toml round-trips to an equal config") {
   CHECK(original.job.name == "round-trip");
   CHECK(original.data.val_path->filename() == "v \"q\"\ttab\\.txt");
   CHECK(original.job.insecure);
+  CHECK(original.log.sample_prompt == "a \"b\"\n");
   const auto copy = write(dir / "elsewhere/resolved.toml", to_toml(original));
   JobConfig again = load_ok(copy);
   CHECK(again.source == fs::absolute(copy).lexically_normal());
@@ -591,6 +593,29 @@ TEST_CASE("[parallel] recompute: none by default, cheap and full, refused on a C
   CHECK(only_problem(dir, kData + sites + "[parallel]\nrecompute = \"cheap\"\n").find(
             "parallel.recompute: recompute = \"cheap\" runs in the CPU trainer for now, and site[0] (\"a\") has "
             "device = \"cuda\"") != std::string::npos);
+}
+
+TEST_CASE("[log] samples: none by default, read, and refused where no text or no whole weights come, naming why") {
+  TempDir dir("cfg-samples");
+  const auto d = load_ok(write(dir / "job.toml", kData));
+  CHECK(d.log.sample_every == 0);
+  CHECK(d.log.sample_tokens == 64);
+  CHECK(d.log.sample_prompt.empty());
+  const auto c = load_ok(
+      write(dir / "job.toml", kData + "[log]\nsample_every = 50\nsample_tokens = 20\nsample_prompt = \"ROMEO:\"\n"));
+  CHECK(c.log.sample_every == 50);
+  CHECK(c.log.sample_tokens == 20);
+  CHECK(c.log.sample_prompt == "ROMEO:");
+  CHECK(only_problem(dir, kData + "[log]\nsample_tokens = 0\n")
+            .find("job.toml:4: log.sample_tokens: expected an integer >= 1, found 0") != std::string::npos);
+  CHECK(
+      only_problem(dir, kData + "[model]\nvocab = 512\n[log]\nsample_every = 5\n")
+          .find(
+              "job.toml:6: log.sample_every: a sample is text, and the data names no [data] tokenizer for a vocabulary "
+              "of 512") != std::string::npos);
+  CHECK(only_problem(dir, kData + "[log]\nsample_every = 5\n[parallel]\nzero_stage = 3\n")
+            .find("job.toml:4: log.sample_every: zero_stage = 3 keeps no replica's weights whole") !=
+        std::string::npos);
 }
 
 TEST_CASE("[launch]: defaults, values, and errors with file:line") {

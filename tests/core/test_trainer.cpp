@@ -1,27 +1,28 @@
 // The training loop end to end: golden losses of a tiny model, exact resume, fallback past a
-// corrupted checkpoint, and a checkpoint from another model shape refused.
+// corrupted checkpoint, a checkpoint from another model shape refused, and samples of text.
 #include <doctest/doctest.h>
-
-#include <numeric>
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "core/checkpoint/store.hpp"
 #include "core/config/job_config.hpp"
+#include "core/generate/generator.hpp"
 #include "core/io/env.hpp"
 #include "core/runlog/run_log.hpp"
+#include "core/train/train_checkpoint.hpp"
 #include "core/train/trainer.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "tests/support/jsonl.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "tests/support/trainer_runs.hpp"
 #include "tests/support/tiny_job.hpp"
+#include "tests/support/trainer_runs.hpp"
 
 using namespace meridian;
 using meridian::testing::logged_losses;
@@ -223,4 +224,36 @@ TEST_CASE("a checkpoint its extras call unsound is not written, and said: the la
     CHECK(e["why"] == "its copy of version 3 is not that version");
   }
   CHECK(skipped == 1);
+}
+
+TEST_CASE(
+    "[log] sample_every: a sample event at each multiple, the text generate() gives that step's weights and seed") {
+  TempDir dir("samples");
+  const auto config =
+      tiny_job(dir, "run",
+               {"log.sample_every=10", "log.sample_tokens=24", "log.sample_prompt=\"ROMEO:\"", "checkpoint.every=10"});
+  TrainerRun run(config);
+  const auto samples = testing::events_of(testing::read_jsonl(config.job.run_dir / "events.jsonl"), "sample");
+  REQUIRE(samples.size() == 2);
+  const std::string prompt = "ROMEO:";
+  for (const auto& s : samples) {
+    const std::int64_t step = s.at("step");
+    CAPTURE(step);
+    CHECK(s.at("prompt_tokens") == 6);
+    CHECK(s.at("tokens") == 24);  // bytes: no end-of-text token to stop at
+    // Replayed from the checkpoint of that step with the recorded seed, as `meridian generate` would.
+    const auto snap = load_model_snapshot(
+        posix_env(), CheckpointStore(posix_env(), config.job.run_dir / "checkpoints", 3).path_for(step),
+        [](const std::string&) {});
+    GenerateOptions o;
+    o.max_new_tokens = 24;
+    o.seed = s.at("seed").get<std::uint64_t>();
+    const auto ids =
+        generate(snap.shape, snap.params, std::vector<std::int32_t>(prompt.begin(), prompt.end()), o).tokens;
+    const nlohmann::json text = std::string(ids.begin(), ids.end());
+    CHECK(s.at("text").dump() == text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  CHECK(samples[0].at("step") == 10);
+  CHECK(samples[1].at("step") == 20);
+  CHECK(samples[0].at("seed") != samples[1].at("seed"));
 }

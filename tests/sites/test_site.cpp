@@ -34,14 +34,15 @@ namespace {
 
 // `timeout_ms` bounds heartbeats and collectives: short where the test waits for it (a hang),
 // generous elsewhere so a replica starved by a loaded CI machine is not evicted by mistake.
-std::filesystem::path write_job(const TempDir& dir, const std::string& extra, int timeout_ms = 5000) {
+std::filesystem::path write_job(const TempDir& dir, const std::string& extra, int timeout_ms = 5000,
+                                const std::string& log_extra = "") {
   const auto file = dir / "job.toml";
   std::ofstream(file) << "[job]\nname = \"site\"\nseed = 3\nrun_dir = \"" << (dir / "run").string() << "\"\n"
                       << "[model]\npreset = \"tiny\"\n[data]\npath = \""
                       << (source_dir() / "data/tinyshakespeare/input.txt").string() << "\"\n"
                       << "[inner]\nlr = 3e-3\nbatch_per_replica = 2\nsteps = 400\n"
                       << "[log]\nevery = 5\neval_every = 0\neval_windows = 4\n"
-                      << "[replicas]\ncount = 3\nheartbeat_timeout_ms = " << timeout_ms
+                      << log_extra << "[replicas]\ncount = 3\nheartbeat_timeout_ms = " << timeout_ms
                       << "\ncollective_timeout_ms = " << timeout_ms << "\n"
                       << "sdc_every = 25\n"
                       << extra;
@@ -88,8 +89,8 @@ std::vector<std::size_t> moments_kept(const std::vector<json>& events, int stage
   return out;
 }
 
-std::vector<json> kill_one_replica(const TempDir& dir, const std::string& extra) {
-  const auto job = write_job(dir, "restart = true\n" + extra);
+std::vector<json> kill_one_replica(const TempDir& dir, const std::string& extra, const std::string& log_extra = "") {
+  const auto job = write_job(dir, "restart = true\n" + extra, 5000, log_extra);
   ChildProcess site({MERIDIAN_BIN, "site", "--config", job.string(), "--site", "local"}, dir / "site.log");
   REQUIRE(wait_for_step(dir / "run", 40));
   const auto victims = find_processes({"replica", job.string(), "--id 1"});
@@ -137,7 +138,17 @@ std::vector<json> kill_one_replica(const TempDir& dir, const std::string& extra)
 
 TEST_CASE("kill -9 of a replica: the site goes on, restarts it, it heals from a peer, all end identical") {
   TempDir dir("site-kill");
-  const auto events = kill_one_replica(dir, "");
+  const auto events = kill_one_replica(dir, "", "sample_every = 100\nsample_tokens = 16\n");
+  // The leader writes the site's samples, one every 100 steps, whoever died meanwhile.
+  const auto samples = events_of(events, "sample");
+  REQUIRE(samples.size() == 4);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    CHECK(samples[i]["step"] == 100 * (i + 1));
+    CHECK(samples[i]["replica"] == 0);
+    CHECK(samples[i]["site"] == "local");
+    CHECK(samples[i]["tokens"] == 16);
+    CHECK(samples[i]["text"].get<std::string>().size() >= 16);  // a byte a token, U+FFFD 3 bytes
+  }
   // Weights, gradients and both moments, whole on every replica: 16 bytes per parameter.
   const auto kept = moments_kept(events);
   for (const auto& d : events_of(events, "replica_done"))
