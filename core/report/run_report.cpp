@@ -101,6 +101,24 @@ std::vector<PlotMarker> markers_of(const Run& run) {
   return out;
 }
 
+// The model's text as training went ([log] sample_every): a row per `sample` event, in the order
+// written, the text as it came (or why there is none).
+std::string samples_html(const Run& run) {
+  std::string rows;
+  for (const auto& e : run.events) {
+    if (e.value("event", "") != "sample" || !e.contains("step") || !e["step"].is_number()) continue;
+    const std::string site = e.contains("site") && e["site"].is_string() ? e["site"].get<std::string>() : "local";
+    const std::string text = e.contains("text") && e["text"].is_string()     ? e["text"].get<std::string>()
+                             : e.contains("error") && e["error"].is_string() ? "(" + e["error"].get<std::string>() + ")"
+                                                                             : "";
+    rows += "<tr><td>" + std::to_string(e["step"].get<std::int64_t>()) + "</td><td>" + xml_escape(site) +
+            "</td><td><pre>" + xml_escape(text) + "</pre></td></tr>\n";
+  }
+  if (rows.empty()) return "";
+  return "<h2>Samples of the model's text</h2>\n<table>\n<tr><td>step</td><td>site</td><td>text</td></tr>\n" + rows +
+         "</table>\n";
+}
+
 // The mean of the sites' last validation losses, and the time of the last evaluation.
 std::optional<std::pair<double, double>> final_val(const std::vector<PlotSeries>& sites) {
   double loss = 0, time = 0;
@@ -225,10 +243,11 @@ ReportFiles write_report(const fs::path& run_dir, const std::optional<fs::path>&
       "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>meridian report: " + xml_escape(run_dir.string()) +
       "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse}"
       "td{border:1px solid #ccc;padding:2px 8px}img{max-width:100%;border:1px solid #ddd}</style></head><body>\n"
-      "<h1>meridian report</h1>\n<p>Run: <code>" + xml_escape(fs::absolute(run_dir).string()) + "</code>" +
+      "<h1>meridian report</h1>\n<p>Run: <code>" +
+      xml_escape(fs::absolute(run_dir).string()) + "</code>" +
       (baseline ? "; baseline (dashed): <code>" + xml_escape(fs::absolute(*baseline).string()) + "</code>" : "") +
       "</p>\n" + (files.time_to_baseline_loss ? time_to_loss_html(*files.time_to_baseline_loss) : "") +
-      "<h2>Summary</h2>\n<table>\n" + summary_rows(run.summary) + "</table>\n" + images +
+      "<h2>Summary</h2>\n<table>\n" + summary_rows(run.summary) + "</table>\n" + images + samples_html(run) +
       "<h2>Events on the timeline</h2>\n<table>\n" + marker_rows + "</table>\n<h2>Events by kind</h2>\n<table>\n" +
       event_rows + "</table>\n</body></html>\n";
   files.index = out_dir / "index.html";

@@ -1,6 +1,7 @@
 // meridian report on a run directory: the plots and index.html are written, every site (and the
 // baseline, dashed) is drawn, notable events are marked on the time axis, the summary is shown,
-// partial lines are skipped, and a directory without metrics is a clear error.
+// partial lines are skipped, the samples of text listed, and a directory without metrics is a
+// clear error.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -38,12 +39,16 @@ void write_run(const std::filesystem::path& dir, double loss_offset) {
               << "\n";
   metrics << json{{"time", 1010.0}, {"site", "us-east"}, {"step", 100}, {"val_loss", 2.2}, {"tokens", 10000}}.dump() << "\n";
   metrics << "{\"time\": 1011, \"site\": \"us-ea";  // a line being written
-  std::ofstream(dir / "events.jsonl") << json{{"time", 1000.5}, {"event", "site_start"}, {"site", "us-east"}}.dump() << "\n"
-                                      << json{{"time", 1004.0}, {"event", "rollback"}, {"site", "us-east"}, {"step", 40}}.dump()
-                                      << "\n"
-                                      << json{{"time", 1004.2}, {"event", "recovered"}, {"site", "us-east"}}.dump()
-                                      << "\n"
-                                      << json{{"time", 1005.0}, {"event", "commit_applied"}}.dump() << "\n";
+  std::ofstream(dir / "events.jsonl")
+      << json{{"time", 1000.5}, {"event", "site_start"}, {"site", "us-east"}}.dump() << "\n"
+      << json{{"time", 1004.0}, {"event", "rollback"}, {"site", "us-east"}, {"step", 40}}.dump() << "\n"
+      << json{{"time", 1004.2}, {"event", "recovered"}, {"site", "us-east"}}.dump() << "\n"
+      << json{{"time", 1005.0}, {"event", "commit_applied"}}.dump() << "\n"
+      << json{{"time", 1006.0}, {"event", "sample"}, {"site", "eu-west"}, {"step", 50}, {"text", "ROMEO:\n<thou> & I"}}
+             .dump()
+      << "\n"
+      << json{{"time", 1007.0}, {"event", "sample"}, {"site", "us-east"}, {"step", 60}, {"error", "not finite"}}.dump()
+      << "\n";
   std::ofstream(dir / "summary.json") << json{{"final_val_loss", 2.2}, {"model", "tiny"}, {"sites", json::array()}}.dump();
 }
 
@@ -72,6 +77,16 @@ TEST_CASE("a run and its baseline: five plots and an index that shows them with 
   CHECK(html.find("<td>model</td><td>tiny</td>") != std::string::npos);
   CHECK(html.find("<td>4 s</td><td>rollback (us-east) step 40, recovered (us-east)</td>") != std::string::npos);
   CHECK(html.find("<td>commit_applied</td><td>1</td>") != std::string::npos);
+  // The samples of text, escaped, in the order written.
+  const auto samples = html.find("<h2>Samples of the model's text</h2>");
+  REQUIRE(samples != std::string::npos);
+  const auto first = html.find("<td>50</td><td>eu-west</td><td><pre>ROMEO:\n&lt;thou&gt; &amp; I</pre></td>");
+  const auto second = html.find("<td>60</td><td>us-east</td><td><pre>(not finite)</pre></td>");
+  REQUIRE(first != std::string::npos);
+  REQUIRE(second != std::string::npos);
+  CHECK(samples < first);
+  CHECK(first < second);
+  CHECK(html.find("<td>sample</td><td>2</td>") != std::string::npos);
 }
 
 TEST_CASE("a directory without metrics.jsonl is Error(Io) naming it") {
