@@ -1,7 +1,6 @@
 #include "core/train/text_sample.hpp"
 
 #include "core/generate/generator.hpp"
-#include "core/generate/text_codec.hpp"
 #include "core/util/error.hpp"
 #include "core/util/rng.hpp"
 
@@ -27,24 +26,32 @@ nlohmann::json TextSample::fields() const {
   return j;
 }
 
-TextSample sample_text(const JobConfig& config, std::span<const float> params,
-                       const std::optional<TokenizerFile>& tokenizer, std::int64_t step) {
+TextSampler::TextSampler(const JobConfig& config, const std::optional<TokenizerFile>& tokenizer)
+    : model_(config.model), job_seed_(config.job.seed), log_(config.log) {
+  try {
+    codec_.emplace(tokenizer ? std::optional<Tokenizer>(load_tokenizer(*tokenizer, "[data] tokenizer")) : std::nullopt,
+                   model_.vocab, "the job's model");
+  } catch (const Error& e) {
+    error_ = e.what();
+  }
+}
+
+TextSample TextSampler::sample(std::span<const float> params, std::int64_t step) const {
   TextSample s;
   s.step = step;
-  s.seed = Rng::derive(config.job.seed, static_cast<std::uint64_t>(step)).next_u64();
+  s.seed = Rng::derive(job_seed_, static_cast<std::uint64_t>(step)).next_u64();
+  s.error = error_;
+  if (!codec_) return s;
   try {
-    const TextCodec codec(
-        tokenizer ? std::optional<Tokenizer>(load_tokenizer(*tokenizer, "[data] tokenizer")) : std::nullopt,
-        config.model.vocab, "the job's model");
-    const auto prompt = codec.prompt(config.log.sample_prompt);
+    const auto prompt = codec_->prompt(log_.sample_prompt);
     GenerateOptions o;
-    o.max_new_tokens = config.log.sample_tokens;
+    o.max_new_tokens = log_.sample_tokens;
     o.seed = s.seed;
-    o.stop_token = codec.end_of_text();
-    const Generation g = generate(config.model, params, prompt, o);
+    o.stop_token = codec_->end_of_text();
+    const Generation g = generate(model_, params, prompt, o);
     s.prompt_tokens = prompt.size();
     s.tokens = g.tokens.size();
-    s.text = as_utf8(codec.decode(g.tokens));
+    s.text = as_utf8(codec_->decode(g.tokens));
   } catch (const Error& e) {
     s.error = e.what();
   }

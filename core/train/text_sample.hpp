@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/config/job_config.hpp"
+#include "core/generate/text_codec.hpp"
 #include "core/tokenizer/tokenizer_file.hpp"
 
 namespace meridian {
@@ -26,7 +27,19 @@ struct TextSample {
   nlohmann::json fields() const;
 };
 
-TextSample sample_text(const JobConfig& config, std::span<const float> params,
-                       const std::optional<TokenizerFile>& tokenizer, std::int64_t step);
+// The job's tokenizer parsed once, for all the samples of a run.
+class TextSampler {
+ public:
+  // `tokenizer`: the job's, as the trainer read it at start-up.
+  TextSampler(const JobConfig& config, const std::optional<TokenizerFile>& tokenizer);
+  TextSample sample(std::span<const float> params, std::int64_t step) const;
+
+ private:
+  ModelConfig model_;
+  std::uint64_t job_seed_;
+  JobConfig::Log log_;
+  std::optional<TextCodec> codec_;
+  std::string error_;  // why there is no codec: every sample says it
+};
 
 }  // namespace meridian

@@ -449,6 +449,7 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
   double window_t = t0;
   std::int64_t window_tokens = 0;
   StepResult last;
+  std::optional<TextSampler> sampler;  // at the first sample
   std::optional<DivergenceGuard> guard;
   if (config_.guard.enabled) {
     guard.emplace(config_.guard, DivergenceGuard::Mode::Recover, log_, nlohmann::json{{"site", "local"}, {"replica", 0}});
@@ -492,7 +493,8 @@ TrainSummary Trainer::run(std::int64_t stop_after) {
       if (progress_) progress_->line("step " + std::to_string(done) + ": val loss " + std::to_string(val));
     }
     if (config_.log.sample_every > 0 && done % config_.log.sample_every == 0) {
-      const TextSample sample = sample_text(config_, model().params(), tokenizer_, done);
+      if (!sampler) sampler.emplace(config_, tokenizer_);
+      const TextSample sample = sampler->sample(model().params(), done);
       log_.event("sample", sample.fields());
       if (progress_)
         progress_->line("step " + std::to_string(done) +

@@ -8,7 +8,6 @@
 
 #include "core/device/cuda_probe.hpp"
 #include "core/io/stop_signals.hpp"
-#include "core/train/text_sample.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
 #include "intrasite/group/protocol.hpp"
@@ -480,9 +479,9 @@ void ReplicaProcess::eval_step(std::int64_t done) {
 // whole, is refused with sample_every by the job's validation).
 void ReplicaProcess::sample_step(std::int64_t done) {
   if (!turn_.leader || config().log.sample_every <= 0 || done % config().log.sample_every != 0) return;
-  const TextSample sample = timed(Part::Eval, [this, done] {
-    return sample_text(config(), trainer_.model().params(), trainer_.tokenizer(), done);
-  });
+  if (!sampler_) sampler_.emplace(config(), trainer_.tokenizer());
+  const TextSample sample =
+      timed(Part::Eval, [this, done] { return sampler_->sample(trainer_.model().params(), done); });
   nlohmann::json fields = sample.fields();
   fields["site"] = run_.site;
   fields["replica"] = run_.id;

@@ -11,7 +11,12 @@
 
 #include "core/runlog/run_log.hpp"
 #include "core/train/divergence_guard.hpp"
+#include "core/train/text_sample.hpp"
 #include "core/train/trainer.hpp"
+#include "intrasite/comm/tcp_store.hpp"
+#include "intrasite/group/replica_group.hpp"
+#include "intrasite/group/sdc_guard.hpp"
+#include "intrasite/group/state_sync.hpp"
 #include "sites/replica/heartbeat.hpp"
 #include "sites/replica/ops_figures.hpp"
 #include "sites/replica/ops_inbox.hpp"
@@ -19,10 +24,6 @@
 #include "sites/replica/site_exchange.hpp"
 #include "sites/replica/site_mode.hpp"
 #include "sites/replica/time_breakdown.hpp"
-#include "intrasite/comm/tcp_store.hpp"
-#include "intrasite/group/replica_group.hpp"
-#include "intrasite/group/sdc_guard.hpp"
-#include "intrasite/group/state_sync.hpp"
 
 namespace meridian {
 
@@ -108,6 +109,7 @@ class ReplicaProcess {
   std::int64_t resume_peak_rss_ = 0;    // ... when a resume from a checkpoint ended (0: none)
   std::int64_t first_join_peak_rss_ = 0;          // ... when the first join ended: start-up, resume and heal
   std::optional<CheckpointParts> resumed_parts_;  // a checkpoint's parts, until the group has formed
+  std::optional<TextSampler> sampler_;            // the leader's, at its first sample
   std::size_t training_state_bytes_ = 0;  // the trainer's state then (Trainer::state_bytes)
   // The step and version of the newest periodic checkpoint: when training ends on it, the state is
   // already on disk and finish() does not write it again (a whole save, and its gather under a shard).

@@ -30,13 +30,13 @@ TEST_CASE("a sample: sample_tokens of text after the prompt, its seed from the j
   TempDir dir("text-sample");
   const auto config = testing::tiny_job(dir, "run", {"log.sample_tokens=40", "log.sample_prompt=\"KING:\""});
   const auto params = weights_of(config, 3, 8);  // large weights: the bytes range over all 256
-  const TextSample a = sample_text(config, params, std::nullopt, 100);
+  const TextSample a = TextSampler(config, std::nullopt).sample(params, 100);
   CHECK(a.error.empty());
   CHECK(a.prompt_tokens == 5);
   CHECK(a.tokens == 40);
   CHECK(a.step == 100);
-  CHECK(sample_text(config, params, std::nullopt, 100).text == a.text);
-  CHECK(sample_text(config, params, std::nullopt, 101).seed != a.seed);
+  CHECK(TextSampler(config, std::nullopt).sample(params, 100).text == a.text);
+  CHECK(TextSampler(config, std::nullopt).sample(params, 101).seed != a.seed);
   // Any byte may come out of a byte-level model; the event log writes JSON, which must be UTF-8.
   CHECK(a.text.find("\xEF\xBF\xBD") != std::string::npos);  // here some bytes were not UTF-8: U+FFFD
   CHECK_NOTHROW(a.fields().dump());
@@ -49,7 +49,7 @@ TEST_CASE("weights that are not finite give the sample an error, not the run") {
   const auto config = testing::tiny_job(dir, "run");
   auto params = weights_of(config, 3, 1);
   params[params.size() - 1] = std::numeric_limits<float>::quiet_NaN();  // ln_f's bias: every logit
-  const TextSample s = sample_text(config, params, std::nullopt, 7);
+  const TextSample s = TextSampler(config, std::nullopt).sample(params, 7);
   CHECK(s.text.empty());
   CHECK(s.error.find("not finite") != std::string::npos);
   CHECK(s.fields().at("error") == s.error);
