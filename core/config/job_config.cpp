@@ -30,6 +30,20 @@ std::string_view to_string(JobConfig::Inner::Schedule s) {
     case JobConfig::Inner::Schedule::Cosine: return "cosine";
     case JobConfig::Inner::Schedule::Linear: return "linear";
     case JobConfig::Inner::Schedule::Constant: return "constant";
+    case JobConfig::Inner::Schedule::Wsd:
+      return "wsd";
+  }
+  return "?";
+}
+
+std::string_view to_string(DecayShape s) {
+  switch (s) {
+    case DecayShape::Linear:
+      return "linear";
+    case DecayShape::OneMinusSqrt:
+      return "1-sqrt";
+    case DecayShape::Cosine:
+      return "cosine";
   }
   return "?";
 }
@@ -372,6 +386,10 @@ std::string to_toml(const JobConfig& c) {
       << "min_lr_ratio = " << floating(c.inner.min_lr_ratio) << "\n"
       << "warmup_steps = " << c.inner.warmup_steps << "\n"
       << "schedule = " << config_detail::quote(to_string(c.inner.schedule)) << "\n"
+      << (c.inner.schedule != ScheduleKind::Wsd
+              ? ""
+              : "decay_fraction = " + floating(c.inner.decay_fraction) + "\n" +
+                    "decay_shape = " + config_detail::quote(std::string(to_string(c.inner.decay_shape))) + "\n")
       << "batch_per_replica = " << c.inner.batch_per_replica << "\n"
       << "grad_accum = " << c.inner.grad_accum << "\n"
       << "steps = " << c.inner.steps << "\n"

@@ -73,6 +73,8 @@ struct JobConfig {
     double min_lr_ratio = 0.1;
     int warmup_steps = 0;
     Schedule schedule = Schedule::Cosine;
+    double decay_fraction = 0.2;                        // wsd: the share of the steps in the cooldown
+    DecayShape decay_shape = DecayShape::OneMinusSqrt;  // wsd: the cooldown's shape
     int batch_per_replica = 8;  // sequences per micro-batch
     int grad_accum = 1;
     int steps = 1000;
@@ -353,6 +355,7 @@ struct JobConfig {
 std::string_view to_string(JobConfig::Data::Format f);
 std::string_view to_string(JobConfig::Inner::Optimizer o);
 std::string_view to_string(JobConfig::Inner::Schedule s);
+std::string_view to_string(DecayShape s);
 std::string_view to_string(JobConfig::Replicas::OnFailure f);
 std::string_view to_string(JobConfig::Outer::Algorithm a);
 std::string_view to_string(JobConfig::Outer::Codec c);

@@ -123,6 +123,39 @@ void resolve_data(Resolver& r, const Layers& layers, JobConfig& c) {
   r.read(c.data.tokenizer_encoding, "data", "tokenizer_encoding");
 }
 
+// Where another setting that refuses one set at `here` was set, for the message:
+// "inner.optimizer (line 7)", or with its file when that is another one ("--set ..." too).
+std::string setting_at(const Resolver& r, const std::string& key, const Origin& here) {
+  const Setting* s = r.find(key);
+  if (!s) return key + " (its default)";
+  if (s->origin.file == here.file && s->origin.line > 0) return key + " (line " + std::to_string(s->origin.line) + ")";
+  return key + " (" + s->origin.file + (s->origin.line > 0 ? ":" + std::to_string(s->origin.line) : "") + ")";
+}
+
+// A cooldown belongs to "wsd" alone, and must leave the warmup whole: one setting that cannot act
+// is a mistake the user should hear of, not a silent no-op.
+void check_cooldown(Resolver& r, const JobConfig& c) {
+  if (c.inner.schedule != ScheduleKind::Wsd) {
+    for (const char* key : {"decay_fraction", "decay_shape"})
+      if (const Setting* s = r.find(std::string("inner.") + key))
+        r.add(s->origin, std::string("inner.") + key,
+              "only shapes the cooldown of schedule = \"wsd\", and " + setting_at(r, "inner.schedule", s->origin) +
+                  " is \"" + std::string(to_string(c.inner.schedule)) + "\"");
+    return;
+  }
+  const LrSchedule schedule{ScheduleKind::Wsd,    c.inner.lr,    c.inner.min_lr_ratio,
+                            c.inner.warmup_steps, c.inner.steps, c.inner.decay_fraction,
+                            c.inner.decay_shape};
+  const std::int64_t cooldown = cooldown_steps(schedule);
+  if (c.inner.warmup_steps + cooldown < c.inner.steps) return;
+  // Reported at the fraction where it was set, else at the schedule that took its default.
+  const char* key = r.find("inner.decay_fraction") ? "inner.decay_fraction" : "inner.schedule";
+  r.add(r.find(key)->origin, key,
+        "a cooldown of " + std::to_string(cooldown) + " steps (decay_fraction " +
+            format_number(c.inner.decay_fraction) + ") after a warmup of " + std::to_string(c.inner.warmup_steps) +
+            " leaves no step at the peak in " + std::to_string(c.inner.steps) + " steps");
+}
+
 void resolve_inner(Resolver& r, JobConfig& c) {
   using Inner = JobConfig::Inner;
   r.read(c.inner.optimizer, "inner", "optimizer", {Inner::Optimizer::AdamW, Inner::Optimizer::Sgd, Inner::Optimizer::Muon});
@@ -130,7 +163,11 @@ void resolve_inner(Resolver& r, JobConfig& c) {
   r.read(c.inner.lr, "inner", "lr", above(0));
   r.read(c.inner.min_lr_ratio, "inner", "min_lr_ratio", within(0, 1, false, false));
   r.read(c.inner.warmup_steps, "inner", "warmup_steps", 0);
-  r.read(c.inner.schedule, "inner", "schedule", {Inner::Schedule::Cosine, Inner::Schedule::Linear, Inner::Schedule::Constant});
+  r.read(c.inner.schedule, "inner", "schedule",
+         {Inner::Schedule::Cosine, Inner::Schedule::Linear, Inner::Schedule::Constant, Inner::Schedule::Wsd});
+  r.read(c.inner.decay_fraction, "inner", "decay_fraction", within(0, 1, true, true));
+  r.read(c.inner.decay_shape, "inner", "decay_shape",
+         {DecayShape::Linear, DecayShape::OneMinusSqrt, DecayShape::Cosine});
   r.read(c.inner.batch_per_replica, "inner", "batch_per_replica", 1);
   r.read(c.inner.grad_accum, "inner", "grad_accum", 1);
   r.read(c.inner.steps, "inner", "steps", 1);
@@ -139,6 +176,7 @@ void resolve_inner(Resolver& r, JobConfig& c) {
   r.read(c.inner.beta1, "inner", "beta1", within(0, 1, false, true));
   r.read(c.inner.beta2, "inner", "beta2", within(0, 1, false, true));
   r.read(c.inner.eps, "inner", "eps", above(0));
+  check_cooldown(r, c);
 }
 
 void resolve_guard(Resolver& r, JobConfig& c) {
@@ -192,15 +230,6 @@ void resolve_replicas(Resolver& r, JobConfig& c) {
   r.read(c.replicas.sdc_every, "replicas", "sdc_every", 0);
   r.read(c.replicas.overlap_allreduce, "replicas", "overlap_allreduce");
   r.read(c.replicas.store_port, "replicas", "store_port", 0);
-}
-
-// Where another setting that refuses one set at `here` was set, for the message:
-// "inner.optimizer (line 7)", or with its file when that is another one ("--set ..." too).
-std::string setting_at(const Resolver& r, const std::string& key, const Origin& here) {
-  const Setting* s = r.find(key);
-  if (!s) return key + " (its default)";
-  if (s->origin.file == here.file && s->origin.line > 0) return key + " (line " + std::to_string(s->origin.line) + ")";
-  return key + " (" + s->origin.file + (s->origin.line > 0 ? ":" + std::to_string(s->origin.line) : "") + ")";
 }
 
 // What keeps a job's outer state whole: a sharded one is DiLoCo's over the whole model at once, in

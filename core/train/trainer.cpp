@@ -92,8 +92,9 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       model_(make_model<float>(config.model)),
       opt_(make_adamw(config, model_->layout(), first_moments(slot_, model_->layout().total()))),
       muon_(make_muon(config, model_->layout())),
-      schedule_{config.inner.schedule, config.inner.lr, config.inner.min_lr_ratio, config.inner.warmup_steps,
-                config.inner.steps},
+      schedule_{config.inner.schedule,     config.inner.lr,    config.inner.min_lr_ratio,
+                config.inner.warmup_steps, config.inner.steps, config.inner.decay_fraction,
+                config.inner.decay_shape},
       sampler_(make_job_sampler(data_.train, config)) {
   check_validation_windows(data_, config);
   model_->set_recompute(config.parallel.recompute);

@@ -291,7 +291,7 @@ TEST_CASE("every rule names file:line, the key, what was expected and what was f
       {"[inner]\nmin_lr_ratio = 1.5\n", ":2: inner.min_lr_ratio: expected a number in [0, 1], found 1.5"},
       {"[inner]\nwarmup_steps = -1\n", ":2: inner.warmup_steps: expected an integer >= 0, found -1"},
       {"[inner]\nschedule = \"step\"\n",
-       ":2: inner.schedule: expected one of \"cosine\", \"linear\", \"constant\", found \"step\""},
+       ":2: inner.schedule: expected one of \"cosine\", \"linear\", \"constant\", \"wsd\", found \"step\""},
       {"[inner]\nbatch_per_replica = 0\n", ":2: inner.batch_per_replica: expected an integer >= 1, found 0"},
       {"[inner]\ngrad_accum = 0\n", ":2: inner.grad_accum: expected an integer >= 1, found 0"},
       {"[inner]\nsteps = 0\n", ":2: inner.steps: expected an integer >= 1, found 0"},
@@ -616,6 +616,53 @@ TEST_CASE("[log] samples: none by default, read, and refused where no text or no
   CHECK(only_problem(dir, kData + "[log]\nsample_every = 5\n[parallel]\nzero_stage = 3\n")
             .find("job.toml:4: log.sample_every: zero_stage = 3 keeps no replica's weights whole") !=
         std::string::npos);
+}
+
+TEST_CASE(
+    "[inner] schedule = wsd: its cooldown's fraction and shape, refused under another schedule or over the warmup") {
+  TempDir dir("cfg-wsd");
+  const auto d = load_ok(write(dir / "job.toml", kData));
+  CHECK(d.inner.decay_fraction == 0.2);
+  CHECK(d.inner.decay_shape == DecayShape::OneMinusSqrt);
+  const auto c = load_ok(write(dir / "job.toml", kData + "[inner]\nschedule = \"wsd\"\nsteps = 100\nwarmup_steps = 10\n"
+                                                         "decay_fraction = 0.3\ndecay_shape = \"cosine\"\n"));
+  CHECK(c.inner.schedule == ScheduleKind::Wsd);
+  CHECK(c.inner.decay_fraction == 0.3);
+  CHECK(c.inner.decay_shape == DecayShape::Cosine);
+  JobConfig again = load_ok(write(dir / "resolved.toml", to_toml(c)));  // what validate prints reads back
+  again.source = c.source;
+  again.derived = c.derived;
+  CHECK(again == c);
+  CHECK(load_ok(write(dir / "job.toml", kData + "[inner]\nschedule = \"wsd\"\n"), {"inner.decay_shape=\"linear\""})
+            .inner.decay_shape == DecayShape::Linear);
+
+  CHECK(only_problem(dir, kData + "[inner]\nschedule = \"wsd\"\ndecay_shape = \"sqrt\"\n") ==
+        (dir / "job.toml").string() +
+            ":5: inner.decay_shape: expected one of \"linear\", \"1-sqrt\", \"cosine\", found \"sqrt\"");
+  CHECK(only_problem(dir, kData + "[inner]\nschedule = \"wsd\"\ndecay_fraction = 1\n") ==
+        (dir / "job.toml").string() + ":5: inner.decay_fraction: expected a number in (0, 1), found 1");
+  CHECK(
+      only_problem(dir, kData + "[inner]\ndecay_fraction = 0.1\n") ==
+      (dir / "job.toml").string() +
+          ":4: inner.decay_fraction: only shapes the cooldown of schedule = \"wsd\", and inner.schedule (its default) "
+          "is \"cosine\"");
+  CHECK(only_problem(dir, kData + "[inner]\nschedule = \"linear\"\ndecay_shape = \"linear\"\n") ==
+        (dir / "job.toml").string() +
+            ":5: inner.decay_shape: only shapes the cooldown of schedule = \"wsd\", and inner.schedule (line 4) is "
+            "\"linear\"");
+  // 100 steps: a warmup of 80 and a cooldown of 20 leave no step at the peak, reported where each was set.
+  CHECK(
+      only_problem(dir, kData + "[inner]\nschedule = \"wsd\"\nsteps = 100\nwarmup_steps = 80\n") ==
+      (dir / "job.toml").string() +
+          ":4: inner.schedule: a cooldown of 20 steps (decay_fraction 0.2) after a warmup of 80 leaves no step at the "
+          "peak in 100 steps");
+  CHECK(only_problem(dir, kData + "[inner]\nschedule = \"wsd\"\nsteps = 100\ndecay_fraction = 0.5\n",
+                     {"inner.warmup_steps=50"}) ==
+        (dir / "job.toml").string() +
+            ":6: inner.decay_fraction: a cooldown of 50 steps (decay_fraction 0.5) after a warmup of 50 leaves no step "
+            "at the peak in 100 steps");
+  CHECK(load_ok(write(dir / "job.toml", kData + "[inner]\nschedule = \"wsd\"\nsteps = 100\nwarmup_steps = 79\n"))
+            .inner.warmup_steps == 79);
 }
 
 TEST_CASE("[launch]: defaults, values, and errors with file:line") {

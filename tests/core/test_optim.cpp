@@ -69,12 +69,32 @@ TEST_CASE("lr_at: constant after warmup, no warmup starts at the peak, scale wit
   CHECK(lr_at({ScheduleKind::Linear, 1.0, 0.1, 0, 1}, 0) == doctest::Approx(1.0));
 }
 
-TEST_CASE("parse_schedule") {
-  CHECK(parse_schedule("cosine") == ScheduleKind::Cosine);
-  CHECK(parse_schedule("linear") == ScheduleKind::Linear);
-  CHECK(parse_schedule("constant") == ScheduleKind::Constant);
-  CHECK(!parse_schedule("Cosine"));
-  CHECK(!parse_schedule(""));
+TEST_CASE("lr_at wsd: warmup, the peak held, then the cooldown's last fraction of the steps down to the floor") {
+  // 100 steps, warmup 10, a fifth in the cooldown: steps 80 to 99 below the peak, 99 at the floor.
+  for (const auto shape : {DecayShape::Linear, DecayShape::OneMinusSqrt, DecayShape::Cosine}) {
+    CAPTURE(static_cast<int>(shape));
+    const LrSchedule s{ScheduleKind::Wsd, 2.0, 0.1, 10, 100, 0.2, shape};
+    CHECK(cooldown_steps(s) == 20);
+    CHECK(lr_at(s, 0) == doctest::Approx(0.2));
+    CHECK(lr_at(s, 9) == doctest::Approx(2.0));
+    for (int i = 10; i <= 79; ++i) CHECK(lr_at(s, i) == 2.0);  // stable: exactly the peak
+    for (int i = 79; i < 99; ++i) CHECK(lr_at(s, i + 1) < lr_at(s, i));
+    CHECK(lr_at(s, 99) == doctest::Approx(0.2));
+    CHECK(lr_at(s, 120) == doctest::Approx(0.2));
+  }
+  // Halfway through the cooldown (step 89 of 79..99), each shape's own value.
+  const auto half = [](DecayShape shape) { return lr_at({ScheduleKind::Wsd, 2.0, 0.1, 10, 100, 0.2, shape}, 89); };
+  CHECK(half(DecayShape::Linear) == doctest::Approx(0.2 + 1.8 * 0.5));
+  CHECK(half(DecayShape::Cosine) == doctest::Approx(0.2 + 1.8 * 0.5));
+  CHECK(half(DecayShape::OneMinusSqrt) == doctest::Approx(0.2 + 1.8 * (1 - std::sqrt(0.5))));
+  CHECK(lr_at({ScheduleKind::Wsd, 2.0, 0.1, 10, 100, 0.2, DecayShape::Cosine}, 84) ==
+        doctest::Approx(0.2 + 1.8 * 0.5 * (1 + std::cos(M_PI / 4))));
+  // The cooldown rounds to whole steps and is at least one: its only step is the floor.
+  const LrSchedule tiny{ScheduleKind::Wsd, 1.0, 0.0, 0, 10, 0.01, DecayShape::Linear};
+  CHECK(cooldown_steps(tiny) == 1);
+  CHECK(lr_at(tiny, 8) == 1.0);
+  CHECK(lr_at(tiny, 9) == 0.0);
+  CHECK(cooldown_steps({ScheduleKind::Wsd, 1.0, 0.0, 0, 10, 0.25, DecayShape::Linear}) == 3);  // 2.5 rounds up
 }
 
 TEST_CASE("clip_grad_norm: scales down to the max norm and returns the norm before clipping") {

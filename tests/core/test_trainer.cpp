@@ -1,5 +1,6 @@
-// The training loop end to end: golden losses of a tiny model, exact resume, fallback past a
-// corrupted checkpoint, a checkpoint from another model shape refused, and samples of text.
+// The training loop end to end: golden losses of a tiny model, exact resume, a wsd schedule (and a
+// run extended past its plan), fallback past a corrupted checkpoint, a checkpoint from another
+// model shape refused, and samples of text.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -179,6 +180,61 @@ TEST_CASE("gradient accumulation: 2 micro-batches of 2 take the same first step 
   double worst = 0;
   for (std::size_t i = 0; i < pa.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(pa[i] - pb[i])));
   CHECK(worst < 1e-5);
+}
+
+TEST_CASE("wsd: the steps take the peak lr as a constant schedule does, bit for bit, until the cooldown") {
+  TempDir dir("wsd");
+  // 20 steps, warmup 2: a quarter in the cooldown is steps 15 to 19 below the peak, 19 at the floor.
+  const auto wsd = tiny_job(dir, "wsd",
+                            {"inner.schedule=\"wsd\"", "inner.decay_fraction=0.25", "inner.decay_shape=\"linear\"",
+                             "inner.min_lr_ratio=0.1"});
+  const auto constant = tiny_job(dir, "constant", {"inner.schedule=\"constant\""});
+  RunLog l1(wsd.job.run_dir), l2(constant.job.run_dir);
+  Trainer a(wsd, posix_env(), l1, nullptr, fake_clock), b(constant, posix_env(), l2, nullptr, fake_clock);
+  std::vector<double> lrs;
+  for (int i = 0; i < 20; ++i) {
+    const StepResult x = a.step(), y = b.step();
+    lrs.push_back(x.lr);
+    if (i <= 14) {
+      CHECK_MESSAGE(x.lr == y.lr, "step ", i);
+      CHECK_MESSAGE(x.loss == y.loss, "step ", i);
+    }
+  }
+  CHECK(lrs[1] == 3e-3);
+  CHECK(lrs[14] == 3e-3);
+  for (int i = 15; i < 20; ++i) CHECK_MESSAGE(lrs[i] < lrs[i - 1], "step ", i);
+  CHECK(lrs[17] == doctest::Approx(3e-4 + 2.7e-3 * 0.4));
+  CHECK(lrs[19] == doctest::Approx(3e-4));
+  CHECK(params_hash(a) != params_hash(b));  // the cooldown's smaller steps moved the weights elsewhere
+}
+
+TEST_CASE("wsd: a run stopped in its stable phase and resumed with more steps trains as if planned that long") {
+  TempDir dir("wsd-longer");
+  // The guard off: one batch's gradient spike in the cooldown would roll this tiny model back and
+  // test the guard instead of the schedule.
+  const std::vector<std::string> wsd{"inner.schedule=\"wsd\"", "inner.decay_fraction=0.25", "guard.enabled=false"};
+  const auto with_steps = [&](const std::string& run, int steps) {
+    auto sets = wsd;
+    sets.push_back("inner.steps=" + std::to_string(steps));
+    return tiny_job(dir, run, sets);
+  };
+  const auto planned_cfg = with_steps("planned", 40);
+  TrainerRun planned(planned_cfg);
+  const auto planned_losses = logged_losses(planned_cfg.job.run_dir);
+  REQUIRE(planned_losses.size() == 40);
+
+  {  // 20 steps planned (cooldown from step 15), stopped at 10 with a checkpoint
+    const auto short_cfg = with_steps("extended", 20);
+    RunLog log(short_cfg.job.run_dir);
+    Trainer first(short_cfg, posix_env(), log, nullptr, fake_clock);
+    REQUIRE(first.run(10).steps == 10);
+  }
+  TrainerRun extended(with_steps("extended", 40));
+  CHECK(extended.summary.resumed_from_step == 10);
+  const auto losses = logged_losses(dir / "extended");
+  REQUIRE(losses.size() == 40);
+  for (int i = 0; i < 40; ++i) CHECK_MESSAGE(losses[i] == planned_losses[i], "step ", i);
+  CHECK(params_hash(extended.trainer) == params_hash(planned.trainer));
 }
 
 TEST_CASE("Muon trains the tiny model: the loss falls as AdamW's does") {
