@@ -312,4 +312,10 @@ TEST_CASE(
   CHECK(samples[0].at("step") == 10);
   CHECK(samples[1].at("step") == 20);
   CHECK(samples[0].at("seed") != samples[1].at("seed"));
+
+  // Sampling only reads the weights: the same job without samples trains the same, bit for bit.
+  const auto plain_cfg = tiny_job(dir, "plain", {"checkpoint.every=10"});
+  TrainerRun plain(plain_cfg);
+  CHECK(logged_losses(plain_cfg.job.run_dir) == logged_losses(config.job.run_dir));
+  CHECK(params_hash(plain.trainer) == params_hash(run.trainer));
 }
