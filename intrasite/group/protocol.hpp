@@ -5,6 +5,7 @@
 //   hb/<id>          heartbeat counter; a replica's heartbeat thread adds 1 every interval
 //   ready/<id>       incarnation of a replica that waits to join a generation
 //   fail/<n>/<id>    replica id saw a collective of generation n fail
+//   arrived/<n>/<id> replica id is at generation n's rendezvous, waiting for the other members
 //   done/<id>        replica id finished training (how an attached replica's exit is known)
 // Gloo's own rendezvous keys live under "g<n>/" so generations never see each other's addresses.
 #include <cstddef>
@@ -29,6 +30,7 @@ inline std::string generation(std::int64_t n) { return key("gen", n); }
 inline std::string heartbeat(int id) { return key("hb", id); }
 inline std::string ready(int id) { return key("ready", id); }
 inline std::string failure(std::int64_t n, int id) { return key("fail", n, id); }
+inline std::string arrived(std::int64_t n, int id) { return key("arrived", n, id); }
 inline std::string done(int id) { return key("done", id); }
 inline std::string gloo_prefix(std::int64_t n) { return key("g", n).append("/"); }
 // The group leader's latest figures (JSON), which the agent serves on its metrics endpoint.

@@ -23,9 +23,17 @@ class ReplicaGroup {
                std::optional<int> nccl_device = std::nullopt);
 
   // Announces that this replica is ready, then waits for generations from `from` on until one lists
-  // it, and connects to its members. Without `from` (a process joining for the first time, maybe a
-  // restart), generations already published are stale and only later ones count. Error(Timeout)
-  // when none lists it within `timeout`.
+  // it, and meets its members there. Without `from` (a process joining for the first time, maybe a
+  // restart), generations already published are stale and only later ones count.
+  //
+  // Meeting has two stages. Each member first marks its arrival and waits for the others' within
+  // `timeout`: a member still training in the previous generation arrives at its next step
+  // boundary, however long its step, outer round or checkpoint takes. Only then do they connect,
+  // within the collective timeout, all of them present. A generation the agent supersedes before
+  // it is met is left at once for the newer one (its members meet there instead of waiting out
+  // each other's timeouts in different generations); a connect that fails in a generation still
+  // current is reported as a failed collective, and the replica waits for the agent's next one.
+  // Error(Timeout) when no generation that lists it is met within `timeout`.
   void join(std::optional<std::int64_t> from, std::chrono::milliseconds timeout);
 
   Communicator& comm() { return *comm_; }
@@ -45,8 +53,12 @@ class ReplicaGroup {
   bool site_group_formed();
 
  private:
-  // This generation's communicator, its rendezvous under `prefix`.
-  std::unique_ptr<Communicator> connect(const std::string& prefix);
+  // Whether generation `n` has been superseded by a newer one.
+  bool superseded(std::int64_t n);
+  // Arrival, then the communicator, of generation_ (rank_): the two stages above, through `store`.
+  void meet(Store& store, double deadline);
+  std::unique_ptr<Communicator> connect(Store& store, const std::string& prefix);
+  double left_ms(double deadline) const;
 
   Store& store_;
   int id_;

@@ -32,19 +32,12 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Gloo 0.5 takes any connection to a pair's listening port as its peer. On a shared machine, other
-// programs' reconnect loops (ZeroMQ retries every 100 ms) aimed at a 127.0.0.1 port that a pair has
-// just been given break the rendezvous; a loopback address of this process's own keeps them out.
-std::string own_loopback_address() {
-  const auto pid = static_cast<unsigned>(::getpid());
-  return "127." + std::to_string(1 + pid % 254) + "." + std::to_string(1 + pid / 254 % 254) + ".1";
-}
+using meridian::testing::own_loopback_address;
+using meridian::testing::require_no_errors;
+using meridian::testing::run_ranks;
 
 const std::string kAddress = own_loopback_address();
 const GlooOptions kOptions{kAddress, 10000ms};
-
-using meridian::testing::require_no_errors;
-using meridian::testing::run_ranks;
 
 // Values whose float sum depends on the order of the additions, so that ranks summing in
 // different orders would show up as differing bits.

@@ -1,6 +1,7 @@
 #pragma once
 // Ranks of a collective as threads of one test: body(rank) on each, and what each one threw.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <exception>
 #include <string>
@@ -8,6 +9,14 @@
 #include <vector>
 
 namespace meridian::testing {
+
+// Gloo 0.5 takes any connection to a pair's listening port as its peer. On a shared machine, other
+// programs' reconnect loops (ZeroMQ retries every 100 ms) aimed at a 127.0.0.1 port that a pair has
+// just been given break the rendezvous; a loopback address of this process's own keeps them out.
+inline std::string own_loopback_address() {
+  const auto pid = static_cast<unsigned>(::getpid());
+  return "127." + std::to_string(1 + pid % 254) + "." + std::to_string(1 + pid / 254 % 254) + ".1";
+}
 
 template <class F>
 std::vector<std::exception_ptr> run_ranks(int size, F body) {
