@@ -19,6 +19,10 @@ std::string list(const std::vector<int>& ids) {
 
 }  // namespace
 
+double allowed_silence(bool beating, const MembershipOptions& options) {
+  return beating ? options.heartbeat_timeout_s : std::max(options.heartbeat_timeout_s, options.first_beat_timeout_s);
+}
+
 MembershipDecision decide_membership(double now, const Generation& current, const std::vector<ReplicaView>& replicas,
                                      const MembershipOptions& options) {
   MembershipDecision d;
@@ -26,7 +30,7 @@ MembershipDecision decide_membership(double now, const Generation& current, cons
   std::optional<double> first_failure;
   for (const auto& r : replicas) {
     const bool member = contains(current.members, r.id);
-    const bool hung = r.running && now - r.last_heartbeat > options.heartbeat_timeout_s;
+    const bool hung = r.running && now - r.last_heartbeat > allowed_silence(r.beating, options);
     if (r.failed_at && member) {
       reporters.push_back(r.id);
       first_failure = std::min(first_failure.value_or(*r.failed_at), *r.failed_at);

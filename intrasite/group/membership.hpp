@@ -23,12 +23,17 @@ struct ReplicaView {
   bool ready = false;           // connected to the store and waiting to join a generation
   double last_heartbeat = 0;    // when its heartbeat last changed
   std::optional<double> failed_at;  // when it reported a failed collective in the current generation
+  bool beating = true;              // has sent a heartbeat since its process started
 };
 
 struct MembershipOptions {
   double heartbeat_timeout_s = 10;  // a running replica silent this long is hung: evict it
   double failure_grace_s = 2;       // after a first failure report, how long members may take to report too
   int min_members = 1;              // below this the site cannot train: wait rather than form a group
+  // A running replica not beating yet may stay silent this long after its start: starting takes
+  // longer than a beat's interval (loading the program and its libraries, reading the job), more so
+  // on a loaded machine.
+  double first_beat_timeout_s = 30;
 };
 
 struct MembershipDecision {
@@ -36,6 +41,9 @@ struct MembershipDecision {
   std::optional<Generation> next;      // publish this generation
   std::string reason;                  // for events.jsonl
 };
+
+// How long a running replica may stay silent before it counts as hung.
+double allowed_silence(bool beating, const MembershipOptions& options);
 
 MembershipDecision decide_membership(double now, const Generation& current, const std::vector<ReplicaView>& replicas,
                                      const MembershipOptions& options);

@@ -25,6 +25,7 @@ SiteAgentOptions site_agent_options(const JobConfig& config, const std::string& 
   o.restart = r.restart;
   o.max_restarts = r.max_restarts;
   o.heartbeat_timeout_s = r.heartbeat_timeout_ms / 1000.0;
+  o.first_beat_timeout_s = 3 * o.heartbeat_timeout_s;
   o.failure_grace_s = r.collective_timeout_ms / 1000.0 + 1.0;
   return o;
 }
@@ -81,13 +82,17 @@ void SiteAgent::spawn(Slot& s, double now) {
   // Readiness is "the counter grew since the process started": whatever an earlier incarnation
   // announced is not this one's. The first incarnation owns all of it (the store is the agent's
   // own and new): a replica a cluster launcher started can announce itself before this line runs.
+  // Heartbeats alike: only a beat after this line is the new process's.
   if (s.incarnation > 0) {
     const auto ready_key = site_keys::ready(s.id);
     const Counter ready = read_counter(store_, ready_key);
     if (!ready.problem.empty()) reset_counter(store_, ready_key);
     s.ready_seen = ready.problem.empty() ? ready.value : 0;
+    const Counter beats = read_counter(store_, site_keys::heartbeat(s.id));
+    s.heartbeat_seen = beats.present && beats.problem.empty() ? beats.value : -1;
   }
   s.ready = false;
+  s.beating = false;
   s.killed = false;
   s.failed_at.reset();
   s.last_heartbeat = now;  // a starting replica gets one heartbeat timeout to send its first beat
@@ -139,6 +144,7 @@ void SiteAgent::read_store(Slot& s, double now) {
   if (hb.present && hb.value != s.heartbeat_seen) {
     s.heartbeat_seen = hb.value;
     s.last_heartbeat = now;
+    s.beating = true;
   }
   if (ready.present && ready.value != s.ready_seen) {
     s.ready = s.ready || ready.value > s.ready_seen;
@@ -161,11 +167,13 @@ void SiteAgent::decide(double now) {
     // A member's slot running a newer incarnation still lost the member: the new process joins
     // afresh once the group without it is published.
     const bool running = s.alive && !s.killed && (!is_member || member(s));
-    views.push_back(ReplicaView{s.id, running, s.ready, s.last_heartbeat, is_member ? s.failed_at : std::nullopt});
+    views.push_back(
+        ReplicaView{s.id, running, s.ready, s.last_heartbeat, is_member ? s.failed_at : std::nullopt, s.beating});
     if (running || ((!s.alive || s.killed) && can_restart(s))) ++runnable;
   }
   MembershipOptions mo;
   mo.heartbeat_timeout_s = options_.heartbeat_timeout_s;
+  mo.first_beat_timeout_s = options_.first_beat_timeout_s;
   mo.failure_grace_s = options_.failure_grace_s;
   // The first group waits for every replica that can still come, later ones go on with whoever is left.
   mo.min_members = current_.number < 0 ? std::max(1, runnable) : 1;
@@ -175,11 +183,12 @@ void SiteAgent::decide(double now) {
     Slot& s = slots_.at(static_cast<std::size_t>(id));
     if (s.killed) continue;
     const double silent = now - s.last_heartbeat;
+    const double allowed = allowed_silence(s.beating, mo);
+    const auto ms = [](double seconds) { return std::to_string(std::lround(seconds * 1000)) + " ms"; };
     evict(s,
-          silent > options_.heartbeat_timeout_s
-              ? "no heartbeat for " + std::to_string(std::lround(silent * 1000)) + " ms"
-              : "no failure report within " + std::to_string(std::lround(options_.failure_grace_s * 1000)) +
-                    " ms of a failed collective",
+          silent <= allowed ? "no failure report within " + ms(options_.failure_grace_s) + " of a failed collective"
+          : s.beating       ? "no heartbeat for " + ms(silent)
+                            : "no first heartbeat " + ms(silent) + " after its start",
           now);
   }
   if (d.next) {

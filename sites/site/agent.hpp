@@ -29,11 +29,13 @@ struct SiteAgentOptions {
   bool restart = true;
   int max_restarts = 3;  // per slot, over the run
   double heartbeat_timeout_s = 10;
+  double first_beat_timeout_s = 30;
   double failure_grace_s = 11;
 };
 
-// From [replicas]. The failure grace is one collective timeout plus slack: a member stuck in the
-// failed collective only notices (and reports) when its own collective times out.
+// From [replicas]. A starting replica gets three heartbeat timeouts for its first beat. The failure
+// grace is one collective timeout plus slack: a member stuck in the failed collective only notices
+// (and reports) when its own collective times out.
 SiteAgentOptions site_agent_options(const JobConfig& config, const std::string& site);
 
 // A counter in the store (8 bytes, native int64, as Store::add writes it). `problem` says what is
@@ -83,6 +85,7 @@ class SiteAgent {
     std::optional<ExitStatus> last_exit;
     std::int64_t heartbeat_seen = -1;
     double last_heartbeat = 0;
+    bool beating = false;  // its latest process has sent a heartbeat
     std::int64_t ready_seen = 0;
     bool ready = false;
     std::optional<double> failed_at;  // reported a failed collective of the current generation

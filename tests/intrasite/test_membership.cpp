@@ -49,6 +49,25 @@ TEST_CASE("a hung member (silent heartbeat) is evicted and dropped") {
   CHECK(d.next->members == std::vector<int>{0, 2});
 }
 
+TEST_CASE("a replica not beating yet gets the first-beat timeout from its start, then the usual one") {
+  const Generation g{2, {0, 1}};
+  ReplicaView starting = up(1, 100);
+  starting.beating = false;
+  // 25 s after its start: past a heartbeat timeout, within the first beat's 30 s.
+  auto d = decide_membership(125, g, {up(0, 124), starting}, kOpts);
+  CHECK(d.evict.empty());
+  CHECK_FALSE(d.next);
+  d = decide_membership(131, g, {up(0, 130), starting}, kOpts);
+  CHECK(d.evict == std::vector<int>{1});
+  // Once it has beaten, the heartbeat timeout applies.
+  d = decide_membership(125, g, {up(0, 124), up(1, 100)}, kOpts);
+  CHECK(d.evict == std::vector<int>{1});
+  CHECK(allowed_silence(false, kOpts) == 30);
+  MembershipOptions short_start = kOpts;
+  short_start.first_beat_timeout_s = 5;
+  CHECK(allowed_silence(false, short_start) == 10);  // never less than a heartbeat timeout
+}
+
 TEST_CASE("after a failed collective: wait for the members' reports, then drop the silent ones") {
   const Generation g{7, {0, 1, 2}};
   auto r0 = up(0), r1 = up(1), r2 = up(2);

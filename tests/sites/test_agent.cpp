@@ -115,6 +115,7 @@ TEST_CASE("options come from [replicas], the failure grace outlasts a collective
   CHECK(o.site == "east");
   CHECK(o.replicas == 4);
   CHECK(o.heartbeat_timeout_s == doctest::Approx(3.0));
+  CHECK(o.first_beat_timeout_s == doctest::Approx(9.0));
   CHECK(o.failure_grace_s > 5.0);
 }
 
@@ -181,6 +182,37 @@ TEST_CASE("a hung replica is evicted, restarted, and rejoins once it is ready") 
   s.agent.step();
   REQUIRE(s.published(2));
   CHECK(s.published(2)->members == std::vector<int>{0, 1});
+}
+
+TEST_CASE("a replica slow to start gets three heartbeat timeouts for its first beat, its restart too") {
+  auto o = opts(2);
+  o.first_beat_timeout_s = 30;
+  Site s(o);
+  s.form_group(2);
+  s.t = 125;  // neither has beaten yet: both still starting
+  s.beat(0);
+  s.agent.step();
+  CHECK(s.procs.signals.empty());
+  s.t = 131;
+  s.beat(0);
+  s.agent.step();
+  CHECK(s.procs.signals == std::vector<std::pair<int, int>>{{1, SIGKILL}});
+  const auto evicted = s.events("replica_evicted");
+  REQUIRE(evicted.size() == 1);
+  CHECK(evicted[0]["reason"] == "no first heartbeat 31000 ms after its start");
+  // The restarted process has the same allowance: the beats its predecessor sent are not its own.
+  s.beat(1);
+  s.agent.step();  // reaped and restarted at t = 131
+  CHECK(s.procs.started.back() == std::pair<int, int>{1, 2});
+  s.t = 155;
+  s.beat(0);
+  s.agent.step();
+  CHECK(s.procs.signals.size() == 1);
+  s.t = 162;
+  s.beat(0);
+  s.agent.step();
+  REQUIRE(s.events("replica_evicted").size() == 2);
+  CHECK(s.events("replica_evicted")[1]["reason"] == "no first heartbeat 31000 ms after its start");
 }
 
 TEST_CASE("a crashed member is dropped at once and its restarted process joins afresh") {
