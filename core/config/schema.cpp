@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "core/config/inner_schedule.hpp"
 #include "core/config/resolver.hpp"
 
 namespace fs = std::filesystem;
@@ -143,10 +144,7 @@ void check_cooldown(Resolver& r, const JobConfig& c) {
                   " is \"" + std::string(to_string(c.inner.schedule)) + "\"");
     return;
   }
-  const LrSchedule schedule{ScheduleKind::Wsd,    c.inner.lr,    c.inner.min_lr_ratio,
-                            c.inner.warmup_steps, c.inner.steps, c.inner.decay_fraction,
-                            c.inner.decay_shape};
-  const std::int64_t cooldown = cooldown_steps(schedule);
+  const std::int64_t cooldown = cooldown_steps(inner_schedule(c.inner));
   if (c.inner.warmup_steps + cooldown < c.inner.steps) return;
   // Reported at the fraction where it was set, else at the schedule that took its default.
   const char* key = r.find("inner.decay_fraction") ? "inner.decay_fraction" : "inner.schedule";

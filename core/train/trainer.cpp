@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/checkpoint/store.hpp"
+#include "core/config/inner_schedule.hpp"
 #include "core/data/tokens.hpp"
 #include "core/io/env.hpp"
 #include "core/optim/grad_clip.hpp"
@@ -92,9 +93,7 @@ Trainer::Trainer(const JobConfig& config, Env& env, RunLog& log, ProgressPrinter
       model_(make_model<float>(config.model)),
       opt_(make_adamw(config, model_->layout(), first_moments(slot_, model_->layout().total()))),
       muon_(make_muon(config, model_->layout())),
-      schedule_{config.inner.schedule,     config.inner.lr,    config.inner.min_lr_ratio,
-                config.inner.warmup_steps, config.inner.steps, config.inner.decay_fraction,
-                config.inner.decay_shape},
+      schedule_(inner_schedule(config.inner)),
       sampler_(make_job_sampler(data_.train, config)) {
   check_validation_windows(data_, config);
   model_->set_recompute(config.parallel.recompute);
