@@ -1,6 +1,7 @@
 #include "intrasite/group/replica_group.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/util/error.hpp"
 #if MERIDIAN_HAVE_NCCL
@@ -69,11 +70,10 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
   store_.add(site_keys::ready(id_), 1);
   const double deadline = clock_() + static_cast<double>(timeout.count()) / 1000.0;
   for (std::int64_t n = from;; ++n) {
-    if (left_ms(deadline) <= 0)
+    if (left(deadline).count() <= 0)
       throw make_error(ErrorKind::Timeout, "replica ", id_, ": no generation from ", from,
                        " on that lists it was met within ", timeout.count(), " ms");
-    Generation g = decode_generation(
-        store_.get(site_keys::generation(n), std::chrono::milliseconds(static_cast<std::int64_t>(left_ms(deadline)))));
+    Generation g = decode_generation(store_.get(site_keys::generation(n), left(deadline)));
     const auto it = std::find(g.members.begin(), g.members.end(), id_);
     // Formed before this replica was ready, or already left by its members for a newer one.
     if (it == g.members.end() || superseded(n)) continue;
@@ -104,8 +104,7 @@ void ReplicaGroup::meet(Store& store, double deadline) {
   store.set(site_keys::arrived(n, id_), std::span(&here, 1));
   for (int member : generation_.members) {
     try {
-      store.get(site_keys::arrived(n, member),
-                std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, left_ms(deadline)))));
+      store.get(site_keys::arrived(n, member), left(deadline));
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Timeout) throw;
       throw make_error(ErrorKind::Timeout, "replica ", id_, ": replica ", member, " of generation ", n,
@@ -123,7 +122,9 @@ std::unique_ptr<Communicator> ReplicaGroup::connect(Store& store, const std::str
   return connect_gloo(store, prefix, rank_, size(), options_);
 }
 
-double ReplicaGroup::left_ms(double deadline) const { return 1000.0 * (deadline - clock_()); }
+std::chrono::milliseconds ReplicaGroup::left(double deadline) const {
+  return std::chrono::milliseconds(std::max<std::int64_t>(0, std::llround(1000.0 * (deadline - clock_()))));
+}
 
 void ReplicaGroup::report_failure() {
   comm_.reset();

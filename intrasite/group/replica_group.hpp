@@ -58,7 +58,7 @@ class ReplicaGroup {
   // Arrival, then the communicator, of generation_ (rank_): the two stages above, through `store`.
   void meet(Store& store, double deadline);
   std::unique_ptr<Communicator> connect(Store& store, const std::string& prefix);
-  double left_ms(double deadline) const;
+  std::chrono::milliseconds left(double deadline) const;  // until `deadline` on clock_, at least 0
 
   Store& store_;
   int id_;

@@ -95,7 +95,7 @@ void SiteAgent::spawn(Slot& s, double now) {
   s.beating = false;
   s.killed = false;
   s.failed_at.reset();
-  s.last_heartbeat = now;  // a starting replica gets one heartbeat timeout to send its first beat
+  s.last_heartbeat = now;  // from here a starting replica has allowed_silence(false, ...) for its first beat
   s.incarnation += 1;
   launcher_.start(s.id, s.incarnation);
   s.alive = true;
