@@ -46,95 +46,21 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from netns_hosts import SKIP, Hosts, logged_step, prepare, report
+
 ROOT = Path(__file__).resolve().parent.parent
 ETCD = "/usr/bin/etcd"
 SITES = ["a", "b", "c"]
-SKIP = 77  # what ctest takes as "skipped" (SKIP_RETURN_CODE)
 
 
 def address(site):
     return f"10.77.0.{SITES.index(site) + 1}"
-
-
-class Hosts:
-    """The namespaces, the switch and the veth cables; removed by close(), whatever happened."""
-
-    def __init__(self, tag):
-        self.tag, self.made = tag, []
-        self.switch = f"mrd-{tag}-sw"
-        self.add(self.switch)
-        self.ip(self.switch, "link", "add", "br0", "type", "bridge")
-        self.ip(self.switch, "link", "set", "br0", "up")
-        for site in SITES:
-            self.join(site, address(site))
-
-    def join(self, name, addr):
-        """A host on the switch: `name` at `addr` (a site's, or an intruder's)."""
-        ns = self.ns(name)
-        self.add(ns)
-        # Both ends made straight into their namespaces: nothing appears on this machine's own.
-        run(["ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", self.cable(name),
-             "netns", self.switch])
-        self.ip(ns, "addr", "add", f"{addr}/24", "dev", "eth0")
-        self.ip(ns, "link", "set", "eth0", "up")
-        self.ip(ns, "link", "set", "lo", "up")
-        self.ip(self.switch, "link", "set", self.cable(name), "master", "br0")
-        self.ip(self.switch, "link", "set", self.cable(name), "up")
-
-    def ns(self, site):
-        return f"mrd-{self.tag}-{site}"
-
-    def cable(self, site):
-        return f"to-{site}"
-
-    def add(self, ns):
-        run(["ip", "netns", "add", ns])
-        self.made.append(ns)
-
-    def ip(self, ns, *args):
-        run(["ip", "-n", ns, *args])
-
-    def plug(self, site, on):
-        self.ip(self.switch, "link", "set", self.cable(site), "up" if on else "down")
-
-    def kill_all(self, site):
-        """kill -9 of every process on the site's host."""
-        kill_namespace(self.ns(site))
-
-    def close(self):
-        for ns in self.made:
-            kill_namespace(ns)
-        time.sleep(0.2)
-        for ns in reversed(self.made):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        self.made = []
-
-
-def kill_namespace(ns):
-    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-    for pid in pids:
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def run(argv):
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")
-
-
-def on_host(hosts, site, argv, log):
-    return subprocess.Popen(["ip", "netns", "exec", hosts.ns(site), *argv], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
 
 
 def start_etcd(hosts, site, out, state, tls):
@@ -152,7 +78,7 @@ def start_etcd(hosts, site, out, state, tls):
               # The passwords `meridian keys` makes are 32 random bytes: bcrypt's cheapest cost is
               # plenty, and its default (10) costs each authentication ~0.1 s of CPU.
               "--bcrypt-cost", "4"] if tls else []
-    return on_host(hosts, site, [ETCD, "--name", f"m{i}", "--data-dir", str(out / f"etcd-{site}"),
+    return hosts.start(site, [ETCD, "--name", f"m{i}", "--data-dir", str(out / f"etcd-{site}"),
                                  "--listen-client-urls", f"{scheme}://{address(site)}:2379",
                                  "--advertise-client-urls", f"{scheme}://{address(site)}:2379",
                                  "--listen-peer-urls", f"{scheme}://{address(site)}:2380",
@@ -297,20 +223,6 @@ keep = 2
         (out / f"{s}.toml").write_text(f'# What host {s} runs: meridian site --config {s}.toml --site {s}\ninclude = "base.toml"\n')
 
 
-def logged_step(out, site):
-    """The newest step the site's metrics say it reached (0 before its first line)."""
-    try:
-        lines = (out / "run" / site / "metrics.jsonl").read_text().splitlines()
-    except OSError:
-        return 0
-    for line in reversed(lines):
-        try:
-            return int(json.loads(line).get("step", 0))
-        except ValueError:
-            continue  # a line being written
-    return 0
-
-
 def rejoined(out, site):
     """Whether the site, started again, has joined the job once more (its second sites_joined)."""
     try:
@@ -320,12 +232,17 @@ def rejoined(out, site):
     return text.count('"event":"sites_joined"') >= 2
 
 
+def site_step(out, site):
+    """The newest step the site's metrics say it reached."""
+    return logged_step(out / "run" / site / "metrics.jsonl")
+
+
 def start_site(hosts, meridian, out, site):
     log = open(out / f"site-{site}.log", "a")
     # Three "hosts" share this machine's cores. Left to itself each site would run OpenBLAS on all
     # of them, and OpenMP threads spin while they wait: three sites doing so on 2 cores slowed their
     # steps 40-fold at times. On hosts of their own, sites take their host's cores.
-    return on_host(hosts, site, ["env", "OMP_NUM_THREADS=1", str(meridian), "site", "--config",
+    return hosts.start(site, ["env", "OMP_NUM_THREADS=1", str(meridian), "site", "--config",
                                  str(out / f"{site}.toml"), "--site", site], log)
 
 
@@ -344,25 +261,17 @@ def main():
     p.add_argument("--plaintext", action="store_true", help="links without CURVE, etcd without TLS (the default speaks both)")
     args = p.parse_args()
 
-    if os.geteuid() != 0:
-        print("netns_job: skipped: network namespaces need root", file=sys.stderr)
-        return SKIP
-    probe = subprocess.run(["ip", "netns", "add", f"mrd-probe-{os.getpid()}"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        print(f"netns_job: skipped: network namespaces are not permitted here ({probe.stderr.strip()})", file=sys.stderr)
-        return SKIP
-    subprocess.run(["ip", "netns", "del", f"mrd-probe-{os.getpid()}"], capture_output=True)
 
-    out = args.out.resolve()
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    out = prepare("netns_job", args.out)
+    if out is None:
+        return SKIP
     write_job(out, args.steps)
     if not args.plaintext:
         write_job(out, args.steps, make_keys(args.meridian, out))
     hosts = None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
-        hosts = Hosts(str(os.getpid()))
+        hosts = Hosts(str(os.getpid()), {s: address(s) for s in SITES})
         etcd = {s: start_etcd(hosts, s, out, "new", not args.plaintext) for s in SITES}
         time.sleep(2)  # a leader elected before the sites look for one (they would retry anyway)
         if not args.plaintext:
@@ -374,10 +283,10 @@ def main():
             now = time.monotonic() - start
             if now > args.limit_s:
                 raise RuntimeError(f"the job did not end within {args.limit_s:.0f} s")
-            if not args.plaintext and intruder is None and logged_step(out, "a") >= 40:
+            if not args.plaintext and intruder is None and site_step(out, "a") >= 40:
                 intruder = intrude(hosts, out, "a")
                 print(f"{now:6.1f} s: an intruder tried host a's etcd: {json.dumps(intruder)}", flush=True)
-            if args.kill_site and not killed and logged_step(out, args.kill_site) >= args.kill_at:
+            if args.kill_site and not killed and site_step(out, args.kill_site) >= args.kill_at:
                 print(f"{now:6.1f} s: kill -9 of every process on host {args.kill_site}", flush=True)
                 hosts.kill_all(args.kill_site)
                 killed = True
@@ -391,7 +300,7 @@ def main():
             # One fault at a time: a cut while the killed host is still down would leave its etcd
             # member's cluster without a majority, a different fault from either.
             settled = not args.kill_site or (killed and rejoined(out, args.kill_site))
-            if args.cut_link and cut is None and settled and logged_step(out, args.cut_link) >= args.cut_at:
+            if args.cut_link and cut is None and settled and site_step(out, args.cut_link) >= args.cut_at:
                 print(f"{now:6.1f} s: host {args.cut_link}'s link cut for {args.cut_for:.0f} s", flush=True)
                 hosts.plug(args.cut_link, False)
                 cut = now
@@ -419,9 +328,7 @@ def main():
                   "steps": {s: summaries[s].get("steps") for s in SITES}, "wall_s": round(time.monotonic() - start, 1),
                   "killed": args.kill_site, "restarted": restarted, "cut": args.cut_link, "faults_s": faults_s,
                   "addresses": {s: address(s) for s in SITES}}
-        (out / "netns.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result, indent=2))
-        return 0 if ok else 1
+        return report(out / "netns.json", result)
     finally:
         if hosts is not None:
             hosts.close()

@@ -41,6 +41,8 @@ class ReplicaGroup {
   int id() const { return id_; }
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(generation_.members.size()); }
+  // Where the group's collectives reach this member: "nccl" or its Gloo listening address.
+  std::string transport() const { return nccl_device_ ? "nccl" : "gloo " + options_.address; }
 
   // Tells the agent that a collective of the current generation failed here; the communicator is
   // dropped (it cannot be used after a failure).

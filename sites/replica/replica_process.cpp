@@ -10,6 +10,7 @@
 #include "core/io/stop_signals.hpp"
 #include "core/util/error.hpp"
 #include "core/util/hash.hpp"
+#include "intrasite/comm/route_address.hpp"
 #include "intrasite/group/protocol.hpp"
 #include "intrasite/group/state_sync.hpp"
 #include "intrasite/parallel/bucket_reducer.hpp"
@@ -68,8 +69,11 @@ std::int64_t peak_rss_bytes() {
 
 bool is_peer_failure(const Error& e) { return e.kind() == ErrorKind::Peer || e.kind() == ErrorKind::Timeout; }
 
-GlooOptions gloo_options(const JobConfig& c) {
+// The collectives listen where this host reaches the store from: a site whose replicas span hosts
+// forms its mesh over the network its store is on.
+GlooOptions gloo_options(const JobConfig& c, const std::string& store_endpoint) {
   GlooOptions gloo;
+  gloo.address = route_address_toward(endpoint_host(store_endpoint));
   gloo.timeout = std::chrono::milliseconds(c.replicas.collective_timeout_ms);
   return gloo;
 }
@@ -96,7 +100,8 @@ ReplicaProcess::ReplicaProcess(const ReplicaRun& run, Env& env, std::function<do
                mode_.command(kind, result);
                if (!result.contains("error")) mode_.publish(turn_.leader, {{"step", trainer_.state().step}});
              }),
-      group_(store_, run.id, gloo_options(run.config), now_, nccl_device(placement(run.config, run.site, run.id))),
+      group_(store_, run.id, gloo_options(run.config, run.store_endpoint), now_,
+             nccl_device(placement(run.config, run.site, run.id))),
       guard_(run.config.guard, guard_mode(), log_, {{"site", run.site}, {"replica", run.id}},
              versions() ? DivergenceGuard::ToVersion([this](Trainer& t) {
                auto fields = exchange_.roll_back(t, group_.comm());
@@ -304,6 +309,7 @@ void ReplicaProcess::joined(double t_join, GroupPlace place) {
                         {"generation", group_.generation().number},
                         {"rank", group_.rank()},
                         {"size", group_.size()},
+                        {"transport", group_.transport()},
                         {"grad_accum", trainer_.grad_accum()},
                         {"global_batch", trainer_.grad_accum() * group_.size() * config().inner.batch_per_replica},
                         {"step", heal.step},

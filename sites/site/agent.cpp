@@ -365,7 +365,6 @@ int run_site(const JobConfig& config, const SiteRun& run) {
   Launcher& replicas = run.attach ? static_cast<Launcher&>(attached) : launcher;
   const std::function<double()> clock = steady_seconds;
   auto options = site_agent_options(config, run.site);
-  if (run.attach) options.restart = false;  // restarting is the cluster launcher's business
   SiteAgent agent(options, store, replicas, log, clock, stdout);
   log.event("site_start",
             {{"site", run.site}, {"replicas", config.replicas.count}, {"store", endpoint}, {"attach", run.attach}});

@@ -67,8 +67,10 @@ class Store;
 
 // Replicas started by a cluster launcher (torchrun-style RANK/WORLD_SIZE, or SLURM): nothing to
 // start or kill. A replica counts as ended when it marks done/<id> in the store (exit 0) or when
-// the agent gives up on it (evicted: reported as SIGKILL; the replica itself finds it is no longer
-// listed and exits).
+// the agent gives up on it (evicted: reported as SIGKILL). A restart of the slot starts nothing
+// either: it admits the slot's next process to announce itself, one the cluster launcher started
+// again or the same one back from a partition or a pause (which waits, unlisted, for a generation
+// that lists it), with a first-beat allowance and max_restarts as for any restart.
 class AttachedLauncher final : public Launcher {
  public:
   explicit AttachedLauncher(Store& store) : store_(store) {}

@@ -154,6 +154,43 @@ TEST_CASE("an attached replica that announces itself before the agent starts its
   CHECK(agent.generation().members == std::vector<int>{0, 1});
 }
 
+TEST_CASE("an attached replica cut off from the store is evicted, then admitted again when it comes back") {
+  // Its host's cable pulled: the agent can neither reach nor kill it. Back, the same process (or
+  // one the cluster launcher started again) beats and announces itself, and the group takes it.
+  testing::TempDir dir{"agent"};
+  MemoryStore store;
+  AttachedLauncher procs(store);
+  RunLog log{dir.path()};
+  double t = 100;
+  SiteAgent agent(opts(2), store, procs, log, [&] { return t; });
+  agent.start();
+  for (int id : {0, 1}) {
+    store.add(site_keys::ready(id), 1);
+    store.add(site_keys::heartbeat(id), 1);
+  }
+  REQUIRE(agent.step() == SiteOutcome::Running);
+  REQUIRE(agent.generation().members == std::vector<int>{0, 1});
+  t = 111;  // replica 1 silent for 11 s
+  store.add(site_keys::heartbeat(0), 1);
+  agent.step();
+  CHECK(agent.generation().members == std::vector<int>{0});
+  agent.step();  // the eviction is reported as its end, and the slot is open again
+  t = 115;
+  store.add(site_keys::heartbeat(0), 1);
+  agent.step();
+  CHECK(agent.generation().number == 1);  // nothing came back yet
+  store.add(site_keys::heartbeat(1), 1);
+  store.add(site_keys::ready(1), 1);
+  agent.step();
+  CHECK(agent.generation().number == 2);
+  CHECK(agent.generation().members == std::vector<int>{0, 1});
+  std::ifstream in(dir.path() / "events.jsonl");
+  std::vector<std::string> kinds;
+  for (std::string line; std::getline(in, line);) kinds.push_back(json::parse(line).at("event"));
+  CHECK(std::count(kinds.begin(), kinds.end(), "replica_evicted") == 1);
+  CHECK(std::count(kinds.begin(), kinds.end(), "replica_restarted") == 1);
+}
+
 TEST_CASE("a hung replica is evicted, restarted, and rejoins once it is ready") {
   Site s(opts(2));
   s.form_group(2);

@@ -1,0 +1,18 @@
+#pragma once
+// Which of this host's addresses a replica listens on for its group's collectives. A site's
+// replicas may span hosts (a cluster launcher starts them, `meridian site --attach`): each listens
+// on the interface its traffic to the site's store leaves from, so the mesh forms over the network
+// that reaches the store, and on loopback when the store is on this host's loopback.
+#include <string>
+
+namespace meridian {
+
+// The host of a "tcp://host:port" endpoint. Error(Config) naming the endpoint otherwise.
+std::string endpoint_host(const std::string& endpoint);
+
+// This host's IPv4 address that traffic to `host` (an IPv4 address or a name) leaves from, as the
+// kernel's routing table says; nothing is sent. Error(Config) when `host` resolves to no IPv4
+// address, Error(Peer) when no route reaches it (an interface down, a cable out).
+std::string route_address_toward(const std::string& host);
+
+}  // namespace meridian
