@@ -297,6 +297,8 @@ struct JobConfig {
     // flash attention (bf16 or fp16; loaded at run time, materialized where it cannot run).
     enum class Attention { Materialized, Tiled, Cudnn };
     std::string name;
+    // Where the site's link listens while its leader is on this host; a leader on another of the
+    // site's hosts listens on its own address there (the other sites read it from etcd).
     std::string host = "127.0.0.1";
     std::uint16_t port = 0;  // 0 = any free port
     int replicas = 1;

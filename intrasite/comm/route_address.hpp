@@ -15,4 +15,10 @@ std::string endpoint_host(const std::string& endpoint);
 // address, Error(Peer) when no route reaches it (an interface down, a cable out).
 std::string route_address_toward(const std::string& host);
 
+// Where a server for a site's `host` listens on this host: `host` itself when it is one of this
+// host's addresses (any loopback address included), otherwise this host's address on the way to it.
+// A site whose replicas span hosts thus leads, and opens its replicas' lanes, from whichever host
+// its leader is on; its peers read the address from the control plane. Errors as above.
+std::string listen_address_for(const std::string& host);
+
 }  // namespace meridian

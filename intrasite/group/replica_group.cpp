@@ -73,7 +73,7 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
     if (left(deadline).count() <= 0)
       throw make_error(ErrorKind::Timeout, "replica ", id_, ": no generation from ", from,
                        " on that lists it was met within ", timeout.count(), " ms");
-    Generation g = decode_generation(store_.get(site_keys::generation(n), left(deadline)));
+    Generation g = await_generation(n, deadline);
     const auto it = std::find(g.members.begin(), g.members.end(), id_);
     // Formed before this replica was ready, or already left by its members for a newer one.
     if (it == g.members.end() || superseded(n)) continue;
@@ -93,6 +93,17 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
       if (e.kind() != ErrorKind::Peer && e.kind() != ErrorKind::Timeout) throw;
       if (!superseded(n)) report_failure();  // a member failed while connecting: the agent regroups without it
     }
+  }
+}
+
+Generation ReplicaGroup::await_generation(std::int64_t n, double deadline) {
+  for (;;) {
+    try {
+      return decode_generation(store_.get(site_keys::generation(n), std::min(left(deadline), kAnnounceEvery)));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Timeout || left(deadline).count() <= 0) throw;
+    }
+    store_.add(site_keys::ready(id_), 1);
   }
 }
 

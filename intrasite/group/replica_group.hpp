@@ -55,6 +55,12 @@ class ReplicaGroup {
   bool site_group_formed();
 
  private:
+  // Generation `n` once published, announcing this replica again every kAnnounceEvery meanwhile:
+  // the agent takes no announcement read while this slot counts as a member for a joiner's (a
+  // member moving to a newer generation announces itself too), so a process it has not yet let go
+  // of (a cluster launcher's restart of a dead one) is heard once the slot is open.
+  Generation await_generation(std::int64_t n, double deadline);
+  static constexpr std::chrono::milliseconds kAnnounceEvery{1000};
   // Whether generation `n` has been superseded by a newer one.
   bool superseded(std::int64_t n);
   // Arrival, then the communicator, of generation_ (rank_): the two stages above, through `store`.

@@ -6,6 +6,7 @@
 #include "core/util/error.hpp"
 #include "crosssite/codec/codec_parts.hpp"
 #include "crosssite/round/local_steps.hpp"
+#include "intrasite/comm/route_address.hpp"
 #include "sites/keys/link_keys.hpp"
 #include "transport/link/ucx_link.hpp"
 #include "transport/link/zmq_link.hpp"
@@ -43,10 +44,13 @@ std::size_t outer_shard_unit(const JobConfig& c) { return part_unit(codec_option
 
 std::unique_ptr<Link> make_link(const JobConfig& c, const JobConfig::Site& site) {
   const auto chunk = static_cast<std::size_t>(c.transport.chunk_bytes);
+  // A replica on another of the site's hosts than `host` listens on its own address there.
+  const std::string address = listen_address_for(site.host);
   switch (c.transport.kind) {
     case JobConfig::Transport::Kind::Zmq:
-      return make_zmq_link(site.host, chunk, {}, site.port, kLinkQueueBytes, link_curve(c, site.name));
-    case JobConfig::Transport::Kind::Ucx: return make_ucx_link(site.host, chunk, {}, site.port);
+      return make_zmq_link(address, chunk, {}, site.port, kLinkQueueBytes, link_curve(c, site.name));
+    case JobConfig::Transport::Kind::Ucx:
+      return make_ucx_link(address, chunk, {}, site.port);
   }
   throw make_error(ErrorKind::Config, "transport.kind ", static_cast<int>(c.transport.kind), " is unknown");
 }

@@ -146,8 +146,12 @@ void SiteAgent::read_store(Slot& s, double now) {
     s.last_heartbeat = now;
     s.beating = true;
   }
+  // A member announces itself as it moves to a newer generation that lists it: that is no joiner.
+  // A process waiting unlisted announces itself again every second (ReplicaGroup::join), so one
+  // read while its slot still counted as a member (a cluster launcher's restart, before the agent
+  // gave up on the old process) is heard again once the slot is open.
   if (ready.present && ready.value != s.ready_seen) {
-    s.ready = s.ready || ready.value > s.ready_seen;
+    s.ready = s.ready || (ready.value > s.ready_seen && !member(s));
     s.ready_seen = ready.value;
   }
   if (member(s) && !s.failed_at && store_.check(site_keys::failure(current_.number, s.id))) {

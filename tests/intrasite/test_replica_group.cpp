@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -144,4 +145,22 @@ TEST_CASE("a member that never comes: the join times out at its own bound, namin
   const auto message = error_of(ErrorKind::Timeout, [&] { alone.met(); });
   CHECK(message.find("replica 1 of generation 0 did not come to its rendezvous") != std::string::npos);
   CHECK_FALSE(store.check(site_keys::failure(0, 0)));
+}
+
+TEST_CASE("a replica waiting for a generation that lists it announces itself again every second") {
+  // The agent takes no announcement it read while the slot counted as a member for a joiner's: a
+  // cluster launcher's restart of a dead member announced itself too early, and says so again.
+  MemoryStore store;
+  publish(store, 0, {0, 1});
+  const auto announced = [&] {
+    const auto bytes = store.get(site_keys::ready(2), 0ms);
+    std::int64_t count = 0;
+    std::memcpy(&count, bytes.data(), sizeof count);
+    return count;
+  };
+  Joiner late(store, 2, 1);
+  REQUIRE(eventually([&] { return store.check(site_keys::ready(2)); }));
+  CHECK(eventually([&] { return announced() >= 3; }));
+  publish(store, 1, {2});  // alone: its group of one opens no socket
+  CHECK(late.met().generation == 1);
 }

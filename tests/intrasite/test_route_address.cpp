@@ -27,3 +27,10 @@ TEST_CASE("route_address_toward: a host that resolves to no IPv4 address is a co
   const auto what = error_of(ErrorKind::Config, [] { route_address_toward(""); });
   CHECK(what.find("host \"\"") != std::string::npos);
 }
+
+TEST_CASE("listen_address_for: an address of this host is kept, loopback ones included") {
+  CHECK(listen_address_for("127.0.0.1") == "127.0.0.1");
+  CHECK(listen_address_for("127.9.8.7") == "127.9.8.7");  // a site of its own on one machine
+  CHECK(listen_address_for("localhost") == "localhost");
+  // Another host's address: this host's on the way to it (scripts/netns_site.py, a site's second host).
+}

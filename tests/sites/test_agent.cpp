@@ -91,6 +91,26 @@ struct Site {
   SiteAgent agent;
 };
 
+// Two replicas a cluster launcher started (the agent starts and kills nothing), their first group formed.
+struct AttachedSite {
+  AttachedSite() : agent(opts(2), store, procs, log, [this] { return t; }) {
+    agent.start();
+    for (int id : {0, 1}) {
+      store.add(site_keys::ready(id), 1);
+      store.add(site_keys::heartbeat(id), 1);
+    }
+    REQUIRE(agent.step() == SiteOutcome::Running);
+    REQUIRE(agent.generation().members == std::vector<int>{0, 1});
+  }
+
+  testing::TempDir dir{"agent"};
+  MemoryStore store;
+  AttachedLauncher procs{store};
+  RunLog log{dir.path()};
+  double t = 100;
+  SiteAgent agent;
+};
+
 }  // namespace
 
 TEST_CASE("read_counter: absent, a counter, and garbage") {
@@ -157,19 +177,10 @@ TEST_CASE("an attached replica that announces itself before the agent starts its
 TEST_CASE("an attached replica cut off from the store is evicted, then admitted again when it comes back") {
   // Its host's cable pulled: the agent can neither reach nor kill it. Back, the same process (or
   // one the cluster launcher started again) beats and announces itself, and the group takes it.
-  testing::TempDir dir{"agent"};
-  MemoryStore store;
-  AttachedLauncher procs(store);
-  RunLog log{dir.path()};
-  double t = 100;
-  SiteAgent agent(opts(2), store, procs, log, [&] { return t; });
-  agent.start();
-  for (int id : {0, 1}) {
-    store.add(site_keys::ready(id), 1);
-    store.add(site_keys::heartbeat(id), 1);
-  }
-  REQUIRE(agent.step() == SiteOutcome::Running);
-  REQUIRE(agent.generation().members == std::vector<int>{0, 1});
+  AttachedSite site;
+  MemoryStore& store = site.store;
+  SiteAgent& agent = site.agent;
+  double& t = site.t;
   t = 111;  // replica 1 silent for 11 s
   store.add(site_keys::heartbeat(0), 1);
   agent.step();
@@ -184,11 +195,40 @@ TEST_CASE("an attached replica cut off from the store is evicted, then admitted 
   agent.step();
   CHECK(agent.generation().number == 2);
   CHECK(agent.generation().members == std::vector<int>{0, 1});
-  std::ifstream in(dir.path() / "events.jsonl");
+  std::ifstream in(site.dir.path() / "events.jsonl");
   std::vector<std::string> kinds;
   for (std::string line; std::getline(in, line);) kinds.push_back(json::parse(line).at("event"));
   CHECK(std::count(kinds.begin(), kinds.end(), "replica_evicted") == 1);
   CHECK(std::count(kinds.begin(), kinds.end(), "replica_restarted") == 1);
+}
+
+TEST_CASE("an attached replica killed and started again by its launcher joins once its slot is open") {
+  // The launcher restarts the process at once: the new one beats and announces itself while the
+  // agent still counts the old one as a member (an announcement a member makes as it moves to a
+  // newer generation), and it evicts that one only when the failure grace ends. The new process,
+  // still unlisted, announces itself again every second (ReplicaGroup::join), and that counts.
+  AttachedSite site;
+  MemoryStore& store = site.store;
+  SiteAgent& agent = site.agent;
+  double& t = site.t;
+  t = 101;  // replica 0 killed and started again; replica 1's collective with it failed
+  store.add(site_keys::heartbeat(0), 1);
+  store.add(site_keys::ready(0), 1);
+  store.add(site_keys::failure(0, 1), 1);
+  agent.step();
+  CHECK(agent.generation().number == 0);
+  t = 104;  // past the failure grace: no report from 0 (its new process was not in generation 0)
+  store.add(site_keys::heartbeat(0), 1);
+  store.add(site_keys::heartbeat(1), 1);
+  agent.step();
+  CHECK(agent.generation().members == std::vector<int>{1});
+  agent.step();  // the eviction ends the incarnation, and the slot is open again
+  agent.step();
+  CHECK(agent.generation().number == 1);  // what a member announced is no joiner's
+  store.add(site_keys::ready(0), 1);      // the new process, still unlisted, announces itself again
+  agent.step();
+  CHECK(agent.generation().number == 2);
+  CHECK(agent.generation().members == std::vector<int>{0, 1});
 }
 
 TEST_CASE("a hung replica is evicted, restarted, and rejoins once it is ready") {
