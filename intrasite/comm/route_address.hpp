@@ -1,8 +1,9 @@
 #pragma once
-// Which of this host's addresses a replica listens on for its group's collectives. A site's
-// replicas may span hosts (a cluster launcher starts them, `meridian site --attach`): each listens
-// on the interface its traffic to the site's store leaves from, so the mesh forms over the network
-// that reaches the store, and on loopback when the store is on this host's loopback.
+// Which of this host's addresses a replica listens on. A site's replicas may span hosts (a cluster
+// launcher starts them, `meridian site --attach`): each one's collectives listen on the interface
+// its traffic to the site's store leaves from, so the mesh forms over the network that reaches the
+// store (loopback when the store is on this host's loopback); its link and lanes on the site's
+// `host` where that is this host's, else on its own address toward it.
 #include <string>
 
 namespace meridian {
