@@ -23,10 +23,10 @@ Faults, both optional, each once site a logged the step given:
                trains on alone. Back on the network, the same replica 1 process (its launcher never
                restarted it) beats and announces itself again; the agent admits it, the group takes
                it back and it heals from replica 0.
-  --kill-at N: (after the cut is over) kill -9 of replica 0. Replica 1 leads: from its own host,
-               with its link on 10.77.0.2, which the peer site reads from the control plane. Once a
-               version came in over it, the launcher starts replica 0 again, which joins, heals and
-               leads again.
+  --kill-at N: kill -9 of replica 0, once a cut replica 1 is back in the group. Replica 1 leads:
+               from its own host, with its link on 10.77.0.2, which the peer site reads from the
+               control plane. Once a version came in over it, the launcher starts replica 0 again,
+               which joins, heals and leads again.
 
 Passes when every process ends with exit 0 after all the steps, the replicas (and with --peer-site
 both sites) end on the same weights (params_hash), each of site a's replicas listened on its own
@@ -157,11 +157,16 @@ def applied_with_link_on_b(seen):
     return applied
 
 
+def healed_replicas(seen):
+    """Site a's replicas that joined a group whose state replaced theirs: each came back after a fault."""
+    return {e["replica"] for e in seen if e.get("event") == "joined" and e["healed"]}
+
+
 def judge(seen, cut, killed):
     """What site a's events show of the faults: whether each one asked for went as it should."""
     evicted = [e["id"] for e in seen if e.get("event") == "replica_evicted"]
     generations = [e["members"] for e in seen if e.get("event") == "generation"]
-    healed = {e["replica"] for e in seen if e.get("event") == "joined" and e["healed"]}
+    healed = healed_replicas(seen)
     links = [e["address"] for e in seen if e.get("event") == "link_open"]
     applied_from_b = applied_with_link_on_b(seen)
     # A replica back in the group after each fault, and the group whole at the end.
@@ -218,8 +223,11 @@ def main():
                 print(f"{now:6.1f} s: host b's cable back", flush=True)
                 hosts.plug("b", True)
                 cut["back_s"] = round(now, 1)
-            settled = args.cut_at is None or "back_s" in cut
-            if args.kill_at is not None and not killed and settled and step >= args.kill_at:
+            # One fault at a time: the kill waits for the cut replica to be back in the group, or
+            # on a fast machine it could land while that replica is still catching up.
+            pending = args.kill_at is not None and not killed and step >= args.kill_at
+            if pending and (args.cut_at is None or ("back_s" in cut
+                                                    and 1 in healed_replicas(events(site_dir / "events.jsonl")))):
                 print(f"{now:6.1f} s: kill -9 of replica 0", flush=True)
                 procs["replica0"].kill()
                 procs["replica0"].wait()
