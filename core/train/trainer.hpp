@@ -248,6 +248,11 @@ class Trainer {
   // back this replica's part and the mirrored one, and the group the others (state_sync).
   bool holds_ungathered_update() const { return undo_.held; }
   void undo_ungathered_update();
+  // A heal writes the source's weights (and moments) straight into a differing member's buffers:
+  // until it ends they are no one step's state, and if the source dies midway they stay so. The
+  // heal (state_sync) marks and clears it; a member holding such a state is never a heal's source.
+  bool holds_torn_state() const { return torn_; }
+  void set_torn_state(bool torn) { torn_ = torn; }
   // The part whose weights from before the update this replica keeps beside its own, while an
   // ungathered update is held (empty otherwise).
   // At stage 3 the mirror is kept from step to step: the next rank's part as it was after step
@@ -380,6 +385,7 @@ class Trainer {
   PartUndo undo_;
   mutable bool weights_whole_ = true;
   mutable bool first_parts_ = false;  // holds_first_parts
+  bool torn_ = false;                 // holds_torn_state
   ShardRange first_own_{};
   mutable std::int64_t whole_gathers_ = 0;
   // Stage 3: what the model's hook has gathered and not given back, and where it last asked.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -40,7 +41,7 @@ std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer,
     return std::pair{static_cast<float>(r.offset / kShardUnit), static_cast<float>((r.end() + kShardUnit - 1) / kShardUnit)};
   };
   float* mine = rows.data() + kWidth * comm.rank();
-  mine[0] = static_cast<float>(trainer.state().step + 1);
+  mine[0] = trainer.holds_torn_state() ? 0.0f : static_cast<float>(trainer.state().step + 1);  // -1: none
   mine[1] = trainer.holds_ungathered_update() ? 1.0f : 0.0f;
   std::tie(mine[2], mine[3]) = units(trainer.moments_held());
   if (trainer.mirror_held().count > 0) std::tie(mine[4], mine[5]) = units(trainer.mirror_held());
@@ -48,7 +49,7 @@ std::vector<Member> exchange_members(Communicator& comm, const Trainer& trainer,
   mine[7] = trainer.weights_sharded() ? 1.0f : 0.0f;
   mine[8] = static_cast<float>(trainer.own_part_step() + 1);
   mine[9] = trainer.can_undo_update() ? 1.0f : 0.0f;
-  mine[10] = trainer.holds_first_parts() ? 1.0f : 0.0f;
+  mine[10] = trainer.holds_first_parts() && !trainer.holds_torn_state() ? 1.0f : 0.0f;
   mine[11] = place && trainer.first_parts_in_place(place->slot) ? 1.0f : 0.0f;
   comm.allreduce(rows, ReduceOp::Sum);
   std::vector<Member> members(comm.size());
@@ -302,12 +303,18 @@ std::int64_t settle_sharded_weights(Communicator& comm, Trainer& trainer, std::v
   return target;
 }
 
-// Whether every member's state fingerprint is the source's (`moments` false: but for the moments;
-// `weights` false: but for the weights too).
-bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments, bool weights = true) {
+// Per member, whether its state fingerprint differs from the source's (`moments` false: but for the
+// moments; `weights` false: but for the weights too).
+std::vector<bool> differing(Communicator& comm, Trainer& trainer, int source, bool moments, bool weights = true) {
   const auto fingerprints = all_hashes(comm, trainer.state_fingerprint(moments, weights));
-  return std::all_of(fingerprints.begin(), fingerprints.end(),
-                     [&](std::uint64_t f) { return f == fingerprints[static_cast<std::size_t>(source)]; });
+  std::vector<bool> out;
+  for (const std::uint64_t f : fingerprints) out.push_back(f != fingerprints[static_cast<std::size_t>(source)]);
+  return out;
+}
+
+bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments, bool weights = true) {
+  const auto differ = differing(comm, trainer, source, moments, weights);
+  return std::find(differ.begin(), differ.end(), true) == differ.end();
 }
 
 }  // namespace
@@ -315,6 +322,11 @@ bool same_state(Communicator& comm, Trainer& trainer, int source, bool moments, 
 HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place, std::size_t window_units) {
   MERIDIAN_CHECK(window_units >= 1, "a heal's window of ", window_units, " units");
   auto members = exchange_members(comm, trainer, place);
+  if (std::all_of(members.begin(), members.end(), [](const Member& m) { return m.step < 0; }))
+    throw StateLost(ErrorKind::Peer,
+                    "every member of this group (" + std::to_string(comm.size()) +
+                        ") lost its training state: each was taking a heal's state when its source died, and none "
+                        "holds a step's state to heal from");
   HealReport report;
   // Members built holding their first parts of the weights (ZeRO stage 3) move nothing when the
   // group cuts them alike and the rest of their state is the same; otherwise each builds the whole
@@ -358,9 +370,14 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   // that hold parts of the moments (built as their first part, or read from a checkpoint's parts)
   // compare the rest, and move nothing when each already holds its new part at that step.
   const ShardRange next = place ? place->slot.shard.value_or(ShardRange{0, total}) : trainer.moments_held();
-  if (!sharded && same_state(comm, trainer, report.source_rank, whole) &&
+  std::vector<bool> differ(members.size(), true);
+  differ[static_cast<std::size_t>(report.source_rank)] = false;
+  if (!sharded) differ = differing(comm, trainer, report.source_rank, whole);
+  const bool mine_differs = differ[static_cast<std::size_t>(comm.rank())];
+  if (!sharded && std::find(differ.begin(), differ.end(), true) == differ.end() &&
       (whole || moments_in_place(comm, members[static_cast<std::size_t>(comm.rank())], target, trainer, next))) {
     if (place) trainer.set_slot(std::move(place->slot), place->grad_accum);
+    trainer.set_torn_state(false);  // a failed heal that had written everything: it holds the source's state
     report.step = trainer.state().step;
     return report;
   }
@@ -377,6 +394,9 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   const Checkpoint meta = decode_checkpoint(bytes, source);
   const Trainer::Bulk bulk = trainer.bulk();
   report.bytes += size;
+  // From here a member whose state differs holds parts of two (the sum that re-cuts the moments
+  // writes nothing in place until it ends).
+  if (mine_differs && (!sharded || whole)) trainer.set_torn_state(true);
   if (!sharded) {  // sharded, every member has put them together already
     comm.broadcast(std::as_writable_bytes(bulk.params), from);
     report.bytes += bulk.params.size_bytes();
@@ -402,6 +422,7 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   }
   // The source restores too: a failed step may have moved its data position past its last completed step.
   trainer.restore_meta(meta, source);
+  trainer.set_torn_state(false);
   report.step = trainer.state().step;
   // Sharded, the weights this member did not hold read as zero before: it changed when its step did.
   report.changed = sharded ? own_step != report.step : hash64(std::span<const float>(trainer.bulk().params)) != before;

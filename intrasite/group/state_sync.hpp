@@ -15,6 +15,11 @@
 // all-gather is taken forward when another completed that step, and undoes its part of the update when none did. Under
 // stage 2 that all-gather wrote the weights in place: every part then comes back from its owner, or a dead owner's from
 // the rank that mirrored it.
+//
+// A member taking the source's weights in place holds no one step's state until the heal ends
+// (Trainer::holds_torn_state): should the source die midway, the next heal takes that member for
+// one holding nothing, and heals it from any member that holds a state. When none does, the
+// group's state is lost (StateLost).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -51,6 +56,15 @@ inline constexpr std::size_t kHealWindowUnits = 1024;
 struct GroupPlace {
   ReplicaSlot slot;
   int grad_accum = 1;
+};
+
+// Every member of the group holds a torn state: each was taking a source's state when that source
+// died, and no member has a step's state to heal from. A peer's failure, but not one a new
+// generation of the same members can heal: a replica process ends on it, to start again as any
+// restarted replica does (from its newest checkpoint, or afresh).
+class StateLost : public Error {
+ public:
+  using Error::Error;
 };
 
 HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupPlace> place = std::nullopt,

@@ -194,6 +194,11 @@ bool ReplicaProcess::generation() {
     if (rejoin) times_.add(Part::Rejoin, now_() - t_join);
     if (mode_.state() == SiteMode::State::Drained) sit_out();
     train();
+  } catch (const StateLost& e) {
+    log_.event(
+        "state_lost",
+        {{"site", run_.site}, {"replica", run_.id}, {"generation", group_.generation().number}, {"error", e.what()}});
+    throw;
   } catch (const Error& e) {
     if (!is_peer_failure(e)) throw;
     group_.report_failure();
