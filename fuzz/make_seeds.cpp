@@ -190,6 +190,23 @@ void etcd() {
   answer("watch-error", 0, R"({"error":{"grpc_code":14,"http_code":503,"message":"context deadline exceeded"}})");
   answer("proxy-502", 6, "<html><body>Bad Gateway</body></html>");
   answer("base64", 0x8000 + 200, "L21lcmlkaWFuL2RlbW8vY29tbWl0cy8wMDAwMDAwMDAwMDE=");
+  answer("keepalive", 0, R"({"result":{"header":{"revision":"9"},"ID":"7587873402138214660","TTL":"5"}})");
+  answer("time-to-live", 0, R"({"header":{"revision":"9"},"ID":"7587873402138214660","TTL":"3","grantedTTL":"5"})");
+  answer("members", 0,
+         R"({"header":{"member_id":"10276657743932975437"},"members":[{"ID":"10276657743932975437","name":"e0",)"
+         R"("peerURLs":["http://127.0.0.1:2380"],"clientURLs":["http://127.0.0.1:2379"]},{"ID":"5"}]})");
+  answer("status", 0,
+         R"({"header":{"member_id":"10276657743932975437","revision":"9"},"version":"3.5.9","dbSize":"20480",)"
+         R"("leader":"10276657743932975437","raftTerm":"2"})");
+  answer("prefix-state", 0,
+         R"({"header":{"revision":"9"},"kvs":[{"key":"L21lcmlkaWFuL2E=","mod_revision":"9"}],"count":"4"})");
+  answer("authenticate", 0, R"({"header":{"revision":"9"},"token":"pVb.21"})");
+  answer(
+      "watch-events", 0,
+      R"({"result":{"header":{"revision":"10"},"events":[{"kv":{"key":"L21lcmlkaWFuL2RlbW8vY29tbWl0cy8x",)"
+      R"("mod_revision":"10","value":"AA=="}},{"type":"DELETE","kv":{"key":"L21lcmlkaWFuL2RlbW8vbWVtYmVycy9h"}}]}})");
+  // A count past int64 as a JSON number once read as a negative count.
+  answer("count-past-int64", 0, R"({"header":{"revision":"9"},"count":9223372036854775808})");
 }
 
 void checkpoints() {

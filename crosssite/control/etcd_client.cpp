@@ -1,18 +1,16 @@
 #include "crosssite/control/etcd_client.hpp"
 
 // g++ 12 in C++20 mode needs <utility> ahead of the Asio/Beast headers (see BUILD-NOTES).
-#include <utility>
-
 #include <algorithm>
-#include <charconv>
-#include <thread>
-#include <type_traits>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
 
 #include "core/util/error.hpp"
 #include "crosssite/control/base64.hpp"
 #include "crosssite/control/etcd_answer.hpp"
 #include "crosssite/control/etcd_http.hpp"
+#include "crosssite/control/etcd_reply.hpp"
 
 namespace meridian {
 
@@ -24,66 +22,6 @@ namespace {
 
 // Control-plane records are small; a larger answer means something other than etcd is talking.
 constexpr std::uint64_t kMaxBody = 64ull << 20;
-
-// A malformed answer; EtcdClient::Impl::checked adds the endpoint that sent it.
-Error bad_reply(const std::string& what) { return make_error(ErrorKind::Peer, what); }
-
-// etcd's gateway writes int64 and uint64 fields (revisions, TTLs; member ids) as JSON strings and
-// leaves out zero values.
-template <class T>
-T integer_field(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return 0;
-  const auto bad = [&] { return bad_reply(std::string("field '") + name + "' is not an integer"); };
-  if (it->is_number_integer()) {
-    if (std::is_unsigned_v<T> && !it->is_number_unsigned()) throw bad();
-    return it->get<T>();
-  }
-  if (!it->is_string()) throw bad();
-  const auto& s = it->get_ref<const std::string&>();
-  T v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) throw bad();
-  return v;
-}
-std::int64_t int_field(const Json& j, const char* name) { return integer_field<std::int64_t>(j, name); }
-std::uint64_t id_field(const Json& j, const char* name) { return integer_field<std::uint64_t>(j, name); }
-
-std::string string_field(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return {};
-  if (!it->is_string()) throw bad_reply(std::string("field '") + name + "' is not a string");
-  return it->get<std::string>();
-}
-
-std::string bytes_field(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return {};
-  if (!it->is_string()) throw bad_reply(std::string("field '") + name + "' is not a string");
-  auto bytes = base64_decode(it->get_ref<const std::string&>());
-  if (!bytes) throw bad_reply(std::string("field '") + name + "' is not base64");
-  return std::move(*bytes);
-}
-
-bool bool_field(const Json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) return false;
-  if (!it->is_boolean()) throw bad_reply(std::string("field '") + name + "' is not a boolean");
-  return it->get<bool>();
-}
-
-// The key-value pairs of a range answer, checked field by field.
-std::vector<std::pair<std::string, std::string>> kvs_of(const Json& reply) {
-  std::vector<std::pair<std::string, std::string>> out;
-  const auto it = reply.find("kvs");
-  if (it == reply.end()) return out;
-  if (!it->is_array()) throw bad_reply("'kvs' is not an array");
-  for (const auto& kv : *it) {
-    if (!kv.is_object()) throw bad_reply("an entry of 'kvs' is not an object");
-    out.emplace_back(bytes_field(kv, "key"), bytes_field(kv, "value"));
-  }
-  return out;
-}
 
 Json txn_put_if(Json compare, const std::string& key, const std::string& value) {
   return {{"compare", Json::array({std::move(compare)})},
@@ -251,8 +189,7 @@ struct EtcdClient::Impl {
       throw make_error(ErrorKind::Config, "etcd ", ep.name(), ": user ", credentials->user, " refused: ", answer->message);
     const auto reply = settle(ep, "/v3/auth/authenticate", std::move(*answer), failed);
     if (!reply) return false;
-    token = string_field(*reply, "token");
-    if (token.empty()) throw bad_reply("/v3/auth/authenticate answered no token");
+    token = etcd_reply::auth_token(*reply);
     return true;
   }
 
@@ -349,12 +286,8 @@ void EtcdClient::put(const std::string& key, const std::string& value, std::int6
 }
 
 std::optional<std::string> EtcdClient::get(const std::string& key) {
-  return impl_->checked("/v3/kv/range", {{"key", base64_encode(key)}}, [&](const Json& reply) -> std::optional<std::string> {
-    auto kvs = kvs_of(reply);
-    if (kvs.empty()) return std::nullopt;
-    if (kvs.size() != 1 || kvs[0].first != key) throw bad_reply("range for one key answered another");
-    return std::move(kvs[0].second);
-  });
+  return impl_->checked("/v3/kv/range", {{"key", base64_encode(key)}},
+                        [&](const Json& reply) { return etcd_reply::value_of(reply, key); });
 }
 
 std::vector<std::pair<std::string, std::string>> EtcdClient::get_prefix(const std::string& prefix) {
@@ -367,17 +300,8 @@ EtcdClient::PrefixRead EtcdClient::get_prefix_since(const std::string& prefix, s
                   {"sort_order", "ASCEND"},
                   {"sort_target", "KEY"}};
   if (since > 0) request["min_mod_revision"] = std::to_string(since);
-  return impl_->checked("/v3/kv/range", request, [&](const Json& reply) {
-    PrefixRead out;
-    out.kvs = kvs_of(reply);
-    const auto header = reply.find("header");
-    if (header == reply.end() || !header->is_object()) throw bad_reply("range answer without a header");
-    out.revision = int_field(*header, "revision");
-    for (std::size_t i = 0; i < out.kvs.size(); ++i)
-      if (out.kvs[i].first.rfind(prefix, 0) != 0 || (i > 0 && !(out.kvs[i - 1].first < out.kvs[i].first)))
-        throw bad_reply("prefix range answered keys out of range or order");
-    return out;
-  });
+  return impl_->checked("/v3/kv/range", request,
+                        [&](const Json& reply) { return etcd_reply::prefix_read(reply, prefix); });
 }
 
 EtcdClient::PrefixState EtcdClient::prefix_state(const std::string& prefix) {
@@ -388,42 +312,26 @@ EtcdClient::PrefixState EtcdClient::prefix_state(const std::string& prefix) {
                         {"sort_order", "DESCEND"},
                         {"sort_target", "MOD"},
                         {"keys_only", true}};
-  return impl_->checked("/v3/kv/range", request, [&](const Json& reply) {
-    PrefixState out;
-    out.count = int_field(reply, "count");
-    if (const auto kvs = reply.find("kvs"); kvs != reply.end()) {
-      if (!kvs->is_array() || kvs->size() > 1 || (kvs->size() == 1 && !(*kvs)[0].is_object()))
-        throw bad_reply("a limit-1 range answered more than one key");
-      if (kvs->size() == 1) out.newest_revision = int_field((*kvs)[0], "mod_revision");
-    }
-    return out;
-  });
+  return impl_->checked("/v3/kv/range", request, etcd_reply::prefix_state);
 }
 
 bool EtcdClient::create_if_absent(const std::string& key, const std::string& value) {
   Json compare = {{"key", base64_encode(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}};
-  return impl_->checked("/v3/kv/txn", txn_put_if(std::move(compare), key, value),
-                        [](const Json& reply) { return bool_field(reply, "succeeded"); });
+  return impl_->checked("/v3/kv/txn", txn_put_if(std::move(compare), key, value), etcd_reply::succeeded);
 }
 
 bool EtcdClient::compare_and_swap(const std::string& key, const std::string& expected, const std::string& value) {
   Json compare = {{"key", base64_encode(key)}, {"result", "EQUAL"}, {"target", "VALUE"}, {"value", base64_encode(expected)}};
-  return impl_->checked("/v3/kv/txn", txn_put_if(std::move(compare), key, value),
-                        [](const Json& reply) { return bool_field(reply, "succeeded"); });
+  return impl_->checked("/v3/kv/txn", txn_put_if(std::move(compare), key, value), etcd_reply::succeeded);
 }
 
 std::int64_t EtcdClient::grant_lease(std::int64_t ttl_seconds) {
-  return impl_->checked("/v3/lease/grant", {{"TTL", ttl_seconds}}, [](const Json& reply) {
-    const std::int64_t id = int_field(reply, "ID");
-    if (id == 0) throw bad_reply("lease grant answered without a lease id");
-    return id;
-  });
+  return impl_->checked("/v3/lease/grant", {{"TTL", ttl_seconds}}, etcd_reply::granted_lease);
 }
 
 void EtcdClient::keep_alive(std::int64_t lease) {
   // etcd answers a renewal of an unknown lease with a TTL of 0 rather than an error.
-  const auto ttl = impl_->checked("/v3/lease/keepalive", {{"ID", std::to_string(lease)}},
-                                  [](const Json& reply) { return int_field(reply, "TTL"); });
+  const auto ttl = impl_->checked("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, etcd_reply::renewed_ttl);
   if (ttl <= 0) throw EtcdLeaseGone(detail::concat("etcd ", impl_->answered_by(), ": lease ", lease, " has expired or was revoked"));
 }
 
@@ -438,45 +346,18 @@ void EtcdClient::revoke_lease(std::int64_t lease) {
 std::optional<EtcdClient::LeaseTtl> EtcdClient::lease_time_to_live(std::int64_t lease) {
   // An unknown lease answers TTL -1, or the error "lease not found".
   try {
-    return impl_->checked("/v3/lease/timetolive", {{"ID", std::to_string(lease)}},
-                          [](const Json& reply) -> std::optional<LeaseTtl> {
-                            const auto ttl = int_field(reply, "TTL");
-                            if (ttl < 0) return std::nullopt;
-                            return LeaseTtl{ttl, int_field(reply, "grantedTTL")};
-                          });
+    return impl_->checked("/v3/lease/timetolive", {{"ID", std::to_string(lease)}}, etcd_reply::time_to_live);
   } catch (const EtcdLeaseGone&) {
     return std::nullopt;
   }
 }
 
 std::vector<EtcdClient::Member> EtcdClient::member_list() {
-  return impl_->checked("/v3/cluster/member/list", Json::object(), [](const Json& reply) {
-    std::vector<Member> out;
-    const auto it = reply.find("members");
-    if (it == reply.end() || !it->is_array()) throw bad_reply("member list without 'members'");
-    for (const auto& m : *it) {
-      if (!m.is_object()) throw bad_reply("an entry of 'members' is not an object");
-      Member member{id_field(m, "ID"), string_field(m, "name"), {}};
-      if (const auto urls = m.find("clientURLs"); urls != m.end()) {
-        if (!urls->is_array()) throw bad_reply("'clientURLs' is not an array");
-        for (const auto& u : *urls) {
-          if (!u.is_string()) throw bad_reply("a client URL is not a string");
-          member.client_urls.push_back(u.get<std::string>());
-        }
-      }
-      out.push_back(std::move(member));
-    }
-    return out;
-  });
+  return impl_->checked("/v3/cluster/member/list", Json::object(), etcd_reply::members);
 }
 
 EtcdClient::MemberStatus EtcdClient::status() {
-  return impl_->checked("/v3/maintenance/status", Json::object(), [](const Json& reply) {
-    const auto header = reply.find("header");
-    if (header == reply.end() || !header->is_object()) throw bad_reply("status answer without a header");
-    return MemberStatus{id_field(*header, "member_id"), id_field(reply, "leader"), string_field(reply, "version"),
-                        int_field(reply, "dbSize"), int_field(reply, "raftTerm")};
-  });
+  return impl_->checked("/v3/maintenance/status", Json::object(), etcd_reply::member_status);
 }
 
 Json EtcdClient::request(const std::string& path, const Json& body) { return impl_->call(path, body); }

@@ -1,16 +1,16 @@
 #include "crosssite/control/etcd_watch.hpp"
 
 // g++ 12 in C++20 mode needs <utility> ahead of the Asio/Beast headers (see BUILD-NOTES).
-#include <utility>
-
-#include <boost/asio/steady_timer.hpp>
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/util/error.hpp"
 #include "crosssite/control/base64.hpp"
 #include "crosssite/control/etcd_http.hpp"
+#include "crosssite/control/etcd_reply.hpp"
 
 namespace meridian {
 
@@ -131,31 +131,16 @@ bool EtcdWatch::follow(const std::string& host, const std::string& port, bool re
 }
 
 bool EtcdWatch::handle(const std::string& line) {
-  const Json message = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!message.is_object() || message.contains("error")) return false;
-  const auto it = message.find("result");
-  const Json& result = it != message.end() && it->is_object() ? *it : message;
-  const auto flag = [&](const char* name) {
-    const auto f = result.find(name);
-    return f != result.end() && f->is_boolean() && f->get<bool>();
-  };
-  if (flag("canceled")) return false;
-  if (flag("created")) {
+  const auto read = etcd_reply::watch_line(line, areas_);
+  if (!read.ok) return false;
+  if (read.created) {
     // What changed before the watch began is unknown: a change for the reader, published first.
     changed_everywhere();
     watching_ = true;
   }
-  const auto events = result.find("events");
-  if (events == result.end() || !events->is_array() || events->empty()) return true;
-  for (const auto& e : *events) {
-    // The event's key says which area changed; one that cannot be read may be any of them.
-    std::optional<std::string> key;
-    if (const auto kv = e.find("kv"); e.is_object() && kv != e.end() && kv->is_object())
-      if (const auto k = kv->find("key"); k != kv->end() && k->is_string()) key = base64_decode(k->get<std::string>());
-    for (std::size_t i = 0; i < areas_.size(); ++i)
-      if (!key || key->rfind(areas_[i], 0) == 0) ++area_changes_[i];
-  }
-  events_ += events->size();
+  if (read.events == 0) return true;
+  for (std::size_t i = 0; i < areas_.size(); ++i) area_changes_[i] += read.area_events[i];
+  events_ += read.events;
   ++changes_;
   return true;
 }
