@@ -345,6 +345,7 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
     for (auto& m : members) m.sharded = false;
   }
   const std::int64_t own_step = trainer.state().step;
+  const bool was_torn = trainer.holds_torn_state();  // its weights may be the source's already, the rest not
   std::uint64_t before = 0;
   bool sharded = false;  // stage 3: nobody holds the weights whole, they are put together first
   for (const auto& m : members) sharded = sharded || m.sharded;
@@ -425,7 +426,8 @@ HealReport sync_state(Communicator& comm, Trainer& trainer, std::optional<GroupP
   trainer.set_torn_state(false);
   report.step = trainer.state().step;
   // Sharded, the weights this member did not hold read as zero before: it changed when its step did.
-  report.changed = sharded ? own_step != report.step : hash64(std::span<const float>(trainer.bulk().params)) != before;
+  report.changed =
+      was_torn || (sharded ? own_step != report.step : hash64(std::span<const float>(trainer.bulk().params)) != before);
   return report;
 }
 

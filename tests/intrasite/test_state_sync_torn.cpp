@@ -147,6 +147,7 @@ TEST_CASE("a heal whose source dies once the weights went out: the member taking
     const auto reports = heal(store, "back/", {&ahead.trainer, &behind.trainer});
     REQUIRE(reports[1].has_value());
     CHECK(reports[1]->source_rank == 0);
+    CHECK(reports[1]->changed);  // though its weights were the source's already
     CHECK(behind.trainer.state_fingerprint() == two);
     CHECK_FALSE(behind.trainer.holds_torn_state());
   }
