@@ -20,8 +20,9 @@ on `host = 10.77.0.1` while replica 0 leads it.
 Faults, both optional, each once site a logged the step given:
   --cut-at N:  host b's cable pulled for --cut-for seconds (longer than the heartbeat and collective
                timeouts): replica 0's collectives time out, the agent evicts replica 1 and the site
-               trains on alone. Back on the network, the same replica 1 process (its launcher never
-               restarted it) beats and announces itself again; the agent admits it, the group takes
+               trains on alone. Replica 1, its store silent, keeps asking (past the store's 10 s
+               answer bound when the cut is longer than 15 s). Back on the network, the same
+               replica 1 process (its launcher never restarted it) beats and announces itself again; the agent admits it, the group takes
                it back and it heals from replica 0.
   --kill-at N: kill -9 of replica 0, once a cut replica 1 is back in the group. Replica 1 leads:
                from its own host, with its link on 10.77.0.2, which the peer site reads from the

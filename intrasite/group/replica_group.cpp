@@ -57,18 +57,29 @@ ReplicaGroup::ReplicaGroup(Store& store, int id, GlooOptions options, std::funct
                            std::optional<int> nccl_device)
     : store_(store), id_(id), options_(std::move(options)), clock_(std::move(clock)), nccl_device_(nccl_device) {}
 
+template <class Call>
+auto ReplicaGroup::patiently(double deadline, Call call) {
+  for (;;) {
+    try {
+      return call();
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Timeout || left(deadline).count() <= 0) throw;
+    }
+  }
+}
+
 void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::milliseconds timeout) {
   comm_.reset();
+  const double deadline = clock_() + static_cast<double>(timeout.count()) / 1000.0;
   std::int64_t from = 0;
   if (first) {
     from = *first;
   } else {
     // Scanned before announcing readiness: a generation that lists this process can only be
     // published after the announcement, so it is numbered past everything seen here.
-    while (store_.check(site_keys::generation(from))) ++from;
+    while (patiently(deadline, [&] { return store_.check(site_keys::generation(from)); })) ++from;
   }
-  store_.add(site_keys::ready(id_), 1);
-  const double deadline = clock_() + static_cast<double>(timeout.count()) / 1000.0;
+  patiently(deadline, [&] { return store_.add(site_keys::ready(id_), 1); });
   for (std::int64_t n = from;; ++n) {
     if (left(deadline).count() <= 0)
       throw make_error(ErrorKind::Timeout, "replica ", id_, ": no generation from ", from,
@@ -76,7 +87,7 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
     Generation g = await_generation(n, deadline);
     const auto it = std::find(g.members.begin(), g.members.end(), id_);
     // Formed before this replica was ready, or already left by its members for a newer one.
-    if (it == g.members.end() || superseded(n)) continue;
+    if (it == g.members.end() || patiently(deadline, [&] { return superseded(n); })) continue;
     generation_ = std::move(g);
     rank_ = static_cast<int>(it - generation_.members.begin());
     GenerationStore store(store_, n);
@@ -91,7 +102,8 @@ void ReplicaGroup::join(std::optional<std::int64_t> first, std::chrono::millisec
       return;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Peer && e.kind() != ErrorKind::Timeout) throw;
-      if (!superseded(n)) report_failure();  // a member failed while connecting: the agent regroups without it
+      // A member failed while connecting: the agent regroups without it.
+      if (!patiently(deadline, [&] { return superseded(n); })) report_failure();
     }
   }
 }
@@ -103,7 +115,7 @@ Generation ReplicaGroup::await_generation(std::int64_t n, double deadline) {
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Timeout || left(deadline).count() <= 0) throw;
     }
-    store_.add(site_keys::ready(id_), 1);
+    patiently(deadline, [&] { return store_.add(site_keys::ready(id_), 1); });
   }
 }
 
@@ -139,7 +151,11 @@ std::chrono::milliseconds ReplicaGroup::left(double deadline) const {
 
 void ReplicaGroup::report_failure() {
   comm_.reset();
-  store_.add(site_keys::failure(generation_.number, id_), 1);
+  try {
+    store_.add(site_keys::failure(generation_.number, id_), 1);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Timeout) throw;
+  }
 }
 
 bool ReplicaGroup::newer_generation_published() { return superseded(generation_.number); }

@@ -34,6 +34,10 @@ class ReplicaGroup {
   // each other's timeouts in different generations); a connect that fails in a generation still
   // current is reported as a failed collective, and the replica waits for the agent's next one.
   // Error(Timeout) when no generation that lists it is met within `timeout`.
+  //
+  // A store that does not answer (this replica's host cut off from the agent's, which a multi-host
+  // site sees when a cable is pulled) is asked again until then: the replica rides out the cut,
+  // and the agent admits it again once it is heard.
   void join(std::optional<std::int64_t> from, std::chrono::milliseconds timeout);
 
   Communicator& comm() { return *comm_; }
@@ -45,7 +49,8 @@ class ReplicaGroup {
   std::string transport() const { return nccl_device_ ? "nccl" : "gloo " + options_.address; }
 
   // Tells the agent that a collective of the current generation failed here; the communicator is
-  // dropped (it cannot be used after a failure).
+  // dropped (it cannot be used after a failure). When the store does not answer, the report is
+  // dropped too: the agent learns of this replica from its silence instead.
   void report_failure();
   // Whether the agent has published a generation after the current one (a replica joining or a
   // member lost): the group then switches at the next step boundary.
@@ -67,6 +72,10 @@ class ReplicaGroup {
   void meet(Store& store, double deadline);
   std::unique_ptr<Communicator> connect(Store& store, const std::string& prefix);
   std::chrono::milliseconds left(double deadline) const;  // until `deadline` on clock_, at least 0
+  // `call` on the store, asked again while the store does not answer (Error(Timeout)) and
+  // `deadline` has not passed.
+  template <class Call>
+  auto patiently(double deadline, Call call);
 
   Store& store_;
   int id_;

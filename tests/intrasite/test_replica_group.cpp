@@ -2,6 +2,7 @@
 // Replicas are threads sharing a MemoryStore; the test plays the agent and publishes generations.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -71,6 +72,41 @@ class Joiner {
   Met met_;
   std::exception_ptr error_;
   std::thread thread_;
+};
+
+// `inner`, cut off while `cut` is set: every call fails as a store that does not answer does
+// (after a pause, as the real client's takes its answer bound), and is counted.
+class CutStore final : public Store {
+ public:
+  explicit CutStore(Store& inner) : inner_(inner) {}
+  std::atomic<bool> cut{true};
+  std::atomic<int> refused{0};
+
+  void set(const std::string& key, std::span<const std::byte> value) override {
+    refuse_while_cut();
+    inner_.set(key, value);
+  }
+  std::vector<std::byte> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    refuse_while_cut();
+    return inner_.get(key, timeout);
+  }
+  bool check(const std::string& key) override {
+    refuse_while_cut();
+    return inner_.check(key);
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    refuse_while_cut();
+    return inner_.add(key, delta);
+  }
+
+ private:
+  void refuse_while_cut() {
+    if (!cut) return;
+    ++refused;
+    std::this_thread::sleep_for(5ms);
+    throw make_error(ErrorKind::Timeout, "store server did not answer (cut off)");
+  }
+  Store& inner_;
 };
 
 }  // namespace
@@ -163,4 +199,38 @@ TEST_CASE("a replica waiting for a generation that lists it announces itself aga
   CHECK(eventually([&] { return announced() >= 3; }));
   publish(store, 1, {2});  // alone: its group of one opens no socket
   CHECK(late.met().generation == 1);
+}
+
+TEST_CASE(
+    "a replica cut off from its site's store rides the cut out: its failure report is dropped, and it joins once "
+    "heard") {
+  MemoryStore store;
+  CutStore cut(store);
+  ReplicaGroup reporter(cut, 0, kOptions, steady_seconds);
+  CHECK_NOTHROW(reporter.report_failure());  // the agent learns of it from its silence
+  CHECK(cut.refused == 1);
+  // A process starting (or coming back) while its host is cut off: it scans, announces itself and
+  // waits, asking again, until the store answers.
+  std::optional<Met> met;
+  std::thread back([&] {
+    ReplicaGroup group(cut, 2, kOptions, steady_seconds);
+    group.join(std::nullopt, kJoinTimeout);
+    met = Met{group.generation().number, 0};
+  });
+  CHECK(eventually([&] { return cut.refused >= 5; }));
+  CHECK_FALSE(store.check(site_keys::ready(2)));
+  cut.cut = false;
+  REQUIRE(eventually([&] { return store.check(site_keys::ready(2)); }));
+  publish(store, 0, {2});  // alone: its group of one opens no socket
+  back.join();
+  REQUIRE(met);
+  CHECK(met->generation == 0);
+}
+
+TEST_CASE("a store that never answers again ends the join at its own bound") {
+  MemoryStore store;
+  CutStore cut(store);
+  ReplicaGroup group(cut, 0, kOptions, steady_seconds);
+  error_of(ErrorKind::Timeout, [&] { group.join(std::nullopt, 200ms); });
+  CHECK(cut.refused >= 2);
 }
