@@ -1,6 +1,7 @@
 #include "core/util/digest.hpp"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstdio>
 #include <memory>
@@ -28,6 +29,17 @@ Digest sha256(std::span<const std::span<const std::byte>> pieces) {
   for (const auto piece : pieces) ok = ok && EVP_DigestUpdate(context, piece.data(), piece.size()) == 1;
   ok = ok && EVP_DigestFinal_ex(context, reinterpret_cast<unsigned char*>(out.data()), &length) == 1;
   MERIDIAN_CHECK(ok && length == out.size(), "SHA-256 of ", pieces.size(), " pieces failed, length ", length);
+  return out;
+}
+
+Digest hmac_sha256(std::span<const std::byte> key, std::span<const std::byte> message) {
+  Digest out{};
+  unsigned int length = 0;
+  const bool ok = HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                       reinterpret_cast<unsigned char*>(out.data()), &length) != nullptr;
+  MERIDIAN_CHECK(ok && length == out.size(), "HMAC-SHA-256 of ", message.size(), " bytes under a ", key.size(),
+                 "-byte key failed, length ", length);
   return out;
 }
 

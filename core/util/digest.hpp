@@ -16,6 +16,8 @@ using Digest = std::array<std::byte, 32>;
 Digest sha256(std::span<const std::byte> bytes);
 // The SHA-256 of the pieces put end to end, without putting them together.
 Digest sha256(std::span<const std::span<const std::byte>> pieces);
+// HMAC-SHA-256 of message under key: a proof that whoever made it holds the key.
+Digest hmac_sha256(std::span<const std::byte> key, std::span<const std::byte> message);
 // The first 12 hex digits, for logs and messages.
 std::string short_hex(const Digest& digest);
 

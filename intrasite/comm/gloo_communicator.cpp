@@ -1,17 +1,8 @@
 #include "intrasite/comm/gloo_communicator.hpp"
 
-#include <signal.h>
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <cctype>
-#include <cstring>
-#include <mutex>
-#include <utility>
-#include <vector>
-
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
+#include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -23,8 +14,18 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/util/error.hpp"
+#include "intrasite/comm/mesh_proof.hpp"
 
 namespace meridian {
 namespace {
@@ -104,6 +105,39 @@ void ignore_sigpipe_unless_handled() {
       ::sigaction(SIGPIPE, &ignore, nullptr);
     }
   });
+}
+
+// Sends each peer this rank's proof over their pair and checks the one that came back, before any
+// collective reads what a pair brings (mesh_proof.hpp). Error(Peer) naming the rank whose pair
+// carried no valid proof: whoever connected to that pair is not the rank that published its key.
+void prove_pairs(const std::shared_ptr<gloo::Context>& context, RendezvousStore& rendezvous, const std::string& prefix,
+                 const MeshKey& key) {
+  const int rank = context->rank, size = context->size;
+  constexpr std::size_t kProof = sizeof(Digest);
+  std::vector<std::byte> sent(kProof * static_cast<std::size_t>(size)), received(sent.size());
+  for (int peer = 0; peer < size; ++peer) {
+    const Digest proof = pair_proof(key, prefix, rank, peer);
+    std::copy(proof.begin(), proof.end(), sent.begin() + static_cast<std::ptrdiff_t>(kProof * peer));
+  }
+  gloo::AlltoallOptions opts(context);
+  opts.setInput(reinterpret_cast<std::uint8_t*>(sent.data()), sent.size());
+  opts.setOutput(reinterpret_cast<std::uint8_t*>(received.data()), received.size());
+  gloo::alltoall(opts);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    const auto published = rendezvous.get(mesh_key_name(peer));
+    MeshKey peer_key{};
+    if (published.size() != peer_key.size())
+      throw make_error(ErrorKind::Peer, "rank ", rank, " of ", size, ": rank ", peer, " published a mesh key of ",
+                       published.size(), " bytes under prefix \"", prefix, "\", not ", peer_key.size());
+    std::memcpy(peer_key.data(), published.data(), peer_key.size());
+    const auto proof = std::span(received).subspan(kProof * static_cast<std::size_t>(peer), kProof);
+    if (!proof_holds(peer_key, prefix, peer, rank, proof))
+      throw make_error(ErrorKind::Peer, "rank ", rank, " of ", size, ": the connection on its pair for rank ", peer,
+                       " under prefix \"", prefix, "\" did not prove rank ", peer,
+                       "'s key from the store; whoever connected to that pair's port is not rank ", peer,
+                       " (another process reached the port first)");
+  }
 }
 
 // Not thread-safe: one thread drives a communicator, as every rank must issue the same
@@ -328,6 +362,10 @@ std::unique_ptr<Communicator> connect_gloo(Store& store, const std::string& pref
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
   RendezvousStore rendezvous(store, prefix, deadline);
+  // Published before this rank's addresses: a peer that reads them finds the key there too.
+  const MeshKey key = new_mesh_key();
+  rendezvous.set(mesh_key_name(rank), std::vector<char>(reinterpret_cast<const char*>(key.data()),
+                                                        reinterpret_cast<const char*>(key.data()) + key.size()));
   translate_gloo_errors("rendezvous", rank, size, [&] {
     try {
       context->connectFullMesh(rendezvous, device);
@@ -336,6 +374,7 @@ std::unique_ptr<Communicator> connect_gloo(Store& store, const std::string& pref
       throw make_error(e.kind(), "rank ", rank, " of ", size, ": not all ranks joined under prefix \"", prefix,
                        "\" within ", options.timeout.count(), " ms: ", e.what());
     }
+    prove_pairs(context, rendezvous, prefix, key);
     // A pair counts as connected on one side as soon as the peer's kernel has queued the
     // connection, before the peer has accepted it. Without this barrier a fast rank could finish
     // its first collective and close its sockets while a slow rank is still connecting, and the

@@ -22,9 +22,10 @@ inline constexpr std::size_t kReduceScatterRound = std::size_t{1} << 20;
 // Joins the group of `size` ranks whose rendezvous keys live under `prefix` in `store` and
 // connects it as a full TCP mesh. Each generation of a group needs a prefix of its own
 // (e.g. "gen3/"): keys left by an earlier generation would otherwise be taken for live peers.
-// Returns once every rank has connected (it ends with a barrier). Error(Timeout) when the other
-// ranks do not all show up within options.timeout, Error(Peer) when a peer fails while
-// connecting, Error(Config) when options.address cannot be listened on. size == 1 opens no
+// Returns once every rank has connected and each pair has proved it is the rank the store names
+// (mesh_proof.hpp; it ends with a barrier). Error(Timeout) when the other ranks do not all show up
+// within options.timeout, Error(Peer) when a peer fails while connecting or what connected to a
+// pair does not prove its rank's key, Error(Config) when options.address cannot be listened on. size == 1 opens no
 // socket and its collectives are no-ops.
 //
 // Collectives throw Error(Peer) when a peer disconnects and Error(Timeout) when one stops

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/util/constant_time.hpp"
 #include "core/util/digest.hpp"
@@ -62,6 +63,24 @@ TEST_CASE("sha256 gives FIPS 180-2's test vectors, and any flipped bit changes i
   const Digest before = of(text);
   text[517] ^= 4;
   CHECK(of(text) != before);
+}
+
+TEST_CASE("hmac_sha256 gives RFC 4231's test vectors, and another key or message changes it") {
+  const auto bytes = [](const std::string& text) {
+    return std::vector<std::byte>(std::as_bytes(std::span(text)).begin(), std::as_bytes(std::span(text)).end());
+  };
+  const auto hex = [](const Digest& d) {
+    std::string out;
+    for (const std::byte b : d)
+      out += "0123456789abcdef"[std::to_integer<int>(b) >> 4], out += "0123456789abcdef"[std::to_integer<int>(b) & 15];
+    return out;
+  };
+  const auto message = bytes("what do ya want for nothing?");
+  CHECK(hex(hmac_sha256(bytes("Jefe"), message)) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  const std::vector<std::byte> key(20, std::byte{0x0b});
+  CHECK(hex(hmac_sha256(key, bytes("Hi There"))) == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  CHECK(hmac_sha256(bytes("Jefe!"), message) != hmac_sha256(bytes("Jefe"), message));
+  CHECK(hmac_sha256(bytes("Jefe"), bytes("what do ya want for nothing!")) != hmac_sha256(bytes("Jefe"), message));
 }
 
 TEST_CASE("a secret is compared in constant time: equal only when every byte and the length agree") {
