@@ -118,3 +118,5 @@ int meridian_fuzz_tokens(const std::uint8_t* data, std::size_t size);
 int meridian_fuzz_codec(const std::uint8_t* data, std::size_t size);
 int meridian_fuzz_stripes(const std::uint8_t* data, std::size_t size);
 int meridian_fuzz_parts(const std::uint8_t* data, std::size_t size);
+int meridian_fuzz_hf(const std::uint8_t* data, std::size_t size);
+int meridian_fuzz_tokenizer(const std::uint8_t* data, std::size_t size);

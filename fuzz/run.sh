@@ -19,6 +19,7 @@ case $name in
   records) max_len=512 ;;
   ops) max_len=1024 ;;
   etcd | checkpoint | codec) max_len=2048 ;;
+  tokenizer) max_len=8192 ;;
   *) max_len=4096 ;;
 esac
 extra=()

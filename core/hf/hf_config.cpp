@@ -29,6 +29,11 @@ class ConfigReader {
   }
   int integer_or(const char* key, int fallback) const { return has(key) ? integer(key) : fallback; }
 
+  double number(const char* key) const {
+    if (!has(key)) throw error("missing \"", key, "\"");
+    return number_or(key, 0);
+  }
+
   double number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const auto& v = j_.at(key);
@@ -59,7 +64,7 @@ class ConfigReader {
 
  private:
   const nlohmann::json& j_;
-  const fs::path& file_;
+  const fs::path file_;  // a copy: a reader of a nested object is made with a temporary path
 };
 
 ModelConfig gpt2_from_hf(const ConfigReader& r) {
@@ -99,9 +104,12 @@ RopeScaling rope_scaling_from_hf(const ConfigReader& r) {
   if (type == "default") return {};
   if (type != "llama3")
     throw r.error("\"", key, "\" has rope_type \"", type, "\": meridian computes Llama 3.1's (\"llama3\") only");
+  // Every field is required, as transformers requires them: a default would compute another model.
   try {
-    return {rs.number_or("factor", 0), rs.number_or("low_freq_factor", 1), rs.number_or("high_freq_factor", 4),
-            rs.integer("original_max_position_embeddings")};
+    const RopeScaling scaling{rs.number("factor"), rs.number("low_freq_factor"), rs.number("high_freq_factor"),
+                              rs.integer("original_max_position_embeddings")};
+    if (!scaling.enabled()) throw rs.error("\"factor\" is ", scaling.factor, ", expected a number above 0");
+    return scaling;
   } catch (const Error& e) {
     throw r.error("\"", key, "\"", e.what());
   }

@@ -178,7 +178,7 @@ void SafetensorsFile::read_f32(const std::string& name, std::span<float> out) co
                      "; weights must be F32, BF16 or F16");
   const std::byte* p = t.bytes.data();
   if (*dtype == HfDtype::F32) {
-    std::memcpy(out.data(), p, t.bytes.size());
+    if (!out.empty()) std::memcpy(out.data(), p, t.bytes.size());  // an empty span's data() may be null
     return;
   }
   for (std::size_t i = 0; i < out.size(); ++i) {

@@ -120,6 +120,14 @@ class JsonFile {
   nlohmann::json root_;
 };
 
+// A field that should hold text: its text; what it holds instead, as JSON; "" when absent. Never
+// throws, where nlohmann's value() throws on a field of another type.
+std::string text_field(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return {};
+  const auto& v = j.at(key);
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 bool null_or(const nlohmann::json& j, const char* key, const nlohmann::json& value) {
   return !j.contains(key) || j.at(key).is_null() || j.at(key) == value;
 }
@@ -127,7 +135,7 @@ bool null_or(const nlohmann::json& j, const char* key, const nlohmann::json& val
 // The pre-tokenizer's pattern: ByteLevel's own, or a Split's before a ByteLevel without one.
 std::string pattern_of(const JsonFile& f) {
   const auto& pre = f.at(f.root(), "pre_tokenizer", "the file");
-  const auto type = [](const nlohmann::json& j) { return j.is_object() ? j.value("type", "") : std::string(); };
+  const auto type = [](const nlohmann::json& j) { return text_field(j, "type"); };
   const auto check_byte_level = [&](const nlohmann::json& b, bool own_regex) {
     if (!null_or(b, "add_prefix_space", false))
       throw f.error("pre_tokenizer ByteLevel has add_prefix_space = true, which meridian does not support");
@@ -145,8 +153,8 @@ std::string pattern_of(const JsonFile& f) {
     const auto& byte_level = pre.at("pretokenizers")[1];
     const bool regex = split.contains("pattern") && split.at("pattern").is_object() &&
                        split.at("pattern").contains("Regex") && split.at("pattern").at("Regex").is_string();
-    if (type(split) == "Split" && type(byte_level) == "ByteLevel" && regex && split.value("behavior", "") == "Isolated" &&
-        null_or(split, "invert", false)) {
+    if (type(split) == "Split" && type(byte_level) == "ByteLevel" && regex &&
+        text_field(split, "behavior") == "Isolated" && null_or(split, "invert", false)) {
       check_byte_level(byte_level, false);
       return split.at("pattern").at("Regex").get<std::string>();
     }
@@ -221,7 +229,9 @@ Tokenizer load_tokenizer_json(const std::filesystem::path& file) {
 Tokenizer tokenizer_from_json(std::string_view text, const std::filesystem::path& file) {
   const JsonFile f(text, file);
   const auto& model = f.at(f.root(), "model", "the file");
-  if (model.value("type", "") != "BPE") throw f.error("model.type is ", model.value("type", "absent"), ", meridian reads BPE");
+  if (text_field(model, "type") != "BPE")
+    throw f.error("model.type is ", model.contains("type") ? text_field(model, "type") : "absent",
+                  ", meridian reads BPE");
   if (!null_or(model, "byte_fallback", false))
     throw f.error("model.byte_fallback is true: a SentencePiece-style BPE, not a byte-level one");
   if (!null_or(model, "continuing_subword_prefix", "") || !null_or(model, "end_of_word_suffix", ""))

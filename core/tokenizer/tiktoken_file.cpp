@@ -80,9 +80,27 @@ std::vector<std::string> read_tiktoken_ranks(const std::filesystem::path& file) 
       std::string_view(reinterpret_cast<const char*>(mapped.bytes().data()), mapped.bytes().size()), file);
 }
 
+namespace {
+
+std::size_t count_rows(std::string_view text) {
+  std::size_t rows = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    rows += end > at ? 1 : 0;
+    at = end + 1;
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::filesystem::path& file) {
-  std::vector<std::string> tokens;
-  std::vector<bool> given;
+  // Ranks are 0..n-1 over the file's n tokens, so n lines that each give a rank below n, none
+  // twice, give every rank. A rank past that is refused at once: sized by it, one line "AQ==
+  // 2147483646" would ask for 2^31 tokens.
+  const std::size_t rows = count_rows(text);
+  std::vector<std::string> tokens(rows);
+  std::vector<bool> given(rows, false);
   std::unordered_map<std::string, std::size_t> line_of;
   std::size_t line = 0, at = 0;
   const auto bad = [&](const auto&... why) { return make_error(ErrorKind::Config, file.string(), ":", line, ": ", why...); };
@@ -101,18 +119,14 @@ std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::
     const auto [end_of_number, ec] = std::from_chars(number.data(), number.data() + number.size(), rank);
     if (ec != std::errc() || end_of_number != number.data() + number.size() || rank < 0 || rank >= INT32_MAX)
       throw bad("rank \"", number, "\" is not a number from 0 to 2^31 - 2");
-    if (static_cast<std::size_t>(rank) >= tokens.size()) {
-      tokens.resize(static_cast<std::size_t>(rank) + 1);
-      given.resize(tokens.size(), false);
-    }
+    if (static_cast<std::size_t>(rank) >= rows)
+      throw bad("rank ", rank, " is past the file's ", rows, " tokens (ranks must be 0 to ", rows - 1, ")");
     if (given[static_cast<std::size_t>(rank)]) throw bad("rank ", rank, " is given twice");
     if (const auto [it, fresh] = line_of.emplace(*bytes, line); !fresh)
       throw bad("the token of rank ", rank, " has the same bytes as line ", it->second, "'s");
     tokens[static_cast<std::size_t>(rank)] = *bytes;
     given[static_cast<std::size_t>(rank)] = true;
   }
-  for (std::size_t r = 0; r < given.size(); ++r)
-    if (!given[r]) throw make_error(ErrorKind::Config, file.string(), ": rank ", r, " is missing (ranks must be 0 to ", given.size() - 1, ")");
   if (const std::string why = BpeModel::problem(tokens); !why.empty())
     throw make_error(ErrorKind::Config, file.string(), ": ", why);
   return tokens;

@@ -24,7 +24,7 @@ const TiktokenEncoding* find_tiktoken_encoding(std::string_view name);
 std::vector<std::string_view> tiktoken_encoding_names();
 
 // The tokens of a rank file, by rank. Error(Config) naming the file and line: not "base64 rank",
-// bad base64, a rank given twice or missing (ranks must be 0..n-1), two ranks of the same bytes.
+// bad base64, a rank given twice or past the file's n tokens (ranks must be 0..n-1), two ranks of the same bytes.
 std::vector<std::string> read_tiktoken_ranks(const std::filesystem::path& file);
 // The same from the file's text, which `file` names in errors.
 std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::filesystem::path& file);

@@ -156,6 +156,24 @@ TEST_CASE("config.json: an unknown or missing model_type, what meridian does not
   CHECK(contains(with("hidden_act", "gelu"), "\"hidden_act\" is \"gelu\""));
   CHECK(contains(with("attention_bias", true), "\"attention_bias\" is true"));
   CHECK(contains(with("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}}), "rope_type \"yarn\""));
+  // Llama 3's scaling needs each of its fields, as transformers does: a default would compute
+  // another model (a missing factor once read as 0, no scaling at all: fuzz_hf). The field is named
+  // (the nested object's reader once kept a path that had gone: fuzz_hf too).
+  const nlohmann::json llama3 = {{"rope_type", "llama3"},
+                                 {"factor", 8},
+                                 {"low_freq_factor", 1},
+                                 {"high_freq_factor", 4},
+                                 {"original_max_position_embeddings", 32}};
+  for (const char* field : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    nlohmann::json partial = llama3;
+    partial.erase(field);
+    CHECK(contains(with("rope_scaling", partial),
+                   "config.json: \"rope_scaling\": missing \"" + std::string(field) + "\""));
+  }
+  nlohmann::json unscaled = llama3;
+  unscaled["factor"] = 0;
+  CHECK(contains(with("rope_scaling", unscaled),
+                 "config.json: \"rope_scaling\": \"factor\" is 0, expected a number above 0"));
   CHECK(contains(with("head_dim", 8), "\"head_dim\" is 8"));
   CHECK(contains(with("num_hidden_layers", erased), "missing \"num_hidden_layers\""));
   CHECK(contains(with("vocab_size", 3000000000LL), "\"vocab_size\" is 3000000000, expected an integer from 1 to 2147483647"));

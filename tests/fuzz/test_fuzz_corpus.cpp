@@ -53,6 +53,8 @@ TEST_CASE("tokens") { replay("tokens", meridian_fuzz_tokens); }
 TEST_CASE("codec") { replay("codec", meridian_fuzz_codec); }
 TEST_CASE("stripes") { replay("stripes", meridian_fuzz_stripes); }
 TEST_CASE("parts") { replay("parts", meridian_fuzz_parts); }
+TEST_CASE("hf") { replay("hf", meridian_fuzz_hf); }
+TEST_CASE("tokenizer") { replay("tokenizer", meridian_fuzz_tokenizer); }
 
 // What fuzz_records found, beyond "it returns": a 104-byte commit record whose lists of empty
 // structs claimed about a million merged rounds, each a map insertion (10 s under the fuzz build's

@@ -117,8 +117,11 @@ TEST_CASE("rank files: every malformed one is an error naming the file and line"
   CHECK(read_tiktoken_ranks(file).size() == 257);
   write("YWI= 255\n");
   CHECK(contains(error_of([&] { read_tiktoken_ranks(file); }), "x.tiktoken:257: rank 255 is given twice"));
-  write("YWI= 258\n");
-  CHECK(contains(error_of([&] { read_tiktoken_ranks(file); }), "rank 256 is missing"));
+  write("YWI= 258\n");  // 257 tokens: rank 256 would be missing
+  CHECK(contains(error_of([&] { read_tiktoken_ranks(file); }),
+                 "x.tiktoken:257: rank 258 is past the file's 257 tokens (ranks must be 0 to 256)"));
+  write("YWI= 2147483646\n");  // sized by its rank, this line alone would ask for 2^31 tokens
+  CHECK(contains(error_of([&] { read_tiktoken_ranks(file); }), "rank 2147483646 is past the file's 257 tokens"));
   write("QQ== 256\n");
   CHECK(contains(error_of([&] { read_tiktoken_ranks(file); }), "x.tiktoken:257: the token of rank 256 has the same bytes as line 66's"));
   write("Y!I= 256\n");
@@ -177,6 +180,10 @@ TEST_CASE("tokenizer.json: what meridian does not read is an error naming the fi
   };
   CHECK(contains(load("{ not json"), "t.json: not valid JSON"));
   CHECK(contains(load(replace("\"type\": \"BPE\"", "\"type\": \"WordPiece\"")), "model.type is WordPiece"));
+  // Fields of another type than text are errors too, not a JSON library's exception (fuzz_tokenizer).
+  CHECK(contains(load(replace("\"type\": \"BPE\"", "\"type\": true")), "model.type is true, meridian reads BPE"));
+  CHECK(contains(load(replace("\"type\": \"Split\"", "\"type\": 3")), "pre_tokenizer"));
+  CHECK(contains(load(replace("\"behavior\": \"Isolated\"", "\"behavior\": [1]")), "pre_tokenizer"));
   CHECK(contains(load(replace("\"byte_fallback\": false", "\"byte_fallback\": true")), "byte_fallback is true"));
   CHECK(contains(load(replace("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}")), "normalizer"));
   CHECK(contains(load(replace("\"behavior\": \"Isolated\"", "\"behavior\": \"Removed\"")), "pre_tokenizer"));
