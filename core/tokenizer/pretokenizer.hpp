@@ -21,7 +21,9 @@ class Pretokenizer {
   const std::string& pattern() const { return pattern_; }
 
   // Calls piece(view) for each piece of `text`, in order; the pieces concatenate to `text`.
-  // Safe from several threads at once (each call has its own match state).
+  // Safe from several threads at once (each call has its own match state). Error(Data) naming the
+  // pattern's source and the byte where it gave up, when the pattern backtracks past PCRE2's
+  // limits on this text (a pattern of nested repeats, "(\w+\s?)+$", read from a file).
   template <class F>
   void split(std::string_view text, F&& piece) const {
     std::size_t at = 0;
@@ -40,6 +42,7 @@ class Pretokenizer {
   std::pair<std::size_t, std::size_t> next_match(std::string_view text, std::size_t from) const;
 
   std::string pattern_;
+  std::string source_;  // names the pattern's file in errors
   std::unique_ptr<Compiled> compiled_;
 };
 

@@ -35,7 +35,8 @@ class Tokenizer {
   std::optional<std::int32_t> end_of_text() const;
 
   // Appends the ids of `text` (any bytes: see Pretokenizer). With allow_specials, text that spells
-  // a special token is that token.
+  // a special token is that token. Error(Data) when the pre-tokenizer's pattern gives up on the
+  // text (Pretokenizer::split).
   void encode(std::string_view text, std::vector<std::int32_t>& out, bool allow_specials = false) const;
   std::vector<std::int32_t> encode(std::string_view text, bool allow_specials = false) const;
   // Error(Data) naming the first id that is no token.

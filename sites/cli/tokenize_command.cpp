@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,11 +71,21 @@ Action add_tokenize_command(CLI::App& app) {
     std::vector<std::string> batch;
     while (reader.next_batch(batch, kBatchBytes)) {
       std::vector<std::vector<std::int32_t>> ids(batch.size());
+      std::vector<std::optional<Error>> failed(batch.size());  // nothing may leave an OpenMP region
 #pragma omp parallel for schedule(dynamic, 1)
       for (std::size_t d = 0; d < batch.size(); ++d) {
         ids[d].push_back(*end_of_text);
-        tokenizer.encode(batch[d], ids[d]);
+        try {
+          tokenizer.encode(batch[d], ids[d]);
+        } catch (const Error& e) {
+          failed[d] = e;
+        }
       }
+      for (std::size_t d = 0; d < batch.size(); ++d)
+        if (failed[d])
+          throw make_error(failed[d]->kind(), "document ",
+                           reader.documents() - static_cast<std::int64_t>(batch.size() - d) + 1,
+                           " of the inputs: ", failed[d]->what());
       for (const auto& doc : ids) {
         split.append(doc);
         tokens += static_cast<std::int64_t>(doc.size());

@@ -22,14 +22,15 @@ namespace fs = std::filesystem;
 namespace {
 
 // A byte-level BPE of `extra` tokens over the bytes, "th" and "he" merged, and <|endoftext|>.
-fs::path write_tokenizer(const fs::path& dir, int extra_ids) {
+fs::path write_tokenizer(const fs::path& dir, int extra_ids,
+                         const std::string& pattern = R"( ?\p{L}+|\s+|[^\s\p{L}]+)") {
   ByteLevelBpe bpe;
   for (int b = 0; b < 256; ++b) bpe.tokens.emplace_back(1, static_cast<char>(b));
   bpe.tokens.push_back("th");
   bpe.tokens.push_back("the");
   for (int i = 0; i < extra_ids; ++i) bpe.tokens.push_back("<filler " + std::to_string(i) + ">");
   bpe.merges = {{'t', 'h'}, {256, 'e'}};
-  bpe.pattern = R"( ?\p{L}+|\s+|[^\s\p{L}]+)";
+  bpe.pattern = pattern;
   bpe.specials = {{"<|endoftext|>", static_cast<std::int32_t>(bpe.tokens.size())}};
   const auto file = dir / "tokenizer.json";
   std::ofstream(file) << tokenizer_json(bpe);
@@ -123,6 +124,25 @@ TEST_CASE("tokenize: bad input is an error naming the file and where, and writes
   r = run_meridian({"tokenize", "--tokenizer", (dir / "x.tiktoken").string(), "--out", (dir / "out").string(), (dir / "a.txt").string()});
   CHECK(r.exit_code == 78);
   CHECK(r.err.find("name the encoding") != std::string::npos);
+  // A pattern of nested repeats backtracks past PCRE2's limits on the second document: that document
+  // is named, on two threads as on one (it once aborted the program from inside the parallel loop).
+  fs::create_directories(dir / "nested");
+  const auto nested = write_tokenizer(dir / "nested", 0, R"((\w+\s?)+$)");
+  std::ofstream(dir / "docs.jsonl") << R"({"text": "fine"})"
+                                    << "\n{\"text\": \"" <<
+      [] {
+        std::string words;
+        for (int i = 0; i < 40; ++i) words += "aaaa ";
+        return words + "!";
+      }() << "\"}\n";
+  r = run_meridian(
+      {"tokenize", "--tokenizer", nested.string(), "--out", (dir / "out").string(), (dir / "docs.jsonl").string()}, {},
+      2);
+  CHECK_MESSAGE(r.exit_code == 65, r.describe());
+  CHECK_MESSAGE(r.err.find("document 2 of the inputs: " + nested.string() +
+                           ": the pre-tokenizer pattern gives up on the text at byte 0 of 201") != std::string::npos,
+                r.describe());
+  CHECK_FALSE(fs::exists(dir / "out/train_000000.bin"));
 }
 
 // configs/examples/gutenberg.toml's three commands on three of the books, its data paths pointed at

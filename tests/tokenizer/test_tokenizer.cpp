@@ -142,6 +142,35 @@ TEST_CASE("a pattern that does not compile is an error naming where") {
   CHECK(contains(error_of([] { Pretokenizer("(?<bad", "job.toml"); }), "job.toml: the pre-tokenizer pattern does not compile at offset"));
 }
 
+TEST_CASE("a pattern that backtracks past PCRE2's limits on some text is an error naming where, not a failed check") {
+  std::string words;
+  for (int i = 0; i < 40; ++i) words += "aaaa ";
+  const Pretokenizer nested(R"((\w+\s?)+$)", "t.json");
+  const auto split = [&](const Pretokenizer& p, const std::string& text) {
+    std::string joined;
+    p.split(text, [&](std::string_view piece) { joined += piece; });
+    return joined;
+  };
+  CHECK(split(nested, words) == words);  // it matches: no backtracking
+  std::string message;
+  try {
+    split(nested, words + "!");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Data);
+    message = e.what();
+  }
+  CHECK(contains(message,
+                 "t.json: the pre-tokenizer pattern gives up on the text at byte 0 of 201 (match limit exceeded)"));
+  // A group repeated per byte outgrows JIT's default 32 KiB stack within a few thousand bytes: 20,000
+  // take a larger one, 400,000 outgrow that too (8 MiB) and take the interpreter, which keeps its
+  // backtracking on the heap.
+  const Pretokenizer groups("(a|aa)+$", "t.json");
+  for (const std::size_t n : {std::size_t{20000}, std::size_t{400000}}) {
+    const std::string many(n, 'a');
+    CHECK(split(groups, many) == many);
+  }
+}
+
 TEST_CASE("GPT-2's byte-to-character map: every byte to one character and back") {
   std::string all;
   for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
