@@ -35,6 +35,12 @@ std::vector<json> read_lines(const fs::path& path) {
   return out;
 }
 
+// A line's event name; "?" where it has none or something else than text there (a run dir damaged
+// by hand or by a disk is read, never thrown on).
+std::string event_of(const json& e) {
+  return e.contains("event") && e["event"].is_string() ? e["event"].get<std::string>() : "?";
+}
+
 struct Run {
   std::vector<json> metrics, events;
   json summary = json::object();
@@ -84,11 +90,12 @@ std::vector<PlotSeries> series_of(const Run& run, const std::string& x, const st
 std::vector<PlotMarker> markers_of(const Run& run) {
   std::vector<PlotMarker> out;
   for (const auto& e : run.events) {
-    const std::string kind = e.value("event", "");
+    const std::string kind = event_of(e);
     if (!kNotable.count(kind) || !e.contains("time") || !e["time"].is_number()) continue;
     std::string label = kind;
     if (e.contains("site") && e["site"].is_string()) label += " (" + e["site"].get<std::string>() + ")";
-    if (e.contains("step") && e["step"].is_number()) label += " step " + std::to_string(e["step"].get<std::int64_t>());
+    if (e.contains("step") && e["step"].is_number_integer())
+      label += " step " + std::to_string(e["step"].get<std::int64_t>());
     const double x = e["time"].get<double>() - run.t0;
     // Events within a second (a detection, its rollback, the recovery) share one line and label.
     if (!out.empty() && x - out.back().x < 1.0) {
@@ -106,7 +113,7 @@ std::vector<PlotMarker> markers_of(const Run& run) {
 std::string samples_html(const Run& run) {
   std::string rows;
   for (const auto& e : run.events) {
-    if (e.value("event", "") != "sample" || !e.contains("step") || !e["step"].is_number()) continue;
+    if (event_of(e) != "sample" || !e.contains("step") || !e["step"].is_number_integer()) continue;
     const std::string site = e.contains("site") && e["site"].is_string() ? e["site"].get<std::string>() : "local";
     const std::string text = e.contains("text") && e["text"].is_string()     ? e["text"].get<std::string>()
                              : e.contains("error") && e["error"].is_string() ? "(" + e["error"].get<std::string>() + ")"
@@ -232,7 +239,7 @@ ReportFiles write_report(const fs::path& run_dir, const std::optional<fs::path>&
     images += "<h2>" + xml_escape(p.spec.title) + "</h2>\n<img src=\"" + p.file + "\" alt=\"" + xml_escape(p.spec.title) + "\">\n";
   }
   std::map<std::string, int> counts;
-  for (const auto& e : run.events) ++counts[e.value("event", "?")];
+  for (const auto& e : run.events) ++counts[event_of(e)];
   std::string event_rows;
   for (const auto& [kind, n] : counts) event_rows += "<tr><td>" + xml_escape(kind) + "</td><td>" + std::to_string(n) + "</td></tr>\n";
   std::string marker_rows;

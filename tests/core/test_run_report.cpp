@@ -48,6 +48,13 @@ void write_run(const std::filesystem::path& dir, double loss_offset) {
              .dump()
       << "\n"
       << json{{"time", 1007.0}, {"event", "sample"}, {"site", "us-east"}, {"step", 60}, {"error", "not finite"}}.dump()
+      << "\n"
+      // Lines damaged by hand or by a disk: fields of another type are read as absent, never thrown on.
+      << R"({"time": 1008, "event": 5})"
+      << "\n"
+      << R"({"time": 1008, "event": "sample", "step": 1e30, "text": "lost"})"
+      << "\n"
+      << R"({"time": 1008, "event": "rollback", "step": "x"})"
       << "\n";
   std::ofstream(dir / "summary.json") << json{{"final_val_loss", 2.2}, {"model", "tiny"}, {"sites", json::array()}}.dump();
 }
@@ -86,7 +93,9 @@ TEST_CASE("a run and its baseline: five plots and an index that shows them with 
   REQUIRE(second != std::string::npos);
   CHECK(samples < first);
   CHECK(first < second);
-  CHECK(html.find("<td>sample</td><td>2</td>") != std::string::npos);
+  CHECK(html.find("<td>sample</td><td>3</td>") != std::string::npos);  // one of them damaged, not listed
+  CHECK(html.find("<td>?</td><td>1</td>") != std::string::npos);
+  CHECK(html.find("lost") == std::string::npos);
 }
 
 TEST_CASE("a directory without metrics.jsonl is Error(Io) naming it") {
