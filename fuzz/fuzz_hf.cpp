@@ -1,18 +1,25 @@
 // A Hugging Face model's files as `meridian import` and `[model] init_from` read them, from a
 // download nobody vouches for. The first byte picks the file: a safetensors file (its 8-byte
 // header length, the JSON header's names, dtypes, shapes and offsets, the data) from a file under
-// /dev/shm, or config.json's text (its second byte the training window asked for).
+// /dev/shm, config.json's text, or a whole directory (config.json, an optional index, the
+// weights); the second byte is the training window asked for.
 // Promises checked: a safetensors file that opens gives tensors whose bytes lie in the file, are
 // their shape's values of their dtype and never overlap; F32, BF16 and F16 read as that many
 // values, any other dtype is refused with Error(Data). A config.json taken is a valid shape, and
-// written out again (hf_config_json) it reads as the same shape.
+// written out again (hf_config_json) it reads as the same shape. A directory that imports gives
+// the layout's values, which exported and imported again are the same bits.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "core/hf/hf_config.hpp"
+#include "core/hf/hf_export.hpp"
+#include "core/hf/hf_import.hpp"
 #include "core/hf/safetensors.hpp"
+#include "core/model/param_layout.hpp"
 #include "fuzz/fuzz_common.hpp"
 
 namespace {
@@ -87,6 +94,35 @@ void config_json(int seq_len, std::string_view text) {
                        "config.json written out reads as another shape: ", mismatch, "\n", written.dump());
 }
 
+// A whole model directory: config.json, and the weights in model.safetensors or, where an index
+// is given, in the shard it names. What imports has the layout's size, and exported (F32) and
+// imported again gives the same shape and the very same values.
+void directory(int seq_len, meridian::fuzz::Input& in) {
+  const auto config = in.piece();
+  const auto index = in.piece();
+  const auto weights = in.rest();
+  const meridian::fuzz::TempFile config_file("config.json", config);
+  const auto dir = config_file.path().parent_path();
+  const meridian::fuzz::TempFile weights_file(index.empty() ? "model.safetensors" : "model-00001.safetensors", weights);
+  std::optional<meridian::fuzz::TempFile> index_file;
+  if (!index.empty()) index_file.emplace("model.safetensors.index.json", index);
+  HfModel model;
+  try {
+    model = read_hf_model(dir, seq_len);
+  } catch (const Error& e) {
+    MERIDIAN_FUZZ_EXPECT(e.kind() == ErrorKind::Data || e.kind() == ErrorKind::Io, "a model refused as ", e.what());
+    return;
+  }
+  MERIDIAN_FUZZ_EXPECT(model.params.size() == ParamLayout::of(model.config).total(), "params of the wrong size");
+  const auto out = dir / "exported";
+  export_hf(model.config, model.params, out);
+  const HfModel again = read_hf_model(out, model.config.seq_len);
+  std::filesystem::remove_all(out);
+  MERIDIAN_FUZZ_EXPECT(weights_mismatch(again.config, model.config).empty(), "exported, another shape");
+  MERIDIAN_FUZZ_EXPECT(std::memcmp(again.params.data(), model.params.data(), model.params.size() * sizeof(float)) == 0,
+                       "exported and imported again, other values");
+}
+
 }  // namespace
 
 int meridian_fuzz_hf(const std::uint8_t* data, std::size_t size) {
@@ -96,7 +132,11 @@ int meridian_fuzz_hf(const std::uint8_t* data, std::size_t size) {
     safetensors(in.rest());
   } else {
     const auto seq = in.take<std::uint8_t>();
-    config_json(seq % 4 == 0 ? 0 : seq, in.rest_text());
+    const int seq_len = seq % 4 == 0 ? 0 : seq;
+    if (how & 2)
+      directory(seq_len, in);
+    else
+      config_json(seq_len, in.rest_text());
   }
   return 0;
 }

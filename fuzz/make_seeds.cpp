@@ -1,7 +1,8 @@
 // Writes the seed inputs of the binary fuzz targets into fuzz/corpus/<name>/ (seed-*), made with
 // the project's own encoders so that they are what a peer really sends. Run once by hand after a
 // format changes (`cmake --build --preset release --target fuzz_make_seeds &&
-// build/release/fuzz/fuzz_make_seeds fuzz/corpus`); the text seeds (ops, config) are kept files.
+// build/release/fuzz/fuzz_make_seeds fuzz/corpus`); the text seeds (ops, config, tokenizer files,
+// config.json) and the hand-made safetensors files are kept files.
 #include <capnp/message.h>
 
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/hf/hf_export.hpp"
+#include "core/model/param_layout.hpp"
 #include "crosssite/codec/codec.hpp"
 #include "crosssite/outer/outer_parts.hpp"
 #include "crosssite/outer/outer_state.hpp"
@@ -312,6 +315,44 @@ void stripes() {
   seed("stripes", "raw", raw.out);
 }
 
+std::vector<std::byte> file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return bytes_of(text);
+}
+
+// Whole model directories as export_hf writes them, of models small enough for an input: fuzz_hf's
+// directory mode (its first byte 2), config.json and the weights, with or without an index.
+void hf_dirs() {
+  ModelConfig gpt2;
+  gpt2.family = ModelFamily::Gpt2;
+  gpt2.n_layer = 1, gpt2.n_head = 1, gpt2.d_model = 4, gpt2.context = 4, gpt2.seq_len = 4, gpt2.vocab = 8;
+  ModelConfig llama = gpt2;
+  llama.family = ModelFamily::Llama;
+  llama.n_head = 2, llama.n_kv_head = 1, llama.ffn_hidden = 8, llama.tied = false;
+  const fs::path dir = fs::temp_directory_path() / "meridian-make-seeds-hf";
+  for (const auto& [name, c, indexed] :
+       {std::tuple{"dir-gpt2", gpt2, false}, std::tuple{"dir-llama-indexed", llama, true}}) {
+    std::vector<float> params(ParamLayout::of(c).total());
+    for (std::size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    fs::remove_all(dir);
+    export_hf(c, params, dir);
+    const std::string index =
+        indexed
+            ? std::string(R"({"metadata": {}, "weight_map": {"model.embed_tokens.weight": "model-00001.safetensors"}})")
+            : "";
+    seed("hf", name,
+         Script{}
+             .put<std::uint8_t>(2)
+             .put<std::uint8_t>(4)
+             .piece(file_bytes(dir / "config.json"))
+             .piece(bytes_of(index))
+             .raw(file_bytes(dir / "model.safetensors"))
+             .out);
+  }
+  fs::remove_all(dir);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s <fuzz/corpus directory>\n", argv[0]);
@@ -327,6 +368,7 @@ int main(int argc, char** argv) {
   codecs();
   stripes();
   parts();
+  hf_dirs();
   std::printf("%d seeds written under %s\n", written, root.c_str());
   return 0;
 }
