@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <charconv>
 #include <unordered_map>
 
@@ -10,6 +11,17 @@
 
 namespace meridian {
 namespace {
+
+// The lines that are not empty.
+std::size_t count_rows(std::string_view text) {
+  std::size_t rows = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    rows += end > at ? 1 : 0;
+    at = end + 1;
+  }
+  return rows;
+}
 
 // tiktoken's patterns (tiktoken_ext/openai_public.py; Meta's llama3 tokenizer.py).
 constexpr std::string_view kGpt2Pattern = R"('(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -79,20 +91,6 @@ std::vector<std::string> read_tiktoken_ranks(const std::filesystem::path& file) 
   return parse_tiktoken_ranks(
       std::string_view(reinterpret_cast<const char*>(mapped.bytes().data()), mapped.bytes().size()), file);
 }
-
-namespace {
-
-std::size_t count_rows(std::string_view text) {
-  std::size_t rows = 0;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    rows += end > at ? 1 : 0;
-    at = end + 1;
-  }
-  return rows;
-}
-
-}  // namespace
 
 std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::filesystem::path& file) {
   // Ranks are 0..n-1 over the file's n tokens, so n lines that each give a rank below n, none

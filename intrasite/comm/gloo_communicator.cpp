@@ -1,5 +1,15 @@
 #include "intrasite/comm/gloo_communicator.hpp"
 
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/alltoall.h>
@@ -14,15 +24,6 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
-#include <signal.h>
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <cctype>
-#include <cstring>
-#include <mutex>
-#include <utility>
-#include <vector>
 
 #include "core/util/error.hpp"
 #include "intrasite/comm/mesh_proof.hpp"
