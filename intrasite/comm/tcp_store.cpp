@@ -11,12 +11,13 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
-
 #include <zmq.hpp>
 
 #include "core/util/constant_time.hpp"
+#include "core/util/digest.hpp"
 #include "core/util/error.hpp"
 #include "transport/schemas/store.capnp.h"
 #include "transport/schemas/wire_bytes.hpp"
@@ -81,6 +82,21 @@ std::pair<zmq::message_t, std::size_t> receive_rest(zmq::socket_t& socket, bool 
 }
 
 }  // namespace
+
+StoreCurveKeys store_server_curve_keys(const std::string& secret) {
+  if (!zmq_has("curve"))
+    throw make_error(ErrorKind::Config,
+                     "this libzmq was built without CURVE (libsodium), which the site's store needs");
+  // A key of its own for this use, so the secret's other uses never meet the same bytes.
+  constexpr std::string_view kPurpose = "meridian site store CurveZMQ server key";
+  const Digest key = hmac_sha256(std::as_bytes(std::span(secret.data(), secret.size())),
+                                 std::as_bytes(std::span(kPurpose.data(), kPurpose.size())));
+  char secret_key[41], public_key[41];
+  MERIDIAN_CHECK(zmq_z85_encode(secret_key, reinterpret_cast<const std::uint8_t*>(key.data()), key.size()) != nullptr,
+                 "Z85 of a 32-byte key");
+  MERIDIAN_CHECK(zmq_curve_public(public_key, secret_key) == 0, "zmq_curve_public: ", zmq_strerror(zmq_errno()));
+  return {public_key, secret_key};
+}
 
 // The server side's state; runs on the server's thread only (or a test's).
 struct StoreRequests::Impl {
@@ -256,6 +272,8 @@ TcpStoreServer::TcpStoreServer(const std::string& address, int port, std::string
     : impl_(std::make_unique<Impl>()) {
   MERIDIAN_CHECK(!secret.empty(), "a store server without a secret");
   zmq::socket_t socket(impl_->context, zmq::socket_type::router);
+  socket.set(zmq::sockopt::curve_server, 1);
+  socket.set(zmq::sockopt::curve_secretkey, store_server_curve_keys(secret).secret_key);
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
   const std::string wanted = "tcp://" + address + ":" + (port == 0 ? std::string("*") : std::to_string(port));
@@ -277,19 +295,23 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 struct TcpStoreClient::Impl {
-  std::string endpoint, secret;
+  std::string endpoint, secret, server_key;
   milliseconds io_timeout;
   zmq::context_t context{1};
   zmq::socket_t socket;
-  // The socket's disconnect events: a reply can never arrive over a dropped connection (the server
-  // would answer the old routing id), so a waiting call fails at once instead of at its deadline.
+  // The socket's disconnect and failed-handshake events: a reply can never arrive over a dropped
+  // connection (the server would answer the old routing id), nor over one whose handshake failed,
+  // so a waiting call fails at once instead of at its deadline.
   zmq::socket_t monitor;
   int sockets_made = 0;  // monitor endpoints are named per socket
   std::uint64_t next_id = 1;
   bool secret_refused = false;  // the last call's refusal said the secret was not the server's
 
   Impl(const std::string& endpoint, std::string secret, milliseconds io_timeout)
-      : endpoint(endpoint), secret(std::move(secret)), io_timeout(io_timeout) {
+      : endpoint(endpoint),
+        secret(std::move(secret)),
+        server_key(store_server_curve_keys(this->secret).public_key),
+        io_timeout(io_timeout) {
     reconnect();
   }
 
@@ -304,8 +326,15 @@ struct TcpStoreClient::Impl {
     socket.set(zmq::sockopt::linger, 0);
     socket.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     socket.set(zmq::sockopt::sndtimeo, static_cast<int>(io_timeout.count()));
+    // A fresh key pair per socket: the server knows clients by the secret their requests carry.
+    char public_key[41], secret_key[41];
+    if (zmq_curve_keypair(public_key, secret_key) != 0) throw zmq::error_t();
+    socket.set(zmq::sockopt::curve_serverkey, server_key);
+    socket.set(zmq::sockopt::curve_publickey, std::string(public_key));
+    socket.set(zmq::sockopt::curve_secretkey, std::string(secret_key));
     const std::string events = "inproc://store-client-events-" + std::to_string(sockets_made++);
-    if (zmq_socket_monitor(socket.handle(), events.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+    if (zmq_socket_monitor(socket.handle(), events.c_str(), ZMQ_EVENT_DISCONNECTED | kHandshakeFailed) != 0)
+      throw zmq::error_t();
     monitor = zmq::socket_t(context, zmq::socket_type::pair);
     monitor.set(zmq::sockopt::linger, 0);
     monitor.connect(events);
@@ -315,12 +344,22 @@ struct TcpStoreClient::Impl {
                      endpoint, "\": ", e.what());
   }
 
-  // Consumes pending monitor events; whether there were any (only disconnects are subscribed to).
-  bool disconnected() {
-    bool any = false;
-    for (zmq::message_t event; monitor.recv(event, zmq::recv_flags::dontwait); any = true)
-      receive_rest(monitor, event.more());  // an event is two frames: its kind and the peer's address
-    return any;
+  static constexpr int kHandshakeFailed =
+      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+  enum class Drop { none, connection, handshake };
+
+  // Consumes pending monitor events; the gravest of them. A server under another secret cannot
+  // open this client's hello (its key is not the one the client's secret gives), so the
+  // handshake fails: the client's secret is refused, as a request carrying it would be.
+  Drop drops() {
+    Drop gravest = Drop::none;
+    for (zmq::message_t event; monitor.recv(event, zmq::recv_flags::dontwait);) {
+      std::uint16_t kind = 0;  // an event is two frames: its kind and value, then the peer's address
+      if (event.size() >= sizeof kind) std::memcpy(&kind, event.data(), sizeof kind);
+      receive_rest(monitor, event.more());
+      gravest = std::max(gravest, (kind & kHandshakeFailed) != 0 ? Drop::handshake : Drop::connection);
+    }
+    return gravest;
   }
 
   // Sends op(key) with the payload `fill` writes and waits up to `wait` for the reply carrying its
@@ -345,7 +384,7 @@ struct TcpStoreClient::Impl {
       reconnect();
       return make_error(kind, "store server at ", endpoint, " ", why, " (", what, ")");
     };
-    disconnected();  // a drop before this call says nothing about it: the DEALER reconnects
+    drops();  // a drop before this call says nothing about it: the DEALER reconnects
     if (!socket.send(encode(message), zmq::send_flags::none)) throw broken(ErrorKind::Timeout, "took no request in time");
     for (;;) {
       const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
@@ -355,7 +394,11 @@ struct TcpStoreClient::Impl {
       if (!poll_ready(items, left)) continue;
       zmq::message_t frame;
       if (!socket.recv(frame, zmq::recv_flags::dontwait)) {
-        if (disconnected()) throw broken(ErrorKind::Peer, "dropped the connection");
+        const Drop drop = drops();
+        secret_refused = drop == Drop::handshake;
+        if (secret_refused)
+          throw broken(ErrorKind::Peer, "refused the handshake: not the site's store secret, or not the site's store");
+        if (drop == Drop::connection) throw broken(ErrorKind::Peer, "dropped the connection");
         continue;
       }
       std::optional<Error> refusal;

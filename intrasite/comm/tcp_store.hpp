@@ -1,7 +1,9 @@
 #pragma once
 // The site's rendezvous store over the network: the site agent runs a TcpStoreServer, replicas
 // (other processes, possibly other hosts of the site) talk to it through TcpStoreClient. Requests
-// and responses are Cap'n Proto (transport/schemas/store.capnp) in single ZeroMQ frames.
+// and responses are Cap'n Proto (transport/schemas/store.capnp) in single ZeroMQ frames, over
+// CurveZMQ: what crosses the site's network (the secret each request carries, NCCL's unique ids,
+// the Gloo mesh's proof keys) can be neither read nor changed on the way.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +22,15 @@ namespace meridian {
 // limits keep one hostile or buggy peer from making the server hold arbitrary amounts of memory.
 inline constexpr std::size_t kMaxStoreKeyBytes = 4096;
 inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{1} << 20;
+
+// The server's long-term CurveZMQ key pair (Z85 text, 40 characters each), derived from the site's
+// secret: a client computes the server's public key from the secret it holds, so only a holder of
+// the secret can finish a handshake with the store, and nothing but the secret has to reach the
+// replicas. Error(Config) when this libzmq was built without CURVE.
+struct StoreCurveKeys {
+  std::string public_key, secret_key;
+};
+StoreCurveKeys store_server_curve_keys(const std::string& secret);
 
 // What the server makes of the requests it receives, apart from its socket: every check of a
 // request, the map of keys to bytes and the parked gets. The server's thread drives one; a test or
@@ -71,9 +82,9 @@ class TcpStoreServer {
 // One per thread: ZeroMQ sockets are not thread-safe. Every call is bounded in time: Error(Timeout)
 // when the server does not answer within io_timeout (get: its own timeout plus io_timeout),
 // Error(Peer) when the connection drops while a call waits, the reply is malformed or the server
-// refuses the request (unauthenticated: the wrong secret). Keys longer than kMaxStoreKeyBytes and values longer than
-// kMaxStoreValueBytes are refused with Error(Data) before anything is sent; an endpoint that is
-// not "tcp://host:port" with Error(Config).
+// refuses the request or the handshake (unauthenticated: the wrong secret). Keys longer than kMaxStoreKeyBytes and
+// values longer than kMaxStoreValueBytes are refused with Error(Data) before anything is sent; an endpoint that is not
+// "tcp://host:port" with Error(Config).
 class TcpStoreClient final : public Store {
  public:
   TcpStoreClient(const std::string& endpoint, std::string secret,
@@ -88,7 +99,8 @@ class TcpStoreClient final : public Store {
   std::int64_t add(const std::string& key, std::int64_t delta) override;
 
   // Whether the server takes this client's secret (one call): false when it refuses it as not its
-  // own; Error(Timeout) or Error(Peer) as any call otherwise.
+  // own, or its handshake fails (a store under another secret); Error(Timeout) or Error(Peer) as
+  // any call otherwise.
   bool secret_accepted();
 
  private:

@@ -1,7 +1,6 @@
-#include <doctest/doctest.h>
-
 #include <capnp/message.h>
 #include <capnp/serialize.h>
+#include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 
 #include "core/util/error.hpp"
 #include "intrasite/comm/tcp_store.hpp"
+#include "tests/support/tcp_tap.hpp"
 #include "transport/schemas/store.capnp.h"
 
 using namespace meridian;
@@ -68,9 +68,19 @@ std::string set_request(std::uint64_t id, const std::string& key, std::size_t va
 }
 
 // A client speaking raw ZeroMQ: sends arbitrary frames to the server and decodes what comes back.
+// It speaks CurveZMQ to the server of kSecret, as TcpStoreClient does, unless told to speak plain.
 class RawPeer {
  public:
-  explicit RawPeer(const std::string& endpoint) : socket_(context_, zmq::socket_type::dealer) {
+  enum class Security { curve, plain };
+  explicit RawPeer(const std::string& endpoint, Security security = Security::curve)
+      : socket_(context_, zmq::socket_type::dealer) {
+    if (security == Security::curve) {
+      char public_key[41], secret_key[41];
+      REQUIRE(zmq_curve_keypair(public_key, secret_key) == 0);
+      socket_.set(zmq::sockopt::curve_serverkey, store_server_curve_keys(kSecret).public_key);
+      socket_.set(zmq::sockopt::curve_publickey, std::string(public_key));
+      socket_.set(zmq::sockopt::curve_secretkey, std::string(secret_key));
+    }
     socket_.set(zmq::sockopt::linger, 0);
     // The fuzz below sends 2,000 requests before it reads a reply: a ROUTER drops replies to a
     // peer whose queue is full (1,000 by default on each side), so this peer takes them all.
@@ -90,10 +100,14 @@ class RawPeer {
       (void)socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
 
+  bool answers_within(std::chrono::milliseconds wait) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    return zmq::poll(&item, 1, wait) == 1;
+  }
+
   // The next reply, which must come within 5 s and be a well-formed response.
   Answer receive() {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    REQUIRE(zmq::poll(&item, 1, 5000ms) == 1);
+    REQUIRE(answers_within(5000ms));
     zmq::message_t reply;
     REQUIRE(socket_.recv(reply).has_value());
     auto words = kj::heapArray<capnp::word>(reply.size() / sizeof(capnp::word));
@@ -117,6 +131,16 @@ class RawPeer {
   zmq::context_t context_{1};
   zmq::socket_t socket_;
 };
+
+// A socket where a store would be, under kSecret's keys, for tests that play the server.
+zmq::socket_t fake_server(zmq::context_t& context) {
+  zmq::socket_t socket(context, zmq::socket_type::router);
+  socket.set(zmq::sockopt::curve_server, 1);
+  socket.set(zmq::sockopt::curve_secretkey, store_server_curve_keys(kSecret).secret_key);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.bind("tcp://127.0.0.1:*");
+  return socket;
+}
 
 }  // namespace
 
@@ -306,6 +330,55 @@ TEST_CASE("a request without the store's secret is refused, and nothing it asks 
   CHECK(site.add("ops/cmds", 0) == 0);
 }
 
+TEST_CASE("one who reads the site's network sees neither the store's secret nor its keys and values") {
+  const std::string key = "nccl/unique-id/3", value = "the-communicator's-unique-id-0123456789";
+  {  // the tap does see what plain ZeroMQ carries
+    zmq::context_t context(1);
+    zmq::socket_t server(context, zmq::socket_type::router), client(context, zmq::socket_type::dealer);
+    server.set(zmq::sockopt::linger, 0);
+    client.set(zmq::sockopt::linger, 0);
+    server.bind("tcp://127.0.0.1:*");
+    const std::string endpoint = server.get(zmq::sockopt::last_endpoint);
+    testing::TcpTap tap(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+    client.connect("tcp://127.0.0.1:" + std::to_string(tap.port()));
+    (void)client.send(zmq::buffer(value));
+    zmq::message_t peer, frame;
+    REQUIRE(server.recv(peer).has_value());
+    REQUIRE(server.recv(frame).has_value());
+    CHECK(tap.seen().find(value) != std::string::npos);
+  }
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
+  testing::TcpTap tap(server.port());
+  TcpStoreClient client("tcp://127.0.0.1:" + std::to_string(tap.port()), kSecret, 5s);
+  client.set(key, bytes(value));
+  CHECK(text(client.get(key, 1s)) == value);
+  const std::string seen = tap.seen();
+  CHECK(seen.size() > 2 * value.size());
+  CHECK(seen.find(kSecret) == std::string::npos);
+  CHECK(seen.find(key) == std::string::npos);
+  CHECK(seen.find(value) == std::string::npos);
+
+  // Nor does a peer that will not speak CURVE get an answer of any kind.
+  RawPeer plain(server.endpoint(), RawPeer::Security::plain);
+  plain.send({set_request(1, "ops/cmds", 8)});
+  CHECK_FALSE(plain.answers_within(300ms));
+  TcpStoreClient site(server.endpoint(), kSecret, 5s);
+  CHECK_FALSE(site.check("ops/cmds"));
+}
+
+TEST_CASE("a request changed on the way is dropped with its connection, and never applied") {
+  TcpStoreServer server("127.0.0.1", 0, kSecret);
+  testing::TcpTap tap(server.port());
+  TcpStoreClient client("tcp://127.0.0.1:" + std::to_string(tap.port()), kSecret, 5s);
+  client.set("a", bytes("1"));
+  tap.flip_next_from_client();
+  const Error e = error_of([&] { client.set("b", bytes("2")); });
+  CHECK(e.kind() == ErrorKind::Peer);
+  CHECK(std::string(e.what()).find("dropped the connection") != std::string::npos);
+  CHECK_FALSE(client.check("b"));  // over a fresh connection, through the same tap
+  CHECK(text(client.get("a", 1s)) == "1");
+}
+
 TEST_CASE("the client refuses oversized keys and values before sending") {
   TcpStoreServer server("127.0.0.1", 0, kSecret);
   TcpStoreClient client(server.endpoint(), kSecret, 5s);
@@ -318,9 +391,7 @@ TEST_CASE("the client refuses oversized keys and values before sending") {
 TEST_CASE("a malformed reply is Error(Peer) and an unanswered call is Error(Timeout)") {
   // A fake server: answers the first request with garbage and ignores the second.
   zmq::context_t context(1);
-  zmq::socket_t fake(context, zmq::socket_type::router);
-  fake.set(zmq::sockopt::linger, 0);
-  fake.bind("tcp://127.0.0.1:*");
+  zmq::socket_t fake = fake_server(context);
   TcpStoreClient client(fake.get(zmq::sockopt::last_endpoint), kSecret, 300ms);
   auto answer = std::async(std::launch::async, [&] {
     zmq::message_t peer, request;
@@ -355,9 +426,7 @@ TEST_CASE("a server that goes away fails calls within the io timeout") {
 
 TEST_CASE("a get parked on a server that dies fails at once, not at its own timeout") {
   zmq::context_t context(1);
-  auto fake = std::make_unique<zmq::socket_t>(context, zmq::socket_type::router);
-  fake->set(zmq::sockopt::linger, 0);
-  fake->bind("tcp://127.0.0.1:*");
+  auto fake = std::make_unique<zmq::socket_t>(fake_server(context));
   const std::string endpoint = fake->get(zmq::sockopt::last_endpoint);
   auto waiter = std::async(std::launch::async, [&] {
     TcpStoreClient client(endpoint, kSecret, 300ms);
