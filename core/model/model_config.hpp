@@ -43,7 +43,7 @@ struct ModelConfig {
   int n_kv_head = 0;    // key/value heads of grouped-query attention; 0: n_head (multi-head)
   int ffn_hidden = 0;   // SwiGLU's hidden width
   double rope_theta = 10000;
-  RopeScaling rope_scaling;
+  RopeScaling rope_scaling{};
   bool tied = true;       // the output head is the token embedding (GPT-2 always)
   bool qkv_bias = false;  // Qwen 2: biases on the query, key and value projections
 

@@ -27,7 +27,7 @@ struct ComputeDevice {
   JobConfig::Site::Precision precision = JobConfig::Site::Precision::Fp32;
   JobConfig::Site::Attention attention = JobConfig::Site::Attention::Materialized;
   int index = 0;  // the CUDA device
-  LossScaleOptions loss_scale;  // fp16 only: the dynamic loss scaler's start and bounds
+  LossScaleOptions loss_scale{};  // fp16 only: the dynamic loss scaler's start and bounds
   // The logits rows' stride: the vocabulary rounded up to this (core/model/cuda_weights.hpp,
   // logits_stride); 1 for none, bench_gpu's way to measure what the alignment buys.
   int logits_align = 64;

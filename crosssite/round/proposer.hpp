@@ -36,11 +36,11 @@ struct VersionCommit {
   std::vector<int> fragments;
   // This site's own proposal won: what it previewed to hash the proposal, so that the version is
   // not computed a second time (one model copy held from the proposal to its apply).
-  std::optional<OuterState::Outcome> outcome;
+  std::optional<OuterState::Outcome> outcome{};
   // This site's own proposal won (a sharded site's replicas kept their parts' previews of it).
   bool proposed_here = false;
   // A sharded state's: the deltas, still encoded, instead of mean_delta (DeltaStore::Means).
-  std::optional<MergedDeltas> merged;
+  std::optional<MergedDeltas> merged{};
 };
 
 // A sharded site's proposal, for its replicas to preview their parts of and hash together.

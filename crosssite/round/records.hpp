@@ -90,7 +90,7 @@ struct CommitRecord {
   double round_tokens = 0;
   // Per fragment, the norms its delta screen holds once this version is made, oldest first: the
   // screen of every site that holds the version (delta_screen.hpp). Empty in older records.
-  std::vector<std::vector<double>> screens;
+  std::vector<std::vector<double>> screens{};
   // The SHA-256 of version number - 1's record as its proposer read it (CommitLog::digest): the
   // log's chain, down which a site's vouch covers every version (zeros: version 1, or a record from
   // before the chain).
