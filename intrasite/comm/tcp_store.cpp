@@ -83,7 +83,7 @@ std::pair<zmq::message_t, std::size_t> receive_rest(zmq::socket_t& socket, bool 
 
 }  // namespace
 
-StoreCurveKeys store_server_curve_keys(const std::string& secret) {
+CurveKeypair store_server_curve_keys(const std::string& secret) {
   if (!zmq_has("curve"))
     throw make_error(ErrorKind::Config,
                      "this libzmq was built without CURVE (libsodium), which the site's store needs");
@@ -91,11 +91,10 @@ StoreCurveKeys store_server_curve_keys(const std::string& secret) {
   constexpr std::string_view kPurpose = "meridian site store CurveZMQ server key";
   const Digest key = hmac_sha256(std::as_bytes(std::span(secret.data(), secret.size())),
                                  std::as_bytes(std::span(kPurpose.data(), kPurpose.size())));
-  char secret_key[41], public_key[41];
+  char secret_key[kCurveKeyChars + 1];
   MERIDIAN_CHECK(zmq_z85_encode(secret_key, reinterpret_cast<const std::uint8_t*>(key.data()), key.size()) != nullptr,
                  "Z85 of a 32-byte key");
-  MERIDIAN_CHECK(zmq_curve_public(public_key, secret_key) == 0, "zmq_curve_public: ", zmq_strerror(zmq_errno()));
-  return {public_key, secret_key};
+  return curve_keypair_of(secret_key);
 }
 
 // The server side's state; runs on the server's thread only (or a test's).
@@ -327,11 +326,10 @@ struct TcpStoreClient::Impl {
     socket.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     socket.set(zmq::sockopt::sndtimeo, static_cast<int>(io_timeout.count()));
     // A fresh key pair per socket: the server knows clients by the secret their requests carry.
-    char public_key[41], secret_key[41];
-    if (zmq_curve_keypair(public_key, secret_key) != 0) throw zmq::error_t();
+    const CurveKeypair own = make_curve_keypair();
     socket.set(zmq::sockopt::curve_serverkey, server_key);
-    socket.set(zmq::sockopt::curve_publickey, std::string(public_key));
-    socket.set(zmq::sockopt::curve_secretkey, std::string(secret_key));
+    socket.set(zmq::sockopt::curve_publickey, own.public_key);
+    socket.set(zmq::sockopt::curve_secretkey, own.secret_key);
     const std::string events = "inproc://store-client-events-" + std::to_string(sockets_made++);
     if (zmq_socket_monitor(socket.handle(), events.c_str(), ZMQ_EVENT_DISCONNECTED | kHandshakeFailed) != 0)
       throw zmq::error_t();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "intrasite/comm/store.hpp"
+#include "transport/link/curve.hpp"
 
 namespace meridian {
 
@@ -27,10 +28,7 @@ inline constexpr std::size_t kMaxStoreValueBytes = std::size_t{1} << 20;
 // secret: a client computes the server's public key from the secret it holds, so only a holder of
 // the secret can finish a handshake with the store, and nothing but the secret has to reach the
 // replicas. Error(Config) when this libzmq was built without CURVE.
-struct StoreCurveKeys {
-  std::string public_key, secret_key;
-};
-StoreCurveKeys store_server_curve_keys(const std::string& secret);
+CurveKeypair store_server_curve_keys(const std::string& secret);
 
 // What the server makes of the requests it receives, apart from its socket: every check of a
 // request, the map of keys to bytes and the parked gets. The server's thread drives one; a test or

@@ -75,11 +75,10 @@ class RawPeer {
   explicit RawPeer(const std::string& endpoint, Security security = Security::curve)
       : socket_(context_, zmq::socket_type::dealer) {
     if (security == Security::curve) {
-      char public_key[41], secret_key[41];
-      REQUIRE(zmq_curve_keypair(public_key, secret_key) == 0);
+      const CurveKeypair own = make_curve_keypair();
       socket_.set(zmq::sockopt::curve_serverkey, store_server_curve_keys(kSecret).public_key);
-      socket_.set(zmq::sockopt::curve_publickey, std::string(public_key));
-      socket_.set(zmq::sockopt::curve_secretkey, std::string(secret_key));
+      socket_.set(zmq::sockopt::curve_publickey, own.public_key);
+      socket_.set(zmq::sockopt::curve_secretkey, own.secret_key);
     }
     socket_.set(zmq::sockopt::linger, 0);
     // The fuzz below sends 2,000 requests before it reads a reply: a ROUTER drops replies to a

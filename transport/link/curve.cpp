@@ -30,15 +30,25 @@ bool is_curve_key(std::string_view key) {
   return zmq_z85_decode(bytes.data(), text.c_str()) != nullptr;
 }
 
+CurveKeypair curve_keypair_of(std::string secret_key) {
+  if (!is_curve_key(secret_key))
+    throw make_error(ErrorKind::Config, "not a CURVE secret key (", kCurveKeyChars, " characters of Z85)");
+  std::array<char, kCurveKeyChars + 1> public_key{};
+  if (zmq_curve_public(public_key.data(), secret_key.c_str()) != 0)
+    throw make_error(ErrorKind::Config, "no public key for a CURVE secret key: ", zmq_strerror(errno));
+  return {public_key.data(), std::move(secret_key)};
+}
+
 CurveKeypair read_curve_secret_file(const std::filesystem::path& path, const std::string& what) {
   std::string secret = read_secret_file(path, what);
   if (!is_curve_key(secret))
     throw make_error(ErrorKind::Config, what, " file ", path.string(), " holds no CURVE secret key (",
                      kCurveKeyChars, " characters of Z85, as `meridian keys` writes it)");
-  std::array<char, kCurveKeyChars + 1> public_key{};
-  if (zmq_curve_public(public_key.data(), secret.c_str()) != 0)
-    throw make_error(ErrorKind::Config, what, " file ", path.string(), ": ", zmq_strerror(errno));
-  return {public_key.data(), std::move(secret)};
+  try {
+    return curve_keypair_of(std::move(secret));
+  } catch (const Error& e) {
+    throw make_error(ErrorKind::Config, what, " file ", path.string(), ": ", e.what());
+  }
 }
 
 std::string curve_address(const std::string& endpoint, const std::string& public_key) {

@@ -25,6 +25,9 @@ inline constexpr std::size_t kCurveKeyChars = 40;
 
 // A fresh keypair from the kernel's randomness. Error(Io) when libzmq was built without CURVE.
 CurveKeypair make_curve_keypair();
+// The keypair whose secret half is `secret_key` (Z85): its public half derived. Error(Config) when
+// it is not a key, or libzmq was built without CURVE.
+CurveKeypair curve_keypair_of(std::string secret_key);
 // Whether `key` is a CURVE key as Z85 writes it: 40 characters that decode.
 bool is_curve_key(std::string_view key);
 // The keypair whose secret half is in `path` (one line of Z85; mode 0600): the public half is
