@@ -290,7 +290,8 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
   for (size_t i = 0; i < c.control.endpoints.size(); ++i) out << (i ? ", " : "") << quote(c.control.endpoints[i]);
   out << "]\n"
       << "lease_ttl_s = " << c.control.lease_ttl_s << "\n"
-      << "keepalive_ms = " << c.control.keepalive_ms << "\n";
+      << "keepalive_ms = " << c.control.keepalive_ms << "\n"
+      << "end_unreachable_s = " << c.control.end_unreachable_s << "\n";
   for (const auto& [key, file] : {std::pair{"ca_file", &c.control.ca_file}, std::pair{"cert_file", &c.control.cert_file},
                                   std::pair{"key_file", &c.control.key_file}, std::pair{"password_file", &c.control.password_file}})
     if (*file) out << key << " = " << quote((*file)->string()) << "\n";

@@ -283,6 +283,10 @@ struct JobConfig {
     // leaves a healthy site four misses to spare.
     int lease_ttl_s = 5;
     int keepalive_ms = 1000;  // below lease_ttl_s, or a healthy site's lease would lapse
+    // A site whose steps are done waits this long for an unreachable control plane before it ends
+    // on the version it holds (0: as long as the control plane stays away). It cannot tell
+    // whether the others still train or ended long ago; an outage of minutes it rides out.
+    int end_unreachable_s = 1800;
     bool operator==(const Control&) const = default;
   } control;
 

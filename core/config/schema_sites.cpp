@@ -107,6 +107,7 @@ void resolve_control(Resolver& r, JobConfig& c) {
   resolve_control_tls(r, c);
   r.read(c.control.lease_ttl_s, "control", "lease_ttl_s", 1);
   r.read(c.control.keepalive_ms, "control", "keepalive_ms", 100);
+  r.read(c.control.end_unreachable_s, "control", "end_unreachable_s", 0);
   // Checked on the resolved values, so a default on one side still counts.
   if (static_cast<std::int64_t>(c.control.keepalive_ms) >= std::int64_t{c.control.lease_ttl_s} * 1000) {
     const Setting* s = r.find("control.keepalive_ms");

@@ -20,9 +20,10 @@ namespace fs = std::filesystem;
 
 // Kinds worth a line on the timeline; the rest (commits, checkpoints, joins) would bury them.
 const std::set<std::string> kNotable = {
-    "divergence_detected", "rollback", "recovered", "divergence_gave_up", "lr_spike_injected", "replica_exited",
-    "replica_evicted", "replica_restarted", "sdc_detected", "delta_refused", "control_unreachable", "state_adopted",
-    "site_stopped", "site_failed", "ops_command", "catch_up_impossible"};
+    "divergence_detected", "rollback",        "recovered",         "divergence_gave_up", "lr_spike_injected",
+    "replica_exited",      "replica_evicted", "replica_restarted", "sdc_detected",       "delta_refused",
+    "control_unreachable", "state_adopted",   "site_stopped",      "site_failed",        "ops_command",
+    "catch_up_impossible", "ended_cut_off"};
 constexpr std::size_t kMaxMarkers = 40;
 
 std::vector<json> read_lines(const fs::path& path) {

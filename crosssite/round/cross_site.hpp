@@ -84,6 +84,10 @@ struct CrossSiteOptions {
   // site adopts a peer's state instead; behind by two versions or more it does so at once, unless
   // it holds the deltas of the next one.
   std::chrono::milliseconds catch_up_after{3000};
+  // Its steps done, a site that has found the control plane out of reach for this long (seconds,
+  // from the first look that did) ends on the version it holds (EndWaits::cut_off); 0: it waits
+  // as long as the control plane stays away.
+  double end_unreachable_s = 0;
   DeadlineOptions deadline;
   DeltaScreenOptions screen;
   // Who renews this site's membership lease from its grant on (required): a LeaseKeeper thread
@@ -153,7 +157,10 @@ class CrossSite final : public RoundPeers {
   // True once every live site announced its final round, this site holds the newest version, no
   // delta is left that any site could still merge (the job's last version, the same everywhere),
   // and every live site has ended too (EndWaits): a site still behind needs one to catch up from.
+  // Or, its steps done, once the control plane has been out of reach for end_unreachable_s: then
+  // it ends on the version it holds (ended_cut_off).
   bool finished(const OuterState& state) override;
+  bool ended_cut_off() const { return ends_.ended_cut_off(); }
 
   // This site's newest round, if after `after`, when its values were refused (every site screens
   // alike) and so was every other live site's round on the current version: no version can merge

@@ -6,7 +6,16 @@
 
 namespace meridian {
 
-bool CrossSite::finished(const OuterState& state) { return merged_all(state) && peers_ended(state); }
+bool CrossSite::finished(const OuterState& state) {
+  if (merged_all(state) && peers_ended(state)) return true;
+  if (!ends_.cut_off(clock_(), !gate_.down(), options_.end_unreachable_s)) return false;
+  events_.push_back({"ended_cut_off", "", state.version(),
+                     "the control plane out of reach for " +
+                         std::to_string(static_cast<long long>(options_.end_unreachable_s)) + " s at the job's end (" +
+                         gate_.error() + "): ends on version " + std::to_string(state.version()) +
+                         ", which may not be the job's last"});
+  return true;
+}
 
 bool CrossSite::merged_all(const OuterState& state) {
   // Called at every look of the job's end: it reads only what changed since (or everything, as due).

@@ -22,7 +22,8 @@ struct CrossSiteEvent {
   // "commit_contradicted" (a record another site's vouch, or this site's newest record, says is not
   // the one applied: site is the voucher, never applied; naming this site, the record of the
   // version a restart holds is not the one its own vouch names), "commit_restored" (a record this site
-  // applied, written over since, put back)
+  // applied, written over since, put back), "ended_cut_off" (its steps done, the control plane
+  // away past end_unreachable_s: it ends on version `number`)
   std::string kind;
   std::string site;  // the peer
   std::int64_t number = 0;  // its round, or the version

@@ -17,4 +17,14 @@ EndWaits::Peers EndWaits::peers(double now, const std::map<std::string, MemberRe
   return out;
 }
 
+bool EndWaits::cut_off(double now, bool reachable, double bound_s) {
+  if (reachable) {
+    unreachable_since_.reset();
+    return false;
+  }
+  if (!unreachable_since_) unreachable_since_ = now;
+  if (bound_s > 0 && now - *unreachable_since_ >= bound_s) ended_cut_off_ = true;
+  return ended_cut_off_;
+}
+
 }  // namespace meridian

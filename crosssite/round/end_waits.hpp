@@ -33,8 +33,17 @@ class EndWaits {
   // The live peers (`members`, this site `self` among them) this site, done, still waits for.
   Peers peers(double now, const std::map<std::string, MemberRecord>& members, const std::string& self);
 
+  // Called at every look for the job's end: true once the control plane has been out of reach at
+  // each look for `bound_s` (0: never), counted from the first look that found it so since it last
+  // answered. A site that trained on alone through a long partition still gets the whole bound
+  // once its steps are done: the peers may be training yet, and the cut may heal.
+  bool cut_off(double now, bool reachable, double bound_s);
+  // cut_off() said so: the site ends without the job's last versions.
+  bool ended_cut_off() const { return ended_cut_off_; }
+
  private:
-  std::optional<double> orphaned_since_, done_since_;
+  std::optional<double> orphaned_since_, done_since_, unreachable_since_;
+  bool ended_cut_off_ = false;
 };
 
 }  // namespace meridian

@@ -59,8 +59,21 @@ void Checker::applied(const std::string& site, const CommitRecord& record, std::
 
 void Checker::restarted(const std::string& site, std::int64_t version) { holds_[site] = version; }
 
-void Checker::finished(const std::string& site, std::int64_t version, std::span<const float> global) {
-  finals_[site] = {version, std::vector<float>(global.begin(), global.end())};
+void Checker::finished(const std::string& site, std::int64_t version, std::span<const float> global, bool cut_off) {
+  finals_[site] = {version, std::vector<float>(global.begin(), global.end()), cut_off};
+}
+
+void Checker::check_finals(const OuterState& state, bool log_end) {
+  for (const auto& [site, final] : finals_) {
+    if (final.version == state.version()) {
+      if (!std::equal(final.global.begin(), final.global.end(), state.global().begin(), state.global().end()))
+        fail(say(site, "'s final weights differ from the replay of the log at version ", state.version()));
+    } else if (log_end && !final.cut_off) {
+      fail(say(site, " finished at version ", final.version, ", the log ends at ", state.version(), ": versions lost"));
+    } else if (log_end && final.version > state.version()) {
+      fail(say(site, " ended cut off at version ", final.version, ", past the log's end at ", state.version()));
+    }
+  }
 }
 
 const std::vector<std::byte>* Checker::sent(const CommitEntry& e) const {
@@ -103,6 +116,8 @@ std::pair<std::vector<int>, std::vector<float>> Checker::mean_of(const CommitRec
 void Checker::replay(const std::map<std::int64_t, CommitRecord>& log) {
   OuterState state(initial_, outer_, codec_, false, plan_);
   std::vector<DeltaScreen> screens(plan_.size(), DeltaScreen(screen_));
+  std::size_t left = log.size();
+  check_finals(state, left == 0);
   for (const auto& [v, record] : log) {
     for (const auto& e : record.entries)
       if (e.fragment < 0 || static_cast<std::size_t>(e.fragment) >= plan_.size())
@@ -119,12 +134,7 @@ void Checker::replay(const std::map<std::int64_t, CommitRecord>& log) {
       return;
     }
     state.commit(v, std::move(outcome));
-  }
-  for (const auto& [site, final] : finals_) {
-    if (final.first != state.version())
-      fail(say(site, " finished at version ", final.first, ", the log ends at ", state.version(), ": versions lost"));
-    else if (!std::equal(final.second.begin(), final.second.end(), state.global().begin(), state.global().end()))
-      fail(say(site, "'s final weights differ from the replay of the log"));
+    check_finals(state, --left == 0);
   }
 }
 

@@ -26,6 +26,8 @@
 
 namespace meridian {
 
+class OuterState;
+
 class Checker {
  public:
   // `plan`: the job's fragments (Streaming DiLoCo); a commit changes the ones its deltas cover.
@@ -41,7 +43,9 @@ class Checker {
   void applied(const std::string& site, const CommitRecord& record, std::uint64_t hash, bool adopted);
   // A site (re)started holding `version`: its next version is the one after it.
   void restarted(const std::string& site, std::int64_t version);
-  void finished(const std::string& site, std::int64_t version, std::span<const float> global);
+  // A site finished on `version`: the log's last, or, `cut_off` (it ended without the control
+  // plane, CrossSite::ended_cut_off), any version of the log, whose weights it must hold exactly.
+  void finished(const std::string& site, std::int64_t version, std::span<const float> global, bool cut_off = false);
   void fail(std::string what) {
     if (on_fail_) on_fail_(what);
     violations_.push_back(std::move(what));
@@ -62,6 +66,9 @@ class Checker {
   // delta's norm goes into its fragment's screen, in the record's order.
   std::pair<std::vector<int>, std::vector<float>> mean_of(const CommitRecord& record, std::vector<DeltaScreen>& screens) const;
   void replay(const std::map<std::int64_t, CommitRecord>& log);
+  // The sites that finished on `state`'s version hold its weights; at the log's end (`log_end`),
+  // every site that did not end cut off finished there.
+  void check_finals(const OuterState& state, bool log_end);
 
   std::function<void(const std::string&)> on_fail_;
   std::vector<float> initial_;
@@ -77,7 +84,12 @@ class Checker {
   // control plane before its site crashed is sent again, with other bytes, by the next incarnation.
   std::multimap<std::pair<std::string, std::int64_t>, std::vector<std::byte>> sent_;
   const std::vector<std::byte>* sent(const CommitEntry& e) const;  // the bytes its digest names
-  std::map<std::string, std::pair<std::int64_t, std::vector<float>>> finals_;   // per site
+  struct Final {
+    std::int64_t version = 0;
+    std::vector<float> global;
+    bool cut_off = false;
+  };
+  std::map<std::string, Final> finals_;  // per site
   std::int64_t newest_ = 0;
   std::int64_t rounds_dropped_ = 0;
   std::vector<std::string> violations_;

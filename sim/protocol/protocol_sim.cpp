@@ -42,6 +42,7 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   job.mutations = options.mutations;
   CrossSiteOptions& c = job.cross;
   c.lease_ttl_s = options.lease_ttl_s;
+  c.end_unreachable_s = options.end_unreachable_s;
   c.control_poll = 50ms;
   c.rerequest_after = 300ms;
   c.control_retry = 250ms;

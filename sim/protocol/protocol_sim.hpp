@@ -20,6 +20,9 @@ struct SimOptions {
   std::int64_t rounds = 24;
   double tick_s = 0.05;  // how often each site looks, in virtual seconds
   double lease_ttl_s = 2;
+  // CrossSiteOptions::end_unreachable_s ([control] end_unreachable_s); 0, as drawn seeds run: their
+  // faults all heal, and each site ends on the log's last version.
+  double end_unreachable_s = 0;
   int fragments = 0;  // Streaming DiLoCo's P; 0: drawn per seed from 1, 2 and 4 (overlapped seeds)
   // The split exchange (SimJob::split); unset: drawn per seed, for half of them.
   std::optional<bool> split;

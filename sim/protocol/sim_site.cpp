@@ -180,7 +180,7 @@ void SimSite::wait_ended() {
       return;
     case Phase::Ending:
       done_ = true;
-      world_.checker.finished(name_, version(), whole_global());
+      world_.checker.finished(name_, version(), whole_global(), inc.cross().ended_cut_off());
       say("finished at version " + std::to_string(version()));
       incarnation_.reset();  // the process exits: its lease is revoked
       return;

@@ -218,6 +218,7 @@ void SiteExchange::ensure_leader_side() {
   o.screen.max_norm_ratio = config_.outer.max_norm_ratio;
   o.control_retry = std::chrono::milliseconds(1000);
   o.lease_ttl_s = config_.control.lease_ttl_s;
+  o.end_unreachable_s = config_.control.end_unreachable_s;
   const auto keepalive = std::chrono::milliseconds(config_.control.keepalive_ms);
   o.keep_lease = [etcd, keepalive](std::int64_t lease) { return std::make_unique<LeaseKeeper>(etcd, lease, keepalive); };
   o.change_feed = [etcd](const std::string& root, std::vector<std::string> areas) {

@@ -143,6 +143,7 @@ nlohmann::json SiteExchange::summary(std::size_t params) const {
   out["wan_links"] = measured_links();
   if (const auto& f = driver_.figures(); f.rejoined_after_s) out["rejoined_after_s"] = *f.rejoined_after_s;
   out["max_version_gap_s"] = driver_.figures().max_version_gap_s;
+  if (cross_->ended_cut_off()) out["ended_cut_off"] = true;  // on `version`, perhaps not the job's last
   // What one round (one exchange) moves per parameter and per receiving peer: ~1 for int8, ~0.5
   // for int4, and 1/P of that for streaming, whose exchanges move one fragment each.
   if (rounds() > 0 && placement_.sites > 1) {

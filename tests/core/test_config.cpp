@@ -198,10 +198,11 @@ TEST_CASE("--set overrides numbers, strings and paths, and rejects unknown keys"
 TEST_CASE("--set reaches the asynchronous [outer] keys") {
   TempDir dir("config");
   const auto file = write(dir / "job.toml", kData + "[outer]\noverlap = true\n");
-  const JobConfig c = load_ok(file, {"outer.overlap=false", "outer.staleness=constant", "outer.delayed_nesterov=5",
-                                     "outer.deadline_k=4", "outer.max_norm_ratio=1e3", "outer.dynamic_inner_steps=true",
-                                     "outer.algorithm=streaming", "outer.fragments=2", "control.lease_ttl_s=10", "control.keepalive_ms=2000",
-                                     "outer.partial_commit=averaged"});
+  const JobConfig c =
+      load_ok(file, {"outer.overlap=false", "outer.staleness=constant", "outer.delayed_nesterov=5",
+                     "outer.deadline_k=4", "outer.max_norm_ratio=1e3", "outer.dynamic_inner_steps=true",
+                     "outer.algorithm=streaming", "outer.fragments=2", "control.lease_ttl_s=10",
+                     "control.keepalive_ms=2000", "control.end_unreachable_s=0", "outer.partial_commit=averaged"});
   CHECK_FALSE(c.outer.overlap);
   CHECK(c.outer.partial_commit == JobConfig::Outer::PartialCommit::Averaged);
   CHECK(JobConfig{}.outer.partial_commit == JobConfig::Outer::PartialCommit::Scaled);
@@ -211,7 +212,7 @@ TEST_CASE("--set reaches the asynchronous [outer] keys") {
   CHECK(c.outer.max_norm_ratio == 1000.0);
   CHECK(c.outer.dynamic_inner_steps);
   CHECK(c.outer.fragments == 2);
-  CHECK((c.control.lease_ttl_s == 10 && c.control.keepalive_ms == 2000));
+  CHECK((c.control.lease_ttl_s == 10 && c.control.keepalive_ms == 2000 && c.control.end_unreachable_s == 0));
   CHECK(only_problem(dir, kData, {"outer.max_norm_ratio=0.5"}) ==
         "--set outer.max_norm_ratio=0.5: outer.max_norm_ratio: expected a number > 1, found 0.5");
   CHECK(only_problem(dir, kData, {"outer.partial_commit=full"}) ==
@@ -690,17 +691,24 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((d.transport.kind == JobConfig::Transport::Kind::Zmq && d.transport.chunk_bytes == 4194304));
   CHECK(d.transport.network == JobConfig::Transport::Network::Public);
   CHECK((d.control.endpoints.empty() && d.control.lease_ttl_s == 5 && d.control.keepalive_ms == 1000));
+  CHECK(d.control.end_unreachable_s == 1800);
   CHECK((d.outer.overlap && d.outer.staleness == JobConfig::Outer::Staleness::Inverse && d.outer.delayed_nesterov == 0));
   CHECK((d.outer.deadline_k == 3.0 && d.outer.max_norm_ratio == 20.0 && !d.outer.dynamic_inner_steps));
   CHECK(d.outer.fragments == 1);
   CHECK(d.sites == std::vector{JobConfig::Site{.name = "local", .replicas = 2}});  // from [replicas].count
   CHECK(d.wan == JobConfig::Wan{});
-  const JobConfig c = load_ok(write(dir / "job.toml", kData + "[outer]\nalgorithm = \"streaming\"\ninner_steps = 16\n"
-      "codec = \"int4\"\nmomentum = 0\nquorum = 2\noverlap = false\nstaleness = \"constant\"\ndelayed_nesterov = 4\n"
-      "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = \"ucx\"\nnetwork = \"private\"\nchunk_bytes = 1024\n"
-      "[control]\nendpoints = [\"http://127.0.0.2:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = 999\n"
-      "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
-      "precision = \"bf16\"\nattention = \"tiled\"\n[[site]]\nname = \"us\"\nhost = \"h2\"\nport = 7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
+  const JobConfig c = load_ok(write(
+      dir / "job.toml",
+      kData + "[outer]\nalgorithm = \"streaming\"\ninner_steps = 16\n"
+              "codec = \"int4\"\nmomentum = 0\nquorum = 2\noverlap = false\nstaleness = \"constant\"\ndelayed_nesterov "
+              "= 4\n"
+              "deadline_k = 2.5\nmax_norm_ratio = 20\ndynamic_inner_steps = true\nfragments = 8\n[transport]\nkind = "
+              "\"ucx\"\nnetwork = \"private\"\nchunk_bytes = 1024\n"
+              "[control]\nendpoints = [\"http://127.0.0.2:2379\"]\nlease_ttl_s = 1\nkeepalive_ms = "
+              "999\nend_unreachable_s = 90\n"
+              "[[site]]\nname = \"eu\"\nhost = \"h1\"\nport = 7000\nreplicas = 4\ndevice = \"cuda\"\nspeed = 0.5\n"
+              "precision = \"bf16\"\nattention = \"tiled\"\n[[site]]\nname = \"us\"\nhost = \"h2\"\nport = "
+              "7000\n[wan]\nlatency_ms = 50\nloss = 0.01\n"));
   CHECK((c.outer.algorithm == JobConfig::Outer::Algorithm::Streaming && c.outer.inner_steps == 16 && c.outer.quorum == 2));
   CHECK((!c.outer.overlap && c.outer.staleness == JobConfig::Outer::Staleness::Constant && c.outer.delayed_nesterov == 4));
   CHECK((c.outer.deadline_k == 2.5 && c.outer.max_norm_ratio == 20.0 && c.outer.dynamic_inner_steps));
@@ -708,6 +716,7 @@ TEST_CASE("multi-site tables: defaults, the implicit site, and values") {
   CHECK((c.transport.kind == JobConfig::Transport::Kind::Ucx && c.transport.chunk_bytes == 1024));
   CHECK(c.transport.network == JobConfig::Transport::Network::Private);
   CHECK((c.control.endpoints == std::vector<std::string>{"http://127.0.0.2:2379"} && c.control.keepalive_ms == 999));
+  CHECK(c.control.end_unreachable_s == 90);
   REQUIRE(c.sites.size() == 2);
   CHECK(c.sites[0] == JobConfig::Site{"eu", "h1", 7000, 4, JobConfig::Site::Device::Cuda, 0.5,
                                       JobConfig::Site::Precision::Bf16, JobConfig::Site::Attention::Tiled});
@@ -940,6 +949,7 @@ TEST_CASE("multi-site rules name file:line and the key") {
       // The defaults' pairing holds against a shorter TTL set alone: 1000 ms is not below 1 s.
       {"[control]\nlease_ttl_s = 1\n",
        ":2: control.keepalive_ms: expected less than control.lease_ttl_s * 1000 = 1000"},
+      {"[control]\nend_unreachable_s = -1\n", ":2: control.end_unreachable_s: expected an integer >= 0, found -1"},
       {"[outer]\noverlap = 1\n", ":2: outer.overlap: expected true or false, found integer 1"},
       {"[outer]\nstaleness = \"linear\"\n",
        ":2: outer.staleness: expected one of \"inverse\", \"constant\", found \"linear\""},

@@ -47,4 +47,27 @@ TEST_CASE("end waits: a site left alone waits kInFlightGrace_s for deltas on the
   CHECK_FALSE(ends.in_flight(50 + EndWaits::kInFlightGrace_s));
 }
 
+TEST_CASE(
+    "end waits: a done site cut off from the control plane ends after the bound, counted from the first look without "
+    "it") {
+  EndWaits ends;
+  CHECK_FALSE(ends.cut_off(10, true, 30));
+  CHECK_FALSE(ends.cut_off(20, false, 30));  // the first look that finds it away
+  CHECK_FALSE(ends.cut_off(49.99, false, 30));
+  CHECK_FALSE(ends.ended_cut_off());
+  // It answered once in between: the count starts again.
+  CHECK_FALSE(ends.cut_off(50, true, 30));
+  CHECK_FALSE(ends.cut_off(60, false, 30));
+  CHECK_FALSE(ends.cut_off(89.99, false, 30));
+  CHECK(ends.cut_off(90, false, 30));
+  CHECK(ends.ended_cut_off());
+}
+
+TEST_CASE("end waits: with no bound a done site waits for the control plane however long it stays away") {
+  EndWaits ends;
+  CHECK_FALSE(ends.cut_off(0, false, 0));
+  CHECK_FALSE(ends.cut_off(1e9, false, 0));
+  CHECK_FALSE(ends.ended_cut_off());
+}
+
 }  // namespace meridian

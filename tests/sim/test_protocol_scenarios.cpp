@@ -61,6 +61,13 @@ std::string report(const SimOutcome& o) {
   return s;
 }
 
+// When `site` finished (its trace line), or -1 if it did not.
+double finished_at(const SimOutcome& o, const std::string& site) {
+  for (const auto& l : o.trace)
+    if (l.find(" " + site + ": finished at version ") != std::string::npos) return std::stod(l);
+  return -1;
+}
+
 }  // namespace
 
 TEST_CASE("scenario: a crashed site, with or without its disk, is left behind within a lease, then rejoins the commits") {
@@ -219,6 +226,60 @@ TEST_CASE(
     MESSAGE("journal without records: ", recordless, "; a and c refused the rewrite in ", refused, " runs of 16");
     CHECK((recordless ? refused >= 8 : refused == 0));
   }
+}
+
+TEST_CASE(
+    "scenario: the control plane away as the job ends: sites wait for it, or end on the version they hold past "
+    "[control] end_unreachable_s") {
+  // Away from a little before the last rounds (24 of 1 s) to long after them.
+  constexpr double kAt = 21, kOut = 60, kBound = 5;
+  for (const double bound : {0.0, kBound})
+    for (std::uint64_t seed = 0; seed < 6; ++seed) {
+      auto options = scenario(fault(Fault::Kind::Outage, 0, kAt, kOut));
+      options.end_unreachable_s = bound;
+      const auto o = simulate(seed, options);
+      INFO("bound ", bound, "; ", report(o));
+      // The checker holds every site to a version of the log, weights and all; one that did not end
+      // cut off, to the log's last.
+      REQUIRE(o.ok());
+      for (const std::string site : {"a", "b", "c"}) {
+        const double at = finished_at(o, site);
+        CHECK(at > 0);
+        if (bound == 0) {
+          // Nobody ends without the control plane: they end together on the last version once it is back.
+          CHECK(at >= kAt + kOut);
+          CHECK_FALSE(traced(o, site + ": event ended_cut_off"));
+        } else {
+          CHECK(at >= kAt + kBound);
+          CHECK(at < kAt + kOut);
+          CHECK(traced(o, site + ": event ended_cut_off"));
+        }
+      }
+    }
+}
+
+TEST_CASE(
+    "scenario: a site cut off as the job ends gives up past [control] end_unreachable_s, the others end on the last "
+    "version") {
+  constexpr double kAt = 21, kCut = 60, kBound = 5;
+  int behind = 0;
+  for (std::uint64_t seed = 0; seed < 6; ++seed) {
+    auto options = scenario(fault(Fault::Kind::Partition, 2, kAt, kCut));
+    options.end_unreachable_s = kBound;
+    const auto o = simulate(seed, options);
+    INFO(report(o));
+    REQUIRE(o.ok());  // c holds a version of the log exactly; a and b its last
+    CHECK(traced(o, "c: event ended_cut_off"));
+    CHECK(finished_at(o, "c") >= kAt + kBound);
+    CHECK(finished_at(o, "c") < kAt + kCut);
+    for (const std::string site : {"a", "b"}) {
+      CHECK(finished_at(o, site) > 0);
+      CHECK_FALSE(traced(o, site + ": event ended_cut_off"));
+    }
+    // The others committed on without c after its lease lapsed: c ends on an older version.
+    behind += traced(o, "c: finished at version " + std::to_string(o.history.size())) ? 0 : 1;
+  }
+  CHECK(behind == 6);
 }
 
 }  // namespace meridian

@@ -7,6 +7,7 @@
 // (tests/sim/test_protocol_scenarios.cpp), which tries far more schedules in far less time.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -103,6 +104,33 @@ TEST_CASE("kill -9 of a site with its etcd member: the other two keep committing
   CHECK(gap <= FaultJob::kLeaseTtl + 5.0);
   CHECK(rejoin_s(job, "c").has_value());
   check_outcome(job, FaultJob::kSites);
+}
+
+TEST_CASE(
+    "the control plane lost for good: every site trains to its last step and ends, past [control] end_unreachable_s, "
+    "on the version it holds") {
+  EtcdServer etcd;
+  FaultJob job("cut-off-at-end", {etcd.endpoint()}, "", {}, {.steps = 2000});
+  job.sets = {"control.end_unreachable_s=2"};
+  job.start_all();
+  job.wait_version(2);
+  etcd.stop();
+  const double t0 = wall_seconds();
+  job.finish();
+  MESSAGE("etcd stopped at version 2 or later; every site ended ", wall_seconds() - t0, " s after");
+  for (const auto& site : FaultJob::kSites) {
+    CAPTURE(site);
+    const auto s = job.summary(site);
+    CHECK(s["steps"] == job.steps());
+    CHECK(s["ended_cut_off"] == true);
+    CHECK(s["version"].get<std::int64_t>() >= 1);  // version 2 may be committed but not yet read
+    const auto events = job.events(site);
+    const auto cut =
+        std::find_if(events.begin(), events.end(), [](const json& e) { return e["event"] == "ended_cut_off"; });
+    REQUIRE(cut != events.end());
+    CHECK((*cut)["number"] == s["version"]);
+    CHECK((*cut)["detail"].get<std::string>().find("out of reach for 2 s at the job's end") != std::string::npos);
+  }
 }
 
 TEST_CASE("SIGTERM: a site gives up its membership at once, the others need not wait for its lease") {

@@ -35,6 +35,8 @@ class EtcdServer {
   // The member's TLS files, which its local clients show too; nullopt without TLS.
   const std::optional<EtcdTls>& tls() const { return member_->tls(); }
   const std::filesystem::path& log_path() const { return member_->log_path(); }
+  // Stops the member for good, as a control plane lost: its clients find nobody at the endpoint.
+  void stop() { member_.reset(); }
 
  private:
   TempDir dir_{"etcd"};
