@@ -256,6 +256,8 @@ void multisite_toml(std::ostream& out, const JobConfig& c) {
   out << "\n[outer]\n"
       << "algorithm = " << quote(to_string(c.outer.algorithm)) << "\n"
       << "inner_steps = " << c.outer.inner_steps << "\n"
+      << "early_inner_steps = " << c.outer.early_inner_steps << "\n"
+      << "early_steps = " << c.outer.early_steps << "\n"
       << "lr = " << floating(c.outer.lr) << "\n"
       << "momentum = " << floating(c.outer.momentum) << "\n"
       << "momentum_warmup = " << c.outer.momentum_warmup << "\n"

@@ -214,6 +214,10 @@ struct JobConfig {
     enum class PartialCommit { Scaled, Averaged };
     Algorithm algorithm = Algorithm::Diloco;
     int inner_steps = 50;  // H: inner steps between outer steps
+    // Shorter rounds while the loss falls fastest: rounds of early_inner_steps until the job's step
+    // early_steps (a multiple of it), then of H. 0: every round H.
+    int early_inner_steps = 0;
+    int early_steps = 0;
     double lr = 0.7;
     double momentum = 0.9;
     int momentum_warmup = 0;  // outer steps over which the momentum ramps up from 0

@@ -7,8 +7,9 @@
 
 namespace meridian {
 
-OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse) {
-  MERIDIAN_CHECK(sites >= 1 && inner_steps >= 1, "sites=", sites, " inner_steps=", inner_steps);
+OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse, int early_inner_steps, int early_steps) {
+  MERIDIAN_CHECK(sites >= 1 && inner_steps >= 1 && early_inner_steps >= 0 && early_steps >= 0, "sites=", sites,
+                 " inner_steps=", inner_steps, " early_inner_steps=", early_inner_steps, " early_steps=", early_steps);
   // Measured in lockstep against the synchronous twin at its best inner lr (docs/quality.md, "The
   // outer momentum, and a bound on the overlap", "Where the gap comes from, and a momentum that
   // ramps up", "The sparse codec at 0.1 byte a parameter"). In a job of tens of rounds the first
@@ -18,11 +19,18 @@ OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse) {
   // the sites); x1.5 for the sparse codec, whose mean carries each entry from few sites and whose
   // unsent entries wait in the weights (OuterState::rebase).
   OuterDefaults d;
-  d.lr = (inner_steps >= 50 ? 1.0 : 0.8) * (sites >= 8 ? 1.2 : 1.0) * (sparse ? 1.5 : 1.0);
+  // Shorter early rounds take the lr of their H: the matched comparison with uniform rounds
+  // (docs/quality.md, "Shorter rounds first") ran both at 0.8.
+  const int shortest = early_inner_steps > 0 ? std::min(inner_steps, early_inner_steps) : inner_steps;
+  d.lr = (shortest >= 50 ? 1.0 : 0.8) * (sites >= 8 ? 1.2 : 1.0) * (sparse ? 1.5 : 1.0);
   d.momentum = 0.75;
-  d.momentum_warmup = (kMomentumWarmupInnerSteps + inner_steps - 1) / inner_steps;
+  const int early = early_inner_steps > 0 ? std::min(kMomentumWarmupInnerSteps, early_steps) : 0;
+  const int late = kMomentumWarmupInnerSteps - early;
+  d.momentum_warmup =
+      (early > 0 ? (early + early_inner_steps - 1) / early_inner_steps : 0) + (late + inner_steps - 1) / inner_steps;
   std::ostringstream why;
   why << sites << " sites, H = " << inner_steps << (sparse ? ", sparse codec" : "");
+  if (early_inner_steps > 0) why << " after " << early_steps << " steps of H = " << early_inner_steps;
   d.why = why.str();
   return d;
 }

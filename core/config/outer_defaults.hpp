@@ -18,7 +18,10 @@ struct OuterDefaults {
 
 // Pure: sites >= 1, inner_steps >= 1 (a caller's bug otherwise). `sparse`: the job's deltas go
 // through the sparse codec, whose mean of the sites' few kept entries calls for a longer step.
-OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse = false);
+// `early_inner_steps`, `early_steps`: the job's shorter first rounds ([outer], 0: none), which the
+// momentum's ramp counts in outer steps as they come.
+OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse = false, int early_inner_steps = 0,
+                             int early_steps = 0);
 
 // The steep start of a job's loss curve, in inner steps: the derived momentum ramps up over the
 // outer steps that span it (5 at H = 50).

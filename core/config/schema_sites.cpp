@@ -252,7 +252,8 @@ namespace {
 void derive_outer(const Resolver& r, JobConfig& c) {
   if (c.outer.algorithm == Outer::Algorithm::Sync || c.sites.size() < 2) return;
   const bool sparse = c.outer.codec == Outer::Codec::Sparse;
-  const auto d = outer_defaults(static_cast<int>(c.sites.size()), c.outer.inner_steps, sparse);
+  const auto d = outer_defaults(static_cast<int>(c.sites.size()), c.outer.inner_steps, sparse,
+                                c.outer.early_inner_steps, c.outer.early_steps);
   const auto note = [&](const char* key, double value) {
     std::ostringstream line;
     line << key << " = " << value << " (" << d.why << ")";
@@ -288,6 +289,8 @@ void derive_outer(const Resolver& r, JobConfig& c) {
 void read_outer(Resolver& r, JobConfig& c) {
   r.read(c.outer.algorithm, "outer", "algorithm", {Outer::Algorithm::Sync, Outer::Algorithm::Diloco, Outer::Algorithm::Streaming});
   r.read(c.outer.inner_steps, "outer", "inner_steps", 1);
+  r.read(c.outer.early_inner_steps, "outer", "early_inner_steps", 0);
+  r.read(c.outer.early_steps, "outer", "early_steps", 0);
   r.read(c.outer.lr, "outer", "lr", above(0));
   r.read(c.outer.momentum, "outer", "momentum", within(0, 1, false, true));
   r.read(c.outer.momentum_warmup, "outer", "momentum_warmup", 0);
@@ -334,6 +337,28 @@ void check_fragments(Resolver& r, const JobConfig& c) {
             "expected at most " + std::to_string(tensors) + " (the model's tensors; a fragment holds whole ones), found " +
                 std::to_string(c.outer.fragments));
   }
+}
+
+// Shorter rounds first: every site must cut the job's steps into the same rounds.
+void check_early_rounds(Resolver& r, const JobConfig& c) {
+  const Outer& o = c.outer;
+  if (o.early_inner_steps == 0 && o.early_steps == 0) return;
+  const Setting* s = r.find("outer.early_steps");
+  const Origin at = s ? s->origin : r.table_origin("outer");
+  const auto problem = [&](const std::string& what) { r.add(at, "outer.early_steps", what); };
+  const std::string found = ", found early_inner_steps = " + std::to_string(o.early_inner_steps) +
+                            " and early_steps = " + std::to_string(o.early_steps);
+  if (o.algorithm != Outer::Algorithm::Diloco)
+    problem("shorter early rounds are for outer.algorithm = \"diloco\"" + found);
+  else if (o.dynamic_inner_steps)
+    problem("shorter early rounds and outer.dynamic_inner_steps = true cut rounds two ways; choose one" + found);
+  else if (o.early_inner_steps < 1 || o.early_inner_steps >= o.inner_steps)
+    problem("expected outer.early_inner_steps from 1 to outer.inner_steps - 1 = " + std::to_string(o.inner_steps - 1) +
+            found);
+  else if (o.early_steps < o.early_inner_steps || o.early_steps % o.early_inner_steps != 0)
+    problem("expected outer.early_steps a positive multiple of outer.early_inner_steps (whole early rounds)" + found);
+  else if (o.early_steps >= c.inner.steps)
+    problem("expected outer.early_steps below inner.steps = " + std::to_string(c.inner.steps) + found);
 }
 
 // Settings that contradict each other.
@@ -389,6 +414,7 @@ void refuse_split_sync(Resolver& r, const JobConfig& c) {
 void resolve_multisite(Resolver& r, const Layers& layers, JobConfig& c) {
   read_outer(r, c);
   check_fragments(r, c);
+  check_early_rounds(r, c);
   check_outer_combinations(r, c);
   r.read(c.transport.kind, "transport", "kind", {JobConfig::Transport::Kind::Zmq, JobConfig::Transport::Kind::Ucx});
   r.read(c.transport.network, "transport", "network",

@@ -24,10 +24,24 @@ RoundDriver::RoundDriver(RoundPlan plan, OuterState& state, RoundEvents& events,
   MERIDIAN_CHECK(plan_.inner_steps >= 1 && plan_.job_round_steps >= 1 && plan_.total_steps >= 1,
                  "round plan: inner_steps ", plan_.inner_steps, ", job_round_steps ", plan_.job_round_steps,
                  ", total_steps ", plan_.total_steps);
+  MERIDIAN_CHECK(
+      plan_.early_steps == 0 || (plan_.early_inner_steps >= 1 && plan_.early_steps % plan_.early_inner_steps == 0),
+      "round plan: early_steps ", plan_.early_steps, ", early_inner_steps ", plan_.early_inner_steps);
 }
 
-bool RoundDriver::round_ends(std::int64_t steps_done) const {
-  return steps_done % plan_.inner_steps == 0 || steps_done == plan_.total_steps;
+std::int64_t RoundPlan::steps_into_round(std::int64_t done) const {
+  if (early(done)) return (done - 1) % early_inner_steps + 1;
+  return (done - early_steps - 1) % inner_steps + 1;
+}
+
+bool RoundPlan::round_ends(std::int64_t done) const {
+  return steps_into_round(done) == (early(done) ? early_inner_steps : inner_steps) || done == total_steps;
+}
+
+std::int64_t RoundPlan::round_start(std::int64_t round) const {
+  const std::int64_t early_rounds = early_steps > 0 ? early_steps / early_inner_steps : 0;
+  if (round < early_rounds) return round * early_inner_steps;
+  return early_steps + (round - early_rounds) * job_round_steps;
 }
 
 void RoundDriver::wait_for(What what, Then then, std::int64_t keep) {
@@ -39,7 +53,7 @@ void RoundDriver::wait_for(What what, Then then, std::int64_t keep) {
 void RoundDriver::after_step(Replica& r, std::int64_t done, bool last, bool hold) {
   wait_ = {};
   if (!round_ends(done)) return start_poll();
-  const std::int64_t in_round = (done - 1) % plan_.inner_steps + 1;
+  const std::int64_t in_round = plan_.steps_into_round(done);
   if (!hold) return end_round(r, in_round, last);
   cursor_.carried_steps += in_round;
   ++cursor_.carried_rounds;
@@ -361,8 +375,8 @@ void RoundDriver::drop_lost_round(Replica& r, std::int64_t round) {
 RoundDriver::Rollback RoundDriver::roll_back(Training& training, SiteParts* site_parts) {
   const std::int64_t step = training.step();
   // The round ends after this step when it is a multiple of the round's length: it is all dropped.
-  const std::int64_t dropped = std::min((step - 1) % plan_.inner_steps + 1,
-                                        step - std::max<std::int64_t>(cursor_.rolled_back_at, 0));
+  const std::int64_t dropped =
+      std::min(plan_.steps_into_round(step), step - std::max<std::int64_t>(cursor_.rolled_back_at, 0));
   state_.drop_in_flight(training.weights());
   cursor_.rolled_back_at = step;
   if (!state_.sharded()) return {state_.version(), dropped, OuterState::weights_hash(state_.global())};
@@ -503,7 +517,7 @@ std::int64_t RoundDriver::job_step(const std::map<std::string, std::int64_t>& me
   std::int64_t round = peers_->peers_newest_round();
   for (const auto& [site, r] : merged)
     if (site != plan_.site) round = std::max(round, r);
-  return (round + 1) * plan_.job_round_steps;
+  return plan_.round_start(round + 1);
 }
 
 }  // namespace meridian

@@ -38,6 +38,10 @@ struct RoundPlan {
   std::string site;
   int inner_steps = 1;            // this site's steps between exchanges: H (or fewer, dynamic) / P
   int job_round_steps = 1;        // the job's steps between exchanges, H / P: where a round starts
+  // Shorter rounds first ([outer] early_inner_steps, early_steps): every site ends its rounds every
+  // early_inner_steps steps until step early_steps, then every inner_steps. 0: none.
+  int early_inner_steps = 0;
+  std::int64_t early_steps = 0;
   std::int64_t total_steps = 1;   // the job's inner steps
   bool overlap = true;            // train on while a round is merged ([outer] overlap)
   bool eager = false;             // ... from an estimate of the coming version (overlap_update = "eager")
@@ -46,6 +50,14 @@ struct RoundPlan {
   // Every replica sends stripes of the site's deltas from its own copy (a split exchange): a
   // sharded state's replicas all hold each delta whole then; otherwise only the leader does.
   bool replicas_send = false;
+
+  // The steps of the round that step `done` (counted from 1) falls in, up to and including it.
+  std::int64_t steps_into_round(std::int64_t done) const;
+  // True when the step just finished ends a round (every inner_steps, and the last step).
+  bool round_ends(std::int64_t done) const;
+  // The job's step where its round `round` (from 0) starts.
+  std::int64_t round_start(std::int64_t round) const;
+  bool early(std::int64_t done) const { return early_steps > 0 && done <= early_steps; }
 };
 
 // One replica's side of a call: how it shares with the others, its training, and, when the
@@ -70,8 +82,7 @@ class RoundDriver {
   void lead(RoundPeers* peers) { peers_ = peers; }
   const RoundPlan& plan() const { return plan_; }
 
-  // True when the step just finished ends a round (every inner_steps, and the last step).
-  bool round_ends(std::int64_t steps_done) const;
+  bool round_ends(std::int64_t steps_done) const { return plan_.round_ends(steps_done); }
   // After inner step `done`: ends the round if one ends there (`hold`: paused, its steps carried
   // into the next round sent), else looks for the next version once (overlap or paused). Then
   // attempt() until it returns false.

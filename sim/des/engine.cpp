@@ -33,6 +33,10 @@ AlgorithmShape shape_of(const Scenario& sc, Algorithm a) {
       s.async = true;
       break;
   }
+  if (s.round_steps == sc.inner_steps && sc.early_steps > 0) {  // DiLoCo's rounds, whichever way they commit
+    s.early_round_steps = sc.early_inner_steps;
+    s.early_steps = sc.early_steps;
+  }
   return s;
 }
 
@@ -139,7 +143,8 @@ class Engine : public FailureSink {
     Site& site = sites_[s];
     const SiteModel& m = sc_.sites[s];
     site.state = Site::State::Round;
-    site.round_steps = std::min<std::int64_t>(shape_.round_steps, steps_left(site));
+    const int length = site.steps_done < shape_.early_steps ? shape_.early_round_steps : shape_.round_steps;
+    site.round_steps = std::min<std::int64_t>(length, steps_left(site));
     site.round_start = t;
     double spread = 1;
     if (sc_.round_time_cv > 0) spread = std::max(0.05, 1 + sc_.round_time_cv * round_rngs_[s].normal());

@@ -14,6 +14,7 @@ Result simulate(const Scenario& scenario, Algorithm algorithm);
 // own rounds may be announced and unmerged before it waits, and when a version is due.
 struct AlgorithmShape {
   int round_steps = 1;
+  int early_round_steps = 0, early_steps = 0;  // rounds of early_round_steps before step early_steps
   double delta_bytes = 0;
   int backlog = 0;  // 0: wait for the version after each round; 1: overlap by one round
   bool async = false;

@@ -101,6 +101,8 @@ Scenario build_scenario(const JobConfig& job) {
   sc.state_bytes = sc.params * 8;  // OuterState::snapshot: fp32 weights and outer momentum
   sc.split_exchange = s.exchange == SimConfig::Exchange::Split;
   sc.inner_steps = job.outer.inner_steps;
+  sc.early_inner_steps = job.outer.early_inner_steps;
+  sc.early_steps = job.outer.early_steps;
   sc.fragments = job.outer.fragments;
   sc.max_staleness = job.outer.max_staleness;
   sc.quorum = job.outer.quorum;

@@ -46,6 +46,9 @@ struct Scenario {
   // cuts (transfer_parallelism), instead of one flow from leader to leader.
   bool split_exchange = false;
   int inner_steps = 50;    // H
+  // [outer] early_inner_steps, early_steps: DiLoCo's rounds are that long until that step.
+  int early_inner_steps = 0;
+  int early_steps = 0;
   int fragments = 1;       // streaming: fragments synchronised in turn, H / fragments steps apart
   int max_staleness = 4;
   int quorum = 0;            // async: deltas a commit waits for; 0 = a majority of the live sites

@@ -26,6 +26,8 @@ SimJob job_for(std::uint64_t seed, const SimOptions& options, Rng& rng) {
   // Streaming DiLoCo for two seeds in three (P = 2 or 4), eager overlapped rounds for a quarter.
   const int drawn = std::array{1, 2, 4}[rng.below(3)];
   job.fragments = options.fragments > 0 ? options.fragments : drawn;
+  job.early_rounds = options.early_rounds;
+  if (job.early_rounds > 0) job.fragments = 1;
   job.eager = rng.uniform() < 0.25;
   // From a stream of its own: the seeds' other draws, and so their faults, stay what they were.
   job.split = options.split.value_or(Rng::derive(seed, 7).uniform() < 0.5);

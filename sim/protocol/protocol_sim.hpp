@@ -24,6 +24,9 @@ struct SimOptions {
   // faults all heal, and each site ends on the log's last version.
   double end_unreachable_s = 0;
   int fragments = 0;  // Streaming DiLoCo's P; 0: drawn per seed from 1, 2 and 4 (overlapped seeds)
+  // The job's first rounds half as long ([outer] early_inner_steps, early_steps); with them, every
+  // seed runs DiLoCo (one fragment), as the job file requires.
+  int early_rounds = 0;
   // The split exchange (SimJob::split); unset: drawn per seed, for half of them.
   std::optional<bool> split;
   // The outer state sharded between each site's replicas (SimJob::shard_outer): every seed then

@@ -35,6 +35,10 @@ SimSite::SimSite(SimWorld& world, std::string name) : world_(world), name_(std::
   plan_.inner_steps = static_cast<int>(kStepsPerExchange);
   plan_.job_round_steps = static_cast<int>(kStepsPerExchange);
   plan_.total_steps = world_.job.rounds * kStepsPerExchange;
+  if (world_.job.early_rounds > 0) {
+    plan_.early_inner_steps = static_cast<int>(kStepsPerExchange / 2);
+    plan_.early_steps = world_.job.early_rounds * plan_.early_inner_steps;
+  }
   plan_.overlap = world_.job.overlap;
   plan_.eager = world_.job.overlap && world_.job.eager;
   plan_.overlap_steps = static_cast<int>(kStepsPerExchange);

@@ -62,6 +62,7 @@ struct SimJob {
   std::int64_t rounds = 24;  // every site's exchanges, the last one final (it sends every fragment)
   double round_s = 1.0;      // the steps between two exchanges (two), in virtual seconds
   int fragments = 1;         // Streaming DiLoCo's P: an exchange sends one fragment
+  int early_rounds = 0;      // the first rounds, of half the steps (RoundPlan::early_steps)
   bool overlap = true;
   bool eager = false;        // overlapped rounds start from the estimate of their commit
   // The split exchange ([transport] exchange = "split"): the member replica sends its stripes of

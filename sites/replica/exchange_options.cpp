@@ -72,6 +72,8 @@ RoundPlan round_plan(const JobConfig& c, const std::string& site, int fragments)
   // Streaming: an exchange every H / P steps, each one fragment's (H of that fragment's steps).
   plan.inner_steps = std::max(1, h / fragments);
   plan.job_round_steps = std::max(1, c.outer.inner_steps / fragments);
+  plan.early_inner_steps = c.outer.early_inner_steps;
+  plan.early_steps = c.outer.early_steps;
   plan.total_steps = c.inner.steps;
   plan.overlap = c.outer.overlap;
   plan.eager = c.outer.overlap && c.outer.overlap_update == JobConfig::Outer::OverlapUpdate::Eager;

@@ -846,6 +846,18 @@ TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves 
   CHECK(outer_defaults(3, 50).momentum_warmup == 5);
   CHECK(outer_defaults(3, 100).momentum_warmup == 3);
   CHECK(outer_defaults(3, 20).momentum_warmup == 13);
+  // ... shorter early rounds counted as they come: 250 steps of H = 25, or 100 of 25 and 150 of 50.
+  CHECK(outer_defaults(3, 50, false, 25, 500).momentum_warmup == 10);
+  CHECK(outer_defaults(3, 50, false, 25, 100).momentum_warmup == 7);
+  const JobConfig early =
+      load_ok(write(dir / "early.toml", kData + "[outer]\nearly_inner_steps = 25\nearly_steps = 500\n" + sites(3)));
+  CHECK((early.outer.early_inner_steps == 25 && early.outer.early_steps == 500 && early.outer.momentum_warmup == 10));
+  CHECK(early.outer.lr == outer_defaults(3, 25).lr);  // its first rounds' H decides it
+  CHECK(early.derived[0].find("(3 sites, H = 50 after 500 steps of H = 25)") != std::string::npos);
+  JobConfig again = load_ok(write(dir / "early-again.toml", to_toml(early)));  // as `meridian validate` prints it
+  again.source = early.source;
+  again.derived = early.derived;
+  CHECK(again == early);
   REQUIRE(three.derived.size() == 4);
   CHECK(three.derived[0].starts_with("outer.lr = "));
   CHECK(three.derived[0].find("(3 sites, H = 50)") != std::string::npos);
@@ -915,6 +927,20 @@ TEST_CASE("multi-site rules name file:line and the key") {
       {"[outer]\ncodec = \"sparse\"\nblock = 70000\n",
        ":3: outer.block: expected at most 65536 with outer.codec = \"sparse\" (positions are 16-bit), found 70000"},
       {"[outer]\ndensity = 0\n", ":2: outer.density: expected a number in (0, 1], found 0"},
+      {"[outer]\nearly_inner_steps = 10\nearly_steps = 25\n",
+       ":3: outer.early_steps: expected outer.early_steps a positive multiple of outer.early_inner_steps (whole early "
+       "rounds), found early_inner_steps = 10 and early_steps = 25"},
+      {"[outer]\nearly_steps = 100\n",
+       ":2: outer.early_steps: expected outer.early_inner_steps from 1 to outer.inner_steps - 1 = 49, found "
+       "early_inner_steps = 0 and early_steps = 100"},
+      {"[outer]\nearly_inner_steps = 50\nearly_steps = 100\n",
+       ":3: outer.early_steps: expected outer.early_inner_steps from 1 to outer.inner_steps - 1 = 49"},
+      {"[inner]\nsteps = 100\n[outer]\nearly_inner_steps = 10\nearly_steps = 100\n",
+       ":5: outer.early_steps: expected outer.early_steps below inner.steps = 100"},
+      {"[outer]\nalgorithm = \"streaming\"\nfragments = 2\nearly_inner_steps = 10\nearly_steps = 100\n",
+       ":5: outer.early_steps: shorter early rounds are for outer.algorithm = \"diloco\""},
+      {"[outer]\ndynamic_inner_steps = true\nearly_inner_steps = 10\nearly_steps = 100\n",
+       ":4: outer.early_steps: shorter early rounds and outer.dynamic_inner_steps = true cut rounds two ways"},
       {"[outer]\noverlap_update = \"late\"\n",
        ":2: outer.overlap_update: expected one of \"rebase\", \"eager\", found \"late\""},
       {"[[site]]\nname = \"a\"\n[[site]]\nname = \"a\"\n",

@@ -183,6 +183,54 @@ RoundPlan plan(int inner_steps, bool overlap = true, int total = 100) {
 
 }  // namespace
 
+TEST_CASE("shorter early rounds: rounds end every early_inner_steps until early_steps, then every inner_steps") {
+  RoundPlan p = plan(10, true, 57);
+  p.early_inner_steps = 4;
+  p.early_steps = 12;
+  std::vector<std::int64_t> ends;
+  for (std::int64_t done = 1; done <= p.total_steps; ++done)
+    if (p.round_ends(done)) ends.push_back(done);
+  CHECK(ends == std::vector<std::int64_t>{4, 8, 12, 22, 32, 42, 52, 57});
+  CHECK(p.steps_into_round(5) == 1);
+  CHECK(p.steps_into_round(12) == 4);
+  CHECK(p.steps_into_round(13) == 1);
+  CHECK(p.steps_into_round(22) == 10);
+  CHECK(p.steps_into_round(57) == 5);  // the last round, cut short by the job's end
+  for (const std::int64_t round : {0, 1, 2, 3, 4})
+    CHECK(p.round_start(round) == std::vector<std::int64_t>{0, 4, 8, 12, 22}[round]);
+  // Without early rounds: every H, as before.
+  const RoundPlan q = plan(10, true, 25);
+  CHECK((q.round_ends(10) && q.round_ends(20) && q.round_ends(25) && !q.round_ends(12)));
+  CHECK((q.steps_into_round(13) == 3 && q.round_start(3) == 30));
+}
+
+TEST_CASE(
+    "shorter early rounds: a site sends each round's tokens at its end, and one that takes up the job starts where its "
+    "round does") {
+  RoundPlan p = plan(6, true, 30);
+  p.early_inner_steps = 2;
+  p.early_steps = 4;
+  Site site(p);
+  for (int s = 0; s < 10; ++s) {
+    site.step();
+    site.peers.commits.push_back({0});
+    site.settle();
+  }
+  REQUIRE(site.peers.submitted.size() == 3);  // at steps 2, 4 and 10
+  CHECK(site.peers.submitted[0].tokens == 200);
+  CHECK(site.peers.submitted[1].tokens == 200);
+  CHECK(site.peers.submitted[2].tokens == 600);
+  site.same_everywhere();
+
+  Site late(p);
+  late.peers.peers_round = 3;  // the others announced rounds 0 to 3: round 4 starts at step 4 + 2 x 6
+  late.leader.take_up_job();
+  late.member.take_up_job();
+  late.settle();
+  CHECK(late.lead_training.steps == 16);
+  late.same_everywhere();
+}
+
 TEST_CASE("a commit costs two collectives, a look with nothing one, and every replica ends on the same bits") {
   Site site(plan(4));
   for (int s = 0; s < 4; ++s) site.step();

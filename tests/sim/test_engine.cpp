@@ -28,6 +28,19 @@ TEST_CASE("diloco without overlap: every round waits for the transfer, utilizati
   }
 }
 
+TEST_CASE("shorter early rounds: rounds of 5 steps until step 20, then of 10, each with its transfer") {
+  Scenario sc = hand_scenario(2, 1e6);
+  sc.early_inner_steps = 5;
+  sc.early_steps = 20;
+  const Result r = simulate(sc, Algorithm::Diloco);
+  CHECK(r.versions == 12);                  // 4 rounds of 5 steps, 8 of 10
+  CHECK(r.wall_s == doctest::Approx(112));  // 100 s of compute, 12 transfers of 1 s
+  CHECK(r.wan_bytes == doctest::Approx(12 * 2 * 1e6));
+  for (const auto& s : r.sites) CHECK((s.steps == 100 && s.rounds == 12));
+  // Sync has no rounds to shorten.
+  CHECK(simulate(sc, Algorithm::Sync).versions == simulate(hand_scenario(2, 1e6), Algorithm::Sync).versions);
+}
+
 TEST_CASE("a split exchange: one flow per replica, the round's transfer falls as replicas are added") {
   // 4 MB deltas over flows of 1 MB/s each on a 100 MB/s link: 4 s from a leader, 4/M s split.
   std::vector<double> waits;
