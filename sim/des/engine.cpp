@@ -33,7 +33,8 @@ AlgorithmShape shape_of(const Scenario& sc, Algorithm a) {
       s.async = true;
       break;
   }
-  if (s.round_steps == sc.inner_steps && sc.early_steps > 0) {  // DiLoCo's rounds, whichever way they commit
+  // Shorter rounds first shape DiLoCo's rounds however they commit, not sync's steps nor streaming's fragments.
+  if (a != Algorithm::Sync && a != Algorithm::Streaming && sc.early_steps > 0) {
     s.early_round_steps = sc.early_inner_steps;
     s.early_steps = sc.early_steps;
   }
