@@ -6,6 +6,7 @@
 //                     [--replica-deaths N]  (with --shard-outer: members that die alone, besides the faults; default 3)
 //                     [--leader-deaths N]   (... and leaders, whichever replica leads then; default 2)
 //                     [--outer-flips N]     (bits flipped in a site's whole outer state, besides the faults; default 0)
+//                     [--early-rounds N]    (the job's first N rounds half as long, as [outer] early_steps makes them)
 //   meridian-protosim --seed 1234 --trace      (replays that seed exactly and prints what happened)
 // Exits 1 when any seed broke an invariant, naming the seed and what broke.
 #include <algorithm>
@@ -81,6 +82,8 @@ int run(int argc, char** argv) {
       options.outer_flips = std::stoi(value());
     else if (arg == "--rewrites")
       options.rewrites = std::stoi(value());
+    else if (arg == "--early-rounds")
+      options.early_rounds = std::stoi(value());
     else if (arg == "--split") {
       const std::string v = value();
       if (v != "on" && v != "off") throw meridian::make_error(meridian::ErrorKind::Usage, "--split wants on or off, got ", v);
