@@ -14,6 +14,9 @@ std::string format(const char* fmt, double v) {
 }  // namespace
 
 std::string human_seconds(double s) {
+  // A small job on an accelerator's simulated speed ends in milliseconds: "0.0 s" would hide it.
+  if (s < 1e-3) return format("%.0f us", s * 1e6);
+  if (s < 1) return format("%.0f ms", s * 1e3);
   if (s < 120) return format("%.1f s", s);
   if (s < 2 * 3600) return format("%.1f min", s / 60);
   if (s < 2 * 86400) return format("%.2f h", s / 3600);

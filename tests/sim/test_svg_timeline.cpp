@@ -109,4 +109,7 @@ TEST_CASE("the comparison table has a row per algorithm with its figures, JSON c
   CHECK(j["wall_s"].get<double>() == doctest::Approx(110));
   CHECK(human_bytes(2.5e12) == "2.50 TB");
   CHECK(human_seconds(3 * 86400) == "3.00 d");
+  CHECK(human_seconds(0.0421) == "42 ms");
+  CHECK(human_seconds(2.5e-5) == "25 us");
+  CHECK(human_seconds(0) == "0 us");
 }
