@@ -15,14 +15,15 @@ OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse, int early_
   // ramps up", "The sparse codec at 0.1 byte a parameter"). In a job of tens of rounds the first
   // deltas (the model leaving its random start) shrink several-fold from round to round, so the
   // momentum ramps up over the first kMomentumWarmupInnerSteps inner steps and then 0.75 pays.
-  // The outer lr: 1.0 from H = 50, 0.8 below; x1.2 from 8 sites (Charles et al. found it rises with
-  // the sites); x1.5 for the sparse codec, whose mean carries each entry from few sites and whose
-  // unsent entries wait in the weights (OuterState::rebase).
+  // The outer lr: 1.0 from H = 40, 0.8 below (at the demo's length 0.8 won at H = 25 and 1.0 at
+  // H = 40, on both corpora: "The outer lr between H = 25 and 40"); x1.2 from 8 sites (Charles et
+  // al. found it rises with the sites); x1.5 for the sparse codec, whose mean carries each entry from few sites and
+  // whose unsent entries wait in the weights (OuterState::rebase).
   OuterDefaults d;
   // Shorter early rounds take the lr of their H: against uniform rounds (docs/quality.md, "Shorter
   // rounds first") the schedule measured better at 0.8 than at 1.0 on the mean over both corpora.
   const int shortest = early_inner_steps > 0 ? std::min(inner_steps, early_inner_steps) : inner_steps;
-  d.lr = (shortest >= 50 ? 1.0 : 0.8) * (sites >= 8 ? 1.2 : 1.0) * (sparse ? 1.5 : 1.0);
+  d.lr = (shortest >= 40 ? 1.0 : 0.8) * (sites >= 8 ? 1.2 : 1.0) * (sparse ? 1.5 : 1.0);
   d.momentum = 0.75;
   const int early = early_inner_steps > 0 ? std::min(kMomentumWarmupInnerSteps, early_steps) : 0;
   const int late = kMomentumWarmupInnerSteps - early;

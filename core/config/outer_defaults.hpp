@@ -1,7 +1,7 @@
 #pragma once
 // The outer optimizer of a DiLoCo job follows the job's shape: how many sites M merge each version
 // and how many inner steps H each delta spans (Nesterov momentum 0.75, ramped up from 0 over the
-// outer steps of the first kMomentumWarmupInnerSteps inner steps; lr 1.0 from H = 50 on, 0.8
+// outer steps of the first kMomentumWarmupInnerSteps inner steps; lr 1.0 from H = 40 on, 0.8
 // below, 1.2x that from 8 sites on). Where the job file leaves [outer] lr, momentum or
 // momentum_warmup out, the resolver takes these (an explicit setting always wins) and `meridian
 // validate` says so. The sweeps behind them: docs/quality.md.
