@@ -15,10 +15,11 @@ OuterDefaults outer_defaults(int sites, int inner_steps, bool sparse, int early_
   // ramps up", "The sparse codec at 0.1 byte a parameter"). In a job of tens of rounds the first
   // deltas (the model leaving its random start) shrink several-fold from round to round, so the
   // momentum ramps up over the first kMomentumWarmupInnerSteps inner steps and then 0.75 pays.
-  // The outer lr: 1.0 from H = 40, 0.8 below (at the demo's length 0.8 won at H = 25 and 30, 1.0 at
-  // H = 40, on both corpora: "The outer lr between H = 25 and 40"); x1.2 from 8 sites (Charles et
-  // al. found it rises with the sites); x1.5 for the sparse codec, whose mean carries each entry from few sites and
-  // whose unsent entries wait in the weights (OuterState::rebase).
+  // The outer lr: 1.0 from H = 40, 0.8 below (at the demo's length 0.8 won at H = 25, 30 and 35,
+  // 1.0 at H = 40, on the mean of both corpora: "The outer lr between H = 25 and 40"); x1.2 from 8
+  // sites (Charles et al. found it rises with the sites); x1.5 for the sparse codec, whose mean
+  // carries each entry from few sites and whose unsent entries wait in the weights
+  // (OuterState::rebase).
   OuterDefaults d;
   // Shorter early rounds take the lr of their H: against uniform rounds (docs/quality.md, "Shorter
   // rounds first") the schedule measured better at 0.8 than at 1.0 on the mean over both corpora.

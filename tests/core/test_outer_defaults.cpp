@@ -24,9 +24,10 @@ TEST_CASE("DiLoCo's outer lr and momentum follow the sites when the file leaves 
   CHECK(outer_defaults(3, 50).momentum_warmup == 5);
   CHECK(outer_defaults(3, 100).momentum_warmup == 3);
   CHECK(outer_defaults(3, 20).momentum_warmup == 13);
-  // The outer lr steps up between H = 25 and H = 40, where the demo-length sweeps put it.
+  // The outer lr steps up between H = 35 and H = 40, where the demo-length sweeps put it.
   CHECK(outer_defaults(3, 40).lr == outer_defaults(3, 50).lr);
   CHECK(outer_defaults(3, 25).lr < outer_defaults(3, 40).lr);
+  CHECK(outer_defaults(3, 35).lr == outer_defaults(3, 25).lr);
   // ... shorter early rounds counted as they come: 250 steps of H = 25, or 100 of 25 and 150 of 50.
   CHECK(outer_defaults(3, 50, false, 25, 500).momentum_warmup == 10);
   CHECK(outer_defaults(3, 50, false, 25, 100).momentum_warmup == 7);
