@@ -16,15 +16,17 @@ from pathlib import Path
 
 # Kernel names by the group they belong to: the first pattern that matches.
 KERNEL_GROUPS = [
+    ("attention, fused (cuDNN) or tiled", r"sdpa|fmha|flash|tiled_(forward|backward)"),
     ("matmul", r"gemm|cutlass|sm90_xmma|nvjet|cublas"),
     ("attention softmax", r"softmax"),
-    ("head permute", r"permute_heads"),
+    ("head permute", r"permute_heads|repeat(ed)?_heads"),
     ("cross-entropy", r"cross_entropy"),
     ("layernorm", r"layernorm|rmsnorm"),
     ("GELU / SwiGLU", r"gelu|swiglu"),
+    ("rotary", r"rotate_kernel"),
     ("bias", r"broadcast_rows|column_sum|add_partials"),
-    ("residual add", r"add_kernel"),
-    ("optimizer and norm", r"adamw|sum_squares|sum_partials|scale_kernel|to_bf16"),
+    ("residual add", r"map_(packs|each)<.*\bAdd\b"),
+    ("optimizer and norm", r"adamw|sum_squares|sum_partials|scale_kernel|to_(bf16|f16|f32)|unscale"),
     ("embedding", r"encoder|position_grad|token_grad|Radix|iota"),
 ]
 
