@@ -30,6 +30,7 @@ TRAIN_STEPS=600
 DILOCO_STEPS=300
 
 TOOL=gpu-check
+report() { python3 "$SRC/scripts/gpu_check_report.py" "$WORK" "$OUT" "$(( $(date +%s) - START ))"; }
 source "$SRC/scripts/gpu-common.sh"
 
 # --- the machine and the dependencies ------------------------------------------------------------
@@ -40,7 +41,7 @@ ensure_deps
 # Only the targets the checks run.
 set_cmake_args
 SUITE=(test_cuda_kernels test_cuda_llama_kernels test_cuda_attention_cudnn test_cuda_models test_cuda_adamw
-       test_cuda_trainer test_cuda_probe test_chunk_hash test_loss_scale test_nccl_communicator)
+       test_cuda_trainer test_cuda_probe test_cuda_check test_chunk_hash test_loss_scale test_nccl_communicator)
 # With a GPU the checks after the build need about 200 s of the budget; without one it is the build's.
 reserve=200
 [ -n "$gpu_reason" ] && reserve=20
@@ -58,14 +59,28 @@ fi
 BIN=$BUILD/tests
 MERIDIAN=$BUILD/sites/meridian
 
-GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_llama_kernels memcheck_models racecheck_models
+# transformers against meridian's Hugging Face directories: CPU only, it needs just the build.
+hf_transformers() {
+  if [ -n "$not_built" ]; then
+    skip_all "$not_built" hf_transformers
+  elif ! python3 -c "import transformers, torch" > /dev/null 2>&1; then
+    skip_all "python3 has no transformers (or torch) on this machine" hf_transformers
+  else
+    OMP_NUM_THREADS=4 part hf_transformers 120 python3 "$SRC/scripts/hf_transformers_check.py" "$MERIDIAN" "$WORK/hf"
+  fi
+}
+
+GPU_PARTS=(suite memcheck_kernels racecheck_kernels memcheck_llama_kernels racecheck_llama_kernels memcheck_models
+           racecheck_models
            memcheck_trainer memcheck_cudnn bench_gpu bench_gpu_tiled bench_gpu_cudnn train_gpu_fp32 train_gpu_bf16
            train_gpu_bf16_cudnn train_cpu_twin
            train_llama_gpu_bf16 train_llama_cpu_twin diloco_2site_gpu)
 if [ -n "$not_built" ]; then
   skip_all "$not_built" "${GPU_PARTS[@]}"
+  hf_transformers
 elif [ -n "$gpu_reason" ]; then
   skip_all "$gpu_reason" "${GPU_PARTS[@]}"
+  hf_transformers
 else
   # --- the parity suite, alone on the GPU ------------------------------------------------------
   # timeout runs programs, not shell functions: each part is one command line.
@@ -101,6 +116,7 @@ else
   part memcheck_kernels 300 "${memcheck[@]}" "$BIN/test_cuda_kernels" --no-version &
   part racecheck_kernels 300 "${racecheck[@]}" "$BIN/test_cuda_kernels" --no-version &
   part memcheck_llama_kernels 300 "${memcheck[@]}" "$BIN/test_cuda_llama_kernels" --no-version &
+  part racecheck_llama_kernels 300 "${racecheck[@]}" "$BIN/test_cuda_llama_kernels" --no-version &
   part memcheck_models 300 "${memcheck[@]}" "$BIN/test_cuda_models" --no-version &
   part racecheck_models 300 "${racecheck[@]}" "$BIN/test_cuda_models" --no-version &
   part memcheck_trainer 300 "${memcheck[@]}" "$BIN/test_cuda_trainer" --no-version &
@@ -114,21 +130,14 @@ else
     --config "$(job_file llama_cpu cpu fp32 1 $TRAIN_STEPS llama-small)" &
   part train_llama_gpu_bf16 200 "$MERIDIAN" train --config "$(job_file llama_gpu_bf16 cuda bf16 1 $TRAIN_STEPS llama-small)" &
   OMP_NUM_THREADS=2 part diloco_2site_gpu 300 "$MERIDIAN" launch "$(job_file diloco cuda fp32 2 $DILOCO_STEPS)" &
+  hf_transformers &
   wait
 fi
 
-# --- transformers against meridian's Hugging Face directories (CPU; needs only the build) --------
-if [ -n "$not_built" ]; then
-  skip_all "$not_built" hf_transformers
-elif ! python3 -c "import transformers, torch" > /dev/null 2>&1; then
-  skip_all "python3 has no transformers (or torch) on this machine" hf_transformers
-else
-  OMP_NUM_THREADS=8 part hf_transformers 120 python3 "$SRC/scripts/hf_transformers_check.py" "$MERIDIAN" "$WORK/hf"
-fi
 
 # --- results -------------------------------------------------------------------------------------
 say "collecting results"
-python3 "$SRC/scripts/gpu_check_report.py" "$WORK" "$OUT" "$(( $(date +%s) - START ))"
+report
 find "$WORK/runs" \( -name 'summary.json' -o -name 'metrics.jsonl' -o -name 'site.log' -o -name '*.toml' \) \
   -exec cp --parents {} "$LOGS" \; 2>/dev/null
 cp "$WORK"/*.toml "$LOGS" 2>/dev/null

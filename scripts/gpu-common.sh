@@ -1,6 +1,8 @@
 # Shared by scripts/gpu-check.sh and scripts/gpu-bench.sh, sourced once they have set SRC, BUILD,
-# LOGS, PARTS (the file of a JSON line per part), START, BUDGET and TOOL (what their lines begin with):
-#   record, part, skip_all   each part of a pass: its status, seconds and detail, within the budget
+# LOGS, PARTS (the file of a JSON line per part), START, BUDGET and TOOL (what their lines begin with),
+# and defined `report` (their results so far into OUT):
+#   record, part, skip_all   each part of a pass: its status, seconds and detail, within the budget;
+#                            after each, `report` again, so that a loan cut short still returns them
 #   probe_machine            the machine into $LOGS/machine.log; sets gpu_reason ("" with a GPU) and arch
 #   ensure_deps              the build's dependencies, from .gpu-deps/deps.tar.xz where they are missing
 #   set_cmake_args           cmake_args: a CUDA build of $SRC in $BUILD on this machine
@@ -17,6 +19,8 @@ print(json.dumps({"part": part, "status": status, "seconds": round(float(seconds
                   "detail": detail, "figures": {}}))
 EOF
   say "$1: $2 ${4:+($4)}"
+  # Parts run side by side in gpu-check: one report at a time.
+  ( flock 9 && report > /dev/null 2>&1 ) 9> "$LOGS/.report.lock"
 }
 
 # part NAME LIMIT_S CMD...: runs CMD with its output in $LOGS/NAME.log, within LIMIT_S and what
@@ -71,6 +75,7 @@ probe_machine() {
   arch=""
   if [ -z "$gpu_reason" ]; then
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+    [[ $arch =~ ^[0-9]+$ ]] || arch=""  # not a compute capability: build for CI's architectures instead
     say "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), sm_$arch"
   else
     say "$gpu_reason"
@@ -108,7 +113,8 @@ set_cmake_args() {
   # loader's path, else the wheel's folder.
   local cudnn_wheel
   cudnn_wheel=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
-  if ! ls /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h > /dev/null 2>&1; then
+  if [ ! -f /usr/local/cuda/include/cudnn.h ] && [ ! -f /usr/include/cudnn.h ] &&
+     [ ! -f /usr/include/x86_64-linux-gnu/cudnn.h ]; then
     if [ -n "$cudnn_wheel" ] && [ -f "$cudnn_wheel/include/cudnn.h" ]; then
       cmake_args+=(-DMERIDIAN_CUDNN_INCLUDE_DIR="$cudnn_wheel/include")
     elif [ -f "$SRC/.gpu-deps/cudnn-include/cudnn.h" ]; then
@@ -118,6 +124,13 @@ set_cmake_args() {
   if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9' && [ -n "$cudnn_wheel" ] &&
      ls "$cudnn_wheel"/lib/libcudnn.so.9* > /dev/null 2>&1; then
     export LD_LIBRARY_PATH=$cudnn_wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  # cuDNN compiles some of its engines at run time with NVRTC: the toolkit's, where the loader
+  # does not already find one.
+  if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.'; then
+    local nvrtc
+    nvrtc=$(ls /usr/local/cuda/lib64/libnvrtc.so.* /usr/local/cuda/lib/libnvrtc.so.* 2>/dev/null | head -1)
+    [ -n "$nvrtc" ] && export LD_LIBRARY_PATH=$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
   # NCCL: the CUDA toolkit's own, else the one PyTorch's wheels bring.
   if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then

@@ -92,6 +92,17 @@ def fmt_run(tag, r):
             f"{100 * (r.get('mfu') or 0):5.1f}% {mem if mem is not None else '':>7}")
 
 
+def read_lines(log):
+    return log.read_text(errors="replace").splitlines() if log.exists() else []
+
+
+def write(path, text):
+    """Whole or not at all: the script runs again after every part, and a loan may end mid-write."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def main():
     logs, out, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     parts = []
@@ -100,7 +111,7 @@ def main():
     runs = {}
     for p in parts:
         figures = last_json(logs / f"{p['part']}.log") if p["status"] == "pass" else None
-        if figures and "tokens_per_s" in figures:
+        if figures and "tokens_per_s" in figures and p["part"] != "ncu_b8":  # timed under the profiler
             p["figures"] = figures
             runs[p["part"]] = figures
     comparison = []
@@ -140,7 +151,7 @@ def main():
             fusions[name] = round(runs["meridian_b64"]["tokens_per_s"] / runs[tag]["tokens_per_s"], 3)
     summary = {"seconds": seconds, "parts": parts, "comparison": comparison, "best_meridian": best,
                "llama_1b": llama, "padded_logits_b8": lever, "fusions_b64": fusions}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     text = [f"gpu-bench: {len(parts)} parts in {seconds:.0f} s"]
     for p in parts:
@@ -167,20 +178,23 @@ def main():
     if fusions:
         text += ["", "fusions at B = 64, tokens/s with it over without it: " +
                  ", ".join(f"{name} x{gain:.3f}" for name, gain in fusions.items())]
-    for tag in ("meridian_b8", "meridian_cudnn_b8", "meridian_b8_unaligned", "meridian_llama_1b",
-                "meridian_cudnn_llama_1b", "meridian_cudnn_b64"):
+    for tag in ("meridian_b8", "meridian_cudnn_b8", "meridian_b8_unaligned", "meridian_b64", "meridian_cudnn_b64",
+                "meridian_llama_1b", "meridian_cudnn_llama_1b"):
         table = lines_after(logs / f"{tag}.log", "device time by phase")
         if table:
             text += ["", f"{tag}:"] + table
     ncu = kernel_table(logs / "ncu_b8.log")
     if ncu:
         text += [""] + ncu
+    elif any(p["part"] == "ncu_b8" and p["status"] != "skipped" for p in parts):
+        errors = [l for l in read_lines(logs / "ncu_b8.log") if "==ERROR==" in l or "==WARNING==" in l]
+        text += ["", "ncu_b8: no kernel rows" + (f" ({errors[0].strip()})" if errors else "")]
     transfer = logs / "bench_transfer.log"
     if transfer.exists():
         curve = [l for l in transfer.read_text(errors="replace").splitlines() if "CURVE" in l]
         if curve:
             text += ["", "bench_transfer:"] + curve
-    (out / "table.txt").write_text("\n".join(text) + "\n")
+    write(out / "table.txt", "\n".join(text) + "\n")
     print("\n".join(text))
 
 

@@ -119,7 +119,7 @@ def compare_to_cpu(runs, name, precision, cpu="cpu"):
 
 def transformers_check(log):
     """The JSON summary line scripts/hf_transformers_check.py prints last, and its per-case lines."""
-    return json_and_lines(log, lambda line: "from_pretrained" in line)
+    return json_and_lines(log, lambda line: "from_pretrained" in line or " FAILED: " in line)
 
 
 def diloco(runs):
@@ -130,6 +130,13 @@ def diloco(runs):
     figures = {"same_final_weights": s.get("same_final_weights"), "sites": sites,
                "final_val_loss": s.get("final_val_loss"), "wall_s": s.get("wall_s")}
     return figures, bool(s.get("same_final_weights")) and len(sites) == 2
+
+
+def write(path, text):
+    """Whole or not at all: the script runs again after every part, and a loan may end mid-write."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def main():
@@ -147,8 +154,8 @@ def main():
             p["detail"] = "figures outside tolerance"
 
     judge("suite", suite(logs / "suite.log"))
-    for name in ("memcheck_kernels", "racecheck_kernels", "memcheck_llama_kernels", "memcheck_models",
-                 "racecheck_models", "memcheck_trainer", "memcheck_cudnn"):
+    for name in ("memcheck_kernels", "racecheck_kernels", "memcheck_llama_kernels", "racecheck_llama_kernels",
+                 "memcheck_models", "racecheck_models", "memcheck_trainer", "memcheck_cudnn"):
         s = sanitizer(logs / f"{name}.log")
         judge(name, s, s["error_summary"] == 0)
     judge("bench_gpu", bench(logs / "bench_gpu.log"))
@@ -166,7 +173,7 @@ def main():
     summary = {"elapsed_s": elapsed, "parts": list(parts.values()),
                "passed": all(p["status"] in ("pass", "skipped") for p in parts.values()),
                "machine": machine.splitlines()[:40]}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     lines = [f"gpu-check: {elapsed:.0f} s", ""]
     for p in parts.values():
@@ -179,7 +186,7 @@ def main():
             tail = log.read_text(errors="replace").splitlines()[-40:]
             lines += ["", f"--- {p['part']}: last lines of its log"] + tail
     lines += ["", "--- machine"] + machine.splitlines()
-    (out / "report.txt").write_text("\n".join(lines) + "\n")
+    write(out / "report.txt", "\n".join(lines) + "\n")
     print("\n".join(lines[: len(parts) + 2]))
 
 

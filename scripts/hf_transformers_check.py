@@ -45,8 +45,15 @@ def gpt2_config():
             "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
 
 
+class CommandFailed(Exception):
+    pass
+
+
 def run(*cmd):
-    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:  # meridian's own words, not a bare exit status
+        raise CommandFailed(f"{' '.join(cmd[:2])} exited {r.returncode}: {(r.stderr or r.stdout).strip()[-1500:]}")
+    return r.stdout
 
 
 def meridian_logits(meridian, model_dir, data, work, name):
@@ -69,6 +76,26 @@ def relative(a, b):
     return ((a - b).abs().max() / b.abs().max()).item()
 
 
+def check_case(meridian, work, data, name, cfg):
+    """(export against transformers, save_pretrained imported) relative errors for one config."""
+    # 1. the reference writes it, meridian imports and exports it, transformers reads the export
+    reference = build(cfg)
+    init_like_hf(reference, 7)
+    src, run_dir, export = (os.path.join(work, name, d) for d in ("reference", "run", "export"))
+    save_hf(reference, src)
+    run(meridian, "import", src, "--out", run_dir, "--seq-len", str(T))
+    run(meridian, "export", "--checkpoint", run_dir, "--out", export)
+    exported = relative(transformers_logits(export, data), meridian_logits(meridian, run_dir, data, work, name))
+    # 2. transformers writes a random model of its own, meridian imports it
+    hf_cfg = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "architectures"})
+    own = transformers.AutoModelForCausalLM.from_config(hf_cfg)
+    saved, run2 = os.path.join(work, name, "saved"), os.path.join(work, name, "run2")
+    own.save_pretrained(saved)  # safetensors, transformers' default
+    run(meridian, "import", saved, "--out", run2, "--seq-len", str(T))
+    imported = relative(meridian_logits(meridian, run2, data, work, name + "-saved"), transformers_logits(saved, data))
+    return exported, imported
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -84,21 +111,13 @@ def main():
              "llama-mha-tied": llama_config(True, 4), "qwen2": llama_config(True, 2, "qwen2")}
     results, ok = {}, True
     for name, cfg in cases.items():
-        # 1. the reference writes it, meridian imports and exports it, transformers reads the export
-        reference = build(cfg)
-        init_like_hf(reference, 7)
-        src, run_dir, export = (os.path.join(work, name, d) for d in ("reference", "run", "export"))
-        save_hf(reference, src)
-        run(meridian, "import", src, "--out", run_dir, "--seq-len", str(T))
-        run(meridian, "export", "--checkpoint", run_dir, "--out", export)
-        exported = relative(transformers_logits(export, data), meridian_logits(meridian, run_dir, data, work, name))
-        # 2. transformers writes a random model of its own, meridian imports it
-        hf_cfg = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "architectures"})
-        own = transformers.AutoModelForCausalLM.from_config(hf_cfg)
-        saved, run2 = os.path.join(work, name, "saved"), os.path.join(work, name, "run2")
-        own.save_pretrained(saved)  # safetensors, transformers' default
-        run(meridian, "import", saved, "--out", run2, "--seq-len", str(T))
-        imported = relative(meridian_logits(meridian, run2, data, work, name + "-saved"), transformers_logits(saved, data))
+        try:  # one case's failure says why and leaves the others' results
+            exported, imported = check_case(meridian, work, data, name, cfg)
+        except Exception as e:  # noqa: BLE001: an import, export, eval or transformers error alike
+            ok = False
+            results[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            print(f"{name:18s} FAILED: {type(e).__name__}: {e}")
+            continue
         good = exported <= TOL and imported <= TOL
         ok = ok and good
         results[name] = {"export_vs_transformers": exported, "save_pretrained_import": imported, "ok": good}

@@ -20,12 +20,17 @@ class CudaError : public std::runtime_error {
 
 }  // namespace meridian::kernels::cuda
 
-#define MERIDIAN_CUDA(call)                                                                                \
-  do {                                                                                                     \
-    const cudaError_t meridian_err_ = (call);                                                              \
-    if (meridian_err_ != cudaSuccess)                                                                      \
-      ::meridian::kernels::cuda::cuda_failed(#call, cudaGetErrorName(meridian_err_),                       \
-                                             cudaGetErrorString(meridian_err_), __FILE__, __LINE__);       \
+// A failure it throws also clears the runtime's last error: the throw reports it, and a caller that
+// recovers (the cuDNN attention falls back when its workspace does not fit) must not meet it again
+// at its next launch check. Sticky errors (a faulted kernel) stay whatever is cleared.
+#define MERIDIAN_CUDA(call)                                                                          \
+  do {                                                                                               \
+    const cudaError_t meridian_err_ = (call);                                                        \
+    if (meridian_err_ != cudaSuccess) {                                                              \
+      (void)cudaGetLastError();                                                                      \
+      ::meridian::kernels::cuda::cuda_failed(#call, cudaGetErrorName(meridian_err_),                 \
+                                             cudaGetErrorString(meridian_err_), __FILE__, __LINE__); \
+    }                                                                                                \
   } while (0)
 
 #define MERIDIAN_CUBLAS(call)                                                                              \
