@@ -38,10 +38,17 @@ DeviceAttention<T>::DeviceAttention(CudaAttention asked, kc::Blas& blas, cudaStr
       description_ = fallback + "cuDNN " + cudnn->version() + " refuses this shape: " + why + ")";
       return;
     }
-    description_ = "cuDNN flash attention (cuDNN " + cudnn->version() + ", deterministic backward)";
     cudnn_ = std::move(cudnn);
     kind_ = CudaAttention::Cudnn;
   }
+}
+
+template <class T>
+std::string DeviceAttention<T>::describe() const {
+  if (kind_ != CudaAttention::Cudnn) return description_;
+  // The workspace grows with the largest batch its graphs were built for.
+  return "cuDNN flash attention (cuDNN " + cudnn_->version() + ", deterministic backward, workspace " +
+         std::to_string(cudnn_->workspace_bytes() >> 20) + " MiB)";
 }
 
 template <class T>

@@ -27,7 +27,7 @@ class DeviceAttention {
   DeviceAttention(CudaAttention asked, kernels::cuda::Blas& blas, cudaStream_t stream, int Tn, int NH, int KV, int hs);
 
   CudaAttention kind() const { return kind_; }
-  std::string describe() const { return description_; }
+  std::string describe() const;
   // Per layer and position: NH * T probabilities of type T (materialized), else NH floats.
   bool keeps_probabilities() const { return kind_ == CudaAttention::Materialized; }
   // Before a forward at batch size B: true when cuDNN refused B and the materialized kernel runs

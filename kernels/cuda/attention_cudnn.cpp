@@ -221,6 +221,7 @@ std::string CudnnAttention::validate_for(int sm_version, const AttentionShape& s
 }
 
 std::string CudnnAttention::version() const { return fe::detail::get_backend_version_string(); }
+std::size_t CudnnAttention::workspace_bytes() const { return impl_->workspace.size(); }
 
 template <class T>
 std::string CudnnAttention::unsupported(const AttentionShape& s) {

@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <variant>
@@ -42,6 +43,8 @@ class CudnnAttention {
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   std::string version() const;  // the loaded library's, e.g. "9.19.0"
+  // The workspace the graphs built so far share (the deterministic backward's grows as B·heads·T²).
+  std::size_t workspace_bytes() const;
   // Empty when cuDNN builds both graphs of `s` for T (kept for forward and backward), else its
   // reason.
   template <class T>

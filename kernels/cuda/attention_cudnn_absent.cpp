@@ -24,6 +24,7 @@ std::string CudnnAttention::validate_for(int, const AttentionShape&) {
 }
 
 std::string CudnnAttention::version() const { throw CudaError("cuDNN attention: built without cuDNN"); }
+std::size_t CudnnAttention::workspace_bytes() const { throw CudaError("cuDNN attention: built without cuDNN"); }
 
 template <class T>
 std::string CudnnAttention::unsupported(const AttentionShape&) {
