@@ -110,7 +110,10 @@ def main():
         parts = [json.loads(l) for l in (logs / "parts.jsonl").read_text().splitlines() if l.strip()]
     runs = {}
     for p in parts:
-        figures = last_json(logs / f"{p['part']}.log") if p["status"] == "pass" else None
+        last = last_json(logs / f"{p['part']}.log")
+        if p["status"] != "pass" and last and last.get("error"):  # the peer's own reason (an OOM, a compile error)
+            p["detail"] = f"{p['detail']}: {str(last['error'])[:200]}"
+        figures = last if p["status"] == "pass" else None
         if figures and "tokens_per_s" in figures and p["part"] != "ncu_b8":  # timed under the profiler
             p["figures"] = figures
             runs[p["part"]] = figures

@@ -60,6 +60,7 @@ def bench_report(tmp):
         ("meridian_b8_unaligned", "pass", bench_line(8, 150000.0)),
         ("meridian_b8", "pass", bench_line(8, 200000.0)),
         ("ncu_b8", "pass", ncu_csv + "\n" + bench_line(8, 1000.0)),
+        ("torch_compile_b8", "fail", json.dumps({"bench": "torch_gpt_gpu", "B": 8, "error": "oom"})),
     ])
     run("gpu_bench_report.py", logs, out, 100)
     summary = json.loads((out / "summary.json").read_text())
@@ -75,6 +76,7 @@ def bench_report(tmp):
           "Nsight's kernels fall in their groups")
     check("device time by phase" in table, "the phase table is carried into table.txt")
     check(not list(out.glob("*.tmp")), "no half-written file is left")
+    check("torch_compile_b8" in table and ": oom" in table, "a failed peer's own reason is in the table")
 
     # The profiler ran but wrote no rows: said so, with its own error.
     write_parts(logs, [("ncu_b8", "pass", "==ERROR== Failed to initialize the profiler\n")])
