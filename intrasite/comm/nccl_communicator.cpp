@@ -62,8 +62,9 @@ void require_device(int device) {
 // same collectives in the same order anyway.
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(int rank, int size, int device, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), device_(device), timeout_(timeout) {}
+  // alone: a group of one, without an NCCL communicator; its collectives are no-ops.
+  NcclCommunicator(int rank, int size, int device, std::chrono::milliseconds timeout, bool alone)
+      : rank_(rank), size_(size), device_(device), timeout_(timeout), alone_(alone) {}
 
   ~NcclCommunicator() override {
     DeviceScope scope(device_);
@@ -98,7 +99,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
 
   void allreduce(std::span<float> data, ReduceOp op) override {
-    if (size_ == 1 || data.empty()) return;
+    if (alone_ || data.empty()) return;
     DeviceScope scope(device_);
     check_usable("allreduce");
     reserve(data.size_bytes());
@@ -115,7 +116,7 @@ class NcclCommunicator final : public Communicator {
 
   void broadcast(std::span<std::byte> data, int root) override {
     MERIDIAN_CHECK(root >= 0 && root < size_, "root=", root, " size=", size_);
-    if (size_ == 1 || data.empty()) return;
+    if (alone_ || data.empty()) return;
     DeviceScope scope(device_);
     check_usable("broadcast");
     reserve(data.size_bytes());
@@ -130,7 +131,7 @@ class NcclCommunicator final : public Communicator {
   // padding's values are never read back.
   void reduce_scatter(std::span<float> data, std::span<const std::size_t> counts, ReduceOp op) override {
     check_parts(data.size(), counts, size_);
-    if (size_ == 1 || data.empty()) return;
+    if (alone_ || data.empty()) return;
     DeviceScope scope(device_);
     check_usable("reduce_scatter");
     const std::size_t longest = *std::max_element(counts.begin(), counts.end());
@@ -150,7 +151,7 @@ class NcclCommunicator final : public Communicator {
 
   void all_gather(std::span<float> data, std::span<const std::size_t> counts) override {
     check_parts(data.size(), counts, size_);
-    if (size_ == 1 || data.empty()) return;
+    if (alone_ || data.empty()) return;
     DeviceScope scope(device_);
     check_usable("all_gather");
     const std::size_t longest = *std::max_element(counts.begin(), counts.end());
@@ -168,7 +169,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void ring_shift(std::span<const float> out, std::span<float> in) override {
-    if (size_ == 1) {
+    if (alone_) {
       MERIDIAN_CHECK(in.size() == out.size(), "ring_shift alone: in ", in.size(), " out ", out.size());
       std::copy(out.begin(), out.end(), in.begin());
       return;
@@ -190,7 +191,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void barrier() override {
-    if (size_ == 1) return;
+    if (alone_) return;
     DeviceScope scope(device_);
     check_usable("barrier");
     // Only completion matters, not the value summed: the buffer's contents are left as they are.
@@ -280,7 +281,8 @@ class NcclCommunicator final : public Communicator {
   const int size_;
   const int device_;
   const std::chrono::milliseconds timeout_;
-  ncclComm_t comm_ = nullptr;  // null when size_ == 1 and after a failure
+  const bool alone_;
+  ncclComm_t comm_ = nullptr;  // null when alone_ and after a failure
   cudaStream_t stream_ = nullptr;
   void* buffer_ = nullptr;
   std::size_t capacity_ = 0;
@@ -318,8 +320,9 @@ std::unique_ptr<Communicator> connect_nccl(Store& store, const std::string& pref
   MERIDIAN_CHECK(size >= 1 && rank >= 0 && rank < size, "rank=", rank, " size=", size);
   MERIDIAN_CHECK(options.timeout.count() > 0, "timeout=", options.timeout.count(), " ms");
   require_device(options.device);
-  auto comm = std::make_unique<NcclCommunicator>(rank, size, options.device, options.timeout);
-  if (size == 1) return comm;
+  const bool alone = size == 1 && !options.nccl_when_alone;
+  auto comm = std::make_unique<NcclCommunicator>(rank, size, options.device, options.timeout, alone);
+  if (alone) return comm;
   const auto deadline = Clock::now() + options.timeout;
   comm->init(exchange_unique_id(store, prefix, rank, size, deadline), deadline);
   return comm;

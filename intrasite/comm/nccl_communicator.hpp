@@ -15,6 +15,10 @@ struct NcclOptions {
   int device = 0;  // the CUDA device of this rank; two ranks of a group must not share one
   // Bounds the rendezvous and every later collective: a peer silent for this long is an Error(Timeout).
   std::chrono::milliseconds timeout{30000};
+  // A group of one still makes its NCCL communicator and runs every collective through it (NCCL
+  // takes a single rank): how a machine with one GPU runs NCCL's kernels (scripts/gpu-check.sh).
+  // A site leaves it off: alone, the collectives have nothing to do.
+  bool nccl_when_alone = false;
 };
 
 // Joins the group of `size` ranks under `prefix` in `store`: rank 0 publishes the NCCL unique id
@@ -22,7 +26,8 @@ struct NcclOptions {
 // as with connect_gloo. Error(Config) when options.device is not a usable CUDA device (no GPU,
 // no driver); Error(Timeout) when the other ranks do not all show up within options.timeout;
 // Error(Peer) naming the NCCL error when initialisation fails. size == 1 creates no NCCL
-// communicator and its collectives are no-ops, but still requires the device.
+// communicator (unless options.nccl_when_alone) and its collectives are no-ops, but still
+// requires the device.
 //
 // Collectives throw Error(Timeout) when they do not complete within options.timeout and
 // Error(Peer) naming the NCCL or CUDA error otherwise. Either way the NCCL communicator has been

@@ -96,6 +96,32 @@ TEST_CASE("a size-1 communicator's collectives leave the data as it is") {
   CHECK(own == data);
 }
 
+TEST_CASE("one rank through NCCL itself: every collective runs NCCL's kernels and leaves the data as it is") {
+  if (!have_gpus(1)) return;
+  MemoryStore store;
+  auto options = options_for(0);
+  options.nccl_when_alone = true;  // what runs NCCL's kernels on a machine of one GPU
+  auto comm = connect_nccl(store, "gen0/", 0, 1, options);
+  CHECK(store.get("gen0/nccl_id", 1000ms).size() > 0);  // it made an NCCL communicator
+  const std::size_t n = 100'003;
+  std::vector<float> data(n), expected(n);
+  for (std::size_t i = 0; i < n; ++i) expected[i] = data[i] = input_value(0, i);
+  const std::vector<std::size_t> whole{n};
+  comm->reduce_scatter(data, whole, ReduceOp::Mean);
+  CHECK(data == expected);
+  comm->all_gather(data, whole);
+  CHECK(data == expected);
+  comm->allreduce(data, ReduceOp::Sum);
+  CHECK(data == expected);
+  std::vector<std::byte> bytes = {std::byte{7}, std::byte{9}};
+  comm->broadcast(bytes, 0);
+  CHECK(bytes == std::vector<std::byte>{std::byte{7}, std::byte{9}});
+  std::vector<float> own(n);
+  comm->ring_shift(data, own);  // its own next one, through NCCL's send and receive
+  CHECK(own == expected);
+  comm->barrier();
+}
+
 TEST_CASE("a rank whose rank 0 never publishes the id times out in the store") {
   if (!have_gpus(1)) return;
   MemoryStore store;
