@@ -2,15 +2,15 @@
 # One prepared benchmark pass on one GPU machine, made for a short loan (docs/gpu.md, "The benchmark"):
 #   scripts/gpu-bench.sh OUT_DIR
 # builds bench_gpu and bench_transfer (in build/gpu-check, as scripts/gpu-check.sh does), then
-# on the GPU: meridian's bench_gpu (GPT-2 124M, bf16, T = 1,024, 20 timed steps after 3 of
+# on the GPU: meridian's bench_gpu (GPT-2 124M, bf16, T = 1,024, 20 timed steps, 10 above B = 16, after 3 of
 # warm-up, and its per-phase table; with the materialized attention and with cuDNN's flash
 # attention) and the PyTorch peer (bench/torch_gpt_gpu_bench.py: the same
 # model with flash attention, bf16 autocast and fused AdamW, under torch.compile and eager)
 # at B = 64, 8, 32 and 16, the Llama family at about 1B (llama3.2-1b, B = 4 x T = 2,048) beside
 # the peer's Llama of that shape, each lever against the default (most telling first, so that a
-# short budget cuts only the tail; a peer starts only with time for its compile), one step
-# kernel by kernel under Nsight Compute where the machine allows it, and
-# on the CPU bench_transfer (CURVE against plaintext on this machine's cores). Every part has a
+# short budget cuts only the tail; a peer starts only with time for its compile), on the CPU
+# bench_transfer (CURVE against plaintext on this machine's cores) before the Llama's peer, and
+# one step kernel by kernel under Nsight Compute where the machine allows it. Every part has a
 # time limit inside GPU_BENCH_BUDGET_S (420 s by default, the build included: a 15-minute loan
 # also runs scripts/gpu-check.sh). Without a GPU it builds and reports every GPU part skipped,
 # with the reason.
@@ -66,6 +66,7 @@ if part configure 120 cmake "${cmake_args[@]}"; then
     not_built=""
 fi
 BG=$BUILD/bench/bench_gpu
+curve() { part bench_transfer 150 "$BUILD/bench/bench_transfer" 3 256 4; }
 
 if [ -n "$not_built" ]; then
   skip_all "$not_built" "${GPU_PARTS[@]}"
@@ -111,9 +112,9 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   }
   # What the issue's figures need first, so that a short budget cuts only the tail: meridian and
   # torch.compile at B = 64 (the likely best batch), at B = 8 (the figure of record), the Llama at
-  # 1B beside its peer, then each lever against the default in the same pass: the output layer's
-  # rows unaligned (the stride 50,257 of before), the bias outside cuBLASLt's epilogue, the
-  # logits' gradient in a pass of its own.
+  # 1B, each lever against the default in the same pass (the output layer's rows unaligned, the
+  # stride 50,257 of before; the bias outside cuBLASLt's epilogue; the logits' gradient in a pass
+  # of its own), CURVE on the CPU, then the Llama's peer.
   meridian 64; meridian_cudnn 64; torch_run compile 64
   meridian 8; meridian_cudnn 8
   part meridian_llama_1b 120 "$BG" --preset llama3.2-1b --precision bf16 --batch 4 --seq 2048 --steps 10 --warmup 2 \
@@ -126,6 +127,7 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
     --phases 5 --bias-epilogue 0
   part meridian_b64_no_fused_loss 90 "$BG" --preset gpt2 --precision bf16 --batch 64 --steps 10 --warmup 3 \
     --phases 5 --fused-loss 0
+  curve  # an issue figure too, and alone on the machine's cores
   llama_peer compile
   torch_run compile 8
   meridian 16; meridian_cudnn 16; meridian 32; meridian_cudnn 32
@@ -141,11 +143,11 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
   fi
 fi
 
-# --- CURVE against plaintext on this machine's cores (CPU only) ----------------------------------
+# --- CURVE against plaintext on this machine's cores (CPU only; with a GPU, between its parts) -----
 if [ -n "$not_built" ]; then
   skip_all "$not_built" bench_transfer
-else
-  part bench_transfer 150 "$BUILD/bench/bench_transfer" 3 256 4
+elif [ -n "$gpu_reason" ]; then
+  curve
 fi
 
 # --- results -------------------------------------------------------------------------------------
