@@ -14,6 +14,8 @@ import re
 import sys
 from pathlib import Path
 
+from gpu_report_io import write  # beside this script
+
 # Kernel names by the group they belong to: the first pattern that matches.
 KERNEL_GROUPS = [
     ("attention, fused (cuDNN) or tiled", r"sdpa|fmha|flash|tiled_(forward|backward)"),
@@ -94,13 +96,6 @@ def fmt_run(tag, r):
 
 def read_lines(log):
     return log.read_text(errors="replace").splitlines() if log.exists() else []
-
-
-def write(path, text):
-    """Whole or not at all: the script runs again after every part, and a loan may end mid-write."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def main():

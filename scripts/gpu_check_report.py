@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+from gpu_report_io import write  # beside this script
+
 # GPU against CPU, final validation loss, relative: fp32 differs from the CPU by reassociation
 # only (1e-4 per step in test_cuda_trainer), so over a few hundred steps the runs stay within 1%;
 # bf16 rounds every product's inputs, 3%.
@@ -130,13 +132,6 @@ def diloco(runs):
     figures = {"same_final_weights": s.get("same_final_weights"), "sites": sites,
                "final_val_loss": s.get("final_val_loss"), "wall_s": s.get("wall_s")}
     return figures, bool(s.get("same_final_weights")) and len(sites) == 2
-
-
-def write(path, text):
-    """Whole or not at all: the script runs again after every part, and a loan may end mid-write."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def main():
