@@ -91,24 +91,18 @@ if [ -z "$not_built" ] && [ -z "$gpu_reason" ]; then
       --steps "$(steps_for "$1")" --warmup 3 --phases 5
   }
   # A peer's part starts only with time for its compile (torch.compile takes a minute or two in a
-  # fresh process): one cut off by the budget would measure nothing and spend what is left.
-  peer_part() {  # NAME NEEDS_S CMD...
-    if (( $(seconds_left) - 20 < $2 )); then
-      record "$1" skipped 0 "needs about $2 s, $(( $(seconds_left) - 20 )) s of the budget left"
-      return 0
-    fi
-    part "$1" 200 "${@:3}"
-  }
+  # fresh process): 100 s compiled, 40 s eager.
   torch_run() {  # MODE B
     [ -n "$have_torch" ] || return 0
     local extra=() needs=40; [ "$1" = compile ] && extra=(--compile) && needs=100
-    peer_part "torch_$1_b$2" "$needs" python3 "$PEER" --batch "$2" --steps "$(steps_for "$2")" --warmup 5 "${extra[@]}"
+    PART_MIN_S=$needs part "torch_$1_b$2" 200 python3 "$PEER" --batch "$2" --steps "$(steps_for "$2")" --warmup 5 \
+      "${extra[@]}"
   }
   llama_peer() {  # MODE
     [ -n "$have_torch" ] || return 0
     local extra=() needs=40; [ "$1" = compile ] && extra=(--compile) && needs=100
-    peer_part "torch_llama_1b_$1" "$needs" python3 "$PEER" --llama-preset llama3.2-1b --batch 4 --seq 2048 --steps 10 \
-      --warmup 3 "${extra[@]}"
+    PART_MIN_S=$needs part "torch_llama_1b_$1" 200 python3 "$PEER" --llama-preset llama3.2-1b --batch 4 --seq 2048 \
+      --steps 10 --warmup 3 "${extra[@]}"
   }
   # What the issue's figures need first, so that a short budget cuts only the tail: meridian and
   # torch.compile at B = 64 (the likely best batch), at B = 8 (the figure of record), the Llama at

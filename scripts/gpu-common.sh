@@ -25,13 +25,15 @@ EOF
 
 # part NAME LIMIT_S CMD...: runs CMD with its output in $LOGS/NAME.log, within LIMIT_S and what
 # is left of the budget; records pass, fail (with the exit status) or timeout. Returns CMD's status.
+# PART_MIN_S (10 by default): the least time worth starting it with (a torch.compile cut off
+# before its first timed step measures nothing and spends what is left).
 part() {
-  local name=$1 limit=$2
+  local name=$1 limit=$2 min=${PART_MIN_S:-10}
   shift 2
   local left=$(( $(seconds_left) - 20 ))
   (( limit > left )) && limit=$left
-  if (( limit < 10 )); then
-    record "$name" skipped 0 "budget of ${BUDGET}s spent before it could start"
+  if (( limit < min )); then
+    record "$name" skipped 0 "budget of ${BUDGET}s: ${left}s left, the part needs at least ${min}s"
     return 125
   fi
   local t0 rc
